@@ -1,0 +1,63 @@
+# Warren's Makefile. `make help` lists the targets.
+
+GO        ?= go
+BIN       ?= bin
+DATA_DIR  ?= ./data
+AMQP_ADDR ?= :5672
+SPEC      ?= ../shared/spec/amqp-rabbitmq-0.9.1.json
+FUZZTIME  ?= 30s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build the binaries into ./bin
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: run
+run: build ## start one node: data in ./data, AMQP on port 5672 (guest/guest from localhost)
+	$(BIN)/warren --data-dir $(DATA_DIR) --amqp $(AMQP_ADDR)
+
+.PHONY: test
+test: ## vet, then every test with the race detector (fuzz seed corpora included)
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+.PHONY: test-short
+test-short: ## the tests without the race detector, quicker while editing
+	$(GO) test -count=1 ./...
+
+.PHONY: bench
+bench: ## micro-benchmarks of the hot paths (frames, tables, queue engine)
+	$(GO) test -run '^$$' -bench . -benchmem ./amqp/... ./cluster/...
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (default 30s)
+	@for t in FuzzReadFrame FuzzDecodeMethod FuzzDecodeTable FuzzDecodeContentHeader; do \
+		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./amqp/ || exit 1; \
+	done
+
+.PHONY: lint
+lint: ## gofmt check, go vet, and go mod tidy check
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+
+.PHONY: generate
+generate: ## regenerate the AMQP method code from the spec
+	$(GO) run ./amqp/internal/specgen -spec $(SPEC) -out amqp/spec_gen.go
+
+.PHONY: verify-generate
+verify-generate: ## fail if the committed generated code is stale
+	$(GO) test -count=1 -run 'Generated|Stale|Spec' ./amqp/
+
+.PHONY: perf-compare
+perf-compare: build ## warren-perf against `make run`'s node and a 1-node RabbitMQ (see docs/performance.md)
+	./scripts/perf-compare.sh
+
+.PHONY: clean
+clean: ## remove binaries (not ./data)
+	rm -rf $(BIN)
