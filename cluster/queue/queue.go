@@ -1,0 +1,138 @@
+// Package queue is the queue-type boundary: the one interface through which the
+// rest of the node publishes to, consumes from and manages a queue. Nothing
+// outside the queue packages (classic, and raftq for quorum queues) knows how a
+// queue stores its messages.
+package queue
+
+import (
+	"context"
+	"errors"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// Message is one published message as a queue keeps it: the wire format's
+// frames are gone, only what the publisher said remains.
+type Message struct {
+	Exchange   string
+	RoutingKey string
+	Properties amqp.Properties
+	Body       []byte
+}
+
+// Size is the number of body bytes, the unit of x-max-length-bytes.
+func (m *Message) Size() int { return len(m.Body) }
+
+// Delivery is a message handed to a consumer or to basic.get.
+type Delivery struct {
+	// ID identifies the message inside its queue for settlement (Settle,
+	// Requeue, Discard). It is unique for the life of the queue.
+	ID          uint64
+	Message     *Message
+	Redelivered bool
+}
+
+// Consumer receives deliveries from a queue. The AMQP channel implements it,
+// one value per basic.consume; later, a forwarding stream to a remote node.
+type Consumer interface {
+	// Deliver hands over one message. It is called with the queue's internal
+	// lock held: it must not block and must not call back into the queue. It
+	// returns false when the consumer's outbound buffer is full; the message
+	// is still delivered (the consumer owns it), but the queue sends the
+	// consumer nothing more until Queue.Resume is called for it.
+	Deliver(d Delivery) bool
+	// Gone tells the consumer that the queue dropped it because the queue
+	// itself was deleted (the channel sends basic.cancel where the client
+	// supports it). Called without the queue lock held.
+	Gone()
+}
+
+// ConsumeOptions are basic.consume's settings as the queue needs them.
+type ConsumeOptions struct {
+	Tag       string
+	NoAck     bool
+	Exclusive bool
+	// Prefetch bounds the consumer's unsettled deliveries; 0 is unlimited.
+	Prefetch uint32
+	// Priority is x-priority: higher priority consumers are served first.
+	Priority  int32
+	Arguments amqp.Table
+}
+
+// Stats is a point-in-time count of a queue's contents.
+type Stats struct {
+	Ready     uint32 // messages waiting for a consumer (declare-ok's message-count)
+	Unacked   uint32 // delivered and not yet settled
+	Consumers uint32
+}
+
+// ReturnCause says why a delivered message came back to its queue.
+type ReturnCause uint8
+
+const (
+	ReturnNack         ReturnCause = iota // basic.nack / basic.recover with requeue
+	ReturnReject                          // basic.reject with requeue
+	ReturnConsumerGone                    // channel or connection closed with the message unsettled
+)
+
+// Errors a queue returns; the AMQP layer maps them to reply codes.
+var (
+	// ErrExclusiveConsumer: another consumer holds exclusive access (403).
+	ErrExclusiveConsumer = errors.New("queue in exclusive use")
+	// ErrInUse: delete with if-unused on a queue that has consumers (406).
+	ErrInUse = errors.New("queue in use")
+	// ErrNotEmpty: delete with if-empty on a queue holding messages (406).
+	ErrNotEmpty = errors.New("queue not empty")
+	// ErrDeleted: the queue was deleted (404).
+	ErrDeleted = errors.New("queue deleted")
+	// ErrRejected: the queue refused the message (overflow reject-publish):
+	// the publisher gets basic.nack.
+	ErrRejected = errors.New("message rejected by queue")
+)
+
+// Queue is the boundary every queue type implements. All methods are safe
+// for concurrent use.
+type Queue interface {
+	// Enqueue stores m. done is called exactly once: with nil when the
+	// message is safely stored (a classic queue before Enqueue returns; a
+	// quorum queue after a majority commit), or with an error (ErrRejected,
+	// ErrDeleted) that makes the publisher's confirm a basic.nack. done must
+	// not block. Enqueue blocks while the queue is over its inbound limit,
+	// until ctx is done: this is how backpressure reaches the socket.
+	Enqueue(ctx context.Context, m *Message, done func(error)) error
+
+	// Consume attaches c. The queue starts delivering at once.
+	Consume(c Consumer, opts ConsumeOptions) error
+	// Cancel detaches c. Its unsettled deliveries stay unsettled and may
+	// still be settled or requeued by ID.
+	Cancel(c Consumer)
+	// Resume lets a consumer that returned false from Deliver receive again.
+	Resume(c Consumer)
+
+	// Get takes one message for basic.get. ok is false when the queue is
+	// empty. remaining is the number of ready messages left after it.
+	Get(noAck bool) (d Delivery, remaining uint32, ok bool, err error)
+
+	// Settle acknowledges deliveries: they are gone for good.
+	Settle(ids []uint64)
+	// Requeue puts deliveries back, ahead of never-delivered messages,
+	// marked redelivered.
+	Requeue(ids []uint64, cause ReturnCause)
+	// Discard drops deliveries that were rejected or nacked without
+	// requeue (dead-lettered where the queue is configured for it).
+	Discard(ids []uint64)
+
+	// Purge removes every ready message and returns how many.
+	Purge() (uint32, error)
+	// Delete removes the queue's contents and stops it. It returns the
+	// number of messages it held. ErrInUse and ErrNotEmpty are returned
+	// for ifUnused and ifEmpty. Consumers get Gone.
+	Delete(ifUnused, ifEmpty bool) (uint32, error)
+
+	Stats() Stats
+
+	// Close stops the queue on this node without deleting it (the node
+	// is shutting down); its consumers are not told. Later calls fail
+	// with ErrDeleted.
+	Close()
+}
