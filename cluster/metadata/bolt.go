@@ -1,0 +1,158 @@
+package metadata
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// BoltStore is a Store in one bbolt file: a bucket per record kind, JSON
+// values. Metadata changes are rare (declares, binds), so clarity wins over
+// compactness here.
+type BoltStore struct {
+	db *bolt.DB
+}
+
+var (
+	bucketVhosts      = []byte("vhosts")
+	bucketUsers       = []byte("users")
+	bucketPermissions = []byte("permissions")
+	bucketExchanges   = []byte("exchanges")
+	bucketBindings    = []byte("bindings")
+	bucketQueues      = []byte("queues")
+	allBuckets        = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketBindings, bucketQueues}
+)
+
+// OpenBolt opens (creating if needed) the metadata file in dir.
+func OpenBolt(dir string) (*BoltStore, error) {
+	path := filepath.Join(dir, "metadata.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open metadata store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create metadata buckets: %w", err)
+	}
+	return &BoltStore{db: db}, nil
+}
+
+// key joins the parts that identify a record with NUL, which AMQP names
+// (short strings of UTF-8) never contain in practice and which keeps keys
+// of one vhost adjacent.
+func key(parts ...string) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p) + 1
+	}
+	b := make([]byte, 0, n)
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, 0)
+		}
+		b = append(b, p...)
+	}
+	return b
+}
+
+func (c Change) location() (bucket, k []byte, v any) {
+	switch {
+	case c.Vhost != nil:
+		return bucketVhosts, key(c.Vhost.Name), c.Vhost
+	case c.User != nil:
+		return bucketUsers, key(c.User.Name), c.User
+	case c.Permission != nil:
+		return bucketPermissions, key(c.Permission.User, c.Permission.Vhost), c.Permission
+	case c.Exchange != nil:
+		return bucketExchanges, key(c.Exchange.Vhost, c.Exchange.Name), c.Exchange
+	case c.Binding != nil:
+		b := c.Binding
+		return bucketBindings, key(b.Vhost, b.Source, strconv.Itoa(int(b.Kind)), b.Destination, b.RoutingKey, string(b.Arguments)), b
+	case c.Queue != nil:
+		return bucketQueues, key(c.Queue.Vhost, c.Queue.Name), c.Queue
+	}
+	return nil, nil, nil
+}
+
+// Apply writes changes in one transaction (one fsync).
+func (s *BoltStore) Apply(changes ...Change) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, c := range changes {
+			bucket, k, v := c.location()
+			if bucket == nil {
+				return fmt.Errorf("metadata: empty change")
+			}
+			b := tx.Bucket(bucket)
+			if c.Delete {
+				if err := b.Delete(k); err != nil {
+					return fmt.Errorf("delete %s record: %w", bucket, err)
+				}
+				continue
+			}
+			data, err := json.Marshal(v)
+			if err != nil {
+				return fmt.Errorf("encode %s record: %w", bucket, err)
+			}
+			if err := b.Put(k, data); err != nil {
+				return fmt.Errorf("put %s record: %w", bucket, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Load reads every record.
+func (s *BoltStore) Load() (*Snapshot, error) {
+	snap := &Snapshot{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := loadBucket(tx, bucketVhosts, &snap.Vhosts); err != nil {
+			return err
+		}
+		if err := loadBucket(tx, bucketUsers, &snap.Users); err != nil {
+			return err
+		}
+		if err := loadBucket(tx, bucketPermissions, &snap.Permissions); err != nil {
+			return err
+		}
+		if err := loadBucket(tx, bucketExchanges, &snap.Exchanges); err != nil {
+			return err
+		}
+		if err := loadBucket(tx, bucketBindings, &snap.Bindings); err != nil {
+			return err
+		}
+		return loadBucket(tx, bucketQueues, &snap.Queues)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load metadata: %w", err)
+	}
+	return snap, nil
+}
+
+func loadBucket[T any](tx *bolt.Tx, bucket []byte, out *[]T) error {
+	return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+		var r T
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("decode %s record %q: %w", bucket, k, err)
+		}
+		*out = append(*out, r)
+		return nil
+	})
+}
+
+// Close closes the file.
+func (s *BoltStore) Close() error { return s.db.Close() }

@@ -1,0 +1,143 @@
+// Package metadata holds the node's durable definitions — vhosts, users,
+// permissions, exchanges, bindings and queue records — and the Store that
+// keeps them across restarts. Today the Store is a local bbolt file; the
+// cluster's replicated metadata group implements the same interface.
+package metadata
+
+// Vhost is a virtual host.
+type Vhost struct {
+	Name string `json:"name"`
+	// DefaultQueueType is the type a durable queue gets when declared
+	// without x-queue-type ("quorum" unless configured otherwise).
+	DefaultQueueType string `json:"default_queue_type"`
+}
+
+// User is an account that may log in.
+type User struct {
+	Name string `json:"name"`
+	// PasswordHash is RabbitMQ's rabbit_password_hashing_sha256 layout:
+	// base64(salt[4] ++ sha256(salt ++ password)). Empty means the user
+	// cannot log in with a password.
+	PasswordHash string   `json:"password_hash"`
+	Tags         []string `json:"tags,omitempty"`
+}
+
+// Permission grants a user access to a vhost: three regular expressions
+// matched against resource names, as in RabbitMQ.
+type Permission struct {
+	User      string `json:"user"`
+	Vhost     string `json:"vhost"`
+	Configure string `json:"configure"`
+	Write     string `json:"write"`
+	Read      string `json:"read"`
+}
+
+// Exchange is a declared exchange.
+type Exchange struct {
+	Vhost      string `json:"vhost"`
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	Durable    bool   `json:"durable"`
+	AutoDelete bool   `json:"auto_delete"`
+	Internal   bool   `json:"internal"`
+	// Arguments is the AMQP field table, encoded, so that its value types
+	// survive exactly (JSON would turn every number into a float).
+	Arguments []byte `json:"arguments,omitempty"`
+}
+
+// DestinationKind says what a binding routes to.
+type DestinationKind uint8
+
+const (
+	ToQueue DestinationKind = iota
+	ToExchange
+)
+
+// Binding routes messages from an exchange to a queue or exchange.
+type Binding struct {
+	Vhost       string          `json:"vhost"`
+	Source      string          `json:"source"`
+	Destination string          `json:"destination"`
+	Kind        DestinationKind `json:"kind"`
+	RoutingKey  string          `json:"routing_key"`
+	Arguments   []byte          `json:"arguments,omitempty"`
+}
+
+// Queue is a durable queue's record: what it is, not what it holds.
+type Queue struct {
+	Vhost      string `json:"vhost"`
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	Durable    bool   `json:"durable"`
+	AutoDelete bool   `json:"auto_delete"`
+	Arguments  []byte `json:"arguments,omitempty"`
+}
+
+// Snapshot is every record a Store holds.
+type Snapshot struct {
+	Vhosts      []Vhost
+	Users       []User
+	Permissions []Permission
+	Exchanges   []Exchange
+	Bindings    []Binding
+	Queues      []Queue
+}
+
+// Change is one put or delete of exactly one record.
+type Change struct {
+	Delete     bool
+	Vhost      *Vhost
+	User       *User
+	Permission *Permission
+	Exchange   *Exchange
+	Binding    *Binding
+	Queue      *Queue
+}
+
+// Put returns a Change storing r, which must be one of the record types
+// (by value or pointer).
+func Put(r any) Change { return change(false, r) }
+
+// Del returns a Change deleting r.
+func Del(r any) Change { return change(true, r) }
+
+func change(del bool, r any) Change {
+	c := Change{Delete: del}
+	switch v := r.(type) {
+	case Vhost:
+		c.Vhost = &v
+	case *Vhost:
+		c.Vhost = v
+	case User:
+		c.User = &v
+	case *User:
+		c.User = v
+	case Permission:
+		c.Permission = &v
+	case *Permission:
+		c.Permission = v
+	case Exchange:
+		c.Exchange = &v
+	case *Exchange:
+		c.Exchange = v
+	case Binding:
+		c.Binding = &v
+	case *Binding:
+		c.Binding = v
+	case Queue:
+		c.Queue = &v
+	case *Queue:
+		c.Queue = v
+	default:
+		panic("metadata: not a record type")
+	}
+	return c
+}
+
+// Store keeps records across restarts. Apply is atomic: all of a batch's
+// changes are kept, or none.
+type Store interface {
+	Load() (*Snapshot, error)
+	Apply(changes ...Change) error
+	Close() error
+}
