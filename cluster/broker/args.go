@@ -1,0 +1,158 @@
+package broker
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// typeName is RabbitMQ's name for a field-table value's type, as its
+// "inequivalent arg" errors print it.
+func typeName(v any) string {
+	switch v.(type) {
+	case bool:
+		return "bool"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case int32:
+		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int64, int:
+		return "long"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case amqp.Decimal:
+		return "decimal"
+	case string:
+		return "longstr"
+	case []byte:
+		return "binary"
+	case []any:
+		return "array"
+	case time.Time:
+		return "timestamp"
+	case amqp.Table:
+		return "table"
+	case nil:
+		return "void"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// asInt returns an integer-typed value as int64. RabbitMQ compares
+// integers by value whatever their width, so a client that declares with
+// a 32-bit ttl and redeclares with a 64-bit one is equivalent.
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int8:
+		return int64(n), true
+	case uint8:
+		return int64(n), true
+	case int16:
+		return int64(n), true
+	case uint16:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case uint32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+func argEqual(a, b any) bool {
+	if x, ok := asInt(a); ok {
+		y, ok := asInt(b)
+		return ok && x == y
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// describeArg renders a value as RabbitMQ's equivalence errors do:
+// "the value '1000' of type 'long'", or "none" when absent.
+func describeArg(v any, present bool) string {
+	if !present {
+		return "none"
+	}
+	switch s := v.(type) {
+	case string:
+		return fmt.Sprintf("the value '%s' of type '%s'", s, typeName(v))
+	case []byte:
+		return fmt.Sprintf("the value '%s' of type '%s'", s, typeName(v))
+	}
+	return fmt.Sprintf("the value '%v' of type '%s'", v, typeName(v))
+}
+
+// checkArgsEquivalent compares the named arguments of a redeclaration
+// with the existing entity's, as RabbitMQ does: only arguments that
+// change behaviour are compared; unknown ones are ignored.
+func checkArgsEquivalent(what string, keys []string, got, have amqp.Table) error {
+	for _, k := range keys {
+		g, gok := got[k]
+		h, hok := have[k]
+		if gok != hok || (gok && !argEqual(g, h)) {
+			return amqp.Errorf(amqp.PreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s",
+				k, what, describeArg(g, gok), describeArg(h, hok))
+		}
+	}
+	return nil
+}
+
+// inequivalent is the error for a differing declare property such as
+// durable or type.
+func inequivalent(prop, what string, got, have any) error {
+	return amqp.Errorf(amqp.PreconditionFailed, "inequivalent arg '%s' for %s: received '%v' but current is '%v'", prop, what, got, have)
+}
+
+// intArg reads a non-negative integer argument, refusing other types as
+// RabbitMQ does.
+func intArg(what string, args amqp.Table, key string, min int64) (int64, bool, error) {
+	v, ok := args[key]
+	if !ok {
+		return 0, false, nil
+	}
+	n, isInt := asInt(v)
+	if !isInt {
+		return 0, false, amqp.Errorf(amqp.PreconditionFailed, "invalid arg '%s' for %s: {unacceptable_type,%s}", key, what, typeName(v))
+	}
+	if n < min {
+		return 0, false, amqp.Errorf(amqp.PreconditionFailed, "invalid arg '%s' for %s: {value_negative,%d}", key, what, n)
+	}
+	return n, true, nil
+}
+
+// encodeTable encodes args for the metadata store and for binding
+// identity. A nil or empty table encodes to nil.
+func encodeTable(t amqp.Table) ([]byte, error) {
+	if len(t) == 0 {
+		return nil, nil
+	}
+	b, err := amqp.AppendTable(nil, t)
+	if err != nil {
+		return nil, amqp.Errorf(amqp.PreconditionFailed, "invalid arguments table: %v", err)
+	}
+	return b, nil
+}
+
+func decodeTable(b []byte) (amqp.Table, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	t, _, err := amqp.DecodeTable(b)
+	return t, err
+}

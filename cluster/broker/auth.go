@@ -1,0 +1,92 @@
+package broker
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"regexp"
+)
+
+// HashPassword returns the password's hash in RabbitMQ's
+// rabbit_password_hashing_sha256 layout, base64(salt ++ sha256(salt ++
+// password)) with a 4-byte random salt, so that definitions exported from
+// RabbitMQ can be imported as they are.
+func HashPassword(password string) string {
+	var salt [4]byte
+	if _, err := rand.Read(salt[:]); err != nil {
+		panic(fmt.Sprintf("read random salt: %v", err))
+	}
+	return hashWithSalt(salt[:], password)
+}
+
+func hashWithSalt(salt []byte, password string) string {
+	h := sha256.New()
+	h.Write(salt)
+	h.Write([]byte(password))
+	return base64.StdEncoding.EncodeToString(append(append([]byte{}, salt...), h.Sum(nil)...))
+}
+
+// CheckPassword reports whether password matches hash, in constant time.
+func CheckPassword(hash, password string) bool {
+	raw, err := base64.StdEncoding.DecodeString(hash)
+	if err != nil || len(raw) != 4+sha256.Size {
+		return false
+	}
+	want := hashWithSalt(raw[:4], password)
+	return subtle.ConstantTimeCompare([]byte(want), []byte(hash)) == 1
+}
+
+// permission is a user's access to one vhost, its patterns compiled.
+type permission struct {
+	configure, write, read *regexp.Regexp
+}
+
+// compilePattern compiles a permission pattern. As in RabbitMQ, the empty
+// string grants nothing (it is a synonym for ^$, which no resource name
+// matches).
+func compilePattern(p string) (*regexp.Regexp, error) {
+	if p == "" {
+		p = "^$"
+	}
+	re, err := regexp.Compile(p)
+	if err != nil {
+		return nil, fmt.Errorf("permission pattern %q: %w", p, err)
+	}
+	return re, nil
+}
+
+// Access is the kind of permission an operation needs.
+type Access uint8
+
+const (
+	Configure Access = iota
+	Write
+	Read
+)
+
+func (a Access) String() string {
+	switch a {
+	case Configure:
+		return "configure"
+	case Write:
+		return "write"
+	default:
+		return "read"
+	}
+}
+
+func (p *permission) allows(a Access, name string) bool {
+	if p == nil {
+		return false
+	}
+	switch a {
+	case Configure:
+		return p.configure.MatchString(name)
+	case Write:
+		return p.write.MatchString(name)
+	default:
+		return p.read.MatchString(name)
+	}
+}

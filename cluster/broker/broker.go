@@ -1,0 +1,279 @@
+// Package broker is the node's AMQP model: users and their permissions,
+// vhosts with their exchanges, bindings and queues, routing, and the rules
+// of declaring and deleting them. The AMQP connection layer (amqp/server)
+// drives it; queues themselves sit behind the queue.Queue boundary.
+//
+// Errors returned to the protocol layer are *amqp.Error values carrying
+// RabbitMQ's reply codes and texts.
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/metadata"
+)
+
+// Config is what the broker needs from the node's configuration.
+type Config struct {
+	// LoopbackUsers may only connect from a loopback address
+	// (RabbitMQ's loopback_users; ["guest"] by default).
+	LoopbackUsers []string
+	// DefaultQueueType for vhosts created by seeding ("quorum").
+	DefaultQueueType string
+	// Seed is applied when the store is empty: the first start.
+	Seed Seed
+}
+
+// Seed is the initial set of users, vhosts and permissions.
+type Seed struct {
+	Users       []SeedUser
+	Vhosts      []string
+	Permissions []metadata.Permission
+}
+
+// SeedUser is a user given in the config file. Either Password (plain) or
+// PasswordHash (RabbitMQ's sha256 layout) is set.
+type SeedUser struct {
+	Name         string
+	Password     string
+	PasswordHash string
+	Tags         []string
+}
+
+// DefaultSeed is what RabbitMQ creates on a fresh node: vhost "/" and
+// guest/guest with full access to it.
+func DefaultSeed() Seed {
+	return Seed{
+		Users:       []SeedUser{{Name: "guest", Password: "guest", Tags: []string{"administrator"}}},
+		Vhosts:      []string{"/"},
+		Permissions: []metadata.Permission{{User: "guest", Vhost: "/", Configure: ".*", Write: ".*", Read: ".*"}},
+	}
+}
+
+// Broker is the node's model of users, vhosts and their contents.
+type Broker struct {
+	log   *slog.Logger
+	store metadata.Store
+	cfg   Config
+
+	mu     sync.RWMutex
+	users  map[string]metadata.User
+	perms  map[permKey]*permission
+	vhosts map[string]*Vhost
+}
+
+type permKey struct{ user, vhost string }
+
+// New loads the store, seeding it on first start, and recreates every
+// durable exchange, queue and binding.
+func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
+	if cfg.DefaultQueueType == "" {
+		cfg.DefaultQueueType = QueueTypeQuorum
+	}
+	if cfg.LoopbackUsers == nil {
+		cfg.LoopbackUsers = []string{"guest"}
+	}
+	b := &Broker{
+		log:    log,
+		store:  store,
+		cfg:    cfg,
+		users:  make(map[string]metadata.User),
+		perms:  make(map[permKey]*permission),
+		vhosts: make(map[string]*Vhost),
+	}
+	snap, err := store.Load()
+	if err != nil {
+		return nil, err
+	}
+	if len(snap.Vhosts) == 0 && len(snap.Users) == 0 {
+		if snap, err = b.seed(cfg.Seed); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.restore(snap); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Broker) seed(s Seed) (*metadata.Snapshot, error) {
+	var changes []metadata.Change
+	for _, u := range s.Users {
+		hash := u.PasswordHash
+		if hash == "" && u.Password != "" {
+			hash = HashPassword(u.Password)
+		}
+		changes = append(changes, metadata.Put(metadata.User{Name: u.Name, PasswordHash: hash, Tags: u.Tags}))
+	}
+	for _, v := range s.Vhosts {
+		changes = append(changes, metadata.Put(metadata.Vhost{Name: v, DefaultQueueType: b.cfg.DefaultQueueType}))
+	}
+	for _, p := range s.Permissions {
+		if _, err := compilePermission(p); err != nil {
+			return nil, fmt.Errorf("seed permissions: %w", err)
+		}
+		changes = append(changes, metadata.Put(p))
+	}
+	if err := b.store.Apply(changes...); err != nil {
+		return nil, fmt.Errorf("seed metadata: %w", err)
+	}
+	b.log.Info("seeded metadata on first start", "users", len(s.Users), "vhosts", len(s.Vhosts))
+	return b.store.Load()
+}
+
+func compilePermission(p metadata.Permission) (*permission, error) {
+	c, err := compilePattern(p.Configure)
+	if err != nil {
+		return nil, err
+	}
+	w, err := compilePattern(p.Write)
+	if err != nil {
+		return nil, err
+	}
+	r, err := compilePattern(p.Read)
+	if err != nil {
+		return nil, err
+	}
+	return &permission{configure: c, write: w, read: r}, nil
+}
+
+func (b *Broker) restore(snap *metadata.Snapshot) error {
+	for _, u := range snap.Users {
+		b.users[u.Name] = u
+	}
+	for _, p := range snap.Permissions {
+		cp, err := compilePermission(p)
+		if err != nil {
+			return fmt.Errorf("load permission of %s on %s: %w", p.User, p.Vhost, err)
+		}
+		b.perms[permKey{p.User, p.Vhost}] = cp
+	}
+	for _, v := range snap.Vhosts {
+		b.vhosts[v.Name] = newVhost(b, v)
+	}
+	for _, x := range snap.Exchanges {
+		v := b.vhosts[x.Vhost]
+		if v == nil {
+			return fmt.Errorf("exchange %q refers to missing vhost %q", x.Name, x.Vhost)
+		}
+		if err := v.restoreExchange(x); err != nil {
+			return err
+		}
+	}
+	for _, q := range snap.Queues {
+		v := b.vhosts[q.Vhost]
+		if v == nil {
+			return fmt.Errorf("queue %q refers to missing vhost %q", q.Name, q.Vhost)
+		}
+		if err := v.restoreQueue(q); err != nil {
+			return err
+		}
+	}
+	for _, bd := range snap.Bindings {
+		v := b.vhosts[bd.Vhost]
+		if v == nil {
+			return fmt.Errorf("binding refers to missing vhost %q", bd.Vhost)
+		}
+		if err := v.restoreBinding(bd); err != nil {
+			b.log.Warn("dropping stored binding", "vhost", bd.Vhost, "source", bd.Source, "destination", bd.Destination, "err", err)
+		}
+	}
+	return nil
+}
+
+// User is an authenticated user as the connection layer sees it.
+type User struct {
+	Name string
+	Tags []string
+}
+
+// loginRefused is RabbitMQ's text for every failed login: the reason is
+// logged, never told to the client.
+func loginRefused(mechanism string) *amqp.Error {
+	return amqp.Errorf(amqp.AccessRefused, "Login was refused using authentication mechanism %s. For details see the broker logfile.", mechanism)
+}
+
+// Authenticate checks a username and password presented with mechanism
+// from addr.
+func (b *Broker) Authenticate(mechanism, username, password string, addr net.Addr) (*User, error) {
+	b.mu.RLock()
+	u, ok := b.users[username]
+	b.mu.RUnlock()
+	if !ok || u.PasswordHash == "" || !CheckPassword(u.PasswordHash, password) {
+		b.log.Warn("login refused: invalid credentials", "user", username, "mechanism", mechanism, "remote", addrString(addr))
+		return nil, loginRefused(mechanism)
+	}
+	if slices.Contains(b.cfg.LoopbackUsers, username) && !isLoopback(addr) {
+		b.log.Warn("login refused: user can only connect via localhost", "user", username, "remote", addrString(addr))
+		return nil, loginRefused(mechanism)
+	}
+	return &User{Name: u.Name, Tags: u.Tags}, nil
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+func isLoopback(a net.Addr) bool {
+	switch t := a.(type) {
+	case *net.TCPAddr:
+		return t.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	case nil:
+		return false
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// OpenVhost returns the vhost a user may use (connection.open). The
+// refusal is connection-level NOT_ALLOWED, as in RabbitMQ.
+func (b *Broker) OpenVhost(u *User, name string) (*Vhost, error) {
+	b.mu.RLock()
+	v, ok := b.vhosts[name]
+	_, allowed := b.perms[permKey{u.Name, name}]
+	b.mu.RUnlock()
+	if !ok || !allowed {
+		b.log.Warn("vhost access refused", "user", u.Name, "vhost", name, "exists", ok)
+		return nil, amqp.Errorf(amqp.NotAllowed, "access to vhost '%s' refused for user '%s'", name, u.Name)
+	}
+	return v, nil
+}
+
+// check returns nil when u may perform a on the named resource of vhost.
+func (b *Broker) check(u *User, vhost string, a Access, kind, name string) error {
+	b.mu.RLock()
+	p := b.perms[permKey{u.Name, vhost}]
+	b.mu.RUnlock()
+	if p.allows(a, name) {
+		return nil
+	}
+	return amqp.Errorf(amqp.AccessRefused, "%s access to %s '%s' in vhost '%s' refused for user '%s'", a, kind, name, vhost, u.Name)
+}
+
+// Close stops every queue and closes the store.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	vhosts := make([]*Vhost, 0, len(b.vhosts))
+	for _, v := range b.vhosts {
+		vhosts = append(vhosts, v)
+	}
+	b.mu.Unlock()
+	for _, v := range vhosts {
+		v.close()
+	}
+	return b.store.Close()
+}

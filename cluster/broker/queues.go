@@ -1,0 +1,412 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"strings"
+	"sync/atomic"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/cluster/queue/classic"
+)
+
+// Queue types.
+const (
+	QueueTypeClassic = "classic"
+	QueueTypeQuorum  = "quorum"
+)
+
+// OwnerID identifies a connection that owns exclusive queues. Zero is no
+// owner.
+type OwnerID uint64
+
+var lastOwner atomic.Uint64
+
+// NewOwnerID returns a fresh connection identity.
+func NewOwnerID() OwnerID { return OwnerID(lastOwner.Add(1)) }
+
+// Queue is a declared queue: its record, its owner and its engine.
+type Queue struct {
+	vhost *Vhost
+	rec   metadata.Queue
+	args  amqp.Table
+	// owner is the connection of an exclusive queue, zero otherwise.
+	owner  OwnerID
+	engine queue.Queue
+	// bindings leaving exchanges towards this queue, to drop them with it.
+	bindings map[*binding]*exchange
+}
+
+// Name is the queue's name.
+func (q *Queue) Name() string { return q.rec.Name }
+
+// Type is the queue's type, "classic" or "quorum".
+func (q *Queue) Type() string { return q.rec.Type }
+
+// Engine is the queue itself, behind the queue-type boundary.
+func (q *Queue) Engine() queue.Queue { return q.engine }
+
+// Exclusive reports whether the queue belongs to one connection.
+func (q *Queue) Exclusive() bool { return q.owner != 0 }
+
+// Arguments are the x-arguments it was declared with.
+func (q *Queue) Arguments() amqp.Table { return q.args }
+
+func (q *Queue) describe() string {
+	return "queue '" + q.rec.Name + "' in vhost '" + q.vhost.name + "'"
+}
+
+func describeQueue(name, vhost string) string {
+	return "queue '" + name + "' in vhost '" + vhost + "'"
+}
+
+// QueueDeclare is queue.declare's arguments.
+type QueueDeclare struct {
+	Name       string
+	Passive    bool
+	Durable    bool
+	Exclusive  bool
+	AutoDelete bool
+	Arguments  amqp.Table
+}
+
+// generateQueueName returns a server-chosen name like RabbitMQ's:
+// "amq.gen-" and 128 random bits in URL-safe base64.
+func generateQueueName() string {
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		panic("read random queue name: " + err.Error())
+	}
+	return "amq.gen-" + base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+// lockedErr is the error for touching another connection's exclusive queue.
+func lockedErr(name, vhost string) error {
+	return amqp.Errorf(amqp.ResourceLocked, "cannot obtain exclusive access to locked %s. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", describeQueue(name, vhost))
+}
+
+// accessible returns q when owner may use it.
+func (v *Vhost) accessible(q *Queue, owner OwnerID) error {
+	if q.owner != 0 && q.owner != owner {
+		return lockedErr(q.rec.Name, v.name)
+	}
+	return nil
+}
+
+// DeclareQueue declares (or, passively, checks) a queue. It returns the
+// queue and its counts for declare-ok.
+func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
+	if d.Passive {
+		if d.Name == "" {
+			return nil, queue.Stats{}, v.notFound("queue", d.Name)
+		}
+		q, err := v.LookupQueue(nil, owner, d.Name, Read)
+		if err != nil {
+			return nil, queue.Stats{}, err
+		}
+		if err := v.checkAny(u, "queue", d.Name); err != nil {
+			return nil, queue.Stats{}, err
+		}
+		return q, q.engine.Stats(), nil
+	}
+
+	serverNamed := d.Name == ""
+	if serverNamed {
+		d.Name = generateQueueName()
+	} else if strings.HasPrefix(d.Name, "amq.") {
+		return nil, queue.Stats{}, amqp.Errorf(amqp.AccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", d.Name)
+	}
+	if err := v.check(u, Configure, "queue", d.Name); err != nil {
+		return nil, queue.Stats{}, err
+	}
+
+	v.mu.Lock()
+	if q, ok := v.queues[d.Name]; ok {
+		v.mu.Unlock()
+		if err := v.accessible(q, owner); err != nil {
+			return nil, queue.Stats{}, err
+		}
+		if err := q.checkEquivalent(d); err != nil {
+			return nil, queue.Stats{}, err
+		}
+		return q, q.engine.Stats(), nil
+	}
+	defer v.mu.Unlock()
+
+	typ, err := v.queueType(d, serverNamed)
+	if err != nil {
+		return nil, queue.Stats{}, err
+	}
+	argBytes, err := encodeTable(d.Arguments)
+	if err != nil {
+		return nil, queue.Stats{}, err
+	}
+	rec := metadata.Queue{
+		Vhost:      v.name,
+		Name:       d.Name,
+		Type:       typ,
+		Durable:    d.Durable,
+		AutoDelete: d.AutoDelete,
+		Arguments:  argBytes,
+	}
+	if d.Durable && !d.Exclusive {
+		if err := v.persist(metadata.Put(rec)); err != nil {
+			return nil, queue.Stats{}, err
+		}
+	}
+	q := v.addQueue(rec, d.Arguments)
+	if d.Exclusive {
+		q.owner = owner
+	}
+	v.b.log.Debug("queue declared", "vhost", v.name, "queue", d.Name, "type", typ, "durable", d.Durable, "exclusive", d.Exclusive)
+	return q, q.engine.Stats(), nil
+}
+
+// addQueue creates the queue's engine and registers it. v.mu is held.
+func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) *Queue {
+	q := &Queue{vhost: v, rec: rec, args: args, bindings: make(map[*binding]*exchange)}
+	q.engine = v.newEngine(q)
+	v.queues[rec.Name] = q
+	return q
+}
+
+// newEngine picks the queue type's implementation. Quorum queues run on the
+// in-memory engine until raftq replicates them; the record keeps their
+// type so that nothing else changes when it does.
+func (v *Vhost) newEngine(q *Queue) queue.Queue {
+	opts := classic.Options{}
+	if q.rec.AutoDelete {
+		opts.OnUnused = func() { v.autoDelete(q) }
+	}
+	return classic.New(q.rec.Name, opts)
+}
+
+func (v *Vhost) restoreQueue(rec metadata.Queue) error {
+	args, err := decodeTable(rec.Arguments)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.addQueue(rec, args)
+	return nil
+}
+
+// checkEquivalent compares a redeclaration with the queue as it is.
+func (q *Queue) checkEquivalent(d QueueDeclare) error {
+	what := q.describe()
+	if d.Durable != q.rec.Durable {
+		return inequivalent("durable", what, d.Durable, q.rec.Durable)
+	}
+	if d.AutoDelete != q.rec.AutoDelete {
+		return inequivalent("auto_delete", what, d.AutoDelete, q.rec.AutoDelete)
+	}
+	if d.Exclusive != (q.owner != 0) {
+		return lockedErr(q.rec.Name, q.vhost.name)
+	}
+	if t, ok := d.Arguments["x-queue-type"]; ok && t != q.rec.Type {
+		return amqp.Errorf(amqp.PreconditionFailed, "inequivalent arg 'x-queue-type' for %s: received %s but current is the value '%s' of type 'longstr'",
+			what, describeArg(t, true), q.rec.Type)
+	}
+	return checkArgsEquivalent(what, comparedQueueArgs, d.Arguments, q.args)
+}
+
+// comparedQueueArgs are the arguments whose difference makes a
+// redeclaration inequivalent (RabbitMQ's declare_args). x-queue-type is
+// compared apart: leaving it out always matches the recorded type.
+var comparedQueueArgs = []string{
+	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
+	"x-queue-version", "x-single-active-consumer", "x-delivery-limit", "x-dead-letter-strategy",
+	"x-quorum-initial-group-size", "x-queue-leader-locator",
+}
+
+// classicOnlyArgs are refused on quorum queues.
+var classicOnlyArgs = []string{"x-max-priority", "x-queue-mode", "x-queue-version", "x-queue-master-locator"}
+
+// queueType decides the type of a new queue and checks that the
+// declaration suits it.
+func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
+	what := describeQueue(d.Name, v.name)
+	typ := ""
+	if t, ok := d.Arguments["x-queue-type"]; ok {
+		s, isStr := t.(string)
+		if !isStr {
+			return "", amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-type' for %s: {unacceptable_type,%s}", what, typeName(t))
+		}
+		typ = s
+	} else if d.Durable && !d.Exclusive && !d.AutoDelete && !serverNamed {
+		// The vhost's default type applies only where it can: RabbitMQ
+		// keeps exclusive, auto-delete, transient and server-named queues
+		// classic.
+		typ = v.defaultQueueType
+	} else {
+		typ = QueueTypeClassic
+	}
+	switch typ {
+	case QueueTypeClassic:
+	case QueueTypeQuorum:
+		if err := checkQuorumDeclare(d, serverNamed, what); err != nil {
+			return "", err
+		}
+	default:
+		return "", amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-type' for %s: unsupported queue type '%s'", what, typ)
+	}
+	for _, k := range []string{"x-expires"} {
+		if _, _, err := intArg(what, d.Arguments, k, 1); err != nil {
+			return "", err
+		}
+	}
+	for _, k := range []string{"x-message-ttl", "x-max-length", "x-max-length-bytes"} {
+		if _, _, err := intArg(what, d.Arguments, k, 0); err != nil {
+			return "", err
+		}
+	}
+	return typ, nil
+}
+
+func checkQuorumDeclare(d QueueDeclare, serverNamed bool, what string) error {
+	switch {
+	case serverNamed:
+		return amqp.Errorf(amqp.PreconditionFailed, "Cannot declare a server-named queue for type rabbit_quorum_queue")
+	case d.AutoDelete:
+		return amqp.Errorf(amqp.PreconditionFailed, "invalid property 'auto-delete' for %s", what)
+	case d.Exclusive:
+		return amqp.Errorf(amqp.PreconditionFailed, "invalid property 'exclusive-owner' for %s", what)
+	case !d.Durable:
+		return amqp.Errorf(amqp.PreconditionFailed, "invalid property 'non-durable' for %s", what)
+	}
+	for _, k := range classicOnlyArgs {
+		if _, ok := d.Arguments[k]; ok {
+			return amqp.Errorf(amqp.PreconditionFailed, "invalid arg '%s' for %s of queue type rabbit_quorum_queue", k, what)
+		}
+	}
+	if o, ok := d.Arguments["x-overflow"]; ok && o == "reject-publish-dlx" {
+		return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-overflow' with value 'reject-publish-dlx' for %s of queue type rabbit_quorum_queue", what)
+	}
+	return nil
+}
+
+// LookupQueue finds a queue that owner may use with access a (read for
+// consume, get and purge). A nil user skips the permission check.
+func (v *Vhost) LookupQueue(u *User, owner OwnerID, name string, a Access) (*Queue, error) {
+	v.mu.RLock()
+	q, ok := v.queues[name]
+	v.mu.RUnlock()
+	if !ok {
+		return nil, v.notFound("queue", name)
+	}
+	if err := v.accessible(q, owner); err != nil {
+		return nil, err
+	}
+	if err := v.check(u, a, "queue", name); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// PurgeQueue removes a queue's ready messages.
+func (v *Vhost) PurgeQueue(u *User, owner OwnerID, name string) (uint32, error) {
+	q, err := v.LookupQueue(u, owner, name, Read)
+	if err != nil {
+		return 0, err
+	}
+	return q.engine.Purge()
+}
+
+// DeleteQueue deletes a queue and returns the number of messages it held.
+// Deleting a queue that does not exist succeeds with zero, as in
+// RabbitMQ, so that clean-up code can run twice.
+func (v *Vhost) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmpty bool) (uint32, error) {
+	v.mu.RLock()
+	q, ok := v.queues[name]
+	v.mu.RUnlock()
+	if !ok {
+		return 0, nil
+	}
+	if err := v.accessible(q, owner); err != nil {
+		return 0, err
+	}
+	if err := v.check(u, Configure, "queue", name); err != nil {
+		return 0, err
+	}
+	return v.deleteQueue(q, ifUnused, ifEmpty)
+}
+
+func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.queues[q.rec.Name] != q {
+		return 0, nil // deleted meanwhile
+	}
+	if (ifUnused || ifEmpty) && q.rec.Type == QueueTypeQuorum {
+		flag := "if-unused"
+		if ifEmpty {
+			flag = "if-empty"
+		}
+		// RabbitMQ refuses these on quorum queues, as a connection error.
+		return 0, amqp.Errorf(amqp.NotImplemented, "cannot delete %s. queue.delete operations with %s flag set are not supported by quorum queues", q.describe(), flag)
+	}
+	st := q.engine.Stats()
+	if ifEmpty && st.Ready > 0 {
+		return 0, amqp.Errorf(amqp.PreconditionFailed, "%s not empty", q.describe())
+	}
+	if ifUnused && st.Consumers > 0 {
+		return 0, amqp.Errorf(amqp.PreconditionFailed, "%s in use", q.describe())
+	}
+	var changes []metadata.Change
+	if q.rec.Durable && q.owner == 0 {
+		changes = append(changes, metadata.Del(q.rec))
+	}
+	var emptied []*exchange
+	for b, x := range q.bindings {
+		if c, ok := v.unbindLocked(x, b); ok {
+			changes = append(changes, c)
+		}
+		if x.rec.AutoDelete && len(x.bindings) == 0 {
+			emptied = append(emptied, x)
+		}
+	}
+	for _, x := range emptied {
+		changes = append(changes, v.dropExchangeLocked(x)...)
+	}
+	if err := v.persist(changes...); err != nil {
+		return 0, err
+	}
+	delete(v.queues, q.rec.Name)
+	n, err := q.engine.Delete(ifUnused, ifEmpty)
+	if err != nil {
+		// A consumer attached or a message arrived between the checks
+		// above and here; the queue is already unlinked, so delete it
+		// regardless rather than leave it half-removed.
+		n, _ = q.engine.Delete(false, false)
+	}
+	v.b.log.Debug("queue deleted", "vhost", v.name, "queue", q.rec.Name, "messages", n)
+	return n, nil
+}
+
+// autoDelete removes an auto-delete queue whose last consumer left.
+func (v *Vhost) autoDelete(q *Queue) {
+	if _, err := v.deleteQueue(q, true, false); err != nil {
+		v.b.log.Debug("auto-delete skipped", "queue", q.rec.Name, "err", err)
+	}
+}
+
+// ReleaseOwner deletes the exclusive queues of a closing connection.
+func (v *Vhost) ReleaseOwner(owner OwnerID) {
+	v.mu.RLock()
+	var owned []*Queue
+	for _, q := range v.queues {
+		if q.owner == owner {
+			owned = append(owned, q)
+		}
+	}
+	v.mu.RUnlock()
+	for _, q := range owned {
+		if _, err := v.deleteQueue(q, false, false); err != nil {
+			v.b.log.Warn("delete exclusive queue", "queue", q.rec.Name, "err", err)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package broker
+
+import (
+	"sync"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/metadata"
+)
+
+// Vhost holds one virtual host's exchanges, queues and bindings. One
+// RWMutex guards its maps: routing (every publish) takes the read lock,
+// declares and deletes the write lock.
+type Vhost struct {
+	b                *Broker
+	name             string
+	defaultQueueType string
+
+	mu        sync.RWMutex
+	exchanges map[string]*exchange
+	queues    map[string]*Queue
+}
+
+// predeclared are the exchanges every vhost has, as in RabbitMQ.
+var predeclared = []metadata.Exchange{
+	{Name: "", Type: ExchangeDirect, Durable: true},
+	{Name: "amq.direct", Type: ExchangeDirect, Durable: true},
+	{Name: "amq.fanout", Type: ExchangeFanout, Durable: true},
+	{Name: "amq.topic", Type: ExchangeTopic, Durable: true},
+}
+
+func newVhost(b *Broker, rec metadata.Vhost) *Vhost {
+	v := &Vhost{
+		b:                b,
+		name:             rec.Name,
+		defaultQueueType: rec.DefaultQueueType,
+		exchanges:        make(map[string]*exchange),
+		queues:           make(map[string]*Queue),
+	}
+	if v.defaultQueueType == "" {
+		v.defaultQueueType = b.cfg.DefaultQueueType
+	}
+	for _, x := range predeclared {
+		x.Vhost = rec.Name
+		v.exchanges[x.Name] = newExchange(x, nil)
+	}
+	return v
+}
+
+// Name is the vhost's name.
+func (v *Vhost) Name() string { return v.name }
+
+// DefaultQueueType is the type of durable queues declared without
+// x-queue-type.
+func (v *Vhost) DefaultQueueType() string { return v.defaultQueueType }
+
+func (v *Vhost) check(u *User, a Access, kind, name string) error {
+	if u == nil { // internal operations (auto-delete, connection cleanup)
+		return nil
+	}
+	return v.b.check(u, v.name, a, kind, name)
+}
+
+// checkAny passes when u has any permission on the resource, which is
+// what a passive declare needs; the refusal names configure, as
+// RabbitMQ's does.
+func (v *Vhost) checkAny(u *User, kind, name string) error {
+	if v.check(u, Read, kind, name) == nil || v.check(u, Write, kind, name) == nil {
+		return nil
+	}
+	return v.check(u, Configure, kind, name)
+}
+
+func (v *Vhost) notFound(kind, name string) *amqp.Error {
+	return amqp.Errorf(amqp.NotFound, "no %s '%s' in vhost '%s'", kind, name, v.name)
+}
+
+// persist writes changes of durable entities to the store. Called with
+// v.mu held so that the store's order matches the in-memory order.
+func (v *Vhost) persist(changes ...metadata.Change) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	if err := v.b.store.Apply(changes...); err != nil {
+		v.b.log.Error("metadata store write failed", "vhost", v.name, "err", err)
+		return amqp.Errorf(amqp.InternalError, "metadata store write failed")
+	}
+	return nil
+}
+
+func (v *Vhost) close() {
+	v.mu.Lock()
+	queues := make([]*Queue, 0, len(v.queues))
+	for _, q := range v.queues {
+		queues = append(queues, q)
+	}
+	v.mu.Unlock()
+	for _, q := range queues {
+		q.engine.Close()
+	}
+}
