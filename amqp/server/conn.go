@@ -1,0 +1,271 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/broker"
+)
+
+// conn is one client connection. Its reader goroutine (serve) owns the
+// channel table and runs every method; the writer goroutine (writeLoop)
+// owns the socket's write side.
+type conn struct {
+	s   *Server
+	nc  net.Conn
+	log *slog.Logger
+	r   *amqp.Reader
+	w   *amqp.Writer
+	out *outbox
+
+	owner broker.OwnerID
+	user  *broker.User
+	vhost *broker.Vhost
+	caps  capabilities
+
+	frameMax   uint32
+	channelMax uint16
+	heartbeat  time.Duration
+
+	channels   map[uint16]*channel
+	writerDone chan struct{}
+
+	closeOnce sync.Once
+	// forced carries a server-initiated close (shutdown) to the reader.
+	forced chan *amqp.Error
+}
+
+// capabilities the client announced in connection.start-ok. RabbitMQ
+// sends some things only to clients that asked for them.
+type capabilities struct {
+	consumerCancelNotify       bool
+	authenticationFailureClose bool
+	connectionBlocked          bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{
+		s:          s,
+		nc:         nc,
+		log:        s.log.With("remote", nc.RemoteAddr().String()),
+		r:          amqp.NewReader(nc),
+		w:          amqp.NewWriter(nc),
+		out:        newOutbox(),
+		owner:      broker.NewOwnerID(),
+		frameMax:   s.cfg.FrameMax,
+		channelMax: s.cfg.ChannelMax,
+		channels:   make(map[uint16]*channel),
+		writerDone: make(chan struct{}),
+		forced:     make(chan *amqp.Error, 1),
+	}
+}
+
+// errClientClosed ends the read loop after a client's connection.close.
+var errClientClosed = errors.New("connection closed by client")
+
+func (c *conn) serve() {
+	defer c.nc.Close()
+	if err := c.handshake(); err != nil {
+		c.log.Info("handshake failed", "err", err)
+		return
+	}
+	c.log.Info("connection opened", "user", c.user.Name, "vhost", c.vhost.Name())
+	go c.writeLoop()
+	err := c.readLoop()
+	c.cleanup()
+	switch {
+	case errors.Is(err, errClientClosed):
+		c.log.Info("connection closed by client")
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed):
+		c.log.Warn("client unexpectedly closed TCP connection")
+	default:
+		c.log.Warn("connection closed", "err", err)
+	}
+}
+
+// forceClose closes the connection from outside the reader (shutdown).
+func (c *conn) forceClose(e *amqp.Error) {
+	select {
+	case c.forced <- e:
+	default:
+	}
+	// Wake the reader from its blocking read; it sends the close.
+	c.nc.SetReadDeadline(time.Now())
+}
+
+// readLoop reads and dispatches frames until the connection ends.
+func (c *conn) readLoop() error {
+	for {
+		if c.r.Buffered() == 0 {
+			if c.heartbeat > 0 {
+				// RabbitMQ gives up after two missed intervals.
+				c.nc.SetReadDeadline(time.Now().Add(2 * c.heartbeat))
+			} else {
+				c.nc.SetReadDeadline(time.Time{})
+			}
+		}
+		f, err := c.r.ReadFrame()
+		if err != nil {
+			select {
+			case e := <-c.forced:
+				return c.closeWith(e)
+			default:
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				c.log.Warn("missed heartbeats from client", "timeout", c.heartbeat)
+				return errors.New("missed heartbeats")
+			}
+			var ae *amqp.Error
+			if errors.As(err, &ae) {
+				return c.closeWith(ae)
+			}
+			return err
+		}
+		if err := c.dispatch(f); err != nil {
+			var ae *amqp.Error
+			if errors.As(err, &ae) {
+				return c.closeWith(ae)
+			}
+			return err
+		}
+		c.out.waitBelowHigh()
+	}
+}
+
+// dispatch routes one frame to the connection or to its channel.
+func (c *conn) dispatch(f amqp.Frame) error {
+	if f.Channel == 0 {
+		return c.connectionFrame(f)
+	}
+	if f.Type == amqp.FrameHeartbeat {
+		return amqp.Errorf(amqp.UnexpectedFrame, "heartbeat frame on channel %d", f.Channel)
+	}
+	ch := c.channels[f.Channel]
+	if ch == nil {
+		return c.openChannel(f)
+	}
+	return ch.handleFrame(f)
+}
+
+func (c *conn) connectionFrame(f amqp.Frame) error {
+	switch f.Type {
+	case amqp.FrameHeartbeat:
+		return nil
+	case amqp.FrameMethod:
+	default:
+		return amqp.Errorf(amqp.UnexpectedFrame, "frame of type %d on channel 0", f.Type)
+	}
+	m, err := amqp.DecodeMethod(f.Payload)
+	if err != nil {
+		return err
+	}
+	switch m := m.(type) {
+	case *amqp.ConnectionClose:
+		c.log.Debug("client closing connection", "code", m.ReplyCode, "text", m.ReplyText)
+		c.sendDirect(0, &amqp.ConnectionCloseOk{})
+		return errClientClosed
+	case *amqp.ConnectionCloseOk:
+		return errClientClosed
+	case *amqp.ConnectionBlocked, *amqp.ConnectionUnblocked:
+		return nil // a client telling us it is blocked changes nothing here
+	}
+	return amqp.Errorf(amqp.ChannelError, "unexpected method in connection state running")
+}
+
+func (c *conn) openChannel(f amqp.Frame) error {
+	if f.Type != amqp.FrameMethod {
+		return amqp.Errorf(amqp.ChannelError, "expected 'channel.open'")
+	}
+	m, err := amqp.DecodeMethod(f.Payload)
+	if err != nil {
+		return err
+	}
+	if _, ok := m.(*amqp.ChannelOpen); !ok {
+		return amqp.Errorf(amqp.ChannelError, "expected 'channel.open'")
+	}
+	if f.Channel > c.channelMax || len(c.channels) >= int(c.channelMax) {
+		return withMethod(amqp.Errorf(amqp.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax), m)
+	}
+	ch := newChannel(c, f.Channel)
+	c.channels[f.Channel] = ch
+	c.out.push(outItem{channel: f.Channel, method: &amqp.ChannelOpenOk{}})
+	return nil
+}
+
+// sendDirect writes a method bypassing the outbox, for the handshake and
+// the final close, when the writer goroutine is not running.
+func (c *conn) sendDirect(channel uint16, m amqp.Method) error {
+	c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if err := c.w.WriteMethod(channel, m); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// closeWith sends connection.close for a hard error, waits briefly for
+// close-ok, and returns the error that ends the connection.
+func (c *conn) closeWith(e *amqp.Error) error {
+	c.log.Warn("closing connection", "code", e.Code, "text", e.Text, "class", e.ClassID, "method", e.MethodID)
+	c.stopWriter()
+	c.sendDirect(0, e.ConnectionClose())
+	// Wait for close-ok, ignoring anything else, as the spec asks; a
+	// client that never answers is cut off after a grace period.
+	c.nc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	for {
+		f, err := c.r.ReadFrame()
+		if err != nil {
+			return e
+		}
+		if f.Channel == 0 && f.Type == amqp.FrameMethod {
+			if m, err := amqp.DecodeMethod(f.Payload); err == nil {
+				switch m.(type) {
+				case *amqp.ConnectionCloseOk, *amqp.ConnectionClose:
+					return e
+				}
+			}
+		}
+	}
+}
+
+// stopWriter ends the writer goroutine after it has written what it has.
+func (c *conn) stopWriter() {
+	c.closeOnce.Do(func() {
+		c.out.close()
+		select {
+		case <-c.writerDone:
+		case <-time.After(5 * time.Second):
+			// The client stopped reading and the writer is stuck in a
+			// write: cut the socket to free it.
+			c.nc.Close()
+			<-c.writerDone
+		}
+	})
+}
+
+// cleanup releases everything the connection held: channels (their
+// consumers are cancelled, unacked messages requeued) and exclusive
+// queues.
+func (c *conn) cleanup() {
+	for id, ch := range c.channels {
+		ch.release()
+		delete(c.channels, id)
+	}
+	c.stopWriter()
+	if c.vhost != nil {
+		c.vhost.ReleaseOwner(c.owner)
+	}
+}
+
+// withMethod records which method caused e, for the close frame.
+func withMethod(e *amqp.Error, m amqp.Method) *amqp.Error {
+	if e.ClassID == 0 && m != nil {
+		e.ClassID, e.MethodID = m.ClassID(), m.MethodID()
+	}
+	return e
+}

@@ -1,0 +1,297 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"sync/atomic"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/queue"
+)
+
+// consumer is one basic.consume: the queue.Consumer a queue delivers to.
+type consumer struct {
+	ch    *channel
+	tag   string
+	q     *broker.Queue
+	noAck bool
+
+	// started turns true once consume-ok is queued: deliveries that the
+	// queue makes before then wait in early, so that the client always
+	// sees consume-ok first. Both are guarded by ch.mu.
+	started bool
+	early   []queue.Delivery
+	paused  atomic.Bool
+}
+
+// earlyLimit bounds deliveries held back before consume-ok.
+const earlyLimit = 256
+
+// Deliver implements queue.Consumer. It runs on the queue's goroutine
+// with the queue locked: it only queues frames.
+func (k *consumer) Deliver(d queue.Delivery) bool {
+	ch := k.ch
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if !k.started {
+		k.early = append(k.early, d)
+		if len(k.early) >= earlyLimit {
+			k.paused.Store(true)
+			return false
+		}
+		return true
+	}
+	if ch.deliverLocked(k, d) {
+		return true
+	}
+	k.paused.Store(true)
+	ch.c.out.pause(k)
+	return false
+}
+
+// Gone implements queue.Consumer: the queue was deleted.
+func (k *consumer) Gone() {
+	ch := k.ch
+	ch.mu.Lock()
+	current := ch.consumers[k.tag] == k
+	if current {
+		delete(ch.consumers, k.tag)
+	}
+	ch.mu.Unlock()
+	if current && ch.c.caps.consumerCancelNotify {
+		ch.c.out.push(outItem{channel: ch.id, method: &amqp.BasicCancel{ConsumerTag: k.tag, NoWait: true}})
+	}
+}
+
+func (k *consumer) resume() {
+	if k.paused.CompareAndSwap(true, false) {
+		k.q.Engine().Resume(k)
+	}
+}
+
+// deliverLocked gives d the channel's next delivery tag and queues the
+// basic.deliver. ch.mu is held, so tags reach the wire in order.
+func (ch *channel) deliverLocked(k *consumer, d queue.Delivery) bool {
+	ch.nextTag++
+	if !k.noAck {
+		ch.unacked.add(ch.nextTag, k.q, d.ID)
+	}
+	return ch.c.out.push(outItem{
+		channel: ch.id,
+		method: &amqp.BasicDeliver{
+			ConsumerTag: k.tag,
+			DeliveryTag: ch.nextTag,
+			Redelivered: d.Redelivered,
+			Exchange:    d.Message.Exchange,
+			RoutingKey:  d.Message.RoutingKey,
+		},
+		props: &d.Message.Properties,
+		body:  d.Message.Body,
+	})
+}
+
+func generateConsumerTag() string {
+	var id [16]byte
+	rand.Read(id[:])
+	return "amq.ctag-" + base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+func (ch *channel) basicQos(m *amqp.BasicQos) error {
+	if m.PrefetchSize != 0 {
+		return amqp.Errorf(amqp.NotImplemented, "prefetch_size!=0 (%d)", m.PrefetchSize)
+	}
+	// Prefetch applies to consumers created after it, per consumer, as
+	// RabbitMQ's per_consumer_qos does.
+	ch.prefetch = uint32(m.PrefetchCount)
+	ch.reply(&amqp.BasicQosOk{})
+	return nil
+}
+
+func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	q, err := ch.c.vhost.LookupQueue(ch.c.user, ch.c.owner, name, broker.Read)
+	if err != nil {
+		return err
+	}
+	tag := m.ConsumerTag
+	if tag == "" {
+		tag = generateConsumerTag()
+	}
+	ch.mu.Lock()
+	_, taken := ch.consumers[tag]
+	ch.mu.Unlock()
+	if taken {
+		return amqp.Errorf(amqp.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
+	}
+	priority, err := consumerPriority(m.Arguments)
+	if err != nil {
+		return err
+	}
+
+	k := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck}
+	opts := queue.ConsumeOptions{
+		Tag:       tag,
+		NoAck:     m.NoAck,
+		Exclusive: m.Exclusive,
+		Prefetch:  ch.prefetch,
+		Priority:  priority,
+		Arguments: m.Arguments,
+	}
+	if err := q.Engine().Consume(k, opts); err != nil {
+		if err == queue.ErrExclusiveConsumer {
+			return amqp.Errorf(amqp.AccessRefused, "queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.Name())
+		}
+		return amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", name, ch.c.vhost.Name())
+	}
+
+	ch.mu.Lock()
+	ch.consumers[tag] = k
+	if !m.NoWait {
+		ch.reply(&amqp.BasicConsumeOk{ConsumerTag: tag})
+	}
+	k.started = true
+	for _, d := range k.early {
+		ch.deliverLocked(k, d)
+	}
+	k.early = nil
+	ch.mu.Unlock()
+	// Held-back deliveries may have paused the consumer; the writer
+	// resumes it once they are on the wire.
+	if k.paused.Load() {
+		ch.c.out.pause(k)
+	}
+	return nil
+}
+
+func consumerPriority(args amqp.Table) (int32, error) {
+	v, ok := args["x-priority"]
+	if !ok {
+		return 0, nil
+	}
+	switch n := v.(type) {
+	case int8:
+		return int32(n), nil
+	case uint8:
+		return int32(n), nil
+	case int16:
+		return int32(n), nil
+	case uint16:
+		return int32(n), nil
+	case int32:
+		return n, nil
+	case int64:
+		if n >= -1<<31 && n < 1<<31 {
+			return int32(n), nil
+		}
+	}
+	return 0, amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-priority' for consumer: %v", v)
+}
+
+func (ch *channel) basicCancel(m *amqp.BasicCancel) error {
+	ch.mu.Lock()
+	k := ch.consumers[m.ConsumerTag]
+	delete(ch.consumers, m.ConsumerTag)
+	ch.mu.Unlock()
+	if k != nil {
+		k.q.Engine().Cancel(k)
+	}
+	if !m.NoWait {
+		ch.reply(&amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+	}
+	return nil
+}
+
+func (ch *channel) basicGet(m *amqp.BasicGet) error {
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	q, err := ch.c.vhost.LookupQueue(ch.c.user, ch.c.owner, name, broker.Read)
+	if err != nil {
+		return err
+	}
+	d, remaining, ok, err := q.Engine().Get(m.NoAck)
+	if err != nil {
+		return amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", name, ch.c.vhost.Name())
+	}
+	if !ok {
+		ch.reply(&amqp.BasicGetEmpty{})
+		return nil
+	}
+	ch.mu.Lock()
+	ch.nextTag++
+	if !m.NoAck {
+		ch.unacked.add(ch.nextTag, q, d.ID)
+	}
+	ch.c.out.push(outItem{
+		channel: ch.id,
+		method: &amqp.BasicGetOk{
+			DeliveryTag:  ch.nextTag,
+			Redelivered:  d.Redelivered,
+			Exchange:     d.Message.Exchange,
+			RoutingKey:   d.Message.RoutingKey,
+			MessageCount: remaining,
+		},
+		props: &d.Message.Properties,
+		body:  d.Message.Body,
+	})
+	ch.mu.Unlock()
+	return nil
+}
+
+// settleTags takes the deliveries an ack, nack or reject names, or
+// returns 406 for an unknown tag.
+func (ch *channel) settleTags(tag uint64, multiple bool) error {
+	ch.mu.Lock()
+	ok := ch.unacked.take(tag, multiple, &ch.settle)
+	ch.mu.Unlock()
+	if !ok {
+		return amqp.Errorf(amqp.PreconditionFailed, "unknown delivery tag %d", tag)
+	}
+	return nil
+}
+
+func (ch *channel) basicAck(m *amqp.BasicAck) error {
+	if err := ch.settleTags(m.DeliveryTag, m.Multiple); err != nil {
+		return err
+	}
+	ch.settle.ack()
+	return nil
+}
+
+func (ch *channel) basicReject(m *amqp.BasicReject) error {
+	if err := ch.settleTags(m.DeliveryTag, false); err != nil {
+		return err
+	}
+	if m.Requeue {
+		ch.settle.requeue(queue.ReturnReject)
+	} else {
+		ch.settle.discard()
+	}
+	return nil
+}
+
+func (ch *channel) basicNack(m *amqp.BasicNack) error {
+	if err := ch.settleTags(m.DeliveryTag, m.Multiple); err != nil {
+		return err
+	}
+	if m.Requeue {
+		ch.settle.requeue(queue.ReturnNack)
+	} else {
+		ch.settle.discard()
+	}
+	return nil
+}
+
+// recover returns every unacknowledged delivery to its queue, to be
+// redelivered (RabbitMQ treats requeue=false the same way).
+func (ch *channel) recover() {
+	ch.mu.Lock()
+	ch.unacked.takeAll(&ch.settle)
+	ch.mu.Unlock()
+	ch.settle.requeue(queue.ReturnNack)
+}

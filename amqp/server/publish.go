@@ -1,0 +1,166 @@
+package server
+
+import (
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/queue"
+)
+
+// contentAssembly collects basic.publish, its content header and body
+// frames: method → header → body*, with nothing else in between on the
+// channel (505 UNEXPECTED_FRAME otherwise).
+type contentAssembly struct {
+	publish *amqp.BasicPublish
+	header  amqp.ContentHeader
+	gotHdr  bool
+	body    []byte
+	filled  int
+}
+
+func (a *contentAssembly) active() bool { return a.publish != nil }
+
+func (a *contentAssembly) reset() { *a = contentAssembly{} }
+
+// unexpected is the error for a method frame arriving mid-content.
+func (a *contentAssembly) unexpected() error {
+	if !a.gotHdr {
+		return amqp.Errorf(amqp.UnexpectedFrame, "expected content header for class 60, got non content header frame instead")
+	}
+	return amqp.Errorf(amqp.UnexpectedFrame, "expected content body, got non content body frame instead")
+}
+
+func (ch *channel) basicPublish(m *amqp.BasicPublish) error {
+	if m.Immediate {
+		return amqp.Errorf(amqp.NotImplemented, "immediate=true")
+	}
+	ch.content.publish = m
+	return nil
+}
+
+func (ch *channel) contentHeader(payload []byte) error {
+	a := &ch.content
+	if !a.active() {
+		return amqp.Errorf(amqp.UnexpectedFrame, "expected method frame, got non method frame instead")
+	}
+	if a.gotHdr {
+		return amqp.Errorf(amqp.UnexpectedFrame, "expected content body, got non content body frame instead")
+	}
+	h, err := amqp.DecodeContentHeader(payload)
+	if err != nil {
+		return withMethodErr(err, a.publish)
+	}
+	if h.ClassID != amqp.ClassBasic {
+		return amqp.Errorf(amqp.UnexpectedFrame, "expected content header for class 60, got one for class %d instead", h.ClassID)
+	}
+	// Checked before a byte of the body is read, so an oversized message
+	// costs nothing; the channel closes and its body frames are ignored.
+	if max := ch.c.s.cfg.MaxMessageSize; h.BodySize > max {
+		pub := a.publish
+		a.reset()
+		return withMethod(amqp.Errorf(amqp.PreconditionFailed, "message size %d is larger than configured max size %d", h.BodySize, max), pub)
+	}
+	a.header = h
+	a.gotHdr = true
+	if h.BodySize == 0 {
+		return ch.completePublish()
+	}
+	a.body = make([]byte, h.BodySize)
+	return nil
+}
+
+func (ch *channel) contentBody(payload []byte) error {
+	a := &ch.content
+	if !a.active() {
+		return amqp.Errorf(amqp.UnexpectedFrame, "expected method frame, got non method frame instead")
+	}
+	if !a.gotHdr {
+		return amqp.Errorf(amqp.UnexpectedFrame, "expected content header for class 60, got non content header frame instead")
+	}
+	if len(payload) > len(a.body)-a.filled {
+		return withMethod(amqp.Errorf(amqp.FrameError, "content body frame exceeds remaining content size"), a.publish)
+	}
+	a.filled += copy(a.body[a.filled:], payload)
+	if a.filled < len(a.body) {
+		return nil
+	}
+	return ch.completePublish()
+}
+
+// completePublish routes the assembled message and hands it to its
+// queues. With confirms on, the publish is confirmed when every queue has
+// stored it (for a quorum queue: committed by a majority), and nacked if
+// any refused it.
+func (ch *channel) completePublish() error {
+	a := &ch.content
+	pub := a.publish
+	msg := &queue.Message{
+		Exchange:   pub.Exchange,
+		RoutingKey: pub.RoutingKey,
+		Properties: a.header.Properties,
+		Body:       a.body,
+	}
+	a.reset()
+
+	if err := ch.checkPublish(pub.Exchange); err != nil {
+		return withMethod(err.(*amqp.Error), pub)
+	}
+	var err error
+	ch.routeBuf, err = ch.c.vhost.Route(pub.Exchange, pub.RoutingKey, ch.routeBuf[:0])
+	if err != nil {
+		return withMethodErr(err, pub)
+	}
+
+	var seq uint64
+	if ch.confirmMode {
+		seq = ch.confirms.publish(len(ch.routeBuf))
+	}
+	if len(ch.routeBuf) == 0 {
+		if pub.Mandatory {
+			// Pushed before the confirm can be collected: a basic.return
+			// always reaches the client ahead of its basic.ack.
+			ch.c.out.push(outItem{
+				channel: ch.id,
+				method:  &amqp.BasicReturn{ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: pub.Exchange, RoutingKey: pub.RoutingKey},
+				props:   &msg.Properties,
+				body:    msg.Body,
+			})
+		}
+		if ch.confirmMode {
+			ch.c.out.confirmsReady(ch)
+		}
+		return nil
+	}
+	done := noConfirm
+	if ch.confirmMode {
+		done = func(err error) {
+			if ch.confirms.complete(seq, err == nil) {
+				ch.c.out.confirmsReady(ch)
+			}
+		}
+	}
+	for i, q := range ch.routeBuf {
+		ch.routeBuf[i] = nil
+		if err := q.Engine().Enqueue(ch.ctx, msg, done); err != nil && ch.ctx.Err() == nil {
+			ch.c.log.Debug("enqueue failed", "queue", q.Name(), "err", err)
+		}
+	}
+	return nil
+}
+
+func noConfirm(error) {}
+
+// checkPublish checks write permission on the exchange once per channel
+// and exchange. RabbitMQ checks the default exchange as "amq.default".
+func (ch *channel) checkPublish(exchange string) error {
+	if ch.canPublish[exchange] {
+		return nil
+	}
+	name := exchange
+	if name == "" {
+		name = "amq.default"
+	}
+	if err := ch.c.vhost.CheckPublish(ch.c.user, name); err != nil {
+		return err
+	}
+	ch.canPublish[exchange] = true
+	return nil
+}

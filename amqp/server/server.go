@@ -1,0 +1,196 @@
+// Package server accepts AMQP 0-9-1 connections and carries out their
+// methods against the node's broker: the handshake, channels, publishing
+// with confirms, consuming with acknowledgements, and the protocol's
+// error handling.
+//
+// Concurrency (who owns what, and the lock order) is written down in
+// locking.md beside this file.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/broker"
+)
+
+// Config is the protocol layer's settings.
+type Config struct {
+	// ChannelMax, FrameMax and Heartbeat are offered in connection.tune.
+	ChannelMax uint16
+	FrameMax   uint32
+	Heartbeat  time.Duration
+	// HandshakeTimeout bounds the time from accept to connection.open.
+	HandshakeTimeout time.Duration
+	// MaxMessageSize bounds a message body; larger publishes close the
+	// channel with 406.
+	MaxMessageSize uint64
+	// Product and Version go into connection.start's server properties.
+	Product, Version string
+	// ClusterName is reported in server properties.
+	ClusterName string
+}
+
+// DefaultConfig has RabbitMQ's defaults.
+func DefaultConfig() Config {
+	return Config{
+		ChannelMax:       amqp.DefaultChannelMax,
+		FrameMax:         amqp.DefaultFrameMax,
+		Heartbeat:        60 * time.Second,
+		HandshakeTimeout: 10 * time.Second,
+		MaxMessageSize:   16 << 20,
+		Product:          "Warren",
+		Version:          "0.1.0",
+		ClusterName:      "warren",
+	}
+}
+
+// Server accepts AMQP connections.
+type Server struct {
+	cfg    Config
+	broker *broker.Broker
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	closing   bool
+	wg        sync.WaitGroup
+}
+
+// New returns a server for b.
+func New(cfg Config, b *broker.Broker, log *slog.Logger) *Server {
+	def := DefaultConfig()
+	if cfg.ChannelMax == 0 {
+		cfg.ChannelMax = def.ChannelMax
+	}
+	if cfg.FrameMax == 0 {
+		cfg.FrameMax = def.FrameMax
+	}
+	if cfg.FrameMax < amqp.FrameMinSize {
+		cfg.FrameMax = amqp.FrameMinSize
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = def.HandshakeTimeout
+	}
+	if cfg.MaxMessageSize == 0 {
+		cfg.MaxMessageSize = def.MaxMessageSize
+	}
+	if cfg.Product == "" {
+		cfg.Product = def.Product
+	}
+	if cfg.Version == "" {
+		cfg.Version = def.Version
+	}
+	return &Server{
+		cfg:       cfg,
+		broker:    b,
+		log:       log,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
+	}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("amqp server closed")
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	s.log.Info("accepting AMQP connections", "addr", ln.Addr().String())
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of file descriptors and the like: wait and retry
+				// rather than spin or give up.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("accept on %s: %w", ln.Addr(), err)
+		}
+		backoff = 0
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown stops accepting, closes every connection with 320
+// CONNECTION_FORCED as RabbitMQ does on shutdown, and waits for them to
+// finish or for ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.forceClose(amqp.Errorf(amqp.ConnectionForced, "broker forced connection closure with reason 'shutdown'"))
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// ConnectionCount is the number of open client connections.
+func (s *Server) ConnectionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"sort"
+
+	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/queue"
+)
+
+// unackedList is a channel's unsettled deliveries in delivery-tag order.
+// Tags only grow, so appending keeps it sorted; settled entries become
+// tombstones that are dropped once they reach the head. The common case,
+// acks in order, is O(1).
+type unackedList struct {
+	entries []unackedEntry
+	head    int
+	live    int
+}
+
+type unackedEntry struct {
+	tag     uint64
+	q       *broker.Queue
+	id      uint64
+	settled bool
+}
+
+func (l *unackedList) add(tag uint64, q *broker.Queue, id uint64) {
+	l.entries = append(l.entries, unackedEntry{tag: tag, q: q, id: id})
+	l.live++
+}
+
+func (l *unackedList) len() int { return l.live }
+
+// take moves the deliveries an ack, nack or reject names into b. tag 0
+// with multiple means all. It returns false if the tag names nothing
+// unsettled (406 "unknown delivery tag").
+func (l *unackedList) take(tag uint64, multiple bool, b *settleBatch) bool {
+	es := l.entries[l.head:]
+	if multiple {
+		n := 0
+		for i := range es {
+			e := &es[i]
+			if tag != 0 && e.tag > tag {
+				break
+			}
+			if !e.settled {
+				l.settle(e, b)
+				n++
+			}
+		}
+		l.compact()
+		return n > 0 || (tag == 0)
+	}
+	i := sort.Search(len(es), func(i int) bool { return es[i].tag >= tag })
+	if i == len(es) || es[i].tag != tag || es[i].settled {
+		return false
+	}
+	l.settle(&es[i], b)
+	l.compact()
+	return true
+}
+
+// takeAll moves every unsettled delivery into b.
+func (l *unackedList) takeAll(b *settleBatch) {
+	for i := l.head; i < len(l.entries); i++ {
+		if e := &l.entries[i]; !e.settled {
+			l.settle(e, b)
+		}
+	}
+	l.compact()
+}
+
+func (l *unackedList) settle(e *unackedEntry, b *settleBatch) {
+	e.settled = true
+	l.live--
+	b.add(e.q, e.id)
+	e.q = nil
+}
+
+func (l *unackedList) compact() {
+	for l.head < len(l.entries) && l.entries[l.head].settled {
+		l.head++
+	}
+	if l.head == len(l.entries) {
+		l.entries = l.entries[:0]
+		l.head = 0
+		return
+	}
+	if l.head > 1024 && l.head > len(l.entries)/2 {
+		n := copy(l.entries, l.entries[l.head:])
+		clear(l.entries[n:])
+		l.entries = l.entries[:n]
+		l.head = 0
+	}
+}
+
+// settleBatch groups message IDs by queue so that each queue is called
+// once per ack, however many deliveries it covers.
+type settleBatch struct {
+	groups []settleGroup
+}
+
+type settleGroup struct {
+	q   *broker.Queue
+	ids []uint64
+}
+
+func (b *settleBatch) add(q *broker.Queue, id uint64) {
+	for i := range b.groups {
+		if b.groups[i].q == q {
+			b.groups[i].ids = append(b.groups[i].ids, id)
+			return
+		}
+	}
+	b.groups = append(b.groups, settleGroup{q: q, ids: []uint64{id}})
+}
+
+func (b *settleBatch) each(fn func(q queue.Queue, ids []uint64)) {
+	for i := range b.groups {
+		g := &b.groups[i]
+		fn(g.q.Engine(), g.ids)
+		g.q, g.ids = nil, nil
+	}
+	b.groups = b.groups[:0]
+}
+
+func (b *settleBatch) ack() {
+	b.each(func(q queue.Queue, ids []uint64) { q.Settle(ids) })
+}
+
+func (b *settleBatch) requeue(cause queue.ReturnCause) {
+	b.each(func(q queue.Queue, ids []uint64) { q.Requeue(ids, cause) })
+}
+
+func (b *settleBatch) discard() {
+	b.each(func(q queue.Queue, ids []uint64) { q.Discard(ids) })
+}

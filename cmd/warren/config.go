@@ -1,0 +1,246 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/warrenmq/warren/amqp/server"
+	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/node"
+)
+
+// config is the server's settings. Each comes, in order of precedence,
+// from a command-line flag, a WARREN_* environment variable, the config
+// file, or its default.
+type config struct {
+	configFile       string
+	dataDir          string
+	amqpAddr         string
+	logLevel         string
+	logFormat        string
+	heartbeat        time.Duration
+	frameMax         uint
+	channelMax       uint
+	maxMessageSize   uint64
+	handshakeTimeout time.Duration
+	defaultQueueType string
+	loopbackUsers    string
+	clusterName      string
+
+	seed broker.Seed
+}
+
+// fileConfig is the config file's layout (TOML). Scalar keys are the flag
+// names; users, vhosts and permissions seed the node on its first start.
+type fileConfig struct {
+	Users []struct {
+		Name         string   `toml:"name"`
+		Password     string   `toml:"password"`
+		PasswordHash string   `toml:"password_hash"`
+		Tags         []string `toml:"tags"`
+	} `toml:"users"`
+	Vhosts []struct {
+		Name string `toml:"name"`
+	} `toml:"vhosts"`
+	Permissions []struct {
+		User      string `toml:"user"`
+		Vhost     string `toml:"vhost"`
+		Configure string `toml:"configure"`
+		Write     string `toml:"write"`
+		Read      string `toml:"read"`
+	} `toml:"permissions"`
+}
+
+func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("warren", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.configFile, "config", "", "optional TOML config file (keys are these flag names; it may also seed users, vhosts and permissions)")
+	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory for the node's data")
+	fs.StringVar(&c.amqpAddr, "amqp", ":5672", "AMQP 0-9-1 listen address")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&c.heartbeat, "heartbeat", 60*time.Second, "heartbeat interval offered to clients (0 disables)")
+	fs.UintVar(&c.frameMax, "frame-max", 131072, "largest frame size offered to clients, in bytes")
+	fs.UintVar(&c.channelMax, "channel-max", 2047, "most channels per connection")
+	fs.Uint64Var(&c.maxMessageSize, "max-message-size", 16<<20, "largest message body accepted, in bytes")
+	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 10*time.Second, "time allowed from TCP accept to connection.open")
+	fs.StringVar(&c.defaultQueueType, "default-queue-type", "quorum", "type of durable queues declared without x-queue-type: quorum or classic")
+	fs.StringVar(&c.loopbackUsers, "loopback-users", "guest", "comma-separated users that may only connect from loopback addresses")
+	fs.StringVar(&c.clusterName, "cluster-name", "warren", "cluster name reported to clients")
+	fs.Usage = func() {
+		fmt.Fprintf(out, `Usage: warren [flags]
+
+Warren is a RabbitMQ-compatible AMQP 0-9-1 broker with replicated quorum queues.
+
+Every flag can also be set as an environment variable WARREN_<FLAG> (upper
+case, dashes as underscores: --data-dir is WARREN_DATA_DIR) or as a key in the
+--config file. Flags beat the environment, which beats the file.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// envName is the environment variable for a flag.
+func envName(flagName string) string {
+	return "WARREN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// loadConfig parses args, the environment and the config file.
+func loadConfig(args []string, getenv func(string) string, out io.Writer) (*config, error) {
+	c := &config{}
+	fs := newFlagSet(c, out)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+
+	if !explicit["config"] {
+		if v := getenv(envName("config")); v != "" {
+			c.configFile = v
+		}
+	}
+	fileValues := map[string]any{}
+	var file fileConfig
+	if c.configFile != "" {
+		if _, err := toml.DecodeFile(c.configFile, &fileValues); err != nil {
+			return nil, fmt.Errorf("read config file %s: %w", c.configFile, err)
+		}
+		if _, err := toml.DecodeFile(c.configFile, &file); err != nil {
+			return nil, fmt.Errorf("read config file %s: %w", c.configFile, err)
+		}
+	}
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if explicit[f.Name] || f.Name == "config" {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
+			}
+			return
+		}
+		if v, ok := fileValues[f.Name]; ok {
+			if err := fs.Set(f.Name, fmt.Sprint(v)); err != nil {
+				errs = append(errs, fmt.Errorf("config file key %s=%v: %w", f.Name, v, err))
+			}
+		}
+	})
+	for k, v := range fileValues {
+		switch v.(type) {
+		case []map[string]any:
+			continue // seed tables
+		}
+		if fs.Lookup(k) == nil && k != "users" && k != "vhosts" && k != "permissions" {
+			errs = append(errs, fmt.Errorf("config file: unknown key %q", k))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	c.seed = seedFrom(file)
+	return c, c.validate()
+}
+
+func seedFrom(f fileConfig) broker.Seed {
+	if len(f.Users) == 0 && len(f.Vhosts) == 0 && len(f.Permissions) == 0 {
+		return broker.DefaultSeed()
+	}
+	var s broker.Seed
+	for _, u := range f.Users {
+		s.Users = append(s.Users, broker.SeedUser{Name: u.Name, Password: u.Password, PasswordHash: u.PasswordHash, Tags: u.Tags})
+	}
+	for _, v := range f.Vhosts {
+		s.Vhosts = append(s.Vhosts, v.Name)
+	}
+	for _, p := range f.Permissions {
+		s.Permissions = append(s.Permissions, metadata.Permission{User: p.User, Vhost: p.Vhost, Configure: p.Configure, Write: p.Write, Read: p.Read})
+	}
+	return s
+}
+
+func (c *config) validate() error {
+	switch c.defaultQueueType {
+	case broker.QueueTypeQuorum, broker.QueueTypeClassic:
+	default:
+		return fmt.Errorf("--default-queue-type must be quorum or classic, not %q", c.defaultQueueType)
+	}
+	if c.frameMax < 4096 || c.frameMax > 1<<31 {
+		return fmt.Errorf("--frame-max must be between 4096 and 2^31, not %d", c.frameMax)
+	}
+	if c.channelMax == 0 || c.channelMax > 65535 {
+		return fmt.Errorf("--channel-max must be between 1 and 65535, not %d", c.channelMax)
+	}
+	if c.heartbeat < 0 || c.heartbeat > 65535*time.Second {
+		return fmt.Errorf("--heartbeat must be between 0 and 65535s")
+	}
+	if _, err := parseLevel(c.logLevel); err != nil {
+		return err
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level: %w", err)
+	}
+	return l, nil
+}
+
+func (c *config) logger(w io.Writer) *slog.Logger {
+	level, _ := parseLevel(c.logLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func (c *config) nodeConfig(log *slog.Logger) node.Config {
+	var loopback []string
+	for _, u := range strings.Split(c.loopbackUsers, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			loopback = append(loopback, u)
+		}
+	}
+	if loopback == nil {
+		loopback = []string{}
+	}
+	return node.Config{
+		DataDir:  c.dataDir,
+		AMQPAddr: c.amqpAddr,
+		Log:      log,
+		Server: server.Config{
+			ChannelMax:       uint16(c.channelMax),
+			FrameMax:         uint32(c.frameMax),
+			Heartbeat:        c.heartbeat,
+			HandshakeTimeout: c.handshakeTimeout,
+			MaxMessageSize:   c.maxMessageSize,
+			ClusterName:      c.clusterName,
+		},
+		Broker: broker.Config{
+			LoopbackUsers:    loopback,
+			DefaultQueueType: c.defaultQueueType,
+			Seed:             c.seed,
+		},
+	}
+}
