@@ -15,7 +15,7 @@ func fullProperties() Properties {
 		DeliveryMode:    2,
 		Priority:        9,
 		CorrelationID:   "corr-1",
-		ReplyTo:         "amq.rabbitmq.reply-to",
+		ReplyTo:         "replies",
 		Expiration:      "60000",
 		MessageID:       "msg-1",
 		Timestamp:       1700000000,

@@ -26,8 +26,9 @@ type Method interface {
 // trailing bytes and malformed UTF-8 in the short strings RabbitMQ checks, are FRAME_ERROR:
 // rabbit_framing_amqp_0_9_1:decode_method_fields falls through to rabbit_misc:frame_error
 // ("cannot decode"). For an unknown class or method RabbitMQ sends no reply at all:
-// lookup_method_name exits with unknown_method_id and the connection process dies. We answer
-// NOT_IMPLEMENTED instead, so the client learns why.
+// lookup_method_name exits with unknown_method_id, the connection process dies and the client
+// sees the socket reset. We answer NOT_IMPLEMENTED instead, so the client learns why.
+// rabbitmq_test.go checks these against a running RabbitMQ.
 func DecodeMethod(payload []byte) (Method, error) {
 	if len(payload) < 4 {
 		return nil, Errorf(FrameError, "method frame payload of %d bytes has no class and method id", len(payload))

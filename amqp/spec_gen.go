@@ -684,8 +684,8 @@ func (*ConnectionOpenOk) decodeArgs(args []byte) error {
 type ConnectionClose struct {
 	ReplyCode       uint16
 	ReplyText       string
-	FailingClassID  uint16
-	FailingMethodID uint16
+	FailingClassID  uint16 // class-id: the class of the method that caused the close, 0 if none
+	FailingMethodID uint16 // method-id: the method that caused the close, 0 if none
 }
 
 func (*ConnectionClose) ClassID() uint16   { return 10 }
@@ -923,8 +923,8 @@ func (m *ChannelFlowOk) decodeArgs(args []byte) error {
 type ChannelClose struct {
 	ReplyCode       uint16
 	ReplyText       string
-	FailingClassID  uint16
-	FailingMethodID uint16
+	FailingClassID  uint16 // class-id: the class of the method that caused the close, 0 if none
+	FailingMethodID uint16 // method-id: the method that caused the close, 0 if none
 }
 
 func (*ChannelClose) ClassID() uint16   { return 20 }

@@ -100,8 +100,8 @@ func (d *decoder) fieldValue(depth int) any {
 		return d.longstr()
 	case 'x':
 		b := d.longstrBytes()
-		if b == nil {
-			return nil // failed; d.err says why
+		if d.err != nil {
+			return nil
 		}
 		return bytes.Clone(b)
 	case 'T':

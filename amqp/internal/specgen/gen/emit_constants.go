@@ -46,16 +46,18 @@ func emitLookups(e *emitter, m *model) {
 	e.line("// IsHardCode reports whether the spec classes a reply code as a hard error, one that closes")
 	e.line("// the connection rather than a channel. Codes it does not class as errors are not hard.")
 	e.line("func IsHardCode(code uint16) bool {")
-	e.line("switch code {")
 	var hard []string
 	for _, k := range m.replyCodes {
 		if k.class == "hard-error" {
 			hard = append(hard, k.goName)
 		}
 	}
-	e.line("case %s:", strings.Join(hard, ", "))
-	e.line("return true")
-	e.line("}")
+	if len(hard) > 0 {
+		e.line("switch code {")
+		e.line("case %s:", strings.Join(hard, ", "))
+		e.line("return true")
+		e.line("}")
+	}
 	e.line("return false")
 	e.line("}")
 

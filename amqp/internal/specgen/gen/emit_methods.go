@@ -21,6 +21,10 @@ func emitMethod(e *emitter, mt *method) {
 			e.line("// %s: reserved in AMQP 0-9-1, always written as zero", f.name)
 			continue
 		}
+		if f.comment != "" {
+			e.line("%s %s // %s", f.goName, goTypes[f.wireType], f.comment)
+			continue
+		}
 		e.line("%s %s", f.goName, goTypes[f.wireType])
 	}
 	e.line("}")

@@ -27,20 +27,21 @@ var wordNames = map[string]string{
 	"nowait": "NoWait",
 }
 
-// argumentGoName names a method argument's struct field.
-func argumentGoName(specName string) string {
-	if n, ok := argumentNames[specName]; ok {
-		return n
+// argumentGoName names a method argument's struct field, with a comment when the name is not
+// the spec's.
+func argumentGoName(specName string) (name, comment string) {
+	if r, ok := renamedArguments[specName]; ok {
+		return r.goName, r.comment
 	}
-	return goName(specName)
+	return goName(specName), ""
 }
 
-// argumentNames rename the arguments whose natural Go name is already taken by a method of the
-// Method interface. connection.close and channel.close carry the class and method that failed;
-// ClassID and MethodID are the close method's own ids.
-var argumentNames = map[string]string{
-	"class-id":  "FailingClassID",
-	"method-id": "FailingMethodID",
+// renamedArguments are the arguments whose natural Go name is taken by a method of the Method
+// interface: connection.close and channel.close carry the class and method that failed, while
+// ClassID() and MethodID() are the close method's own ids.
+var renamedArguments = map[string]struct{ goName, comment string }{
+	"class-id":  {"FailingClassID", "class-id: the class of the method that caused the close, 0 if none"},
+	"method-id": {"FailingMethodID", "method-id: the method that caused the close, 0 if none"},
 }
 
 // methodSetNames are the exported methods every generated struct has; a field may not share a

@@ -81,6 +81,7 @@ type method struct {
 type field struct {
 	name     string // spec name, "routing-key"
 	goName   string // "RoutingKey"; empty when reserved
+	comment  string // why goName is not the spec's name, if it is not
 	wireType string // octet, short, long, longlong, shortstr, longstr, bit, table, timestamp
 	reserved bool
 }
@@ -149,7 +150,7 @@ func parseSpec(specJSON []byte) (*model, error) {
 				}
 				f := field{name: a.Name, wireType: t, reserved: isReserved(sc.Name, sm.Name, a.Name)}
 				if !f.reserved {
-					f.goName = argumentGoName(a.Name)
+					f.goName, f.comment = argumentGoName(a.Name)
 					if methodSetNames[f.goName] {
 						return nil, fmt.Errorf("%s: Go name %s collides with a Method method; add it to argumentNames", where, f.goName)
 					}
@@ -178,6 +179,9 @@ func parseSpec(specJSON []byte) (*model, error) {
 			}
 		}
 		m.classes = append(m.classes, c)
+	}
+	if propertiesClass == "" {
+		return nil, fmt.Errorf("no class has content properties; package amqp needs the Properties type")
 	}
 	return m, nil
 }
