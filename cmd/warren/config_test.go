@@ -1,0 +1,98 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "warren.toml")
+	err := os.WriteFile(file, []byte(`
+amqp = "127.0.0.1:6000"
+heartbeat = "30s"
+max-message-size = 1024
+log-level = "warn"
+
+[[users]]
+name = "app"
+password = "pw"
+[[vhosts]]
+name = "orders"
+[[permissions]]
+user = "app"
+vhost = "orders"
+configure = ".*"
+write = ".*"
+read = ".*"
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"WARREN_CONFIG":    file,
+		"WARREN_HEARTBEAT": "20s",
+		"WARREN_LOG_LEVEL": "debug",
+	}
+	c, err := loadConfig([]string{"--log-level", "error"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.amqpAddr != "127.0.0.1:6000" {
+		t.Errorf("amqp from file: got %q", c.amqpAddr)
+	}
+	if c.heartbeat != 20*time.Second {
+		t.Errorf("environment should beat the file: heartbeat %v", c.heartbeat)
+	}
+	if c.logLevel != "error" {
+		t.Errorf("flag should beat the environment: log level %q", c.logLevel)
+	}
+	if c.maxMessageSize != 1024 {
+		t.Errorf("max-message-size from file: %d", c.maxMessageSize)
+	}
+	if c.dataDir != "./data" {
+		t.Errorf("default data dir: %q", c.dataDir)
+	}
+	if len(c.seed.Users) != 1 || c.seed.Users[0].Name != "app" || len(c.seed.Vhosts) != 1 || len(c.seed.Permissions) != 1 {
+		t.Errorf("seed from file: %+v", c.seed)
+	}
+}
+
+func TestConfigRejectsBadValues(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, args := range [][]string{
+		{"--default-queue-type", "stream"},
+		{"--frame-max", "100"},
+		{"--log-level", "loud"},
+		{"extra-argument"},
+	} {
+		if _, err := loadConfig(args, none, io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(file, []byte("no-such-setting = 1\n"), 0o600)
+	if _, err := loadConfig([]string{"--config", file}, none, io.Discard); err == nil {
+		t.Error("unknown config file key accepted")
+	}
+	if _, err := loadConfig(nil, func(k string) string {
+		if k == "WARREN_HEARTBEAT" {
+			return "soon"
+		}
+		return ""
+	}, io.Discard); err == nil {
+		t.Error("bad environment value accepted")
+	}
+}
+
+func TestDefaultSeedIsGuest(t *testing.T) {
+	c, err := loadConfig(nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.seed.Users) != 1 || c.seed.Users[0].Name != "guest" || c.seed.Vhosts[0] != "/" {
+		t.Fatalf("default seed: %+v", c.seed)
+	}
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// The end-to-end tests run this test binary itself as the server, in a
+// child process configured through WARREN_* variables, so that they can
+// kill -9 a real process without building anything first.
+func TestMain(m *testing.M) {
+	if os.Getenv("WARREN_TEST_RUN_SERVER") == "1" {
+		os.Exit(run(nil))
+	}
+	os.Exit(m.Run())
+}
+
+type serverProcess struct {
+	t       *testing.T
+	dataDir string
+	addr    string
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the process has exited
+	waitErr error
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startServer(t *testing.T, dataDir, addr string) *serverProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		"WARREN_TEST_RUN_SERVER=1",
+		"WARREN_DATA_DIR="+dataDir,
+		"WARREN_AMQP="+addr,
+		"WARREN_LOG_LEVEL=warn",
+	)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProcess{t: t, dataDir: dataDir, addr: addr, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.exited
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return p
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("server exited during start: %v", p.waitErr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not listen on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *serverProcess) dial() *amqp091.Connection {
+	p.t.Helper()
+	c, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", p.addr))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func code(err error) int {
+	if e, ok := err.(*amqp091.Error); ok {
+		return e.Code
+	}
+	return 0
+}
+
+// TestDefinitionsSurviveKill9 declares durable and transient entities,
+// kills the server with SIGKILL, restarts it on the same data and checks
+// that exactly the durable ones came back, bindings included.
+func TestDefinitionsSurviveKill9(t *testing.T) {
+	dataDir, addr := t.TempDir(), freeAddr(t)
+	p := startServer(t, dataDir, addr)
+	ch, err := p.dial().Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ch.ExchangeDeclare("orders", "topic", true, false, false, false, nil))
+	must(ch.ExchangeDeclare("scratch", "fanout", false, false, false, false, nil))
+	_, err = ch.QueueDeclare("durable-classic", true, false, false, false, amqp091.Table{"x-queue-type": "classic"})
+	must(err)
+	_, err = ch.QueueDeclare("durable-quorum", true, false, false, false, nil)
+	must(err)
+	_, err = ch.QueueDeclare("transient", false, false, false, false, nil)
+	must(err)
+	must(ch.QueueBind("durable-classic", "eu.#", "orders", false, nil))
+	must(ch.QueueBind("durable-quorum", "*.paid", "orders", false, nil))
+
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+
+	p = startServer(t, dataDir, addr)
+	c := p.dial()
+	ch, err = c.Channel()
+	must(err)
+	must(ch.ExchangeDeclarePassive("orders", "topic", true, false, false, false, nil))
+	if err := ch.ExchangeDeclare("orders", "direct", true, false, false, false, nil); code(err) != 406 {
+		t.Fatalf("orders came back with another type: redeclare as direct gave %v", err)
+	}
+	ch, _ = c.Channel()
+	if err := ch.ExchangeDeclarePassive("scratch", "fanout", false, false, false, false, nil); code(err) != 404 {
+		t.Fatalf("transient exchange survived: %v", err)
+	}
+	ch, _ = c.Channel()
+	if _, err := ch.QueueDeclarePassive("transient", false, false, false, false, nil); code(err) != 404 {
+		t.Fatalf("transient queue survived: %v", err)
+	}
+	ch, _ = c.Channel()
+	// Redeclaring with the recorded type succeeds; with the other fails.
+	_, err = ch.QueueDeclare("durable-quorum", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"})
+	must(err)
+	_, err = ch.QueueDeclare("durable-classic", true, false, false, false, amqp091.Table{"x-queue-type": "classic"})
+	must(err)
+
+	// The bindings route again.
+	must(ch.Confirm(false))
+	returns := ch.NotifyReturn(make(chan amqp091.Return, 4))
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 4))
+	for _, key := range []string{"eu.paid", "us.paid", "nowhere"} {
+		must(ch.PublishWithContext(context.Background(), "orders", key, true, false, amqp091.Publishing{Body: []byte(key)}))
+		if cf := <-confirms; !cf.Ack {
+			t.Fatalf("publish %s nacked", key)
+		}
+	}
+	for q, want := range map[string]int{"durable-classic": 1, "durable-quorum": 2} {
+		info, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		must(err)
+		if info.Messages != want {
+			t.Errorf("%s holds %d messages after routing, want %d", q, info.Messages, want)
+		}
+	}
+	select {
+	case r := <-returns:
+		if r.RoutingKey != "nowhere" {
+			t.Fatalf("unexpected return for %q", r.RoutingKey)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the unroutable publish was not returned")
+	}
+}
+
+// TestGracefulStop checks that SIGTERM closes clients with
+// CONNECTION_FORCED and exits 0.
+func TestGracefulStop(t *testing.T) {
+	p := startServer(t, t.TempDir(), freeAddr(t))
+	c := p.dial()
+	closed := c.NotifyClose(make(chan *amqp091.Error, 1))
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != amqp091.ConnectionForced {
+			t.Fatalf("client saw %v, want 320 CONNECTION_FORCED", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("connection not closed on SIGTERM")
+	}
+	select {
+	case <-p.exited:
+		if p.waitErr != nil {
+			t.Fatalf("server exit: %v", p.waitErr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("server did not exit on SIGTERM")
+	}
+}
