@@ -16,6 +16,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/queue"
 )
 
 // Config is what the broker needs from the node's configuration.
@@ -27,6 +28,10 @@ type Config struct {
 	DefaultQueueType string
 	// Seed is applied when the store is empty: the first start.
 	Seed Seed
+	// MemoryLimit is the memory high watermark: the bytes of message
+	// bodies the node's in-memory queues may hold before publishers are
+	// blocked. Zero means no limit.
+	MemoryLimit int64
 }
 
 // Seed is the initial set of users, vhosts and permissions.
@@ -61,6 +66,9 @@ type Broker struct {
 	store metadata.Store
 	cfg   Config
 
+	// memory counts message bytes held by in-memory queues.
+	memory *queue.Budget
+
 	mu     sync.RWMutex
 	users  map[string]metadata.User
 	perms  map[permKey]*permission
@@ -85,6 +93,9 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 		users:  make(map[string]metadata.User),
 		perms:  make(map[permKey]*permission),
 		vhosts: make(map[string]*Vhost),
+	}
+	if cfg.MemoryLimit > 0 {
+		b.memory = queue.NewBudget(cfg.MemoryLimit)
 	}
 	snap, err := store.Load()
 	if err != nil {
@@ -263,6 +274,14 @@ func (b *Broker) check(u *User, vhost string, a Access, kind, name string) error
 	}
 	return amqp.Errorf(amqp.AccessRefused, "%s access to %s '%s' in vhost '%s' refused for user '%s'", a, kind, name, vhost, u.Name)
 }
+
+// MemoryAlarm returns nil while queues hold less than the memory limit,
+// else a channel closed when they are back under it. Publishing
+// connections wait on it.
+func (b *Broker) MemoryAlarm() <-chan struct{} { return b.memory.Alarm() }
+
+// MemoryUsed is the message bytes held by in-memory queues.
+func (b *Broker) MemoryUsed() int64 { return b.memory.Used() }
 
 // Close stops every queue and closes the store.
 func (b *Broker) Close() error {

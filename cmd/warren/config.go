@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -34,6 +36,7 @@ type config struct {
 	defaultQueueType string
 	loopbackUsers    string
 	clusterName      string
+	memoryLimit      string
 
 	seed broker.Seed
 }
@@ -75,6 +78,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.defaultQueueType, "default-queue-type", "quorum", "type of durable queues declared without x-queue-type: quorum or classic")
 	fs.StringVar(&c.loopbackUsers, "loopback-users", "guest", "comma-separated users that may only connect from loopback addresses")
 	fs.StringVar(&c.clusterName, "cluster-name", "warren", "cluster name reported to clients")
+	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "message bytes in-memory queues may hold before publishers are blocked: a fraction of RAM (0.4) or a byte count (1073741824); 0 disables")
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: warren [flags]
 
@@ -192,6 +196,9 @@ func (c *config) validate() error {
 	if _, err := parseLevel(c.logLevel); err != nil {
 		return err
 	}
+	if _, err := c.memoryLimitBytes(); err != nil {
+		return err
+	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
 	}
@@ -225,6 +232,7 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 	if loopback == nil {
 		loopback = []string{}
 	}
+	limit, _ := c.memoryLimitBytes()
 	return node.Config{
 		DataDir:  c.dataDir,
 		AMQPAddr: c.amqpAddr,
@@ -241,6 +249,25 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			LoopbackUsers:    loopback,
 			DefaultQueueType: c.defaultQueueType,
 			Seed:             c.seed,
+			MemoryLimit:      limit,
 		},
 	}
+}
+
+// memoryLimitBytes reads --memory-high-watermark: below 1 it is a fraction
+// of physical memory, as RabbitMQ's vm_memory_high_watermark; otherwise a
+// number of bytes.
+func (c *config) memoryLimitBytes() (int64, error) {
+	f, err := strconv.ParseFloat(c.memoryLimit, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("--memory-high-watermark must be a fraction of RAM or a byte count, not %q", c.memoryLimit)
+	}
+	if f >= 1 {
+		return int64(f), nil
+	}
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 0, fmt.Errorf("read physical memory size: %w", err)
+	}
+	return int64(f * float64(si.Totalram) * float64(si.Unit)), nil
 }

@@ -10,6 +10,7 @@ func (q *Queue) Purge() (uint32, error) {
 	if q.stopped {
 		return 0, queue.ErrDeleted
 	}
+	q.released(q.heldBytes - q.unsettledBytes)
 	return uint32(q.ready.clear()), nil
 }
 
@@ -58,6 +59,8 @@ func (q *Queue) Close() {
 // attached. q.mu must be held.
 func (q *Queue) stop() []queue.Consumer {
 	q.stopped = true
+	q.released(q.heldBytes)
+	q.unsettledBytes = 0
 	attached := make([]queue.Consumer, 0, len(q.consumers))
 	for c, cs := range q.consumers {
 		cs.attached = false

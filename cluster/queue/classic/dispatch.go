@@ -20,8 +20,11 @@ func (q *Queue) dispatch() {
 // deliver hands e to c. A no-ack delivery is settled by being sent, so only
 // acked ones are recorded as unsettled. q.mu must be held.
 func (q *Queue) deliver(c *consumer, e entry, redelivered bool) {
-	if !c.noAck {
+	if c.noAck {
+		q.released(int64(e.msg.Size()))
+	} else {
 		q.unsettled[e.id] = pending{msg: e.msg, owner: c}
+		q.unsettledBytes += int64(e.msg.Size())
 		c.unsettled++
 	}
 	if !c.c.Deliver(queue.Delivery{ID: e.id, Message: e.msg, Redelivered: redelivered}) {

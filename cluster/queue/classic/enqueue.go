@@ -27,6 +27,7 @@ func (q *Queue) enqueue(m *queue.Message) error {
 		return queue.ErrDeleted
 	}
 	q.lastID++
+	q.held(m)
 	q.ready.pushFresh(entry{id: q.lastID, msg: m})
 	q.dispatch()
 	return nil

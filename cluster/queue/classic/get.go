@@ -15,8 +15,11 @@ func (q *Queue) Get(noAck bool) (d queue.Delivery, remaining uint32, ok bool, er
 	if !ok {
 		return queue.Delivery{}, 0, false, nil
 	}
-	if !noAck {
+	if noAck {
+		q.released(int64(e.msg.Size()))
+	} else {
 		q.unsettled[e.id] = pending{msg: e.msg}
+		q.unsettledBytes += int64(e.msg.Size())
 	}
 	d = queue.Delivery{ID: e.id, Message: e.msg, Redelivered: redelivered}
 	return d, uint32(q.ready.len()), true, nil

@@ -57,6 +57,8 @@ type model struct {
 	delivered map[uint64]bool           // delivered at least once: Redelivered next time
 	consumers []*modelConsumer          // every consumer ever made, attached or not
 
+	budget *queue.Budget // counts the bytes the queue holds
+
 	everConsumed bool
 	unusedCalls  int
 	unusedWanted int
@@ -82,7 +84,8 @@ func newModel(t *rapid.T) *model {
 		owner:     map[uint64]*modelConsumer{},
 		delivered: map[uint64]bool{},
 	}
-	m.q = New("model", Options{OnUnused: func() { m.unusedCalls++ }})
+	m.budget = queue.NewBudget(1 << 40)
+	m.q = New("model", Options{OnUnused: func() { m.unusedCalls++ }, Budget: m.budget})
 	return m
 }
 
@@ -166,7 +169,8 @@ func (m *model) enqueue(t *rapid.T) {
 	m.lastID++
 	m.where[m.lastID] = placeReady // before the call: Enqueue may deliver it at once
 	var doneErr error = errNotCalled
-	err := m.q.Enqueue(context.Background(), &queue.Message{}, func(err error) { doneErr = err })
+	msg := &queue.Message{Body: make([]byte, modelSize(m.lastID))}
+	err := m.q.Enqueue(context.Background(), msg, func(err error) { doneErr = err })
 	if err != nil || doneErr != nil {
 		t.Fatalf("Enqueue = %v, done(%v)", err, doneErr)
 	}
@@ -327,6 +331,13 @@ func (m *model) check(t *rapid.T) {
 	if got := m.q.Stats(); got != want {
 		t.Fatalf("Stats = %+v, model says %+v", got, want)
 	}
+	var held int64
+	for _, id := range append(ready, unsettled...) {
+		held += int64(modelSize(id))
+	}
+	if got := m.budget.Used(); got != held {
+		t.Fatalf("memory budget counts %d bytes, the queue holds %d", got, held)
+	}
 
 	q := m.q
 	q.mu.Lock()
@@ -369,3 +380,6 @@ func (m *model) check(t *rapid.T) {
 		t.Fatalf("OnUnused called %d times, want %d", m.unusedCalls, m.unusedWanted)
 	}
 }
+
+// modelSize is message id's body size: varied, and known without storing it.
+func modelSize(id uint64) int { return int(id % 7) }

@@ -12,6 +12,9 @@ type Options struct {
 	// last consumer is cancelled after at least one consumer had attached;
 	// the broker deletes auto-delete queues then.
 	OnUnused func()
+	// Budget, if set, counts the bytes of the messages this queue holds
+	// towards the node's memory alarm.
+	Budget *queue.Budget
 }
 
 // Queue is an in-memory queue on one node. See the package comment for how
@@ -34,6 +37,11 @@ type Queue struct {
 	// consumer can fire it, so a queue nobody consumed from never does
 	// (RabbitMQ's auto-delete rule).
 	unusedFired bool
+	// heldBytes and unsettledBytes are the body bytes of every message
+	// held and of those delivered but not yet settled; ready bytes are the
+	// difference. They feed opts.Budget.
+	heldBytes      int64
+	unsettledBytes int64
 }
 
 // pending is a delivered message awaiting settlement.
@@ -68,4 +76,17 @@ func (q *Queue) Stats() queue.Stats {
 		Unacked:   uint32(len(q.unsettled)),
 		Consumers: uint32(len(q.consumers)),
 	}
+}
+
+// held counts a message's bytes as held by the queue. q.mu must be held.
+func (q *Queue) held(m *queue.Message) {
+	n := int64(m.Size())
+	q.heldBytes += n
+	q.opts.Budget.Add(n)
+}
+
+// released counts bytes the queue no longer holds. q.mu must be held.
+func (q *Queue) released(n int64) {
+	q.heldBytes -= n
+	q.opts.Budget.Release(n)
 }

@@ -9,7 +9,9 @@ func (q *Queue) Settle(ids []uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, id := range ids {
-		q.take(id)
+		if p, ok := q.take(id); ok {
+			q.released(int64(p.msg.Size()))
+		}
 	}
 	q.dispatch()
 }
@@ -35,6 +37,7 @@ func (q *Queue) Discard(ids []uint64) {
 	defer q.mu.Unlock()
 	for _, id := range ids {
 		if p, ok := q.take(id); ok {
+			q.released(int64(p.msg.Size()))
 			q.discarded(id, p.msg)
 		}
 	}
@@ -55,6 +58,7 @@ func (q *Queue) take(id uint64) (p pending, ok bool) {
 		return p, false
 	}
 	delete(q.unsettled, id)
+	q.unsettledBytes -= int64(p.msg.Size())
 	if c := p.owner; c != nil {
 		c.unsettled--
 		q.lineup.offer(c) // no-op unless c is attached and can now receive
