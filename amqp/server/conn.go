@@ -110,6 +110,16 @@ func (c *conn) readLoop() error {
 				c.nc.SetReadDeadline(time.Time{})
 			}
 		}
+		// forceClose wakes the reader with a past read deadline, which
+		// the lines above overwrite if it came while a frame was being
+		// handled; and a busy client's next frame would then read fine.
+		// So look for it here too (forceClose queues the error before
+		// setting the deadline, so one of the two always sees it).
+		select {
+		case e := <-c.forced:
+			return c.closeWith(e)
+		default:
+		}
 		f, err := c.r.ReadFrame()
 		if err != nil {
 			select {
@@ -168,6 +178,10 @@ func (c *conn) connectionFrame(f amqp.Frame) error {
 	switch m := m.(type) {
 	case *amqp.ConnectionClose:
 		c.log.Debug("client closing connection", "code", m.ReplyCode, "text", m.ReplyText)
+		// sendDirect writes the socket itself: the writer goroutine must
+		// have flushed what it holds and stopped first, or the two race
+		// on the buffered writer (and close-ok could overtake frames).
+		c.stopWriter()
 		c.sendDirect(0, &amqp.ConnectionCloseOk{})
 		return errClientClosed
 	case *amqp.ConnectionCloseOk:

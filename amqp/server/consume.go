@@ -109,14 +109,8 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 }
 
 func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
-	name, err := ch.queueName(m.Queue)
-	if err != nil {
-		return err
-	}
-	q, err := ch.c.vhost.LookupQueue(ch.c.user, ch.c.owner, name, broker.Read)
-	if err != nil {
-		return err
-	}
+	// A reused tag is refused before the queue is looked at, as in
+	// RabbitMQ.
 	tag := m.ConsumerTag
 	if tag == "" {
 		tag = generateConsumerTag()
@@ -126,6 +120,14 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	ch.mu.Unlock()
 	if taken {
 		return amqp.Errorf(amqp.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
+	}
+	name, err := ch.queueName(m.Queue)
+	if err != nil {
+		return err
+	}
+	q, err := ch.c.vhost.LookupQueue(ch.c.user, ch.c.owner, name, broker.Read)
+	if err != nil {
+		return err
 	}
 	priority, err := consumerPriority(m.Arguments)
 	if err != nil {

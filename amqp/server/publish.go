@@ -1,6 +1,8 @@
 package server
 
 import (
+	"slices"
+
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
 )
@@ -31,6 +33,10 @@ func (a *contentAssembly) unexpected() error {
 func (ch *channel) basicPublish(m *amqp.BasicPublish) error {
 	if m.Immediate {
 		return amqp.Errorf(amqp.NotImplemented, "immediate=true")
+	}
+	// Hold a publisher while the memory alarm is on (memory.go).
+	if err := ch.c.waitForMemory(); err != nil {
+		return err
 	}
 	ch.content.publish = m
 	return nil
@@ -108,15 +114,18 @@ func (ch *channel) completePublish() error {
 	if err != nil {
 		return withMethodErr(err, pub)
 	}
-
-	var seq uint64
-	if ch.confirmMode {
-		seq = ch.confirms.publish(len(ch.routeBuf))
+	if err := ch.checkUserID(msg.Properties.UserID); err != nil {
+		clear(ch.routeBuf)
+		return withMethod(err, pub)
 	}
+
 	if len(ch.routeBuf) == 0 {
 		if pub.Mandatory {
-			// Pushed before the confirm can be collected: a basic.return
-			// always reaches the client ahead of its basic.ack.
+			// Pushed before the confirm is even registered: the writer
+			// may collect this channel's completed confirms at any moment
+			// (an earlier publish put the channel on its list), so a
+			// basic.return pushed after registering could lose the race
+			// to its own basic.ack.
 			ch.c.out.push(outItem{
 				channel: ch.id,
 				method:  &amqp.BasicReturn{ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: pub.Exchange, RoutingKey: pub.RoutingKey},
@@ -125,9 +134,14 @@ func (ch *channel) completePublish() error {
 			})
 		}
 		if ch.confirmMode {
+			ch.confirms.publish(0)
 			ch.c.out.confirmsReady(ch)
 		}
 		return nil
+	}
+	var seq uint64
+	if ch.confirmMode {
+		seq = ch.confirms.publish(len(ch.routeBuf))
 	}
 	done := noConfirm
 	if ch.confirmMode {
@@ -147,6 +161,18 @@ func (ch *channel) completePublish() error {
 }
 
 func noConfirm(error) {}
+
+// checkUserID refuses a user-id property that names someone other than
+// the connection's user, unless the user is tagged impersonator, as
+// RabbitMQ does (rabbit_access_control:check_user_id): consumers may
+// trust user-id to say who published.
+func (ch *channel) checkUserID(claimed string) *amqp.Error {
+	u := ch.c.user
+	if claimed == "" || claimed == u.Name || slices.Contains(u.Tags, "impersonator") {
+		return nil
+	}
+	return amqp.Errorf(amqp.PreconditionFailed, "user_id property set to '%s' but authenticated user was '%s'", claimed, u.Name)
+}
 
 // checkPublish checks write permission on the exchange once per channel
 // and exchange. RabbitMQ checks the default exchange as "amq.default".

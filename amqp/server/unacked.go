@@ -36,23 +36,26 @@ func (l *unackedList) len() int { return l.live }
 // unsettled (406 "unknown delivery tag").
 func (l *unackedList) take(tag uint64, multiple bool, b *settleBatch) bool {
 	es := l.entries[l.head:]
+	i := sort.Search(len(es), func(i int) bool { return es[i].tag >= tag })
+	// The named tag itself must be unsettled, with multiple too: RabbitMQ
+	// (collect_acks) refuses "up to N" when N is unknown or already
+	// settled, and then settles nothing. Tag 0 with multiple means all.
+	found := i < len(es) && es[i].tag == tag && !es[i].settled
 	if multiple {
-		n := 0
-		for i := range es {
-			e := &es[i]
-			if tag != 0 && e.tag > tag {
-				break
-			}
-			if !e.settled {
+		if tag == 0 {
+			i = len(es) - 1
+		} else if !found {
+			return false
+		}
+		for j := 0; j <= i; j++ {
+			if e := &es[j]; !e.settled {
 				l.settle(e, b)
-				n++
 			}
 		}
 		l.compact()
-		return n > 0 || (tag == 0)
+		return true
 	}
-	i := sort.Search(len(es), func(i int) bool { return es[i].tag >= tag })
-	if i == len(es) || es[i].tag != tag || es[i].settled {
+	if !found {
 		return false
 	}
 	l.settle(&es[i], b)

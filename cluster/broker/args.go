@@ -98,6 +98,45 @@ func describeArg(v any, present bool) string {
 	return fmt.Sprintf("the value '%v' of type '%s'", v, typeName(v))
 }
 
+// typeClass groups field types as RabbitMQ's rabbit_misc:type_class does:
+// every integer width (and decimal) is "int", both float widths "float",
+// anything else its own class.
+func typeClass(v any) string {
+	if _, ok := asInt(v); ok {
+		return "int"
+	}
+	switch v.(type) {
+	case amqp.Decimal:
+		return "int"
+	case float32, float64:
+		return "float"
+	}
+	return typeName(v)
+}
+
+// bareArg renders a value as RabbitMQ does when both sides have the same
+// type class: just the value, quoted.
+func bareArg(v any) string {
+	if b, ok := v.([]byte); ok {
+		return "'" + string(b) + "'"
+	}
+	return fmt.Sprintf("'%v'", v)
+}
+
+// argMismatch is RabbitMQ's equivalence error for argument k
+// (rabbit_misc:assert_args_equivalence1): when both values are present
+// and of the same type class they are printed bare ("received '2000' but
+// current is '1000'"), otherwise with their types, or "none" for a
+// missing one.
+func argMismatch(k, what string, got any, gotOK bool, have any, haveOK bool) error {
+	if gotOK && haveOK && typeClass(got) == typeClass(have) {
+		return amqp.Errorf(amqp.PreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s",
+			k, what, bareArg(got), bareArg(have))
+	}
+	return amqp.Errorf(amqp.PreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s",
+		k, what, describeArg(got, gotOK), describeArg(have, haveOK))
+}
+
 // checkArgsEquivalent compares the named arguments of a redeclaration
 // with the existing entity's, as RabbitMQ does: only arguments that
 // change behaviour are compared; unknown ones are ignored.
@@ -106,8 +145,7 @@ func checkArgsEquivalent(what string, keys []string, got, have amqp.Table) error
 		g, gok := got[k]
 		h, hok := have[k]
 		if gok != hok || (gok && !argEqual(g, h)) {
-			return amqp.Errorf(amqp.PreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s",
-				k, what, describeArg(g, gok), describeArg(h, hok))
+			return argMismatch(k, what, g, gok, h, hok)
 		}
 	}
 	return nil

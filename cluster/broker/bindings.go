@@ -16,8 +16,17 @@ type QueueBinding struct {
 // lookupBindEnds finds both ends of a binding and checks access: write on
 // the queue, read on the exchange, as RabbitMQ does. v.mu is held.
 func (v *Vhost) lookupBindEnds(u *User, owner OwnerID, d QueueBinding) (*exchange, *Queue, error) {
+	// RabbitMQ's order (binding_action_with_checks): write on the queue,
+	// the default exchange, read on the exchange; only then existence and
+	// exclusivity.
+	if err := v.check(u, Write, "queue", d.Queue); err != nil {
+		return nil, nil, err
+	}
 	if d.Exchange == "" {
 		return nil, nil, amqp.Errorf(amqp.AccessRefused, "operation not permitted on the default exchange")
+	}
+	if err := v.check(u, Read, "exchange", d.Exchange); err != nil {
+		return nil, nil, err
 	}
 	q, ok := v.queues[d.Queue]
 	if !ok {
@@ -28,12 +37,6 @@ func (v *Vhost) lookupBindEnds(u *User, owner OwnerID, d QueueBinding) (*exchang
 		return nil, nil, v.notFound("exchange", d.Exchange)
 	}
 	if err := v.accessible(q, owner); err != nil {
-		return nil, nil, err
-	}
-	if err := v.check(u, Write, "queue", d.Queue); err != nil {
-		return nil, nil, err
-	}
-	if err := v.check(u, Read, "exchange", d.Exchange); err != nil {
 		return nil, nil, err
 	}
 	return x, q, nil

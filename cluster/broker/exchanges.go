@@ -31,13 +31,17 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 		return amqp.Errorf(amqp.AccessRefused, "operation not permitted on the default exchange")
 	}
 	if d.Passive {
+		// Permission first, as in RabbitMQ.
+		if err := v.checkAny(u, "exchange", d.Name); err != nil {
+			return err
+		}
 		v.mu.RLock()
 		_, ok := v.exchanges[d.Name]
 		v.mu.RUnlock()
 		if !ok {
 			return v.notFound("exchange", d.Name)
 		}
-		return v.checkAny(u, "exchange", d.Name)
+		return nil
 	}
 	if !knownExchangeType(d.Type) {
 		return amqp.Errorf(amqp.PreconditionFailed, "unknown exchange type '%s'", d.Type)

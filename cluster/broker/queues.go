@@ -102,16 +102,25 @@ func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		if d.Name == "" {
 			return nil, queue.Stats{}, v.notFound("queue", d.Name)
 		}
-		q, err := v.LookupQueue(nil, owner, d.Name, Read)
-		if err != nil {
+		// Permission first, as in RabbitMQ: a user without access learns
+		// nothing about whether the queue exists.
+		if err := v.checkAny(u, "queue", d.Name); err != nil {
 			return nil, queue.Stats{}, err
 		}
-		if err := v.checkAny(u, "queue", d.Name); err != nil {
+		q, err := v.LookupQueue(nil, owner, d.Name, Read)
+		if err != nil {
 			return nil, queue.Stats{}, err
 		}
 		return q, q.engine.Stats(), nil
 	}
 
+	// An exclusive queue dies with its connection, so RabbitMQ records
+	// it as transient whatever durable says (Durable = DurableDeclare
+	// andalso not ExclusiveDeclare); redeclaring it either way is
+	// equivalent.
+	if d.Exclusive {
+		d.Durable = false
+	}
 	serverNamed := d.Name == ""
 	if serverNamed {
 		d.Name = generateQueueName()
@@ -176,7 +185,7 @@ func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) *Queue {
 // in-memory engine until raftq replicates them; the record keeps their
 // type so that nothing else changes when it does.
 func (v *Vhost) newEngine(q *Queue) queue.Queue {
-	opts := classic.Options{}
+	opts := classic.Options{Budget: v.b.memory}
 	if q.rec.AutoDelete {
 		opts.OnUnused = func() { v.autoDelete(q) }
 	}
@@ -197,18 +206,19 @@ func (v *Vhost) restoreQueue(rec metadata.Queue) error {
 // checkEquivalent compares a redeclaration with the queue as it is.
 func (q *Queue) checkEquivalent(d QueueDeclare) error {
 	what := q.describe()
+	// RabbitMQ checks exclusivity first (check_exclusive_access strict).
+	if d.Exclusive != (q.owner != 0) {
+		return lockedErr(q.rec.Name, q.vhost.name)
+	}
 	if d.Durable != q.rec.Durable {
 		return inequivalent("durable", what, d.Durable, q.rec.Durable)
 	}
 	if d.AutoDelete != q.rec.AutoDelete {
 		return inequivalent("auto_delete", what, d.AutoDelete, q.rec.AutoDelete)
 	}
-	if d.Exclusive != (q.owner != 0) {
-		return lockedErr(q.rec.Name, q.vhost.name)
-	}
 	if t, ok := d.Arguments["x-queue-type"]; ok && t != q.rec.Type {
-		return amqp.Errorf(amqp.PreconditionFailed, "inequivalent arg 'x-queue-type' for %s: received %s but current is the value '%s' of type 'longstr'",
-			what, describeArg(t, true), q.rec.Type)
+		// RabbitMQ records the type as a longstr argument of every queue.
+		return argMismatch("x-queue-type", what, t, true, q.rec.Type, true)
 	}
 	return checkArgsEquivalent(what, comparedQueueArgs, d.Arguments, q.args)
 }
@@ -237,10 +247,12 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 			return "", amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-type' for %s: {unacceptable_type,%s}", what, typeName(t))
 		}
 		typ = s
-	} else if d.Durable && !d.Exclusive && !d.AutoDelete && !serverNamed {
+	} else if d.Durable && !d.Exclusive && !d.AutoDelete {
 		// The vhost's default type applies only where it can: RabbitMQ
-		// keeps exclusive, auto-delete, transient and server-named queues
-		// classic.
+		// keeps exclusive, auto-delete and transient queues classic
+		// (rabbit_amqqueue:augment_declare_args). A durable server-named
+		// queue does get the default, and so is refused below when that
+		// is quorum, as RabbitMQ 4.3 refuses it.
 		typ = v.defaultQueueType
 	} else {
 		typ = QueueTypeClassic
@@ -252,7 +264,7 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 			return "", err
 		}
 	default:
-		return "", amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-type' for %s: unsupported queue type '%s'", what, typ)
+		return "", amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-type' for %s: \"unsupported queue type '%s'\"", what, typ)
 	}
 	for _, k := range []string{"x-expires"} {
 		if _, _, err := intArg(what, d.Arguments, k, 1); err != nil {
@@ -268,20 +280,23 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 }
 
 func checkQuorumDeclare(d QueueDeclare, serverNamed bool, what string) error {
-	switch {
-	case serverNamed:
+	if serverNamed {
 		return amqp.Errorf(amqp.PreconditionFailed, "Cannot declare a server-named queue for type rabbit_quorum_queue")
+	}
+	// Arguments are checked before properties, as RabbitMQ's
+	// check_declare_arguments runs before the queue type's declare.
+	for _, k := range classicOnlyArgs {
+		if _, ok := d.Arguments[k]; ok {
+			return amqp.Errorf(amqp.PreconditionFailed, "invalid arg '%s' for %s of queue type rabbit_quorum_queue", k, what)
+		}
+	}
+	switch {
 	case d.AutoDelete:
 		return amqp.Errorf(amqp.PreconditionFailed, "invalid property 'auto-delete' for %s", what)
 	case d.Exclusive:
 		return amqp.Errorf(amqp.PreconditionFailed, "invalid property 'exclusive-owner' for %s", what)
 	case !d.Durable:
 		return amqp.Errorf(amqp.PreconditionFailed, "invalid property 'non-durable' for %s", what)
-	}
-	for _, k := range classicOnlyArgs {
-		if _, ok := d.Arguments[k]; ok {
-			return amqp.Errorf(amqp.PreconditionFailed, "invalid arg '%s' for %s of queue type rabbit_quorum_queue", k, what)
-		}
 	}
 	if o, ok := d.Arguments["x-overflow"]; ok && o == "reject-publish-dlx" {
 		return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-overflow' with value 'reject-publish-dlx' for %s of queue type rabbit_quorum_queue", what)
@@ -292,6 +307,11 @@ func checkQuorumDeclare(d QueueDeclare, serverNamed bool, what string) error {
 // LookupQueue finds a queue that owner may use with access a (read for
 // consume, get and purge). A nil user skips the permission check.
 func (v *Vhost) LookupQueue(u *User, owner OwnerID, name string, a Access) (*Queue, error) {
+	// Permission before existence, as RabbitMQ checks (check_read_permitted
+	// then with_exclusive_access_or_die).
+	if err := v.check(u, a, "queue", name); err != nil {
+		return nil, err
+	}
 	v.mu.RLock()
 	q, ok := v.queues[name]
 	v.mu.RUnlock()
@@ -299,9 +319,6 @@ func (v *Vhost) LookupQueue(u *User, owner OwnerID, name string, a Access) (*Que
 		return nil, v.notFound("queue", name)
 	}
 	if err := v.accessible(q, owner); err != nil {
-		return nil, err
-	}
-	if err := v.check(u, a, "queue", name); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -320,6 +337,11 @@ func (v *Vhost) PurgeQueue(u *User, owner OwnerID, name string) (uint32, error) 
 // Deleting a queue that does not exist succeeds with zero, as in
 // RabbitMQ, so that clean-up code can run twice.
 func (v *Vhost) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmpty bool) (uint32, error) {
+	// Permission first, as in RabbitMQ: deleting a missing queue one may
+	// not configure is refused, not a silent success.
+	if err := v.check(u, Configure, "queue", name); err != nil {
+		return 0, err
+	}
 	v.mu.RLock()
 	q, ok := v.queues[name]
 	v.mu.RUnlock()
@@ -327,9 +349,6 @@ func (v *Vhost) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmp
 		return 0, nil
 	}
 	if err := v.accessible(q, owner); err != nil {
-		return 0, err
-	}
-	if err := v.check(u, Configure, "queue", name); err != nil {
 		return 0, err
 	}
 	return v.deleteQueue(q, ifUnused, ifEmpty)
@@ -342,9 +361,10 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 		return 0, nil // deleted meanwhile
 	}
 	if (ifUnused || ifEmpty) && q.rec.Type == QueueTypeQuorum {
-		flag := "if-unused"
-		if ifEmpty {
-			flag = "if-empty"
+		// With both flags RabbitMQ names if-unused (its first clause).
+		flag := "if-empty"
+		if ifUnused {
+			flag = "if-unused"
 		}
 		// RabbitMQ refuses these on quorum queues, as a connection error.
 		return 0, amqp.Errorf(amqp.NotImplemented, "cannot delete %s. queue.delete operations with %s flag set are not supported by quorum queues", q.describe(), flag)
