@@ -12,6 +12,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/node"
 )
@@ -160,4 +161,147 @@ func noDelivery(t testing.TB, d <-chan amqp091.Delivery) {
 		t.Fatalf("unexpected delivery %q", m.Body)
 	case <-time.After(100 * time.Millisecond):
 	}
+}
+
+// withServer adjusts the protocol layer's settings.
+func withServer(f func(*server.Config)) nodeOption {
+	return func(c *node.Config) { f(&c.Server) }
+}
+
+// withSeed replaces the users, vhosts and permissions created on first
+// start.
+func withSeed(s broker.Seed) nodeOption {
+	return func(c *node.Config) { c.Broker.Seed = s }
+}
+
+// dialAs connects as user to vhost and closes the connection when the
+// test ends.
+func (tn *testNode) dialAs(t testing.TB, user, pass, vhost string) *amqp091.Connection {
+	t.Helper()
+	c, err := amqp091.Dial(tn.url(user, pass, vhost))
+	if err != nil {
+		t.Fatalf("dial as %s to %s: %v", user, vhost, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// wantError fails unless err is an AMQP error with code and exactly the
+// reply text.
+func wantError(t testing.TB, err error, code int, text string) *amqp091.Error {
+	t.Helper()
+	ae := wantCode(t, err, code)
+	if ae.Reason != text {
+		t.Fatalf("got reply text %q, want %q", ae.Reason, text)
+	}
+	return ae
+}
+
+// notifyClose registers for the channel's closing error. It must be
+// called before the error happens.
+func notifyClose(ch *amqp091.Channel) <-chan *amqp091.Error {
+	return ch.NotifyClose(make(chan *amqp091.Error, 1))
+}
+
+// waitClose waits for a server-initiated close reported on c and checks
+// its code and, unless empty, its text.
+func waitClose(t testing.TB, c <-chan *amqp091.Error, code int, text string) *amqp091.Error {
+	t.Helper()
+	select {
+	case e, ok := <-c:
+		if !ok || e == nil {
+			t.Fatalf("closed without an error, want %d %q", code, text)
+		}
+		if e.Code != code || (text != "" && e.Reason != text) {
+			t.Fatalf("closed with %d %q, want %d %q", e.Code, e.Reason, code, text)
+		}
+		return e
+	case <-time.After(5 * time.Second):
+		t.Fatalf("not closed within 5s, want %d %q", code, text)
+	}
+	return nil
+}
+
+// declareQueue declares a transient (classic) queue.
+func declareQueue(t testing.TB, ch *amqp091.Channel, name string) amqp091.Queue {
+	t.Helper()
+	q, err := ch.QueueDeclare(name, false, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("declare queue %q: %v", name, err)
+	}
+	return q
+}
+
+// publish publishes body and fails the test on a client-side error.
+func publish(t testing.TB, ch *amqp091.Channel, exchange, key string, p amqp091.Publishing) {
+	t.Helper()
+	if err := ch.PublishWithContext(context.Background(), exchange, key, false, false, p); err != nil {
+		t.Fatalf("publish to %q/%q: %v", exchange, key, err)
+	}
+}
+
+// publishBody publishes a text body.
+func publishBody(t testing.TB, ch *amqp091.Channel, exchange, key, body string) {
+	t.Helper()
+	publish(t, ch, exchange, key, amqp091.Publishing{Body: []byte(body)})
+}
+
+// drainQueue takes every ready message from q with basic.get (no-ack) and
+// returns their bodies in order. Publishes made earlier on the same
+// channel are routed before the gets are served, so no waiting is needed.
+func drainQueue(t testing.TB, ch *amqp091.Channel, q string) []string {
+	t.Helper()
+	var bodies []string
+	for {
+		d, ok, err := ch.Get(q, true)
+		if err != nil {
+			t.Fatalf("get from %q: %v", q, err)
+		}
+		if !ok {
+			return bodies
+		}
+		bodies = append(bodies, string(d.Body))
+	}
+}
+
+// queueExists reports whether a passive declare finds the queue, using a
+// channel of its own (a 404 closes it). Another connection's exclusive
+// queue (405) exists too.
+func queueExists(t testing.TB, c *amqp091.Connection, name string) bool {
+	t.Helper()
+	ch := openChannel(t, c)
+	_, err := ch.QueueDeclarePassive(name, false, false, false, false, nil)
+	if err == nil {
+		ch.Close()
+		return true
+	}
+	if amqpCode(err) == amqp091.ResourceLocked {
+		return true
+	}
+	wantCode(t, err, amqp091.NotFound)
+	return false
+}
+
+// barrier makes a round trip on ch: the server handles a channel's
+// frames in order, so everything published on ch before is routed and
+// stored once it returns. Publishes on one connection are ordered with
+// every channel of that connection; across connections they need this.
+func barrier(t testing.TB, ch *amqp091.Channel) {
+	t.Helper()
+	if err := ch.ExchangeDeclarePassive("amq.direct", "direct", true, false, false, false, nil); err != nil {
+		t.Fatalf("barrier: %v", err)
+	}
+}
+
+// exchangeExists is queueExists for exchanges.
+func exchangeExists(t testing.TB, c *amqp091.Connection, name string) bool {
+	t.Helper()
+	ch := openChannel(t, c)
+	err := ch.ExchangeDeclarePassive(name, "direct", false, false, false, false, nil)
+	if err == nil {
+		ch.Close()
+		return true
+	}
+	wantCode(t, err, amqp091.NotFound)
+	return false
 }

@@ -37,6 +37,7 @@ type config struct {
 	loopbackUsers    string
 	clusterName      string
 	memoryLimit      string
+	debugAddr        string
 
 	seed broker.Seed
 }
@@ -78,6 +79,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.defaultQueueType, "default-queue-type", "quorum", "type of durable queues declared without x-queue-type: quorum or classic")
 	fs.StringVar(&c.loopbackUsers, "loopback-users", "guest", "comma-separated users that may only connect from loopback addresses")
 	fs.StringVar(&c.clusterName, "cluster-name", "warren", "cluster name reported to clients")
+	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060) under /debug/pprof/")
 	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "message bytes in-memory queues may hold before publishers are blocked: a fraction of RAM (0.4) or a byte count (1073741824); 0 disables")
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: warren [flags]

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,6 +31,14 @@ func run(args []string) int {
 		return 2
 	}
 	log := cfg.logger(os.Stderr)
+	if cfg.debugAddr != "" {
+		go func() {
+			// net/http/pprof registers its handlers on the default mux.
+			if err := http.ListenAndServe(cfg.debugAddr, nil); err != nil {
+				log.Error("debug listener stopped", "addr", cfg.debugAddr, "err", err)
+			}
+		}()
+	}
 	n, err := node.Start(cfg.nodeConfig(log))
 	if err != nil {
 		log.Error("cannot start node", "err", err)

@@ -1,0 +1,96 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/cluster/node"
+)
+
+// TestMemoryAlarmBlocksPublishers fills queues past the memory limit and
+// checks that the publisher is blocked (connection.blocked, no further
+// confirms) until a purge frees the memory, after which everything it
+// sent is confirmed.
+func TestMemoryAlarmBlocksPublishers(t *testing.T) {
+	const limit = 256 << 10
+	n := startNode(t, func(c *node.Config) { c.Broker.MemoryLimit = limit })
+
+	pubConn := n.dial(t)
+	blocked := pubConn.NotifyBlocked(make(chan amqp091.Blocking, 4))
+	pub := openChannel(t, pubConn)
+	if _, err := pub.QueueDeclare("fill", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, 1000))
+
+	body := make([]byte, 16<<10)
+	const total = 40 // 640 KiB: well past the 256 KiB limit
+	go func() {
+		for i := 0; i < total; i++ {
+			if err := pub.PublishWithContext(context.Background(), "", "fill", false, false, amqp091.Publishing{Body: body}); err != nil {
+				return
+			}
+		}
+	}()
+
+	select {
+	case b := <-blocked:
+		if !b.Active || b.Reason != "low on memory" {
+			t.Fatalf("blocking notification %+v", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("publisher was not blocked")
+	}
+	// Once blocked, the confirms stop short of the total.
+	got := 0
+	drain := func(wait time.Duration) {
+		for {
+			select {
+			case <-confirms:
+				got++
+			case <-time.After(wait):
+				return
+			}
+		}
+	}
+	drain(200 * time.Millisecond)
+	if got >= total || got < limit/len(body)-1 {
+		t.Fatalf("%d of %d publishes confirmed while blocked; want about %d", got, total, limit/len(body))
+	}
+	if used := n.Broker().MemoryUsed(); used < limit || used > limit+int64(len(body)) {
+		t.Fatalf("queues hold %d bytes, want just over the %d limit", used, limit)
+	}
+
+	// Another connection purges; the publisher resumes.
+	admin := openChannel(t, n.dial(t))
+	if _, err := admin.QueuePurge("fill", false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-blocked:
+		if b.Active {
+			t.Fatalf("second notification %+v, want unblocked", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("publisher was not unblocked after the purge")
+	}
+	for got < total {
+		select {
+		case <-confirms:
+			got++
+		case <-blocked:
+			// Blocked again while the rest arrives: purge again.
+			if _, err := admin.QueuePurge("fill", false); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of %d publishes confirmed after unblocking", got, total)
+		}
+	}
+}
