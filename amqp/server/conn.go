@@ -39,6 +39,7 @@ type conn struct {
 	closeOnce sync.Once
 	// forced carries a server-initiated close (shutdown) to the reader.
 	forced chan *amqp.Error
+	live   *liveReader
 }
 
 // capabilities the client announced in connection.start-ok. RabbitMQ
@@ -50,11 +51,14 @@ type capabilities struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
+	forced := make(chan *amqp.Error, 1)
+	live := &liveReader{nc: nc, forced: forced}
 	return &conn{
+		live:       live,
 		s:          s,
 		nc:         nc,
 		log:        s.log.With("remote", nc.RemoteAddr().String()),
-		r:          amqp.NewReader(nc),
+		r:          amqp.NewReader(live),
 		w:          amqp.NewWriter(nc),
 		out:        newOutbox(),
 		owner:      broker.NewOwnerID(),
@@ -62,7 +66,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		channelMax: s.cfg.ChannelMax,
 		channels:   make(map[uint16]*channel),
 		writerDone: make(chan struct{}),
-		forced:     make(chan *amqp.Error, 1),
+		forced:     forced,
 	}
 }
 
@@ -102,14 +106,6 @@ func (c *conn) forceClose(e *amqp.Error) {
 // readLoop reads and dispatches frames until the connection ends.
 func (c *conn) readLoop() error {
 	for {
-		if c.r.Buffered() == 0 {
-			if c.heartbeat > 0 {
-				// RabbitMQ gives up after two missed intervals.
-				c.nc.SetReadDeadline(time.Now().Add(2 * c.heartbeat))
-			} else {
-				c.nc.SetReadDeadline(time.Time{})
-			}
-		}
 		// forceClose wakes the reader with a past read deadline, which
 		// the lines above overwrite if it came while a frame was being
 		// handled; and a busy client's next frame would then read fine.
@@ -189,19 +185,19 @@ func (c *conn) connectionFrame(f amqp.Frame) error {
 	case *amqp.ConnectionBlocked, *amqp.ConnectionUnblocked:
 		return nil // a client telling us it is blocked changes nothing here
 	}
-	return amqp.Errorf(amqp.ChannelError, "unexpected method in connection state running")
+	return withMethod(amqp.Errorf(amqp.ChannelError, "unexpected method in connection state running"), m)
 }
 
 func (c *conn) openChannel(f amqp.Frame) error {
 	if f.Type != amqp.FrameMethod {
-		return amqp.Errorf(amqp.ChannelError, "expected 'channel.open'")
+		return amqp.Errorf(amqp.UnexpectedFrame, "expected method frame, got non method frame instead")
 	}
 	m, err := amqp.DecodeMethod(f.Payload)
 	if err != nil {
 		return err
 	}
 	if _, ok := m.(*amqp.ChannelOpen); !ok {
-		return amqp.Errorf(amqp.ChannelError, "expected 'channel.open'")
+		return withMethod(amqp.Errorf(amqp.ChannelError, "expected 'channel.open'"), m)
 	}
 	if f.Channel > c.channelMax || len(c.channels) >= int(c.channelMax) {
 		return withMethod(amqp.Errorf(amqp.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax), m)
@@ -230,6 +226,7 @@ func (c *conn) closeWith(e *amqp.Error) error {
 	c.sendDirect(0, e.ConnectionClose())
 	// Wait for close-ok, ignoring anything else, as the spec asks; a
 	// client that never answers is cut off after a grace period.
+	c.live.timeout = 0
 	c.nc.SetReadDeadline(time.Now().Add(3 * time.Second))
 	for {
 		f, err := c.r.ReadFrame()
@@ -239,7 +236,10 @@ func (c *conn) closeWith(e *amqp.Error) error {
 		if f.Channel == 0 && f.Type == amqp.FrameMethod {
 			if m, err := amqp.DecodeMethod(f.Payload); err == nil {
 				switch m.(type) {
-				case *amqp.ConnectionCloseOk, *amqp.ConnectionClose:
+				case *amqp.ConnectionClose:
+					c.sendDirect(0, &amqp.ConnectionCloseOk{})
+					return e
+				case *amqp.ConnectionCloseOk:
 					return e
 				}
 			}
@@ -282,4 +282,24 @@ func withMethod(e *amqp.Error, m amqp.Method) *amqp.Error {
 		e.ClassID, e.MethodID = m.ClassID(), m.MethodID()
 	}
 	return e
+}
+
+// liveReader gives every read of the socket a fresh deadline of two heartbeat intervals, so
+// that any byte from the client counts as a sign of life.
+type liveReader struct {
+	nc      net.Conn
+	timeout time.Duration    // owned by the reader goroutine
+	forced  chan *amqp.Error // conn.forced
+}
+
+func (l *liveReader) Read(p []byte) (int, error) {
+	if l.timeout > 0 {
+		l.nc.SetReadDeadline(time.Now().Add(l.timeout))
+	}
+	// After the deadline is set: either we see forced, or forceClose's
+	// SetReadDeadline(now) comes after ours and wakes the read.
+	if len(l.forced) > 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return l.nc.Read(p)
 }

@@ -202,7 +202,7 @@ func parseCredentials(mechanism, response string) (user, pass string, err error)
 // negotiate applies the client's tune-ok within the limits we offered.
 func (c *conn) negotiate(m *amqp.ConnectionTuneOk) error {
 	fail := func(format string, args ...any) error {
-		return withMethod(amqp.Errorf(amqp.NotAllowed, format, args...), m)
+		return withMethod(amqp.Errorf(amqp.NotAllowed, format, args...), &amqp.ConnectionTune{})
 	}
 	switch {
 	case m.FrameMax == 0:
@@ -223,6 +223,7 @@ func (c *conn) negotiate(m *amqp.ConnectionTuneOk) error {
 		c.channelMax = m.ChannelMax
 	}
 	c.heartbeat = time.Duration(m.Heartbeat) * time.Second
+	c.live.timeout = 2 * c.heartbeat
 	c.r.SetFrameMax(c.frameMax)
 	return nil
 }

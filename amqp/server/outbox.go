@@ -147,6 +147,7 @@ func (c *conn) writeLoop() {
 		case <-c.out.wake:
 		case <-tick:
 			if !wroteSinceTick {
+				c.nc.SetWriteDeadline(time.Now().Add(2 * c.heartbeat))
 				if err := c.w.WriteHeartbeat(); err == nil {
 					err = c.w.Flush()
 				}

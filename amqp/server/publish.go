@@ -15,7 +15,7 @@ type contentAssembly struct {
 	header  amqp.ContentHeader
 	gotHdr  bool
 	body    []byte
-	filled  int
+	size    uint64 // announced by the header
 }
 
 func (a *contentAssembly) active() bool { return a.publish != nil }
@@ -25,9 +25,9 @@ func (a *contentAssembly) reset() { *a = contentAssembly{} }
 // unexpected is the error for a method frame arriving mid-content.
 func (a *contentAssembly) unexpected() error {
 	if !a.gotHdr {
-		return amqp.Errorf(amqp.UnexpectedFrame, "expected content header for class 60, got non content header frame instead")
+		return withMethod(amqp.Errorf(amqp.UnexpectedFrame, "expected content header for class 60, got non content header frame instead"), a.publish)
 	}
-	return amqp.Errorf(amqp.UnexpectedFrame, "expected content body, got non content body frame instead")
+	return withMethod(amqp.Errorf(amqp.UnexpectedFrame, "expected content body, got non content body frame instead"), a.publish)
 }
 
 func (ch *channel) basicPublish(m *amqp.BasicPublish) error {
@@ -48,14 +48,14 @@ func (ch *channel) contentHeader(payload []byte) error {
 		return amqp.Errorf(amqp.UnexpectedFrame, "expected method frame, got non method frame instead")
 	}
 	if a.gotHdr {
-		return amqp.Errorf(amqp.UnexpectedFrame, "expected content body, got non content body frame instead")
+		return a.unexpected()
 	}
 	h, err := amqp.DecodeContentHeader(payload)
 	if err != nil {
 		return withMethodErr(err, a.publish)
 	}
 	if h.ClassID != amqp.ClassBasic {
-		return amqp.Errorf(amqp.UnexpectedFrame, "expected content header for class 60, got one for class %d instead", h.ClassID)
+		return withMethod(amqp.Errorf(amqp.UnexpectedFrame, "expected content header for class 60, got one for class %d instead", h.ClassID), a.publish)
 	}
 	// Checked before a byte of the body is read, so an oversized message
 	// costs nothing; the channel closes and its body frames are ignored.
@@ -69,7 +69,8 @@ func (ch *channel) contentHeader(payload []byte) error {
 	if h.BodySize == 0 {
 		return ch.completePublish()
 	}
-	a.body = make([]byte, h.BodySize)
+	a.size = h.BodySize
+	a.body = make([]byte, 0, min(h.BodySize, uint64(ch.c.frameMax)))
 	return nil
 }
 
@@ -79,13 +80,13 @@ func (ch *channel) contentBody(payload []byte) error {
 		return amqp.Errorf(amqp.UnexpectedFrame, "expected method frame, got non method frame instead")
 	}
 	if !a.gotHdr {
-		return amqp.Errorf(amqp.UnexpectedFrame, "expected content header for class 60, got non content header frame instead")
+		return a.unexpected()
 	}
-	if len(payload) > len(a.body)-a.filled {
+	if uint64(len(payload)) > a.size-uint64(len(a.body)) {
 		return withMethod(amqp.Errorf(amqp.FrameError, "content body frame exceeds remaining content size"), a.publish)
 	}
-	a.filled += copy(a.body[a.filled:], payload)
-	if a.filled < len(a.body) {
+	a.body = append(a.body, payload...)
+	if uint64(len(a.body)) < a.size {
 		return nil
 	}
 	return ch.completePublish()
