@@ -272,7 +272,7 @@ func (ch *channel) basicReject(m *amqp.BasicReject) error {
 	if m.Requeue {
 		ch.settle.requeue(queue.ReturnReject)
 	} else {
-		ch.settle.discard()
+		ch.settle.discard(queue.ReturnReject)
 	}
 	return nil
 }
@@ -284,7 +284,7 @@ func (ch *channel) basicNack(m *amqp.BasicNack) error {
 	if m.Requeue {
 		ch.settle.requeue(queue.ReturnNack)
 	} else {
-		ch.settle.discard()
+		ch.settle.discard(queue.ReturnNack)
 	}
 	return nil
 }

@@ -135,6 +135,6 @@ func (b *settleBatch) requeue(cause queue.ReturnCause) {
 	b.each(func(q queue.Queue, ids []uint64) { q.Requeue(ids, cause) })
 }
 
-func (b *settleBatch) discard() {
-	b.each(func(q queue.Queue, ids []uint64) { q.Discard(ids) })
+func (b *settleBatch) discard(cause queue.ReturnCause) {
+	b.each(func(q queue.Queue, ids []uint64) { q.Discard(ids, cause) })
 }

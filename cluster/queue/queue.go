@@ -119,8 +119,10 @@ type Queue interface {
 	// marked redelivered.
 	Requeue(ids []uint64, cause ReturnCause)
 	// Discard drops deliveries that were rejected or nacked without
-	// requeue (dead-lettered where the queue is configured for it).
-	Discard(ids []uint64)
+	// requeue (dead-lettered where the queue is configured for it). The
+	// cause (ReturnReject or ReturnNack) matters to quorum queues:
+	// basic.reject counts a failed delivery, basic.nack does not.
+	Discard(ids []uint64, cause ReturnCause)
 
 	// Purge removes every ready message and returns how many.
 	Purge() (uint32, error)

@@ -150,7 +150,7 @@ func TestDeleteDropsEverythingAndTellsConsumersGone(t *testing.T) {
 	// Everything afterwards fails with ErrDeleted or does nothing.
 	q.Settle([]uint64{1})
 	q.Requeue([]uint64{2}, queue.ReturnConsumerGone)
-	q.Discard([]uint64{1})
+	q.Discard([]uint64{1}, queue.ReturnReject)
 	q.Cancel(a)
 	q.Resume(b)
 	if _, err := q.Delete(false, false); !errors.Is(err, queue.ErrDeleted) {

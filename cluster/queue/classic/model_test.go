@@ -309,7 +309,7 @@ func (m *model) requeue(t *rapid.T) {
 func (m *model) discard(t *rapid.T) {
 	ids := m.pickUnsettled(t)
 	m.release(ids, placeGone)
-	m.q.Discard(ids)
+	m.q.Discard(ids, queue.ReturnReject)
 }
 
 func (m *model) purge(t *rapid.T) {

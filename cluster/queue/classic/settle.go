@@ -32,7 +32,7 @@ func (q *Queue) Requeue(ids []uint64, _ queue.ReturnCause) {
 }
 
 // Discard drops deliveries rejected or nacked without requeue.
-func (q *Queue) Discard(ids []uint64) {
+func (q *Queue) Discard(ids []uint64, _ queue.ReturnCause) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, id := range ids {

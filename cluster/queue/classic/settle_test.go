@@ -47,7 +47,7 @@ func TestSettleAndRequeueIgnoreUnknownAndSettledIDs(t *testing.T) {
 	d, _, _, _ := q.Get(false)
 	q.Settle([]uint64{d.ID, d.ID, 99})
 	q.Requeue([]uint64{d.ID, 0, 42}, queue.ReturnNack)
-	q.Discard([]uint64{d.ID, 7})
+	q.Discard([]uint64{d.ID, 7}, queue.ReturnNack)
 	wantStats(t, q, queue.Stats{Ready: 1})
 }
 
@@ -56,7 +56,7 @@ func TestDiscardDropsTheMessageAndFreesCredit(t *testing.T) {
 	c := &fakeConsumer{}
 	consume(t, q, c, queue.ConsumeOptions{Prefetch: 1})
 	publish(t, q, 2)
-	q.Discard([]uint64{1})
+	q.Discard([]uint64{1}, queue.ReturnReject)
 	wantIDs(t, "delivered", c.ids(), 1, 2)
 	wantStats(t, q, queue.Stats{Ready: 0, Unacked: 1, Consumers: 1})
 }
