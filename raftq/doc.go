@@ -1,9 +1,65 @@
-// Package raftq will hold the quorum queue: a deterministic state machine
-// (state, command) → (state, effects) replicated by its own Raft group.
+// Package raftq is the quorum queue's state machine: a deterministic
+// function (state, command) → (state, effects) that every member of a
+// queue's Raft group applies to the same log. It knows nothing of Raft,
+// the network or the clock; the code around it (the FSM adapter, the queue
+// runtime) proposes commands, applies committed entries with
+// Machine.Apply, and carries out the effects on the leader only.
 //
-// Until it lands, quorum queues are declared, recorded and validated as
-// quorum queues by the broker but run on the single-node classic engine
-// behind the same queue.Queue boundary (see cluster/broker/queues.go,
-// newEngine). Nothing outside the queue packages changes when this package
-// takes over.
+// # Determinism
+//
+// Apply reads only the machine and the command. Time is a field of the
+// command (Command.Now, stamped by the leader when it proposes), and the
+// machine's clock is the greatest Now seen, so it never runs backwards.
+// Maps are only looked up, or folded in ways their order cannot show
+// (a minimum, an argmax under a total order); anything ordered iterates
+// slices, rings or sorted keys. A broken invariant panics; a command that
+// makes no sense (an unknown consumer, a settled ID) changes nothing.
+//
+// # Messages are referenced, not held
+//
+// A message's ID is the log index of its enqueue entry. The machine keeps a
+// 32-byte record per message (index, expiry, body size, delivery-count,
+// acquired-count, priority); the message itself stays in the entry, and
+// effects name it by index for the runtime to read back (EffectDeliver,
+// EffectGetResult, EffectDeadLetter). AppendLiveIndexes lists the entries
+// still needed, so the log store can delete the others below a snapshot.
+//
+// Every message is in exactly one place until it is gone:
+//
+//   - ready: in the returns (came back; served first, in the order they
+//     came back) or in one of 32 priority levels (never delivered; highest
+//     priority first, publish order within a level);
+//   - checked out to exactly one consumer or basic.get owner, with a
+//     consumer-timeout deadline;
+//   - awaiting dead-letter confirmation (x-dead-letter-strategy
+//     at-least-once), until DeadLetterSettled.
+//
+// # RabbitMQ behaviour
+//
+// The rules are RabbitMQ 4.3's, read in its quorum queue, priority, TTL,
+// dead-lettering and consumer guides and in deps/rabbit/src/rabbit_fifo.erl
+// (v4.3.5), which the comments cite where a rule is applied. Config is
+// parsed from the queue's arguments with RabbitMQ's names, defaults and
+// validation errors; policies come later. Where Warren differs on purpose
+// it says so: reject-publish is exact instead of overshooting, a consumer
+// timeout cancels the consumer in the machine, an exclusive consumer is
+// enforced, and x-expires is also renewed by a redeclaration (Touch), as the
+// TTL guide describes.
+//
+// # What the runtime does
+//
+//   - Assigns consumer IDs (one per basic.consume, one per channel for
+//     basic.get) and publisher IDs with per-queue sequence numbers from 1.
+//   - Settles no-ack consumers' deliveries once sent, as RabbitMQ's
+//     rabbit_fifo_client does: the machine checks out every delivery, so a
+//     no-ack consumer's credit is replenished by those settles.
+//   - Proposes a Tick when NextDeadline is due, a Touch on redeclaration.
+//   - On becoming leader, carries out AppendPendingDeadLetters and, if
+//     DeleteRequested, the queue's deletion.
+//   - Builds x-death headers with RecordDeath.
+//
+// Commands are encoded as an opcode byte plus varint fields (see
+// Command.Append and Decode); opcodes are only ever appended. Snapshots
+// (AppendSnapshot, Restore) are versioned, deterministic and proportional
+// to the number of messages, never to their bodies.
 package raftq

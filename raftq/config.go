@@ -1,0 +1,335 @@
+package raftq
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// Defaults RabbitMQ 4.3 applies when a quorum queue's arguments say nothing.
+const (
+	// DefaultDeliveryLimit is x-delivery-limit's default since RabbitMQ 4.0
+	// (rabbit_quorum_queue:get_delivery_limit, ?DEFAULT_DELIVERY_LIMIT).
+	DefaultDeliveryLimit = 20
+	// DefaultConsumerTimeout is rabbit.consumer_timeout's default, 30
+	// minutes (rabbit_fifo.erl ?DEFAULT_CONSUMER_TIMEOUT_MS = 1_800_000).
+	DefaultConsumerTimeout = int64(30 * time.Minute / time.Millisecond)
+	// UnlimitedPrefetch is the credit a consumer with prefetch 0 gets:
+	// rabbit_fifo_client turns {simple_prefetch, 0} into 2000
+	// (?UNLIMITED_PREFETCH_COUNT, "something large for ra").
+	UnlimitedPrefetch = 2000
+	// maxExpiry bounds x-message-ttl and x-expires: ten years in
+	// milliseconds (rabbit_misc:check_expiry).
+	maxExpiry = 315_360_000_000
+)
+
+// Unset marks an optional limit that is not configured.
+const Unset = -1
+
+// Overflow is x-overflow: what a full queue does with a new message.
+type Overflow uint8
+
+const (
+	// DropHead dead-letters (reason maxlen) or drops the oldest ready
+	// messages. The default.
+	DropHead Overflow = iota
+	// RejectPublish refuses the new message: its publisher gets basic.nack.
+	RejectPublish
+)
+
+// Strategy is x-dead-letter-strategy.
+type Strategy uint8
+
+const (
+	// AtMostOnce hands a dead-lettered message to the runtime and forgets it.
+	AtMostOnce Strategy = iota
+	// AtLeastOnce keeps a dead-lettered message, counted against the
+	// queue's limits, until the runtime reports its target queues confirmed
+	// it (DeadLetterSettled).
+	AtLeastOnce
+)
+
+// Config is a quorum queue's behaviour as its declared arguments set it.
+// Every member of the queue's Raft group builds its machine from the same
+// Config. Policies (and operator policies, which win where lower) are not
+// applied yet: when they are, an UpdateConfig command will carry the
+// effective values through the log.
+type Config struct {
+	// DeliveryLimit is x-delivery-limit: a message whose delivery-count
+	// exceeds it is dead-lettered (reason delivery_limit) instead of being
+	// requeued. Negative means unlimited.
+	DeliveryLimit int64
+	// DeadLettering is set when x-dead-letter-exchange is (even to "", the
+	// default exchange); without it dead-lettered messages are dropped.
+	DeadLettering        bool
+	DeadLetterExchange   string
+	DeadLetterRoutingKey string
+	// HasDeadLetterRoutingKey says x-dead-letter-routing-key was given:
+	// dead-lettered messages use it instead of their own routing keys.
+	HasDeadLetterRoutingKey bool
+	// Strategy is the effective x-dead-letter-strategy: at-least-once only
+	// with dead-lettering on and x-overflow=reject-publish, otherwise
+	// RabbitMQ falls back to at-most-once (rabbit_quorum_queue:dlh/5).
+	Strategy Strategy
+	// MessageTTL is x-message-ttl in milliseconds, or Unset.
+	MessageTTL int64
+	// MaxLength and MaxLengthBytes are x-max-length and
+	// x-max-length-bytes (ready messages and their body bytes), or Unset.
+	MaxLength      int64
+	MaxLengthBytes int64
+	Overflow       Overflow
+	// Expires is x-expires in milliseconds, or Unset.
+	Expires int64
+	// SingleActiveConsumer is x-single-active-consumer.
+	SingleActiveConsumer bool
+	// ConsumerTimeout is x-consumer-timeout in milliseconds, or
+	// DefaultConsumerTimeout. ConsumerTimeoutSet says the argument was
+	// given; when it was not, the runtime may put the node's configured
+	// consumer_timeout here before building the machine.
+	ConsumerTimeout    int64
+	ConsumerTimeoutSet bool
+}
+
+// DefaultConfig is the Config of a quorum queue declared without arguments.
+func DefaultConfig() Config {
+	return Config{
+		DeliveryLimit:   DefaultDeliveryLimit,
+		MessageTTL:      Unset,
+		MaxLength:       Unset,
+		MaxLengthBytes:  Unset,
+		Expires:         Unset,
+		ConsumerTimeout: DefaultConsumerTimeout,
+	}
+}
+
+// ArgError is RabbitMQ's "invalid arg" precondition failure (406) for a
+// queue argument. Detail is the reason as RabbitMQ prints it (an Erlang
+// term: {value_negative,-1}, invalid_overflow, ...).
+type ArgError struct {
+	Key    string
+	Detail string
+}
+
+func (e *ArgError) Error() string {
+	return fmt.Sprintf("invalid arg '%s': %s", e.Key, e.Detail)
+}
+
+// For is the error text RabbitMQ sends in channel.close, given the queue as
+// it describes it ("queue 'q' in vhost '/'"): rabbit_amqqueue's
+// check_arguments_type_and_value formats "invalid arg '~ts' for ~ts: ~255p".
+func (e *ArgError) For(what string) string {
+	return fmt.Sprintf("invalid arg '%s' for %s: %s", e.Key, what, e.Detail)
+}
+
+// ParseConfig reads a quorum queue's declared arguments, validating them
+// as RabbitMQ 4.3 does (rabbit_amqqueue:declare_args/0, checked in that
+// order, so the first error is the one RabbitMQ reports). Arguments this
+// package does not use are ignored; refusing classic-only ones is the
+// broker's job.
+func ParseConfig(args map[string]any) (Config, error) {
+	c := DefaultConfig()
+	var err error
+	if c.Expires, err = expiryArg(args, "x-expires", true); err != nil {
+		return c, err
+	}
+	if c.MessageTTL, err = expiryArg(args, "x-message-ttl", false); err != nil {
+		return c, err
+	}
+	if v, ok := args["x-dead-letter-exchange"]; ok {
+		s, isStr := v.(string)
+		if !isStr {
+			return c, unacceptable("x-dead-letter-exchange", v)
+		}
+		c.DeadLettering, c.DeadLetterExchange = true, s
+	}
+	if v, ok := args["x-dead-letter-routing-key"]; ok {
+		s, isStr := v.(string)
+		if !isStr {
+			return c, unacceptable("x-dead-letter-routing-key", v)
+		}
+		if !c.DeadLettering {
+			return c, &ArgError{"x-dead-letter-routing-key", "routing_key_but_no_dlx_defined"}
+		}
+		c.DeadLetterRoutingKey, c.HasDeadLetterRoutingKey = s, true
+	}
+	atLeastOnce := false
+	if v, ok := args["x-dead-letter-strategy"]; ok {
+		s, isStr := v.(string)
+		switch {
+		case !isStr:
+			return c, unacceptable("x-dead-letter-strategy", v)
+		case s == "at-least-once":
+			atLeastOnce = true
+		case s != "at-most-once":
+			return c, &ArgError{"x-dead-letter-strategy", "invalid_dlx_strategy"}
+		}
+	}
+	for _, k := range []string{"x-max-length", "x-max-length-bytes", "x-max-in-memory-length", "x-max-in-memory-bytes"} {
+		n, err := nonNegArg(args, k)
+		if err != nil {
+			return c, err
+		}
+		switch k {
+		case "x-max-length":
+			c.MaxLength = n
+		case "x-max-length-bytes":
+			c.MaxLengthBytes = n
+		}
+	}
+	if v, ok := args["x-overflow"]; ok {
+		s, isStr := v.(string)
+		switch {
+		case !isStr:
+			return c, unacceptable("x-overflow", v)
+		case s == "reject-publish":
+			c.Overflow = RejectPublish
+		case s == "drop-head":
+		case s == "reject-publish-dlx":
+			// Valid for classic queues; a quorum queue logs a warning and
+			// uses the default (rabbit_quorum_queue:overflow/3). The
+			// broker refuses the declaration before it gets here.
+		default:
+			return c, &ArgError{"x-overflow", "invalid_overflow"}
+		}
+	}
+	if v, ok := args["x-single-active-consumer"]; ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return c, unacceptable("x-single-active-consumer", v)
+		}
+		c.SingleActiveConsumer = b
+	}
+	if n, err := nonNegArg(args, "x-consumer-timeout"); err != nil {
+		return c, err
+	} else if n != Unset {
+		c.ConsumerTimeout, c.ConsumerTimeoutSet = n, true
+	}
+	// x-delivery-limit is not among declare_args: RabbitMQ accepts any
+	// value and uses the default for one that is not an integer
+	// (get_delivery_limit/3).
+	if v, ok := args["x-delivery-limit"]; ok {
+		if n, isInt := intValue(v); isInt {
+			c.DeliveryLimit = n
+		}
+	}
+	if atLeastOnce && c.DeadLettering && c.Overflow == RejectPublish {
+		c.Strategy = AtLeastOnce
+	}
+	return c, nil
+}
+
+// expiryArg reads x-expires (zero refused) or x-message-ttl
+// (rabbit_amqqueue:check_expires_arg / check_message_ttl_arg).
+func expiryArg(args map[string]any, key string, refuseZero bool) (int64, error) {
+	v, ok := args[key]
+	if !ok {
+		return Unset, nil
+	}
+	n, err := intArg(key, v)
+	switch {
+	case err != nil:
+		return Unset, err
+	case refuseZero && n == 0:
+		return Unset, &ArgError{key, "{value_zero,0}"}
+	case n < 0:
+		return Unset, &ArgError{key, fmt.Sprintf("{value_negative,%d}", n)}
+	case n > maxExpiry:
+		return Unset, &ArgError{key, fmt.Sprintf("{value_too_large,%d}", n)}
+	}
+	return n, nil
+}
+
+// nonNegArg is rabbit_amqqueue:check_non_neg_int_arg.
+func nonNegArg(args map[string]any, key string) (int64, error) {
+	v, ok := args[key]
+	if !ok {
+		return Unset, nil
+	}
+	n, err := intArg(key, v)
+	if err != nil {
+		return Unset, err
+	}
+	if n < 0 {
+		return Unset, &ArgError{key, fmt.Sprintf("{value_negative,%d}", n)}
+	}
+	return n, nil
+}
+
+// intArg is rabbit_amqqueue:check_int_arg: any integer field type, else a
+// formatted string, which ~p prints in double quotes.
+func intArg(key string, v any) (int64, error) {
+	n, ok := intValue(v)
+	if !ok {
+		return 0, &ArgError{key, fmt.Sprintf("%q", "expected integer, got "+fieldType(v))}
+	}
+	return n, nil
+}
+
+func unacceptable(key string, v any) error {
+	return &ArgError{key, "{unacceptable_type," + fieldType(v) + "}"}
+}
+
+// intValue accepts RabbitMQ's ?INTEGER_ARG_TYPES.
+func intValue(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int8:
+		return int64(n), true
+	case uint8:
+		return int64(n), true
+	case int16:
+		return int64(n), true
+	case uint16:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case uint32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+// fieldType is RabbitMQ's name for a field-table value's type.
+func fieldType(v any) string {
+	switch v.(type) {
+	case bool:
+		return "bool"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case int32:
+		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int64, int:
+		return "long"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case amqp.Decimal:
+		return "decimal"
+	case string:
+		return "longstr"
+	case []byte:
+		return "binary"
+	case []any:
+		return "array"
+	case time.Time:
+		return "timestamp"
+	case amqp.Table, map[string]any:
+		return "table"
+	case nil:
+		return "void"
+	}
+	return fmt.Sprintf("%T", v)
+}

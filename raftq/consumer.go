@@ -1,0 +1,143 @@
+package raftq
+
+import "slices"
+
+// consumer is the queue's record of a consumer, or of a basic.get owner. A
+// record lives while it is attached or holds checked-out messages: a
+// detached consumer's messages can still be settled, returned or discarded.
+type consumer struct {
+	id ConsumerID
+	// since is the log index of its first attach (or get): between equal
+	// priorities the older single-active candidate goes first.
+	since     uint64
+	getter    bool // a basic.get owner: never attached, never dispatched to
+	attached  bool
+	exclusive bool
+	// quiescing: the single active consumer receives nothing more because
+	// a higher-priority one waits for it to drain (rabbit_fifo's quiescing).
+	quiescing bool
+	inLine    bool // standing in its lineup level's line
+	prefetch  uint32
+	priority  int32
+	timeout   int64 // consumer timeout, ms
+	held      uint32
+	// lastDeadline is the latest consumer-timeout deadline given to one of
+	// its deliveries; deadlines never decrease along order, so the oldest
+	// live delivery has the earliest deadline.
+	lastDeadline int64
+	// order lists its deliveries oldest first. Entries whose message was
+	// settled or returned since are stale: the held map no longer has them
+	// under this consumer with this seq. They are skipped, and compacted
+	// away once they outnumber the live ones.
+	order ring[delivery]
+	level *level
+}
+
+type delivery struct{ index, seq uint64 }
+
+// held is a checked-out message.
+type held struct {
+	msg
+	owner    *consumer
+	deadline int64  // consumer timeout: returned at this Unix millisecond
+	seq      uint64 // which handing-out, to recognise stale order entries
+}
+
+// credit is how many more messages c may be handed now.
+func (c *consumer) credit() uint32 {
+	if c.held >= c.prefetch {
+		return 0
+	}
+	return c.prefetch - c.held
+}
+
+// canReceive says whether dispatch may hand c a message now.
+func (c *consumer) canReceive() bool {
+	return c.attached && !c.quiescing && c.held < c.prefetch
+}
+
+// live says whether order entry d is still checked out to c.
+func (m *Machine) live(c *consumer, d delivery) bool {
+	h, ok := m.held[d.index]
+	return ok && h.owner == c && h.seq == d.seq
+}
+
+// tidy drops stale entries at the front of c's delivery order, and
+// compacts it when stale entries dominate, so that its head is always the
+// oldest live delivery and its length stays proportional to c.held.
+func (m *Machine) tidy(c *consumer) {
+	for c.order.len() > 0 && !m.live(c, *c.order.peek()) {
+		c.order.pop()
+	}
+	if c.order.len() > 2*int(c.held)+16 {
+		c.order.filter(func(d *delivery) bool { return m.live(c, *d) })
+	}
+}
+
+// lineup decides which competing consumer gets the next message, as
+// classic.lineup does and as rabbit_fifo's service queue does: the highest
+// priority level with anyone able to receive wins, and within a level
+// consumers take turns. A consumer stands in its level's line only while it
+// can receive; it goes to the back after each delivery, and rejoins at the
+// back when a settle gives it credit again.
+type lineup struct {
+	levels []*level // highest priority first
+}
+
+type level struct {
+	priority int32
+	members  int
+	line     ring[*consumer]
+}
+
+func (l *lineup) join(c *consumer) {
+	i := 0
+	for i < len(l.levels) && l.levels[i].priority > c.priority {
+		i++
+	}
+	if i == len(l.levels) || l.levels[i].priority != c.priority {
+		l.levels = slices.Insert(l.levels, i, &level{priority: c.priority})
+	}
+	c.level = l.levels[i]
+	c.level.members++
+}
+
+func (l *lineup) leave(c *consumer) {
+	lv := c.level
+	if lv == nil {
+		return
+	}
+	if c.inLine {
+		lv.line.filter(func(x **consumer) bool { return *x != c })
+		c.inLine = false
+	}
+	c.level = nil
+	lv.members--
+	if lv.members == 0 {
+		l.levels = slices.DeleteFunc(l.levels, func(x *level) bool { return x == lv })
+	}
+}
+
+// offer puts c at the back of its line if it can receive and is not there.
+func (l *lineup) offer(c *consumer) {
+	if c.inLine || c.level == nil || !c.canReceive() {
+		return
+	}
+	c.level.line.push(c)
+	c.inLine = true
+}
+
+// next takes the consumer whose turn it is, or nil.
+func (l *lineup) next() *consumer {
+	for _, lv := range l.levels {
+		if lv.line.len() > 0 {
+			c := lv.line.pop()
+			c.inLine = false
+			if !c.canReceive() {
+				panic("raftq: a consumer in line cannot receive")
+			}
+			return c
+		}
+	}
+	return nil
+}

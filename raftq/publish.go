@@ -1,0 +1,96 @@
+package raftq
+
+// publisher is the deduplication record of one publisher: the sequence
+// number it must send next, and the recent ranges of sequence numbers
+// whose publish was refused (so a re-sent refused publish is refused
+// again rather than confirmed).
+type publisher struct {
+	next     uint64
+	rejected []seqRange
+}
+
+// seqRange is the sequence numbers [from, to).
+type seqRange struct{ from, to uint64 }
+
+// maxRejectedRanges bounds a publisher's memory of refusals. A publisher
+// re-sends only its unconfirmed publishes, the latest ones; a queue that
+// refuses publishes refuses runs of them, each one range.
+const maxRejectedRanges = 8
+
+func (p *publisher) wasRejected(seq uint64) bool {
+	for _, r := range p.rejected {
+		if seq >= r.from && seq < r.to {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *publisher) reject(seq uint64) {
+	if n := len(p.rejected); n > 0 && p.rejected[n-1].to == seq {
+		p.rejected[n-1].to++
+		return
+	}
+	if len(p.rejected) == maxRejectedRanges {
+		p.rejected = append(p.rejected[:0], p.rejected[1:]...)
+	}
+	p.rejected = append(p.rejected, seqRange{seq, seq + 1})
+}
+
+// enqueue stores a published message, keeping only its fixed-size record;
+// the message itself stays in the log entry at index.
+//
+// A tracked publisher (Publisher != 0) numbers its publishes 1, 2, 3...
+// per queue; as rabbit_fifo's enqueuer record does, the queue accepts the
+// next number, confirms again a number it has seen (a publish re-sent after
+// a leader change, not stored twice), and refuses one that skips ahead.
+func (m *Machine) enqueue(index uint64, c *Command) {
+	var p publisher
+	tracked := c.Publisher != 0
+	if tracked {
+		known := false
+		p, known = m.publishers[c.Publisher]
+		if known && c.Seq != p.next {
+			switch {
+			case c.Seq > p.next:
+				m.emit(Effect{Kind: EffectOutOfSequence, Publisher: c.Publisher, Seq: c.Seq, Index: p.next})
+			case p.wasRejected(c.Seq):
+				m.emit(Effect{Kind: EffectReject, Publisher: c.Publisher, Seq: c.Seq})
+			default:
+				m.emit(Effect{Kind: EffectConfirm, Publisher: c.Publisher, Seq: c.Seq})
+			}
+			return
+		}
+		p.next = c.Seq + 1
+	}
+	// x-overflow=reject-publish refuses a message that would take the
+	// queue over its limits. RabbitMQ's quorum queues tell publishers to
+	// start refusing once the queue is over, and so may overshoot by the
+	// messages in flight (quorum queue guide, "Length Limit"); deciding here
+	// in the log keeps the limit exact.
+	if m.cfg.Overflow == RejectPublish && m.overLimit(1, int64(c.Size)) {
+		if tracked {
+			p.reject(c.Seq)
+			m.publishers[c.Publisher] = p
+			m.emit(Effect{Kind: EffectReject, Publisher: c.Publisher, Seq: c.Seq})
+		}
+		return
+	}
+	x := msg{index: index, size: c.Size, priority: clampPriority(c.Priority, c.HasPriority)}
+	// The message expires after the lower of x-message-ttl and its own
+	// expiration (rabbit_fifo maybe_set_msg_ttl/4). A TTL of 0 expires it
+	// a millisecond later: it can still go to a consumer waiting now, not
+	// to one that comes later (update_expiry_header/3).
+	ttl := m.cfg.MessageTTL
+	if c.HasTTL && (ttl < 0 || c.TTL < ttl) {
+		ttl = c.TTL
+	}
+	if ttl >= 0 {
+		x.expiry = addSat(m.clock, max(ttl, 1))
+	}
+	m.ready.pushFresh(x)
+	if tracked {
+		m.publishers[c.Publisher] = p
+		m.emit(Effect{Kind: EffectConfirm, Publisher: c.Publisher, Seq: c.Seq})
+	}
+}

@@ -1,0 +1,443 @@
+package raftq
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Snapshot format. The header is a magic string and a version; a reader
+// refuses versions it does not know. Version 1 follows the header with the
+// Config, the scalar state, then the publishers and consumers in ID order
+// (each consumer with its checked-out messages in delivery order), the
+// lineup's lines, the ready messages in serving order and the at-least-once
+// dead letters in dead-lettering order. Integers are varints. The same
+// state always gives the same bytes, and the size is proportional to the
+// number of messages and consumers: message bodies are never in it.
+const (
+	snapshotMagic   = "WARRENQQ"
+	snapshotVersion = 1
+)
+
+// ErrSnapshot is wrapped by every Restore error.
+var ErrSnapshot = errors.New("raftq: bad snapshot")
+
+// AppendSnapshot encodes the machine's whole state onto dst.
+func (m *Machine) AppendSnapshot(dst []byte) []byte {
+	w := writer{b: dst}
+	w.b = append(w.b, snapshotMagic...)
+	w.uvarint(snapshotVersion)
+	w.config(&m.cfg)
+
+	w.uvarint(m.lastIndex)
+	w.varint(m.clock)
+	w.varint(m.lastActive)
+	w.bool(m.deleteRequested)
+	w.uvarint(m.deliveries)
+
+	pubs := make([]uint64, 0, len(m.publishers))
+	for id := range m.publishers {
+		pubs = append(pubs, id)
+	}
+	slices.Sort(pubs)
+	w.uvarint(uint64(len(pubs)))
+	for _, id := range pubs {
+		p := m.publishers[id]
+		w.uvarint(id)
+		w.uvarint(p.next)
+		w.uvarint(uint64(len(p.rejected)))
+		for _, r := range p.rejected {
+			w.uvarint(r.from)
+			w.uvarint(r.to)
+		}
+	}
+
+	cs := m.sortedConsumers()
+	w.uvarint(uint64(len(cs)))
+	for _, c := range cs {
+		w.uvarint(uint64(c.id))
+		w.uvarint(c.since)
+		var flags byte
+		for i, f := range []bool{c.getter, c.attached, c.exclusive, c.quiescing} {
+			if f {
+				flags |= 1 << i
+			}
+		}
+		w.b = append(w.b, flags)
+		w.uvarint(uint64(c.prefetch))
+		w.varint(int64(c.priority))
+		w.varint(c.timeout)
+		w.varint(c.lastDeadline)
+		w.uvarint(uint64(c.held))
+		for i := 0; i < c.order.len(); i++ {
+			d := *c.order.at(i)
+			if !m.live(c, d) {
+				continue
+			}
+			h := m.held[d.index]
+			w.msg(&h.msg)
+			w.varint(h.deadline)
+			w.uvarint(h.seq)
+		}
+	}
+	if m.active != nil {
+		w.uvarint(uint64(m.active.id) + 1)
+	} else {
+		w.uvarint(0)
+	}
+	w.uvarint(uint64(len(m.lineup.levels)))
+	for _, lv := range m.lineup.levels {
+		w.varint(int64(lv.priority))
+		w.uvarint(uint64(lv.line.len()))
+		for i := 0; i < lv.line.len(); i++ {
+			w.uvarint(uint64((*lv.line.at(i)).id))
+		}
+	}
+
+	r := &m.ready
+	w.uvarint(uint64(r.returns.len()))
+	for i := 0; i < r.returns.len(); i++ {
+		w.msg(r.returns.at(i))
+	}
+	w.uvarint(uint64(bitsSet(r.nonEmpty)))
+	for p := maxPriority; p >= 0; p-- {
+		lv := &r.levels[p]
+		if lv.len() == 0 {
+			continue
+		}
+		w.b = append(w.b, byte(p))
+		w.uvarint(uint64(lv.len()))
+		for i := 0; i < lv.len(); i++ {
+			w.msg(lv.at(i))
+		}
+	}
+
+	w.uvarint(uint64(len(m.dead.byIndex)))
+	for i := 0; i < m.dead.order.len(); i++ {
+		x, ok := m.dead.byIndex[*m.dead.order.at(i)]
+		if !ok {
+			continue
+		}
+		w.msg(&x.msg)
+		w.b = append(w.b, byte(x.reason))
+		w.varint(x.time)
+	}
+	return w.b
+}
+
+func (m *Machine) sortedConsumers() []*consumer {
+	cs := make([]*consumer, 0, len(m.consumers))
+	for _, c := range m.consumers {
+		cs = append(cs, c)
+	}
+	slices.SortFunc(cs, func(a, b *consumer) int { return cmpID(a.id, b.id) })
+	return cs
+}
+
+func bitsSet(x uint32) int {
+	n := 0
+	for ; x != 0; x &= x - 1 {
+		n++
+	}
+	return n
+}
+
+type writer struct{ b []byte }
+
+func (w *writer) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+func (w *writer) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
+func (w *writer) bool(v bool) {
+	if v {
+		w.b = append(w.b, 1)
+	} else {
+		w.b = append(w.b, 0)
+	}
+}
+func (w *writer) string(s string) {
+	w.uvarint(uint64(len(s)))
+	w.b = append(w.b, s...)
+}
+
+func (w *writer) msg(x *msg) {
+	w.uvarint(x.index)
+	w.varint(x.expiry)
+	w.uvarint(uint64(x.size))
+	w.uvarint(uint64(x.delivery))
+	w.uvarint(uint64(x.acquired))
+	w.b = append(w.b, x.priority)
+}
+
+func (w *writer) config(c *Config) {
+	w.varint(c.DeliveryLimit)
+	var flags byte
+	for i, f := range []bool{c.DeadLettering, c.HasDeadLetterRoutingKey, c.SingleActiveConsumer, c.ConsumerTimeoutSet} {
+		if f {
+			flags |= 1 << i
+		}
+	}
+	w.b = append(w.b, flags, byte(c.Strategy), byte(c.Overflow))
+	w.string(c.DeadLetterExchange)
+	w.string(c.DeadLetterRoutingKey)
+	w.varint(c.MessageTTL)
+	w.varint(c.MaxLength)
+	w.varint(c.MaxLengthBytes)
+	w.varint(c.Expires)
+	w.varint(c.ConsumerTimeout)
+}
+
+// Restore builds a machine from AppendSnapshot's bytes. It checks the
+// snapshot's consistency and refuses (with an error wrapping ErrSnapshot)
+// anything it cannot trust, rather than panicking later.
+func Restore(data []byte) (m *Machine, err error) {
+	d := decoder{b: data}
+	if len(data) < len(snapshotMagic) || string(data[:len(snapshotMagic)]) != snapshotMagic {
+		return nil, fmt.Errorf("%w: no snapshot header", ErrSnapshot)
+	}
+	d.off = len(snapshotMagic)
+	if v := d.uvarint(); d.err == nil && v != snapshotVersion {
+		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrSnapshot, v, snapshotVersion)
+	}
+	r := restorer{decoder: d}
+	m = r.machine()
+	if r.err == nil && r.off != len(r.b) {
+		r.fail("%d trailing bytes", len(r.b)-r.off)
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSnapshot, r.err)
+	}
+	return m, nil
+}
+
+type restorer struct {
+	decoder
+}
+
+// count reads a length, refusing one that cannot fit in what remains
+// (every element takes at least min bytes), so a corrupt length cannot make
+// Restore allocate without bound.
+func (r *restorer) count(min int) int {
+	n := r.uvarint()
+	if r.err == nil && n > uint64((len(r.b)-r.off)/min) {
+		r.fail("count %d larger than the snapshot", n)
+		return 0
+	}
+	return int(n)
+}
+
+func (r *restorer) string() string {
+	n := r.count(1)
+	if r.err != nil {
+		return ""
+	}
+	s := string(r.b[r.off : r.off+n])
+	r.off += n
+	return s
+}
+
+func (r *restorer) bool() bool {
+	b := r.byte()
+	if r.err == nil && b > 1 {
+		r.fail("bad bool %d", b)
+	}
+	return b == 1
+}
+
+func (r *restorer) msg() msg {
+	x := msg{index: r.uvarint(), expiry: r.varint(), size: r.uint32(), delivery: r.uint32(), acquired: r.uint32(), priority: r.byte()}
+	if r.err == nil && (x.index == 0 || x.priority > maxPriority || x.expiry < 0) {
+		r.fail("bad message record %+v", x)
+	}
+	return x
+}
+
+func (r *restorer) config() Config {
+	var c Config
+	c.DeliveryLimit = r.varint()
+	flags := r.flags(0b1111)
+	c.DeadLettering = flags&1 != 0
+	c.HasDeadLetterRoutingKey = flags&2 != 0
+	c.SingleActiveConsumer = flags&4 != 0
+	c.ConsumerTimeoutSet = flags&8 != 0
+	c.Strategy = Strategy(r.byte())
+	c.Overflow = Overflow(r.byte())
+	if r.err == nil && (c.Strategy > AtLeastOnce || c.Overflow > RejectPublish) {
+		r.fail("bad strategy or overflow")
+	}
+	c.DeadLetterExchange = r.string()
+	c.DeadLetterRoutingKey = r.string()
+	c.MessageTTL = r.varint()
+	c.MaxLength = r.varint()
+	c.MaxLengthBytes = r.varint()
+	c.Expires = r.varint()
+	c.ConsumerTimeout = r.varint()
+	return c
+}
+
+func (r *restorer) machine() *Machine {
+	m := New(r.config(), 0)
+	m.lastIndex = r.uvarint()
+	m.clock = r.varint()
+	m.lastActive = r.varint()
+	m.deleteRequested = r.bool()
+	m.deliveries = r.uvarint()
+	// Every message must be in exactly one place: all indexes are collected
+	// and checked for duplicates at the end (a sorted slice costs 8 bytes a
+	// message where a set would cost several times that).
+	var all []uint64
+
+	for n, i := r.count(2), 0; i < n && r.err == nil; i++ {
+		id := r.uvarint()
+		var p publisher
+		p.next = r.uvarint()
+		nr := r.count(2)
+		for j := 0; j < nr && r.err == nil; j++ {
+			p.rejected = append(p.rejected, seqRange{r.uvarint(), r.uvarint()})
+		}
+		if _, dup := m.publishers[id]; dup || nr > maxRejectedRanges {
+			r.fail("bad publisher %d", id)
+		}
+		if r.err != nil {
+			break
+		}
+		m.publishers[id] = p
+	}
+
+	for n, i := r.count(8), 0; i < n && r.err == nil; i++ {
+		c := &consumer{id: ConsumerID(r.uvarint()), since: r.uvarint()}
+		flags := r.flags(0b1111)
+		c.getter, c.attached, c.exclusive, c.quiescing = flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0
+		c.prefetch = r.uint32()
+		p := r.varint()
+		c.priority = int32(p)
+		c.timeout = r.varint()
+		c.lastDeadline = r.varint()
+		nheld := r.count(8)
+		if r.err == nil && (m.consumers[c.id] != nil || int64(c.priority) != p || c.timeout < 0 ||
+			(c.getter && (c.attached || nheld == 0)) || (!c.attached && nheld == 0)) {
+			r.fail("bad consumer %d", c.id)
+		}
+		if r.err != nil {
+			break
+		}
+		m.consumers[c.id] = c
+		var prevDeadline int64 = -1 << 63
+		for j := 0; j < nheld && r.err == nil; j++ {
+			x := r.msg()
+			deadline, seq := r.varint(), r.uvarint()
+			if r.err == nil && (m.held[x.index].owner != nil || seq == 0 || seq > m.deliveries ||
+				deadline > c.lastDeadline || deadline < prevDeadline) {
+				r.fail("bad checked-out message %d", x.index)
+			}
+			if r.err != nil {
+				break
+			}
+			prevDeadline = deadline
+			all = append(all, x.index)
+			m.held[x.index] = held{msg: x, owner: c, deadline: deadline, seq: seq}
+			c.held++
+			c.order.push(delivery{index: x.index, seq: seq})
+		}
+		if c.attached {
+			m.attached++
+			if c.exclusive {
+				if m.exclusive != nil {
+					r.fail("two exclusive consumers")
+				}
+				m.exclusive = c
+			}
+			if !m.cfg.SingleActiveConsumer {
+				m.lineup.join(c)
+			}
+		}
+	}
+	if m.exclusive != nil && m.attached > 1 {
+		r.fail("an exclusive consumer is not alone")
+	}
+	if a := r.uvarint(); a != 0 && r.err == nil {
+		c := m.consumers[ConsumerID(a-1)]
+		if c == nil || !c.attached || !m.cfg.SingleActiveConsumer {
+			r.fail("bad active consumer %d", a-1)
+		}
+		m.active = c
+	}
+	for _, c := range m.consumers {
+		if r.err == nil && c.quiescing && c != m.active {
+			r.fail("consumer %d quiescing but not active", c.id)
+		}
+	}
+	if n := r.count(2); r.err == nil && n != len(m.lineup.levels) {
+		r.fail("%d lineup levels, consumers make %d", n, len(m.lineup.levels))
+	}
+	for _, lv := range m.lineup.levels {
+		if p := r.varint(); r.err == nil && p != int64(lv.priority) {
+			r.fail("lineup level %d, want %d", p, lv.priority)
+		}
+		for n, i := r.count(1), 0; i < n && r.err == nil; i++ {
+			c := m.consumers[ConsumerID(r.uvarint())]
+			if c == nil || c.level != lv || c.inLine || !c.canReceive() {
+				r.fail("bad consumer in line")
+				break
+			}
+			lv.line.push(c)
+			c.inLine = true
+		}
+	}
+	for _, c := range m.consumers {
+		if r.err == nil && c.level != nil && !c.inLine && c.canReceive() {
+			r.fail("consumer %d can receive but is not in line", c.id)
+		}
+	}
+
+	for n, i := r.count(6), 0; i < n && r.err == nil; i++ {
+		x := r.msg()
+		if r.err != nil {
+			break
+		}
+		all = append(all, x.index)
+		m.ready.pushReturned(x)
+	}
+	prev := priorityLevels
+	for n, i := r.count(2), 0; i < n && r.err == nil; i++ {
+		p := int(r.byte())
+		if r.err == nil && p >= prev {
+			r.fail("priority level %d out of order", p)
+		}
+		prev = p
+		var last uint64
+		for k, j := r.count(6), 0; j < k && r.err == nil; j++ {
+			x := r.msg()
+			if r.err == nil && (int(x.priority) != p || x.index <= last) {
+				r.fail("bad ready message %d", x.index)
+			}
+			if r.err != nil {
+				break
+			}
+			last = x.index
+			all = append(all, x.index)
+			m.ready.pushFresh(x)
+		}
+	}
+
+	for n, i := r.count(8), 0; i < n && r.err == nil; i++ {
+		x := deadLetter{msg: r.msg(), reason: Reason(r.byte()), time: r.varint()}
+		if r.err == nil && (m.dead.byIndex[x.index].index != 0 || x.reason < ReasonRejected || x.reason > ReasonDeliveryLimit) {
+			r.fail("bad dead letter %d", x.index)
+		}
+		if r.err != nil {
+			break
+		}
+		all = append(all, x.index)
+		m.dead.add(x)
+	}
+	if r.err == nil {
+		slices.Sort(all)
+		for i, x := range all {
+			if (i > 0 && all[i-1] == x) || x > m.lastIndex {
+				r.fail("message %d twice, or after the last index %d", x, m.lastIndex)
+				break
+			}
+		}
+	}
+	return m
+}

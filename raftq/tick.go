@@ -1,0 +1,103 @@
+package raftq
+
+import (
+	"math"
+	"slices"
+)
+
+// tick brings the queue to its clock: expired messages leave every level's
+// head, deliveries past their consumer timeout return, and an unused queue
+// past x-expires asks to be deleted. The leader proposes a Tick only when
+// NextDeadline is due, so an idle queue writes nothing.
+func (m *Machine) tick() {
+	m.expire()
+	m.timeouts()
+	if m.cfg.Expires >= 0 && !m.deleteRequested && len(m.consumers) == 0 &&
+		m.clock > addSat(m.lastActive, m.cfg.Expires) {
+		// rabbit_fifo is_expired/2: Ts > LastActive + Expires with no
+		// consumer (a cancelled one still holding messages counts).
+		m.deleteRequested = true
+		m.emit(Effect{Kind: EffectDeleteQueue})
+	}
+}
+
+// timeouts returns every delivery held past its consumer timeout. As in
+// RabbitMQ 4.3 (rabbit_fifo evaluate_consumer_timeout), only the timed-out
+// messages return, acquired-count +1 and delivery-count unchanged; the
+// consumer is cancelled (EffectCancelConsumer: basic.cancel, or a channel
+// error for a client without consumer_cancel_notify) and its other
+// messages stay checked out, settleable, each with its own deadline.
+func (m *Machine) timeouts() {
+	var due []*consumer
+	for _, c := range m.consumers {
+		if c.held > 0 && m.held[c.order.peek().index].deadline <= m.clock {
+			due = append(due, c)
+		}
+	}
+	slices.SortFunc(due, func(a, b *consumer) int { return cmpID(a.id, b.id) })
+	for _, c := range due {
+		if c.attached {
+			m.emit(Effect{Kind: EffectCancelConsumer, Consumer: c.id, Reason: ReasonConsumerTimeout})
+			m.unattach(c)
+		} else if c.getter {
+			// A basic.get delivery timed out: there is no consumer to
+			// cancel, so the channel is closed (rabbit_channel falls back to
+			// the 406 when the tag is not one of its consumers).
+			m.emit(Effect{Kind: EffectCancelConsumer, Consumer: c.id, Reason: ReasonConsumerTimeout})
+		}
+		for c.order.len() > 0 {
+			d := *c.order.peek()
+			h, ok := m.held[d.index]
+			if ok && h.owner == c && h.seq == d.seq && h.deadline > m.clock {
+				break
+			}
+			c.order.pop()
+			if x, ok := m.take(c, d); ok {
+				m.putBack(x, ReturnTimeout)
+			}
+		}
+		m.afterTake(c)
+	}
+	m.activate()
+}
+
+func cmpID(a, b ConsumerID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// NextDeadline is when the queue next needs a Tick: the earliest of the
+// expiry of a message at the head of the returns or of a priority level,
+// the consumer-timeout deadline of a checked-out message, and the x-expires
+// deadline of a queue without consumers. ok is false when nothing is
+// pending: an idle queue needs no Tick.
+func (m *Machine) NextDeadline() (at int64, ok bool) {
+	at = math.MaxInt64
+	soonest := func(t int64) {
+		at, ok = min(at, t), true
+	}
+	if r := &m.ready; r.expiring > 0 {
+		if r.returns.len() > 0 && r.returns.peek().expiry != 0 {
+			soonest(r.returns.peek().expiry)
+		}
+		for p := range r.levels {
+			if r.levels[p].len() > 0 && r.levels[p].peek().expiry != 0 {
+				soonest(r.levels[p].peek().expiry)
+			}
+		}
+	}
+	for _, c := range m.consumers { // a minimum: map order cannot show
+		if c.held > 0 {
+			soonest(m.held[c.order.peek().index].deadline)
+		}
+	}
+	if m.cfg.Expires >= 0 && !m.deleteRequested && len(m.consumers) == 0 {
+		soonest(addSat(addSat(m.lastActive, m.cfg.Expires), 1))
+	}
+	return at, ok
+}
