@@ -8,9 +8,12 @@
 package broker
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -32,6 +35,10 @@ type Config struct {
 	// bodies the node's in-memory queues may hold before publishers are
 	// blocked. Zero means no limit.
 	MemoryLimit int64
+	// DataDir holds the quorum queues' Raft logs, under quorum/.
+	DataDir string
+	// NodeID is this node's name in Raft groups.
+	NodeID string
 }
 
 // Seed is the initial set of users, vhosts and permissions.
@@ -82,6 +89,9 @@ type permKey struct{ user, vhost string }
 func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 	if cfg.DefaultQueueType == "" {
 		cfg.DefaultQueueType = QueueTypeQuorum
+	}
+	if cfg.NodeID == "" {
+		cfg.NodeID = "warren@localhost"
 	}
 	if cfg.LoopbackUsers == nil {
 		cfg.LoopbackUsers = []string{"guest"}
@@ -273,6 +283,13 @@ func (b *Broker) check(u *User, vhost string, a Access, kind, name string) error
 		return nil
 	}
 	return amqp.Errorf(amqp.AccessRefused, "%s access to %s '%s' in vhost '%s' refused for user '%s'", a, kind, name, vhost, u.Name)
+}
+
+// queueDir is where a quorum queue keeps its Raft group: a hash of its
+// identity, since queue names may hold any character and 255 bytes.
+func (b *Broker) queueDir(vhost, name string) string {
+	sum := sha256.Sum256([]byte(vhost + "\x00" + name))
+	return filepath.Join(b.cfg.DataDir, "quorum", hex.EncodeToString(sum[:12]))
 }
 
 // MemoryAlarm returns nil while queues hold less than the memory limit,

@@ -3,13 +3,17 @@ package broker
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/cluster/queue/classic"
+	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // Queue types.
@@ -159,13 +163,19 @@ func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		Durable:    d.Durable,
 		AutoDelete: d.AutoDelete,
 		Arguments:  argBytes,
+		Created:    time.Now().UnixMilli(),
+	}
+	q, err := v.addQueue(rec, d.Arguments)
+	if err != nil {
+		return nil, queue.Stats{}, err
 	}
 	if d.Durable && !d.Exclusive {
 		if err := v.persist(metadata.Put(rec)); err != nil {
+			delete(v.queues, rec.Name)
+			q.engine.Delete(false, false)
 			return nil, queue.Stats{}, err
 		}
 	}
-	q := v.addQueue(rec, d.Arguments)
 	if d.Exclusive {
 		q.owner = owner
 	}
@@ -174,22 +184,37 @@ func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 }
 
 // addQueue creates the queue's engine and registers it. v.mu is held.
-func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) *Queue {
+func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) (*Queue, error) {
 	q := &Queue{vhost: v, rec: rec, args: args, bindings: make(map[*binding]*exchange)}
-	q.engine = v.newEngine(q)
+	engine, err := v.newEngine(q)
+	if err != nil {
+		v.b.log.Error("cannot start queue", "vhost", v.name, "queue", rec.Name, "type", rec.Type, "err", err)
+		return nil, amqp.Errorf(amqp.InternalError, "cannot start %s: %v", q.describe(), err)
+	}
+	q.engine = engine
 	v.queues[rec.Name] = q
-	return q
+	return q, nil
 }
 
-// newEngine picks the queue type's implementation. Quorum queues run on the
-// in-memory engine until raftq replicates them; the record keeps their
-// type so that nothing else changes when it does.
-func (v *Vhost) newEngine(q *Queue) queue.Queue {
+// newEngine picks the queue type's implementation: a Raft group of its own
+// for a quorum queue, memory for a classic one.
+func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
+	if q.rec.Type == QueueTypeQuorum {
+		return replica.Open(replica.Config{
+			Name:      v.name + "/" + q.rec.Name,
+			Dir:       v.b.queueDir(v.name, q.rec.Name),
+			NodeID:    v.b.cfg.NodeID,
+			Arguments: q.args,
+			Created:   q.rec.Created,
+			OnExpired: func() { v.autoDelete(q) },
+			Log:       v.b.log,
+		})
+	}
 	opts := classic.Options{Budget: v.b.memory}
 	if q.rec.AutoDelete {
 		opts.OnUnused = func() { v.autoDelete(q) }
 	}
-	return classic.New(q.rec.Name, opts)
+	return classic.New(q.rec.Name, opts), nil
 }
 
 func (v *Vhost) restoreQueue(rec metadata.Queue) error {
@@ -199,8 +224,8 @@ func (v *Vhost) restoreQueue(rec metadata.Queue) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.addQueue(rec, args)
-	return nil
+	_, err = v.addQueue(rec, args)
+	return err
 }
 
 // checkEquivalent compares a redeclaration with the queue as it is.
@@ -300,6 +325,13 @@ func checkQuorumDeclare(d QueueDeclare, serverNamed bool, what string) error {
 	}
 	if o, ok := d.Arguments["x-overflow"]; ok && o == "reject-publish-dlx" {
 		return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-overflow' with value 'reject-publish-dlx' for %s of queue type rabbit_quorum_queue", what)
+	}
+	if _, err := raftq.ParseConfig(map[string]any(d.Arguments)); err != nil {
+		var ae *raftq.ArgError
+		if errors.As(err, &ae) {
+			return amqp.Errorf(amqp.PreconditionFailed, "%s", ae.For(what))
+		}
+		return amqp.Errorf(amqp.PreconditionFailed, "invalid arguments for %s: %v", what, err)
 	}
 	return nil
 }

@@ -71,6 +71,9 @@ type Queue struct {
 	Durable    bool   `json:"durable"`
 	AutoDelete bool   `json:"auto_delete"`
 	Arguments  []byte `json:"arguments,omitempty"`
+	// Created is the declaration time in Unix milliseconds. A quorum
+	// queue's replicas all start their state machine from it.
+	Created int64 `json:"created,omitempty"`
 }
 
 // Snapshot is every record a Store holds.

@@ -50,6 +50,9 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
+	if cfg.Broker.DataDir == "" {
+		cfg.Broker.DataDir = cfg.DataDir
+	}
 	store, err := metadata.OpenBolt(cfg.DataDir)
 	if err != nil {
 		return nil, err

@@ -207,3 +207,133 @@ func TestGracefulStop(t *testing.T) {
 		t.Fatal("server did not exit on SIGTERM")
 	}
 }
+
+// TestQuorumQueueSurvivesKill9 publishes with confirms to a quorum queue,
+// acks part of it, kills the server with SIGKILL, and checks after the
+// restart that every confirmed, unacked message is there exactly once and
+// no acked one came back.
+func TestQuorumQueueSurvivesKill9(t *testing.T) {
+	dataDir, addr := t.TempDir(), freeAddr(t)
+	p := startServer(t, dataDir, addr)
+	ch, err := p.dial().Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("orders", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	const total, acked = 500, 200
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, total))
+	for i := 0; i < total; i++ {
+		body := []byte(fmt.Sprintf("m%04d", i))
+		if err := ch.PublishWithContext(context.Background(), "", "orders", false, false, amqp091.Publishing{Body: body, DeliveryMode: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < total; i++ {
+		select {
+		case c := <-confirms:
+			if !c.Ack {
+				t.Fatalf("publish %d nacked", c.DeliveryTag)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d confirms", i)
+		}
+	}
+	// Consume and ack the first 200. Acks are not waited for (as in
+	// RabbitMQ), so close the channel and wait until the queue shows them:
+	// 300 ready once the acks and the channel's returns are applied.
+	consumeN := func(ch *amqp091.Channel, n int, ack bool) []string {
+		t.Helper()
+		if err := ch.Qos(n, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		deliveries, err := ch.Consume("orders", "", false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bodies []string
+		for len(bodies) < n {
+			select {
+			case d := <-deliveries:
+				bodies = append(bodies, string(d.Body))
+				if ack {
+					if err := d.Ack(false); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("only %d of %d deliveries", len(bodies), n)
+			}
+		}
+		return bodies
+	}
+	gone := map[string]bool{}
+	for _, b := range consumeN(ch, acked, true) {
+		gone[b] = true
+	}
+	ch.Close()
+	probe, err := p.dial().Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			q, err := probe.QueueDeclarePassive("orders", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.Messages == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("queue shows %d ready, want %d", q.Messages, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitReady(total - acked)
+	// Hold 50 unacked on a live consumer when the kill comes.
+	holder, err := p.dial().Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumeN(holder, 50, false)
+	waitReady(total - acked - 50)
+
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+
+	p = startServer(t, dataDir, addr)
+	ch, err = p.dial().Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for {
+		d, ok, err := ch.Get("orders", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		seen[string(d.Body)]++
+	}
+	for i := 0; i < total; i++ {
+		body := fmt.Sprintf("m%04d", i)
+		switch {
+		case gone[body] && seen[body] > 0:
+			t.Errorf("acked message %s came back", body)
+		case !gone[body] && seen[body] != 1:
+			t.Errorf("confirmed message %s seen %d times after the restart", body, seen[body])
+		}
+	}
+}

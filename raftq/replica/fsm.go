@@ -1,0 +1,124 @@
+package replica
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/raftq"
+)
+
+// fsm adapts the raftq machine to raft.FSM. Apply decodes the entry, runs
+// the machine, and carries out the effects on the leader; the effects a
+// proposer waits for come back as the entry's response.
+type fsm struct {
+	r *Replica
+
+	mu      sync.Mutex
+	m       *raftq.Machine
+	cmd     raftq.Command // decoded into for every entry: no allocation
+	effects []raftq.Effect
+}
+
+// result is the response of an entry whose proposer needs an answer
+// (basic.consume, basic.get, queue.purge). Enqueues answer with an
+// enqueueOutcome instead, which boxes without allocating.
+type result struct {
+	effects []raftq.Effect
+}
+
+type enqueueOutcome uint8
+
+const (
+	enqueueStored enqueueOutcome = iota
+	enqueueRejected
+)
+
+func (f *fsm) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := raftq.Decode(l.Data, &f.cmd); err != nil {
+		// A committed entry this binary cannot read: applying the rest
+		// would diverge from the other members. Stop loudly.
+		panic(fmt.Sprintf("replica %s: entry %d: %v", f.r.name, l.Index, err))
+	}
+	f.effects = f.m.Apply(raftq.Meta{Index: l.Index}, &f.cmd, f.effects[:0])
+	leader := f.r.isLeader()
+	var answer any
+	if f.cmd.Op == raftq.OpEnqueue {
+		answer = enqueueStored
+	}
+	for _, e := range f.effects {
+		switch e.Kind {
+		case raftq.EffectConfirm:
+			// The proposer learns of the commit from its future.
+		case raftq.EffectReject:
+			answer = enqueueRejected
+		case raftq.EffectGetResult, raftq.EffectGetEmpty, raftq.EffectConsumerRefused, raftq.EffectPurged:
+			res, _ := answer.(*result)
+			if res == nil {
+				res = &result{}
+				answer = res
+			}
+			res.effects = append(res.effects, e)
+		default:
+			if leader {
+				f.r.execute(e)
+			}
+		}
+	}
+	return answer
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &snapshot{data: f.m.AppendSnapshot(nil)}, nil
+}
+
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("read snapshot: %w", err)
+	}
+	m, err := raftq.Restore(data)
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	f.mu.Lock()
+	f.m = m
+	f.mu.Unlock()
+	return nil
+}
+
+// liveIndexes lists the indexes in [min, max] of messages the queue still
+// holds, for the log store's compaction.
+func (f *fsm) liveIndexes(min, max uint64) []uint64 {
+	f.mu.Lock()
+	all := f.m.AppendLiveIndexes(nil)
+	f.mu.Unlock()
+	out := all[:0]
+	for _, i := range all {
+		if i >= min && i <= max {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// snapshot is the machine's state: fixed-size records, never bodies, so
+// its cost follows the number of messages, not their size.
+type snapshot struct{ data []byte }
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() {}

@@ -1,0 +1,539 @@
+package replica
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq"
+)
+
+// Config is what a replica needs to open.
+type Config struct {
+	// Name identifies the queue in logs ("vhost/name").
+	Name string
+	// Dir holds the group's log, stable store and snapshots.
+	Dir string
+	// NodeID is this node's Raft server ID.
+	NodeID string
+	// Arguments are the queue's declared x-arguments.
+	Arguments amqp.Table
+	// Created is the queue's creation time (Unix ms), the same on every
+	// member, so that machines start alike.
+	Created int64
+	// OnExpired is called (on its own goroutine) when x-expires says the
+	// queue should be deleted.
+	OnExpired func()
+	Log       *slog.Logger
+}
+
+// inflightLimit bounds a replica's proposed but uncommitted enqueues:
+// beyond it Enqueue blocks, and with it the publisher's socket.
+const inflightLimit = 4096
+
+// defaultCredit stands in for "unlimited" prefetch (0) and for no-ack
+// consumers: the machine needs a bound on what it hands one consumer, and
+// the connection's outbound buffer needs one too.
+const defaultCredit = 2000
+
+// Replica is this node's member of one quorum queue's Raft group and the
+// queue.Queue the broker uses for it.
+type Replica struct {
+	name string
+	dir  string
+	log  *slog.Logger
+	cfg  Config
+	raft *raft.Raft
+	// leaderOf is raft, published for the FSM goroutine, which starts
+	// applying (replaying the log) before NewRaft returns.
+	leaderOf atomic.Pointer[raft.Raft]
+	fsm      *fsm
+	store    *raftboltdb.BoltStore
+	trans    *raft.InmemTransport
+
+	// publisher and seq number this replica's proposals for the machine's
+	// confirm and deduplication bookkeeping; pubMu keeps seq order equal
+	// to log order.
+	publisher uint64
+	pubMu     sync.Mutex
+	seq       uint64
+	slots     chan struct{}
+	confirmQ  chan pendingEnqueue
+
+	idBase  uint64
+	nextID  atomic.Uint64
+	getter  raftq.ConsumerID
+	stopped atomic.Bool
+	done    chan struct{}
+	wg      sync.WaitGroup
+
+	mu        sync.Mutex
+	consumers map[raftq.ConsumerID]*consumerRef
+	byHandle  map[queue.Consumer]raftq.ConsumerID
+	// holders maps a checked-out message to the consumer holding it:
+	// queue.Queue settles by message ID, the machine by consumer.
+	holders map[uint64]raftq.ConsumerID
+	// autoSettle collects deliveries to no-ack consumers, settled by the
+	// settler goroutine in batches.
+	autoSettle map[raftq.ConsumerID][]uint64
+	settleWake chan struct{}
+}
+
+type consumerRef struct {
+	c     queue.Consumer
+	noAck bool
+}
+
+type pendingEnqueue struct {
+	f    raft.ApplyFuture
+	done func(error)
+}
+
+var _ queue.Queue = (*Replica)(nil)
+
+// Open starts the replica, creating the group (with this node as its only
+// member) on first open, and waits until it leads and has applied its log.
+func Open(cfg Config) (*Replica, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	mcfg, err := raftq.ParseConfig(map[string]any(cfg.Arguments))
+	if err != nil {
+		return nil, fmt.Errorf("queue arguments: %w", err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create queue dir: %w", err)
+	}
+	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open raft log: %w", err)
+	}
+	r := &Replica{
+		name:       cfg.Name,
+		dir:        cfg.Dir,
+		log:        cfg.Log.With("queue", cfg.Name),
+		cfg:        cfg,
+		store:      store,
+		publisher:  randomID(),
+		slots:      make(chan struct{}, inflightLimit),
+		confirmQ:   make(chan pendingEnqueue, inflightLimit),
+		idBase:     randomID() &^ 0xffffffff,
+		done:       make(chan struct{}),
+		consumers:  make(map[raftq.ConsumerID]*consumerRef),
+		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
+		holders:    make(map[uint64]raftq.ConsumerID),
+		autoSettle: make(map[raftq.ConsumerID][]uint64),
+		settleWake: make(chan struct{}, 1),
+	}
+	r.getter = r.newConsumerID()
+	r.fsm = &fsm{r: r, m: raftq.New(mcfg, cfg.Created)}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	// One member: elections are instant, so short timeouts only make
+	// declaring fast. The cluster work revisits these for many groups.
+	rc.HeartbeatTimeout = 100 * time.Millisecond
+	rc.ElectionTimeout = 100 * time.Millisecond
+	rc.LeaderLeaseTimeout = 50 * time.Millisecond
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 512
+	rc.SnapshotThreshold = 16384
+	rc.SnapshotInterval = 10 * time.Second
+	rc.TrailingLogs = 1024
+	rc.Logger = newRaftLogger(r.log)
+
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, rc.Logger)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	_, r.trans = raft.NewInmemTransport(raft.ServerAddress(cfg.NodeID))
+	logs := &liveLogStore{LogStore: store, live: r.fsm.liveIndexes}
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("read raft state: %w", err)
+	}
+	if !existing {
+		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: r.trans.LocalAddr()}}}
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, r.trans, conf); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("bootstrap raft group: %w", err)
+		}
+	}
+	r.raft, err = raft.NewRaft(rc, r.fsm, logs, store, snaps, r.trans)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	r.leaderOf.Store(r.raft)
+	if err := r.awaitLeadership(10 * time.Second); err != nil {
+		r.shutdown()
+		return nil, err
+	}
+	r.wg.Add(3)
+	go r.confirmer()
+	go r.settler()
+	go r.ticker()
+	r.reapConsumers()
+	return r, nil
+}
+
+func randomID() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) | 1
+}
+
+func (r *Replica) newConsumerID() raftq.ConsumerID {
+	return raftq.ConsumerID(r.idBase | (r.nextID.Add(1) & 0xffffffff))
+}
+
+func (r *Replica) isLeader() bool {
+	ra := r.leaderOf.Load()
+	return ra != nil && ra.State() == raft.Leader
+}
+
+// awaitLeadership waits until this member leads and has applied every
+// committed entry (a barrier), so that its answers reflect the whole log.
+func (r *Replica) awaitLeadership(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !r.isLeader() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("queue %s: no leader after %v", r.name, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := r.raft.Barrier(timeout).Error(); err != nil {
+		return fmt.Errorf("queue %s: barrier: %w", r.name, err)
+	}
+	return nil
+}
+
+// reapConsumers tells the machine that consumers of an earlier run of this
+// node are gone, so their checked-out messages come back.
+func (r *Replica) reapConsumers() {
+	r.fsm.mu.Lock()
+	ids := r.fsm.m.AppendConsumerIDs(nil)
+	r.fsm.mu.Unlock()
+	for _, id := range ids {
+		r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
+	}
+}
+
+// propose stamps the leader's time into cmd and appends it to the log.
+func (r *Replica) propose(cmd *raftq.Command) raft.ApplyFuture {
+	cmd.Now = time.Now().UnixMilli()
+	return r.raft.Apply(cmd.Append(nil), 0)
+}
+
+// errorFor maps raft's errors to the queue boundary's.
+func errorFor(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return queue.ErrDeleted
+	}
+	return err
+}
+
+// Enqueue proposes the message and calls done once it is committed: a
+// publisher confirm is never sent before the entry is on a majority.
+func (r *Replica) Enqueue(ctx context.Context, m *queue.Message, done func(error)) error {
+	if done == nil {
+		done = func(error) {}
+	}
+	if r.stopped.Load() {
+		done(queue.ErrDeleted)
+		return queue.ErrDeleted
+	}
+	payload, err := appendMessage(nil, m)
+	if err != nil {
+		done(err)
+		return err
+	}
+	cmd := raftq.Command{Op: raftq.OpEnqueue, Size: uint32(len(m.Body)), Payload: payload, Publisher: r.publisher}
+	p := &m.Properties
+	if p.Flags&amqp.FlagPriority != 0 || p.Priority != 0 {
+		cmd.Priority, cmd.HasPriority = p.Priority, true
+	}
+	if p.Expiration != "" {
+		if ttl, err := strconv.ParseInt(p.Expiration, 10, 64); err == nil && ttl >= 0 {
+			cmd.TTL, cmd.HasTTL = ttl, true
+		}
+	}
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		done(ctx.Err())
+		return ctx.Err()
+	case <-r.done:
+		done(queue.ErrDeleted)
+		return queue.ErrDeleted
+	}
+	r.pubMu.Lock()
+	r.seq++
+	cmd.Seq = r.seq
+	f := r.propose(&cmd)
+	r.confirmQ <- pendingEnqueue{f: f, done: done}
+	r.pubMu.Unlock()
+	return nil
+}
+
+// confirmer completes enqueues in log order as their entries commit.
+func (r *Replica) confirmer() {
+	defer r.wg.Done()
+	for {
+		select {
+		case p := <-r.confirmQ:
+			err := errorFor(p.f.Error())
+			if err == nil {
+				if out, _ := p.f.Response().(enqueueOutcome); out == enqueueRejected {
+					err = queue.ErrRejected
+				}
+			}
+			<-r.slots
+			p.done(err)
+		case <-r.done:
+			return
+		}
+	}
+}
+
+// Consume attaches c through the log; deliveries start once committed.
+func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
+	id := r.newConsumerID()
+	r.mu.Lock()
+	r.consumers[id] = &consumerRef{c: c, noAck: opts.NoAck}
+	r.byHandle[c] = id
+	r.mu.Unlock()
+	credit := opts.Prefetch
+	if credit == 0 || opts.NoAck {
+		credit = defaultCredit
+	}
+	cmd := raftq.Command{Op: raftq.OpAttach, Consumer: id, Prefetch: credit, ConsumerPriority: opts.Priority, Exclusive: opts.Exclusive}
+	if t, ok := consumerTimeout(opts.Arguments); ok {
+		cmd.Timeout, cmd.HasTimeout = t, true
+	}
+	f := r.propose(&cmd)
+	err := errorFor(f.Error())
+	if err == nil {
+		if res, _ := f.Response().(*result); res != nil {
+			for _, e := range res.effects {
+				if e.Kind == raftq.EffectConsumerRefused {
+					err = queue.ErrExclusiveConsumer
+				}
+			}
+		}
+	}
+	if err != nil {
+		r.forget(c)
+	}
+	return err
+}
+
+func consumerTimeout(args amqp.Table) (int64, bool) {
+	switch v := args["x-consumer-timeout"].(type) {
+	case int64:
+		return v, v >= 0
+	case int32:
+		return int64(v), v >= 0
+	case int16:
+		return int64(v), v >= 0
+	case int8:
+		return int64(v), v >= 0
+	}
+	return 0, false
+}
+
+func (r *Replica) forget(c queue.Consumer) raftq.ConsumerID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, ok := r.byHandle[c]
+	if !ok {
+		return 0
+	}
+	delete(r.byHandle, c)
+	delete(r.consumers, id)
+	return id
+}
+
+// Cancel detaches c. Its checked-out messages stay settleable by ID.
+//
+// The consumer stays registered until the detach is applied: the machine
+// may hand it messages until then, and those must reach its channel (which
+// requeues them) rather than stay checked out to nobody.
+func (r *Replica) Cancel(c queue.Consumer) {
+	r.mu.Lock()
+	id, ok := r.byHandle[c]
+	r.mu.Unlock()
+	if !ok {
+		return
+	}
+	r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id}).Error()
+	r.forget(c)
+}
+
+// Resume is a no-op: a quorum queue's deliveries are bounded by the
+// consumer's credit in the machine, not by the runtime.
+func (r *Replica) Resume(queue.Consumer) {}
+
+// Get takes one message for basic.get through the log.
+func (r *Replica) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
+	f := r.propose(&raftq.Command{Op: raftq.OpGet, Consumer: r.getter, NoAck: noAck})
+	if err := errorFor(f.Error()); err != nil {
+		return queue.Delivery{}, 0, false, err
+	}
+	res, _ := f.Response().(*result)
+	if res == nil {
+		return queue.Delivery{}, 0, false, nil
+	}
+	for _, e := range res.effects {
+		switch e.Kind {
+		case raftq.EffectGetEmpty:
+			return queue.Delivery{}, 0, false, nil
+		case raftq.EffectGetResult:
+			msg, err := r.readMessage(e.Index)
+			if err != nil {
+				return queue.Delivery{}, 0, false, err
+			}
+			if !noAck {
+				r.mu.Lock()
+				r.holders[e.Index] = r.getter
+				r.mu.Unlock()
+			}
+			return queue.Delivery{ID: e.Index, Message: withCounts(msg, e), Redelivered: e.Redelivered}, e.Count, true, nil
+		}
+	}
+	return queue.Delivery{}, 0, false, nil
+}
+
+// byHolder groups message IDs by the consumer holding them.
+func (r *Replica) byHolder(ids []uint64) map[raftq.ConsumerID][]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	groups := make(map[raftq.ConsumerID][]uint64, 1)
+	for _, id := range ids {
+		if h, ok := r.holders[id]; ok {
+			groups[h] = append(groups[h], id)
+			delete(r.holders, id)
+		}
+	}
+	return groups
+}
+
+// Settle acknowledges deliveries.
+func (r *Replica) Settle(ids []uint64) {
+	for c, group := range r.byHolder(ids) {
+		r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: group})
+	}
+}
+
+// Requeue returns deliveries; the cause decides the delivery-count.
+func (r *Replica) Requeue(ids []uint64, cause queue.ReturnCause) {
+	for c, group := range r.byHolder(ids) {
+		r.propose(&raftq.Command{Op: raftq.OpReturn, Consumer: c, IDs: group, Cause: raftq.ReturnCause(cause)})
+	}
+}
+
+// Discard drops (or dead-letters) rejected deliveries.
+func (r *Replica) Discard(ids []uint64, cause queue.ReturnCause) {
+	for c, group := range r.byHolder(ids) {
+		r.propose(&raftq.Command{Op: raftq.OpDiscard, Consumer: c, IDs: group, Cause: raftq.ReturnCause(cause)})
+	}
+}
+
+// Purge removes the ready messages through the log.
+func (r *Replica) Purge() (uint32, error) {
+	f := r.propose(&raftq.Command{Op: raftq.OpPurge})
+	if err := errorFor(f.Error()); err != nil {
+		return 0, err
+	}
+	if res, _ := f.Response().(*result); res != nil {
+		for _, e := range res.effects {
+			if e.Kind == raftq.EffectPurged {
+				return e.Count, nil
+			}
+		}
+	}
+	return 0, nil
+}
+
+// Stats counts the queue's contents as this member has applied them.
+func (r *Replica) Stats() queue.Stats {
+	r.fsm.mu.Lock()
+	st := r.fsm.m.Stats()
+	r.fsm.mu.Unlock()
+	return queue.Stats{Ready: uint32(st.Ready), Unacked: uint32(st.Unacked), Consumers: uint32(st.Consumers)}
+}
+
+// Delete stops the group and removes its files. The broker refuses
+// if-unused and if-empty for quorum queues, as RabbitMQ does.
+func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
+	st := r.Stats()
+	if ifUnused && st.Consumers > 0 {
+		return 0, queue.ErrInUse
+	}
+	if ifEmpty && st.Ready > 0 {
+		return 0, queue.ErrNotEmpty
+	}
+	r.mu.Lock()
+	gone := make([]queue.Consumer, 0, len(r.consumers))
+	for _, c := range r.consumers {
+		gone = append(gone, c.c)
+	}
+	r.mu.Unlock()
+	r.shutdown()
+	for _, c := range gone {
+		c.Gone()
+	}
+	if err := os.RemoveAll(r.dir); err != nil {
+		r.log.Error("remove queue files", "dir", r.dir, "err", err)
+	}
+	return st.Ready, nil
+}
+
+// Close stops the replica, keeping its files for the next start.
+func (r *Replica) Close() { r.shutdown() }
+
+func (r *Replica) shutdown() {
+	if !r.stopped.CompareAndSwap(false, true) {
+		return
+	}
+	if r.raft != nil {
+		if err := r.raft.Shutdown().Error(); err != nil {
+			r.log.Warn("raft shutdown", "err", err)
+		}
+	}
+	close(r.done)
+	r.wg.Wait()
+	// Fail the enqueues still waiting for a confirm.
+	for {
+		select {
+		case p := <-r.confirmQ:
+			p.done(queue.ErrDeleted)
+			continue
+		default:
+		}
+		break
+	}
+	if err := r.store.Close(); err != nil {
+		r.log.Warn("close raft log", "err", err)
+	}
+}

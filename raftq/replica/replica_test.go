@@ -1,0 +1,141 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/queue"
+)
+
+type fakeConsumer struct {
+	mu   sync.Mutex
+	got  []queue.Delivery
+	gone bool
+}
+
+func (f *fakeConsumer) Deliver(d queue.Delivery) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, d)
+	return true
+}
+
+func (f *fakeConsumer) Gone() {
+	f.mu.Lock()
+	f.gone = true
+	f.mu.Unlock()
+}
+
+func (f *fakeConsumer) ids() []uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []uint64
+	for _, d := range f.got {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+func openTest(t *testing.T, dir string, args amqp.Table) *Replica {
+	t.Helper()
+	r, err := Open(Config{
+		Name:      "test/q",
+		Dir:       dir,
+		NodeID:    "n1",
+		Arguments: args,
+		Created:   1,
+		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func enqueue(t *testing.T, r *Replica, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		msg := &queue.Message{RoutingKey: "q", Body: []byte(fmt.Sprintf("m%d", i))}
+		if err := r.Enqueue(context.Background(), msg, func(err error) {
+			if err != nil {
+				t.Errorf("enqueue: %v", err)
+			}
+			wg.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestConsumeCancelRequeue(t *testing.T) {
+	r := openTest(t, t.TempDir(), nil)
+	defer r.Close()
+	enqueue(t, r, 10)
+	c := &fakeConsumer{}
+	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 4}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "4 deliveries", func() bool { return len(c.ids()) == 4 })
+	r.Settle(c.ids()[:2])
+	waitFor(t, "6 deliveries", func() bool { return len(c.ids()) == 6 })
+	r.Cancel(c)
+	r.Requeue(c.ids()[2:], queue.ReturnConsumerGone)
+	waitFor(t, "8 ready", func() bool { st := r.Stats(); return st.Ready == 8 && st.Unacked == 0 })
+	d, remaining, ok, err := r.Get(true)
+	if err != nil || !ok || remaining != 7 || string(d.Message.Body) != "m2" || !d.Redelivered {
+		t.Fatalf("get after requeue: %q remaining %d ok %v redelivered %v err %v", d.Message.Body, remaining, ok, d.Redelivered, err)
+	}
+}
+
+func TestRestartKeepsMessages(t *testing.T) {
+	dir := t.TempDir()
+	r := openTest(t, dir, nil)
+	enqueue(t, r, 20)
+	c := &fakeConsumer{}
+	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 5}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "5 deliveries", func() bool { return len(c.ids()) == 5 })
+	r.Settle(c.ids()[:3])
+	waitFor(t, "settled", func() bool { return r.Stats().Unacked == 5 })
+	r.Close()
+
+	r = openTest(t, dir, nil)
+	defer r.Close()
+	// The consumer of the first run is gone: its 2 unsettled come back.
+	waitFor(t, "17 ready after restart", func() bool { return r.Stats().Ready == 17 })
+	seen := map[string]bool{}
+	for {
+		d, _, ok, err := r.Get(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		seen[string(d.Message.Body)] = true
+	}
+	if len(seen) != 17 || seen["m0"] || seen["m1"] || seen["m2"] || !seen["m3"] || !seen["m19"] {
+		t.Fatalf("after restart got %v", seen)
+	}
+}
