@@ -31,13 +31,17 @@ test-short: ## the tests without the race detector, quicker while editing
 	$(GO) test -count=1 ./...
 
 .PHONY: bench
-bench: ## micro-benchmarks of the hot paths (frames, tables, queue engine)
-	$(GO) test -run '^$$' -bench . -benchmem ./amqp/... ./cluster/...
+bench: ## micro-benchmarks of the hot paths (frames, tables, queue engines, the quorum state machine)
+	$(GO) test -run '^$$' -bench . -benchmem ./amqp/... ./cluster/... ./raftq/...
+
+FUZZ_TARGETS = ./amqp/:FuzzReadFrame ./amqp/:FuzzDecodeMethod ./amqp/:FuzzDecodeTable \
+	./amqp/:FuzzDecodeContentHeader ./raftq/:FuzzDecode ./raftq/:FuzzRestore
 
 .PHONY: fuzz
-fuzz: ## run each fuzz target for FUZZTIME (default 30s)
-	@for t in FuzzReadFrame FuzzDecodeMethod FuzzDecodeTable FuzzDecodeContentHeader; do \
-		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./amqp/ || exit 1; \
+fuzz: ## run each fuzz target for FUZZTIME (default 30s); their seed corpora run in make test
+	@for pt in $(FUZZ_TARGETS); do \
+		pkg=$${pt%%:*}; t=$${pt##*:}; echo "== $$pkg $$t"; \
+		$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
 
 .PHONY: lint
