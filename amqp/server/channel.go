@@ -11,14 +11,21 @@ import (
 )
 
 // channel is one AMQP channel. The connection's reader goroutine runs all
-// of its methods; queue engines reach it only through consumer.Deliver
-// and consumer.Gone, which take mu.
+// of its methods; queue engines reach it only through the consumer's
+// methods (Deliver, Gone, TimedOut), which take mu, and TimedOut may close
+// the channel, which takes op.
 type channel struct {
 	c  *conn
 	id uint16
 
-	// Owned by the reader goroutine.
+	// op serialises the reader's handling of the channel's frames with a
+	// close that a queue causes (a consumer timeout): whoever holds it
+	// owns the fields below, up to mu. Lock order: op, then mu.
+	op sync.Mutex
+
+	// Owned by the reader goroutine, under op.
 	closing     bool // we sent channel.close and wait for close-ok
+	released    bool // consumers cancelled and deliveries requeued: the channel is done
 	content     contentAssembly
 	lastQueue   string // the most recently declared queue, for "" names
 	prefetch    uint32
@@ -54,6 +61,8 @@ func newChannel(c *conn, id uint16) *channel {
 // handleFrame processes one frame for this channel. Soft errors close the
 // channel here; hard ones are returned to close the connection.
 func (ch *channel) handleFrame(f amqp.Frame) error {
+	ch.op.Lock()
+	defer ch.op.Unlock()
 	if ch.closing {
 		return ch.whileClosing(f)
 	}
@@ -109,6 +118,17 @@ func (ch *channel) softClose(e *amqp.Error) {
 	ch.c.out.push(outItem{channel: ch.id, method: e.ChannelClose()})
 }
 
+// closeFromQueue closes the channel for an error that arose outside the
+// reader, as softClose does, unless it is closing or closed already.
+func (ch *channel) closeFromQueue(e *amqp.Error) {
+	ch.op.Lock()
+	defer ch.op.Unlock()
+	if ch.closing || ch.released {
+		return
+	}
+	ch.softClose(e)
+}
+
 func (ch *channel) whileClosing(f amqp.Frame) error {
 	if f.Type != amqp.FrameMethod {
 		return nil
@@ -130,6 +150,7 @@ func (ch *channel) whileClosing(f amqp.Frame) error {
 // release cancels the channel's consumers and requeues what it held
 // unacknowledged, as when a channel or connection closes.
 func (ch *channel) release() {
+	ch.released = true
 	ch.cancel()
 	ch.mu.Lock()
 	consumers := make([]*consumer, 0, len(ch.consumers))

@@ -267,7 +267,9 @@ func (c *conn) stopWriter() {
 // queues.
 func (c *conn) cleanup() {
 	for id, ch := range c.channels {
+		ch.op.Lock()
 		ch.release()
+		ch.op.Unlock()
 		delete(c.channels, id)
 	}
 	c.stopWriter()

@@ -3,7 +3,9 @@ package server
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/broker"
@@ -62,6 +64,33 @@ func (k *consumer) Gone() {
 	if current && ch.c.caps.consumerCancelNotify {
 		ch.c.out.push(outItem{channel: ch.id, method: &amqp.BasicCancel{ConsumerTag: k.tag, NoWait: true}})
 	}
+}
+
+// TimedOut implements queue.Consumer: a delivery stayed unacknowledged
+// past the consumer timeout and the queue cancelled the consumer. As in
+// RabbitMQ 4.3 (rabbit_channel handle_queue_actions, {released, ...,
+// timeout}), a client that announced consumer_cancel_notify gets
+// basic.cancel and keeps its channel; otherwise the channel is closed with
+// 406. RabbitMQ 4.3.5 prints "-1" as the timeout for quorum queues; Warren
+// prints the timeout that applied.
+func (k *consumer) TimedOut(timeout time.Duration) {
+	ch := k.ch
+	ch.mu.Lock()
+	current := ch.consumers[k.tag] == k
+	notify := current && ch.c.caps.consumerCancelNotify
+	if notify {
+		delete(ch.consumers, k.tag)
+	}
+	ch.mu.Unlock()
+	if notify {
+		ch.c.log.Warn("consumer timed out; cancelling it", "channel", ch.id, "consumer", k.tag, "queue", k.q.Name(), "timeout", timeout)
+		ch.c.out.push(outItem{channel: ch.id, method: &amqp.BasicCancel{ConsumerTag: k.tag, NoWait: true}})
+		return
+	}
+	ch.closeFromQueue(amqp.Errorf(amqp.PreconditionFailed,
+		"delivery acknowledgement on channel %d timed out. Timeout value used: %d ms. "+
+			"This timeout value can be configured, see consumers doc guide to learn more",
+		ch.id, timeout.Milliseconds()))
 }
 
 func (k *consumer) resume() {
@@ -217,6 +246,11 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 		return err
 	}
 	d, remaining, ok, err := q.Engine().Get(m.NoAck)
+	if errors.Is(err, queue.ErrGetUnsupported) {
+		// rabbit_channel's unsupported_single_active_consumer_error: the
+		// type is printed with ~p, a binary.
+		return amqp.Errorf(amqp.ResourceLocked, "cannot obtain access to locked queue '%s' in vhost '%s'. basic.get operations are not supported by <<\"%s\">> queues with single active consumer", name, ch.c.vhost.Name(), q.Type())
+	}
 	if err != nil {
 		return amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", name, ch.c.vhost.Name())
 	}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -144,6 +145,13 @@ func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		if err := q.checkEquivalent(d); err != nil {
 			return nil, queue.Stats{}, err
 		}
+		// A redeclaration renews the x-expires lease (the TTL guide).
+		// It costs a log entry, so only queues with a lease pay it.
+		if t, ok := q.engine.(toucher); ok && q.args["x-expires"] != nil {
+			if err := t.Touch(); err != nil {
+				v.b.log.Debug("renew queue lease", "vhost", v.name, "queue", d.Name, "err", err)
+			}
+		}
 		return q, q.engine.Stats(), nil
 	}
 	defer v.mu.Unlock()
@@ -200,15 +208,22 @@ func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) (*Queue, error) {
 // for a quorum queue, memory for a classic one.
 func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 	if q.rec.Type == QueueTypeQuorum {
-		return replica.Open(replica.Config{
+		cfg := replica.Config{
 			Name:      v.name + "/" + q.rec.Name,
 			Dir:       v.b.queueDir(v.name, q.rec.Name),
 			NodeID:    v.b.cfg.NodeID,
 			Arguments: q.args,
 			Created:   q.rec.Created,
-			OnExpired: func() { v.autoDelete(q) },
+			OnExpired: func() { v.expire(q) },
 			Log:       v.b.log,
-		})
+		}
+		if mc, err := raftq.ParseConfig(map[string]any(q.args)); err == nil && mc.DeadLettering {
+			dlx := deadLetterTarget{exchange: mc.DeadLetterExchange, routingKey: mc.DeadLetterRoutingKey, hasRoutingKey: mc.HasDeadLetterRoutingKey}
+			cfg.DeadLetter = func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
+				v.deadLetter(ctx, q, dlx, m, reason, at, done)
+			}
+		}
+		return replica.Open(cfg)
 	}
 	opts := classic.Options{Budget: v.b.memory}
 	if q.rec.AutoDelete {
@@ -437,6 +452,19 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 	}
 	v.b.log.Debug("queue deleted", "vhost", v.name, "queue", q.rec.Name, "messages", n)
 	return n, nil
+}
+
+// toucher is a queue with an x-expires lease that a redeclaration renews.
+type toucher interface{ Touch() error }
+
+// expire deletes a queue that x-expires found unused. The queue itself
+// decided (a quorum queue through its log), so there is nothing to check.
+func (v *Vhost) expire(q *Queue) {
+	if _, err := v.deleteQueue(q, false, false); err != nil {
+		v.b.log.Warn("delete expired queue", "vhost", v.name, "queue", q.rec.Name, "err", err)
+		return
+	}
+	v.b.log.Debug("queue expired", "vhost", v.name, "queue", q.rec.Name)
 }
 
 // autoDelete removes an auto-delete queue whose last consumer left.

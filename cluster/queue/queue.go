@@ -7,6 +7,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 )
@@ -25,8 +26,11 @@ func (m *Message) Size() int { return len(m.Body) }
 
 // Delivery is a message handed to a consumer or to basic.get.
 type Delivery struct {
-	// ID identifies the message inside its queue for settlement (Settle,
-	// Requeue, Discard). It is unique for the life of the queue.
+	// ID identifies the delivery inside its queue for settlement (Settle,
+	// Requeue, Discard). It is unique for the life of the queue. A quorum
+	// queue gives each handing-out of a message its own ID, so that
+	// settling a delivery the queue took back (consumer timeout) cannot
+	// settle the message's later delivery to someone else.
 	ID          uint64
 	Message     *Message
 	Redelivered bool
@@ -45,6 +49,15 @@ type Consumer interface {
 	// itself was deleted (the channel sends basic.cancel where the client
 	// supports it). Called without the queue lock held.
 	Gone()
+	// TimedOut tells the consumer that the queue cancelled it because a
+	// delivery stayed unacknowledged longer than timeout (a quorum
+	// queue's consumer timeout; classic queues never call it). The
+	// timed-out deliveries are back in the queue and settling them does
+	// nothing; the consumer's other unsettled deliveries stay settleable.
+	// The channel sends basic.cancel to a client that announced
+	// consumer_cancel_notify and closes itself with 406 otherwise, as
+	// RabbitMQ 4.3 does. Called without the queue lock held.
+	TimedOut(timeout time.Duration)
 }
 
 // ConsumeOptions are basic.consume's settings as the queue needs them.
@@ -88,6 +101,9 @@ var (
 	// ErrRejected: the queue refused the message (overflow reject-publish):
 	// the publisher gets basic.nack.
 	ErrRejected = errors.New("message rejected by queue")
+	// ErrGetUnsupported: basic.get on a queue that refuses it (a quorum
+	// queue with single active consumer): 405 RESOURCE_LOCKED.
+	ErrGetUnsupported = errors.New("basic.get not supported by this queue")
 )
 
 // Queue is the boundary every queue type implements. All methods are safe

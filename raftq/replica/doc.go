@@ -10,6 +10,10 @@
 // holding fsm.mu; proposers (AMQP readers) only call raft.Apply and wait on
 // futures; a confirmer goroutine per replica turns committed enqueues into
 // publisher confirms in log order; a ticker goroutine on the leader proposes
-// Tick when the machine's next deadline is due. Lock order: fsm.mu, then
-// Replica.mu.
+// Tick when the machine's next deadline is due; a dead-letter goroutine
+// publishes dead-lettered messages through the broker, which can block,
+// off the FSM goroutine (deadletter.go). Consumers hear of a consumer
+// timeout (queue.Consumer.TimedOut) and of the queue's deletion on
+// goroutines of their own, never under a replica lock. Lock order:
+// fsm.mu, then Replica.mu or deadLetterer.mu.
 package replica

@@ -19,8 +19,11 @@ func (r *Replica) execute(e raftq.Effect) {
 	case raftq.EffectDeliver:
 		r.deliver(e)
 	case raftq.EffectCancelConsumer:
-		// Consumer timeout: the consumer's messages are back in the
-		// queue; the channel tells the client (basic.cancel).
+		// Consumer timeout: the timed-out messages are back in the queue
+		// and the machine detached the consumer; the channel tells the
+		// client (basic.cancel, or a 406 channel error). A basic.get
+		// delivery that timed out has no consumer to tell: the getter is
+		// shared by every channel, so its message just returns.
 		r.mu.Lock()
 		ref := r.consumers[e.Consumer]
 		if ref != nil {
@@ -29,28 +32,28 @@ func (r *Replica) execute(e raftq.Effect) {
 		}
 		r.mu.Unlock()
 		if ref != nil {
-			go ref.c.Gone()
+			go ref.c.TimedOut(ref.timeout)
 		}
 	case raftq.EffectDeleteQueue:
 		if r.cfg.OnExpired != nil {
 			go r.cfg.OnExpired()
 		}
 	case raftq.EffectDeadLetter:
-		// Dead-lettering to another exchange needs the broker's routing;
-		// until it is wired, a dead-lettered message is dropped (as with
-		// no dead-letter exchange configured).
-		r.log.Debug("dead-letter not yet routed; message dropped", "index", e.Index, "reason", e.Reason.String())
+		r.dl.effect(e)
 	}
 }
 
 func (r *Replica) deliver(e raftq.Effect) {
 	r.mu.Lock()
 	ref := r.consumers[e.Consumer]
+	var id uint64
 	if ref != nil {
 		if ref.noAck {
 			r.autoSettle[e.Consumer] = append(r.autoSettle[e.Consumer], e.Index)
 		} else {
-			r.holders[e.Index] = e.Consumer
+			r.nextDelivery++
+			id = r.nextDelivery
+			r.handedOut[id] = handout{index: e.Index, consumer: e.Consumer}
 		}
 	}
 	r.mu.Unlock()
@@ -62,7 +65,7 @@ func (r *Replica) deliver(e raftq.Effect) {
 		r.log.Error("read message for delivery", "index", e.Index, "err", err)
 		return
 	}
-	ref.c.Deliver(queue.Delivery{ID: e.Index, Message: withCounts(msg, e), Redelivered: e.Redelivered})
+	ref.c.Deliver(queue.Delivery{ID: id, Message: withCounts(msg, e), Redelivered: e.Redelivered})
 	if ref.noAck {
 		select {
 		case r.settleWake <- struct{}{}:

@@ -38,7 +38,14 @@ type Config struct {
 	// OnExpired is called (on its own goroutine) when x-expires says the
 	// queue should be deleted.
 	OnExpired func()
-	Log       *slog.Logger
+	// DeadLetter publishes a message the queue dead-lettered for reason at
+	// time at (Unix ms) to its dead-letter exchange, and calls done once:
+	// with nil when every target queue has stored it, else with why not.
+	// It may block (a target's Enqueue does); the replica calls it from a
+	// goroutine of its own, never with its locks held (deadletter.go). Nil
+	// drops dead-lettered messages.
+	DeadLetter func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error))
+	Log        *slog.Logger
 }
 
 // inflightLimit bounds a replica's proposed but uncommitted enqueues:
@@ -84,18 +91,32 @@ type Replica struct {
 	mu        sync.Mutex
 	consumers map[raftq.ConsumerID]*consumerRef
 	byHandle  map[queue.Consumer]raftq.ConsumerID
-	// holders maps a checked-out message to the consumer holding it:
-	// queue.Queue settles by message ID, the machine by consumer.
-	holders map[uint64]raftq.ConsumerID
+	// handedOut maps a delivery's ID (queue.Delivery.ID) to the message
+	// and the consumer it went to: queue.Queue settles by delivery, the
+	// machine by consumer and message. A message handed out again gets a
+	// new ID, so a late settle of an earlier delivery (one the consumer
+	// timeout took back) names its old consumer and changes nothing.
+	handedOut    map[uint64]handout
+	nextDelivery uint64
 	// autoSettle collects deliveries to no-ack consumers, settled by the
 	// settler goroutine in batches.
 	autoSettle map[raftq.ConsumerID][]uint64
 	settleWake chan struct{}
+
+	dl *deadLetterer
 }
 
 type consumerRef struct {
 	c     queue.Consumer
 	noAck bool
+	// timeout is the consumer timeout that applies to it, for the
+	// channel's error text.
+	timeout time.Duration
+}
+
+type handout struct {
+	index    uint64
+	consumer raftq.ConsumerID
 }
 
 type pendingEnqueue struct {
@@ -135,12 +156,13 @@ func Open(cfg Config) (*Replica, error) {
 		done:       make(chan struct{}),
 		consumers:  make(map[raftq.ConsumerID]*consumerRef),
 		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
-		holders:    make(map[uint64]raftq.ConsumerID),
+		handedOut:  make(map[uint64]handout),
 		autoSettle: make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
 	}
 	r.getter = r.newConsumerID()
 	r.fsm = &fsm{r: r, m: raftq.New(mcfg, cfg.Created)}
+	r.dl = newDeadLetterer(r)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -190,6 +212,7 @@ func Open(cfg Config) (*Replica, error) {
 	go r.confirmer()
 	go r.settler()
 	go r.ticker()
+	r.onLeading()
 	r.reapConsumers()
 	return r, nil
 }
@@ -319,8 +342,12 @@ func (r *Replica) confirmer() {
 // Consume attaches c through the log; deliveries start once committed.
 func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 	id := r.newConsumerID()
+	timeout := r.queueConfig().ConsumerTimeout
+	if t, ok := consumerTimeout(opts.Arguments); ok {
+		timeout = t
+	}
 	r.mu.Lock()
-	r.consumers[id] = &consumerRef{c: c, noAck: opts.NoAck}
+	r.consumers[id] = &consumerRef{c: c, noAck: opts.NoAck, timeout: time.Duration(timeout) * time.Millisecond}
 	r.byHandle[c] = id
 	r.mu.Unlock()
 	credit := opts.Prefetch
@@ -396,6 +423,10 @@ func (r *Replica) Resume(queue.Consumer) {}
 
 // Get takes one message for basic.get through the log.
 func (r *Replica) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
+	if r.queueConfig().SingleActiveConsumer {
+		// Refused before the log, as RabbitMQ's channel does (405).
+		return queue.Delivery{}, 0, false, queue.ErrGetUnsupported
+	}
 	f := r.propose(&raftq.Command{Op: raftq.OpGet, Consumer: r.getter, NoAck: noAck})
 	if err := errorFor(f.Error()); err != nil {
 		return queue.Delivery{}, 0, false, err
@@ -413,26 +444,36 @@ func (r *Replica) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 			if err != nil {
 				return queue.Delivery{}, 0, false, err
 			}
+			var id uint64
 			if !noAck {
-				r.mu.Lock()
-				r.holders[e.Index] = r.getter
-				r.mu.Unlock()
+				id = r.handOut(e.Index, r.getter)
 			}
-			return queue.Delivery{ID: e.Index, Message: withCounts(msg, e), Redelivered: e.Redelivered}, e.Count, true, nil
+			return queue.Delivery{ID: id, Message: withCounts(msg, e), Redelivered: e.Redelivered}, e.Count, true, nil
 		}
 	}
 	return queue.Delivery{}, 0, false, nil
 }
 
-// byHolder groups message IDs by the consumer holding them.
+// handOut records a delivery of message index to consumer and returns
+// the delivery's ID.
+func (r *Replica) handOut(index uint64, consumer raftq.ConsumerID) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextDelivery++
+	r.handedOut[r.nextDelivery] = handout{index: index, consumer: consumer}
+	return r.nextDelivery
+}
+
+// byHolder turns delivery IDs into message IDs grouped by the consumer
+// they were delivered to.
 func (r *Replica) byHolder(ids []uint64) map[raftq.ConsumerID][]uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	groups := make(map[raftq.ConsumerID][]uint64, 1)
 	for _, id := range ids {
-		if h, ok := r.holders[id]; ok {
-			groups[h] = append(groups[h], id)
-			delete(r.holders, id)
+		if h, ok := r.handedOut[id]; ok {
+			groups[h.consumer] = append(groups[h.consumer], h.index)
+			delete(r.handedOut, id)
 		}
 	}
 	return groups

@@ -3,6 +3,7 @@ package classic
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/warrenmq/warren/cluster/queue"
 )
@@ -17,6 +18,8 @@ func (c *ackingConsumer) Deliver(d queue.Delivery) bool {
 }
 
 func (c *ackingConsumer) Gone() {}
+
+func (c *ackingConsumer) TimedOut(time.Duration) {}
 
 // BenchmarkEnqueueDeliverSettle is the steady state of a busy queue: each
 // publish goes straight to a consumer with prefetch 100, which acks in

@@ -33,6 +33,8 @@ func (c *bufferedConsumer) Deliver(d queue.Delivery) bool {
 
 func (c *bufferedConsumer) Gone() {}
 
+func (c *bufferedConsumer) TimedOut(time.Duration) {}
+
 // drain settles (or, every seventh batch, requeues) what c is handed until
 // stop is closed, counting settled messages into settled.
 func (c *bufferedConsumer) drain(q *Queue, settled chan<- int, stop <-chan struct{}) {

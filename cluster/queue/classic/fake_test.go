@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/warrenmq/warren/cluster/queue"
 )
@@ -32,6 +33,8 @@ func (f *fakeConsumer) Gone() {
 		f.onGone()
 	}
 }
+
+func (f *fakeConsumer) TimedOut(time.Duration) { panic("a classic queue has no consumer timeout") }
 
 // ids lists the IDs f was handed, in order.
 func (f *fakeConsumer) ids() []uint64 {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -123,6 +124,8 @@ func (c *modelConsumer) Deliver(d queue.Delivery) bool {
 }
 
 func (c *modelConsumer) Gone() { c.m.t.Fatalf("Gone called without Delete") }
+
+func (c *modelConsumer) TimedOut(time.Duration) { c.m.t.Fatalf("TimedOut called by a classic queue") }
 
 // checkNextReady checks that d is the message the queue should hand out now:
 // the lowest ready ID (so requeued ones before never-delivered ones), with

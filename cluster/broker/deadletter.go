@@ -1,0 +1,176 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq"
+)
+
+// Why a dead letter reached no queue. The queue logs them (at-most-once)
+// or tries again later (at-least-once).
+var (
+	errNoDeadLetterExchange = errors.New("dead-letter exchange does not exist")
+	errNoDeadLetterRoute    = errors.New("dead letter routed to no queue")
+)
+
+// deadLetterTarget is where a queue's dead letters go: its
+// x-dead-letter-exchange and, if given, x-dead-letter-routing-key.
+type deadLetterTarget struct {
+	exchange      string
+	routingKey    string
+	hasRoutingKey bool
+}
+
+// deadLetter publishes message m, which queue src dead-lettered for reason
+// at Unix millisecond at, to the dead-letter exchange, as RabbitMQ 4.3's
+// rabbit_dead_letter:publish/5 (at-most-once) and rabbit_fifo_dlx_worker
+// (at-least-once) do:
+//
+//   - the death is recorded in the headers (x-death, x-first-death-*,
+//     x-last-death-*; raftq.RecordDeath), with the exchange and routing keys
+//     the message had, and its expiration moves into x-death's
+//     original-expiration so that it does not expire again;
+//   - it is routed through the dead-letter exchange (internal or not) with
+//     x-dead-letter-routing-key, or else with its own routing keys (the
+//     routing key and the CC header's), and it then carries the exchange's
+//     name and the first of those keys;
+//   - a target queue that would close a cycle of deaths with no rejection
+//     in it is left out (rabbit_dead_letter:detect_cycles/3), so that
+//     messages do not expire around a loop for ever.
+//
+// done is called once: nil when every target queue stored the message,
+// else an error (no such exchange, no route, a target refused it).
+func (v *Vhost) deadLetter(ctx context.Context, src *Queue, dlx deadLetterTarget, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
+	keys := routingKeys(m)
+	p := m.Properties
+	p.Headers = raftq.RecordDeath(p.Headers, raftq.Death{
+		Queue:         src.rec.Name,
+		Reason:        reason,
+		Time:          at,
+		Exchange:      m.Exchange,
+		RoutingKeys:   keys,
+		Expiration:    p.Expiration,
+		HasExpiration: p.Expiration != "",
+	})
+	p.Flags |= amqp.FlagHeaders
+	p.Expiration = ""
+	p.Flags &^= amqp.FlagExpiration
+	if dlx.hasRoutingKey {
+		keys = []string{dlx.routingKey}
+	}
+	out := &queue.Message{Exchange: dlx.exchange, RoutingKey: keys[0], Properties: p, Body: m.Body}
+
+	targets, err := v.routeDeadLetter(dlx.exchange, keys)
+	if err != nil {
+		done(err)
+		return
+	}
+	if reason != raftq.ReasonRejected {
+		deaths, _ := p.Headers["x-death"].([]any)
+		kept := targets[:0]
+		for _, q := range targets {
+			if deathCycle(deaths, q.rec.Name) {
+				v.b.log.Debug("dead letter dropped: it would cycle back without a rejection", "queue", q.rec.Name, "vhost", v.name, "source", src.rec.Name)
+				continue
+			}
+			kept = append(kept, q)
+		}
+		targets = kept
+	}
+	if len(targets) == 0 {
+		done(errNoDeadLetterRoute)
+		return
+	}
+	all := &confirmAll{remaining: len(targets), done: done}
+	for _, q := range targets {
+		q.engine.Enqueue(ctx, out, all.one) // errors come through done
+	}
+}
+
+// routeDeadLetter finds the queues a dead letter reaches through exchange
+// name with any of keys. Unlike a publish, an internal exchange is fine.
+func (v *Vhost) routeDeadLetter(name string, keys []string) ([]*Queue, error) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	x, ok := v.exchanges[name]
+	if !ok {
+		return nil, errNoDeadLetterExchange
+	}
+	var out []*Queue
+	for _, k := range keys {
+		if x.isDefault() {
+			if q, ok := v.queues[k]; ok {
+				out = appendUnique(out, q)
+			}
+			continue
+		}
+		out = x.route(k, out)
+	}
+	return out, nil
+}
+
+// routingKeys are the keys a message was published with: its routing key,
+// then the CC header's (sender-selected distribution; BCC never stays in
+// a stored message).
+func routingKeys(m *queue.Message) []string {
+	keys := []string{m.RoutingKey}
+	cc, _ := m.Properties.Headers["CC"].([]any)
+	for _, k := range cc {
+		if s, ok := k.(string); ok {
+			keys = append(keys, s)
+		}
+	}
+	return keys
+}
+
+// deathCycle says whether dead-lettering a message whose x-death history
+// (newest first, the current death included) is deaths into queue target
+// closes a cycle with no rejection in it: target is among the queues the
+// message died in, and neither that death nor any newer one was a
+// rejection (mc:is_death_cycle/2, is_cycle_v2).
+func deathCycle(deaths []any, target string) bool {
+	for _, d := range deaths {
+		var t amqp.Table
+		switch e := d.(type) {
+		case amqp.Table:
+			t = e
+		case map[string]any:
+			t = e
+		default:
+			continue
+		}
+		if t["reason"] == raftq.ReasonRejected.String() {
+			return false
+		}
+		if t["queue"] == target {
+			return true
+		}
+	}
+	return false
+}
+
+// confirmAll calls done once every target queue has answered: with the
+// first error any of them gave, or nil.
+type confirmAll struct {
+	mu        sync.Mutex
+	remaining int
+	err       error
+	done      func(error)
+}
+
+func (c *confirmAll) one(err error) {
+	c.mu.Lock()
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	c.remaining--
+	last := c.remaining == 0
+	c.mu.Unlock()
+	if last {
+		c.done(c.err)
+	}
+}
