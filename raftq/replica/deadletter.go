@@ -261,7 +261,7 @@ func (d *deadLetterer) publish(j deadLetterJob) {
 // does not duplicate them.
 func (d *deadLetterer) settle(ids []uint64) {
 	slices.Sort(ids)
-	err := d.r.propose(&raftq.Command{Op: raftq.OpDeadLetterSettled, IDs: ids}).Error()
+	err := d.r.wait(d.r.propose(&raftq.Command{Op: raftq.OpDeadLetterSettled, IDs: ids}))
 	d.mu.Lock()
 	for _, i := range ids {
 		delete(d.inflight, i)

@@ -8,8 +8,8 @@
 //
 // Concurrency: raft's FSM goroutine applies entries and runs effects while
 // holding fsm.mu; proposers (AMQP readers) only call raft.Apply and wait on
-// futures; a confirmer goroutine per replica turns committed enqueues into
-// publisher confirms in log order; a ticker goroutine on the leader proposes
+// futures; the machine's Confirm effects, applied on the FSM goroutine,
+// turn committed enqueues into publisher confirms in log order; a ticker goroutine on the leader proposes
 // Tick when the machine's next deadline is due; a dead-letter goroutine
 // publishes dead-lettered messages through the broker, which can block,
 // off the FSM goroutine (deadletter.go). Consumers hear of a consumer

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -49,7 +50,7 @@ func (r *Replica) deliver(e raftq.Effect) {
 	var id uint64
 	if ref != nil {
 		if ref.noAck {
-			r.autoSettle[e.Consumer] = append(r.autoSettle[e.Consumer], e.Index)
+			r.toSettle[e.Consumer] = append(r.toSettle[e.Consumer], e.Index)
 		} else {
 			r.nextDelivery++
 			id = r.nextDelivery
@@ -67,16 +68,17 @@ func (r *Replica) deliver(e raftq.Effect) {
 	}
 	ref.c.Deliver(queue.Delivery{ID: id, Message: withCounts(msg, e), Redelivered: e.Redelivered})
 	if ref.noAck {
-		select {
-		case r.settleWake <- struct{}{}:
-		default:
-		}
+		r.wakeSettler()
 	}
 }
 
 // readMessage reads a message's body and properties back from its
-// enqueue entry in the log.
+// enqueue entry: from the recent-message cache when it is delivered soon
+// after it arrived (the usual case), else from the log.
 func (r *Replica) readMessage(index uint64) (*queue.Message, error) {
+	if m := r.recent.take(index); m != nil {
+		return m, nil
+	}
 	var l raft.Log
 	if err := r.store.GetLog(index, &l); err != nil {
 		return nil, fmt.Errorf("log entry %d: %w", index, err)
@@ -111,8 +113,11 @@ func withCounts(m *queue.Message, e raftq.Effect) *queue.Message {
 	return m
 }
 
-// settler settles no-ack deliveries in batches: the machine counted them
-// against the consumer's credit when it handed them out.
+// settler proposes settlements in batches: acks, and no-ack deliveries
+// (which the machine counted against the consumer's credit when it handed
+// them out). It does not wait for a batch to commit: raft already writes
+// every entry proposed meanwhile with one fsync, and waiting would add a
+// commit to the time a consumer's credit takes to come back.
 func (r *Replica) settler() {
 	defer r.wg.Done()
 	for {
@@ -122,13 +127,22 @@ func (r *Replica) settler() {
 			return
 		}
 		r.mu.Lock()
-		batch := r.autoSettle
-		r.autoSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
+		batch := r.toSettle
+		r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
 		r.mu.Unlock()
-		for c, ids := range batch {
-			r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: ids})
+		for _, c := range sortedConsumers(batch) {
+			r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: batch[c]})
 		}
 	}
+}
+
+func sortedConsumers(m map[raftq.ConsumerID][]uint64) []raftq.ConsumerID {
+	ids := make([]raftq.ConsumerID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // tickInterval is how often the leader looks at the machine's next
@@ -153,7 +167,7 @@ func (r *Replica) ticker() {
 		at, ok := r.fsm.m.NextDeadline()
 		r.fsm.mu.Unlock()
 		if ok && at <= time.Now().UnixMilli() {
-			r.propose(&raftq.Command{Op: raftq.OpTick}).Error()
+			r.wait(r.propose(&raftq.Command{Op: raftq.OpTick}))
 		}
 	}
 }

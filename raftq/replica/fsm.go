@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
 
@@ -23,18 +24,11 @@ type fsm struct {
 }
 
 // result is the response of an entry whose proposer needs an answer
-// (basic.consume, basic.get, queue.purge). Enqueues answer with an
-// enqueueOutcome instead, which boxes without allocating.
+// (basic.consume, basic.get, queue.purge). Enqueues are answered through
+// the machine's Confirm and Reject effects instead.
 type result struct {
 	effects []raftq.Effect
 }
-
-type enqueueOutcome uint8
-
-const (
-	enqueueStored enqueueOutcome = iota
-	enqueueRejected
-)
 
 func (f *fsm) Apply(l *raft.Log) any {
 	f.mu.Lock()
@@ -44,18 +38,25 @@ func (f *fsm) Apply(l *raft.Log) any {
 		// would diverge from the other members. Stop loudly.
 		panic(fmt.Sprintf("replica %s: entry %d: %v", f.r.name, l.Index, err))
 	}
-	f.effects = f.m.Apply(raftq.Meta{Index: l.Index}, &f.cmd, f.effects[:0])
 	leader := f.r.isLeader()
-	var answer any
-	if f.cmd.Op == raftq.OpEnqueue {
-		answer = enqueueStored
+	if leader && f.cmd.Op == raftq.OpEnqueue {
+		// Keep the message at hand: it is usually delivered moments later.
+		f.r.recent.put(l.Index, f.cmd.Payload)
 	}
+	f.effects = f.m.Apply(raftq.Meta{Index: l.Index}, &f.cmd, f.effects[:0])
+	var answer any
 	for _, e := range f.effects {
 		switch e.Kind {
-		case raftq.EffectConfirm:
-			// The proposer learns of the commit from its future.
-		case raftq.EffectReject:
-			answer = enqueueRejected
+		case raftq.EffectConfirm, raftq.EffectReject:
+			// Only this replica's own publishes are waiting here; those of
+			// an earlier run of the node carry another publisher ID.
+			if e.Publisher == f.r.publisher {
+				var err error
+				if e.Kind == raftq.EffectReject {
+					err = queue.ErrRejected
+				}
+				f.r.completeEnqueue(e.Seq, err)
+			}
 		case raftq.EffectGetResult, raftq.EffectGetEmpty, raftq.EffectConsumerRefused, raftq.EffectPurged:
 			res, _ := answer.(*result)
 			if res == nil {

@@ -6,7 +6,7 @@ import "github.com/warrenmq/warren/raftq"
 // queue is redeclared (the TTL guide: redeclaring renews the lease). It
 // returns once the renewal is committed.
 func (r *Replica) Touch() error {
-	return errorFor(r.propose(&raftq.Command{Op: raftq.OpTouch}).Error())
+	return errorFor(r.wait(r.propose(&raftq.Command{Op: raftq.OpTouch})))
 }
 
 // onLeading runs once the replica leads and has applied its log: it

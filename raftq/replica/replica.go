@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
@@ -69,7 +68,8 @@ type Replica struct {
 	// applying (replaying the log) before NewRaft returns.
 	leaderOf atomic.Pointer[raft.Raft]
 	fsm      *fsm
-	store    *raftboltdb.BoltStore
+	store    *boltLog
+	recent   recentMessages
 	trans    *raft.InmemTransport
 
 	// publisher and seq number this replica's proposals for the machine's
@@ -79,7 +79,9 @@ type Replica struct {
 	pubMu     sync.Mutex
 	seq       uint64
 	slots     chan struct{}
-	confirmQ  chan pendingEnqueue
+	// pending holds the done callbacks of proposed enqueues by seq; the
+	// machine's Confirm and Reject effects complete them (pubMu).
+	pending map[uint64]func(error)
 
 	idBase  uint64
 	nextID  atomic.Uint64
@@ -98,9 +100,9 @@ type Replica struct {
 	// timeout took back) names its old consumer and changes nothing.
 	handedOut    map[uint64]handout
 	nextDelivery uint64
-	// autoSettle collects deliveries to no-ack consumers, settled by the
-	// settler goroutine in batches.
-	autoSettle map[raftq.ConsumerID][]uint64
+	// toSettle collects acknowledged deliveries (and deliveries to no-ack
+	// consumers), which the settler goroutine proposes in batches.
+	toSettle   map[raftq.ConsumerID][]uint64
 	settleWake chan struct{}
 
 	dl *deadLetterer
@@ -119,11 +121,6 @@ type handout struct {
 	consumer raftq.ConsumerID
 }
 
-type pendingEnqueue struct {
-	f    raft.ApplyFuture
-	done func(error)
-}
-
 var _ queue.Queue = (*Replica)(nil)
 
 // Open starts the replica, creating the group (with this node as its only
@@ -139,7 +136,7 @@ func Open(cfg Config) (*Replica, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create queue dir: %w", err)
 	}
-	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	store, err := openBoltLog(filepath.Join(cfg.Dir, "log.db"))
 	if err != nil {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}
@@ -151,13 +148,13 @@ func Open(cfg Config) (*Replica, error) {
 		store:      store,
 		publisher:  randomID(),
 		slots:      make(chan struct{}, inflightLimit),
-		confirmQ:   make(chan pendingEnqueue, inflightLimit),
+		pending:    make(map[uint64]func(error)),
 		idBase:     randomID() &^ 0xffffffff,
 		done:       make(chan struct{}),
 		consumers:  make(map[raftq.ConsumerID]*consumerRef),
 		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
 		handedOut:  make(map[uint64]handout),
-		autoSettle: make(map[raftq.ConsumerID][]uint64),
+		toSettle:   make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
 	}
 	r.getter = r.newConsumerID()
@@ -208,8 +205,7 @@ func Open(cfg Config) (*Replica, error) {
 		r.shutdown()
 		return nil, err
 	}
-	r.wg.Add(3)
-	go r.confirmer()
+	r.wg.Add(2)
 	go r.settler()
 	go r.ticker()
 	r.onLeading()
@@ -313,29 +309,36 @@ func (r *Replica) Enqueue(ctx context.Context, m *queue.Message, done func(error
 	r.pubMu.Lock()
 	r.seq++
 	cmd.Seq = r.seq
-	f := r.propose(&cmd)
-	r.confirmQ <- pendingEnqueue{f: f, done: done}
+	r.pending[cmd.Seq] = done
+	r.propose(&cmd)
 	r.pubMu.Unlock()
 	return nil
 }
 
-// confirmer completes enqueues in log order as their entries commit.
-func (r *Replica) confirmer() {
-	defer r.wg.Done()
-	for {
-		select {
-		case p := <-r.confirmQ:
-			err := errorFor(p.f.Error())
-			if err == nil {
-				if out, _ := p.f.Response().(enqueueOutcome); out == enqueueRejected {
-					err = queue.ErrRejected
-				}
-			}
-			<-r.slots
-			p.done(err)
-		case <-r.done:
-			return
-		}
+// completeEnqueue answers the publisher of this replica's publish seq. The
+// FSM calls it for the machine's Confirm or Reject effect, that is once
+// the entry is committed and applied: never before.
+func (r *Replica) completeEnqueue(seq uint64, err error) {
+	r.pubMu.Lock()
+	done, ok := r.pending[seq]
+	delete(r.pending, seq)
+	r.pubMu.Unlock()
+	if ok {
+		<-r.slots
+		done(err)
+	}
+}
+
+// wait returns f's error, or raft.ErrRaftShutdown once the replica stops:
+// raft leaves Apply futures that were still queued at shutdown unanswered.
+func (r *Replica) wait(f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-r.done:
+		return raft.ErrRaftShutdown
 	}
 }
 
@@ -359,7 +362,7 @@ func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 		cmd.Timeout, cmd.HasTimeout = t, true
 	}
 	f := r.propose(&cmd)
-	err := errorFor(f.Error())
+	err := errorFor(r.wait(f))
 	if err == nil {
 		if res, _ := f.Response().(*result); res != nil {
 			for _, e := range res.effects {
@@ -413,7 +416,7 @@ func (r *Replica) Cancel(c queue.Consumer) {
 	if !ok {
 		return
 	}
-	r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id}).Error()
+	r.wait(r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id}))
 	r.forget(c)
 }
 
@@ -428,7 +431,7 @@ func (r *Replica) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 		return queue.Delivery{}, 0, false, queue.ErrGetUnsupported
 	}
 	f := r.propose(&raftq.Command{Op: raftq.OpGet, Consumer: r.getter, NoAck: noAck})
-	if err := errorFor(f.Error()); err != nil {
+	if err := errorFor(r.wait(f)); err != nil {
 		return queue.Delivery{}, 0, false, err
 	}
 	res, _ := f.Response().(*result)
@@ -479,10 +482,25 @@ func (r *Replica) byHolder(ids []uint64) map[raftq.ConsumerID][]uint64 {
 	return groups
 }
 
-// Settle acknowledges deliveries.
+// Settle acknowledges deliveries. The settler proposes them in batches:
+// acks are not confirmed to anyone, so a log entry per basic.ack would
+// only cost.
 func (r *Replica) Settle(ids []uint64) {
-	for c, group := range r.byHolder(ids) {
-		r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: group})
+	r.mu.Lock()
+	for _, id := range ids {
+		if h, ok := r.handedOut[id]; ok {
+			r.toSettle[h.consumer] = append(r.toSettle[h.consumer], h.index)
+			delete(r.handedOut, id)
+		}
+	}
+	r.mu.Unlock()
+	r.wakeSettler()
+}
+
+func (r *Replica) wakeSettler() {
+	select {
+	case r.settleWake <- struct{}{}:
+	default:
 	}
 }
 
@@ -503,7 +521,7 @@ func (r *Replica) Discard(ids []uint64, cause queue.ReturnCause) {
 // Purge removes the ready messages through the log.
 func (r *Replica) Purge() (uint32, error) {
 	f := r.propose(&raftq.Command{Op: raftq.OpPurge})
-	if err := errorFor(f.Error()); err != nil {
+	if err := errorFor(r.wait(f)); err != nil {
 		return 0, err
 	}
 	if res, _ := f.Response().(*result); res != nil {
@@ -565,14 +583,12 @@ func (r *Replica) shutdown() {
 	close(r.done)
 	r.wg.Wait()
 	// Fail the enqueues still waiting for a confirm.
-	for {
-		select {
-		case p := <-r.confirmQ:
-			p.done(queue.ErrDeleted)
-			continue
-		default:
-		}
-		break
+	r.pubMu.Lock()
+	pending := r.pending
+	r.pending = make(map[uint64]func(error))
+	r.pubMu.Unlock()
+	for _, done := range pending {
+		done(queue.ErrDeleted)
 	}
 	if err := r.store.Close(); err != nil {
 		r.log.Warn("close raft log", "err", err)
