@@ -23,6 +23,14 @@ type fsm struct {
 	effects []raftq.Effect
 }
 
+// liveCount is how many messages the machine references, for sizing the
+// buffers of a snapshot: with a large backlog they are megabytes, and
+// growing them by doubling would leave three times that in garbage.
+func liveCount(m *raftq.Machine) int {
+	st := m.Stats()
+	return st.Ready + st.Unacked + st.DeadLettered
+}
+
 // result is the response of an entry whose proposer needs an answer
 // (basic.consume, basic.get, queue.purge). Enqueues are answered through
 // the machine's Confirm and Reject effects instead.
@@ -76,7 +84,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &snapshot{data: f.m.AppendSnapshot(nil)}, nil
+	// About 9 bytes per message, plus the consumers and configuration.
+	buf := make([]byte, 0, 16*liveCount(f.m)+4096)
+	return &snapshot{data: f.m.AppendSnapshot(buf)}, nil
 }
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
@@ -99,9 +109,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 // holds, for the log store's compaction.
 func (f *fsm) liveIndexes(min, max uint64) []uint64 {
 	f.mu.Lock()
-	all := f.m.AppendLiveIndexes(nil)
+	all := f.m.AppendLiveIndexes(make([]uint64, 0, liveCount(f.m)))
 	f.mu.Unlock()
-	out := all[:0]
+	out := all[:0] // filtered in place
 	for _, i := range all {
 		if i >= min && i <= max {
 			out = append(out, i)

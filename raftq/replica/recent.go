@@ -9,7 +9,7 @@ import (
 // recentBudget bounds the bytes of message payloads a replica keeps in
 // memory for delivery. Past it, the oldest are dropped and read back from
 // the log when their turn comes.
-const recentBudget = 16 << 20
+const recentBudget = 4 << 20
 
 // recentMessages holds the payloads of messages enqueued recently, so that
 // delivering one soon after it arrived does not read it back from disk. A

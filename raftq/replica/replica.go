@@ -282,12 +282,7 @@ func (r *Replica) Enqueue(ctx context.Context, m *queue.Message, done func(error
 		done(queue.ErrDeleted)
 		return queue.ErrDeleted
 	}
-	payload, err := appendMessage(nil, m)
-	if err != nil {
-		done(err)
-		return err
-	}
-	cmd := raftq.Command{Op: raftq.OpEnqueue, Size: uint32(len(m.Body)), Payload: payload, Publisher: r.publisher}
+	cmd := raftq.Command{Op: raftq.OpEnqueue, Size: uint32(len(m.Body)), Publisher: r.publisher}
 	p := &m.Properties
 	if p.Flags&amqp.FlagPriority != 0 || p.Priority != 0 {
 		cmd.Priority, cmd.HasPriority = p.Priority, true
@@ -309,8 +304,21 @@ func (r *Replica) Enqueue(ctx context.Context, m *queue.Message, done func(error
 	r.pubMu.Lock()
 	r.seq++
 	cmd.Seq = r.seq
+	cmd.Now = time.Now().UnixMilli()
+	// The payload is the entry's tail, so the message is encoded straight
+	// after the command's fields: one allocation and one copy of the body
+	// per publish.
+	entry := cmd.Append(make([]byte, 0, 64+len(m.Exchange)+len(m.RoutingKey)+256+len(m.Body)))
+	entry, err := appendMessage(entry, m)
+	if err != nil {
+		r.seq--
+		r.pubMu.Unlock()
+		<-r.slots
+		done(err)
+		return err
+	}
 	r.pending[cmd.Seq] = done
-	r.propose(&cmd)
+	r.raft.Apply(entry, 0)
 	r.pubMu.Unlock()
 	return nil
 }
