@@ -271,65 +271,7 @@ func unacceptable(key string, v any) error {
 }
 
 // intValue accepts RabbitMQ's ?INTEGER_ARG_TYPES.
-func intValue(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	}
-	return 0, false
-}
+var intValue = amqp.IntValue
 
 // fieldType is RabbitMQ's name for a field-table value's type.
-func fieldType(v any) string {
-	switch v.(type) {
-	case bool:
-		return "bool"
-	case int8:
-		return "byte"
-	case uint8:
-		return "unsignedbyte"
-	case int16:
-		return "short"
-	case uint16:
-		return "unsignedshort"
-	case int32:
-		return "signedint"
-	case uint32:
-		return "unsignedint"
-	case int64, int:
-		return "long"
-	case float32:
-		return "float"
-	case float64:
-		return "double"
-	case amqp.Decimal:
-		return "decimal"
-	case string:
-		return "longstr"
-	case []byte:
-		return "binary"
-	case []any:
-		return "array"
-	case time.Time:
-		return "timestamp"
-	case amqp.Table, map[string]any:
-		return "table"
-	case nil:
-		return "void"
-	}
-	return fmt.Sprintf("%T", v)
-}
+var fieldType = amqp.TypeName

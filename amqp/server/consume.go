@@ -203,21 +203,8 @@ func consumerPriority(args amqp.Table) (int32, error) {
 	if !ok {
 		return 0, nil
 	}
-	switch n := v.(type) {
-	case int8:
+	if n, ok := amqp.IntValue(v); ok && n >= -1<<31 && n < 1<<31 {
 		return int32(n), nil
-	case uint8:
-		return int32(n), nil
-	case int16:
-		return int32(n), nil
-	case uint16:
-		return int32(n), nil
-	case int32:
-		return n, nil
-	case int64:
-		if n >= -1<<31 && n < 1<<31 {
-			return int32(n), nil
-		}
 	}
 	return 0, amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-priority' for consumer: %v", v)
 }

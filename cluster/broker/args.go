@@ -3,77 +3,15 @@ package broker
 import (
 	"fmt"
 	"reflect"
-	"time"
 
 	"github.com/warrenmq/warren/amqp"
 )
 
-// typeName is RabbitMQ's name for a field-table value's type, as its
-// "inequivalent arg" errors print it.
-func typeName(v any) string {
-	switch v.(type) {
-	case bool:
-		return "bool"
-	case int8:
-		return "byte"
-	case uint8:
-		return "unsignedbyte"
-	case int16:
-		return "short"
-	case uint16:
-		return "unsignedshort"
-	case int32:
-		return "signedint"
-	case uint32:
-		return "unsignedint"
-	case int64, int:
-		return "long"
-	case float32:
-		return "float"
-	case float64:
-		return "double"
-	case amqp.Decimal:
-		return "decimal"
-	case string:
-		return "longstr"
-	case []byte:
-		return "binary"
-	case []any:
-		return "array"
-	case time.Time:
-		return "timestamp"
-	case amqp.Table:
-		return "table"
-	case nil:
-		return "void"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
-// asInt returns an integer-typed value as int64. RabbitMQ compares
-// integers by value whatever their width, so a client that declares with
-// a 32-bit ttl and redeclares with a 64-bit one is equivalent.
-func asInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	}
-	return 0, false
-}
+// typeName and asInt are the field-table helpers of the amqp package.
+var (
+	typeName = amqp.TypeName
+	asInt    = amqp.IntValue
+)
 
 func argEqual(a, b any) bool {
 	if x, ok := asInt(a); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -26,7 +27,13 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	for len(msg) > 0 && msg[len(msg)-1] == '\n' {
 		msg = msg[:len(msg)-1]
 	}
-	w.l.Log(context.Background(), slog.LevelWarn, msg)
+	level := slog.LevelWarn
+	if strings.Contains(msg, "heartbeat timeout reached, starting election") {
+		// Every group starts this way, a single-member one included: it
+		// is news only when it repeats, which debug logging shows.
+		level = slog.LevelDebug
+	}
+	w.l.Log(context.Background(), level, msg)
 	return len(p), nil
 }
 
