@@ -160,14 +160,37 @@ func (r *Replica) ticker() {
 		case <-r.done:
 			return
 		}
+		r.fsm.mu.Lock()
+		at, ok := r.fsm.m.NextDeadline()
+		live := liveCount(r.fsm.m)
+		r.fsm.mu.Unlock()
+		r.adaptSnapshotThreshold(live)
 		if !r.isLeader() {
 			continue
 		}
-		r.fsm.mu.Lock()
-		at, ok := r.fsm.m.NextDeadline()
-		r.fsm.mu.Unlock()
 		if ok && at <= time.Now().UnixMilli() {
 			r.wait(r.propose(&raftq.Command{Op: raftq.OpTick}))
 		}
+	}
+}
+
+// minSnapshotThreshold is the fewest entries between snapshots.
+const minSnapshotThreshold = 16384
+
+// adaptSnapshotThreshold keeps the entries between two snapshots at least
+// twice the messages a snapshot holds. A snapshot writes the whole state,
+// so with a fixed threshold a large backlog would be rewritten again and
+// again; this way each entry pays a bounded share of snapshot work, and
+// the cost of snapshots follows the traffic, not the backlog times their
+// number. Every member adapts on its own: snapshots are local.
+func (r *Replica) adaptSnapshotThreshold(live int) {
+	want := uint64(max(minSnapshotThreshold, 2*live))
+	cur := r.raft.ReloadableConfig()
+	if want < 2*cur.SnapshotThreshold && 2*want > cur.SnapshotThreshold {
+		return // within a factor of two: not worth a reload
+	}
+	cur.SnapshotThreshold = want
+	if err := r.raft.ReloadConfig(cur); err != nil {
+		r.log.Warn("adjust snapshot threshold", "threshold", want, "err", err)
 	}
 }

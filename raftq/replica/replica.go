@@ -171,7 +171,7 @@ func Open(cfg Config) (*Replica, error) {
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 512
-	rc.SnapshotThreshold = 16384
+	rc.SnapshotThreshold = minSnapshotThreshold
 	rc.SnapshotInterval = 10 * time.Second
 	rc.TrailingLogs = 1024
 	rc.Logger = newRaftLogger(r.log)

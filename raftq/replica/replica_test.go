@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -146,5 +148,41 @@ func TestRestartKeepsMessages(t *testing.T) {
 	}
 	if len(seen) != 17 || seen["m0"] || seen["m1"] || seen["m2"] || !seen["m3"] || !seen["m19"] {
 		t.Fatalf("after restart got %v", seen)
+	}
+}
+
+func TestSnapshotThresholdFollowsBacklog(t *testing.T) {
+	r := openTest(t, t.TempDir(), nil)
+	defer r.Close()
+	if got := r.raft.ReloadableConfig().SnapshotThreshold; got != minSnapshotThreshold {
+		t.Fatalf("initial threshold %d", got)
+	}
+	r.adaptSnapshotThreshold(100000)
+	if got := r.raft.ReloadableConfig().SnapshotThreshold; got != 200000 {
+		t.Fatalf("threshold with a 100k backlog: %d, want 200000", got)
+	}
+	r.adaptSnapshotThreshold(90000) // within a factor of two: unchanged
+	if got := r.raft.ReloadableConfig().SnapshotThreshold; got != 200000 {
+		t.Fatalf("threshold moved for a small change: %d", got)
+	}
+	r.adaptSnapshotThreshold(10)
+	if got := r.raft.ReloadableConfig().SnapshotThreshold; got != minSnapshotThreshold {
+		t.Fatalf("threshold after the backlog drained: %d", got)
+	}
+}
+
+func TestDeleteRemovesFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "q")
+	r := openTest(t, dir, nil)
+	enqueue(t, r, 3)
+	if _, err := os.Stat(filepath.Join(dir, "log.db")); err != nil {
+		t.Fatalf("log file missing while the queue lives: %v", err)
+	}
+	n, err := r.Delete(false, false)
+	if err != nil || n != 3 {
+		t.Fatalf("delete: %d, %v", n, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("queue directory still there after delete: %v", err)
 	}
 }
