@@ -83,12 +83,21 @@ func (r *Replica) readMessage(index uint64) (*queue.Message, error) {
 	if err := r.store.GetLog(index, &l); err != nil {
 		return nil, fmt.Errorf("log entry %d: %w", index, err)
 	}
-	var cmd raftq.Command
-	if err := raftq.Decode(l.Data, &cmd); err != nil {
+	m, err := decodeEntryMessage(l.Data)
+	if err != nil {
 		return nil, fmt.Errorf("log entry %d: %w", index, err)
 	}
+	return m, nil
+}
+
+// decodeEntryMessage decodes the message an enqueue entry carries.
+func decodeEntryMessage(data []byte) (*queue.Message, error) {
+	var cmd raftq.Command
+	if err := raftq.Decode(data, &cmd); err != nil {
+		return nil, err
+	}
 	if cmd.Op != raftq.OpEnqueue {
-		return nil, fmt.Errorf("log entry %d is %v, not an enqueue", index, cmd.Op)
+		return nil, fmt.Errorf("entry is %v, not an enqueue", cmd.Op)
 	}
 	return decodeMessage(cmd.Payload)
 }

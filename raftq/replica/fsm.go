@@ -84,18 +84,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	n := liveCount(f.m)
 	// About 9 bytes per message, plus the consumers and configuration.
-	buf := make([]byte, 0, 16*liveCount(f.m)+4096)
-	return &snapshot{data: f.m.AppendSnapshot(buf)}, nil
+	machine := f.m.AppendSnapshot(make([]byte, 0, 16*n+4096))
+	live := f.m.AppendLiveIndexes(make([]uint64, 0, n))
+	return &snapshot{data: appendSnapshotHead(make([]byte, 0, len(machine)+3*len(live)+16), machine, live)}, nil
 }
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	data, err := io.ReadAll(rc)
-	if err != nil {
-		return fmt.Errorf("read snapshot: %w", err)
-	}
-	m, err := raftq.Restore(data)
+	m, err := restoreSnapshot(rc, f.r.store)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}

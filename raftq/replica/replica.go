@@ -69,6 +69,7 @@ type Replica struct {
 	leaderOf atomic.Pointer[raft.Raft]
 	fsm      *fsm
 	store    *boltLog
+	snaps    *bodyStore
 	recent   recentMessages
 	trans    *raft.InmemTransport
 
@@ -176,7 +177,9 @@ func Open(cfg Config) (*Replica, error) {
 	rc.TrailingLogs = 1024
 	rc.Logger = newRaftLogger(r.log)
 
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, rc.Logger)
+	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, rc.Logger)
+	snaps := &bodyStore{SnapshotStore: files, logs: store}
+	r.snaps = snaps
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
