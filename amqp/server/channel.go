@@ -32,6 +32,7 @@ type channel struct {
 	confirmMode bool
 	canPublish  map[string]bool // write permission, per exchange
 	routeBuf    []*broker.Queue
+	keyBuf      []string // a publish's routing keys (CC, BCC)
 	ctx         context.Context
 	cancel      context.CancelFunc
 
@@ -192,8 +193,10 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 		return ch.exchangeDeclare(m)
 	case *amqp.ExchangeDelete:
 		return ch.exchangeDelete(m)
-	case *amqp.ExchangeBind, *amqp.ExchangeUnbind:
-		return amqp.Errorf(amqp.NotImplemented, "exchange-to-exchange bindings are not supported yet")
+	case *amqp.ExchangeBind:
+		return ch.exchangeBind(m)
+	case *amqp.ExchangeUnbind:
+		return ch.exchangeUnbind(m)
 
 	case *amqp.QueueDeclare:
 		return ch.queueDeclare(m)

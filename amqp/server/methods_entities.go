@@ -37,6 +37,38 @@ func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
 	return nil
 }
 
+func (ch *channel) exchangeBind(m *amqp.ExchangeBind) error {
+	err := ch.c.vhost.BindExchange(ch.c.user, broker.ExchangeBinding{
+		Destination: m.Destination,
+		Source:      m.Source,
+		RoutingKey:  m.RoutingKey,
+		Arguments:   m.Arguments,
+	})
+	if err != nil {
+		return err
+	}
+	if !m.NoWait {
+		ch.reply(&amqp.ExchangeBindOk{})
+	}
+	return nil
+}
+
+func (ch *channel) exchangeUnbind(m *amqp.ExchangeUnbind) error {
+	err := ch.c.vhost.UnbindExchange(ch.c.user, broker.ExchangeBinding{
+		Destination: m.Destination,
+		Source:      m.Source,
+		RoutingKey:  m.RoutingKey,
+		Arguments:   m.Arguments,
+	})
+	if err != nil {
+		return err
+	}
+	if !m.NoWait {
+		ch.reply(&amqp.ExchangeUnbindOk{})
+	}
+	return nil
+}
+
 func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	name := m.Queue
 	if name == "" && m.Passive {

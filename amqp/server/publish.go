@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/queue"
 )
 
@@ -110,8 +111,16 @@ func (ch *channel) completePublish() error {
 	if err := ch.checkPublish(pub.Exchange); err != nil {
 		return withMethod(err.(*amqp.Error), pub)
 	}
+	// Sender-selected distribution: the CC and BCC headers' keys route
+	// too, and BCC is taken out of the message (as RabbitMQ does).
+	headers := msg.Properties.Headers
+	ch.keyBuf = broker.RoutingKeys(ch.keyBuf[:0], pub.RoutingKey, headers)
+	if _, ok := headers["BCC"]; ok {
+		msg.Properties.Headers = withoutBCC(headers)
+	}
 	var err error
-	ch.routeBuf, err = ch.c.vhost.Route(pub.Exchange, pub.RoutingKey, ch.routeBuf[:0])
+	ch.routeBuf, err = ch.c.vhost.Route(pub.Exchange, ch.keyBuf, headers, ch.routeBuf[:0])
+	clear(ch.keyBuf)
 	if err != nil {
 		return withMethodErr(err, pub)
 	}
@@ -162,6 +171,18 @@ func (ch *channel) completePublish() error {
 }
 
 func noConfirm(error) {}
+
+// withoutBCC is headers less its BCC entry, in a new table (only
+// messages carrying BCC pay for it).
+func withoutBCC(headers amqp.Table) amqp.Table {
+	out := make(amqp.Table, len(headers)-1)
+	for k, v := range headers {
+		if k != "BCC" {
+			out[k] = v
+		}
+	}
+	return out
+}
 
 // checkUserID refuses a user-id property that names someone other than
 // the connection's user, unless the user is tagged impersonator, as

@@ -55,17 +55,25 @@ func (v *Vhost) BindQueue(u *User, owner OwnerID, d QueueBinding) error {
 		return err
 	}
 	key := bindingKey{destination: d.Queue, routingKey: d.RoutingKey, arguments: string(argBytes)}
-	if _, ok := x.bindings[key]; ok {
+	return v.bindLocked(x, &binding{key: key, queue: q}, d.Arguments)
+}
+
+// bindLocked validates and adds b, new or not, to x. v.mu is held.
+func (v *Vhost) bindLocked(x *exchange, b *binding, args amqp.Table) error {
+	if x.rec.Type == ExchangeHeaders {
+		if err := validateHeadersBinding(args); err != nil {
+			return err
+		}
+	}
+	if _, ok := x.bindings[b.key]; ok {
 		return nil
 	}
-	b := &binding{key: key, queue: q}
-	if rec, durable := bindingRecord(v.name, x, q, b); durable {
+	if rec, durable := bindingRecord(v.name, x, b); durable {
 		if err := v.persist(metadata.Put(rec)); err != nil {
 			return err
 		}
 	}
-	x.add(b)
-	q.bindings[b] = x
+	x.add(b, args)
 	return nil
 }
 
@@ -82,7 +90,13 @@ func (v *Vhost) UnbindQueue(u *User, owner OwnerID, d QueueBinding) error {
 	if err != nil {
 		return err
 	}
-	b, ok := x.bindings[bindingKey{destination: d.Queue, routingKey: d.RoutingKey, arguments: string(argBytes)}]
+	return v.unbindKeyLocked(x, bindingKey{destination: d.Queue, routingKey: d.RoutingKey, arguments: string(argBytes)})
+}
+
+// unbindKeyLocked removes x's binding with key, if any, and x with it if
+// x is auto-delete and that was its last binding. v.mu is held.
+func (v *Vhost) unbindKeyLocked(x *exchange, key bindingKey) error {
+	b, ok := x.bindings[key]
 	if !ok {
 		return nil
 	}
@@ -96,12 +110,79 @@ func (v *Vhost) UnbindQueue(u *User, owner OwnerID, d QueueBinding) error {
 	return v.persist(changes...)
 }
 
-// unbindLocked unlinks b and returns the store change deleting it, if it
-// was durable. v.mu is held.
+// ExchangeBinding is exchange.bind's and exchange.unbind's arguments.
+type ExchangeBinding struct {
+	Destination string
+	Source      string
+	RoutingKey  string
+	Arguments   amqp.Table
+}
+
+// lookupExchangeBindEnds finds both ends of an exchange-to-exchange
+// binding and checks access in RabbitMQ's order
+// (rabbit_channel:binding_action_with_checks): write on the destination,
+// neither end the default exchange, read on the source; then the source
+// and the destination must exist. v.mu is held.
+func (v *Vhost) lookupExchangeBindEnds(u *User, d ExchangeBinding) (src, dst *exchange, err error) {
+	if err := v.check(u, Write, "exchange", d.Destination); err != nil {
+		return nil, nil, err
+	}
+	if d.Destination == "" || d.Source == "" {
+		return nil, nil, amqp.Errorf(amqp.AccessRefused, "operation not permitted on the default exchange")
+	}
+	if err := v.check(u, Read, "exchange", d.Source); err != nil {
+		return nil, nil, err
+	}
+	src, ok := v.exchanges[d.Source]
+	if !ok {
+		return nil, nil, v.notFound("exchange", d.Source)
+	}
+	dst, ok = v.exchanges[d.Destination]
+	if !ok {
+		return nil, nil, v.notFound("exchange", d.Destination)
+	}
+	return src, dst, nil
+}
+
+// BindExchange binds exchange d.Destination to d.Source: what the source
+// routes to the binding, the destination routes on. Binding twice is a
+// no-op; cycles are allowed (routing visits each exchange once).
+func (v *Vhost) BindExchange(u *User, d ExchangeBinding) error {
+	argBytes, err := encodeTable(d.Arguments)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	src, dst, err := v.lookupExchangeBindEnds(u, d)
+	if err != nil {
+		return err
+	}
+	key := bindingKey{destination: d.Destination, toExchange: true, routingKey: d.RoutingKey, arguments: string(argBytes)}
+	return v.bindLocked(src, &binding{key: key, dest: dst}, d.Arguments)
+}
+
+// UnbindExchange removes an exchange-to-exchange binding. A binding that
+// does not exist is not an error; a missing exchange is.
+func (v *Vhost) UnbindExchange(u *User, d ExchangeBinding) error {
+	argBytes, err := encodeTable(d.Arguments)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	src, _, err := v.lookupExchangeBindEnds(u, d)
+	if err != nil {
+		return err
+	}
+	return v.unbindKeyLocked(src, bindingKey{destination: d.Destination, toExchange: true, routingKey: d.RoutingKey, arguments: string(argBytes)})
+}
+
+// unbindLocked unlinks b from x and its destination and returns the store
+// change deleting it, if it was durable. v.mu is held.
 func (v *Vhost) unbindLocked(x *exchange, b *binding) (metadata.Change, bool) {
 	x.remove(b)
-	delete(b.queue.bindings, b)
-	if rec, durable := bindingRecord(v.name, x, b.queue, b); durable {
+	if rec, durable := bindingRecord(v.name, x, b); durable {
 		return metadata.Del(rec), true
 	}
 	return metadata.Change{}, false
@@ -109,11 +190,11 @@ func (v *Vhost) unbindLocked(x *exchange, b *binding) (metadata.Change, bool) {
 
 // bindingRecord is b's store record; a binding is kept across restarts
 // when both its ends are.
-func bindingRecord(vhost string, x *exchange, q *Queue, b *binding) (metadata.Binding, bool) {
+func bindingRecord(vhost string, x *exchange, b *binding) (metadata.Binding, bool) {
 	rec := metadata.Binding{
 		Vhost:       vhost,
 		Source:      x.rec.Name,
-		Destination: q.rec.Name,
+		Destination: b.key.destination,
 		Kind:        metadata.ToQueue,
 		RoutingKey:  b.key.routingKey,
 		Arguments:   []byte(b.key.arguments),
@@ -121,22 +202,40 @@ func bindingRecord(vhost string, x *exchange, q *Queue, b *binding) (metadata.Bi
 	if len(rec.Arguments) == 0 {
 		rec.Arguments = nil
 	}
-	return rec, x.rec.Durable && q.rec.Durable && q.owner == 0
+	if b.dest != nil {
+		rec.Kind = metadata.ToExchange
+		return rec, x.rec.Durable && b.dest.rec.Durable
+	}
+	return rec, x.rec.Durable && b.queue.rec.Durable && b.queue.owner == 0
 }
 
 func (v *Vhost) restoreBinding(rec metadata.Binding) error {
+	args, err := decodeTable(rec.Arguments)
+	if err != nil {
+		return err
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	x, ok := v.exchanges[rec.Source]
 	if !ok {
 		return v.notFound("exchange", rec.Source)
 	}
-	q, ok := v.queues[rec.Destination]
-	if !ok {
-		return v.notFound("queue", rec.Destination)
+	b := &binding{key: bindingKey{destination: rec.Destination, routingKey: rec.RoutingKey, arguments: string(rec.Arguments)}}
+	switch rec.Kind {
+	case metadata.ToExchange:
+		dst, ok := v.exchanges[rec.Destination]
+		if !ok {
+			return v.notFound("exchange", rec.Destination)
+		}
+		b.key.toExchange = true
+		b.dest = dst
+	default:
+		q, ok := v.queues[rec.Destination]
+		if !ok {
+			return v.notFound("queue", rec.Destination)
+		}
+		b.queue = q
 	}
-	b := &binding{key: bindingKey{destination: rec.Destination, routingKey: rec.RoutingKey, arguments: string(rec.Arguments)}, queue: q}
-	x.add(b)
-	q.bindings[b] = x
+	x.add(b, args)
 	return nil
 }

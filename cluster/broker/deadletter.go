@@ -64,7 +64,7 @@ func (v *Vhost) deadLetter(ctx context.Context, src *Queue, dlx deadLetterTarget
 	}
 	out := &queue.Message{Exchange: dlx.exchange, RoutingKey: keys[0], Properties: p, Body: m.Body}
 
-	targets, err := v.routeDeadLetter(dlx.exchange, keys)
+	targets, err := v.routeDeadLetter(dlx.exchange, keys, p.Headers)
 	if err != nil {
 		done(err)
 		return
@@ -92,25 +92,16 @@ func (v *Vhost) deadLetter(ctx context.Context, src *Queue, dlx deadLetterTarget
 }
 
 // routeDeadLetter finds the queues a dead letter reaches through exchange
-// name with any of keys. Unlike a publish, an internal exchange is fine.
-func (v *Vhost) routeDeadLetter(name string, keys []string) ([]*Queue, error) {
+// name with any of keys, on through exchange-to-exchange bindings and
+// alternate exchanges. Unlike a publish, an internal exchange is fine.
+func (v *Vhost) routeDeadLetter(name string, keys []string, headers amqp.Table) ([]*Queue, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	x, ok := v.exchanges[name]
 	if !ok {
 		return nil, errNoDeadLetterExchange
 	}
-	var out []*Queue
-	for _, k := range keys {
-		if x.isDefault() {
-			if q, ok := v.queues[k]; ok {
-				out = appendUnique(out, q)
-			}
-			continue
-		}
-		out = x.route(k, out)
-	}
-	return out, nil
+	return v.routeLocked(x, keys, headers, nil), nil
 }
 
 // routingKeys are the keys a message was published with: its routing key,
@@ -118,8 +109,26 @@ func (v *Vhost) routeDeadLetter(name string, keys []string) ([]*Queue, error) {
 // a stored message).
 func routingKeys(m *queue.Message) []string {
 	keys := []string{m.RoutingKey}
-	cc, _ := m.Properties.Headers["CC"].([]any)
-	for _, k := range cc {
+	return appendHeaderKeys(keys, m.Properties.Headers["CC"])
+}
+
+// RoutingKeys appends to keys the routing keys a message published with
+// routingKey and headers is routed with: routingKey, then the longstrs in
+// its CC and BCC headers (sender-selected distribution, as RabbitMQ's
+// mc_amqpl:routing_keys). Values that are not arrays, and array elements
+// that are not strings, are ignored.
+func RoutingKeys(keys []string, routingKey string, headers amqp.Table) []string {
+	keys = append(keys, routingKey)
+	if headers == nil {
+		return keys
+	}
+	keys = appendHeaderKeys(keys, headers["CC"])
+	return appendHeaderKeys(keys, headers["BCC"])
+}
+
+func appendHeaderKeys(keys []string, h any) []string {
+	list, _ := h.([]any)
+	for _, k := range list {
 		if s, ok := k.(string); ok {
 			keys = append(keys, s)
 		}

@@ -9,60 +9,87 @@ import (
 
 // Exchange types the broker routes.
 const (
-	ExchangeDirect = "direct"
-	ExchangeFanout = "fanout"
-	ExchangeTopic  = "topic"
+	ExchangeDirect  = "direct"
+	ExchangeFanout  = "fanout"
+	ExchangeTopic   = "topic"
+	ExchangeHeaders = "headers"
 )
 
 func knownExchangeType(t string) bool {
-	return t == ExchangeDirect || t == ExchangeFanout || t == ExchangeTopic
+	return t == ExchangeDirect || t == ExchangeFanout || t == ExchangeTopic || t == ExchangeHeaders
 }
 
 // exchange is an exchange and the bindings that leave it.
 type exchange struct {
 	rec  metadata.Exchange
 	args amqp.Table
+	// alternate is the alternate-exchange argument: where messages this
+	// exchange routes nowhere go instead. Empty for none.
+	alternate string
 
-	// bindings holds every binding by identity, for idempotent bind and
-	// unbind. direct indexes direct-exchange bindings by routing key;
-	// others holds the bindings of fanout and topic exchanges.
+	// bindings holds every binding leaving x by identity, for idempotent
+	// bind and unbind. direct indexes direct-exchange bindings by routing
+	// key; others holds the bindings of the other types.
 	bindings map[bindingKey]*binding
 	direct   map[string][]*binding
 	others   []*binding
+	// toExchanges counts the bindings in bindings whose destination is
+	// an exchange; while it is zero routing needs no work list.
+	toExchanges int
+	// incoming are the exchange-to-exchange bindings that end at x, with
+	// their source, to drop them with x.
+	incoming map[*binding]*exchange
 }
 
 // bindingKey identifies a binding: binding twice is a no-op, unbinding
 // needs the same key and arguments.
 type bindingKey struct {
 	destination string
+	toExchange  bool // destination names an exchange, not a queue
 	routingKey  string
 	arguments   string // encoded field table
 }
 
+// binding leads from an exchange to a queue or (dest set) an exchange.
 type binding struct {
-	key   bindingKey
-	words []string // topic pattern split on '.'
-	queue *Queue
+	key     bindingKey
+	words   []string      // topic pattern split on '.'
+	headers *headersMatch // headers exchanges: the compiled arguments
+	queue   *Queue
+	dest    *exchange
 }
 
 func newExchange(rec metadata.Exchange, args amqp.Table) *exchange {
-	return &exchange{
+	x := &exchange{
 		rec:      rec,
 		args:     args,
 		bindings: make(map[bindingKey]*binding),
 		direct:   make(map[string][]*binding),
+		incoming: make(map[*binding]*exchange),
 	}
+	x.alternate, _ = args["alternate-exchange"].(string)
+	return x
 }
 
 func (x *exchange) isDefault() bool { return x.rec.Name == "" }
 
-func (x *exchange) add(b *binding) {
+// add links b, whose arguments decode to args, to x.
+func (x *exchange) add(b *binding, args amqp.Table) {
 	x.bindings[b.key] = b
+	if b.dest != nil {
+		x.toExchanges++
+		b.dest.incoming[b] = x
+	} else {
+		b.queue.bindings[b] = x
+	}
 	switch x.rec.Type {
 	case ExchangeDirect:
 		x.direct[b.key.routingKey] = append(x.direct[b.key.routingKey], b)
 	case ExchangeTopic:
 		b.words = splitTopic(b.key.routingKey)
+		x.others = append(x.others, b)
+	case ExchangeHeaders:
+		b.headers, _ = compileHeadersMatch(args) // validated when bound
 		x.others = append(x.others, b)
 	default:
 		x.others = append(x.others, b)
@@ -71,6 +98,12 @@ func (x *exchange) add(b *binding) {
 
 func (x *exchange) remove(b *binding) {
 	delete(x.bindings, b.key)
+	if b.dest != nil {
+		x.toExchanges--
+		delete(b.dest.incoming, b)
+	} else {
+		delete(b.queue.bindings, b)
+	}
 	if x.rec.Type == ExchangeDirect {
 		list := removeBinding(x.direct[b.key.routingKey], b)
 		if len(list) == 0 {
@@ -95,30 +128,61 @@ func removeBinding(list []*binding, b *binding) []*binding {
 	return list
 }
 
-// route appends the queues that a message with routingKey reaches through
-// x to out, each queue once.
-func (x *exchange) route(routingKey string, out []*Queue) []*Queue {
+// route appends the queues that a message with routing keys keys (its
+// routing key, then those of its CC and BCC headers) and headers reaches
+// directly through x to out, each queue once, and the exchanges it
+// reaches to xs. matched says whether any binding matched at all, which
+// is what decides whether the alternate exchange is tried.
+func (x *exchange) route(keys []string, headers amqp.Table, out []*Queue, xs []*exchange) ([]*Queue, []*exchange, bool) {
+	matched := false
 	switch x.rec.Type {
 	case ExchangeDirect:
-		for _, b := range x.direct[routingKey] {
-			out = appendUnique(out, b.queue)
+		for _, k := range keys {
+			for _, b := range x.direct[k] {
+				matched = true
+				out, xs = b.appendTo(out, xs)
+			}
 		}
 	case ExchangeFanout:
 		for _, b := range x.others {
-			out = appendUnique(out, b.queue)
+			matched = true
+			out, xs = b.appendTo(out, xs)
 		}
 	case ExchangeTopic:
-		var words []string
-		for _, b := range x.others {
-			if words == nil {
-				words = splitTopic(routingKey)
+		for _, k := range keys {
+			var words []string
+			for _, b := range x.others {
+				if words == nil {
+					words = splitTopic(k)
+				}
+				if topicMatch(b.words, words) {
+					matched = true
+					out, xs = b.appendTo(out, xs)
+				}
 			}
-			if topicMatch(b.words, words) {
-				out = appendUnique(out, b.queue)
+		}
+	case ExchangeHeaders:
+		for _, b := range x.others {
+			if b.headers.match(headers) {
+				matched = true
+				out, xs = b.appendTo(out, xs)
 			}
 		}
 	}
-	return out
+	return out, xs, matched
+}
+
+// appendTo adds b's destination to out or xs.
+func (b *binding) appendTo(out []*Queue, xs []*exchange) ([]*Queue, []*exchange) {
+	if b.dest == nil {
+		return appendUnique(out, b.queue), xs
+	}
+	for _, e := range xs {
+		if e == b.dest {
+			return out, xs
+		}
+	}
+	return out, append(xs, b.dest)
 }
 
 // appendUnique adds q unless present. Fan-out sets are small, so a linear

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/warrenmq/warren/amqp"
@@ -49,6 +50,9 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 	if err := v.check(u, Configure, "exchange", d.Name); err != nil {
 		return err
 	}
+	if err := v.checkAlternate(u, d); err != nil {
+		return err
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if x, ok := v.exchanges[d.Name]; ok {
@@ -86,6 +90,27 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 	return nil
 }
 
+// checkAlternate checks an alternate-exchange argument as RabbitMQ's
+// exchange.declare does: it must be a longstr, and declaring needs read
+// access to the exchange and write access to the alternate one.
+func (v *Vhost) checkAlternate(u *User, d ExchangeDeclare) error {
+	arg, ok := d.Arguments["alternate-exchange"]
+	if !ok {
+		return nil
+	}
+	ae, ok := arg.(string)
+	if !ok {
+		return amqp.Errorf(amqp.PreconditionFailed, "invalid type '%s' for arg '%s' in %s", typeName(arg), "alternate-exchange", describeExchange(d.Name, v.name))
+	}
+	if err := v.check(u, Read, "exchange", d.Name); err != nil {
+		return err
+	}
+	if ae == "" {
+		ae = "amq.default"
+	}
+	return v.check(u, Write, "exchange", ae)
+}
+
 func (v *Vhost) restoreExchange(rec metadata.Exchange) error {
 	args, err := decodeTable(rec.Arguments)
 	if err != nil {
@@ -121,25 +146,44 @@ func (v *Vhost) DeleteExchange(u *User, name string, ifUnused bool) error {
 	return v.persist(v.dropExchangeLocked(x)...)
 }
 
-// dropExchangeLocked unlinks x and its bindings and returns the store
-// changes that go with it. v.mu is held.
+// dropExchangeLocked unlinks x, the bindings leaving it and those
+// arriving at it, and returns the store changes that go with it. An
+// auto-delete source left without bindings goes too, as in RabbitMQ.
+// v.mu is held.
 func (v *Vhost) dropExchangeLocked(x *exchange) []metadata.Change {
+	if v.exchanges[x.rec.Name] != x {
+		return nil // already dropped (auto-delete cascade round a cycle)
+	}
+	delete(v.exchanges, x.rec.Name)
 	var changes []metadata.Change
 	for _, b := range x.bindings {
 		if c, ok := v.unbindLocked(x, b); ok {
 			changes = append(changes, c)
 		}
 	}
+	var emptied []*exchange
+	for b, src := range x.incoming {
+		if c, ok := v.unbindLocked(src, b); ok {
+			changes = append(changes, c)
+		}
+		if src.rec.AutoDelete && len(src.bindings) == 0 {
+			emptied = append(emptied, src)
+		}
+	}
 	if x.rec.Durable {
 		changes = append(changes, metadata.Del(x.rec))
 	}
-	delete(v.exchanges, x.rec.Name)
+	for _, src := range emptied {
+		changes = append(changes, v.dropExchangeLocked(src)...)
+	}
 	return changes
 }
 
 // Route appends to out the queues a message published to exchangeName
-// with routingKey reaches. The exchange must exist and not be internal.
-func (v *Vhost) Route(exchangeName, routingKey string, out []*Queue) ([]*Queue, error) {
+// reaches. keys are its routing keys: the routing key, then those of its
+// CC and BCC headers (see RoutingKeys); headers are its headers, for
+// headers exchanges. The exchange must exist and not be internal.
+func (v *Vhost) Route(exchangeName string, keys []string, headers amqp.Table, out []*Queue) ([]*Queue, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	x, ok := v.exchanges[exchangeName]
@@ -149,13 +193,69 @@ func (v *Vhost) Route(exchangeName, routingKey string, out []*Queue) ([]*Queue, 
 	if x.rec.Internal {
 		return out, amqp.Errorf(amqp.AccessRefused, "cannot publish to internal %s", describeExchange(exchangeName, v.name))
 	}
+	return v.routeLocked(x, keys, headers, out), nil
+}
+
+// routeLocked routes through x, on through exchange-to-exchange bindings
+// and alternate exchanges. Without either, nothing is allocated beyond
+// out's growth. v.mu is held (read).
+func (v *Vhost) routeLocked(x *exchange, keys []string, headers amqp.Table, out []*Queue) []*Queue {
 	if x.isDefault() {
-		if q, ok := v.queues[routingKey]; ok {
-			out = append(out, q)
-		}
-		return out, nil
+		return v.routeDefaultLocked(keys, out)
 	}
-	return x.route(routingKey, out), nil
+	out, xs, matched := x.route(keys, headers, out, nil)
+	if len(xs) == 0 && (matched || x.alternate == "") {
+		return out
+	}
+	return v.routeOnLocked(x, matched, xs, keys, headers, out)
+}
+
+// routeDefaultLocked routes through the default exchange: to the queue
+// named by each key.
+func (v *Vhost) routeDefaultLocked(keys []string, out []*Queue) []*Queue {
+	for _, k := range keys {
+		if q, ok := v.queues[k]; ok {
+			out = appendUnique(out, q)
+		}
+	}
+	return out
+}
+
+// routeOnLocked carries on from exchange x, which routed to the exchanges
+// in work (matched: x had a matching binding at all), as RabbitMQ's
+// rabbit_exchange:route/3 does: every exchange reached routes the message
+// in turn, each at most once (so cycles end), and an exchange that
+// matches no binding hands the message to its alternate exchange, if
+// that exists. Queues are collected once each.
+func (v *Vhost) routeOnLocked(x *exchange, matched bool, work []*exchange, keys []string, headers amqp.Table, out []*Queue) []*Queue {
+	seen := []*exchange{x}
+	if !matched && x.alternate != "" {
+		if ae, ok := v.exchanges[x.alternate]; ok {
+			work = append(work, ae)
+		}
+	}
+	var next []*exchange
+	for len(work) > 0 {
+		y := work[len(work)-1]
+		work = work[:len(work)-1]
+		if slices.Contains(seen, y) {
+			continue
+		}
+		seen = append(seen, y)
+		if y.isDefault() {
+			out = v.routeDefaultLocked(keys, out)
+			continue
+		}
+		var m bool
+		out, next, m = y.route(keys, headers, out, next[:0])
+		work = append(work, next...)
+		if !m && y.alternate != "" {
+			if ae, ok := v.exchanges[y.alternate]; ok {
+				work = append(work, ae)
+			}
+		}
+	}
+	return out
 }
 
 // CheckPublish checks that u may publish to exchangeName (write access).

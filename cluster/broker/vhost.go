@@ -26,6 +26,8 @@ var predeclared = []metadata.Exchange{
 	{Name: "amq.direct", Type: ExchangeDirect, Durable: true},
 	{Name: "amq.fanout", Type: ExchangeFanout, Durable: true},
 	{Name: "amq.topic", Type: ExchangeTopic, Durable: true},
+	{Name: "amq.headers", Type: ExchangeHeaders, Durable: true},
+	{Name: "amq.match", Type: ExchangeHeaders, Durable: true},
 }
 
 func newVhost(b *Broker, rec metadata.Vhost) *Vhost {
