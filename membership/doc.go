@@ -1,3 +1,5 @@
-// Package membership will discover nodes and detect their failure with
-// hashicorp/memberlist. A single node needs none of it yet.
+// Package membership discovers the cluster's nodes and detects their
+// failure with hashicorp/memberlist (SWIM gossip). It only observes: the
+// metadata group's leader turns what it sees into Raft membership changes,
+// as nomad's reconcileMember does.
 package membership

@@ -1,0 +1,269 @@
+package membership
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Meta is what a node tells the others about itself.
+type Meta struct {
+	Name     string `json:"name"`
+	AMQP     string `json:"amqp"`     // client address
+	Internal string `json:"internal"` // Raft and forwarding address
+	Gossip   string `json:"gossip"`
+	Version  string `json:"version"`
+	// Leaving is announced just before a graceful leave: memberlist
+	// reports a goodbye and a failure alike, and the metadata group must
+	// tell a node that left for good from one that may come back.
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+// State is a member's liveness as gossip sees it.
+type State int
+
+const (
+	Alive State = iota
+	Suspect
+	Dead
+	Left
+)
+
+func (s State) String() string {
+	return [...]string{"alive", "suspect", "dead", "left"}[s]
+}
+
+// Member is one node as this node currently sees it.
+type Member struct {
+	Meta
+	State State
+}
+
+// EventKind says what happened to a member.
+type EventKind int
+
+const (
+	Joined EventKind = iota
+	Updated
+	Failed // stopped answering; may come back as itself
+	Departed
+)
+
+// Event reports a change of one member.
+type Event struct {
+	Kind   EventKind
+	Member Member
+}
+
+// Config configures this node's membership.
+type Config struct {
+	Meta Meta
+	// BindAddr is the gossip address (host:port); port 0 picks one.
+	BindAddr string
+	// SecretKey, if set, encrypts gossip (16, 24 or 32 bytes, AES).
+	SecretKey []byte
+	// ProbeInterval and ProbeTimeout tune failure detection; zero keeps
+	// memberlist's LAN defaults.
+	ProbeInterval, ProbeTimeout time.Duration
+	Log                         *slog.Logger
+}
+
+// Membership is this node's view of the cluster.
+type Membership struct {
+	ml     *memberlist.Memberlist
+	local  Meta
+	events chan Event
+	log    *slog.Logger
+
+	// metaMu guards meta, which memberlist reads (NodeMeta) while it
+	// holds its own locks: nothing else may be held with it.
+	metaMu sync.Mutex
+	meta   []byte
+
+	mu    sync.Mutex
+	state map[string]State
+}
+
+// Start begins gossiping. Events arrive on Events(); a slow reader delays
+// gossip, so read them promptly.
+func Start(cfg Config) (*Membership, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	host, portStr, err := net.SplitHostPort(cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: %w", cfg.BindAddr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip port %q: %w", portStr, err)
+	}
+	m := &Membership{events: make(chan Event, 256), log: cfg.Log, state: make(map[string]State)}
+
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.Meta.Name
+	mc.BindAddr = host
+	mc.BindPort = port
+	mc.AdvertisePort = port
+	if cfg.ProbeInterval > 0 {
+		mc.ProbeInterval = cfg.ProbeInterval
+	}
+	if cfg.ProbeTimeout > 0 {
+		mc.ProbeTimeout = cfg.ProbeTimeout
+	}
+	mc.SecretKey = cfg.SecretKey
+	mc.Events = &eventDelegate{m: m}
+	mc.Delegate = &metaDelegate{m: m}
+	mc.LogOutput = logWriter{cfg.Log.With("component", "memberlist")}
+
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
+	}
+	m.ml = ml
+	cfg.Meta.Gossip = ml.LocalNode().Address()
+	m.local = cfg.Meta
+	meta, err := json.Marshal(cfg.Meta)
+	if err != nil {
+		ml.Shutdown()
+		return nil, err
+	}
+	m.metaMu.Lock()
+	m.meta = meta
+	m.metaMu.Unlock()
+	// The local node was created before its metadata was final.
+	if err := ml.UpdateNode(time.Second); err != nil {
+		m.log.Warn("announce local metadata", "err", err)
+	}
+	return m, nil
+}
+
+// Join contacts the seeds (host:port, or a DNS name whose A/AAAA records
+// are the peers, with the default gossip port) and returns how many
+// answered.
+func (m *Membership) Join(seeds []string) (int, error) {
+	n, err := m.ml.Join(seeds)
+	if err != nil && n == 0 {
+		return 0, fmt.Errorf("join %v: %w", seeds, err)
+	}
+	return n, nil
+}
+
+// Events delivers membership changes.
+func (m *Membership) Events() <-chan Event { return m.events }
+
+// Members is this node's view of every known node, itself included.
+func (m *Membership) Members() []Member {
+	nodes := m.ml.Members() // takes memberlist's locks: not under m.mu
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Member
+	for _, n := range nodes {
+		meta, err := decodeMeta(n)
+		if err != nil {
+			continue
+		}
+		st := Alive
+		if s, ok := m.state[n.Name]; ok {
+			st = s
+		}
+		out = append(out, Member{Meta: meta, State: st})
+	}
+	return out
+}
+
+// LocalAddr is the gossip address other nodes reach this one at.
+func (m *Membership) LocalAddr() string { return m.ml.LocalNode().Address() }
+
+// Leave announces a graceful departure and stops gossiping.
+func (m *Membership) Leave(timeout time.Duration) error {
+	m.local.Leaving = true
+	meta, err := json.Marshal(m.local)
+	if err == nil {
+		m.metaMu.Lock()
+		m.meta = meta
+		m.metaMu.Unlock()
+		err = m.ml.UpdateNode(timeout)
+	}
+	return errors.Join(err, m.ml.Leave(timeout), m.ml.Shutdown())
+}
+
+// Stop stops gossiping without a goodbye (others will see a failure).
+func (m *Membership) Stop() error { return m.ml.Shutdown() }
+
+func decodeMeta(n *memberlist.Node) (Meta, error) {
+	var meta Meta
+	if err := json.Unmarshal(n.Meta, &meta); err != nil {
+		return Meta{}, fmt.Errorf("member %s: bad metadata: %w", n.Name, err)
+	}
+	return meta, nil
+}
+
+func (m *Membership) emit(kind EventKind, n *memberlist.Node, st State) {
+	meta, err := decodeMeta(n)
+	if err != nil {
+		m.log.Warn("ignoring member", "err", err)
+		return
+	}
+	m.mu.Lock()
+	m.state[n.Name] = st
+	m.mu.Unlock()
+	m.events <- Event{Kind: kind, Member: Member{Meta: meta, State: st}}
+}
+
+type eventDelegate struct{ m *Membership }
+
+func (d *eventDelegate) NotifyJoin(n *memberlist.Node)   { d.m.emit(Joined, n, Alive) }
+func (d *eventDelegate) NotifyUpdate(n *memberlist.Node) { d.m.emit(Updated, n, Alive) }
+func (d *eventDelegate) NotifyLeave(n *memberlist.Node) {
+	// memberlist reports both a goodbye and a failure as a leave; the
+	// Leaving flag the node announced before going tells them apart.
+	if meta, err := decodeMeta(n); err == nil && meta.Leaving || n.State == memberlist.StateLeft {
+		d.m.emit(Departed, n, Left)
+		return
+	}
+	d.m.emit(Failed, n, Dead)
+}
+
+type metaDelegate struct{ m *Membership }
+
+func (d *metaDelegate) NodeMeta(limit int) []byte {
+	d.m.metaMu.Lock()
+	defer d.m.metaMu.Unlock()
+	if len(d.m.meta) > limit {
+		return nil
+	}
+	return d.m.meta
+}
+func (d *metaDelegate) NotifyMsg([]byte)                {}
+func (d *metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
+func (d *metaDelegate) LocalState(bool) []byte          { return nil }
+func (d *metaDelegate) MergeRemoteState([]byte, bool)   {}
+
+// logWriter passes memberlist's log lines ("[DEBUG] memberlist: ...") to
+// slog at their level.
+type logWriter struct{ l *slog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	switch {
+	case strings.Contains(line, "[ERR]"):
+		w.l.Error(line)
+	case strings.Contains(line, "[WARN]"):
+		w.l.Warn(line)
+	default:
+		w.l.Debug(line)
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = logWriter{}

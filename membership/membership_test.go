@@ -1,0 +1,109 @@
+package membership
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"testing"
+	"time"
+)
+
+func startNode(t *testing.T, name string, key []byte) *Membership {
+	t.Helper()
+	m, err := Start(Config{
+		Meta:          Meta{Name: name, AMQP: "127.0.0.1:5672", Internal: "127.0.0.1:25672", Version: "test"},
+		BindAddr:      "127.0.0.1:0",
+		SecretKey:     key,
+		ProbeInterval: 100 * time.Millisecond,
+		ProbeTimeout:  50 * time.Millisecond,
+		Log:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Stop() })
+	return m
+}
+
+func names(ms []Member, want State) []string {
+	var out []string
+	for _, m := range ms {
+		if m.State == want {
+			out = append(out, m.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitEvent waits for an event about member name of the given kind.
+func waitEvent(t *testing.T, m *Membership, kind EventKind, name string) Event {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-m.Events():
+			if e.Kind == kind && e.Member.Name == name {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no event %d for %s", kind, name)
+		}
+	}
+}
+
+func TestThreeNodesFindEachOtherAndNoticeDepartures(t *testing.T) {
+	a := startNode(t, "a", nil)
+	b := startNode(t, "b", nil)
+	c := startNode(t, "c", nil)
+	// b joins through a numeric address, c through a host name.
+	if _, err := b.Join([]string{a.LocalAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(a.LocalAddr())
+	if _, err := c.Join([]string{"localhost:" + port}); err != nil {
+		t.Fatal(err)
+	}
+	e := waitEvent(t, a, Joined, "c")
+	if e.Member.AMQP != "127.0.0.1:5672" || e.Member.Internal != "127.0.0.1:25672" || e.Member.Gossip != c.LocalAddr() {
+		t.Fatalf("c's metadata as a sees it: %+v", e.Member.Meta)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for fmt.Sprint(names(b.Members(), Alive)) != "[a b c]" {
+		if time.Now().After(deadline) {
+			t.Fatalf("b sees %v", names(b.Members(), Alive))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// A graceful leave and a crash are told apart.
+	if err := c.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, a, Departed, "c")
+	b.Stop()
+	e = waitEvent(t, a, Failed, "b")
+	if e.Member.State != Dead {
+		t.Fatalf("failed member state %v", e.Member.State)
+	}
+}
+
+func TestGossipEncryptionKeepsStrangersOut(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	a := startNode(t, "a", key)
+	b := startNode(t, "b", key)
+	if _, err := b.Join([]string{a.LocalAddr()}); err != nil {
+		t.Fatalf("same key: %v", err)
+	}
+	stranger := startNode(t, "x", []byte("fedcba9876543210"))
+	if _, err := stranger.Join([]string{a.LocalAddr()}); err == nil {
+		t.Fatal("a node with another key joined")
+	}
+	for _, m := range a.Members() {
+		if m.Name == "x" {
+			t.Fatal("the stranger is listed as a member")
+		}
+	}
+}
