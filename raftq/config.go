@@ -89,6 +89,17 @@ type Config struct {
 	// consumer_timeout here before building the machine.
 	ConsumerTimeout    int64
 	ConsumerTimeoutSet bool
+	// ClassicPriority gives messages a classic queue's priorities instead
+	// of a quorum queue's (the priority guide): the level is the priority
+	// property capped at MaxPriority (x-max-priority), and a message
+	// without one counts as 0, not 4. Without x-max-priority (MaxPriority
+	// 0) every message is at level 0 and the queue is plain FIFO. The
+	// machine has 32 levels, so x-max-priority above 31 behaves as 31.
+	// ParseConfig never sets it (x-max-priority is refused on quorum
+	// queues); a runtime without Raft (raftq/local) does, and since such
+	// a runtime takes no snapshots these fields are not in them.
+	ClassicPriority bool
+	MaxPriority     uint8
 }
 
 // DefaultConfig is the Config of a quorum queue declared without arguments.

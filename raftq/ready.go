@@ -31,6 +31,18 @@ const (
 	defaultPriority = 4
 )
 
+// priorityOf is the level of the message c enqueues.
+func (m *Machine) priorityOf(c *Command) uint8 {
+	if m.cfg.ClassicPriority {
+		p := uint8(0)
+		if c.HasPriority {
+			p = c.Priority
+		}
+		return min(p, m.cfg.MaxPriority, maxPriority)
+	}
+	return clampPriority(c.Priority, c.HasPriority)
+}
+
 func clampPriority(p uint8, present bool) uint8 {
 	if !present {
 		return defaultPriority

@@ -12,8 +12,8 @@ import (
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/queue"
-	"github.com/warrenmq/warren/cluster/queue/classic"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/local"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -225,11 +225,26 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 		}
 		return replica.Open(cfg)
 	}
-	opts := classic.Options{Budget: v.b.memory}
-	if q.rec.AutoDelete {
-		opts.OnUnused = func() { v.autoDelete(q) }
+	// A classic queue runs the quorum queue's machine in memory
+	// (raftq/local): the same TTL, length-limit and dead-letter rules.
+	cfg := local.Config{
+		Name:      v.name + "/" + q.rec.Name,
+		Arguments: q.args,
+		Created:   q.rec.Created,
+		Budget:    v.b.memory,
+		OnExpired: func() { v.expire(q) },
+		Log:       v.b.log,
 	}
-	return classic.New(q.rec.Name, opts), nil
+	if q.rec.AutoDelete {
+		cfg.OnUnused = func() { v.autoDelete(q) }
+	}
+	if mc, _, err := local.ParseConfig(q.args); err == nil && mc.DeadLettering {
+		dlx := deadLetterTarget{exchange: mc.DeadLetterExchange, routingKey: mc.DeadLetterRoutingKey, hasRoutingKey: mc.HasDeadLetterRoutingKey}
+		cfg.DeadLetter = func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
+			v.deadLetter(ctx, q, dlx, m, reason, at, done)
+		}
+	}
+	return local.New(cfg)
 }
 
 func (v *Vhost) restoreQueue(rec metadata.Queue) error {
@@ -299,6 +314,9 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 	}
 	switch typ {
 	case QueueTypeClassic:
+		if _, _, err := local.ParseConfig(d.Arguments); err != nil {
+			return "", argError(err, what)
+		}
 	case QueueTypeQuorum:
 		if err := checkQuorumDeclare(d, serverNamed, what); err != nil {
 			return "", err
@@ -342,13 +360,19 @@ func checkQuorumDeclare(d QueueDeclare, serverNamed bool, what string) error {
 		return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-overflow' with value 'reject-publish-dlx' for %s of queue type rabbit_quorum_queue", what)
 	}
 	if _, err := raftq.ParseConfig(map[string]any(d.Arguments)); err != nil {
-		var ae *raftq.ArgError
-		if errors.As(err, &ae) {
-			return amqp.Errorf(amqp.PreconditionFailed, "%s", ae.For(what))
-		}
-		return amqp.Errorf(amqp.PreconditionFailed, "invalid arguments for %s: %v", what, err)
+		return argError(err, what)
 	}
 	return nil
+}
+
+// argError is the 406 for a queue argument the queue's rules refuse,
+// with RabbitMQ's "invalid arg" text.
+func argError(err error, what string) error {
+	var ae *raftq.ArgError
+	if errors.As(err, &ae) {
+		return amqp.Errorf(amqp.PreconditionFailed, "%s", ae.For(what))
+	}
+	return amqp.Errorf(amqp.PreconditionFailed, "invalid arguments for %s: %v", what, err)
 }
 
 // LookupQueue finds a queue that owner may use with access a (read for

@@ -50,8 +50,8 @@ type Consumer interface {
 	// supports it). Called without the queue lock held.
 	Gone()
 	// TimedOut tells the consumer that the queue cancelled it because a
-	// delivery stayed unacknowledged longer than timeout (a quorum
-	// queue's consumer timeout; classic queues never call it). The
+	// delivery stayed unacknowledged longer than timeout (the consumer
+	// timeout, x-consumer-timeout or 30 minutes, for both types). The
 	// timed-out deliveries are back in the queue and settling them does
 	// nothing; the consumer's other unsettled deliveries stay settleable.
 	// The channel sends basic.cancel to a client that announced

@@ -1,0 +1,218 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// Classic queues run the quorum queue's machine in memory (raftq/local):
+// these check the features that brings them, through AMQP.
+
+func declareClassic(t testing.TB, ch *amqp091.Channel, name string, args amqp091.Table) {
+	t.Helper()
+	if _, err := ch.QueueDeclare(name, false, false, false, false, args); err != nil {
+		t.Fatalf("declare classic queue %q: %v", name, err)
+	}
+}
+
+func TestClassicMessageTTLDeadLetters(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	declareClassic(t, ch, "c.ttl.dead", nil)
+	dlx := amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "c.ttl.dead"}
+	declareClassic(t, ch, "c.ttl.q", amqp091.Table{"x-message-ttl": int32(30), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "c.ttl.dead"})
+	declareClassic(t, ch, "c.ttl.msg", dlx)
+	pub := confirmChannel(t, c)
+	mustPublishConfirmed(t, pub, "", "c.ttl.q", "queue-ttl")
+	if !publishConfirmed(t, pub, "", "c.ttl.msg", amqp091.Publishing{Body: []byte("msg-ttl"), Expiration: "20"}) {
+		t.Fatal("publish nacked")
+	}
+	got := map[string]bool{}
+	for range 2 {
+		d := getOne(t, ch, "c.ttl.dead", true)
+		got[string(d.Body)] = true
+		deaths := deathsOf(t, d)
+		if deaths[0]["reason"] != "expired" {
+			t.Fatalf("dead letter %q reason %v, want expired", d.Body, deaths[0]["reason"])
+		}
+	}
+	if !got["queue-ttl"] || !got["msg-ttl"] {
+		t.Fatalf("dead letters %v", got)
+	}
+	if messageCount(t, ch, "c.ttl.q")+messageCount(t, ch, "c.ttl.msg") != 0 {
+		t.Fatal("expired messages still counted")
+	}
+}
+
+func TestClassicMaxLengthDropHead(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	declareClassic(t, ch, "c.len.dead", nil)
+	declareClassic(t, ch, "c.len", amqp091.Table{"x-max-length": int32(2), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "c.len.dead"})
+	pub := confirmChannel(t, c)
+	for _, b := range []string{"a", "b", "c"} {
+		mustPublishConfirmed(t, pub, "", "c.len", b)
+	}
+	d := getOne(t, ch, "c.len.dead", true)
+	if string(d.Body) != "a" || deathsOf(t, d)[0]["reason"] != "maxlen" {
+		t.Fatalf("dead letter %q %v, want a maxlen", d.Body, deathsOf(t, d)[0]["reason"])
+	}
+	if got := drainQueue(t, ch, "c.len"); len(got) != 2 || got[0] != "b" || got[1] != "c" {
+		t.Fatalf("queue holds %v, want [b c]", got)
+	}
+}
+
+func TestClassicMaxLengthRejectPublish(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	declareClassic(t, ch, "c.rp.dead", nil)
+	declareClassic(t, ch, "c.rp", amqp091.Table{"x-max-length": int32(1), "x-overflow": "reject-publish", "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "c.rp.dead"})
+	declareClassic(t, ch, "c.rpd", amqp091.Table{"x-max-length": int32(1), "x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "c.rp.dead"})
+	pub := confirmChannel(t, c)
+	for _, q := range []string{"c.rp", "c.rpd"} {
+		mustPublishConfirmed(t, pub, "", q, q+"-1")
+		if publishConfirmed(t, pub, "", q, amqp091.Publishing{Body: []byte(q + "-2")}) {
+			t.Fatalf("publish over the limit of %s acked", q)
+		}
+		if got := messageCount(t, ch, q); got != 1 {
+			t.Fatalf("%s holds %d messages", q, got)
+		}
+	}
+	// Only reject-publish-dlx dead-letters the refused message.
+	d := getOne(t, ch, "c.rp.dead", true)
+	if string(d.Body) != "c.rpd-2" || deathsOf(t, d)[0]["reason"] != "maxlen" {
+		t.Fatalf("dead letter %q %v, want c.rpd-2 maxlen", d.Body, deathsOf(t, d)[0]["reason"])
+	}
+	barrier(t, ch)
+	time.Sleep(50 * time.Millisecond)
+	if got := messageCount(t, ch, "c.rp.dead"); got != 0 {
+		t.Fatalf("%d more dead letters", got)
+	}
+}
+
+func TestClassicDeadLetterOnReject(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	if err := ch.ExchangeDeclare("c.dlx", "fanout", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	declareClassic(t, ch, "c.rej.dead", nil)
+	if err := ch.QueueBind("c.rej.dead", "", "c.dlx", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	declareClassic(t, ch, "c.rej", amqp091.Table{"x-dead-letter-exchange": "c.dlx"})
+	pub := confirmChannel(t, c)
+	mustPublishConfirmed(t, pub, "", "c.rej", "r")
+	if err := getOne(t, ch, "c.rej", false).Reject(false); err != nil {
+		t.Fatal(err)
+	}
+	d := getOne(t, ch, "c.rej.dead", true)
+	wantDeath{queue: "c.rej", reason: "rejected", exchange: "", count: 1, keys: []string{"c.rej"}}.check(t, deathsOf(t, d)[0])
+	if d.Exchange != "c.dlx" || d.RoutingKey != "c.rej" {
+		t.Fatalf("dead letter via %q/%q", d.Exchange, d.RoutingKey)
+	}
+}
+
+func TestClassicExpires(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	declareClassic(t, ch, "c.exp", amqp091.Table{"x-expires": int32(100)})
+	eventually(t, 5*time.Second, func() bool { return !queueExists(t, c, "c.exp") }, "queue c.exp expired")
+}
+
+func TestClassicSingleActiveConsumer(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	declareClassic(t, ch, "c.sac", amqp091.Table{"x-single-active-consumer": true})
+	first, err := ch.Consume("c.sac", "first", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch2 := openChannel(t, c)
+	second, err := ch2.Consume("c.sac", "second", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := confirmChannel(t, c)
+	mustPublishConfirmed(t, pub, "", "c.sac", "1")
+	mustPublishConfirmed(t, pub, "", "c.sac", "2")
+	for _, want := range []string{"1", "2"} {
+		d := receive(t, first)
+		if string(d.Body) != want {
+			t.Fatalf("active consumer got %q, want %q", d.Body, want)
+		}
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noDelivery(t, second)
+	if err := ch.Cancel("first", false); err != nil {
+		t.Fatal(err)
+	}
+	mustPublishConfirmed(t, pub, "", "c.sac", "3")
+	if d := receive(t, second); string(d.Body) != "3" {
+		t.Fatalf("new active consumer got %q", d.Body)
+	}
+}
+
+func TestClassicMaxPriority(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	declareClassic(t, ch, "c.prio", amqp091.Table{"x-max-priority": int32(5)})
+	declareClassic(t, ch, "c.fifo", nil)
+	pub := confirmChannel(t, c)
+	msgs := []struct {
+		body string
+		prio uint8
+	}{{"none", 0}, {"p1", 1}, {"p9", 9}, {"p3", 3}, {"p5", 5}}
+	for _, q := range []string{"c.prio", "c.fifo"} {
+		for _, m := range msgs {
+			if !publishConfirmed(t, pub, "", q, amqp091.Publishing{Body: []byte(m.body), Priority: m.prio}) {
+				t.Fatal("nacked")
+			}
+		}
+	}
+	// 9 is capped at 5 and then in publish order with 5; no priority is 0.
+	want := []string{"p9", "p5", "p3", "p1", "none"}
+	got := drainQueue(t, ch, "c.prio")
+	for i := range want {
+		if i >= len(got) || got[i] != want[i] {
+			t.Fatalf("priority queue order %v, want %v", got, want)
+		}
+	}
+	// Without x-max-priority a classic queue ignores priorities.
+	got = drainQueue(t, ch, "c.fifo")
+	for i, m := range msgs {
+		if i >= len(got) || got[i] != m.body {
+			t.Fatalf("classic queue order %v, want publish order", got)
+		}
+	}
+}
+
+func TestClassicMaxPriorityValidated(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	for _, tc := range []struct {
+		value any
+		text  string
+	}{
+		{int32(256), "PRECONDITION_FAILED - invalid arg 'x-max-priority' for queue 'prio' in vhost '/': {max_value_exceeded,256}"},
+		{int32(-1), "PRECONDITION_FAILED - invalid arg 'x-max-priority' for queue 'prio' in vhost '/': {value_negative,-1}"},
+		{"ten", "PRECONDITION_FAILED - invalid arg 'x-max-priority' for queue 'prio' in vhost '/': {unacceptable_type,longstr}"},
+	} {
+		ch := openChannel(t, c)
+		_, err := ch.QueueDeclare("prio", false, false, false, false, amqp091.Table{"x-max-priority": tc.value})
+		if e := wantCode(t, err, 406); e.Reason != tc.text {
+			t.Errorf("x-max-priority %v: %q, want %q", tc.value, e.Reason, tc.text)
+		}
+	}
+}
