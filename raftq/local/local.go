@@ -126,7 +126,7 @@ type Queue struct {
 	nextDelivery uint64
 	// noAckSettle are deliveries to no-ack consumers to settle once the
 	// current command's effects are carried out.
-	noAckSettle map[raftq.ConsumerID][]uint64
+	noAckSettle  map[raftq.ConsumerID][]uint64
 	attachedEver bool
 	unusedFired  bool
 	// toPause are consumers whose Deliver returned false, to be given no
@@ -306,7 +306,15 @@ func (q *Queue) settleNoAck() bool {
 func (q *Queue) settle(c raftq.ConsumerID, ids []uint64) {
 	before := q.m.Stats().Unacked
 	q.applyOne(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: ids})
-	if before-q.m.Stats().Unacked == len(ids) {
+	// The settle may hand out more messages at once (the credit it freed):
+	// count them back in before comparing.
+	delivered := 0
+	for _, e := range q.effects {
+		if e.Kind == raftq.EffectDeliver {
+			delivered++
+		}
+	}
+	if before-q.m.Stats().Unacked+delivered == len(ids) {
 		for _, i := range ids {
 			q.forget(i)
 		}
