@@ -30,6 +30,9 @@ type channel struct {
 	lastQueue   string // the most recently declared queue, for "" names
 	prefetch    uint32
 	confirmMode bool
+	txMode      bool
+	tx          txBuffer
+	replyTo     string          // the rewritten amq.rabbitmq.reply-to of the reply consumer
 	canPublish  map[string]bool // write permission, per exchange
 	routeBuf    []*broker.Queue
 	keyBuf      []string // a publish's routing keys (CC, BCC)
@@ -42,6 +45,13 @@ type channel struct {
 	nextTag   uint64
 	unacked   unackedList
 	consumers map[string]*consumer
+	// flowOff (channel.flow active=false) and globalPrefetch (basic.qos
+	// global) hold back deliveries; txCounted is the consumer deliveries
+	// whose acks a transaction holds, still counted against the prefetch.
+	flowOff        bool
+	globalPrefetch uint32
+	txCounted      int
+	replyConsumer  *consumer // the direct reply-to consumer, if any
 
 	confirms confirmTracker
 	settle   settleBatch // scratch for grouping settlements by queue
@@ -161,11 +171,18 @@ func (ch *channel) release() {
 	}
 	ch.mu.Unlock()
 	for _, k := range consumers {
-		k.q.Engine().Cancel(k)
+		k.cancel()
 	}
 	ch.mu.Lock()
 	ch.unacked.takeAll(&ch.settle)
+	// Acks held by an open transaction are undone: those deliveries are
+	// requeued with the rest.
+	for _, e := range ch.tx.ackedEntries() {
+		ch.settle.add(e.q, e.id)
+	}
+	ch.txCounted = 0
 	ch.mu.Unlock()
+	ch.tx.reset()
 	ch.settle.requeue(queue.ReturnConsumerGone)
 	ch.confirms.reset()
 }
@@ -187,7 +204,7 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	case *amqp.ChannelCloseOk:
 		return nil
 	case *amqp.ChannelFlow:
-		return amqp.Errorf(amqp.NotImplemented, "channel.flow is not supported yet")
+		return ch.channelFlow(m)
 
 	case *amqp.ExchangeDeclare:
 		return ch.exchangeDeclare(m)
@@ -226,21 +243,29 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	case *amqp.BasicNack:
 		return ch.basicNack(m)
 	case *amqp.BasicRecover:
-		ch.recover()
+		if err := ch.recover(m.Requeue); err != nil {
+			return err
+		}
 		ch.reply(&amqp.BasicRecoverOk{})
 		return nil
 	case *amqp.BasicRecoverAsync:
-		ch.recover()
-		return nil
+		return ch.recover(m.Requeue)
 
 	case *amqp.ConfirmSelect:
+		if ch.txMode {
+			return amqp.Errorf(amqp.PreconditionFailed, "cannot switch from tx to confirm mode")
+		}
 		ch.confirmMode = true
 		if !m.NoWait {
 			ch.reply(&amqp.ConfirmSelectOk{})
 		}
 		return nil
-	case *amqp.TxSelect, *amqp.TxCommit, *amqp.TxRollback:
-		return amqp.Errorf(amqp.NotImplemented, "transactions are not supported yet")
+	case *amqp.TxSelect:
+		return ch.txSelect()
+	case *amqp.TxCommit:
+		return ch.txCommit()
+	case *amqp.TxRollback:
+		return ch.txRollback()
 	}
 	return amqp.Errorf(amqp.CommandInvalid, "unimplemented method")
 }

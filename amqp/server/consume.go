@@ -25,6 +25,33 @@ type consumer struct {
 	started bool
 	early   []queue.Delivery
 	paused  atomic.Bool
+	// held is deliveries accepted while the channel holds them back
+	// (channel.flow off, global prefetch reached); guarded by ch.mu and
+	// sent by channel.unblock. For a queue consumer it holds at most a
+	// few: Deliver pauses the consumer as it holds one.
+	held []queue.Delivery
+	// token names a direct reply-to consumer (q is nil) in the server's
+	// registry.
+	token string
+}
+
+// blockedLocked reports whether deliveries to k must wait: the channel's
+// flow is off, or k acknowledges and the channel's global prefetch is
+// used up. ch.mu is held.
+func (ch *channel) blockedLocked(k *consumer) bool {
+	if ch.flowOff {
+		return true
+	}
+	return !k.noAck && ch.globalPrefetch > 0 && uint32(ch.unacked.counted+ch.txCounted) >= ch.globalPrefetch
+}
+
+// cancel detaches k from its queue, or from the reply-to registry.
+func (k *consumer) cancel() {
+	if k.q == nil {
+		k.ch.c.s.replies.remove(k)
+		return
+	}
+	k.q.Engine().Cancel(k)
 }
 
 // earlyLimit bounds deliveries held back before consume-ok.
@@ -43,6 +70,22 @@ func (k *consumer) Deliver(d queue.Delivery) bool {
 			return false
 		}
 		return true
+	}
+	if k.q == nil && ch.consumers[k.tag] != k {
+		return true // a reply to a cancelled reply consumer: dropped
+	}
+	if len(k.held) > 0 || ch.blockedLocked(k) {
+		if k.q == nil {
+			// A reply consumer cannot be paused: replies beyond a bound
+			// are dropped while flow is off.
+			if len(k.held) < earlyLimit {
+				k.held = append(k.held, d)
+			}
+			return true
+		}
+		k.held = append(k.held, d)
+		k.paused.Store(true)
+		return false
 	}
 	if ch.deliverLocked(k, d) {
 		return true
@@ -94,6 +137,9 @@ func (k *consumer) TimedOut(timeout time.Duration) {
 }
 
 func (k *consumer) resume() {
+	if k.q == nil {
+		return
+	}
 	if k.paused.CompareAndSwap(true, false) {
 		k.q.Engine().Resume(k)
 	}
@@ -104,7 +150,7 @@ func (k *consumer) resume() {
 func (ch *channel) deliverLocked(k *consumer, d queue.Delivery) bool {
 	ch.nextTag++
 	if !k.noAck {
-		ch.unacked.add(ch.nextTag, k.q, d.ID)
+		ch.unacked.add(ch.nextTag, k.q, d.ID, true)
 	}
 	return ch.c.out.push(outItem{
 		channel: ch.id,
@@ -130,6 +176,18 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 	if m.PrefetchSize != 0 {
 		return amqp.Errorf(amqp.NotImplemented, "prefetch_size!=0 (%d)", m.PrefetchSize)
 	}
+	if m.Global {
+		// As RabbitMQ's limiter: one limit shared by the channel's
+		// acknowledging consumers, existing and future, counting their
+		// unacknowledged deliveries (basic.get's are not counted). Only
+		// classic queues support it (basicConsume).
+		ch.mu.Lock()
+		ch.globalPrefetch = uint32(m.PrefetchCount)
+		ch.mu.Unlock()
+		ch.reply(&amqp.BasicQosOk{})
+		ch.unblock()
+		return nil
+	}
 	// Prefetch applies to consumers created after it, per consumer, as
 	// RabbitMQ's per_consumer_qos does.
 	ch.prefetch = uint32(m.PrefetchCount)
@@ -150,6 +208,9 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	if taken {
 		return amqp.Errorf(amqp.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
+	if m.Queue == replyToQueue {
+		return ch.consumeReplyTo(tag, m)
+	}
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
 		return err
@@ -157,6 +218,15 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	q, err := ch.c.vhost.LookupQueue(ch.c.user, ch.c.owner, name, broker.Read)
 	if err != nil {
 		return err
+	}
+	ch.mu.Lock()
+	global := ch.globalPrefetch > 0
+	ch.mu.Unlock()
+	if global && q.Type() != broker.QueueTypeClassic {
+		// rabbit_quorum_queue:consume refuses an active limiter
+		// (global_qos_not_supported_for_queue_type); rabbit_channel
+		// answers 540.
+		return amqp.Errorf(amqp.NotImplemented, "queue '%s' in vhost '%s' does not support global qos", name, ch.c.vhost.Name())
 	}
 	priority, err := consumerPriority(m.Arguments)
 	if err != nil {
@@ -186,6 +256,10 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	}
 	k.started = true
 	for _, d := range k.early {
+		if len(k.held) > 0 || ch.blockedLocked(k) {
+			k.held = append(k.held, d)
+			continue
+		}
 		ch.deliverLocked(k, d)
 	}
 	k.early = nil
@@ -215,7 +289,12 @@ func (ch *channel) basicCancel(m *amqp.BasicCancel) error {
 	delete(ch.consumers, m.ConsumerTag)
 	ch.mu.Unlock()
 	if k != nil {
-		k.q.Engine().Cancel(k)
+		k.cancel()
+		ch.mu.Lock()
+		if ch.replyConsumer == k {
+			ch.replyConsumer, ch.replyTo = nil, ""
+		}
+		ch.mu.Unlock()
 	}
 	if !m.NoWait {
 		ch.reply(&amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})
@@ -248,7 +327,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	ch.mu.Lock()
 	ch.nextTag++
 	if !m.NoAck {
-		ch.unacked.add(ch.nextTag, q, d.ID)
+		ch.unacked.add(ch.nextTag, q, d.ID, false)
 	}
 	ch.c.out.push(outItem{
 		channel: ch.id,
@@ -279,14 +358,21 @@ func (ch *channel) settleTags(tag uint64, multiple bool) error {
 }
 
 func (ch *channel) basicAck(m *amqp.BasicAck) error {
+	if ch.txMode {
+		return ch.txSettle(m.DeliveryTag, m.Multiple, txAck, false)
+	}
 	if err := ch.settleTags(m.DeliveryTag, m.Multiple); err != nil {
 		return err
 	}
 	ch.settle.ack()
+	ch.unblock()
 	return nil
 }
 
 func (ch *channel) basicReject(m *amqp.BasicReject) error {
+	if ch.txMode {
+		return ch.txSettle(m.DeliveryTag, false, txReject, m.Requeue)
+	}
 	if err := ch.settleTags(m.DeliveryTag, false); err != nil {
 		return err
 	}
@@ -295,10 +381,14 @@ func (ch *channel) basicReject(m *amqp.BasicReject) error {
 	} else {
 		ch.settle.discard(queue.ReturnReject)
 	}
+	ch.unblock()
 	return nil
 }
 
 func (ch *channel) basicNack(m *amqp.BasicNack) error {
+	if ch.txMode {
+		return ch.txSettle(m.DeliveryTag, m.Multiple, txNack, m.Requeue)
+	}
 	if err := ch.settleTags(m.DeliveryTag, m.Multiple); err != nil {
 		return err
 	}
@@ -307,14 +397,22 @@ func (ch *channel) basicNack(m *amqp.BasicNack) error {
 	} else {
 		ch.settle.discard(queue.ReturnNack)
 	}
+	ch.unblock()
 	return nil
 }
 
 // recover returns every unacknowledged delivery to its queue, to be
-// redelivered (RabbitMQ treats requeue=false the same way).
-func (ch *channel) recover() {
+// redelivered. requeue=false is refused with 540 as RabbitMQ does
+// (rabbit_channel: basic.recover_async requeue=false is
+// not_implemented "requeue=false"; basic.recover goes through it).
+func (ch *channel) recover(requeue bool) error {
+	if !requeue {
+		return amqp.Errorf(amqp.NotImplemented, "requeue=false")
+	}
 	ch.mu.Lock()
 	ch.unacked.takeAll(&ch.settle)
 	ch.mu.Unlock()
 	ch.settle.requeue(queue.ReturnNack)
+	ch.unblock()
+	return nil
 }

@@ -70,6 +70,9 @@ func (ch *channel) exchangeUnbind(m *amqp.ExchangeUnbind) error {
 }
 
 func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
+	if done, err := ch.declareReplyTo(m); done {
+		return err
+	}
 	name := m.Queue
 	if name == "" && m.Passive {
 		var err error

@@ -111,12 +111,26 @@ func (ch *channel) completePublish() error {
 	if err := ch.checkPublish(pub.Exchange); err != nil {
 		return withMethod(err.(*amqp.Error), pub)
 	}
+	// Direct reply-to: the requester's reply_to is rewritten to name this
+	// channel's reply consumer; a reply to such a name bypasses routing.
+	if msg.Properties.ReplyTo == replyToQueue {
+		if ch.replyTo == "" {
+			return withMethod(amqp.Errorf(amqp.PreconditionFailed, "fast reply consumer does not exist"), pub)
+		}
+		msg.Properties.ReplyTo = ch.replyTo
+	}
 	// Sender-selected distribution: the CC and BCC headers' keys route
 	// too, and BCC is taken out of the message (as RabbitMQ does).
 	headers := msg.Properties.Headers
 	ch.keyBuf = broker.RoutingKeys(ch.keyBuf[:0], pub.RoutingKey, headers)
 	if _, ok := headers["BCC"]; ok {
 		msg.Properties.Headers = withoutBCC(headers)
+	}
+	// Through the default exchange, a rewritten reply_to name (as the
+	// routing key or in CC/BCC) reaches its reply consumer directly.
+	var replies []*consumer
+	if pub.Exchange == "" {
+		replies = ch.c.s.replies.route(ch.keyBuf)
 	}
 	var err error
 	ch.routeBuf, err = ch.c.vhost.Route(pub.Exchange, ch.keyBuf, headers, ch.routeBuf[:0])
@@ -129,7 +143,30 @@ func (ch *channel) completePublish() error {
 		return withMethod(err, pub)
 	}
 
-	if len(ch.routeBuf) == 0 {
+	if ch.txMode {
+		err := ch.txBufferPublish(pub, msg, ch.routeBuf, replies)
+		clear(ch.routeBuf)
+		return withMethodErr(err, pub)
+	}
+	ch.deliverRouted(pub, msg, ch.routeBuf, replies)
+	return nil
+}
+
+// deliverRouted hands msg to the queues and direct reply-to consumers it
+// was routed to, or returns it when it is mandatory and routed nowhere.
+// It clears qs. A reply counts as stored once handed to its consumer.
+func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies []*consumer) {
+	for _, k := range replies {
+		k.Deliver(queue.Delivery{Message: msg})
+	}
+	if len(qs) == 0 && len(replies) > 0 {
+		if ch.confirmMode {
+			ch.confirms.publish(0)
+			ch.c.out.confirmsReady(ch)
+		}
+		return
+	}
+	if len(qs) == 0 {
 		if pub.Mandatory {
 			// Pushed before the confirm is even registered: the writer
 			// may collect this channel's completed confirms at any moment
@@ -147,11 +184,11 @@ func (ch *channel) completePublish() error {
 			ch.confirms.publish(0)
 			ch.c.out.confirmsReady(ch)
 		}
-		return nil
+		return
 	}
 	var seq uint64
 	if ch.confirmMode {
-		seq = ch.confirms.publish(len(ch.routeBuf))
+		seq = ch.confirms.publish(len(qs))
 	}
 	done := noConfirm
 	if ch.confirmMode {
@@ -161,13 +198,12 @@ func (ch *channel) completePublish() error {
 			}
 		}
 	}
-	for i, q := range ch.routeBuf {
-		ch.routeBuf[i] = nil
+	for i, q := range qs {
+		qs[i] = nil
 		if err := q.Engine().Enqueue(ch.ctx, msg, done); err != nil && ch.ctx.Err() == nil {
 			ch.c.log.Debug("enqueue failed", "queue", q.Name(), "err", err)
 		}
 	}
-	return nil
 }
 
 func noConfirm(error) {}

@@ -62,6 +62,8 @@ type Server struct {
 	conns     map[*conn]struct{}
 	closing   bool
 	wg        sync.WaitGroup
+
+	replies replyRegistry // direct reply-to consumers (channel_methods.go)
 }
 
 // New returns a server for b.

@@ -15,6 +15,7 @@ type unackedList struct {
 	entries []unackedEntry
 	head    int
 	live    int
+	counted int // live entries that count against a global prefetch
 }
 
 type unackedEntry struct {
@@ -22,11 +23,15 @@ type unackedEntry struct {
 	q       *broker.Queue
 	id      uint64
 	settled bool
+	counted bool // a consumer's delivery, limited by a global prefetch
 }
 
-func (l *unackedList) add(tag uint64, q *broker.Queue, id uint64) {
-	l.entries = append(l.entries, unackedEntry{tag: tag, q: q, id: id})
+func (l *unackedList) add(tag uint64, q *broker.Queue, id uint64, counted bool) {
+	l.entries = append(l.entries, unackedEntry{tag: tag, q: q, id: id, counted: counted})
 	l.live++
+	if counted {
+		l.counted++
+	}
 }
 
 func (l *unackedList) len() int { return l.live }
@@ -35,6 +40,42 @@ func (l *unackedList) len() int { return l.live }
 // with multiple means all. It returns false if the tag names nothing
 // unsettled (406 "unknown delivery tag").
 func (l *unackedList) take(tag uint64, multiple bool, b *settleBatch) bool {
+	return l.collect(tag, multiple, func(e unackedEntry) { b.add(e.q, e.id) })
+}
+
+// takeEntries is take for a transaction: the entries themselves are
+// appended to out, to be settled at commit or restored at rollback.
+func (l *unackedList) takeEntries(tag uint64, multiple bool, out []unackedEntry) ([]unackedEntry, bool) {
+	ok := l.collect(tag, multiple, func(e unackedEntry) { out = append(out, e) })
+	return out, ok
+}
+
+// restore puts entries taken by takeEntries back, in tag order (a
+// transaction rolled back: its acks are undone).
+func (l *unackedList) restore(entries []unackedEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	merged := make([]unackedEntry, 0, l.live+len(entries))
+	for _, e := range l.entries[l.head:] {
+		if !e.settled {
+			merged = append(merged, e)
+		}
+	}
+	for _, e := range entries {
+		e.settled = false
+		merged = append(merged, e)
+		l.live++
+		if e.counted {
+			l.counted++
+		}
+	}
+	sort.Slice(merged, func(i, j int) bool { return merged[i].tag < merged[j].tag })
+	l.entries = merged
+	l.head = 0
+}
+
+func (l *unackedList) collect(tag uint64, multiple bool, fn func(unackedEntry)) bool {
 	es := l.entries[l.head:]
 	i := sort.Search(len(es), func(i int) bool { return es[i].tag >= tag })
 	// The named tag itself must be unsettled, with multiple too: RabbitMQ
@@ -49,7 +90,7 @@ func (l *unackedList) take(tag uint64, multiple bool, b *settleBatch) bool {
 		}
 		for j := 0; j <= i; j++ {
 			if e := &es[j]; !e.settled {
-				l.settle(e, b)
+				l.settle(e, fn)
 			}
 		}
 		l.compact()
@@ -58,7 +99,7 @@ func (l *unackedList) take(tag uint64, multiple bool, b *settleBatch) bool {
 	if !found {
 		return false
 	}
-	l.settle(&es[i], b)
+	l.settle(&es[i], fn)
 	l.compact()
 	return true
 }
@@ -67,16 +108,19 @@ func (l *unackedList) take(tag uint64, multiple bool, b *settleBatch) bool {
 func (l *unackedList) takeAll(b *settleBatch) {
 	for i := l.head; i < len(l.entries); i++ {
 		if e := &l.entries[i]; !e.settled {
-			l.settle(e, b)
+			l.settle(e, func(e unackedEntry) { b.add(e.q, e.id) })
 		}
 	}
 	l.compact()
 }
 
-func (l *unackedList) settle(e *unackedEntry, b *settleBatch) {
+func (l *unackedList) settle(e *unackedEntry, fn func(unackedEntry)) {
 	e.settled = true
 	l.live--
-	b.add(e.q, e.id)
+	if e.counted {
+		l.counted--
+	}
+	fn(*e)
 	e.q = nil
 }
 
