@@ -35,6 +35,10 @@ type Config struct {
 	// bodies the node's in-memory queues may hold before publishers are
 	// blocked. Zero means no limit.
 	MemoryLimit int64
+	// DenyTransientQueues refuses non-durable, non-exclusive queues as
+	// RabbitMQ 4.3 does by default; Warren accepts them unless set, as
+	// RabbitMQ did before 4.3.
+	DenyTransientQueues bool
 	// DataDir holds the quorum queues' Raft logs, under quorum/.
 	DataDir string
 	// NodeID is this node's name in Raft groups.

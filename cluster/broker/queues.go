@@ -156,6 +156,12 @@ func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	}
 	defer v.mu.Unlock()
 
+	if !d.Durable && !d.Exclusive && v.b.cfg.DenyTransientQueues {
+		// RabbitMQ 4.3 denies the deprecated transient_nonexcl_queues
+		// feature by default, as a connection error with this text.
+		return nil, queue.Stats{}, amqp.Errorf(amqp.InternalError, "Feature `transient_nonexcl_queues` is deprecated.\nBy default, this feature is not permitted anymore.\nThe feature will be removed from a future major RabbitMQ version, regardless of the configuration; actual version to be determined.\nTo continue using it, set the following parameter in your configuration:\n    \"deprecated_features.permit.transient_nonexcl_queues = true\"")
+	}
+
 	typ, err := v.queueType(d, serverNamed)
 	if err != nil {
 		return nil, queue.Stats{}, err

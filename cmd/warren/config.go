@@ -38,6 +38,7 @@ type config struct {
 	clusterName      string
 	memoryLimit      string
 	debugAddr        string
+	transientQueues  string
 
 	seed broker.Seed
 }
@@ -79,6 +80,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.defaultQueueType, "default-queue-type", "quorum", "type of durable queues declared without x-queue-type: quorum or classic")
 	fs.StringVar(&c.loopbackUsers, "loopback-users", "guest", "comma-separated users that may only connect from loopback addresses")
 	fs.StringVar(&c.clusterName, "cluster-name", "warren", "cluster name reported to clients")
+	fs.StringVar(&c.transientQueues, "transient-queues", "permit", "non-durable, non-exclusive queues: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3, a 541 connection error)")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060) under /debug/pprof/")
 	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "message bytes in-memory queues may hold before publishers are blocked: a fraction of RAM (0.4) or a byte count (1073741824); 0 disables")
 	fs.Usage = func() {
@@ -198,6 +200,9 @@ func (c *config) validate() error {
 	if _, err := parseLevel(c.logLevel); err != nil {
 		return err
 	}
+	if c.transientQueues != "permit" && c.transientQueues != "deny" {
+		return fmt.Errorf("--transient-queues must be permit or deny, not %q", c.transientQueues)
+	}
 	if _, err := c.memoryLimitBytes(); err != nil {
 		return err
 	}
@@ -248,10 +253,11 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			ClusterName:      c.clusterName,
 		},
 		Broker: broker.Config{
-			LoopbackUsers:    loopback,
-			DefaultQueueType: c.defaultQueueType,
-			Seed:             c.seed,
-			MemoryLimit:      limit,
+			LoopbackUsers:       loopback,
+			DefaultQueueType:    c.defaultQueueType,
+			Seed:                c.seed,
+			MemoryLimit:         limit,
+			DenyTransientQueues: c.transientQueues == "deny",
 		},
 	}
 }
