@@ -213,8 +213,12 @@ func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) (*Queue, error) {
 // newEngine picks the queue type's implementation: a Raft group of its own
 // for a quorum queue, memory for a classic one.
 func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
-	if q.rec.Type == QueueTypeQuorum {
+	// A durable classic queue keeps its messages across restarts in a
+	// one-member Raft group's log, under classic rules.
+	durableClassic := q.rec.Type == QueueTypeClassic && q.rec.Durable && q.owner == 0 && !q.rec.AutoDelete
+	if q.rec.Type == QueueTypeQuorum || durableClassic {
 		cfg := replica.Config{
+			Classic:   durableClassic,
 			Name:      v.name + "/" + q.rec.Name,
 			Dir:       v.b.queueDir(v.name, q.rec.Name),
 			NodeID:    v.b.cfg.NodeID,
@@ -223,7 +227,11 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			OnExpired: func() { v.expire(q) },
 			Log:       v.b.log,
 		}
-		if mc, err := raftq.ParseConfig(map[string]any(q.args)); err == nil && mc.DeadLettering {
+		parse := func() (raftq.Config, error) { return raftq.ParseConfig(map[string]any(q.args)) }
+		if durableClassic {
+			parse = func() (raftq.Config, error) { c, _, err := local.ParseConfig(q.args); return c, err }
+		}
+		if mc, err := parse(); err == nil && mc.DeadLettering {
 			dlx := deadLetterTarget{exchange: mc.DeadLetterExchange, routingKey: mc.DeadLetterRoutingKey, hasRoutingKey: mc.HasDeadLetterRoutingKey}
 			cfg.DeadLetter = func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
 				v.deadLetter(ctx, q, dlx, m, reason, at, done)

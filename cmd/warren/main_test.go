@@ -212,14 +212,20 @@ func TestGracefulStop(t *testing.T) {
 // acks part of it, kills the server with SIGKILL, and checks after the
 // restart that every confirmed, unacked message is there exactly once and
 // no acked one came back.
-func TestQuorumQueueSurvivesKill9(t *testing.T) {
+func TestQuorumQueueSurvivesKill9(t *testing.T) { testQueueSurvivesKill9(t, "quorum") }
+
+// TestDurableClassicQueueSurvivesKill9 is the same for a durable classic
+// queue and persistent messages.
+func TestDurableClassicQueueSurvivesKill9(t *testing.T) { testQueueSurvivesKill9(t, "classic") }
+
+func testQueueSurvivesKill9(t *testing.T, queueType string) {
 	dataDir, addr := t.TempDir(), freeAddr(t)
 	p := startServer(t, dataDir, addr)
 	ch, err := p.dial().Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ch.QueueDeclare("orders", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+	if _, err := ch.QueueDeclare("orders", true, false, false, false, amqp091.Table{"x-queue-type": queueType}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ch.Confirm(false); err != nil {
@@ -284,7 +290,7 @@ func TestQuorumQueueSurvivesKill9(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			q, err := probe.QueueDeclarePassive("orders", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"})
+			q, err := probe.QueueDeclarePassive("orders", true, false, false, false, amqp091.Table{"x-queue-type": queueType})
 			if err != nil {
 				t.Fatal(err)
 			}

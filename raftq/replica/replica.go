@@ -19,6 +19,7 @@ import (
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/local"
 )
 
 // Config is what a replica needs to open.
@@ -34,6 +35,11 @@ type Config struct {
 	// Created is the queue's creation time (Unix ms), the same on every
 	// member, so that machines start alike.
 	Created int64
+	// Classic makes the machine follow classic queue rules (no delivery
+	// limit, classic priorities): a durable classic queue keeps its
+	// messages in a one-member group's log, the quorum queue's single-node
+	// storage, so that they survive a restart.
+	Classic bool
 	// OnExpired is called (on its own goroutine) when x-expires says the
 	// queue should be deleted.
 	OnExpired func()
@@ -130,7 +136,13 @@ func Open(cfg Config) (*Replica, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	mcfg, err := raftq.ParseConfig(map[string]any(cfg.Arguments))
+	var mcfg raftq.Config
+	var err error
+	if cfg.Classic {
+		mcfg, _, err = local.ParseConfig(cfg.Arguments)
+	} else {
+		mcfg, err = raftq.ParseConfig(map[string]any(cfg.Arguments))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue arguments: %w", err)
 	}
