@@ -216,3 +216,93 @@ func TestClassicMaxPriorityValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestClassicConsumerPriorityAndMaxLengthBytes: a higher-priority consumer
+// with room gets every message, the lower one only what it cannot take;
+// x-max-length-bytes drops from the head.
+func TestClassicConsumerPriorityAndMaxLengthBytes(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	declareClassic(t, ch, "c.cprio", nil)
+	high, low := openChannel(t, c), openChannel(t, c)
+	if err := high.Qos(2, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	hd, err := high.Consume("c.cprio", "high", false, false, false, false, amqp091.Table{"x-priority": int32(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld, err := low.Consume("c.cprio", "low", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := confirmChannel(t, c)
+	for _, b := range []string{"1", "2", "3"} {
+		mustPublishConfirmed(t, pub, "", "c.cprio", b)
+	}
+	if m := receive(t, hd); string(m.Body) != "1" {
+		t.Fatalf("high got %q first", m.Body)
+	}
+	if m := receive(t, hd); string(m.Body) != "2" {
+		t.Fatalf("high got %q second", m.Body)
+	}
+	if m := receive(t, ld); string(m.Body) != "3" {
+		t.Fatalf("low got %q, want the message the full high consumer could not take", m.Body)
+	}
+
+	declareClassic(t, ch, "c.bytes", amqp091.Table{"x-max-length-bytes": int32(10)})
+	for _, b := range []string{"aaaa", "bbbb", "cccc"} {
+		mustPublishConfirmed(t, pub, "", "c.bytes", b)
+	}
+	if got := drainQueue(t, ch, "c.bytes"); len(got) != 2 || got[0] != "bbbb" || got[1] != "cccc" {
+		t.Fatalf("queue holds %v, want [bbbb cccc]", got)
+	}
+}
+
+// TestDurableClassicQueueRules runs classic rules on a durable classic
+// queue, which keeps its messages in a one-member Raft log: TTL to a
+// dead-letter queue, reject-publish-dlx, x-max-priority, and its messages
+// across a restart.
+func TestDurableClassicQueueRules(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	declare := func(name string, args amqp091.Table) {
+		t.Helper()
+		if args == nil {
+			args = amqp091.Table{}
+		}
+		args["x-queue-type"] = "classic"
+		if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	declare("d.dead", nil)
+	declare("d.full", amqp091.Table{"x-max-length": int32(1), "x-overflow": "reject-publish-dlx",
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "d.dead"})
+	pub := confirmChannel(t, c)
+	mustPublishConfirmed(t, pub, "", "d.full", "kept")
+	if publishConfirmed(t, pub, "", "d.full", amqp091.Publishing{Body: []byte("refused")}) {
+		t.Fatal("publish over the limit was confirmed, want a nack")
+	}
+	d := getOne(t, ch, "d.dead", true)
+	if string(d.Body) != "refused" || deathsOf(t, d)[0]["reason"] != "maxlen" {
+		t.Fatalf("dead letter %q %v", d.Body, deathsOf(t, d))
+	}
+
+	declare("d.prio", amqp091.Table{"x-max-priority": int32(5)})
+	for _, p := range []uint8{1, 5, 3} {
+		if !publishConfirmed(t, pub, "", "d.prio", amqp091.Publishing{Body: []byte{'0' + p}, Priority: p, DeliveryMode: 2}) {
+			t.Fatal("priority publish nacked")
+		}
+	}
+	n.restart()
+	ch = openChannel(t, n.dial(t))
+	if got := drainQueue(t, ch, "d.prio"); len(got) != 3 || got[0] != "5" || got[1] != "3" || got[2] != "1" {
+		t.Fatalf("after a restart the durable classic queue holds %v, want [5 3 1]", got)
+	}
+	if got := drainQueue(t, ch, "d.full"); len(got) != 1 || got[0] != "kept" {
+		t.Fatalf("after a restart d.full holds %v", got)
+	}
+}

@@ -65,6 +65,11 @@ func (f *fsm) Apply(l *raft.Log) any {
 				}
 				f.r.completeEnqueue(e.Seq, err)
 			}
+			if e.Kind == raftq.EffectReject && f.r.dlxOnReject && leader && f.cmd.Op == raftq.OpEnqueue {
+				// x-overflow=reject-publish-dlx (classic queues): the
+				// refused message is dead-lettered too, from its entry.
+				f.r.dl.effect(raftq.Effect{Kind: raftq.EffectDeadLetter, Index: l.Index, Reason: raftq.ReasonMaxLen, Time: f.m.Clock()})
+			}
 		case raftq.EffectGetResult, raftq.EffectGetEmpty, raftq.EffectConsumerRefused, raftq.EffectPurged:
 			res, _ := answer.(*result)
 			if res == nil {

@@ -76,8 +76,10 @@ type Replica struct {
 	fsm      *fsm
 	store    *boltLog
 	snaps    *bodyStore
-	recent   recentMessages
-	trans    *raft.InmemTransport
+	// dlxOnReject: x-overflow=reject-publish-dlx, a classic queue option.
+	dlxOnReject bool
+	recent      recentMessages
+	trans       *raft.InmemTransport
 
 	// publisher and seq number this replica's proposals for the machine's
 	// confirm and deduplication bookkeeping; pubMu keeps seq order equal
@@ -138,8 +140,9 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	var mcfg raftq.Config
 	var err error
+	var dlxOnReject bool
 	if cfg.Classic {
-		mcfg, _, err = local.ParseConfig(cfg.Arguments)
+		mcfg, dlxOnReject, err = local.ParseConfig(cfg.Arguments)
 	} else {
 		mcfg, err = raftq.ParseConfig(map[string]any(cfg.Arguments))
 	}
@@ -170,6 +173,7 @@ func Open(cfg Config) (*Replica, error) {
 		toSettle:   make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
 	}
+	r.dlxOnReject = dlxOnReject
 	r.getter = r.newConsumerID()
 	r.fsm = &fsm{r: r, m: raftq.New(mcfg, cfg.Created)}
 	r.dl = newDeadLetterer(r)
