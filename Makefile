@@ -62,6 +62,10 @@ verify-generate: ## fail if the committed generated code is stale
 perf-compare: build ## warren-perf against `make run`'s node and a 1-node RabbitMQ (see docs/performance.md)
 	./scripts/perf-compare.sh
 
+.PHONY: backlog-memory
+backlog-memory: ## 1,000,000 x 1 KB messages into one quorum queue, then its RssAnon
+	./scripts/backlog-memory.sh
+
 .PHONY: clean
 clean: ## remove binaries (not ./data)
 	rm -rf $(BIN)
