@@ -370,32 +370,27 @@ func (ch *channel) basicAck(m *amqp.BasicAck) error {
 }
 
 func (ch *channel) basicReject(m *amqp.BasicReject) error {
-	if ch.txMode {
-		return ch.txSettle(m.DeliveryTag, false, txReject, m.Requeue)
-	}
-	if err := ch.settleTags(m.DeliveryTag, false); err != nil {
-		return err
-	}
-	if m.Requeue {
-		ch.settle.requeue(queue.ReturnReject)
-	} else {
-		ch.settle.discard(queue.ReturnReject)
-	}
-	ch.unblock()
-	return nil
+	return ch.refuse(m.DeliveryTag, false, m.Requeue, txReject, queue.ReturnReject)
 }
 
 func (ch *channel) basicNack(m *amqp.BasicNack) error {
+	return ch.refuse(m.DeliveryTag, m.Multiple, m.Requeue, txNack, queue.ReturnNack)
+}
+
+// refuse carries out basic.reject and basic.nack: the deliveries go back
+// to their queues, or are discarded (dead-lettered), with the cause that
+// tells a quorum queue whether the delivery counts as failed.
+func (ch *channel) refuse(tag uint64, multiple, requeue bool, kind txKind, cause queue.ReturnCause) error {
 	if ch.txMode {
-		return ch.txSettle(m.DeliveryTag, m.Multiple, txNack, m.Requeue)
+		return ch.txSettle(tag, multiple, kind, requeue)
 	}
-	if err := ch.settleTags(m.DeliveryTag, m.Multiple); err != nil {
+	if err := ch.settleTags(tag, multiple); err != nil {
 		return err
 	}
-	if m.Requeue {
-		ch.settle.requeue(queue.ReturnNack)
+	if requeue {
+		ch.settle.requeue(cause)
 	} else {
-		ch.settle.discard(queue.ReturnNack)
+		ch.settle.discard(cause)
 	}
 	ch.unblock()
 	return nil

@@ -623,19 +623,17 @@ func (q *Queue) Settle(ids []uint64) {
 
 // Requeue puts deliveries back, ahead of never-delivered messages.
 func (q *Queue) Requeue(ids []uint64, cause queue.ReturnCause) {
-	q.mu.Lock()
-	defer q.unlock()
-	if q.stopped {
-		return
-	}
-	order, groups := q.byHolder(ids)
-	for _, c := range order {
-		q.apply(&raftq.Command{Op: raftq.OpReturn, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
-	}
+	q.giveBack(raftq.OpReturn, ids, cause)
 }
 
 // Discard dead-letters (or drops) rejected deliveries.
 func (q *Queue) Discard(ids []uint64, cause queue.ReturnCause) {
+	q.giveBack(raftq.OpDiscard, ids, cause)
+}
+
+// giveBack applies op (Return or Discard) to deliveries, grouped by the
+// consumer that holds them.
+func (q *Queue) giveBack(op raftq.Op, ids []uint64, cause queue.ReturnCause) {
 	q.mu.Lock()
 	defer q.unlock()
 	if q.stopped {
@@ -643,7 +641,7 @@ func (q *Queue) Discard(ids []uint64, cause queue.ReturnCause) {
 	}
 	order, groups := q.byHolder(ids)
 	for _, c := range order {
-		q.apply(&raftq.Command{Op: raftq.OpDiscard, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
+		q.apply(&raftq.Command{Op: op, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
 	}
 }
 
