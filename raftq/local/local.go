@@ -121,9 +121,8 @@ type Queue struct {
 	getter       raftq.ConsumerID
 	consumers    map[raftq.ConsumerID]*consumerRef
 	byHandle     map[queue.Consumer]raftq.ConsumerID
-	// handedOut maps a delivery ID to the message and its holder.
-	handedOut    map[uint64]handout
-	nextDelivery uint64
+	// handouts maps a delivery ID to the message and its holder.
+	handouts raftq.Handouts
 	// noAckSettle are deliveries to no-ack consumers to settle once the
 	// current command's effects are carried out.
 	noAckSettle  map[raftq.ConsumerID][]uint64
@@ -151,11 +150,6 @@ type consumerRef struct {
 	attach raftq.Command
 }
 
-type handout struct {
-	index    uint64
-	consumer raftq.ConsumerID
-}
-
 var _ queue.Queue = (*Queue)(nil)
 
 // New returns an empty queue configured by cfg.Arguments.
@@ -179,7 +173,6 @@ func New(cfg Config) (*Queue, error) {
 		msgs:        make(map[uint64]*queue.Message),
 		consumers:   make(map[raftq.ConsumerID]*consumerRef),
 		byHandle:    make(map[queue.Consumer]raftq.ConsumerID),
-		handedOut:   make(map[uint64]handout),
 		noAckSettle: make(map[raftq.ConsumerID][]uint64),
 	}
 	q.getter = q.newConsumerID()
@@ -336,9 +329,7 @@ func (q *Queue) deliver(e raftq.Effect) {
 	if ref.noAck {
 		q.noAckSettle[e.Consumer] = append(q.noAckSettle[e.Consumer], e.Index)
 	} else {
-		q.nextDelivery++
-		id = q.nextDelivery
-		q.handedOut[id] = handout{index: e.Index, consumer: e.Consumer}
+		id = q.handouts.Add(e.Index, e.Consumer)
 	}
 	if !ref.c.Deliver(queue.Delivery{ID: id, Message: m, Redelivered: e.Redelivered}) && !ref.paused {
 		ref.paused = true
@@ -577,9 +568,7 @@ func (q *Queue) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 		if noAck {
 			q.forget(e.Index)
 		} else {
-			q.nextDelivery++
-			id = q.nextDelivery
-			q.handedOut[id] = handout{index: e.Index, consumer: q.getter}
+			id = q.handouts.Add(e.Index, q.getter)
 		}
 		return queue.Delivery{ID: id, Message: m, Redelivered: e.Redelivered}, e.Count, m != nil, nil
 	}
@@ -589,20 +578,7 @@ func (q *Queue) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 // byHolder turns delivery IDs into message IDs by consumer, in a stable
 // order (the order the first delivery of each holder appears in ids).
 func (q *Queue) byHolder(ids []uint64) ([]raftq.ConsumerID, map[raftq.ConsumerID][]uint64) {
-	var order []raftq.ConsumerID
-	groups := make(map[raftq.ConsumerID][]uint64, 1)
-	for _, id := range ids {
-		h, ok := q.handedOut[id]
-		if !ok {
-			continue
-		}
-		delete(q.handedOut, id)
-		if _, seen := groups[h.consumer]; !seen {
-			order = append(order, h.consumer)
-		}
-		groups[h.consumer] = append(groups[h.consumer], h.index)
-	}
-	return order, groups
+	return q.handouts.Take(ids)
 }
 
 // Settle acknowledges deliveries.
@@ -715,7 +691,7 @@ func (q *Queue) stopLocked() {
 	q.msgs = make(map[uint64]*queue.Message)
 	q.consumers = make(map[raftq.ConsumerID]*consumerRef)
 	q.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
-	q.handedOut = make(map[uint64]handout)
+	q.handouts.Reset()
 	q.noAckSettle = make(map[raftq.ConsumerID][]uint64)
 	q.dl.stop()
 }

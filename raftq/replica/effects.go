@@ -52,9 +52,7 @@ func (r *Replica) deliver(e raftq.Effect) {
 		if ref.noAck {
 			r.toSettle[e.Consumer] = append(r.toSettle[e.Consumer], e.Index)
 		} else {
-			r.nextDelivery++
-			id = r.nextDelivery
-			r.handedOut[id] = handout{index: e.Index, consumer: e.Consumer}
+			id = r.handouts.Add(e.Index, e.Consumer)
 		}
 	}
 	r.mu.Unlock()

@@ -102,13 +102,9 @@ type Replica struct {
 	mu        sync.Mutex
 	consumers map[raftq.ConsumerID]*consumerRef
 	byHandle  map[queue.Consumer]raftq.ConsumerID
-	// handedOut maps a delivery's ID (queue.Delivery.ID) to the message
-	// and the consumer it went to: queue.Queue settles by delivery, the
-	// machine by consumer and message. A message handed out again gets a
-	// new ID, so a late settle of an earlier delivery (one the consumer
-	// timeout took back) names its old consumer and changes nothing.
-	handedOut    map[uint64]handout
-	nextDelivery uint64
+	// handouts maps delivery IDs (queue.Delivery.ID) to messages and
+	// the consumers holding them.
+	handouts raftq.Handouts
 	// toSettle collects acknowledged deliveries (and deliveries to no-ack
 	// consumers), which the settler goroutine proposes in batches.
 	toSettle   map[raftq.ConsumerID][]uint64
@@ -123,11 +119,6 @@ type consumerRef struct {
 	// timeout is the consumer timeout that applies to it, for the
 	// channel's error text.
 	timeout time.Duration
-}
-
-type handout struct {
-	index    uint64
-	consumer raftq.ConsumerID
 }
 
 var _ queue.Queue = (*Replica)(nil)
@@ -169,7 +160,6 @@ func Open(cfg Config) (*Replica, error) {
 		done:       make(chan struct{}),
 		consumers:  make(map[raftq.ConsumerID]*consumerRef),
 		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
-		handedOut:  make(map[uint64]handout),
 		toSettle:   make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
 	}
@@ -489,24 +479,15 @@ func (r *Replica) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 func (r *Replica) handOut(index uint64, consumer raftq.ConsumerID) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.nextDelivery++
-	r.handedOut[r.nextDelivery] = handout{index: index, consumer: consumer}
-	return r.nextDelivery
+	return r.handouts.Add(index, consumer)
 }
 
 // byHolder turns delivery IDs into message IDs grouped by the consumer
 // they were delivered to.
-func (r *Replica) byHolder(ids []uint64) map[raftq.ConsumerID][]uint64 {
+func (r *Replica) byHolder(ids []uint64) ([]raftq.ConsumerID, map[raftq.ConsumerID][]uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	groups := make(map[raftq.ConsumerID][]uint64, 1)
-	for _, id := range ids {
-		if h, ok := r.handedOut[id]; ok {
-			groups[h.consumer] = append(groups[h.consumer], h.index)
-			delete(r.handedOut, id)
-		}
-	}
-	return groups
+	return r.handouts.Take(ids)
 }
 
 // Settle acknowledges deliveries. The settler proposes them in batches:
@@ -514,11 +495,9 @@ func (r *Replica) byHolder(ids []uint64) map[raftq.ConsumerID][]uint64 {
 // only cost.
 func (r *Replica) Settle(ids []uint64) {
 	r.mu.Lock()
-	for _, id := range ids {
-		if h, ok := r.handedOut[id]; ok {
-			r.toSettle[h.consumer] = append(r.toSettle[h.consumer], h.index)
-			delete(r.handedOut, id)
-		}
+	order, groups := r.handouts.Take(ids)
+	for _, c := range order {
+		r.toSettle[c] = append(r.toSettle[c], groups[c]...)
 	}
 	r.mu.Unlock()
 	r.wakeSettler()
@@ -533,15 +512,17 @@ func (r *Replica) wakeSettler() {
 
 // Requeue returns deliveries; the cause decides the delivery-count.
 func (r *Replica) Requeue(ids []uint64, cause queue.ReturnCause) {
-	for c, group := range r.byHolder(ids) {
-		r.propose(&raftq.Command{Op: raftq.OpReturn, Consumer: c, IDs: group, Cause: raftq.ReturnCause(cause)})
+	order, groups := r.byHolder(ids)
+	for _, c := range order {
+		r.propose(&raftq.Command{Op: raftq.OpReturn, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
 	}
 }
 
 // Discard drops (or dead-letters) rejected deliveries.
 func (r *Replica) Discard(ids []uint64, cause queue.ReturnCause) {
-	for c, group := range r.byHolder(ids) {
-		r.propose(&raftq.Command{Op: raftq.OpDiscard, Consumer: c, IDs: group, Cause: raftq.ReturnCause(cause)})
+	order, groups := r.byHolder(ids)
+	for _, c := range order {
+		r.propose(&raftq.Command{Op: raftq.OpDiscard, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
 	}
 }
 
