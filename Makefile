@@ -54,6 +54,18 @@ lint: ## gofmt check, go vet, and go mod tidy check
 generate: ## regenerate the AMQP method code from the spec
 	$(GO) run ./amqp/internal/specgen -spec $(SPEC) -out amqp/spec_gen.go
 
+PROTOS = $(wildcard proto/*/*.proto)
+
+.PHONY: proto
+proto: ## regenerate proto/*/ Go code (needs protoc from Debian's protobuf-compiler; installs the Go plugins)
+	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install protobuf-compiler"; exit 1; }
+	GOBIN=$(CURDIR)/$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	GOBIN=$(CURDIR)/$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.5.1
+	PATH="$(CURDIR)/$(BIN):$$PATH" protoc --proto_path=proto \
+		--go_out=. --go_opt=module=github.com/warrenmq/warren \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/warrenmq/warren \
+		$(PROTOS)
+
 .PHONY: verify-generate
 verify-generate: ## fail if the committed generated code is stale
 	$(GO) test -count=1 -run 'Generated|Stale|Spec' ./amqp/

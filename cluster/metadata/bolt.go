@@ -98,6 +98,9 @@ func (s *BoltStore) Apply(changes ...Change) error {
 				return fmt.Errorf("metadata: empty change")
 			}
 			b := tx.Bucket(bucket)
+			if c.IfAbsent && b.Get(k) != nil {
+				return ErrExists
+			}
 			if c.Delete {
 				if err := b.Delete(k); err != nil {
 					return fmt.Errorf("delete %s record: %w", bucket, err)

@@ -4,6 +4,8 @@
 // cluster's replicated metadata group implements the same interface.
 package metadata
 
+import "errors"
+
 // Vhost is a virtual host.
 type Vhost struct {
 	Name string `json:"name"`
@@ -74,6 +76,18 @@ type Queue struct {
 	// Created is the declaration time in Unix milliseconds. A quorum
 	// queue's replicas all start their state machine from it.
 	Created int64 `json:"created,omitempty"`
+	// ID names the queue's Raft group on every member. It is unique per
+	// declaration, so that a queue deleted and declared again under the
+	// same name never receives traffic meant for the old group.
+	ID string `json:"id,omitempty"`
+	// Members are the node names holding a replica (quorum queues, and
+	// durable classic queues with their one member). Empty on records
+	// written before clustering: the local node is then the only member.
+	Members []string `json:"members,omitempty"`
+	// Leader is the member chosen to lead when the group is created
+	// (x-queue-leader-locator); it bootstraps the group. Leadership moves
+	// afterwards without the record changing.
+	Leader string `json:"leader,omitempty"`
 }
 
 // Snapshot is every record a Store holds.
@@ -88,7 +102,11 @@ type Snapshot struct {
 
 // Change is one put or delete of exactly one record.
 type Change struct {
-	Delete     bool
+	Delete bool
+	// IfAbsent makes a put fail with ErrExists when a record with the
+	// same key is already stored: two nodes declaring the same queue at
+	// once must not both believe they created it.
+	IfAbsent   bool
 	Vhost      *Vhost
 	User       *User
 	Permission *Permission
@@ -96,6 +114,12 @@ type Change struct {
 	Binding    *Binding
 	Queue      *Queue
 }
+
+// ErrExists is Apply's error for an IfAbsent put whose record exists.
+var ErrExists = errors.New("metadata: record exists")
+
+// Create returns a Change storing r only if no record with its key exists.
+func Create(r any) Change { c := change(false, r); c.IfAbsent = true; return c }
 
 // Put returns a Change storing r, which must be one of the record types
 // (by value or pointer).

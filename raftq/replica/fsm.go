@@ -55,16 +55,17 @@ func (f *fsm) Apply(l *raft.Log) any {
 	var answer any
 	for _, e := range f.effects {
 		switch e.Kind {
-		case raftq.EffectConfirm, raftq.EffectReject:
-			// Only this replica's own publishes are waiting here; those of
-			// an earlier run of the node carry another publisher ID.
-			if e.Publisher == f.r.publisher {
-				var err error
-				if e.Kind == raftq.EffectReject {
-					err = queue.ErrRejected
-				}
-				f.r.completeEnqueue(e.Seq, err)
+		case raftq.EffectConfirm, raftq.EffectReject, raftq.EffectOutOfSequence:
+			// Publishes proposed through this member wait in its pending
+			// map (its own and forwarded ones); others are not found.
+			var err error
+			switch e.Kind {
+			case raftq.EffectReject:
+				err = queue.ErrRejected
+			case raftq.EffectOutOfSequence:
+				err = ErrOutOfSequence
 			}
+			f.r.completeEnqueue(e.Publisher, e.Seq, err)
 			if e.Kind == raftq.EffectReject && f.r.dlxOnReject && leader && f.cmd.Op == raftq.OpEnqueue {
 				// x-overflow=reject-publish-dlx (classic queues): the
 				// refused message is dead-lettered too, from its entry.

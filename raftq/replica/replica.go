@@ -88,9 +88,10 @@ type Replica struct {
 	pubMu     sync.Mutex
 	seq       uint64
 	slots     chan struct{}
-	// pending holds the done callbacks of proposed enqueues by seq; the
+	// pending holds the done callbacks of proposed enqueues, this
+	// replica's own and forwarded ones, by publisher and seq; the
 	// machine's Confirm and Reject effects complete them (pubMu).
-	pending map[uint64]func(error)
+	pending map[pendingKey]func(error)
 
 	idBase  uint64
 	nextID  atomic.Uint64
@@ -155,7 +156,7 @@ func Open(cfg Config) (*Replica, error) {
 		store:      store,
 		publisher:  randomID(),
 		slots:      make(chan struct{}, inflightLimit),
-		pending:    make(map[uint64]func(error)),
+		pending:    make(map[pendingKey]func(error)),
 		idBase:     randomID() &^ 0xffffffff,
 		done:       make(chan struct{}),
 		consumers:  make(map[raftq.ConsumerID]*consumerRef),
@@ -284,6 +285,35 @@ func errorFor(err error) error {
 // Enqueue proposes the message and calls done once it is committed: a
 // publisher confirm is never sent before the entry is on a majority.
 func (r *Replica) Enqueue(ctx context.Context, m *queue.Message, done func(error)) error {
+	return r.enqueue(ctx, m, 0, 0, done)
+}
+
+// ErrOutOfSequence is EnqueueAs's error for a publish whose sequence
+// number skips ahead of what the queue has stored for its publisher: an
+// earlier publish was lost (a leader change), so the forwarder must send
+// again from the first unconfirmed one.
+var ErrOutOfSequence = errors.New("replica: publish out of sequence")
+
+// ErrNotLeader is returned by operations that only the group's leader can
+// carry out, when this member does not lead.
+var ErrNotLeader = errors.New("replica: not the leader")
+
+// EnqueueAs is Enqueue for a publish forwarded from another node, which
+// numbers its own publishes: publisher (non-zero, random per forwarding
+// stream) and seq (1, 2, 3…) let the machine store a publish re-sent after
+// a leader change only once and confirm it again. Calls for one publisher
+// must be made in seq order from one goroutine.
+func (r *Replica) EnqueueAs(ctx context.Context, m *queue.Message, publisher, seq uint64, done func(error)) error {
+	if publisher == 0 || seq == 0 {
+		return fmt.Errorf("replica: EnqueueAs needs a publisher and a sequence number")
+	}
+	return r.enqueue(ctx, m, publisher, seq, done)
+}
+
+// pendingKey identifies a proposed publish awaiting its Confirm or Reject.
+type pendingKey struct{ publisher, seq uint64 }
+
+func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq uint64, done func(error)) error {
 	if done == nil {
 		done = func(error) {}
 	}
@@ -291,7 +321,11 @@ func (r *Replica) Enqueue(ctx context.Context, m *queue.Message, done func(error
 		done(queue.ErrDeleted)
 		return queue.ErrDeleted
 	}
-	cmd := raftq.Command{Op: raftq.OpEnqueue, Size: uint32(len(m.Body)), Publisher: r.publisher}
+	if !r.isLeader() {
+		done(ErrNotLeader)
+		return ErrNotLeader
+	}
+	cmd := raftq.Command{Op: raftq.OpEnqueue, Size: uint32(len(m.Body))}
 	p := &m.Properties
 	if p.Flags&amqp.FlagPriority != 0 || p.Priority != 0 {
 		cmd.Priority, cmd.HasPriority = p.Priority, true
@@ -311,8 +345,11 @@ func (r *Replica) Enqueue(ctx context.Context, m *queue.Message, done func(error
 		return queue.ErrDeleted
 	}
 	r.pubMu.Lock()
-	r.seq++
-	cmd.Seq = r.seq
+	if publisher == 0 {
+		r.seq++
+		publisher, seq = r.publisher, r.seq
+	}
+	cmd.Publisher, cmd.Seq = publisher, seq
 	cmd.Now = time.Now().UnixMilli()
 	// The payload is the entry's tail, so the message is encoded straight
 	// after the command's fields: one allocation and one copy of the body
@@ -320,25 +357,54 @@ func (r *Replica) Enqueue(ctx context.Context, m *queue.Message, done func(error
 	entry := cmd.Append(make([]byte, 0, 64+len(m.Exchange)+len(m.RoutingKey)+256+len(m.Body)))
 	entry, err := appendMessage(entry, m)
 	if err != nil {
-		r.seq--
+		if publisher == r.publisher {
+			r.seq--
+		}
 		r.pubMu.Unlock()
 		<-r.slots
 		done(err)
 		return err
 	}
-	r.pending[cmd.Seq] = done
+	k := pendingKey{publisher, seq}
+	if prev, dup := r.pending[k]; dup {
+		// The same publish sent again before its first proposal was
+		// answered: both are answered by whichever commits first.
+		first := prev
+		r.pending[k] = func(err error) { first(err); done(err) }
+		<-r.slots // one slot is enough for the pair
+	} else {
+		r.pending[k] = done
+	}
 	r.raft.Apply(entry, 0)
 	r.pubMu.Unlock()
 	return nil
 }
 
-// completeEnqueue answers the publisher of this replica's publish seq. The
-// FSM calls it for the machine's Confirm or Reject effect, that is once
-// the entry is committed and applied: never before.
-func (r *Replica) completeEnqueue(seq uint64, err error) {
+// failPending answers every publish still waiting for its commit with err:
+// this member stopped leading, and whether those entries commit is now
+// up to the new leader. Forwarders send them again there (the machine
+// stores a re-sent publish once); local publishers get basic.nack.
+func (r *Replica) failPending(err error) {
 	r.pubMu.Lock()
-	done, ok := r.pending[seq]
-	delete(r.pending, seq)
+	pending := r.pending
+	r.pending = make(map[pendingKey]func(error))
+	r.pubMu.Unlock()
+	for range pending {
+		<-r.slots
+	}
+	for _, done := range pending {
+		done(err)
+	}
+}
+
+// completeEnqueue answers the publish seq of publisher. The FSM calls it
+// for the machine's Confirm or Reject effect, that is once the entry is
+// committed and applied: never before.
+func (r *Replica) completeEnqueue(publisher, seq uint64, err error) {
+	k := pendingKey{publisher, seq}
+	r.pubMu.Lock()
+	done, ok := r.pending[k]
+	delete(r.pending, k)
 	r.pubMu.Unlock()
 	if ok {
 		<-r.slots
@@ -593,7 +659,7 @@ func (r *Replica) shutdown() {
 	// Fail the enqueues still waiting for a confirm.
 	r.pubMu.Lock()
 	pending := r.pending
-	r.pending = make(map[uint64]func(error))
+	r.pending = make(map[pendingKey]func(error))
 	r.pubMu.Unlock()
 	for _, done := range pending {
 		done(queue.ErrDeleted)
