@@ -154,3 +154,14 @@ type Queue interface {
 	// with ErrDeleted.
 	Close()
 }
+
+// Movable is a consumer that can follow a replicated queue's leadership to
+// another node: the forwarding router's consumers are. When the member a
+// Movable consumer is attached to stops leading, the member forgets it and
+// calls LeaderLost (without its locks held); the consumer attaches again
+// to the new leader, and the messages it held come back to the queue,
+// marked redelivered. A consumer that is not Movable gets Gone instead.
+type Movable interface {
+	Consumer
+	LeaderLost()
+}

@@ -668,3 +668,17 @@ func (r *Replica) shutdown() {
 		r.log.Warn("close raft log", "err", err)
 	}
 }
+
+// IsLeader reports whether this member leads the group now.
+func (r *Replica) IsLeader() bool { return r.isLeader() }
+
+// Leader is the node name of the group's leader as this member knows it,
+// "" while there is none.
+func (r *Replica) Leader() string {
+	ra := r.leaderOf.Load()
+	if ra == nil {
+		return ""
+	}
+	_, id := ra.LeaderWithID()
+	return string(id)
+}
