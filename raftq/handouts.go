@@ -18,6 +18,14 @@ type handout struct {
 	consumer ConsumerID
 }
 
+// StartAt makes the next delivery ID base+1. A replicated queue's members
+// start at random bases, so that IDs handed out by one leader are never
+// mistaken for those of the next.
+func (h *Handouts) StartAt(base uint64) { h.next = base }
+
+// Clear forgets every delivery; IDs keep rising.
+func (h *Handouts) Clear() { h.byID = nil }
+
 // Add records that message index went to consumer and returns the
 // delivery's ID.
 func (h *Handouts) Add(index uint64, consumer ConsumerID) uint64 {

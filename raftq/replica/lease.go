@@ -1,6 +1,11 @@
 package replica
 
-import "github.com/warrenmq/warren/raftq"
+import (
+	"time"
+
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq"
+)
 
 // Touch renews the queue's x-expires lease: the broker calls it when the
 // queue is redeclared (the TTL guide: redeclaring renews the lease). It
@@ -11,14 +16,76 @@ func (r *Replica) Touch() error {
 
 // onLeading runs once the replica leads and has applied its log: it
 // resumes what the machine says is unfinished, the at-least-once dead
-// letters and an x-expires deletion requested before a restart.
+// letters and an x-expires deletion requested before a restart, and
+// returns the messages of consumers that were attached through an earlier
+// leader.
 func (r *Replica) onLeading() {
-	r.dl.start()
+	r.dlOnce.Do(r.dl.start)
+	r.dl.signal()
 	r.fsm.mu.Lock()
 	deleting := r.fsm.m.DeleteRequested()
 	r.fsm.mu.Unlock()
 	if deleting && r.cfg.OnExpired != nil {
 		go r.cfg.OnExpired()
+	}
+	r.reapConsumers()
+}
+
+// onFollowing runs when the replica stops leading. Publishes waiting for
+// their commit are answered ErrNotLeader (forwarders send them to the new
+// leader, which stores each once), and every consumer attached here is
+// dropped: movable ones attach again to the new leader, which hands out
+// the messages they held once more, marked redelivered.
+func (r *Replica) onFollowing() {
+	r.failPending(ErrNotLeader)
+	r.mu.Lock()
+	consumers := r.consumers
+	r.consumers = make(map[raftq.ConsumerID]*consumerRef)
+	r.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
+	r.handouts.Clear()
+	r.toSettle = make(map[raftq.ConsumerID][]uint64)
+	r.mu.Unlock()
+	for _, ref := range consumers {
+		if m, ok := ref.c.(queue.Movable); ok {
+			go m.LeaderLost()
+		} else {
+			go ref.c.Gone()
+		}
+	}
+}
+
+// watchLeadership follows this member's leadership changes: a new leader
+// first applies everything committed before it (a barrier), so that what
+// it resumes reflects the whole log.
+func (r *Replica) watchLeadership() {
+	defer r.wg.Done()
+	leading := r.isLeader() && r.cfg.Transport == nil // onLeading ran in Open
+	ch := r.raft.LeaderCh()
+	check := time.NewTicker(time.Second)
+	defer check.Stop()
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-ch:
+		case <-check.C:
+			// LeaderCh keeps only the latest change; look anyway.
+		}
+		now := r.isLeader()
+		switch {
+		case now && !leading:
+			if err := r.raft.Barrier(10 * time.Second).Error(); err != nil {
+				r.log.Debug("barrier after election", "err", err)
+				continue // lost it again, or shutting down: look later
+			}
+			leading = true
+			r.log.Debug("leading")
+			r.onLeading()
+		case !now && leading:
+			leading = false
+			r.log.Debug("stopped leading", "leader", r.Leader())
+			r.onFollowing()
+		}
 	}
 }
 

@@ -51,7 +51,27 @@ type Config struct {
 	// drops dead-lettered messages.
 	DeadLetter func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error))
 	Log        *slog.Logger
+
+	// Transport carries the group's Raft traffic to its other members
+	// (cluster/transport's Mux.Transport in a cluster). Nil makes a
+	// one-member group on an in-memory transport, the single-node case:
+	// Open then waits until it leads.
+	Transport raft.Transport
+	// Peers are every member of the group, this node included, with
+	// their Raft addresses. Ignored without a Transport.
+	Peers []Peer
+	// Bootstrap creates the group with Peers as voters when this node has
+	// no state for it yet. Only the member chosen to lead first does it:
+	// it then wins the first election, since the others start empty.
+	Bootstrap bool
+	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
+	// picks one second each.
+	HeartbeatTimeout, ElectionTimeout time.Duration
 }
+
+// Peer is one member of a group: its node name (the Raft server ID) and
+// its node's internal address.
+type Peer struct{ ID, Addr string }
 
 // inflightLimit bounds a replica's proposed but uncommitted enqueues:
 // beyond it Enqueue blocks, and with it the publisher's socket.
@@ -111,7 +131,8 @@ type Replica struct {
 	toSettle   map[raftq.ConsumerID][]uint64
 	settleWake chan struct{}
 
-	dl *deadLetterer
+	dl     *deadLetterer
+	dlOnce sync.Once
 }
 
 type consumerRef struct {
@@ -166,16 +187,23 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	r.dlxOnReject = dlxOnReject
 	r.getter = r.newConsumerID()
+	r.handouts.StartAt(randomID() &^ 0xffffffff)
 	r.fsm = &fsm{r: r, m: raftq.New(mcfg, cfg.Created)}
 	r.dl = newDeadLetterer(r)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	// One member: elections are instant, so short timeouts only make
-	// declaring fast. The cluster work revisits these for many groups.
+	// declaring fast. Several members: timeouts that survive a busy
+	// machine; a dead leader's node is noticed by gossip as well.
 	rc.HeartbeatTimeout = 100 * time.Millisecond
 	rc.ElectionTimeout = 100 * time.Millisecond
 	rc.LeaderLeaseTimeout = 50 * time.Millisecond
+	if cfg.Transport != nil {
+		rc.HeartbeatTimeout = orDefault(cfg.HeartbeatTimeout, time.Second)
+		rc.ElectionTimeout = orDefault(cfg.ElectionTimeout, time.Second)
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout / 2
+	}
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 512
@@ -191,36 +219,56 @@ func Open(cfg Config) (*Replica, error) {
 		store.Close()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
-	_, r.trans = raft.NewInmemTransport(raft.ServerAddress(cfg.NodeID))
+	trans := cfg.Transport
+	var conf raft.Configuration
+	bootstrap := true
+	if trans == nil {
+		_, r.trans = raft.NewInmemTransport(raft.ServerAddress(cfg.NodeID))
+		trans = r.trans
+		conf.Servers = []raft.Server{{ID: rc.LocalID, Address: r.trans.LocalAddr()}}
+	} else {
+		bootstrap = cfg.Bootstrap
+		for _, p := range cfg.Peers {
+			conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+	}
 	logs := &liveLogStore{LogStore: store, live: r.fsm.liveIndexes}
 	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("read raft state: %w", err)
 	}
-	if !existing {
-		conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: r.trans.LocalAddr()}}}
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, r.trans, conf); err != nil {
+	if !existing && bootstrap {
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
 			store.Close()
 			return nil, fmt.Errorf("bootstrap raft group: %w", err)
 		}
 	}
-	r.raft, err = raft.NewRaft(rc, r.fsm, logs, store, snaps, r.trans)
+	r.raft, err = raft.NewRaft(rc, r.fsm, logs, store, snaps, trans)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	r.leaderOf.Store(r.raft)
-	if err := r.awaitLeadership(10 * time.Second); err != nil {
-		r.shutdown()
-		return nil, err
+	if cfg.Transport == nil {
+		if err := r.awaitLeadership(10 * time.Second); err != nil {
+			r.shutdown()
+			return nil, err
+		}
+		r.onLeading()
 	}
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go r.settler()
 	go r.ticker()
-	r.onLeading()
-	r.reapConsumers()
+	go r.watchLeadership()
 	return r, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 func randomID() uint64 {
@@ -254,13 +302,23 @@ func (r *Replica) awaitLeadership(timeout time.Duration) error {
 	return nil
 }
 
-// reapConsumers tells the machine that consumers of an earlier run of this
-// node are gone, so their checked-out messages come back.
+// reapConsumers tells the machine that consumers attached through an
+// earlier leader, or an earlier run of this node, are gone, so that their
+// checked-out messages come back (redelivered). Consumers attached here
+// since are kept.
 func (r *Replica) reapConsumers() {
 	r.fsm.mu.Lock()
 	ids := r.fsm.m.AppendConsumerIDs(nil)
 	r.fsm.mu.Unlock()
+	r.mu.Lock()
+	gone := ids[:0]
 	for _, id := range ids {
+		if _, mine := r.consumers[id]; !mine && id != r.getter {
+			gone = append(gone, id)
+		}
+	}
+	r.mu.Unlock()
+	for _, id := range gone {
 		r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
 	}
 }
@@ -278,6 +336,9 @@ func errorFor(err error) error {
 		return nil
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return queue.ErrDeleted
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return ErrNotLeader
 	}
 	return err
 }
