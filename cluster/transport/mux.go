@@ -1,0 +1,118 @@
+// Package transport carries the Raft traffic of every group of a node
+// (one group per quorum queue) over the node's one internal gRPC port.
+//
+// A Mux serves the Raft gRPC service and hands out one Transport per
+// group; every request names its group and the serving Mux routes it to
+// that group's Consumer channel. Outgoing calls go over the connections
+// of an rpc.Pool, so a node holds the same two connections per peer node
+// whether it carries one group or a thousand: ordinary calls and the
+// AppendEntries pipelines on Pool.Conn, snapshots on Pool.Bulk, so that a
+// large snapshot does not hold up other groups' heartbeats.
+//
+// Concurrency: Mux.mu guards the group table and the closed flag and is
+// never held while calling into raft or the network. Each Transport owns
+// its closing (done channel, client context); server handlers never block
+// on a closed group.
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+
+	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/proto/raftpb"
+)
+
+const (
+	// rpcTimeout bounds one request/response call, as NetworkTransport's
+	// Timeout does. Dead peers are noticed sooner by the pool's keepalive.
+	rpcTimeout = 10 * time.Second
+	// snapshotTimeoutScale: an InstallSnapshot gets rpcTimeout per this
+	// many bytes of snapshot (raft.DefaultTimeoutScale).
+	snapshotTimeoutScale = raft.DefaultTimeoutScale
+	// snapshotChunk is the size of one InstallSnapshot stream message.
+	snapshotChunk = 256 << 10
+)
+
+// ErrClosed is returned by Mux.Transport once the Mux is closed.
+var ErrClosed = errors.New("transport: mux closed")
+
+// Mux multiplexes the Raft groups of one node over its gRPC server and
+// its peer connection pool.
+type Mux struct {
+	local string
+	pool  *rpc.Pool
+	log   *slog.Logger
+
+	mu     sync.RWMutex
+	groups map[string]*Transport
+	closed bool
+}
+
+// NewMux returns a Mux for the node whose advertised internal address
+// (host:port) is localAddr; peers use it as this node's
+// raft.ServerAddress. The pool is the node's and is not closed by Close.
+func NewMux(localAddr string, pool *rpc.Pool, log *slog.Logger) *Mux {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Mux{local: localAddr, pool: pool, log: log, groups: make(map[string]*Transport)}
+}
+
+// Register registers the Raft gRPC service on s.
+func (m *Mux) Register(s *grpc.Server) {
+	raftpb.RegisterRaftServer(s, &server{mux: m})
+}
+
+// Transport returns the transport of one Raft group. It fails if the
+// group has a transport already (until that one is closed) or if the Mux
+// is closed.
+func (m *Mux) Transport(group string) (*Transport, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, fmt.Errorf("transport: group %q: %w", group, ErrClosed)
+	}
+	if _, ok := m.groups[group]; ok {
+		return nil, fmt.Errorf("transport: group %q is registered already", group)
+	}
+	t := newTransport(m, group)
+	m.groups[group] = t
+	return t, nil
+}
+
+// Close closes every group's transport; requests for any group then
+// fail with codes.NotFound.
+func (m *Mux) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	ts := make([]*Transport, 0, len(m.groups))
+	for _, t := range m.groups {
+		ts = append(ts, t)
+	}
+	m.mu.Unlock()
+	for _, t := range ts {
+		_ = t.Close()
+	}
+	return nil
+}
+
+func (m *Mux) lookup(group string) *Transport {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.groups[group]
+}
+
+func (m *Mux) unregister(t *Transport) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.groups[t.group] == t {
+		delete(m.groups, t.group)
+	}
+}

@@ -1,0 +1,190 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Tests of the transport alone: two nodes, no raft, a test goroutine
+// answering on Consumer.
+
+// pair returns the transports of group g on two nodes, a and b.
+func pair(t *testing.T, g string) (h *harness, ta, tb *Transport) {
+	t.Helper()
+	h = newHarness(t, 2, nil, nil)
+	ta, err := h.nodes[0].mux.Transport(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err = h.nodes[1].mux.Transport(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ta.Close(); _ = tb.Close() })
+	return h, ta, tb
+}
+
+// answer serves tb's Consumer with fn until the test ends.
+func answer(t *testing.T, tb *Transport, fn func(raft.RPC)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for {
+			select {
+			case rpc := <-tb.Consumer():
+				fn(rpc)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+func TestPipelineInOrder(t *testing.T) {
+	t.Parallel()
+	h, ta, tb := pair(t, "p")
+	b := h.nodes[1]
+	got := make(chan *raft.AppendEntriesRequest, 1)
+	answer(t, tb, func(rpc raft.RPC) {
+		req := rpc.Command.(*raft.AppendEntriesRequest)
+		if req.PrevLogEntry == 1 {
+			got <- req
+		}
+		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: req.PrevLogEntry + uint64(len(req.Entries)), Success: true}, nil)
+	})
+
+	p, err := ta.AppendEntriesPipeline(b.id, raft.ServerAddress(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const n = 100
+	appended := time.Now()
+	go func() {
+		for i := uint64(1); i <= n; i++ {
+			req := &raft.AppendEntriesRequest{
+				RPCHeader:    raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n0"), Addr: []byte(ta.LocalAddr())},
+				Term:         3,
+				PrevLogEntry: i,
+				PrevLogTerm:  2,
+				Entries: []*raft.Log{{Index: i + 1, Term: 3, Type: raft.LogCommand, Data: []byte("body"),
+					Extensions: []byte("ext"), AppendedAt: appended}},
+				LeaderCommitIndex: i,
+			}
+			if _, err := p.AppendEntries(req, new(raft.AppendEntriesResponse)); err != nil {
+				t.Errorf("AppendEntries %d: %v", i, err)
+				return
+			}
+		}
+	}()
+	for i := uint64(1); i <= n; i++ {
+		select {
+		case f := <-p.Consumer():
+			if err := f.Error(); err != nil {
+				t.Fatalf("future %d: %v", i, err)
+			}
+			if f.Request().PrevLogEntry != i || f.Response().LastLog != i+1 || !f.Response().Success {
+				t.Fatalf("future %d out of order: request %d, response %+v", i, f.Request().PrevLogEntry, f.Response())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("future %d did not come", i)
+		}
+	}
+
+	req := <-got
+	e := req.Entries[0]
+	if req.Term != 3 || req.PrevLogTerm != 2 || req.LeaderCommitIndex != 1 || string(req.ID) != "n0" ||
+		req.ProtocolVersion != raft.ProtocolVersionMax || string(req.Addr) != string(ta.LocalAddr()) ||
+		e.Index != 2 || e.Term != 3 || e.Type != raft.LogCommand || string(e.Data) != "body" ||
+		string(e.Extensions) != "ext" || !e.AppendedAt.Equal(appended) {
+		t.Fatalf("request changed in transit: %+v, entry %+v", req, e)
+	}
+}
+
+// A heartbeat is answered by the heartbeat handler while the group's
+// Consumer is not read at all.
+func TestHeartbeatFastPath(t *testing.T) {
+	t.Parallel()
+	h, ta, tb := pair(t, "hb")
+	b := h.nodes[1]
+	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 7, Success: true}, nil)
+	})
+	var resp raft.AppendEntriesResponse
+	hb := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{Addr: []byte(ta.LocalAddr())}, Term: 7}
+	if err := ta.AppendEntries(b.id, raft.ServerAddress(b.addr), hb, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Success || resp.Term != 7 {
+		t.Fatalf("heartbeat response %+v", resp)
+	}
+
+	// Anything else waits for Consumer.
+	done := make(chan error, 1)
+	go func() {
+		req := &raft.AppendEntriesRequest{Term: 7, Leader: []byte(ta.LocalAddr()), LeaderCommitIndex: 1}
+		done <- ta.AppendEntries(b.id, raft.ServerAddress(b.addr), req, new(raft.AppendEntriesResponse))
+	}()
+	select {
+	case rpc := <-tb.Consumer():
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 7}, nil)
+	case <-time.After(10 * time.Second):
+		t.Fatal("append entries never reached Consumer")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The snapshot reaches raft as it arrives: the server side hands raft its
+// reader and the first chunk before the sender has the rest.
+func TestSnapshotStreams(t *testing.T) {
+	t.Parallel()
+	h, ta, tb := pair(t, "s")
+	b := h.nodes[1]
+	size := 3*snapshotChunk + 5
+	want := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+	firstChunk := make(chan struct{})
+	answer(t, tb, func(rpc raft.RPC) {
+		req := rpc.Command.(*raft.InstallSnapshotRequest)
+		buf := make([]byte, snapshotChunk)
+		if _, err := io.ReadFull(rpc.Reader, buf); err != nil {
+			rpc.Respond(nil, err)
+			return
+		}
+		close(firstChunk)
+		rest, err := io.ReadAll(rpc.Reader)
+		got := append(buf, rest...)
+		ok := err == nil && int64(len(got)) == req.Size && bytes.Equal(got, want) && req.LastLogIndex == 42
+		rpc.Respond(&raft.InstallSnapshotResponse{Term: req.Term, Success: ok}, err)
+	})
+
+	pr, pw := io.Pipe()
+	go func() {
+		if _, err := pw.Write(want[:snapshotChunk]); err != nil {
+			return
+		}
+		select {
+		case <-firstChunk:
+		case <-time.After(10 * time.Second):
+			pw.CloseWithError(io.ErrNoProgress)
+			return
+		}
+		_, _ = pw.Write(want[snapshotChunk:])
+		pw.Close()
+	}()
+	req := &raft.InstallSnapshotRequest{SnapshotVersion: raft.SnapshotVersionMax, Term: 2, Leader: []byte(ta.LocalAddr()),
+		LastLogIndex: 42, LastLogTerm: 2, Configuration: []byte("conf"), ConfigurationIndex: 40, Size: int64(size)}
+	var resp raft.InstallSnapshotResponse
+	if err := ta.InstallSnapshot(b.id, raft.ServerAddress(b.addr), req, &resp, pr); err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Success || resp.Term != 2 {
+		t.Fatalf("response %+v", resp)
+	}
+}

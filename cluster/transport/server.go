@@ -1,0 +1,176 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/proto/raftpb"
+)
+
+// server is the Raft gRPC service of a Mux: it finds the named group and
+// hands the request to its Transport.
+type server struct {
+	raftpb.UnimplementedRaftServer
+	mux *Mux
+}
+
+func (s *server) group(name string) (*Transport, error) {
+	if t := s.mux.lookup(name); t != nil {
+		return t, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "raft group %q not found on %s", name, s.mux.local)
+}
+
+func (s *server) AppendEntries(ctx context.Context, req *raftpb.AppendEntriesRequest) (*raftpb.AppendEntriesResponse, error) {
+	t, err := s.group(req.Group)
+	if err != nil {
+		return nil, err
+	}
+	a := appendReqFromPB(req)
+	resp, rpcErr, err := t.serve(ctx, a, isHeartbeat(a))
+	if err != nil {
+		return nil, err
+	}
+	r, _ := resp.(*raft.AppendEntriesResponse)
+	return appendRespToPB(r, rpcErr), nil
+}
+
+// AppendEntriesPipeline serves one replication pipeline: requests are
+// handed to raft one after the other, in order, and answered in order
+// (raft handles a group's log traffic serially anyway; the pipelining is
+// in the next request travelling while this one is processed).
+func (s *server) AppendEntriesPipeline(stream raftpb.Raft_AppendEntriesPipelineServer) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		t, err := s.group(req.Group)
+		if err != nil {
+			return err
+		}
+		a := appendReqFromPB(req)
+		resp, rpcErr, err := t.serve(ctx, a, isHeartbeat(a))
+		if err != nil {
+			return err
+		}
+		r, _ := resp.(*raft.AppendEntriesResponse)
+		if err := stream.Send(appendRespToPB(r, rpcErr)); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *server) RequestVote(ctx context.Context, req *raftpb.RequestVoteRequest) (*raftpb.RequestVoteResponse, error) {
+	t, err := s.group(req.Group)
+	if err != nil {
+		return nil, err
+	}
+	resp, rpcErr, err := t.serve(ctx, voteReqFromPB(req), false)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := resp.(*raft.RequestVoteResponse)
+	return voteRespToPB(r, rpcErr), nil
+}
+
+func (s *server) RequestPreVote(ctx context.Context, req *raftpb.RequestPreVoteRequest) (*raftpb.RequestPreVoteResponse, error) {
+	t, err := s.group(req.Group)
+	if err != nil {
+		return nil, err
+	}
+	resp, rpcErr, err := t.serve(ctx, preVoteReqFromPB(req), false)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := resp.(*raft.RequestPreVoteResponse)
+	return preVoteRespToPB(r, rpcErr), nil
+}
+
+func (s *server) TimeoutNow(ctx context.Context, req *raftpb.TimeoutNowRequest) (*raftpb.TimeoutNowResponse, error) {
+	t, err := s.group(req.Group)
+	if err != nil {
+		return nil, err
+	}
+	resp, rpcErr, err := t.serve(ctx, &raft.TimeoutNowRequest{RPCHeader: headerFromPB(req.Header)}, false)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := resp.(*raft.TimeoutNowResponse)
+	return timeoutNowRespToPB(r, rpcErr), nil
+}
+
+// errSnapshotAbandoned ends the snapshot reader once raft has answered
+// (or the wait was given up), so that the feeding loop stops even if raft
+// answered without reading the snapshot to its end.
+var errSnapshotAbandoned = errors.New("transport: snapshot stream abandoned")
+
+// InstallSnapshot hands raft the request with an io.Reader fed by the
+// stream's chunks as they arrive (an io.Pipe: nothing is buffered beyond
+// the chunk in hand), and answers once raft has answered.
+func (s *server) InstallSnapshot(stream raftpb.Raft_InstallSnapshotServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if first.Request == nil {
+		return status.Error(codes.InvalidArgument, "first snapshot chunk carries no request")
+	}
+	t, err := s.group(first.Request.Group)
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	pr, pw := io.Pipe()
+	respCh, err := t.dispatch(ctx, snapshotReqFromPB(first.Request), pr, false)
+	if err != nil {
+		return err
+	}
+	var (
+		resp           any
+		rpcErr, waitEr error
+		answered       = make(chan struct{})
+	)
+	go func() {
+		defer close(answered)
+		resp, rpcErr, waitEr = t.wait(ctx, respCh)
+		pr.CloseWithError(errSnapshotAbandoned)
+	}()
+	// Only this goroutine touches the stream until it returns.
+	pw.CloseWithError(feed(stream, pw, first.Data))
+	<-answered
+	if waitEr != nil {
+		return waitEr
+	}
+	r, _ := resp.(*raft.InstallSnapshotResponse)
+	return stream.SendAndClose(snapshotRespToPB(r, rpcErr))
+}
+
+// feed copies the snapshot chunks into w; nil at the end of the stream
+// (CloseWithError(nil) is Close: the reader sees io.EOF).
+func feed(stream raftpb.Raft_InstallSnapshotServer, w io.Writer, data []byte) error {
+	for {
+		if len(data) > 0 {
+			if _, err := w.Write(data); err != nil {
+				return err
+			}
+		}
+		chunk, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		data = chunk.Data
+	}
+}

@@ -1,0 +1,228 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/proto/raftpb"
+)
+
+// Transport is the raft.Transport of one Raft group: its outgoing calls
+// name the group and share the Mux's peer connections, and the Mux routes
+// incoming requests for the group to Consumer.
+type Transport struct {
+	mux       *Mux
+	group     string
+	consumeCh chan raft.RPC
+
+	hbMu sync.Mutex
+	hbFn func(raft.RPC)
+
+	// ctx is the parent of every outgoing call and is done once the
+	// transport is closed; server handlers waiting on the group give up
+	// on it too.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+var (
+	_ raft.Transport   = (*Transport)(nil)
+	_ raft.WithClose   = (*Transport)(nil)
+	_ raft.WithPreVote = (*Transport)(nil)
+)
+
+func newTransport(m *Mux, group string) *Transport {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Transport{mux: m, group: group, consumeCh: make(chan raft.RPC), ctx: ctx, cancel: cancel}
+}
+
+// Group is the name of the Raft group this transport carries.
+func (t *Transport) Group() string { return t.group }
+
+// Consumer implements raft.Transport.
+func (t *Transport) Consumer() <-chan raft.RPC { return t.consumeCh }
+
+// LocalAddr implements raft.Transport: the node's internal address.
+func (t *Transport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t.mux.local) }
+
+// SetHeartbeatHandler implements raft.Transport: heartbeats are handed to
+// cb on the serving goroutine instead of waiting on Consumer behind the
+// group's log traffic.
+func (t *Transport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
+	t.hbMu.Lock()
+	defer t.hbMu.Unlock()
+	t.hbFn = cb
+}
+
+// EncodePeer implements raft.Transport: the address bytes.
+func (t *Transport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte { return []byte(addr) }
+
+// DecodePeer implements raft.Transport.
+func (t *Transport) DecodePeer(buf []byte) raft.ServerAddress { return raft.ServerAddress(buf) }
+
+// Close implements raft.WithClose: it unregisters the group, so later
+// requests for it fail with codes.NotFound, and cancels the group's
+// calls and pipelines in flight. It may be called more than once.
+func (t *Transport) Close() error {
+	t.cancel()
+	t.mux.unregister(t)
+	return nil
+}
+
+// AppendEntries implements raft.Transport.
+func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	c, ctx, cancel, err := t.call(target)
+	if err != nil {
+		return t.fail("AppendEntries", target, err)
+	}
+	defer cancel()
+	out, err := c.AppendEntries(ctx, appendReqToPB(t.group, args))
+	if err != nil {
+		return t.fail("AppendEntries", target, err)
+	}
+	return appendRespFromPB(out, resp)
+}
+
+// RequestVote implements raft.Transport.
+func (t *Transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	c, ctx, cancel, err := t.call(target)
+	if err != nil {
+		return t.fail("RequestVote", target, err)
+	}
+	defer cancel()
+	out, err := c.RequestVote(ctx, voteReqToPB(t.group, args))
+	if err != nil {
+		return t.fail("RequestVote", target, err)
+	}
+	return voteRespFromPB(out, resp)
+}
+
+// RequestPreVote implements raft.WithPreVote.
+func (t *Transport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	c, ctx, cancel, err := t.call(target)
+	if err != nil {
+		return t.fail("RequestPreVote", target, err)
+	}
+	defer cancel()
+	out, err := c.RequestPreVote(ctx, preVoteReqToPB(t.group, args))
+	if err != nil {
+		return t.fail("RequestPreVote", target, err)
+	}
+	return preVoteRespFromPB(out, resp)
+}
+
+// TimeoutNow implements raft.Transport.
+func (t *Transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	c, ctx, cancel, err := t.call(target)
+	if err != nil {
+		return t.fail("TimeoutNow", target, err)
+	}
+	defer cancel()
+	out, err := c.TimeoutNow(ctx, &raftpb.TimeoutNowRequest{Group: t.group, Header: headerToPB(args.RPCHeader)})
+	if err != nil {
+		return t.fail("TimeoutNow", target, err)
+	}
+	*resp = raft.TimeoutNowResponse{RPCHeader: headerFromPB(out.Header)}
+	return errFromString(out.Error)
+}
+
+// call returns a client on the ordinary connection to target and a
+// context bounded by rpcTimeout and the transport's life.
+func (t *Transport) call(target raft.ServerAddress) (raftpb.RaftClient, context.Context, context.CancelFunc, error) {
+	if t.ctx.Err() != nil {
+		return nil, nil, nil, raft.ErrTransportShutdown
+	}
+	cc, err := t.mux.pool.Conn(string(target))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, rpcTimeout)
+	return raftpb.NewRaftClient(cc), ctx, cancel, nil
+}
+
+// fail logs a failed call at Debug (a dead peer must not flood the log;
+// raft itself reports what matters) and wraps it with its context.
+func (t *Transport) fail(method string, target raft.ServerAddress, err error) error {
+	if t.ctx.Err() != nil && !errors.Is(err, raft.ErrTransportShutdown) {
+		err = fmt.Errorf("%w: %w", raft.ErrTransportShutdown, err)
+	}
+	t.mux.log.Debug("raft rpc failed", "group", t.group, "method", method, "target", string(target), "error", err)
+	return fmt.Errorf("transport: group %s: %s to %s: %w", t.group, method, target, err)
+}
+
+// serve hands one incoming request to raft and waits for its answer. It
+// returns raft's response and raft's own error, or a gRPC status error
+// when the group closes or the caller gives up first.
+func (t *Transport) serve(ctx context.Context, cmd any, heartbeat bool) (any, error, error) {
+	respCh, err := t.dispatch(ctx, cmd, nil, heartbeat)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t.wait(ctx, respCh)
+}
+
+// dispatch hands a request to raft: to the heartbeat fast path when it is
+// a heartbeat and raft set a handler, to Consumer otherwise.
+func (t *Transport) dispatch(ctx context.Context, cmd any, body io.Reader, heartbeat bool) (<-chan raft.RPCResponse, error) {
+	respCh := make(chan raft.RPCResponse, 1)
+	r := raft.RPC{Command: cmd, Reader: body, RespChan: respCh}
+	if heartbeat {
+		t.hbMu.Lock()
+		fn := t.hbFn
+		t.hbMu.Unlock()
+		if fn != nil {
+			fn(r)
+			return respCh, nil
+		}
+	}
+	select {
+	case t.consumeCh <- r:
+		return respCh, nil
+	case <-t.ctx.Done():
+		return nil, t.closedErr()
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// wait waits for raft's answer to a dispatched request.
+func (t *Transport) wait(ctx context.Context, respCh <-chan raft.RPCResponse) (any, error, error) {
+	select {
+	case resp := <-respCh:
+		return resp.Response, resp.Error, nil
+	case <-t.ctx.Done():
+		return nil, nil, t.closedErr()
+	case <-ctx.Done():
+		return nil, nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+func (t *Transport) closedErr() error {
+	return status.Errorf(codes.Unavailable, "raft group %q on %s: %v", t.group, t.mux.local, raft.ErrTransportShutdown)
+}
+
+// appendFuture is a pipelined AppendEntries call (raft.AppendFuture).
+type appendFuture struct {
+	start time.Time
+	args  *raft.AppendEntriesRequest
+	resp  *raft.AppendEntriesResponse
+	err   error
+	done  chan struct{}
+}
+
+func (f *appendFuture) Error() error {
+	<-f.done
+	return f.err
+}
+
+func (f *appendFuture) Start() time.Time                      { return f.start }
+func (f *appendFuture) Request() *raft.AppendEntriesRequest   { return f.args }
+func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }

@@ -1,0 +1,201 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/proto/raftpb"
+)
+
+func groupNames(n int) []string {
+	gs := make([]string, n)
+	for i := range gs {
+		gs[i] = fmt.Sprintf("q%03d", i)
+	}
+	return gs
+}
+
+// 3 nodes, several groups: each elects a leader and replicates to all.
+func TestReplicates(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 3, groupNames(4), nil)
+	for _, g := range h.groups {
+		h.apply(g, 50, 100)
+	}
+	for _, g := range h.groups {
+		h.converged(g, 50)
+	}
+}
+
+// A node stops: the groups it led elect a leader among the others and
+// keep accepting commands.
+func TestNodeFailure(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 3, groupNames(3), nil)
+	for _, g := range h.groups {
+		h.apply(g, 10, 10)
+	}
+	dead := h.leader(h.groups[0]) // the bootstrap node leads every group at first
+	h.stop(dead)
+	for _, g := range h.groups {
+		if ld := h.leader(g); ld == dead {
+			t.Fatalf("%s: stopped node still leads", g)
+		}
+		h.apply(g, 10, 10)
+		h.converged(g, 20)
+	}
+}
+
+// A follower misses more than the leader keeps in its log and catches up
+// through InstallSnapshot, the snapshot larger than one stream chunk.
+func TestInstallSnapshot(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 3, []string{"big"}, func(c *raft.Config) { c.TrailingLogs = 10 })
+	h.apply("big", 5, 10)
+	ld := h.leader("big")
+	var follower *node
+	for _, nd := range h.nodes {
+		if nd != ld {
+			follower = nd
+		}
+	}
+	h.converged("big", 5)
+	h.stop(follower)
+
+	h.apply("big", 600, 1024) // ~600 KiB of state, over two chunks
+	if err := ld.member("big").raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := ld.member("big").logs.FirstIndex(); first <= 6 {
+		t.Fatalf("leader log not compacted past the follower: first index %d", first)
+	}
+
+	h.restart(follower)
+	h.converged("big", 605)
+	snaps, err := follower.member("big").snaps.List()
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("follower has no installed snapshot: %v %v", snaps, err)
+	}
+	if snaps[0].Size <= snapshotChunk {
+		t.Fatalf("snapshot of %d bytes fits one chunk", snaps[0].Size)
+	}
+}
+
+// LeadershipTransferToServer goes through TimeoutNow.
+func TestLeadershipTransfer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 3, []string{"q"}, nil)
+	h.apply("q", 5, 10)
+	ld := h.leader("q")
+	var to *node
+	for _, nd := range h.nodes {
+		if nd != ld {
+			to = nd
+			break
+		}
+	}
+	// A transfer may be refused while the target is catching up; retry.
+	waitFor(t, 15*time.Second, "transfer to "+string(to.id), func() error {
+		if h.leader("q") == to {
+			return nil
+		}
+		r := h.leader("q").member("q").raft
+		if err := r.LeadershipTransferToServer(to.id, raft.ServerAddress(to.addr)).Error(); err != nil {
+			return err
+		}
+		if h.leader("q") != to {
+			return errors.New("leader is elsewhere")
+		}
+		return nil
+	})
+	h.apply("q", 5, 10)
+	h.converged("q", 10)
+}
+
+// The number of connections does not grow with the number of groups.
+func TestConnectionsPerPeer(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("300 rafts")
+	}
+	h := newHarness(t, 3, groupNames(100), func(c *raft.Config) {
+		// 300 rafts on a small, shared machine under -race: calmer.
+		c.HeartbeatTimeout = time.Second
+		c.ElectionTimeout = time.Second
+		c.LeaderLeaseTimeout = 500 * time.Millisecond
+	})
+	for _, g := range h.groups {
+		h.leader(g)
+	}
+	for _, g := range h.groups {
+		h.apply(g, 1, 10)
+	}
+	peers := len(h.nodes) - 1
+	for _, nd := range h.nodes {
+		if n := nd.pool.Len(); n > 2*peers {
+			t.Errorf("%s holds %d connections for %d peers", nd.id, n, peers)
+		}
+	}
+}
+
+// Requests for a group the node does not carry fail at once with
+// NotFound: never registered, or closed.
+func TestUnknownGroup(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 3, []string{"q"}, nil)
+	a, b := h.nodes[0], h.nodes[1]
+
+	if _, err := a.mux.Transport("q"); err == nil {
+		t.Fatal("registered q twice")
+	}
+
+	cc, err := a.pool.Conn(b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = raftpb.NewRaftClient(cc).AppendEntries(ctx, &raftpb.AppendEntriesRequest{Group: "nope", Term: 1})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("AppendEntries to an unknown group: %v", err)
+	}
+
+	// Through a Transport: a group registered only on a.
+	lone, err := a.mux.Transport("lonely")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lone.Close()
+	var resp raft.RequestVoteResponse
+	start := time.Now()
+	err = lone.RequestVote(b.id, raft.ServerAddress(b.addr), &raft.RequestVoteRequest{Term: 1}, &resp)
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("RequestVote to an unregistered group: %v", err)
+	}
+	if d := time.Since(start); d > rpcTimeout/2 {
+		t.Fatalf("NotFound took %v", d)
+	}
+	if _, err := lone.AppendEntriesPipeline(b.id, raft.ServerAddress(b.addr)); err != nil {
+		t.Fatal(err) // the stream opens; its first response fails
+	}
+
+	// A closed group is unknown too, and its name can be registered again.
+	var back raft.RequestVoteResponse
+	_ = b.member("q").trans.Close()
+	err = a.member("q").trans.RequestVote(a.id, raft.ServerAddress(b.addr), &raft.RequestVoteRequest{Term: 1}, &back)
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("RequestVote to a closed group: %v", err)
+	}
+	again, err := b.mux.Transport("q")
+	if err != nil {
+		t.Fatalf("register after close: %v", err)
+	}
+	_ = again.Close()
+}
