@@ -1,0 +1,543 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+
+	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/rpc"
+)
+
+// testNode is one member: a Store, its Meta gRPC server on 127.0.0.1 and
+// an in-memory Raft transport connected to the other members'.
+type testNode struct {
+	id, addr, dir string
+	trans         *raft.InmemTransport
+	srv           *grpc.Server
+	pool          *rpc.Pool
+	store         *Store
+	updates       *recorder
+}
+
+type testCluster struct {
+	t     *testing.T
+	mu    sync.Mutex
+	nodes []*testNode
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("META_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// newCluster starts n members with no Raft state.
+func newCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t}
+	for i := range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd := &testNode{id: fmt.Sprintf("n%d", i), addr: l.Addr().String(), dir: t.TempDir()}
+		c.nodes = append(c.nodes, nd)
+		c.start(nd, l)
+	}
+	t.Cleanup(func() {
+		for _, nd := range c.nodes {
+			c.stop(nd)
+		}
+	})
+	return c
+}
+
+// start opens nd's store (again, after stop) and connects its transport.
+func (c *testCluster) start(nd *testNode, l net.Listener) {
+	t := c.t
+	t.Helper()
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", nd.addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, nd.trans = raft.NewInmemTransport(raft.ServerAddress(nd.addr))
+	nd.pool = rpc.NewPool()
+	store, err := Open(Config{
+		NodeID: nd.id, Addr: nd.addr, Dir: nd.dir, Transport: nd.trans, Pool: nd.pool,
+		Log:              testLogger().With("node", nd.id),
+		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.store = store
+	nd.updates = &recorder{}
+	nd.updates.start, nd.updates.index = store.Subscribe(nd.updates.add)
+	nd.srv = grpc.NewServer(rpc.ServerOptions()...)
+	store.Register(nd.srv)
+	go nd.srv.Serve(l)
+	c.connect(nd)
+}
+
+func (c *testCluster) connect(nd *testNode) {
+	for _, o := range c.nodes {
+		if o != nd && o.store != nil {
+			o.trans.Connect(raft.ServerAddress(nd.addr), nd.trans)
+			nd.trans.Connect(raft.ServerAddress(o.addr), o.trans)
+		}
+	}
+}
+
+func (c *testCluster) disconnect(nd *testNode) {
+	for _, o := range c.nodes {
+		if o != nd && o.store != nil {
+			o.trans.Disconnect(raft.ServerAddress(nd.addr))
+		}
+	}
+	nd.trans.DisconnectAll()
+}
+
+func (c *testCluster) stop(nd *testNode) {
+	if nd.store == nil {
+		return
+	}
+	c.disconnect(nd)
+	if err := nd.store.Close(); err != nil {
+		c.t.Errorf("close %s: %v", nd.id, err)
+	}
+	nd.srv.Stop()
+	nd.pool.Close()
+	nd.store = nil
+}
+
+func (c *testCluster) servers(nodes ...*testNode) []Server {
+	var out []Server
+	for _, nd := range nodes {
+		out = append(out, Server{ID: nd.id, Addr: nd.addr, Voter: true})
+	}
+	return out
+}
+
+// leader waits for a leader among the running members and returns it.
+func (c *testCluster) leader() *testNode {
+	c.t.Helper()
+	var found *testNode
+	eventually(c.t, 15*time.Second, "a leader", func() bool {
+		for _, nd := range c.nodes {
+			if nd.store != nil && nd.store.IsLeader() {
+				found = nd
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func (c *testCluster) follower() *testNode {
+	c.t.Helper()
+	l := c.leader()
+	for _, nd := range c.nodes {
+		if nd != l && nd.store != nil {
+			return nd
+		}
+	}
+	c.t.Fatal("no follower")
+	return nil
+}
+
+// converged waits until every running member's copy equals want.
+func (c *testCluster) converged(want *metadata.Snapshot) {
+	c.t.Helper()
+	for _, nd := range c.nodes {
+		if nd.store == nil {
+			continue
+		}
+		var got *metadata.Snapshot
+		eventually(c.t, 15*time.Second, nd.id+" has the state", func() bool {
+			got, _ = nd.store.Load()
+			return reflect.DeepEqual(got, want)
+		}, func() string { return fmt.Sprintf("got %+v\nwant %+v", got, want) })
+		// The subscriber's view (start plus updates) agrees.
+		eventually(c.t, 15*time.Second, nd.id+"'s subscriber has the state", func() bool {
+			got = nd.updates.view()
+			return reflect.DeepEqual(got, want)
+		}, func() string { return fmt.Sprintf("got %+v\nwant %+v", got, want) })
+	}
+}
+
+// eventually polls cond until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool, detail ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			msg := ""
+			for _, d := range detail {
+				msg = d()
+			}
+			t.Fatalf("timed out waiting for %s %s", what, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// recorder keeps the updates a subscriber received.
+type recorder struct {
+	start *metadata.Snapshot // what Subscribe returned
+	index uint64
+	mu    sync.Mutex
+	us    []Update
+}
+
+// view folds the updates onto the starting state, as a subscriber that
+// materialises the store does.
+func (r *recorder) view() *metadata.Snapshot {
+	st := stateOf(r.start)
+	for _, u := range r.all() {
+		if u.Reset != nil {
+			st = stateOf(u.Reset)
+			continue
+		}
+		for i := range u.Changes {
+			st.change(&u.Changes[i])
+		}
+	}
+	return st.snapshot()
+}
+
+func stateOf(snap *metadata.Snapshot) *state {
+	st := newState()
+	put := func(c metadata.Change) { st.change(&c) }
+	for _, r := range snap.Vhosts {
+		put(metadata.Put(r))
+	}
+	for _, r := range snap.Users {
+		put(metadata.Put(r))
+	}
+	for _, r := range snap.Permissions {
+		put(metadata.Put(r))
+	}
+	for _, r := range snap.Exchanges {
+		put(metadata.Put(r))
+	}
+	for _, r := range snap.Bindings {
+		put(metadata.Put(r))
+	}
+	for _, r := range snap.Queues {
+		put(metadata.Put(r))
+	}
+	return st
+}
+
+func (r *recorder) add(u Update) {
+	r.mu.Lock()
+	r.us = append(r.us, u)
+	r.mu.Unlock()
+}
+
+func (r *recorder) all() []Update {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Update(nil), r.us...)
+}
+
+func (r *recorder) wait(t *testing.T, n int) []Update {
+	t.Helper()
+	eventually(t, 15*time.Second, fmt.Sprintf("%d updates", n), func() bool { return len(r.all()) >= n },
+		func() string { return fmt.Sprintf("have %+v", r.all()) })
+	return r.all()
+}
+
+func snapshotOf(vhosts []metadata.Vhost, exchanges []metadata.Exchange, queues []metadata.Queue, bindings []metadata.Binding) *metadata.Snapshot {
+	return &metadata.Snapshot{Vhosts: vhosts, Exchanges: exchanges, Queues: queues, Bindings: bindings}
+}
+
+func TestForwardedApplyReachesEveryMember(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
+		t.Fatal(err)
+	}
+	f := c.follower()
+	if f.store.IsLeader() {
+		t.Fatal("follower leads")
+	}
+	batches := [][]metadata.Change{
+		{metadata.Put(vhostA)},
+		{metadata.Put(exchX), metadata.Create(queueQ)},
+		{metadata.Put(bindB)},
+		{metadata.Del(bindB)},
+	}
+	for _, b := range batches {
+		if err := f.store.Apply(b...); err != nil {
+			t.Fatalf("apply on follower %s: %v", f.id, err)
+		}
+	}
+	c.converged(snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, []metadata.Queue{queueQ}, nil))
+	for _, nd := range c.nodes {
+		us := nd.updates.wait(t, len(batches))
+		if len(us) != len(batches) {
+			t.Fatalf("%s: %d updates, want %d: %+v", nd.id, len(us), len(batches), us)
+		}
+		for i, u := range us {
+			if u.Origin != f.store.Origin() || u.Reset != nil || !reflect.DeepEqual(u.Changes, batches[i]) {
+				t.Fatalf("%s: update %d = %+v, want changes %+v from %s", nd.id, i, u, batches[i], f.store.Origin())
+			}
+			if i > 0 && u.Index <= us[i-1].Index {
+				t.Fatalf("%s: update indexes out of order: %d after %d", nd.id, u.Index, us[i-1].Index)
+			}
+		}
+	}
+}
+
+func TestCreateTwiceIsRefused(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
+		t.Fatal(err)
+	}
+	l, f := c.leader(), c.follower()
+	if err := f.store.Apply(metadata.Put(vhostA), metadata.Create(queueQ)); err != nil {
+		t.Fatal(err)
+	}
+	other := queueQ
+	other.ID = "g2"
+	if err := f.store.Apply(metadata.Create(other)); !errors.Is(err, metadata.ErrExists) {
+		t.Fatalf("second create on a follower: %v, want ErrExists", err)
+	}
+	if err := l.store.Apply(metadata.Put(exchX), metadata.Create(other)); !errors.Is(err, metadata.ErrExists) {
+		t.Fatalf("second create on the leader: %v, want ErrExists", err)
+	}
+	// A proposal committed twice (a retry across a leader change) is
+	// applied once and answers its first outcome both times.
+	data, err := encodeEntry(&entry{Origin: l.store.Origin(), ID: randomID(16), Changes: []metadata.Change{metadata.Create(bindB)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := l.store.applyLocal(context.Background(), data); err != nil {
+			t.Fatalf("proposal committed twice, attempt %d: %v", i, err)
+		}
+	}
+	c.converged(snapshotOf([]metadata.Vhost{vhostA}, nil, []metadata.Queue{queueQ}, []metadata.Binding{bindB}))
+	// A marker after them: once it arrives, every earlier update has.
+	if err := f.store.Apply(metadata.Put(vhostA)); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		us := nd.updates.wait(t, 3)
+		if len(us) != 3 || !reflect.DeepEqual(us[1].Changes, []metadata.Change{metadata.Create(bindB)}) ||
+			!reflect.DeepEqual(us[2].Changes, []metadata.Change{metadata.Put(vhostA)}) {
+			t.Fatalf("%s: updates %+v: the refused and repeated entries must make none", nd.id, us)
+		}
+	}
+}
+
+func TestRestartRebuildsState(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
+		t.Fatal(err)
+	}
+	l := c.leader()
+	if err := l.store.Apply(metadata.Put(vhostA), metadata.Put(exchX)); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, nil, nil)
+	c.converged(want)
+	// Restart one member from its snapshot plus log, another from its log
+	// alone.
+	snapped, plain := c.nodes[1], c.nodes[2]
+	if err := snapped.store.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.store.Apply(metadata.Put(queueQ)); err != nil {
+		t.Fatal(err)
+	}
+	want.Queues = []metadata.Queue{queueQ}
+	c.converged(want)
+	for _, nd := range []*testNode{snapped, plain} {
+		c.stop(nd)
+		c.start(nd, nil)
+		if !nd.store.HasState() {
+			t.Fatalf("%s: no state after restart", nd.id)
+		}
+		if err := nd.store.Bootstrap(c.servers(nd)); err != nil {
+			t.Fatalf("%s: bootstrap on a member with state: %v", nd.id, err)
+		}
+		c.converged(want)
+	}
+	if err := plain.store.Apply(metadata.Put(bindB)); err != nil {
+		t.Fatal(err)
+	}
+	want.Bindings = []metadata.Binding{bindB}
+	c.converged(want)
+	servers, err := plain.store.Servers()
+	if err != nil || len(servers) != 3 {
+		t.Fatalf("servers after restart and bootstrap: %+v %v", servers, err)
+	}
+}
+
+func TestLaggingFollowerGetsReset(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
+		t.Fatal(err)
+	}
+	f := c.follower()
+	if err := f.store.Apply(metadata.Put(vhostA)); err != nil {
+		t.Fatal(err)
+	}
+	f.updates.wait(t, 1)
+	c.disconnect(f)
+	var others []*testNode
+	for _, nd := range c.nodes {
+		if nd != f {
+			others = append(others, nd)
+		}
+	}
+	if err := others[0].store.Apply(metadata.Put(exchX), metadata.Put(queueQ)); err != nil {
+		t.Fatal(err)
+	}
+	if err := others[1].store.Apply(metadata.Put(bindB)); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, []metadata.Queue{queueQ}, []metadata.Binding{bindB})
+	// Snapshot and compact both connected members, so that whichever
+	// leads no longer has the entries f is missing.
+	for _, nd := range others {
+		eventually(t, 15*time.Second, nd.id+" applied", func() bool {
+			got, _ := nd.store.Load()
+			return reflect.DeepEqual(got, want)
+		})
+		rc := nd.store.raft.ReloadableConfig()
+		rc.TrailingLogs = 1
+		if err := nd.store.raft.ReloadConfig(rc); err != nil {
+			t.Fatal(err)
+		}
+		if err := nd.store.raft.Snapshot().Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.connect(f)
+	c.converged(want)
+	us := f.updates.wait(t, 2)
+	if us[1].Reset == nil || us[1].Changes != nil || !reflect.DeepEqual(us[1].Reset, want) || us[1].Index <= us[0].Index {
+		t.Fatalf("updates after catching up: %+v, want a Reset to %+v", us, want)
+	}
+	// Ordinary updates follow.
+	if err := f.store.Apply(metadata.Del(bindB)); err != nil {
+		t.Fatal(err)
+	}
+	us = f.updates.wait(t, 3)
+	if us[len(us)-1].Reset != nil || len(us[len(us)-1].Changes) != 1 {
+		t.Fatalf("update after the reset: %+v", us[len(us)-1])
+	}
+}
+
+func TestApplySurvivesLeaderLoss(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
+		t.Fatal(err)
+	}
+	old := c.leader()
+	if err := old.store.Apply(metadata.Put(vhostA)); err != nil {
+		t.Fatal(err)
+	}
+	c.converged(snapshotOf([]metadata.Vhost{vhostA}, nil, nil, nil))
+	c.stop(old)
+	var survivor *testNode
+	for _, nd := range c.nodes {
+		if nd.store != nil {
+			survivor = nd
+			break
+		}
+	}
+	if err := survivor.store.Apply(metadata.Put(exchX)); err != nil {
+		t.Fatalf("apply after the leader's loss: %v", err)
+	}
+	c.converged(snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, nil, nil))
+	if id, _ := survivor.store.Leader(); id == old.id || id == "" {
+		t.Fatalf("leader after loss: %q", id)
+	}
+}
+
+func TestApplyWithoutLeaderFails(t *testing.T) {
+	c := newCluster(t, 1)
+	s := c.nodes[0].store
+	s.applyTimeout = 300 * time.Millisecond
+	err := s.Apply(metadata.Put(vhostA))
+	if err == nil || errors.Is(err, metadata.ErrExists) || !errors.Is(err, errNoLeader) {
+		t.Fatalf("apply without a cluster: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.WaitLeader(ctx); err == nil {
+		t.Fatal("WaitLeader without a cluster succeeded")
+	}
+}
+
+func TestAddServerCapsVoters(t *testing.T) {
+	c := newCluster(t, 6)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes[0])); err != nil {
+		t.Fatal(err)
+	}
+	c.leader()
+	if err := c.nodes[0].store.Apply(metadata.Put(vhostA)); err != nil {
+		t.Fatal(err)
+	}
+	// Each member is added through the previous one: forwarded from the
+	// second on.
+	for i := 1; i < len(c.nodes); i++ {
+		nd := c.nodes[i]
+		if err := c.nodes[i-1].store.AddServer(nd.id, nd.addr); err != nil {
+			t.Fatalf("add %s via %s: %v", nd.id, c.nodes[i-1].id, err)
+		}
+	}
+	check := func() {
+		t.Helper()
+		servers, err := c.nodes[0].store.Servers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(servers) != 6 {
+			t.Fatalf("servers %+v", servers)
+		}
+		for _, sv := range servers {
+			if sv.Voter != (sv.ID != "n5") {
+				t.Fatalf("servers %+v: want n0..n4 voters, n5 a non-voter", servers)
+			}
+		}
+	}
+	check()
+	if err := c.nodes[2].store.AddServer("n5", c.nodes[5].addr); err != nil {
+		t.Fatalf("second add: %v", err)
+	}
+	check()
+	c.converged(snapshotOf([]metadata.Vhost{vhostA}, nil, nil, nil))
+	if err := c.nodes[5].store.Apply(metadata.Put(exchX)); err != nil {
+		t.Fatalf("apply on the non-voter: %v", err)
+	}
+	c.converged(snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, nil, nil))
+
+	for range 2 {
+		if err := c.nodes[3].store.RemoveServer("n5"); err != nil {
+			t.Fatalf("remove: %v", err)
+		}
+	}
+	eventually(t, 15*time.Second, "n5 removed", func() bool {
+		servers, err := c.nodes[1].store.Servers()
+		return err == nil && len(servers) == 5
+	})
+}

@@ -1,0 +1,184 @@
+package meta
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/cluster/metadata"
+)
+
+// Update is one applied change of the metadata state, as a subscriber
+// sees it.
+type Update struct {
+	// Index is the Raft log index the state reflects after the update.
+	Index uint64
+	// Origin is the Origin() of the process run that proposed it (empty
+	// for a Reset).
+	Origin string
+	// Changes are the entry's changes as committed. An entry refused
+	// with ErrExists, or a repeat of a proposal already applied, changed
+	// nothing and makes no Update.
+	Changes []metadata.Change
+	// Reset is set instead of Changes when a snapshot replaced the whole
+	// state (a follower that fell behind the leader's log): it is the
+	// whole new state.
+	Reset *metadata.Snapshot
+}
+
+// fsm adapts state to raft.FSM.
+type fsm struct {
+	mu  sync.Mutex
+	st  *state
+	sub *subscriber // nil until Subscribe
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+func newFSM() *fsm { return &fsm{st: newState()} }
+
+// Apply applies one committed entry. An entry that does not decode was
+// never proposed by this package (proposals and forwarded entries are
+// checked first): applying around it would diverge, so stop loudly.
+func (f *fsm) Apply(l *raft.Log) any {
+	e, err := decodeEntry(l.Data)
+	if err != nil {
+		panic(fmt.Sprintf("meta: log entry %d: %v", l.Index, err))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.st.apply(l.Index, e)
+	if r.changed() && f.sub != nil {
+		f.sub.push(Update{Index: l.Index, Origin: e.Origin, Changes: e.Changes})
+	}
+	return r
+}
+
+// Snapshot encodes the state now: metadata is small and changes rarely,
+// so the bytes are the cheap reference.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	data, err := f.st.marshal()
+	if err != nil {
+		return nil, err
+	}
+	return snapshotBytes(data), nil
+}
+
+// Restore replaces the state with a snapshot's and tells the subscriber.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("meta: read snapshot: %w", err)
+	}
+	st, err := unmarshalState(data)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = st
+	if f.sub != nil {
+		f.sub.push(Update{Index: st.index, Reset: st.snapshot()})
+	}
+	return nil
+}
+
+type snapshotBytes []byte
+
+func (b snapshotBytes) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(b); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("meta: write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (snapshotBytes) Release() {}
+
+// subscribe installs fn and returns the state and index it starts from.
+func (f *fsm) subscribe(fn func(Update)) (*metadata.Snapshot, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sub != nil {
+		panic("meta: Subscribe called twice")
+	}
+	f.sub = newSubscriber(fn)
+	go f.sub.run()
+	return f.st.snapshot(), f.st.index
+}
+
+func (f *fsm) load() (*metadata.Snapshot, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st.snapshot(), f.st.index
+}
+
+func (f *fsm) stop() {
+	f.mu.Lock()
+	sub := f.sub
+	f.mu.Unlock()
+	if sub != nil {
+		sub.stop()
+	}
+}
+
+// subscriber queues updates without bound (metadata changes are rare)
+// and calls fn with them, in order, on its own goroutine.
+type subscriber struct {
+	fn   func(Update)
+	mu   sync.Mutex
+	q    []Update
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func newSubscriber(fn func(Update)) *subscriber {
+	return &subscriber{fn: fn, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (s *subscriber) push(u Update) {
+	s.mu.Lock()
+	s.q = append(s.q, u)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscriber) run() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-s.wake:
+		}
+		s.mu.Lock()
+		q := s.q
+		s.q = nil
+		s.mu.Unlock()
+		for _, u := range q {
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
+			s.fn(u)
+		}
+	}
+}
+
+// stop ends delivery (what is still queued is dropped) and waits for a
+// call of fn in progress to return.
+func (s *subscriber) stop() {
+	s.once.Do(func() { close(s.quit) })
+	<-s.done
+}

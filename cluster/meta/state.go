@@ -1,0 +1,335 @@
+package meta
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/warrenmq/warren/cluster/metadata"
+)
+
+// recentProposals is how many proposal IDs the state machine remembers to
+// recognise a retried proposal. Retries happen within seconds of the
+// first attempt; metadata proposals are a few per second at most.
+const recentProposals = 4096
+
+// snapshotVersion is the version of the snapshot layout Persist writes.
+const snapshotVersion = 1
+
+// state is the metadata state machine: every record, keyed as BoltStore
+// keys it, plus the outcomes of recent proposals. It is a pure function
+// of the entries applied to it: no clock, no randomness, and nothing that
+// depends on map iteration order leaves it.
+type state struct {
+	vhosts      map[string]metadata.Vhost
+	users       map[string]metadata.User
+	permissions map[string]metadata.Permission
+	exchanges   map[string]metadata.Exchange
+	bindings    map[string]metadata.Binding
+	queues      map[string]metadata.Queue
+
+	// recent holds the last proposal IDs applied, oldest first; seen
+	// maps each to its outcome (true: refused with ErrExists).
+	recent []string
+	seen   map[string]bool
+
+	// index is the log index of the last entry applied.
+	index uint64
+}
+
+func newState() *state {
+	return &state{
+		vhosts:      map[string]metadata.Vhost{},
+		users:       map[string]metadata.User{},
+		permissions: map[string]metadata.Permission{},
+		exchanges:   map[string]metadata.Exchange{},
+		bindings:    map[string]metadata.Binding{},
+		queues:      map[string]metadata.Queue{},
+		seen:        map[string]bool{},
+	}
+}
+
+// Record kinds, one per table.
+const (
+	kindVhost byte = iota
+	kindUser
+	kindPermission
+	kindExchange
+	kindBinding
+	kindQueue
+)
+
+// key joins the parts that identify a record with NUL, exactly as
+// metadata.BoltStore keys its buckets.
+func key(parts ...string) string {
+	n := 0
+	for _, p := range parts {
+		n += len(p) + 1
+	}
+	b := make([]byte, 0, n)
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, 0)
+		}
+		b = append(b, p...)
+	}
+	return string(b)
+}
+
+func bindingKey(b *metadata.Binding) string {
+	return key(b.Vhost, b.Source, strconv.Itoa(int(b.Kind)), b.Destination, b.RoutingKey, string(b.Arguments))
+}
+
+// locate names a change's table and key. The change holds exactly one
+// record (decodeEntry checked).
+func locate(c *metadata.Change) (kind byte, k string) {
+	switch {
+	case c.Vhost != nil:
+		return kindVhost, key(c.Vhost.Name)
+	case c.User != nil:
+		return kindUser, key(c.User.Name)
+	case c.Permission != nil:
+		return kindPermission, key(c.Permission.User, c.Permission.Vhost)
+	case c.Exchange != nil:
+		return kindExchange, key(c.Exchange.Vhost, c.Exchange.Name)
+	case c.Binding != nil:
+		return kindBinding, bindingKey(c.Binding)
+	case c.Queue != nil:
+		return kindQueue, key(c.Queue.Vhost, c.Queue.Name)
+	}
+	panic("meta: change without a record")
+}
+
+func (s *state) has(kind byte, k string) bool {
+	var ok bool
+	switch kind {
+	case kindVhost:
+		_, ok = s.vhosts[k]
+	case kindUser:
+		_, ok = s.users[k]
+	case kindPermission:
+		_, ok = s.permissions[k]
+	case kindExchange:
+		_, ok = s.exchanges[k]
+	case kindBinding:
+		_, ok = s.bindings[k]
+	case kindQueue:
+		_, ok = s.queues[k]
+	}
+	return ok
+}
+
+// result is what applying an entry answers its proposer.
+type result struct {
+	// exists: an IfAbsent change found its record; nothing changed.
+	exists bool
+	// repeat: the proposal was applied before; nothing changed now and
+	// exists repeats the first outcome.
+	repeat bool
+}
+
+// changed reports whether the entry changed the state (and so makes an
+// Update).
+func (r result) changed() bool { return !r.exists && !r.repeat }
+
+// apply applies one entry at log index: all of its changes, or none when
+// an IfAbsent change finds its record (checked in order, as BoltStore
+// does inside its transaction, so an earlier change of the same batch
+// counts).
+func (s *state) apply(index uint64, e *entry) result {
+	s.index = index
+	if exists, ok := s.seen[e.ID]; ok {
+		return result{exists: exists, repeat: true}
+	}
+	type loc struct {
+		kind byte
+		k    string
+	}
+	present := map[loc]bool{}
+	exists := false
+	for i := range e.Changes {
+		c := &e.Changes[i]
+		kind, k := locate(c)
+		l := loc{kind, k}
+		p, ok := present[l]
+		if !ok {
+			p = s.has(kind, k)
+		}
+		if c.IfAbsent && p {
+			exists = true
+			break
+		}
+		present[l] = !c.Delete
+	}
+	s.remember(e.ID, exists)
+	if exists {
+		return result{exists: true}
+	}
+	for i := range e.Changes {
+		s.change(&e.Changes[i])
+	}
+	return result{}
+}
+
+func (s *state) remember(id string, exists bool) {
+	s.recent = append(s.recent, id)
+	s.seen[id] = exists
+	if len(s.recent) > recentProposals {
+		delete(s.seen, s.recent[0])
+		s.recent = s.recent[1:]
+	}
+}
+
+// change applies one change, storing a copy of its record so that the
+// caller's (the Update's) records stay the caller's.
+func (s *state) change(c *metadata.Change) {
+	kind, k := locate(c)
+	if c.Delete {
+		switch kind {
+		case kindVhost:
+			delete(s.vhosts, k)
+		case kindUser:
+			delete(s.users, k)
+		case kindPermission:
+			delete(s.permissions, k)
+		case kindExchange:
+			delete(s.exchanges, k)
+		case kindBinding:
+			delete(s.bindings, k)
+		case kindQueue:
+			delete(s.queues, k)
+		}
+		return
+	}
+	switch kind {
+	case kindVhost:
+		s.vhosts[k] = *c.Vhost
+	case kindUser:
+		s.users[k] = cloneUser(*c.User)
+	case kindPermission:
+		s.permissions[k] = *c.Permission
+	case kindExchange:
+		s.exchanges[k] = cloneExchange(*c.Exchange)
+	case kindBinding:
+		s.bindings[k] = cloneBinding(*c.Binding)
+	case kindQueue:
+		s.queues[k] = cloneQueue(*c.Queue)
+	}
+}
+
+func cloneUser(u metadata.User) metadata.User { u.Tags = slices.Clone(u.Tags); return u }
+func cloneExchange(x metadata.Exchange) metadata.Exchange {
+	x.Arguments = slices.Clone(x.Arguments)
+	return x
+}
+func cloneBinding(b metadata.Binding) metadata.Binding {
+	b.Arguments = slices.Clone(b.Arguments)
+	return b
+}
+func cloneQueue(q metadata.Queue) metadata.Queue {
+	q.Arguments = slices.Clone(q.Arguments)
+	q.Members = slices.Clone(q.Members)
+	return q
+}
+func same[T any](v T) T { return v }
+
+// sorted returns the table's records in key order (BoltStore's order),
+// each copied by clone.
+func sorted[T any](m map[string]T, clone func(T) T) []T {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]T, len(keys))
+	for i, k := range keys {
+		out[i] = clone(m[k])
+	}
+	return out
+}
+
+// snapshot returns a copy of every record, in BoltStore's order.
+func (s *state) snapshot() *metadata.Snapshot {
+	return &metadata.Snapshot{
+		Vhosts:      sorted(s.vhosts, same[metadata.Vhost]),
+		Users:       sorted(s.users, cloneUser),
+		Permissions: sorted(s.permissions, same[metadata.Permission]),
+		Exchanges:   sorted(s.exchanges, cloneExchange),
+		Bindings:    sorted(s.bindings, cloneBinding),
+		Queues:      sorted(s.queues, cloneQueue),
+	}
+}
+
+// persisted is the snapshot layout: a version, the index it reflects,
+// every table sorted by key, and the recent proposals oldest first. The
+// same state always gives the same bytes.
+type persisted struct {
+	Version     int                   `json:"version"`
+	Index       uint64                `json:"index"`
+	Vhosts      []metadata.Vhost      `json:"vhosts"`
+	Users       []metadata.User       `json:"users"`
+	Permissions []metadata.Permission `json:"permissions"`
+	Exchanges   []metadata.Exchange   `json:"exchanges"`
+	Bindings    []metadata.Binding    `json:"bindings"`
+	Queues      []metadata.Queue      `json:"queues"`
+	Recent      []persistedProposal   `json:"recent"`
+}
+
+type persistedProposal struct {
+	ID     string `json:"id"`
+	Exists bool   `json:"exists,omitempty"`
+}
+
+func (s *state) marshal() ([]byte, error) {
+	snap := s.snapshot()
+	p := persisted{
+		Version: snapshotVersion, Index: s.index,
+		Vhosts: snap.Vhosts, Users: snap.Users, Permissions: snap.Permissions,
+		Exchanges: snap.Exchanges, Bindings: snap.Bindings, Queues: snap.Queues,
+		Recent: make([]persistedProposal, len(s.recent)),
+	}
+	for i, id := range s.recent {
+		p.Recent[i] = persistedProposal{ID: id, Exists: s.seen[id]}
+	}
+	return json.Marshal(p)
+}
+
+func unmarshalState(data []byte) (*state, error) {
+	var p persisted
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("meta: decode snapshot: %w", err)
+	}
+	if p.Version != snapshotVersion {
+		return nil, fmt.Errorf("meta: snapshot version %d, this build reads %d", p.Version, snapshotVersion)
+	}
+	s := newState()
+	s.index = p.Index
+	put := func(c metadata.Change) { s.change(&c) }
+	for _, r := range p.Vhosts {
+		put(metadata.Put(r))
+	}
+	for _, r := range p.Users {
+		put(metadata.Put(r))
+	}
+	for _, r := range p.Permissions {
+		put(metadata.Put(r))
+	}
+	for _, r := range p.Exchanges {
+		put(metadata.Put(r))
+	}
+	for _, r := range p.Bindings {
+		put(metadata.Put(r))
+	}
+	for _, r := range p.Queues {
+		put(metadata.Put(r))
+	}
+	for _, r := range p.Recent {
+		s.remember(r.ID, r.Exists)
+	}
+	return s, nil
+}

@@ -1,0 +1,244 @@
+package meta
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc"
+
+	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/proto/metapb"
+)
+
+// Config configures a node's member of the metadata group.
+type Config struct {
+	NodeID string // this node's name: the Raft ServerID
+	// Addr is this node's internal address: its Raft ServerAddress, and
+	// where its Meta gRPC service listens (peers reach the leader's
+	// there).
+	Addr      string
+	Dir       string         // Raft log, stable store and snapshots
+	Transport raft.Transport // Raft traffic; closed by Close if it implements raft.WithClose
+	Pool      *rpc.Pool      // connections to the leader's Meta service
+	Log       *slog.Logger
+	// Raft timing; zero picks 1 s each, for a LAN cluster.
+	HeartbeatTimeout, ElectionTimeout time.Duration
+}
+
+// Store is this node's member of the metadata group. It implements
+// metadata.Store: Load reads the local applied copy, Apply goes through
+// the leader.
+type Store struct {
+	cfg    Config
+	log    *slog.Logger
+	origin string
+	fsm    *fsm
+	logs   *raftboltdb.BoltStore
+	snaps  *raft.FileSnapshotStore
+	raft   *raft.Raft
+
+	// applyTimeout bounds Apply, AddServer and RemoveServer, retries
+	// across leader changes included.
+	applyTimeout time.Duration
+	confMu       sync.Mutex // see doc.go
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error
+}
+
+var _ metadata.Store = (*Store)(nil)
+
+// Server is a member of the group's configuration.
+type Server struct {
+	ID, Addr string
+	Voter    bool
+}
+
+// ErrClosed is returned by calls on a closed Store.
+var ErrClosed = errors.New("meta: store closed")
+
+const (
+	defaultTimeout = time.Second
+	// applyTimeout is how long Apply keeps trying to reach a leader.
+	applyTimeout = 10 * time.Second
+)
+
+// Open opens (creating if needed) this node's Raft state in cfg.Dir and
+// starts its Raft member. A node with no state yet waits, as a follower
+// without a configuration, until Bootstrap or a leader's AddServer.
+func Open(cfg Config) (*Store, error) {
+	switch {
+	case cfg.NodeID == "", cfg.Addr == "", cfg.Dir == "":
+		return nil, errors.New("meta: NodeID, Addr and Dir are required")
+	case cfg.Transport == nil, cfg.Pool == nil:
+		return nil, errors.New("meta: Transport and Pool are required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.HeartbeatTimeout == 0 {
+		cfg.HeartbeatTimeout = defaultTimeout
+	}
+	if cfg.ElectionTimeout == 0 {
+		cfg.ElectionTimeout = defaultTimeout
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("meta: %w", err)
+	}
+	s := &Store{
+		cfg:          cfg,
+		log:          cfg.Log.With("component", "meta"),
+		origin:       randomID(8),
+		fsm:          newFSM(),
+		applyTimeout: applyTimeout,
+		closed:       make(chan struct{}),
+	}
+	logger := newRaftLogger(s.log)
+
+	path := filepath.Join(cfg.Dir, "raft.db")
+	logs, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{Timeout: 5 * time.Second}})
+	if err != nil {
+		return nil, fmt.Errorf("meta: open raft log %s: %w", path, err)
+	}
+	s.logs = logs
+	s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, logger)
+	if err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("meta: open snapshots: %w", err)
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = logger
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, cfg.HeartbeatTimeout)
+	s.raft, err = raft.NewRaft(rc, s.fsm, logs, logs, s.snaps, cfg.Transport)
+	if err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("meta: start raft: %w", err)
+	}
+	return s, nil
+}
+
+// Register adds the Meta gRPC service (forwarded proposals and
+// membership changes) to g.
+func (s *Store) Register(g *grpc.Server) { metapb.RegisterMetaServer(g, &service{s: s}) }
+
+// Origin identifies this process run's proposals in Updates: random per
+// Open.
+func (s *Store) Origin() string { return s.origin }
+
+// HasState reports whether this node has Raft state from an earlier run,
+// a bootstrap or a join.
+func (s *Store) HasState() bool {
+	ok, err := raft.HasExistingState(s.logs, s.logs, s.snaps)
+	if err != nil {
+		s.log.Warn("reading raft state", "err", err)
+	}
+	return ok
+}
+
+// Bootstrap forms a new cluster with servers as its configuration, only
+// when this node has no Raft state yet; otherwise it does nothing.
+func (s *Store) Bootstrap(servers []Server) error {
+	if s.HasState() {
+		return nil
+	}
+	var conf raft.Configuration
+	for _, sv := range servers {
+		suffrage := raft.Voter
+		if !sv.Voter {
+			suffrage = raft.Nonvoter
+		}
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: suffrage, ID: raft.ServerID(sv.ID), Address: raft.ServerAddress(sv.Addr)})
+	}
+	err := s.raft.BootstrapCluster(conf).Error()
+	if errors.Is(err, raft.ErrCantBootstrap) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("meta: bootstrap: %w", err)
+	}
+	return nil
+}
+
+// Load returns this node's applied copy of every record, in BoltStore's
+// order. It may lag the leader's by the entries not yet applied here.
+func (s *Store) Load() (*metadata.Snapshot, error) {
+	snap, _ := s.fsm.load()
+	return snap, nil
+}
+
+// Subscribe returns the current state and the log index it reflects, and
+// from then on calls fn with every later update, in log order, on a
+// goroutine of the store's own. Only one subscriber is supported; fn
+// should not block for long (updates queue meanwhile). Close stops the
+// calls.
+func (s *Store) Subscribe(fn func(Update)) (*metadata.Snapshot, uint64) {
+	return s.fsm.subscribe(fn)
+}
+
+// Leader returns the leader's ID and address as this node knows them,
+// empty when it knows none.
+func (s *Store) Leader() (id, addr string) {
+	a, i := s.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// IsLeader reports whether this node leads the group.
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// WaitLeader waits until this node knows a leader.
+func (s *Store) WaitLeader(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, addr := s.Leader(); addr != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("meta: no leader: %w", ctx.Err())
+		case <-s.closed:
+			return ErrClosed
+		case <-t.C:
+		}
+	}
+}
+
+// Stats is raft's Stats(): state, term, last and applied index, etc.
+func (s *Store) Stats() map[string]string { return s.raft.Stats() }
+
+// Close stops the Raft member (closing the transport when it implements
+// raft.WithClose), the subscriber's calls and the log store.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		err := s.raft.Shutdown().Error()
+		s.fsm.stop()
+		s.closeErr = errors.Join(err, s.logs.Close())
+	})
+	return s.closeErr
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
