@@ -209,6 +209,9 @@ func decodeMeta(n *memberlist.Node) (Meta, error) {
 }
 
 func (m *Membership) emit(kind EventKind, n *memberlist.Node, st State) {
+	if len(n.Meta) == 0 {
+		return // this node, before Start announced its metadata
+	}
 	meta, err := decodeMeta(n)
 	if err != nil {
 		m.log.Warn("ignoring member", "err", err)

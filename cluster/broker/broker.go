@@ -10,6 +10,7 @@ package broker
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // Config is what the broker needs from the node's configuration.
@@ -43,6 +45,35 @@ type Config struct {
 	DataDir string
 	// NodeID is this node's name in Raft groups.
 	NodeID string
+	// Cluster is the cluster this node belongs to; nil for a standalone
+	// node, whose replicated queues have this node as their one member.
+	Cluster Cluster
+}
+
+// Cluster is what the broker needs of the cluster around it: where queues
+// may be placed, and how a replicated queue is opened on this node.
+type Cluster interface {
+	// PlacementNodes are the nodes new queues may be placed on (alive,
+	// in the metadata group), sorted by name.
+	PlacementNodes() []string
+	// OpenQueue starts this node's side of the replicated queue rec: its
+	// replica when the node is a member (cfg says how, the cluster adds
+	// the transport and peers), wrapped in a router that forwards every
+	// operation to the group's leader.
+	OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Queue, error)
+}
+
+// Watchable is a metadata store that other nodes write to as well: the
+// broker then applies what they committed to its own model. The cluster's
+// metadata group (cluster/meta) is one.
+type Watchable interface {
+	metadata.Store
+	// Origin identifies changes proposed through this process: the
+	// broker applied those itself when it proposed them.
+	Origin() string
+	// Subscribe returns the current state and calls fn, in log order, with
+	// every later committed update.
+	Subscribe(fn func(origin string, changes []metadata.Change, reset *metadata.Snapshot)) *metadata.Snapshot
 }
 
 // Seed is the initial set of users, vhosts and permissions.
@@ -80,6 +111,10 @@ type Broker struct {
 	// memory counts message bytes held by in-memory queues.
 	memory *queue.Budget
 
+	// ready is closed once the model is restored, for updates from the
+	// cluster that arrive meanwhile; nil on a standalone node.
+	ready chan struct{}
+
 	mu     sync.RWMutex
 	users  map[string]metadata.User
 	perms  map[permKey]*permission
@@ -111,6 +146,18 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 	if cfg.MemoryLimit > 0 {
 		b.memory = queue.NewBudget(cfg.MemoryLimit)
 	}
+	if w, ok := store.(Watchable); ok {
+		// A cluster member: the store is the truth and other nodes write
+		// to it. Updates wait for the restore below (b.ready).
+		b.ready = make(chan struct{})
+		snap := w.Subscribe(b.applyUpdate)
+		err := b.restore(snap)
+		close(b.ready)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil // the node seeds a new cluster (SeedIfEmpty)
+	}
 	snap, err := store.Load()
 	if err != nil {
 		return nil, err
@@ -127,6 +174,18 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 }
 
 func (b *Broker) seed(s Seed) (*metadata.Snapshot, error) {
+	changes, err := b.seedChanges(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.store.Apply(changes...); err != nil {
+		return nil, fmt.Errorf("seed metadata: %w", err)
+	}
+	b.log.Info("seeded metadata on first start", "users", len(s.Users), "vhosts", len(s.Vhosts))
+	return b.store.Load()
+}
+
+func (b *Broker) seedChanges(s Seed) ([]metadata.Change, error) {
 	var changes []metadata.Change
 	for _, u := range s.Users {
 		hash := u.PasswordHash
@@ -144,11 +203,36 @@ func (b *Broker) seed(s Seed) (*metadata.Snapshot, error) {
 		}
 		changes = append(changes, metadata.Put(p))
 	}
-	if err := b.store.Apply(changes...); err != nil {
-		return nil, fmt.Errorf("seed metadata: %w", err)
+	return changes, nil
+}
+
+// SeedIfEmpty seeds a new cluster's metadata from the configuration (the
+// users, vhosts and permissions of Config.Seed). The node calls it on the
+// metadata leader once the cluster has formed; after that the replicated
+// store is the truth and the configuration's seed is not read again. Two
+// nodes seeding at once cannot both succeed: the first record is created
+// only if absent.
+func (b *Broker) SeedIfEmpty() error {
+	b.mu.RLock()
+	empty := len(b.vhosts) == 0 && len(b.users) == 0
+	b.mu.RUnlock()
+	if !empty {
+		return nil
 	}
-	b.log.Info("seeded metadata on first start", "users", len(s.Users), "vhosts", len(s.Vhosts))
-	return b.store.Load()
+	changes, err := b.seedChanges(b.cfg.Seed)
+	if err != nil || len(changes) == 0 {
+		return err
+	}
+	changes[0].IfAbsent = true
+	if err := b.store.Apply(changes...); err != nil {
+		if errors.Is(err, metadata.ErrExists) {
+			return nil
+		}
+		return fmt.Errorf("seed metadata: %w", err)
+	}
+	b.applyChanges(changes)
+	b.log.Info("seeded the cluster's metadata", "users", len(b.cfg.Seed.Users), "vhosts", len(b.cfg.Seed.Vhosts))
+	return nil
 }
 
 func compilePermission(p metadata.Permission) (*permission, error) {
@@ -289,10 +373,14 @@ func (b *Broker) check(u *User, vhost string, a Access, kind, name string) error
 	return amqp.Errorf(amqp.AccessRefused, "%s access to %s '%s' in vhost '%s' refused for user '%s'", a, kind, name, vhost, u.Name)
 }
 
-// queueDir is where a quorum queue keeps its Raft group: a hash of its
-// identity, since queue names may hold any character and 255 bytes.
-func (b *Broker) queueDir(vhost, name string) string {
-	sum := sha256.Sum256([]byte(vhost + "\x00" + name))
+// queueDir is where a replicated queue keeps its Raft group: named by the
+// group's ID (unique per declaration), or for records written before IDs
+// by a hash of the queue's identity, since names may hold any character.
+func (b *Broker) queueDir(rec metadata.Queue) string {
+	if rec.ID != "" {
+		return filepath.Join(b.cfg.DataDir, "quorum", rec.ID)
+	}
+	sum := sha256.Sum256([]byte(rec.Vhost + "\x00" + rec.Name))
 	return filepath.Join(b.cfg.DataDir, "quorum", hex.EncodeToString(sum[:12]))
 }
 
@@ -316,4 +404,12 @@ func (b *Broker) Close() error {
 		v.close()
 	}
 	return b.store.Close()
+}
+
+// HasVhosts reports whether the model holds any vhost: a cluster member
+// that has not yet received the metadata has none.
+func (b *Broker) HasVhosts() bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return len(b.vhosts) > 0
 }

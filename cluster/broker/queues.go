@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -100,9 +101,36 @@ func (v *Vhost) accessible(q *Queue, owner OwnerID) error {
 	return nil
 }
 
+// errDeclaredMeanwhile: another declaration of the same queue (on this
+// node or another) was committed first.
+var errDeclaredMeanwhile = errors.New("queue declared meanwhile")
+
 // DeclareQueue declares (or, passively, checks) a queue. It returns the
 // queue and its counts for declare-ok.
 func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
+	q, st, err := v.declareQueue(u, owner, d)
+	if errors.Is(err, errDeclaredMeanwhile) {
+		// The winner's record reaches this node's model shortly; then
+		// this is a redeclaration, checked for equivalence as any other.
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			v.mu.RLock()
+			_, ok := v.queues[d.Name]
+			v.mu.RUnlock()
+			if ok {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		q, st, err = v.declareQueue(u, owner, d)
+		if errors.Is(err, errDeclaredMeanwhile) {
+			err = amqp.Errorf(amqp.InternalError, "%s is being declared concurrently elsewhere; declare it again", describeQueue(d.Name, v.name))
+		}
+	}
+	return q, st, err
+}
+
+func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
 	if d.Passive {
 		if d.Name == "" {
 			return nil, queue.Stats{}, v.notFound("queue", d.Name)
@@ -134,6 +162,17 @@ func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	}
 	if err := v.check(u, Configure, "queue", d.Name); err != nil {
 		return nil, queue.Stats{}, err
+	}
+
+	// A new replicated queue's placement looks at every vhost's queues,
+	// so it is chosen before this vhost's lock is taken.
+	var placed *metadata.Queue
+	v.mu.RLock()
+	_, exists := v.queues[d.Name]
+	v.mu.RUnlock()
+	if !exists {
+		placed = &metadata.Queue{Type: v.queueTypeHint(d)}
+		v.b.place(placed, d.Arguments)
 	}
 
 	v.mu.Lock()
@@ -179,16 +218,41 @@ func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		Arguments:  argBytes,
 		Created:    time.Now().UnixMilli(),
 	}
+	persist := d.Durable && !d.Exclusive
+	if isReplicated(rec, 0) {
+		if placed == nil || placed.Type != typ {
+			// Declared, deleted and declared again between the look
+			// and the lock, or typed differently than guessed: place
+			// now (this vhost's own queues are counted under its lock).
+			// A queue of the same name created meanwhile makes the
+			// Create below fail, and the declaration is retried.
+			placed = &metadata.Queue{Type: typ}
+			v.mu.Unlock()
+			v.b.place(placed, d.Arguments)
+			v.mu.Lock()
+		}
+		rec.ID, rec.Members, rec.Leader = newQueueID(), placed.Members, placed.Leader
+	} else if persist {
+		// A durable auto-delete classic queue lives on this node only.
+		rec.Members, rec.Leader = []string{v.b.cfg.NodeID}, v.b.cfg.NodeID
+	}
+	if persist {
+		// Committed first: on a cluster the other members start their
+		// replicas from this record, and two nodes declaring the same
+		// queue at once must not both create it.
+		if err := v.b.store.Apply(metadata.Create(rec)); err != nil {
+			if errors.Is(err, metadata.ErrExists) {
+				return nil, queue.Stats{}, errDeclaredMeanwhile
+			}
+			return nil, queue.Stats{}, v.persistFailed(err)
+		}
+	}
 	q, err := v.addQueue(rec, d.Arguments)
 	if err != nil {
-		return nil, queue.Stats{}, err
-	}
-	if d.Durable && !d.Exclusive {
-		if err := v.persist(metadata.Put(rec)); err != nil {
-			delete(v.queues, rec.Name)
-			q.engine.Delete(false, false)
-			return nil, queue.Stats{}, err
+		if persist {
+			v.persist(metadata.Del(rec))
 		}
+		return nil, queue.Stats{}, err
 	}
 	if d.Exclusive {
 		q.owner = owner
@@ -215,12 +279,12 @@ func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) (*Queue, error) {
 func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 	// A durable classic queue keeps its messages across restarts in a
 	// one-member Raft group's log, under classic rules.
-	durableClassic := q.rec.Type == QueueTypeClassic && q.rec.Durable && q.owner == 0 && !q.rec.AutoDelete
-	if q.rec.Type == QueueTypeQuorum || durableClassic {
+	durableClassic := q.rec.Type == QueueTypeClassic && isReplicated(q.rec, q.owner)
+	if isReplicated(q.rec, q.owner) {
 		cfg := replica.Config{
 			Classic:   durableClassic,
 			Name:      v.name + "/" + q.rec.Name,
-			Dir:       v.b.queueDir(v.name, q.rec.Name),
+			Dir:       v.b.queueDir(q.rec),
 			NodeID:    v.b.cfg.NodeID,
 			Arguments: q.args,
 			Created:   q.rec.Created,
@@ -236,6 +300,9 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			cfg.DeadLetter = func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
 				v.deadLetter(ctx, q, dlx, m, reason, at, done)
 			}
+		}
+		if v.b.cfg.Cluster != nil {
+			return v.b.cfg.Cluster.OpenQueue(q.rec, cfg)
 		}
 		return replica.Open(cfg)
 	}
@@ -261,7 +328,29 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 	return local.New(cfg)
 }
 
+// isReplicated says whether a queue keeps its messages in a Raft group:
+// quorum queues, and durable classic queues (a one-member group), which
+// the metadata store records and every node can reach.
+func isReplicated(rec metadata.Queue, owner OwnerID) bool {
+	return rec.Type == QueueTypeQuorum || (rec.Type == QueueTypeClassic && rec.Durable && owner == 0 && !rec.AutoDelete)
+}
+
+// queueTypeHint guesses a declaration's type before it is validated, for
+// placement; the declaration checks it again.
+func (v *Vhost) queueTypeHint(d QueueDeclare) string {
+	if t, ok := d.Arguments["x-queue-type"].(string); ok {
+		return t
+	}
+	if d.Durable && !d.Exclusive && !d.AutoDelete {
+		return v.defaultQueueType
+	}
+	return QueueTypeClassic
+}
+
 func (v *Vhost) restoreQueue(rec metadata.Queue) error {
+	if !isReplicated(rec, 0) && len(rec.Members) > 0 && !slices.Contains(rec.Members, v.b.cfg.NodeID) {
+		return nil // another node's in-memory queue: not reachable from here
+	}
 	args, err := decodeTable(rec.Arguments)
 	if err != nil {
 		return err
@@ -333,6 +422,9 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 		}
 	case QueueTypeQuorum:
 		if err := checkQuorumDeclare(d, serverNamed, what); err != nil {
+			return "", err
+		}
+		if err := checkPlacementArgs(what, d.Arguments); err != nil {
 			return "", err
 		}
 	default:

@@ -83,10 +83,16 @@ func (v *Vhost) persist(changes ...metadata.Change) error {
 		return nil
 	}
 	if err := v.b.store.Apply(changes...); err != nil {
-		v.b.log.Error("metadata store write failed", "vhost", v.name, "err", err)
-		return amqp.Errorf(amqp.InternalError, "metadata store write failed")
+		return v.persistFailed(err)
 	}
 	return nil
+}
+
+// persistFailed is the channel's error when the store did not take a
+// change: on a cluster, typically no metadata leader within the wait.
+func (v *Vhost) persistFailed(err error) error {
+	v.b.log.Error("metadata store write failed", "vhost", v.name, "err", err)
+	return amqp.Errorf(amqp.InternalError, "metadata store write failed: %v", err)
 }
 
 func (v *Vhost) close() {

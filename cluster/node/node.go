@@ -26,16 +26,20 @@ type Config struct {
 	Server   server.Config
 	Broker   broker.Config
 	Log      *slog.Logger
+	// Cluster makes the node a cluster member; nil is a standalone node
+	// (its metadata in a local file, its queues' groups of one member).
+	Cluster *ClusterConfig
 }
 
 // Node is a running node.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	store  metadata.Store
-	broker *broker.Broker
-	server *server.Server
-	ln     net.Listener
+	cfg     Config
+	log     *slog.Logger
+	store   metadata.Store
+	broker  *broker.Broker
+	cluster *clusterNode
+	server  *server.Server
+	ln      net.Listener
 
 	served   chan struct{} // closed when Serve returns
 	serveErr error
@@ -53,28 +57,52 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Broker.DataDir == "" {
 		cfg.Broker.DataDir = cfg.DataDir
 	}
-	store, err := metadata.OpenBolt(cfg.DataDir)
-	if err != nil {
-		return nil, err
+	var store metadata.Store
+	var cn *clusterNode
+	if cfg.Cluster != nil {
+		var err error
+		cn, err = startCluster(*cfg.Cluster, cfg.DataDir, cfg.AMQPAddr, log)
+		if err != nil {
+			return nil, err
+		}
+		store = metaStore{cn.meta}
+		cfg.Broker.NodeID = cfg.Cluster.NodeName
+		cfg.Broker.Cluster = cn
+	} else {
+		bolt, err := metadata.OpenBolt(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		store = bolt
 	}
 	b, err := broker.New(cfg.Broker, store, log.With("component", "broker"))
 	if err != nil {
 		store.Close()
+		if cn != nil {
+			cn.close()
+		}
 		return nil, fmt.Errorf("start broker: %w", err)
+	}
+	if cn != nil {
+		cn.run(b)
 	}
 	ln, err := net.Listen("tcp", cfg.AMQPAddr)
 	if err != nil {
 		b.Close()
+		if cn != nil {
+			cn.close()
+		}
 		return nil, fmt.Errorf("listen for AMQP on %s: %w", cfg.AMQPAddr, err)
 	}
 	n := &Node{
-		cfg:    cfg,
-		log:    log,
-		store:  store,
-		broker: b,
-		server: server.New(cfg.Server, b, log.With("component", "amqp")),
-		ln:     ln,
-		served: make(chan struct{}),
+		cfg:     cfg,
+		log:     log,
+		store:   store,
+		broker:  b,
+		cluster: cn,
+		server:  server.New(cfg.Server, b, log.With("component", "amqp")),
+		ln:      ln,
+		served:  make(chan struct{}),
 	}
 	go func() {
 		n.serveErr = n.server.Serve(ln)
@@ -100,5 +128,69 @@ func (n *Node) Close(ctx context.Context) error {
 	if n.serveErr != nil && !errors.Is(n.serveErr, server.ErrServerClosed) {
 		err = errors.Join(err, n.serveErr)
 	}
-	return errors.Join(err, n.broker.Close())
+	err = errors.Join(err, n.broker.Close())
+	if n.cluster != nil {
+		err = errors.Join(err, n.cluster.close())
+	}
+	return err
+}
+
+// Ready waits until the node can serve clients: on a cluster member, until
+// the cluster has formed and this node holds its metadata. A standalone
+// node is ready when Start returns.
+func (n *Node) Ready(ctx context.Context) error {
+	if n.cluster == nil {
+		return nil
+	}
+	return waitReady(ctx, func() bool { return n.cluster.ready(n.broker) })
+}
+
+// InternalAddr is the cluster member's internal (gRPC) address, nil on a
+// standalone node.
+func (n *Node) InternalAddr() net.Addr {
+	if n.cluster == nil {
+		return nil
+	}
+	return n.cluster.ln.Addr()
+}
+
+// Name is the node's cluster name ("" when standalone).
+func (n *Node) Name() string {
+	if n.cluster == nil {
+		return ""
+	}
+	return n.cluster.self
+}
+
+// GossipAddr is the cluster member's gossip address ("" when standalone).
+func (n *Node) GossipAddr() string {
+	if n.cluster == nil {
+		return ""
+	}
+	return n.cluster.gossip.LocalAddr()
+}
+
+// LeadingQueues counts this node's queue replicas that lead their group.
+func (n *Node) LeadingQueues() int {
+	if n.cluster == nil {
+		return 0
+	}
+	n.cluster.mu.Lock()
+	defer n.cluster.mu.Unlock()
+	count := 0
+	for _, r := range n.cluster.replicas {
+		if r.IsLeader() {
+			count++
+		}
+	}
+	return count
+}
+
+// PeerConnections is the number of gRPC connections this node holds to
+// its peers: at most two per peer, whatever the number of queues.
+func (n *Node) PeerConnections() int {
+	if n.cluster == nil {
+		return 0
+	}
+	return n.cluster.pool.Len()
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
@@ -43,6 +44,13 @@ func NewPool(opts ...grpc.DialOption) *Pool {
 		// Notice a dead peer within seconds even when no call is made.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		// Reconnect to a peer that comes back within a second or two,
+		// not gRPC's default of up to two minutes: failover and restarts
+		// wait on it.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
 	}
 	return &Pool{conns: make(map[key]*grpc.ClientConn), opts: append(base, opts...)}
 }

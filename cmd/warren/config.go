@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +41,17 @@ type config struct {
 	memoryLimit      string
 	debugAddr        string
 	transientQueues  string
+
+	// Clustering: a node is a cluster member when --internal-addr is set.
+	nodeName        string
+	internalAddr    string
+	advertiseAddr   string
+	gossipAddr      string
+	join            string
+	bootstrapExpect int
+	gossipKey       string
+	publishTimeout  time.Duration
+	raftTimeout     time.Duration
 
 	seed broker.Seed
 }
@@ -83,6 +96,15 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.transientQueues, "transient-queues", "permit", "non-durable, non-exclusive queues: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3, a 541 connection error)")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060) under /debug/pprof/")
 	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "message bytes in-memory queues may hold before publishers are blocked: a fraction of RAM (0.4) or a byte count (1073741824); 0 disables")
+	fs.StringVar(&c.nodeName, "node-name", "", "this node's name in the cluster, stable across restarts (default warren@<hostname>)")
+	fs.StringVar(&c.internalAddr, "internal-addr", "", "cluster traffic (Raft, forwarding, warrenctl) listen address, e.g. :25672; setting it makes the node a cluster member")
+	fs.StringVar(&c.advertiseAddr, "advertise-addr", "", "internal address the other nodes use to reach this one (default: --internal-addr)")
+	fs.StringVar(&c.gossipAddr, "gossip-addr", "127.0.0.1:7946", "gossip (membership and failure detection) address, TCP and UDP")
+	fs.StringVar(&c.join, "join", "", "comma-separated gossip addresses (host:port) or DNS names of other nodes to join")
+	fs.IntVar(&c.bootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many nodes see each other (all nodes of a new cluster get the same value; 0 joins an existing cluster; without --join a node forms a cluster of one)")
+	fs.StringVar(&c.gossipKey, "gossip-key", "", "base64 key (16, 24 or 32 bytes) encrypting gossip; every node needs the same")
+	fs.DurationVar(&c.publishTimeout, "publish-timeout", 30*time.Second, "how long a publish may wait for a quorum queue's majority before the publisher gets basic.nack")
+	fs.DurationVar(&c.raftTimeout, "raft-timeout", time.Second, "heartbeat and election timeout of the Raft groups (metadata and queues): how soon a lost leader is replaced")
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: warren [flags]
 
@@ -206,6 +228,15 @@ func (c *config) validate() error {
 	if _, err := c.memoryLimitBytes(); err != nil {
 		return err
 	}
+	if _, err := c.gossipKeyBytes(); err != nil {
+		return err
+	}
+	if c.raftTimeout < 10*time.Millisecond {
+		return fmt.Errorf("--raft-timeout must be at least 10ms")
+	}
+	if c.bootstrapExpect < 0 {
+		return fmt.Errorf("--bootstrap-expect must not be negative")
+	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
 	}
@@ -240,7 +271,29 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 		loopback = []string{}
 	}
 	limit, _ := c.memoryLimitBytes()
+	var cluster *node.ClusterConfig
+	if c.internalAddr != "" {
+		name := c.nodeName
+		if name == "" {
+			host, _ := os.Hostname()
+			name = "warren@" + host
+		}
+		key, _ := c.gossipKeyBytes()
+		var join []string
+		for _, j := range strings.Split(c.join, ",") {
+			if j = strings.TrimSpace(j); j != "" {
+				join = append(join, j)
+			}
+		}
+		cluster = &node.ClusterConfig{
+			NodeName: name, InternalAddr: c.internalAddr, AdvertiseAddr: c.advertiseAddr,
+			GossipAddr: c.gossipAddr, Join: join, BootstrapExpect: c.bootstrapExpect,
+			GossipKey: key, Version: version, PublishTimeout: c.publishTimeout,
+			HeartbeatTimeout: c.raftTimeout, ElectionTimeout: c.raftTimeout,
+		}
+	}
 	return node.Config{
+		Cluster:  cluster,
 		DataDir:  c.dataDir,
 		AMQPAddr: c.amqpAddr,
 		Log:      log,
@@ -260,6 +313,18 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			DenyTransientQueues: c.transientQueues == "deny",
 		},
 	}
+}
+
+// gossipKeyBytes decodes --gossip-key.
+func (c *config) gossipKeyBytes() ([]byte, error) {
+	if c.gossipKey == "" {
+		return nil, nil
+	}
+	k, err := base64.StdEncoding.DecodeString(c.gossipKey)
+	if err != nil || (len(k) != 16 && len(k) != 24 && len(k) != 32) {
+		return nil, fmt.Errorf("--gossip-key must be base64 of 16, 24 or 32 bytes")
+	}
+	return k, nil
 }
 
 // memoryLimitBytes reads --memory-high-watermark: below 1 it is a fraction

@@ -49,7 +49,20 @@ func run(args []string) int {
 		log.Error("cannot start node", "err", err)
 		return 1
 	}
-	log.Info("warren started", "amqp", n.AMQPAddr().String(), "data_dir", cfg.dataDir)
+	if n.Name() != "" {
+		log.Info("warren started as a cluster member", "node", n.Name(), "amqp", n.AMQPAddr().String(), "internal", n.InternalAddr().String(), "data_dir", cfg.dataDir)
+		go func() {
+			// Say when clients can log in: a new cluster forms once
+			// --bootstrap-expect nodes see each other.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			if err := n.Ready(ctx); err == nil {
+				log.Info("cluster ready", "node", n.Name())
+			}
+		}()
+	} else {
+		log.Info("warren started", "amqp", n.AMQPAddr().String(), "data_dir", cfg.dataDir)
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -96,3 +109,7 @@ func tuneGC() {
 		}
 	}
 }
+
+// version is reported to clients and to the other nodes; set at build
+// time with -ldflags "-X main.version=…".
+var version = "0.1.0"

@@ -74,7 +74,7 @@ func (r *Replica) watchLeadership() {
 		now := r.isLeader()
 		switch {
 		case now && !leading:
-			if err := r.raft.Barrier(10 * time.Second).Error(); err != nil {
+			if err := r.wait(r.raft.Barrier(10 * time.Second)); err != nil {
 				r.log.Debug("barrier after election", "err", err)
 				continue // lost it again, or shutting down: look later
 			}
@@ -83,6 +83,11 @@ func (r *Replica) watchLeadership() {
 			r.onLeading()
 		case !now && leading:
 			leading = false
+			if r.stopped.Load() {
+				// Closed or deleted, not deposed: consumers hear Gone
+				// (delete) or nothing (node shutdown), not LeaderLost.
+				return
+			}
 			r.log.Debug("stopped leading", "leader", r.Leader())
 			r.onFollowing()
 		}

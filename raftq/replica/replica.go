@@ -252,7 +252,7 @@ func Open(cfg Config) (*Replica, error) {
 	r.leaderOf.Store(r.raft)
 	if cfg.Transport == nil {
 		if err := r.awaitLeadership(10 * time.Second); err != nil {
-			r.shutdown()
+			r.shutdown(queue.ErrDeleted)
 			return nil, err
 		}
 		r.onLeading()
@@ -693,7 +693,7 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 		gone = append(gone, c.c)
 	}
 	r.mu.Unlock()
-	r.shutdown()
+	r.shutdown(queue.ErrDeleted)
 	for _, c := range gone {
 		c.Gone()
 	}
@@ -703,10 +703,13 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	return st.Ready, nil
 }
 
-// Close stops the replica, keeping its files for the next start.
-func (r *Replica) Close() { r.shutdown() }
+// Close stops the replica, keeping its files for the next start. Publishes
+// still waiting for their commit are answered ErrNotLeader: forwarders send
+// them on to the group's next leader.
+func (r *Replica) Close() { r.shutdown(ErrNotLeader) }
 
-func (r *Replica) shutdown() {
+// shutdown stops the replica and answers waiting publishes with pendingErr.
+func (r *Replica) shutdown(pendingErr error) {
 	if !r.stopped.CompareAndSwap(false, true) {
 		return
 	}
@@ -723,7 +726,7 @@ func (r *Replica) shutdown() {
 	r.pending = make(map[pendingKey]func(error))
 	r.pubMu.Unlock()
 	for _, done := range pending {
-		done(queue.ErrDeleted)
+		done(pendingErr)
 	}
 	if err := r.store.Close(); err != nil {
 		r.log.Warn("close raft log", "err", err)

@@ -1,0 +1,145 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/metadata"
+)
+
+// Leader locators (x-queue-leader-locator, policy queue-leader-locator).
+const (
+	// LocatorBalanced puts a new queue's leader on the node leading the
+	// fewest queues. Warren's default: RabbitMQ's is client-local.
+	LocatorBalanced = "balanced"
+	// LocatorClientLocal puts it on the node the client declared it on.
+	LocatorClientLocal = "client-local"
+)
+
+// defaultGroupSize is x-quorum-initial-group-size's default, as in
+// RabbitMQ (capped by the number of nodes).
+const defaultGroupSize = 3
+
+func newQueueID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("read random queue ID: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// checkPlacementArgs validates the placement arguments of a quorum queue.
+func checkPlacementArgs(what string, args amqp.Table) error {
+	if _, _, err := intArg(what, args, "x-quorum-initial-group-size", 1); err != nil {
+		return err
+	}
+	if l, ok := args["x-queue-leader-locator"]; ok {
+		s, isStr := l.(string)
+		if !isStr {
+			return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-leader-locator' for %s: {unacceptable_type,%s}", what, typeName(l))
+		}
+		if _, known := locatorOf(s); !known {
+			return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-leader-locator' for %s: {unknown_leader_locator,<<\"%s\">>}", what, s)
+		}
+	}
+	return nil
+}
+
+// locatorOf maps a locator name to Warren's two strategies; RabbitMQ's
+// older names (random, least-leaders) mean balanced there too.
+func locatorOf(s string) (string, bool) {
+	switch s {
+	case LocatorClientLocal:
+		return LocatorClientLocal, true
+	case LocatorBalanced, "random", "least-leaders":
+		return LocatorBalanced, true
+	}
+	return "", false
+}
+
+// place picks a replicated queue's members and first leader. A durable
+// classic queue lives on the declaring node alone. A quorum queue gets
+// x-quorum-initial-group-size members (3 by default, at most the number
+// of nodes): its leader on the declaring node for client-local, else on
+// the node leading the fewest queues, and the other members on the nodes
+// holding the fewest replicas, so that load spreads evenly.
+func (b *Broker) place(rec *metadata.Queue, args amqp.Table) {
+	self := b.cfg.NodeID
+	var nodes []string
+	if b.cfg.Cluster != nil {
+		nodes = b.cfg.Cluster.PlacementNodes()
+	}
+	if !slices.Contains(nodes, self) {
+		nodes = append(nodes, self)
+		slices.Sort(nodes)
+	}
+	if rec.Type != QueueTypeQuorum || len(nodes) == 1 {
+		rec.Members, rec.Leader = []string{self}, self
+		return
+	}
+	size := int64(defaultGroupSize)
+	if n, ok, _ := intArg("", args, "x-quorum-initial-group-size", 1); ok {
+		size = n
+	}
+	size = min(size, int64(len(nodes)))
+	leads, replicas := b.placementCounts()
+	locator := LocatorBalanced
+	if s, ok := args["x-queue-leader-locator"].(string); ok {
+		locator, _ = locatorOf(s)
+	}
+	leader := self
+	if locator == LocatorBalanced {
+		leader = slices.MinFunc(nodes, func(a, b string) int {
+			if d := leads[a] - leads[b]; d != 0 {
+				return d
+			}
+			if d := replicas[a] - replicas[b]; d != 0 {
+				return d
+			}
+			return compareStrings(a, b)
+		})
+	}
+	others := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == leader })
+	slices.SortStableFunc(others, func(a, b string) int { return replicas[a] - replicas[b] })
+	rec.Leader = leader
+	rec.Members = append([]string{leader}, others[:size-1]...)
+	slices.Sort(rec.Members)
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// placementCounts counts, over every replicated queue this node knows,
+// the queues each node was chosen to lead and the replicas it holds.
+func (b *Broker) placementCounts() (leads, replicas map[string]int) {
+	leads, replicas = make(map[string]int), make(map[string]int)
+	b.mu.RLock()
+	vhosts := make([]*Vhost, 0, len(b.vhosts))
+	for _, v := range b.vhosts {
+		vhosts = append(vhosts, v)
+	}
+	b.mu.RUnlock()
+	for _, v := range vhosts {
+		v.mu.RLock()
+		for _, q := range v.queues {
+			if q.rec.Type != QueueTypeQuorum {
+				continue
+			}
+			leads[q.rec.Leader]++
+			for _, m := range q.rec.Members {
+				replicas[m]++
+			}
+		}
+		v.mu.RUnlock()
+	}
+	return leads, replicas
+}

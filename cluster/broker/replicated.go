@@ -1,0 +1,249 @@
+package broker
+
+import (
+	"slices"
+
+	"github.com/warrenmq/warren/cluster/metadata"
+)
+
+// This file applies metadata that other nodes committed. On a cluster
+// member the broker's model is a copy of the replicated store: changes
+// proposed here are applied to the model by the code that proposed them
+// (under the vhost lock, in commit order), and changes committed by other
+// nodes arrive here, in log order, and are applied the same way. Every
+// apply is idempotent, so a change that reaches the model twice (a
+// snapshot after an update) does no harm.
+
+// applyUpdate is the store's subscriber.
+func (b *Broker) applyUpdate(origin string, changes []metadata.Change, reset *metadata.Snapshot) {
+	<-b.ready
+	w := b.store.(Watchable)
+	switch {
+	case reset != nil:
+		b.applyReset(reset)
+	case origin != w.Origin():
+		b.applyChanges(changes)
+	}
+}
+
+// applyChanges applies committed changes to the model.
+func (b *Broker) applyChanges(changes []metadata.Change) {
+	for _, c := range changes {
+		switch {
+		case c.Vhost != nil:
+			b.applyVhost(*c.Vhost, c.Delete)
+		case c.User != nil:
+			b.mu.Lock()
+			if c.Delete {
+				delete(b.users, c.User.Name)
+			} else {
+				b.users[c.User.Name] = *c.User
+			}
+			b.mu.Unlock()
+		case c.Permission != nil:
+			p := *c.Permission
+			b.mu.Lock()
+			if c.Delete {
+				delete(b.perms, permKey{p.User, p.Vhost})
+			} else if cp, err := compilePermission(p); err == nil {
+				b.perms[permKey{p.User, p.Vhost}] = cp
+			} else {
+				b.log.Warn("ignoring replicated permission", "user", p.User, "vhost", p.Vhost, "err", err)
+			}
+			b.mu.Unlock()
+		case c.Exchange != nil:
+			if v := b.vhost(c.Exchange.Vhost); v != nil {
+				v.applyExchange(*c.Exchange, c.Delete)
+			}
+		case c.Queue != nil:
+			if v := b.vhost(c.Queue.Vhost); v != nil {
+				v.applyQueue(*c.Queue, c.Delete)
+			}
+		case c.Binding != nil:
+			if v := b.vhost(c.Binding.Vhost); v != nil {
+				v.applyBinding(*c.Binding, c.Delete)
+			}
+		}
+	}
+}
+
+func (b *Broker) vhost(name string) *Vhost {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.vhosts[name]
+}
+
+func (b *Broker) applyVhost(rec metadata.Vhost, del bool) {
+	b.mu.Lock()
+	v, ok := b.vhosts[rec.Name]
+	switch {
+	case del && ok:
+		delete(b.vhosts, rec.Name)
+	case !del && !ok:
+		b.vhosts[rec.Name] = newVhost(b, rec)
+	}
+	b.mu.Unlock()
+	if del && ok {
+		v.close()
+	}
+}
+
+func (v *Vhost) applyExchange(rec metadata.Exchange, del bool) {
+	if del {
+		v.mu.Lock()
+		if x, ok := v.exchanges[rec.Name]; ok {
+			v.dropExchangeLocked(x)
+		}
+		v.mu.Unlock()
+		return
+	}
+	v.mu.RLock()
+	_, ok := v.exchanges[rec.Name]
+	v.mu.RUnlock()
+	if !ok {
+		if err := v.restoreExchange(rec); err != nil {
+			v.b.log.Warn("ignoring replicated exchange", "vhost", v.name, "exchange", rec.Name, "err", err)
+		}
+	}
+}
+
+func (v *Vhost) applyBinding(rec metadata.Binding, del bool) {
+	key := bindingKey{destination: rec.Destination, routingKey: rec.RoutingKey, arguments: string(rec.Arguments), toExchange: rec.Kind == metadata.ToExchange}
+	v.mu.Lock()
+	x, ok := v.exchanges[rec.Source]
+	var b *binding
+	if ok {
+		b = x.bindings[key]
+	}
+	if del && b != nil {
+		x.remove(b)
+	}
+	v.mu.Unlock()
+	if !del && ok && b == nil {
+		if err := v.restoreBinding(rec); err != nil {
+			v.b.log.Warn("ignoring replicated binding", "vhost", v.name, "source", rec.Source, "destination", rec.Destination, "err", err)
+		}
+	}
+}
+
+func (v *Vhost) applyQueue(rec metadata.Queue, del bool) {
+	v.mu.RLock()
+	q, ok := v.queues[rec.Name]
+	v.mu.RUnlock()
+	switch {
+	case del && ok && (rec.ID == "" || q.rec.ID == rec.ID):
+		v.dropQueue(q)
+	case !del && ok && q.rec.ID != rec.ID:
+		// Deleted and declared again while this node was not looking.
+		v.dropQueue(q)
+		fallthrough
+	case !del && (!ok || q.rec.ID != rec.ID):
+		if err := v.restoreQueue(rec); err != nil {
+			v.b.log.Warn("cannot start replicated queue", "vhost", v.name, "queue", rec.Name, "err", err)
+		}
+	}
+}
+
+// dropQueue removes a queue another node deleted: its bindings, and this
+// node's side of it (its replica's files, when a member).
+func (v *Vhost) dropQueue(q *Queue) {
+	v.mu.Lock()
+	if v.queues[q.rec.Name] != q {
+		v.mu.Unlock()
+		return
+	}
+	delete(v.queues, q.rec.Name)
+	for b, x := range q.bindings {
+		x.remove(b)
+	}
+	v.mu.Unlock()
+	q.engine.Delete(false, false)
+}
+
+// applyReset brings the model to a whole new state (the metadata group
+// sent this node a snapshot): what the state lacks is removed, what it
+// has is applied.
+func (b *Broker) applyReset(snap *metadata.Snapshot) {
+	var gone []metadata.Change
+	b.mu.RLock()
+	for name := range b.users {
+		if !slices.ContainsFunc(snap.Users, func(u metadata.User) bool { return u.Name == name }) {
+			gone = append(gone, metadata.Del(metadata.User{Name: name}))
+		}
+	}
+	for k := range b.perms {
+		if !slices.ContainsFunc(snap.Permissions, func(p metadata.Permission) bool { return p.User == k.user && p.Vhost == k.vhost }) {
+			gone = append(gone, metadata.Del(metadata.Permission{User: k.user, Vhost: k.vhost}))
+		}
+	}
+	vhosts := make([]*Vhost, 0, len(b.vhosts))
+	for name, v := range b.vhosts {
+		if !slices.ContainsFunc(snap.Vhosts, func(r metadata.Vhost) bool { return r.Name == name }) {
+			gone = append(gone, metadata.Del(metadata.Vhost{Name: name}))
+			continue
+		}
+		vhosts = append(vhosts, v)
+	}
+	b.mu.RUnlock()
+	for _, v := range vhosts {
+		v.mu.RLock()
+		for _, q := range v.queues {
+			if q.rec.Durable && q.owner == 0 && !slices.ContainsFunc(snap.Queues, func(r metadata.Queue) bool { return r.Vhost == v.name && r.Name == q.rec.Name }) {
+				gone = append(gone, metadata.Del(q.rec))
+			}
+		}
+		for _, x := range v.exchanges {
+			if x.rec.Durable && x.rec.Name != "" && !slices.ContainsFunc(snap.Exchanges, func(r metadata.Exchange) bool { return r.Vhost == v.name && r.Name == x.rec.Name }) && !isPredeclared(x.rec.Name) {
+				gone = append(gone, metadata.Del(x.rec))
+			}
+			for _, bd := range x.bindings {
+				if rec, durable := bindingRecord(v.name, x, bd); durable && !slices.ContainsFunc(snap.Bindings, func(r metadata.Binding) bool { return bindingEqual(r, rec) }) {
+					gone = append(gone, metadata.Del(rec))
+				}
+			}
+		}
+		v.mu.RUnlock()
+	}
+	// Bindings first, then what they connect, then vhosts.
+	slices.SortStableFunc(gone, func(a, b metadata.Change) int { return removalRank(a) - removalRank(b) })
+	b.applyChanges(gone)
+	var puts []metadata.Change
+	for _, r := range snap.Users {
+		puts = append(puts, metadata.Put(r))
+	}
+	for _, r := range snap.Vhosts {
+		puts = append(puts, metadata.Put(r))
+	}
+	for _, r := range snap.Permissions {
+		puts = append(puts, metadata.Put(r))
+	}
+	for _, r := range snap.Exchanges {
+		puts = append(puts, metadata.Put(r))
+	}
+	for _, r := range snap.Queues {
+		puts = append(puts, metadata.Put(r))
+	}
+	for _, r := range snap.Bindings {
+		puts = append(puts, metadata.Put(r))
+	}
+	b.applyChanges(puts)
+}
+
+func removalRank(c metadata.Change) int {
+	switch {
+	case c.Binding != nil:
+		return 0
+	case c.Queue != nil, c.Exchange != nil:
+		return 1
+	}
+	return 2
+}
+
+func bindingEqual(a, b metadata.Binding) bool {
+	return a.Vhost == b.Vhost && a.Source == b.Source && a.Destination == b.Destination &&
+		a.Kind == b.Kind && a.RoutingKey == b.RoutingKey && string(a.Arguments) == string(b.Arguments)
+}
+
+func isPredeclared(name string) bool {
+	return slices.ContainsFunc(predeclared, func(x metadata.Exchange) bool { return x.Name == name })
+}

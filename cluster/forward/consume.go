@@ -1,0 +1,489 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/proto/queuepb"
+)
+
+// cancelWait bounds how long Cancel waits for a remote consumer's last
+// deliveries.
+const cancelWait = 5 * time.Second
+
+// errCancelled: the consumer was cancelled while attaching.
+var errCancelled = errors.New("forward: consumer cancelled")
+
+// consumer is the router's wrapper of one queue.Consumer: the value it
+// attaches to the leader, locally or through a Consume stream, and that
+// follows leadership (queue.Movable). Its goroutine (run) receives a remote
+// attachment's deliveries and attaches again when the leader moves.
+type consumer struct {
+	r      *Router
+	c      queue.Consumer
+	opts   queue.ConsumeOptions
+	attach *queuepb.Attach
+	stop   chan struct{} // closed once over
+	lost   chan struct{} // LeaderLost of a local attachment
+	exited chan struct{} // run returned
+
+	mu   sync.Mutex
+	over bool // cancelled, closed, or told Gone/TimedOut: never attach again
+	mode pathKind
+	att  *attachment
+}
+
+var _ queue.Movable = (*consumer)(nil)
+
+// Consume attaches c to the leader; it follows the leader from then on,
+// until Cancel, Close or Delete.
+func (r *Router) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
+	a, err := encodeOptions(r.cfg.QueueID, opts)
+	if err != nil {
+		return err
+	}
+	w := &consumer{r: r, c: c, opts: opts, attach: a, stop: make(chan struct{}), lost: make(chan struct{}, 1), exited: make(chan struct{})}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return queue.ErrDeleted
+	}
+	r.consumers[c] = w
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+	defer cancel()
+	if err := w.connect(ctx); err != nil {
+		r.mu.Lock()
+		if r.consumers[c] == w {
+			delete(r.consumers, c)
+		}
+		r.mu.Unlock()
+		w.mu.Lock()
+		w.over = true
+		w.mu.Unlock()
+		close(w.stop)
+		close(w.exited)
+		return err
+	}
+	r.wg.Add(1)
+	go w.run()
+	return nil
+}
+
+// Cancel detaches c. Its unsettled deliveries stay settleable.
+func (r *Router) Cancel(c queue.Consumer) {
+	r.mu.Lock()
+	w := r.consumers[c]
+	delete(r.consumers, c)
+	r.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	if w.over {
+		w.mu.Unlock()
+		return
+	}
+	w.over = true
+	mode, a := w.mode, w.att
+	w.mu.Unlock()
+	close(w.stop)
+	switch mode {
+	case pathLocal:
+		r.cfg.Local.Cancel(w)
+	case pathRemote:
+		// The leader detaches, sends what it delivered until then, and
+		// ends the stream.
+		a.requestCancel()
+		t := time.NewTimer(cancelWait)
+		select {
+		case <-w.exited:
+		case <-t.C:
+			r.log.Warn("forward: consumer cancel not answered in time", "consumer", w.opts.Tag)
+			a.close()
+		}
+		t.Stop()
+	}
+}
+
+// Resume passes a local attachment's resume on. A remote leader's
+// deliveries are bounded by the consumer's credit there.
+func (r *Router) Resume(c queue.Consumer) {
+	r.mu.Lock()
+	w := r.consumers[c]
+	r.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	local := w.mode == pathLocal
+	w.mu.Unlock()
+	if local {
+		r.cfg.Local.Resume(w)
+	}
+}
+
+// Deliver implements queue.Consumer for a local attachment.
+func (w *consumer) Deliver(d queue.Delivery) bool {
+	if d.ID != 0 {
+		w.r.noteOrigin(d.ID, true, "", nil)
+	}
+	return w.c.Deliver(d)
+}
+
+// Gone implements queue.Consumer.
+func (w *consumer) Gone() { w.end(func(c queue.Consumer) { c.Gone() }) }
+
+// TimedOut implements queue.Consumer.
+func (w *consumer) TimedOut(timeout time.Duration) {
+	w.end(func(c queue.Consumer) { c.TimedOut(timeout) })
+}
+
+// LeaderLost implements queue.Movable: the local member stopped leading
+// and forgot the consumer; run attaches it to the new leader.
+func (w *consumer) LeaderLost() {
+	select {
+	case w.lost <- struct{}{}:
+	default:
+	}
+}
+
+// end stops the consumer for good and, unless tell is nil, tells c why,
+// once.
+func (w *consumer) end(tell func(queue.Consumer)) {
+	w.mu.Lock()
+	if w.over {
+		w.mu.Unlock()
+		return
+	}
+	w.over = true
+	a := w.att
+	w.mu.Unlock()
+	close(w.stop)
+	w.r.mu.Lock()
+	if w.r.consumers[w.c] == w {
+		delete(w.r.consumers, w.c)
+	}
+	w.r.mu.Unlock()
+	if a != nil {
+		a.close()
+	}
+	if tell != nil {
+		tell(w.c)
+	}
+}
+
+func (w *consumer) isOver() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.over
+}
+
+// connect attaches to the leader, resolving it again while the answer is
+// "not leader" or unavailable, until ctx is done.
+func (w *consumer) connect(ctx context.Context) error {
+	r := w.r
+	backoff := minBackoff
+	for {
+		t, err := r.resolve(ctx)
+		if err != nil {
+			return err
+		}
+		var f failure
+		if t.local {
+			select {
+			case <-w.lost: // a stale signal of an earlier attachment
+			default:
+			}
+			w.mu.Lock()
+			if w.over {
+				w.mu.Unlock()
+				return errCancelled
+			}
+			// Deliveries may come before Consume returns.
+			w.mode, w.att = pathLocal, nil
+			w.mu.Unlock()
+			err := r.cfg.Local.Consume(w, w.opts)
+			if err == nil {
+				return nil
+			}
+			w.mu.Lock()
+			w.mode = pathNone
+			w.mu.Unlock()
+			if !isNotLeader(err) {
+				return err
+			}
+			f = failure{err: err, retry: true}
+		} else {
+			if f = w.attachRemote(ctx, t.addr); f.err == nil {
+				return nil
+			}
+			if !f.retry {
+				return f.err
+			}
+			r.forgetLeader(f)
+		}
+		r.log.Debug("forward: consumer attach failed, retrying", "consumer", w.opts.Tag, "err", f.err)
+		if werr := r.sleep(ctx, backoff); werr != nil {
+			return fmt.Errorf("forward: queue %s: attach consumer: %w", r.cfg.Name, f.err)
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// attachRemote opens a Consume stream to the leader at addr.
+func (w *consumer) attachRemote(ctx context.Context, addr string) failure {
+	r := w.r
+	c, err := r.client(addr)
+	if err != nil {
+		return failure{err: err}
+	}
+	sctx, scancel := context.WithCancel(r.ctx)
+	stream, err := c.Consume(sctx)
+	if err != nil {
+		scancel()
+		return fromStatus(err)
+	}
+	if err := stream.Send(&queuepb.ConsumeRequest{Attach: w.attach}); err != nil {
+		scancel()
+		return fromStatus(err)
+	}
+	stop := context.AfterFunc(ctx, scancel)
+	rep, err := stream.Recv()
+	stop()
+	if err != nil {
+		scancel()
+		return fromStatus(err)
+	}
+	if !rep.Attached {
+		scancel()
+		return failure{err: errors.New("forward: consume stream did not start with attached"), retry: true}
+	}
+	a := &attachment{w: w, addr: addr, stream: stream, ctx: sctx, cancel: scancel, wake: make(chan struct{}, 1)}
+	w.mu.Lock()
+	if w.over {
+		w.mu.Unlock()
+		scancel() // the leader detaches and takes back what it sent
+		return failure{err: errCancelled}
+	}
+	w.mode, w.att = pathRemote, a
+	w.mu.Unlock()
+	r.wg.Add(1)
+	go a.sender()
+	return failure{}
+}
+
+// run follows the leader until the consumer is over.
+func (w *consumer) run() {
+	r := w.r
+	defer r.wg.Done()
+	defer close(w.exited)
+	for {
+		w.mu.Lock()
+		mode, a := w.mode, w.att
+		w.mu.Unlock()
+		switch mode {
+		case pathLocal:
+			select {
+			case <-w.lost:
+			case <-w.stop:
+				return
+			}
+		case pathRemote:
+			if !w.receive(a) {
+				return
+			}
+		default:
+			return
+		}
+		w.mu.Lock()
+		w.mode, w.att = pathNone, nil
+		w.mu.Unlock()
+		if !w.reattach() {
+			return
+		}
+	}
+}
+
+// reattach attaches to the new leader, with backoff, until it succeeds or
+// the consumer is over.
+func (w *consumer) reattach() bool {
+	r := w.r
+	backoff := minBackoff
+	for {
+		if w.isOver() || r.ctx.Err() != nil {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+		err := w.connect(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if w.isOver() || r.ctx.Err() != nil {
+			return false
+		}
+		if errors.Is(err, queue.ErrExclusiveConsumer) || errors.Is(err, queue.ErrDeleted) {
+			r.log.Warn("forward: consumer cannot follow the leader; cancelling it", "consumer", w.opts.Tag, "err", err)
+			w.end(func(c queue.Consumer) { c.Gone() })
+			return false
+		}
+		r.log.Debug("forward: consumer re-attach failed, retrying", "consumer", w.opts.Tag, "err", err)
+		if r.sleep(r.ctx, backoff) != nil {
+			return false
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+	w.mu.Lock()
+	over, mode, a := w.over, w.mode, w.att
+	w.mu.Unlock()
+	if over {
+		// Cancelled while attaching: detach again.
+		switch mode {
+		case pathLocal:
+			r.cfg.Local.Cancel(w)
+		case pathRemote:
+			a.close()
+		}
+		return false
+	}
+	r.log.Debug("forward: consumer re-attached", "consumer", w.opts.Tag)
+	return true
+}
+
+// receive hands a remote attachment's deliveries to the consumer until
+// the stream ends; it reports whether to attach again.
+func (w *consumer) receive(a *attachment) bool {
+	r := w.r
+	for {
+		rep, err := a.stream.Recv()
+		if err != nil {
+			a.close()
+			if w.isOver() {
+				r.attachmentEnded(a, false)
+				return false
+			}
+			f := fromStatus(err)
+			r.attachmentEnded(a, f.err == errNotLeader || f.err == errNoQueue)
+			r.forgetLeader(f)
+			r.log.Debug("forward: consume stream ended; re-attaching", "consumer", w.opts.Tag, "err", err)
+			return true
+		}
+		for _, pd := range rep.Deliveries {
+			d, err := decodeDelivery(pd)
+			if err != nil {
+				r.log.Error("forward: undecodable delivery", "err", err)
+				continue
+			}
+			if d.ID != 0 {
+				r.noteOrigin(d.ID, false, a.addr, a)
+			}
+			w.c.Deliver(d)
+		}
+		switch {
+		case rep.Gone:
+			a.close()
+			r.attachmentEnded(a, true)
+			w.end(func(c queue.Consumer) { c.Gone() })
+			return false
+		case rep.TimedOut:
+			a.close()
+			r.attachmentEnded(a, false)
+			timeout := time.Duration(rep.TimeoutMs) * time.Millisecond
+			w.end(func(c queue.Consumer) { c.TimedOut(timeout) })
+			return false
+		}
+	}
+}
+
+// attachment is one Consume stream; its sender goroutine carries
+// settlements and the cancel to the leader.
+type attachment struct {
+	w      *consumer
+	addr   string
+	stream queuepb.Forward_ConsumeClient
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}
+
+	mu        sync.Mutex
+	out       []*queuepb.Settlement
+	cancelReq bool
+	closed    bool
+}
+
+func (a *attachment) signal() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settle queues settlements for the stream; false once it cannot take
+// them any more.
+func (a *attachment) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) bool {
+	a.mu.Lock()
+	if a.closed || a.cancelReq {
+		a.mu.Unlock()
+		return false
+	}
+	first := len(a.out) == 0
+	a.out = appendSettlement(a.out, op, cause, ids)
+	a.mu.Unlock()
+	if first {
+		a.signal()
+	}
+	return true
+}
+
+func (a *attachment) requestCancel() {
+	a.mu.Lock()
+	a.cancelReq = true
+	a.mu.Unlock()
+	a.signal()
+}
+
+// close ends the stream; settlements it did not send go the unary way.
+func (a *attachment) close() {
+	a.mu.Lock()
+	a.closed = true
+	out := a.out
+	a.out = nil
+	a.mu.Unlock()
+	a.cancel()
+	a.w.r.settleUnary(a.addr, out)
+}
+
+func (a *attachment) sender() {
+	defer a.w.r.wg.Done()
+	for {
+		select {
+		case <-a.wake:
+		case <-a.ctx.Done():
+			return
+		}
+		a.mu.Lock()
+		if a.closed {
+			a.mu.Unlock()
+			return
+		}
+		out, cancel := a.out, a.cancelReq
+		a.out = nil
+		a.mu.Unlock()
+		if len(out) == 0 && !cancel {
+			continue
+		}
+		if err := a.stream.Send(&queuepb.ConsumeRequest{Settlements: out, Cancel: cancel}); err != nil {
+			a.w.r.settleUnary(a.addr, out)
+			return
+		}
+		if cancel {
+			a.stream.CloseSend()
+			return
+		}
+	}
+}

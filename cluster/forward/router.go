@@ -1,0 +1,558 @@
+package forward
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/proto/queuepb"
+)
+
+// RouterConfig is what a Router needs.
+type RouterConfig struct {
+	QueueID string   // the group's ID (what the Server's lookup takes)
+	Name    string   // "vhost/name", for logs
+	Members []string // node names of the group's members
+	// Local is this node's member, nil when this node is not a member.
+	Local Local
+	// Addr gives a node's internal (gRPC) address.
+	Addr func(node string) (internalAddr string, ok bool)
+	Pool *rpc.Pool
+	// PublishTimeout: a publish not committed within it gets done(err),
+	// the publisher's basic.nack. Default 30 s.
+	PublishTimeout time.Duration
+	Log            *slog.Logger
+}
+
+const (
+	defaultPublishTimeout = 30 * time.Second
+	// opTimeout bounds Get, Purge and the first attach of a consumer,
+	// leader resolution included.
+	opTimeout = 10 * time.Second
+	// statsTimeout bounds Stats and Delete's count on a non-member.
+	statsTimeout = 2 * time.Second
+	// rpcTimeout bounds one Leader or Settle call.
+	rpcTimeout = 2 * time.Second
+	minBackoff = 10 * time.Millisecond
+	maxBackoff = 500 * time.Millisecond
+)
+
+// errNoLeader: no member names a leader yet.
+var errNoLeader = errors.New("forward: no leader known")
+
+// ErrPublishTimeout is a forwarded publish's done error when the leader
+// did not commit it within RouterConfig.PublishTimeout.
+var ErrPublishTimeout = errors.New("forward: publish not confirmed in time")
+
+// Router is the queue.Queue the broker hands AMQP channels for a
+// replicated queue on every node, member or not: each call goes to the
+// group's leader, straight to Local when it leads, else over gRPC to the
+// leader node's Server.
+type Router struct {
+	cfg    RouterConfig
+	log    *slog.Logger
+	ctx    context.Context // done once the router is closed or deleted
+	cancel context.CancelFunc
+	pub    *publisher
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	closed    bool
+	leader    string // the leader node as last learned (non-members)
+	consumers map[queue.Consumer]*consumer
+
+	// origins maps a delivery ID's upper 32 bits, which a member keeps
+	// the same for all its deliveries, to where such deliveries came from,
+	// so that settling needs no per-delivery bookkeeping. Copy on write
+	// under mu; read without a lock.
+	origins atomic.Pointer[map[uint64]*origin]
+
+	settleMu   sync.Mutex
+	unary      map[string][]*queuepb.Settlement // by node address, for the settler
+	settleWake chan struct{}
+}
+
+// origin is where deliveries with one ID base came from.
+type origin struct {
+	local bool
+	addr  string
+	// stream is a live consume stream to that member, which carries
+	// settlements; nil sends them with the unary Settle.
+	stream atomic.Pointer[attachment]
+	// gone: that member stopped leading; its deliveries came back to the
+	// queue and settling them is pointless.
+	gone atomic.Bool
+}
+
+var _ queue.Queue = (*Router)(nil)
+
+// NewRouter starts a router.
+func NewRouter(cfg RouterConfig) *Router {
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = defaultPublishTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Router{
+		cfg:        cfg,
+		log:        cfg.Log.With("queue", cfg.Name),
+		ctx:        ctx,
+		cancel:     cancel,
+		consumers:  make(map[queue.Consumer]*consumer),
+		unary:      make(map[string][]*queuepb.Settlement),
+		settleWake: make(chan struct{}, 1),
+	}
+	r.origins.Store(&map[uint64]*origin{})
+	r.pub = newPublisher(r)
+	r.wg.Add(2)
+	go r.pub.run()
+	go r.settler()
+	return r
+}
+
+func randomID() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) | 1
+}
+
+// target is where the leader is: this node's member or a node address.
+type target struct {
+	local bool
+	addr  string
+}
+
+// resolve finds the leader, waiting with backoff until ctx is done.
+func (r *Router) resolve(ctx context.Context) (target, error) {
+	backoff := minBackoff
+	for {
+		t, err := r.tryResolve(ctx)
+		if err == nil {
+			return t, nil
+		}
+		r.log.Debug("forward: no leader yet", "err", err)
+		if werr := r.sleep(ctx, backoff); werr != nil {
+			return target{}, fmt.Errorf("forward: queue %s: %w (%v)", r.cfg.Name, werr, err)
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// sleep waits d, or returns why it cannot.
+func (r *Router) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.ctx.Done():
+		return queue.ErrDeleted
+	}
+}
+
+func (r *Router) tryResolve(ctx context.Context) (target, error) {
+	if l := r.cfg.Local; l != nil {
+		if l.IsLeader() {
+			return target{local: true}, nil
+		}
+		if name := l.Leader(); name != "" {
+			return r.remote(name)
+		}
+		return target{}, errNoLeader
+	}
+	r.mu.Lock()
+	name := r.leader
+	r.mu.Unlock()
+	if name != "" {
+		return r.remote(name)
+	}
+	var errs []error
+	for _, m := range r.cfg.Members {
+		addr, ok := r.cfg.Addr(m)
+		if !ok {
+			continue
+		}
+		c, err := r.client(addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+		rep, err := c.Leader(cctx, &queuepb.LeaderRequest{QueueId: r.cfg.QueueID})
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m, err))
+			continue
+		}
+		if rep.Leader != "" {
+			r.mu.Lock()
+			r.leader = rep.Leader
+			r.mu.Unlock()
+			return r.remote(rep.Leader)
+		}
+	}
+	return target{}, errors.Join(append(errs, errNoLeader)...)
+}
+
+func (r *Router) remote(node string) (target, error) {
+	addr, ok := r.cfg.Addr(node)
+	if !ok {
+		r.forgetLeader(failure{})
+		return target{}, fmt.Errorf("forward: no address for node %q", node)
+	}
+	return target{addr: addr}, nil
+}
+
+// forgetLeader drops the cached leader after a "not leader" or
+// unavailable answer, keeping the answering member's hint.
+func (r *Router) forgetLeader(f failure) {
+	r.mu.Lock()
+	r.leader = f.leader
+	r.mu.Unlock()
+}
+
+func (r *Router) client(addr string) (queuepb.ForwardClient, error) {
+	conn, err := r.cfg.Pool.Conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return queuepb.NewForwardClient(conn), nil
+}
+
+// onLeader runs local when this node's member leads, else remote with the
+// leader's client, resolving the leader again after "not leader" and
+// unavailable answers, until ctx is done.
+func (r *Router) onLeader(ctx context.Context, local func(Local) error, remote func(context.Context, queuepb.ForwardClient, string) error) error {
+	backoff := minBackoff
+	for {
+		t, err := r.resolve(ctx)
+		if err != nil {
+			return err
+		}
+		var f failure
+		if t.local {
+			err := local(r.cfg.Local)
+			if !isNotLeader(err) {
+				return err
+			}
+			f = failure{err: err, retry: true}
+		} else {
+			c, err := r.client(t.addr)
+			if err != nil {
+				return err
+			}
+			f = fromStatus(remote(ctx, c, t.addr))
+			if f.err == nil {
+				return nil
+			}
+			if !f.retry {
+				return f.err
+			}
+			r.forgetLeader(f)
+		}
+		r.log.Debug("forward: leader moved, retrying", "err", f.err)
+		if werr := r.sleep(ctx, backoff); werr != nil {
+			return fmt.Errorf("forward: queue %s: %w", r.cfg.Name, f.err)
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// Enqueue stores m through the leader; done is called once the leader has
+// committed it, with queue.ErrRejected when the queue refused it, or with
+// an error when it did not commit within the publish timeout. Enqueue
+// blocks while the router has too many unconfirmed publishes, until ctx
+// is done.
+func (r *Router) Enqueue(ctx context.Context, m *queue.Message, done func(error)) error {
+	if done == nil {
+		done = func(error) {}
+	}
+	return r.pub.enqueue(ctx, m, done)
+}
+
+// Get takes one message for basic.get from the leader.
+func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+	defer cancel()
+	var d queue.Delivery
+	var remaining uint32
+	var ok bool
+	err := r.onLeader(ctx, func(l Local) error {
+		var err error
+		d, remaining, ok, err = l.Get(noAck)
+		if err == nil && ok && d.ID != 0 {
+			r.noteOrigin(d.ID, true, "", nil)
+		}
+		return err
+	}, func(ctx context.Context, c queuepb.ForwardClient, addr string) error {
+		rep, err := c.Get(ctx, &queuepb.GetRequest{QueueId: r.cfg.QueueID, NoAck: noAck})
+		if err != nil {
+			return err
+		}
+		ok, remaining = rep.Ok, rep.Remaining
+		if !ok {
+			return nil
+		}
+		if d, err = decodeDelivery(rep.Delivery); err != nil {
+			return err
+		}
+		if d.ID != 0 {
+			r.noteOrigin(d.ID, false, addr, nil)
+		}
+		return nil
+	})
+	if err != nil {
+		return queue.Delivery{}, 0, false, err
+	}
+	return d, remaining, ok, nil
+}
+
+// Purge removes the ready messages at the leader.
+func (r *Router) Purge() (uint32, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+	defer cancel()
+	var n uint32
+	err := r.onLeader(ctx, func(l Local) error {
+		var err error
+		n, err = l.Purge()
+		return err
+	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
+		rep, err := c.Purge(ctx, &queuepb.PurgeRequest{QueueId: r.cfg.QueueID})
+		if err == nil {
+			n = rep.Count
+		}
+		return err
+	})
+	return n, err
+}
+
+// Stats is this node's member's count, or the leader's for a non-member
+// (zero when the leader cannot be reached in time).
+func (r *Router) Stats() queue.Stats {
+	if r.cfg.Local != nil {
+		return r.cfg.Local.Stats()
+	}
+	st, err := r.remoteStats()
+	if err != nil {
+		r.log.Debug("forward: stats unavailable", "err", err)
+	}
+	return st
+}
+
+func (r *Router) remoteStats() (queue.Stats, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, statsTimeout)
+	defer cancel()
+	var st queue.Stats
+	err := r.onLeader(ctx, func(l Local) error {
+		st = l.Stats()
+		return nil
+	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
+		rep, err := c.Stats(ctx, &queuepb.StatsRequest{QueueId: r.cfg.QueueID})
+		if err == nil {
+			st = queue.Stats{Ready: rep.Ready, Unacked: rep.Unacked, Consumers: rep.Consumers}
+		}
+		return err
+	})
+	return st, err
+}
+
+// Delete stops the router's streams, tells its consumers Gone, and deletes
+// this node's member when there is one. It returns the member's message
+// count, or the leader's as last seen for a non-member.
+func (r *Router) Delete(ifUnused, ifEmpty bool) (uint32, error) {
+	var n uint32
+	if r.cfg.Local != nil {
+		var err error
+		if n, err = r.cfg.Local.Delete(ifUnused, ifEmpty); err != nil && !errors.Is(err, queue.ErrDeleted) {
+			return 0, err
+		}
+	} else {
+		st, _ := r.remoteStats()
+		if ifUnused && st.Consumers > 0 {
+			return 0, queue.ErrInUse
+		}
+		if ifEmpty && st.Ready > 0 {
+			return 0, queue.ErrNotEmpty
+		}
+		n = st.Ready
+	}
+	for _, w := range r.stop() {
+		w.end(func(c queue.Consumer) { c.Gone() })
+	}
+	r.wg.Wait()
+	return n, nil
+}
+
+// Close stops the router and this node's member without deleting the
+// queue; consumers are not told.
+func (r *Router) Close() {
+	for _, w := range r.stop() {
+		w.end(nil)
+	}
+	r.wg.Wait()
+	if r.cfg.Local != nil {
+		r.cfg.Local.Close()
+	}
+}
+
+// stop ends every stream and returns the consumers.
+func (r *Router) stop() []*consumer {
+	r.mu.Lock()
+	r.closed = true
+	ws := make([]*consumer, 0, len(r.consumers))
+	for _, w := range r.consumers {
+		ws = append(ws, w)
+	}
+	clear(r.consumers)
+	r.mu.Unlock()
+	r.cancel()
+	r.pub.close(queue.ErrDeleted)
+	return ws
+}
+
+// noteOrigin records where deliveries with id's base come from; a is the
+// remote stream that carried it, if any. It is called per delivery, so
+// the usual case (known base) takes no lock.
+func (r *Router) noteOrigin(id uint64, local bool, addr string, a *attachment) {
+	base := id >> 32
+	if o := (*r.origins.Load())[base]; o != nil && o.local == local && o.addr == addr {
+		if o.gone.Load() {
+			o.gone.Store(false)
+		}
+		if a != nil && o.stream.Load() == nil {
+			o.stream.CompareAndSwap(nil, a)
+		}
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.origins.Load()
+	m := make(map[uint64]*origin, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	o := &origin{local: local, addr: addr}
+	if a != nil {
+		o.stream.Store(a)
+	}
+	m[base] = o
+	r.origins.Store(&m)
+}
+
+// attachmentEnded unhooks a from the origins it carried settlements for;
+// leaderGone marks them gone.
+func (r *Router) attachmentEnded(a *attachment, leaderGone bool) {
+	for _, o := range *r.origins.Load() {
+		o.stream.CompareAndSwap(a, nil)
+		if leaderGone && !o.local && o.addr == a.addr {
+			o.gone.Store(true)
+		}
+	}
+}
+
+// Settle acknowledges deliveries at the member that handed them out.
+func (r *Router) Settle(ids []uint64) { r.settle(queuepb.SettleOp_SETTLE, 0, ids) }
+
+// Requeue returns deliveries to the queue.
+func (r *Router) Requeue(ids []uint64, cause queue.ReturnCause) {
+	r.settle(queuepb.SettleOp_REQUEUE, cause, ids)
+}
+
+// Discard drops (dead-letters) deliveries.
+func (r *Router) Discard(ids []uint64, cause queue.ReturnCause) {
+	r.settle(queuepb.SettleOp_DISCARD, cause, ids)
+}
+
+func (r *Router) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) {
+	origins := *r.origins.Load()
+	for len(ids) > 0 {
+		base := ids[0] >> 32
+		n := 1
+		for n < len(ids) && ids[n]>>32 == base {
+			n++
+		}
+		group := ids[:n]
+		ids = ids[n:]
+		o := origins[base]
+		if o == nil || o.gone.Load() {
+			continue // from a leader that is gone: the messages came back
+		}
+		if o.local {
+			if l := r.cfg.Local; l != nil {
+				settleOn(l, &queuepb.Settlement{Op: op, Cause: uint32(cause), Ids: group})
+			}
+			continue
+		}
+		group = append([]uint64(nil), group...)
+		if a := o.stream.Load(); a != nil && a.settle(op, cause, group) {
+			continue
+		}
+		r.settleUnary(o.addr, []*queuepb.Settlement{{Op: op, Cause: uint32(cause), Ids: group}})
+	}
+}
+
+// settleUnary hands settlements to the settler goroutine.
+func (r *Router) settleUnary(addr string, list []*queuepb.Settlement) {
+	if len(list) == 0 {
+		return
+	}
+	r.settleMu.Lock()
+	for _, s := range list {
+		r.unary[addr] = appendSettlement(r.unary[addr], s.Op, queue.ReturnCause(s.Cause), s.Ids)
+	}
+	r.settleMu.Unlock()
+	select {
+	case r.settleWake <- struct{}{}:
+	default:
+	}
+}
+
+// appendSettlement adds ids to list, merging with its last settlement
+// when op and cause match.
+func appendSettlement(list []*queuepb.Settlement, op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) []*queuepb.Settlement {
+	if n := len(list); n > 0 && list[n-1].Op == op && list[n-1].Cause == uint32(cause) {
+		list[n-1].Ids = append(list[n-1].Ids, ids...)
+		return list
+	}
+	return append(list, &queuepb.Settlement{Op: op, Cause: uint32(cause), Ids: ids})
+}
+
+// settler sends settlements that no live consume stream carries, one
+// unary call per node per batch.
+func (r *Router) settler() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.settleWake:
+		case <-r.ctx.Done():
+			return
+		}
+		r.settleMu.Lock()
+		batch := r.unary
+		r.unary = make(map[string][]*queuepb.Settlement)
+		r.settleMu.Unlock()
+		for addr, list := range batch {
+			c, err := r.client(addr)
+			if err == nil {
+				ctx, cancel := context.WithTimeout(r.ctx, rpcTimeout)
+				_, err = c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Settlements: list})
+				cancel()
+			}
+			if err != nil {
+				r.log.Debug("forward: settlements dropped", "addr", addr, "err", err)
+			}
+		}
+	}
+}

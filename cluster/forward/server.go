@@ -1,0 +1,464 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/proto/queuepb"
+)
+
+// Server serves the queues whose member on this node leads.
+type Server struct {
+	queuepb.UnimplementedForwardServer
+	lookup func(queueID string) (Local, bool)
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	held map[string]*heldSet
+}
+
+// NewServer returns a Server that finds a queue's member with lookup.
+func NewServer(lookup func(queueID string) (Local, bool), log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{lookup: lookup, log: log, held: make(map[string]*heldSet)}
+}
+
+// Register adds the Forward service to g.
+func (s *Server) Register(g *grpc.Server) { queuepb.RegisterForwardServer(g, s) }
+
+// member finds the queue's member on this node; leading also requires
+// that it leads.
+func (s *Server) member(queueID string, leading bool) (Local, error) {
+	l, ok := s.lookup(queueID)
+	if !ok || l == nil {
+		return nil, toStatus(errNoQueue, "")
+	}
+	if leading && !l.IsLeader() {
+		return nil, toStatus(errNotLeader, l.Leader())
+	}
+	return l, nil
+}
+
+// heldSet is the delivery IDs of one queue that consume streams handed
+// out and that are not settled yet, with the stream that carried them:
+// when a stream breaks (the router's node is gone), its deliveries go
+// back to the queue. Settlements through any stream or Settle remove them.
+type heldSet struct {
+	mu sync.Mutex
+	by map[uint64]*serverConsumer
+}
+
+func (s *Server) heldFor(queueID string) *heldSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[queueID]
+	if h == nil {
+		h = &heldSet{by: make(map[uint64]*serverConsumer)}
+		s.held[queueID] = h
+	}
+	return h
+}
+
+func (h *heldSet) remove(ids []uint64) {
+	h.mu.Lock()
+	for _, id := range ids {
+		delete(h.by, id)
+	}
+	h.mu.Unlock()
+}
+
+// takeFor removes and returns the IDs sc holds.
+func (h *heldSet) takeFor(sc *serverConsumer) []uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []uint64
+	for id, c := range h.by {
+		if c == sc {
+			ids = append(ids, id)
+			delete(h.by, id)
+		}
+	}
+	return ids
+}
+
+// Leader names the leader this node's member knows.
+func (s *Server) Leader(_ context.Context, req *queuepb.LeaderRequest) (*queuepb.LeaderReply, error) {
+	l, err := s.member(req.QueueId, false)
+	if err != nil {
+		return nil, err
+	}
+	return &queuepb.LeaderReply{Leader: l.Leader()}, nil
+}
+
+// Get serves basic.get.
+func (s *Server) Get(_ context.Context, req *queuepb.GetRequest) (*queuepb.GetReply, error) {
+	l, err := s.member(req.QueueId, true)
+	if err != nil {
+		return nil, err
+	}
+	d, remaining, ok, err := l.Get(req.NoAck)
+	if err != nil {
+		return nil, toStatus(err, l.Leader())
+	}
+	if !ok {
+		return &queuepb.GetReply{}, nil
+	}
+	pd, err := encodeDelivery(d)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &queuepb.GetReply{Ok: true, Remaining: remaining, Delivery: pd}, nil
+}
+
+// Purge serves queue.purge.
+func (s *Server) Purge(_ context.Context, req *queuepb.PurgeRequest) (*queuepb.PurgeReply, error) {
+	l, err := s.member(req.QueueId, true)
+	if err != nil {
+		return nil, err
+	}
+	n, err := l.Purge()
+	if err != nil {
+		return nil, toStatus(err, l.Leader())
+	}
+	return &queuepb.PurgeReply{Count: n}, nil
+}
+
+// Stats answers with the leader's counts.
+func (s *Server) Stats(_ context.Context, req *queuepb.StatsRequest) (*queuepb.StatsReply, error) {
+	l, err := s.member(req.QueueId, true)
+	if err != nil {
+		return nil, err
+	}
+	st := l.Stats()
+	return &queuepb.StatsReply{Ready: st.Ready, Unacked: st.Unacked, Consumers: st.Consumers}, nil
+}
+
+// Settle applies settlements of deliveries this node's member handed out,
+// whether or not it still leads (a member that no longer leads ignores them).
+func (s *Server) Settle(_ context.Context, req *queuepb.SettleRequest) (*queuepb.SettleReply, error) {
+	l, err := s.member(req.QueueId, false)
+	if err != nil {
+		return nil, err
+	}
+	h := s.heldFor(req.QueueId)
+	for _, st := range req.Settlements {
+		h.remove(st.Ids)
+		settleOn(l, st)
+	}
+	return &queuepb.SettleReply{}, nil
+}
+
+// pubResults collects a publish stream's answers for its sender.
+type pubResults struct {
+	mu        sync.Mutex
+	reply     *queuepb.PublishReply
+	notLeader bool
+	wake      chan struct{}
+}
+
+func (p *pubResults) done(seq uint64) func(error) {
+	return func(err error) {
+		p.mu.Lock()
+		if p.reply == nil {
+			p.reply = &queuepb.PublishReply{}
+		}
+		r := p.reply
+		switch {
+		case err == nil:
+			r.Confirmed = append(r.Confirmed, seq)
+		case errors.Is(err, queue.ErrRejected):
+			r.Rejected = append(r.Rejected, seq)
+		case errors.Is(err, queue.ErrDeleted):
+			r.Deleted = append(r.Deleted, seq)
+		case isOutOfSequence(err):
+			r.OutOfSequence = append(r.OutOfSequence, seq)
+		case isNotLeader(err), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			// The router sends it again, to whichever member leads.
+			p.notLeader = true
+		default:
+			r.Rejected = append(r.Rejected, seq)
+		}
+		p.mu.Unlock()
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (p *pubResults) take() (*queuepb.PublishReply, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.reply
+	p.reply = nil
+	return r, p.notLeader
+}
+
+// Publish stores a router's publishes through the leading member, in the
+// order they arrive, and answers each once committed. The stream ends with
+// NOT_LEADER when the member stops leading; the router then sends every
+// unanswered publish again.
+func (s *Server) Publish(stream queuepb.Forward_PublishServer) error {
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if req.Publisher == 0 {
+		return status.Error(codes.InvalidArgument, "publish stream without a publisher")
+	}
+	l, err := s.member(req.QueueId, true)
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	res := &pubResults{wake: make(chan struct{}, 1)}
+	recvErr := make(chan error, 1)
+	go func() {
+		publisher := req.Publisher
+		for {
+			for _, p := range req.Publishes {
+				done := res.done(p.Seq)
+				m, err := decodeMessage(p.Message)
+				if err != nil {
+					done(err)
+					continue
+				}
+				if err := l.EnqueueAs(ctx, m, publisher, p.Seq, done); err != nil && ctx.Err() != nil {
+					recvErr <- ctx.Err()
+					return
+				}
+			}
+			var err error
+			if req, err = stream.Recv(); err != nil {
+				recvErr <- err
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-res.wake:
+		case err := <-recvErr:
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		reply, notLeader := res.take()
+		if reply != nil {
+			if err := stream.Send(reply); err != nil {
+				return err
+			}
+		}
+		if notLeader {
+			return toStatus(errNotLeader, l.Leader())
+		}
+	}
+}
+
+// serverConsumer is the queue.Consumer a Consume stream attaches to the
+// leading member: deliveries wait in buf for the stream's sender.
+type serverConsumer struct {
+	held *heldSet
+	wake chan struct{}
+
+	mu      sync.Mutex
+	buf     []queue.Delivery
+	paused  bool
+	end     consumerEnd
+	timeout time.Duration
+}
+
+type consumerEnd uint8
+
+const (
+	endNone consumerEnd = iota
+	endCancelled
+	endGone
+	endTimedOut
+	endLeaderLost
+)
+
+// serverBufLimit is the deliveries a stream buffers before it asks the
+// member to pause (a member may ignore it: its consumer credit bounds
+// deliveries anyway).
+const serverBufLimit = 1024
+
+var _ queue.Movable = (*serverConsumer)(nil)
+
+func (sc *serverConsumer) signal() {
+	select {
+	case sc.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Deliver implements queue.Consumer; it only buffers.
+func (sc *serverConsumer) Deliver(d queue.Delivery) bool {
+	if d.ID != 0 {
+		sc.held.mu.Lock()
+		sc.held.by[d.ID] = sc
+		sc.held.mu.Unlock()
+	}
+	sc.mu.Lock()
+	sc.buf = append(sc.buf, d)
+	n := len(sc.buf)
+	if n >= serverBufLimit {
+		sc.paused = true
+	}
+	sc.mu.Unlock()
+	if n == 1 || n >= serverBufLimit {
+		sc.signal()
+	}
+	return n < serverBufLimit
+}
+
+func (sc *serverConsumer) ended(e consumerEnd, timeout time.Duration) {
+	sc.mu.Lock()
+	// Gone wins over a LeaderLost not yet acted on: a member being
+	// deleted stops leading on its way down.
+	if sc.end == endNone || (e == endGone && sc.end == endLeaderLost) {
+		sc.end, sc.timeout = e, timeout
+	}
+	sc.mu.Unlock()
+	sc.signal()
+}
+
+// Gone implements queue.Consumer: the queue was deleted.
+func (sc *serverConsumer) Gone() { sc.ended(endGone, 0) }
+
+// TimedOut implements queue.Consumer.
+func (sc *serverConsumer) TimedOut(timeout time.Duration) { sc.ended(endTimedOut, timeout) }
+
+// LeaderLost implements queue.Movable: the stream ends with NOT_LEADER and
+// the router attaches again to the new leader.
+func (sc *serverConsumer) LeaderLost() { sc.ended(endLeaderLost, 0) }
+
+// consumeBatch bounds the deliveries of one reply.
+const (
+	consumeBatch      = 256
+	consumeBatchBytes = 1 << 20
+)
+
+// Consume attaches one consumer to the leading member and streams its
+// deliveries back.
+func (s *Server) Consume(stream queuepb.Forward_ConsumeServer) error {
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if req.Attach == nil {
+		return status.Error(codes.InvalidArgument, "consume stream must start with attach")
+	}
+	l, err := s.member(req.Attach.QueueId, true)
+	if err != nil {
+		return err
+	}
+	opts, err := decodeOptions(req.Attach)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	sc := &serverConsumer{held: s.heldFor(req.Attach.QueueId), wake: make(chan struct{}, 1)}
+	if err := l.Consume(sc, opts); err != nil {
+		return toStatus(err, l.Leader())
+	}
+	clean := false
+	defer func() {
+		if clean {
+			return
+		}
+		// The router's end of the stream is gone: detach, and give the
+		// deliveries it held back to the queue.
+		l.Cancel(sc)
+		if ids := sc.held.takeFor(sc); len(ids) > 0 {
+			l.Requeue(ids, queue.ReturnConsumerGone)
+		}
+	}()
+	if err := stream.Send(&queuepb.ConsumeReply{Attached: true}); err != nil {
+		return err
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			for _, st := range req.Settlements {
+				sc.held.remove(st.Ids)
+				settleOn(l, st)
+			}
+			if req.Cancel {
+				// Deliveries made until the detach is applied are in
+				// buf when Cancel returns, and go out before the end.
+				l.Cancel(sc)
+				sc.ended(endCancelled, 0)
+				return
+			}
+		}
+	}()
+	ctx := stream.Context()
+	var batch []*queuepb.Delivery
+	for {
+		select {
+		case <-sc.wake:
+		case err := <-recvErr:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		sc.mu.Lock()
+		buf, end, timeout, paused := sc.buf, sc.end, sc.timeout, sc.paused
+		sc.buf, sc.paused = nil, false
+		sc.mu.Unlock()
+		size := 0
+		for i, d := range buf {
+			pd, err := encodeDelivery(d)
+			if err != nil {
+				s.log.Error("forward: encode delivery", "err", err)
+				continue
+			}
+			batch = append(batch, pd)
+			size += len(pd.Message.Body)
+			if len(batch) == consumeBatch || size >= consumeBatchBytes || i == len(buf)-1 {
+				if err := stream.Send(&queuepb.ConsumeReply{Deliveries: batch}); err != nil {
+					return err
+				}
+				clear(batch)
+				batch, size = batch[:0], 0
+			}
+		}
+		if paused {
+			l.Resume(sc)
+		}
+		switch end {
+		case endCancelled:
+			clean = true
+			return nil
+		case endGone:
+			clean = true
+			sc.held.takeFor(sc)
+			return stream.Send(&queuepb.ConsumeReply{Gone: true})
+		case endTimedOut:
+			clean = true
+			return stream.Send(&queuepb.ConsumeReply{TimedOut: true, TimeoutMs: timeout.Milliseconds()})
+		case endLeaderLost:
+			// The member forgot the consumer and takes its messages back.
+			clean = true
+			sc.held.takeFor(sc)
+			return toStatus(errNotLeader, l.Leader())
+		}
+	}
+}

@@ -1,0 +1,451 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/forward"
+	"github.com/warrenmq/warren/cluster/meta"
+	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/cluster/transport"
+	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq/replica"
+)
+
+// ClusterConfig makes a node a cluster member.
+type ClusterConfig struct {
+	// NodeName is the node's name in the cluster (Raft server IDs, queue
+	// members, warrenctl). It must stay the same across restarts.
+	NodeName string
+	// InternalAddr is where the node serves Raft, forwarding and admin
+	// traffic (gRPC); AdvertiseAddr is how peers reach it, InternalAddr's
+	// actual address when empty.
+	InternalAddr, AdvertiseAddr string
+	// GossipAddr is memberlist's address (TCP and UDP).
+	GossipAddr string
+	// Join are gossip addresses (host:port) or DNS names of other nodes.
+	Join []string
+	// BootstrapExpect forms a new cluster once this many nodes see each
+	// other: the lowest-named of them creates the metadata group with all
+	// of them. 0 only joins an existing cluster. A node with no Join
+	// addresses and BootstrapExpect ≤ 1 forms a cluster of one.
+	BootstrapExpect int
+	// GossipKey encrypts gossip (16, 24 or 32 bytes) when set.
+	GossipKey []byte
+	// Version is reported to the other nodes.
+	Version string
+	// HeartbeatTimeout and ElectionTimeout of every Raft group (metadata
+	// and queues); zero is one second. Tests shorten them.
+	HeartbeatTimeout, ElectionTimeout time.Duration
+	// PublishTimeout bounds how long a publish forwarded to a queue's
+	// leader may wait for its commit before the publisher gets basic.nack.
+	PublishTimeout time.Duration
+	// ProbeInterval and ProbeTimeout tune gossip's failure detection;
+	// zero keeps memberlist's LAN defaults.
+	ProbeInterval, ProbeTimeout time.Duration
+}
+
+// clusterNode is the node's part in a cluster: the internal gRPC server,
+// the peers' connections, the Raft transport shared by every group, the
+// metadata group, gossip membership, and this node's queue replicas.
+type clusterNode struct {
+	cfg    ClusterConfig
+	log    *slog.Logger
+	self   string
+	addr   string // advertised internal address
+	ln     net.Listener
+	grpc   *grpc.Server
+	pool   *rpc.Pool
+	mux    *transport.Mux
+	meta   *meta.Store
+	gossip *membership.Membership
+	fwd    *forward.Server
+
+	mu       sync.Mutex
+	replicas map[string]*replica.Replica // this node's members, by queue ID
+	routers  map[string]*forward.Router  // by queue ID
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startCluster brings up everything but the broker: the broker restores
+// its queues through OpenQueue, which needs the transport and the peers.
+func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger) (*clusterNode, error) {
+	if cfg.NodeName == "" {
+		return nil, errors.New("cluster: a node name is required")
+	}
+	ln, err := net.Listen("tcp", cfg.InternalAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for internal traffic on %s: %w", cfg.InternalAddr, err)
+	}
+	addr := cfg.AdvertiseAddr
+	if addr == "" {
+		addr = ln.Addr().String()
+	}
+	c := &clusterNode{
+		cfg:      cfg,
+		log:      log.With("component", "cluster"),
+		self:     cfg.NodeName,
+		addr:     addr,
+		ln:       ln,
+		grpc:     grpc.NewServer(rpc.ServerOptions()...),
+		pool:     rpc.NewPool(),
+		replicas: make(map[string]*replica.Replica),
+		routers:  make(map[string]*forward.Router),
+		stop:     make(chan struct{}),
+	}
+	c.mux = transport.NewMux(addr, c.pool, log.With("component", "transport"))
+	c.mux.Register(c.grpc)
+	metaTrans, err := c.mux.Transport("meta")
+	if err != nil {
+		c.closeTransport()
+		return nil, err
+	}
+	c.meta, err = meta.Open(meta.Config{
+		NodeID: c.self, Addr: addr, Dir: filepath.Join(dataDir, "meta"),
+		Transport: metaTrans, Pool: c.pool, Log: log.With("component", "meta"),
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
+	})
+	if err != nil {
+		c.closeTransport()
+		return nil, fmt.Errorf("open metadata group: %w", err)
+	}
+	c.meta.Register(c.grpc)
+	c.fwd = forward.NewServer(c.lookupReplica, log.With("component", "forward"))
+	c.fwd.Register(c.grpc)
+	go c.grpc.Serve(ln)
+
+	gossipAddr := cfg.GossipAddr
+	if gossipAddr == "" {
+		gossipAddr = "127.0.0.1:0"
+	}
+	c.gossip, err = membership.Start(membership.Config{
+		Meta:          membership.Meta{Name: c.self, AMQP: amqpAddr, Internal: addr, Gossip: gossipAddr, Version: cfg.Version},
+		BindAddr:      gossipAddr,
+		SecretKey:     cfg.GossipKey,
+		ProbeInterval: cfg.ProbeInterval,
+		ProbeTimeout:  cfg.ProbeTimeout,
+		Log:           log.With("component", "gossip"),
+	})
+	if err != nil {
+		c.meta.Close()
+		c.closeTransport()
+		return nil, fmt.Errorf("start gossip: %w", err)
+	}
+	return c, nil
+}
+
+// run starts the background work once the broker exists: joining,
+// forming the cluster, and the metadata leader's duties.
+func (c *clusterNode) run(b *broker.Broker) {
+	c.wg.Add(2)
+	go c.join()
+	go c.lead(b)
+}
+
+// join contacts the seeds until gossip reaches at least one other node,
+// then forms the metadata group if this node is the one to do it.
+func (c *clusterNode) join() {
+	defer c.wg.Done()
+	seeds := slices.DeleteFunc(slices.Clone(c.cfg.Join), func(s string) bool { return s == "" || s == c.cfg.GossipAddr })
+	for len(seeds) > 0 {
+		n, err := c.gossip.Join(seeds)
+		if err == nil && n > 0 {
+			break
+		}
+		c.log.Debug("joining", "seeds", seeds, "err", err)
+		if !c.sleep(time.Second) {
+			return
+		}
+	}
+	if c.meta.HasState() {
+		return // formed before: Raft finds the others by itself
+	}
+	expect := c.cfg.BootstrapExpect
+	if len(seeds) == 0 && expect <= 1 {
+		c.bootstrap([]membership.Member{{Meta: membership.Meta{Name: c.self, Internal: c.addr}}})
+		return
+	}
+	if expect <= 0 {
+		return // joins an existing cluster: its leader adds this node
+	}
+	for {
+		if leader, _ := c.meta.Leader(); leader != "" {
+			return // formed by another node, which included this one
+		}
+		alive := c.aliveMembers()
+		if len(alive) >= expect {
+			first := alive[:expect]
+			if first[0].Name == c.self {
+				c.bootstrap(first)
+			}
+			return
+		}
+		if !c.sleep(200 * time.Millisecond) {
+			return
+		}
+	}
+}
+
+func (c *clusterNode) bootstrap(ms []membership.Member) {
+	servers := make([]meta.Server, 0, len(ms))
+	names := make([]string, 0, len(ms))
+	for _, m := range ms {
+		servers = append(servers, meta.Server{ID: m.Name, Addr: m.Internal, Voter: true})
+		names = append(names, m.Name)
+	}
+	if err := c.meta.Bootstrap(servers); err != nil {
+		c.log.Error("cannot form the cluster", "err", err)
+		return
+	}
+	c.log.Info("formed a new cluster", "nodes", names)
+}
+
+// lead carries out the metadata leader's duties: seeding a new cluster
+// from the configuration, and adding the nodes gossip finds to the
+// metadata group (voters up to five, the rest non-voters).
+func (c *clusterNode) lead(b *broker.Broker) {
+	defer c.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		case <-c.gossip.Events():
+		}
+		if !c.meta.IsLeader() {
+			continue
+		}
+		if err := b.SeedIfEmpty(); err != nil {
+			c.log.Warn("seed metadata", "err", err)
+		}
+		servers, err := c.meta.Servers()
+		if err != nil {
+			continue
+		}
+		for _, m := range c.aliveMembers() {
+			if slices.ContainsFunc(servers, func(s meta.Server) bool { return s.ID == m.Name }) {
+				continue
+			}
+			if err := c.meta.AddServer(m.Name, m.Internal); err != nil {
+				c.log.Warn("add node to the metadata group", "node", m.Name, "err", err)
+				continue
+			}
+			c.log.Info("node joined the cluster", "node", m.Name, "addr", m.Internal)
+		}
+	}
+}
+
+func (c *clusterNode) sleep(d time.Duration) bool {
+	select {
+	case <-c.stop:
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// aliveMembers are the nodes gossip sees alive, sorted by name.
+func (c *clusterNode) aliveMembers() []membership.Member {
+	var alive []membership.Member
+	for _, m := range c.gossip.Members() {
+		if m.State == membership.Alive && !m.Leaving {
+			alive = append(alive, m)
+		}
+	}
+	slices.SortFunc(alive, func(a, b membership.Member) int { return compare(a.Name, b.Name) })
+	return alive
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// addrOf is a node's internal address: from gossip while it is alive,
+// else from the metadata group's configuration.
+func (c *clusterNode) addrOf(node string) (string, bool) {
+	if node == c.self {
+		return c.addr, true
+	}
+	for _, m := range c.gossip.Members() {
+		if m.Name == node && m.Internal != "" {
+			return m.Internal, true
+		}
+	}
+	if servers, err := c.meta.Servers(); err == nil {
+		for _, s := range servers {
+			if s.ID == node {
+				return s.Addr, true
+			}
+		}
+	}
+	return "", false
+}
+
+// PlacementNodes implements broker.Cluster: nodes in the metadata group
+// that gossip sees alive.
+func (c *clusterNode) PlacementNodes() []string {
+	servers, err := c.meta.Servers()
+	if err != nil {
+		return []string{c.self}
+	}
+	var nodes []string
+	for _, m := range c.aliveMembers() {
+		if slices.ContainsFunc(servers, func(s meta.Server) bool { return s.ID == m.Name }) {
+			nodes = append(nodes, m.Name)
+		}
+	}
+	if !slices.Contains(nodes, c.self) {
+		nodes = append(nodes, c.self)
+		slices.Sort(nodes)
+	}
+	return nodes
+}
+
+// OpenQueue implements broker.Cluster.
+func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Queue, error) {
+	members := rec.Members
+	if len(members) == 0 {
+		members = []string{c.self} // a record from before clustering
+	}
+	rcfg := forward.RouterConfig{
+		QueueID: rec.ID, Name: cfg.Name, Members: members,
+		Addr: c.addrOf, Pool: c.pool, PublishTimeout: c.cfg.PublishTimeout,
+		Log: cfg.Log,
+	}
+	var local *replica.Replica
+	if slices.Contains(members, c.self) {
+		trans, err := c.mux.Transport(rec.ID)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Transport = trans
+		cfg.Bootstrap = rec.Leader == c.self || (rec.Leader == "" && members[0] == c.self)
+		for _, m := range members {
+			addr, _ := c.addrOf(m)
+			cfg.Peers = append(cfg.Peers, replica.Peer{ID: m, Addr: addr})
+		}
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout = c.cfg.HeartbeatTimeout, c.cfg.ElectionTimeout
+		local, err = replica.Open(cfg)
+		if err != nil {
+			trans.Close()
+			return nil, err
+		}
+		rcfg.Local = local
+	}
+	r := forward.NewRouter(rcfg)
+	c.mu.Lock()
+	if local != nil {
+		c.replicas[rec.ID] = local
+	}
+	c.routers[rec.ID] = r
+	c.mu.Unlock()
+	return &clusterQueue{Router: r, c: c, id: rec.ID}, nil
+}
+
+func (c *clusterNode) lookupReplica(id string) (forward.Local, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.replicas[id]
+	if !ok {
+		return nil, false
+	}
+	return r, true
+}
+
+func (c *clusterNode) forget(id string) {
+	c.mu.Lock()
+	delete(c.replicas, id)
+	delete(c.routers, id)
+	c.mu.Unlock()
+}
+
+// clusterQueue is a replicated queue's engine on this node: the router,
+// unregistered from the node when deleted or closed.
+type clusterQueue struct {
+	*forward.Router
+	c  *clusterNode
+	id string
+}
+
+func (q *clusterQueue) Delete(ifUnused, ifEmpty bool) (uint32, error) {
+	n, err := q.Router.Delete(ifUnused, ifEmpty)
+	if err == nil {
+		q.c.forget(q.id)
+	}
+	return n, err
+}
+
+func (q *clusterQueue) Close() {
+	q.Router.Close()
+	q.c.forget(q.id)
+}
+
+// ready reports whether the node has a metadata leader and a model with
+// at least one vhost: logins can succeed.
+func (c *clusterNode) ready(b *broker.Broker) bool {
+	leader, _ := c.meta.Leader()
+	return leader != "" && b.HasVhosts()
+}
+
+// close stops the cluster side; the broker (and with it the metadata
+// store and the queues) is closed before.
+func (c *clusterNode) close() error {
+	close(c.stop)
+	c.wg.Wait()
+	err := c.gossip.Leave(2 * time.Second)
+	err = errors.Join(err, c.gossip.Stop())
+	c.closeTransport()
+	return err
+}
+
+func (c *clusterNode) closeTransport() {
+	c.grpc.Stop()
+	c.mux.Close()
+	c.pool.Close()
+}
+
+// metaStore adapts the metadata group's store to the broker's Watchable.
+type metaStore struct{ *meta.Store }
+
+func (s metaStore) Subscribe(fn func(origin string, changes []metadata.Change, reset *metadata.Snapshot)) *metadata.Snapshot {
+	snap, _ := s.Store.Subscribe(func(u meta.Update) { fn(u.Origin, u.Changes, u.Reset) })
+	return snap
+}
+
+var _ broker.Watchable = metaStore{}
+
+// waitReady waits until ready or ctx ends.
+func waitReady(ctx context.Context, ready func() bool) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !ready() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster not ready: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
