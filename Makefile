@@ -70,6 +70,12 @@ proto: ## regenerate proto/*/ Go code (needs protoc from Debian's protobuf-compi
 verify-generate: ## fail if the committed generated code is stale
 	$(GO) test -count=1 -run 'Generated|Stale|Spec' ./amqp/
 
+N ?= 3
+
+.PHONY: cluster
+cluster: build ## start N local nodes (default 3) on ports 5672+i, 25672+i, 7946+i; Ctrl-C stops them
+	N=$(N) DATA_DIR=$(DATA_DIR) BIN=$(BIN) ./scripts/cluster.sh
+
 .PHONY: perf-compare
 perf-compare: build ## warren-perf against `make run`'s node and a 1-node RabbitMQ (see docs/performance.md)
 	./scripts/perf-compare.sh

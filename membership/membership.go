@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,8 +90,9 @@ type Membership struct {
 	metaMu sync.Mutex
 	meta   []byte
 
-	mu    sync.Mutex
-	state map[string]State
+	// mu guards members: every node the events told of, by name.
+	mu      sync.Mutex
+	members map[string]Member
 }
 
 // Start begins gossiping. Events arrive on Events(); a slow reader delays
@@ -107,7 +109,7 @@ func Start(cfg Config) (*Membership, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gossip port %q: %w", portStr, err)
 	}
-	m := &Membership{events: make(chan Event, 256), log: cfg.Log, state: make(map[string]State)}
+	m := &Membership{events: make(chan Event, 256), log: cfg.Log, members: make(map[string]Member)}
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Meta.Name
@@ -140,6 +142,9 @@ func Start(cfg Config) (*Membership, error) {
 	m.metaMu.Lock()
 	m.meta = meta
 	m.metaMu.Unlock()
+	m.mu.Lock()
+	m.members[cfg.Meta.Name] = Member{Meta: cfg.Meta, State: Alive}
+	m.mu.Unlock()
 	// The local node was created before its metadata was final.
 	if err := ml.UpdateNode(time.Second); err != nil {
 		m.log.Warn("announce local metadata", "err", err)
@@ -161,23 +166,17 @@ func (m *Membership) Join(seeds []string) (int, error) {
 // Events delivers membership changes.
 func (m *Membership) Events() <-chan Event { return m.events }
 
-// Members is this node's view of every known node, itself included.
+// Members is this node's view of every known node, itself included, as
+// the events reported them (a node that failed or left stays listed, with
+// that state).
 func (m *Membership) Members() []Member {
-	nodes := m.ml.Members() // takes memberlist's locks: not under m.mu
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []Member
-	for _, n := range nodes {
-		meta, err := decodeMeta(n)
-		if err != nil {
-			continue
-		}
-		st := Alive
-		if s, ok := m.state[n.Name]; ok {
-			st = s
-		}
-		out = append(out, Member{Meta: meta, State: st})
+	out := make([]Member, 0, len(m.members))
+	for _, mb := range m.members {
+		out = append(out, mb)
 	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -218,7 +217,7 @@ func (m *Membership) emit(kind EventKind, n *memberlist.Node, st State) {
 		return
 	}
 	m.mu.Lock()
-	m.state[n.Name] = st
+	m.members[n.Name] = Member{Meta: meta, State: st}
 	m.mu.Unlock()
 	m.events <- Event{Kind: kind, Member: Member{Meta: meta, State: st}}
 }

@@ -413,3 +413,55 @@ func (b *Broker) HasVhosts() bool {
 	defer b.mu.RUnlock()
 	return len(b.vhosts) > 0
 }
+
+// QueueSummary is one queue as operators see it.
+type QueueSummary struct {
+	Record    metadata.Queue
+	Exclusive bool
+	Engine    queue.Queue
+}
+
+// Queues lists the queues of vhost ("" for every vhost), sorted by vhost
+// and name.
+func (b *Broker) Queues(vhost string) []QueueSummary {
+	b.mu.RLock()
+	var vhosts []*Vhost
+	for name, v := range b.vhosts {
+		if vhost == "" || vhost == name {
+			vhosts = append(vhosts, v)
+		}
+	}
+	b.mu.RUnlock()
+	var out []QueueSummary
+	for _, v := range vhosts {
+		v.mu.RLock()
+		for _, q := range v.queues {
+			rec := q.rec
+			rec.Vhost = v.name
+			out = append(out, QueueSummary{Record: rec, Exclusive: q.owner != 0, Engine: q.engine})
+		}
+		v.mu.RUnlock()
+	}
+	slices.SortFunc(out, func(a, b QueueSummary) int {
+		if c := compareStrings(a.Record.Vhost, b.Record.Vhost); c != 0 {
+			return c
+		}
+		return compareStrings(a.Record.Name, b.Record.Name)
+	})
+	return out
+}
+
+// QueueRecord is the record of queue name in vhost.
+func (b *Broker) QueueRecord(vhost, name string) (metadata.Queue, bool) {
+	v := b.vhost(vhost)
+	if v == nil {
+		return metadata.Queue{}, false
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	q, ok := v.queues[name]
+	if !ok {
+		return metadata.Queue{}, false
+	}
+	return q.rec, true
+}

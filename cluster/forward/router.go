@@ -338,15 +338,21 @@ func (r *Router) Purge() (uint32, error) {
 	return n, err
 }
 
-// Stats is this node's member's count, or the leader's for a non-member
-// (zero when the leader cannot be reached in time).
+// Stats is the leader's count. A follower's own count can trail it: raft
+// tells followers the commit index only with the next entries, so an idle
+// follower may not have applied the last ones. A member falls back on its
+// own count when the leader cannot be reached in time; a non-member
+// reports zero then.
 func (r *Router) Stats() queue.Stats {
-	if r.cfg.Local != nil {
-		return r.cfg.Local.Stats()
+	if l := r.cfg.Local; l != nil && l.IsLeader() {
+		return l.Stats()
 	}
 	st, err := r.remoteStats()
 	if err != nil {
 		r.log.Debug("forward: stats unavailable", "err", err)
+		if l := r.cfg.Local; l != nil {
+			return l.Stats()
+		}
 	}
 	return st
 }
@@ -555,4 +561,16 @@ func (r *Router) settler() {
 			}
 		}
 	}
+}
+
+// Leader is the group's leader as this node knows it without asking
+// anyone: its member's view, or the leader a non-member last learned ("" if
+// none yet).
+func (r *Router) Leader() string {
+	if l := r.cfg.Local; l != nil {
+		return l.Leader()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leader
 }

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/meta"
@@ -72,6 +73,8 @@ type clusterNode struct {
 	meta   *meta.Store
 	gossip *membership.Membership
 	fwd    *forward.Server
+	// admin answers warrenctl once the broker exists (run).
+	admin lateBackend
 
 	mu       sync.Mutex
 	replicas map[string]*replica.Replica // this node's members, by queue ID
@@ -126,6 +129,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 	c.meta.Register(c.grpc)
 	c.fwd = forward.NewServer(c.lookupReplica, log.With("component", "forward"))
 	c.fwd.Register(c.grpc)
+	admin.NewServer(&c.admin, c.pool, log.With("component", "admin")).Register(c.grpc)
 	go c.grpc.Serve(ln)
 
 	gossipAddr := cfg.GossipAddr
@@ -151,6 +155,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 // run starts the background work once the broker exists: joining,
 // forming the cluster, and the metadata leader's duties.
 func (c *clusterNode) run(b *broker.Broker) {
+	c.admin.set(&adminBackend{c: c, b: b})
 	c.wg.Add(2)
 	go c.join()
 	go c.lead(b)

@@ -3,140 +3,23 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/node"
+	"github.com/warrenmq/warren/cluster/node/nodetest"
 )
-
-// member is one node of an in-process test cluster: real gossip, real
-// gRPC, real Raft, on loopback ports.
-type member struct {
-	*node.Node
-	t   *testing.T
-	cfg node.Config
-}
-
-// startCluster starts n nodes that form a new cluster, and waits until
-// every one of them serves clients.
-func startCluster(t *testing.T, n int) []*member {
-	t.Helper()
-	var out io.Writer = io.Discard
-	if os.Getenv("WARREN_TEST_LOG") != "" {
-		out = os.Stderr
-	}
-	var ms []*member
-	var seed string
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("warren-%d", i)
-		cfg := node.Config{
-			DataDir:  t.TempDir(),
-			AMQPAddr: "127.0.0.1:0",
-			Log:      slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name),
-			Broker:   broker.Config{Seed: broker.DefaultSeed()},
-			Cluster: &node.ClusterConfig{
-				NodeName:         name,
-				InternalAddr:     "127.0.0.1:0",
-				GossipAddr:       "127.0.0.1:0",
-				BootstrapExpect:  n,
-				HeartbeatTimeout: 500 * time.Millisecond,
-				ElectionTimeout:  500 * time.Millisecond,
-				PublishTimeout:   10 * time.Second,
-				ProbeInterval:    200 * time.Millisecond,
-				ProbeTimeout:     100 * time.Millisecond,
-			},
-		}
-		if seed != "" {
-			cfg.Cluster.Join = []string{seed}
-		}
-		m := &member{t: t, cfg: cfg}
-		m.start()
-		if seed == "" {
-			seed = m.GossipAddr()
-		}
-		ms = append(ms, m)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, m := range ms {
-		if err := m.Ready(ctx); err != nil {
-			t.Fatalf("%s: %v", m.Name(), err)
-		}
-	}
-	return ms
-}
-
-func (m *member) start() {
-	m.t.Helper()
-	n, err := node.Start(m.cfg)
-	if err != nil {
-		m.t.Fatalf("start node: %v", err)
-	}
-	m.Node = n
-	// Keep the ports across restarts.
-	m.cfg.AMQPAddr = n.AMQPAddr().String()
-	m.cfg.Cluster.InternalAddr = n.InternalAddr().String()
-	m.cfg.Cluster.GossipAddr = n.GossipAddr()
-	m.t.Cleanup(m.stop)
-}
-
-func (m *member) stop() {
-	if m.Node == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := m.Node.Close(ctx); err != nil {
-		m.t.Logf("close %s: %v", m.Name(), err)
-	}
-	m.Node = nil
-}
-
-func (m *member) dial() *amqp091.Connection {
-	m.t.Helper()
-	c, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", m.AMQPAddr()))
-	if err != nil {
-		m.t.Fatalf("dial %s: %v", m.Name(), err)
-	}
-	m.t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func (m *member) channel() *amqp091.Channel {
-	m.t.Helper()
-	ch, err := m.dial().Channel()
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	return ch
-}
-
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 var quorum = amqp091.Table{"x-queue-type": "quorum"}
 
 // leaderOf finds the node whose replica leads the only queue declared so
 // far, by the count each node leads.
-func leaderIndex(t *testing.T, ms []*member) int {
+func leaderIndex(t *testing.T, ms []*nodetest.Member) int {
 	t.Helper()
 	idx := -1
-	eventually(t, "a queue leader", 15*time.Second, func() bool {
+	nodetest.Eventually(t, "a queue leader", 15*time.Second, func() bool {
 		for i, m := range ms {
 			if m.Node != nil && m.LeadingQueues() == 1 {
 				idx = i
@@ -151,15 +34,15 @@ func leaderIndex(t *testing.T, ms []*member) int {
 // TestPublishConsumeAcrossNodes: a client publishes with confirms on one
 // node to a queue led by another and consumes on a third.
 func TestPublishConsumeAcrossNodes(t *testing.T) {
-	ms := startCluster(t, 3)
-	decl := ms[0].channel()
+	ms := nodetest.StartCluster(t, 3)
+	decl := ms[0].Channel()
 	if _, err := decl.QueueDeclare("orders", true, false, false, false, quorum); err != nil {
 		t.Fatal(err)
 	}
 	lead := leaderIndex(t, ms)
 	pubNode, subNode := ms[(lead+1)%3], ms[(lead+2)%3]
 
-	pub := pubNode.channel()
+	pub := pubNode.Channel()
 	if err := pub.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +67,7 @@ func TestPublishConsumeAcrossNodes(t *testing.T) {
 		}
 	}
 
-	sub := subNode.channel()
+	sub := subNode.Channel()
 	if err := sub.Qos(50, 0, false); err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +86,8 @@ func TestPublishConsumeAcrossNodes(t *testing.T) {
 			t.Fatalf("only %d of %d deliveries", i, n)
 		}
 	}
-	eventually(t, "acks to reach the leader", 10*time.Second, func() bool {
-		q, err := ms[lead].channel().QueueDeclarePassive("orders", true, false, false, false, quorum)
+	nodetest.Eventually(t, "acks to reach the leader", 10*time.Second, func() bool {
+		q, err := ms[lead].Channel().QueueDeclarePassive("orders", true, false, false, false, quorum)
 		return err == nil && q.Messages == 0
 	})
 }
@@ -212,8 +95,8 @@ func TestPublishConsumeAcrossNodes(t *testing.T) {
 // TestMetadataReplicated: exchanges and bindings declared through one node
 // route publishes made on another.
 func TestMetadataReplicated(t *testing.T) {
-	ms := startCluster(t, 3)
-	ch := ms[1].channel()
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[1].Channel()
 	if err := ch.ExchangeDeclare("events", "topic", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -223,16 +106,16 @@ func TestMetadataReplicated(t *testing.T) {
 	if err := ch.QueueBind("audit", "user.*", "events", false, nil); err != nil {
 		t.Fatal(err)
 	}
-	pub := ms[2].channel()
+	pub := ms[2].Channel()
 	if err := pub.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the exchange on node 2", 10*time.Second, func() bool {
-		c := ms[2].channel()
+	nodetest.Eventually(t, "the exchange on node 2", 10*time.Second, func() bool {
+		c := ms[2].Channel()
 		return c.ExchangeDeclarePassive("events", "topic", true, false, false, false, nil) == nil
 	})
 	returns := pub.NotifyReturn(make(chan amqp091.Return, 100))
-	eventually(t, "the binding to route on node 2", 10*time.Second, func() bool {
+	nodetest.Eventually(t, "the binding to route on node 2", 10*time.Second, func() bool {
 		dc, err := pub.PublishWithDeferredConfirmWithContext(context.Background(), "events", "user.created", true, false, amqp091.Publishing{Body: []byte("u1")})
 		if err != nil {
 			t.Fatal(err)
@@ -248,8 +131,8 @@ func TestMetadataReplicated(t *testing.T) {
 		}
 	})
 	// The binding routes: the message is in the queue, seen from node 0.
-	get := ms[0].channel()
-	eventually(t, "the routed message", 10*time.Second, func() bool {
+	get := ms[0].Channel()
+	nodetest.Eventually(t, "the routed message", 10*time.Second, func() bool {
 		d, ok, err := get.Get("audit", true)
 		return err == nil && ok && string(d.Body) == "u1"
 	})
@@ -258,14 +141,14 @@ func TestMetadataReplicated(t *testing.T) {
 // TestLeaderPlacement: 30 queues declared through one node are led 10 ± 1
 // per node; client-local ones are led by the declaring node.
 func TestLeaderPlacement(t *testing.T) {
-	ms := startCluster(t, 3)
-	ch := ms[0].channel()
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
 	for i := 0; i < 30; i++ {
 		if _, err := ch.QueueDeclare(fmt.Sprintf("q%d", i), true, false, false, false, quorum); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "30 leaders spread 10 ± 1", 30*time.Second, func() bool {
+	nodetest.Eventually(t, "30 leaders spread 10 ± 1", 30*time.Second, func() bool {
 		total := 0
 		for _, m := range ms {
 			l := m.LeadingQueues()
@@ -276,14 +159,14 @@ func TestLeaderPlacement(t *testing.T) {
 		}
 		return total == 30
 	})
-	local := ms[2].channel()
+	local := ms[2].Channel()
 	for i := 0; i < 5; i++ {
 		args := amqp091.Table{"x-queue-type": "quorum", "x-queue-leader-locator": "client-local"}
 		if _, err := local.QueueDeclare(fmt.Sprintf("local%d", i), true, false, false, false, args); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "client-local queues led by the declaring node", 30*time.Second, func() bool {
+	nodetest.Eventually(t, "client-local queues led by the declaring node", 30*time.Second, func() bool {
 		return ms[2].LeadingQueues() >= 15 && ms[0].LeadingQueues()+ms[1].LeadingQueues()+ms[2].LeadingQueues() == 35
 	})
 }
@@ -291,8 +174,8 @@ func TestLeaderPlacement(t *testing.T) {
 // TestInternalConnectionsFixed: a node holds as many connections to its
 // peers with 100 queues as with 1.
 func TestInternalConnectionsFixed(t *testing.T) {
-	ms := startCluster(t, 3)
-	ch := ms[0].channel()
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("one", true, false, false, false, quorum); err != nil {
 		t.Fatal(err)
 	}
@@ -316,9 +199,9 @@ func TestInternalConnectionsFixed(t *testing.T) {
 	}
 }
 
-func publishSome(t *testing.T, m *member, q string, n int) {
+func publishSome(t *testing.T, m *nodetest.Member, q string, n int) {
 	t.Helper()
-	ch := m.channel()
+	ch := m.Channel()
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
@@ -337,4 +220,140 @@ func publishSome(t *testing.T, m *member, q string, n int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestLaggingFollowerSnapshot: a follower is stopped; old messages are
+// published and stay live while enough traffic is published and settled
+// to compact the log past the follower; it comes back (and so is sent a
+// snapshot that carries the live messages' bodies), takes the leadership,
+// the old leader is stopped, and it delivers the old messages.
+func TestLaggingFollowerSnapshot(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("lag", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	lead := leaderIndex(t, ms)
+	follower := ms[(lead+1)%3]
+	follower.Stop()
+
+	pub := ms[lead]
+	for i := 0; i < 10; i++ {
+		publishBody(t, pub, "lag", fmt.Sprintf("old-%d", i))
+	}
+	// Traffic through a second queue would not compact this one's log:
+	// publish and consume 20,000 more on "lag" itself, leaving the ten
+	// old ones (first in line) unacknowledged and then returned.
+	cch := ms[lead].Channel()
+	if err := cch.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	old, err := cch.Consume("lag", "holder", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []amqp091.Delivery
+	for len(held) < 10 {
+		held = append(held, <-old)
+	}
+	pch := pub.Channel()
+	if err := pch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	const churn = 20000
+	sub := ms[(lead+2)%3].Channel()
+	if err := sub.Qos(500, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Consume("lag", "churn", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < churn; i++ {
+			d := <-ds
+			d.Ack(false)
+		}
+	}()
+	for i := 0; i < churn; i += 500 {
+		var dcs []*amqp091.DeferredConfirmation
+		for j := 0; j < 500; j++ {
+			dc, err := pch.PublishWithDeferredConfirmWithContext(context.Background(), "", "lag", false, false, amqp091.Publishing{Body: []byte("churn")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dcs = append(dcs, dc)
+		}
+		for _, dc := range dcs {
+			if !dc.Wait() {
+				t.Fatal("churn publish nacked")
+			}
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("churn not consumed")
+	}
+	sub.Cancel("churn", false)
+	// The old messages go back to the queue: live, below the compaction.
+	cch.Cancel("holder", false)
+	for _, d := range held {
+		d.Nack(false, true)
+	}
+	nodetest.Eventually(t, "the old messages back and the churn settled", 20*time.Second, func() bool {
+		st, ok := ms[lead].QueueMember("/", "lag")
+		q, err := ms[lead].Channel().QueueDeclarePassive("lag", true, false, false, false, quorum)
+		return ok && err == nil && q.Messages == 10 && st.AppliedIndex > churn
+	})
+
+	nodetest.Eventually(t, "a snapshot past the stopped follower", 60*time.Second, func() bool {
+		st, ok := ms[lead].QueueMember("/", "lag")
+		return ok && st.SnapshotIndex > churn
+	})
+	follower.Start()
+	leaderStatus, _ := ms[lead].QueueMember("/", "lag")
+	nodetest.Eventually(t, "the follower to catch up", 30*time.Second, func() bool {
+		st, ok := follower.QueueMember("/", "lag")
+		return ok && st.AppliedIndex >= leaderStatus.CommitIndex
+	})
+	if err := ms[lead].TransferLeadership("/", "lag", follower.Name()); err != nil {
+		t.Fatal(err)
+	}
+	ms[lead].Stop()
+	nodetest.Eventually(t, "the old follower to lead", 20*time.Second, func() bool {
+		st, ok := follower.QueueMember("/", "lag")
+		return ok && st.State == "Leader"
+	})
+	got := follower.Channel()
+	seen := map[string]bool{}
+	for i := 0; i < 10; i++ {
+		var d amqp091.Delivery
+		var ok bool
+		nodetest.Eventually(t, "an old message", 10*time.Second, func() bool {
+			var err error
+			d, ok, err = got.Get("lag", true)
+			return err == nil && ok
+		})
+		seen[string(d.Body)] = true
+	}
+	for i := 0; i < 10; i++ {
+		if !seen[fmt.Sprintf("old-%d", i)] {
+			t.Fatalf("old-%d missing from the new leader (got %v)", i, seen)
+		}
+	}
+}
+
+func publishBody(t *testing.T, m *nodetest.Member, q, body string) {
+	t.Helper()
+	ch := m.Channel()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", q, false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte(body)})
+	if err != nil || !dc.Wait() {
+		t.Fatalf("publish %s: %v", body, err)
+	}
 }

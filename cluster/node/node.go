@@ -14,6 +14,7 @@ import (
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // Config is everything a node needs.
@@ -193,4 +194,42 @@ func (n *Node) PeerConnections() int {
 		return 0
 	}
 	return n.cluster.pool.Len()
+}
+
+// localReplica is this node's replica of queue name in vhost, if any.
+func (n *Node) localReplica(vhost, name string) (*replica.Replica, string, bool) {
+	if n.cluster == nil {
+		return nil, "", false
+	}
+	rec, ok := n.broker.QueueRecord(vhost, name)
+	if !ok {
+		return nil, "", false
+	}
+	n.cluster.mu.Lock()
+	defer n.cluster.mu.Unlock()
+	r, ok := n.cluster.replicas[rec.ID]
+	return r, rec.ID, ok
+}
+
+// QueueMember is this node's replica's own view of queue name's group.
+func (n *Node) QueueMember(vhost, name string) (replica.MemberStatus, bool) {
+	r, _, ok := n.localReplica(vhost, name)
+	if !ok {
+		return replica.MemberStatus{}, false
+	}
+	return r.Status(), true
+}
+
+// TransferLeadership moves the leadership of queue name to node to. This
+// node's replica must lead the queue.
+func (n *Node) TransferLeadership(vhost, name, to string) error {
+	r, _, ok := n.localReplica(vhost, name)
+	if !ok {
+		return fmt.Errorf("node %s holds no replica of queue %q in vhost %q", n.Name(), name, vhost)
+	}
+	addr, ok := n.cluster.addrOf(to)
+	if !ok {
+		return fmt.Errorf("unknown node %q", to)
+	}
+	return r.TransferLeadership(to, addr)
 }

@@ -746,3 +746,46 @@ func (r *Replica) Leader() string {
 	_, id := ra.LeaderWithID()
 	return string(id)
 }
+
+// TransferLeadership hands the group's leadership to member id at addr,
+// which must be caught up enough to take it (raft's TimeoutNow). It
+// returns once the transfer has completed or failed; this member must
+// lead.
+func (r *Replica) TransferLeadership(id, addr string) error {
+	if !r.isLeader() {
+		return ErrNotLeader
+	}
+	return errorFor(r.wait(r.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))))
+}
+
+// MemberStatus is a member's own view of its group, for operators.
+type MemberStatus struct {
+	State        string // Leader, Follower, Candidate, Shutdown
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	LastLogIndex uint64
+	// SnapshotIndex is the index of this member's latest snapshot: its
+	// log holds no entry below it but those of live messages.
+	SnapshotIndex uint64
+	Voter         bool
+}
+
+// Status reports this member's view of the group.
+func (r *Replica) Status() MemberStatus {
+	st := MemberStatus{State: r.raft.State().String()}
+	stats := r.raft.Stats()
+	st.Term, _ = strconv.ParseUint(stats["term"], 10, 64)
+	st.CommitIndex, _ = strconv.ParseUint(stats["commit_index"], 10, 64)
+	st.AppliedIndex, _ = strconv.ParseUint(stats["applied_index"], 10, 64)
+	st.LastLogIndex, _ = strconv.ParseUint(stats["last_log_index"], 10, 64)
+	st.SnapshotIndex, _ = strconv.ParseUint(stats["last_snapshot_index"], 10, 64)
+	if f := r.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if s.ID == raft.ServerID(r.cfg.NodeID) {
+				st.Voter = s.Suffrage == raft.Voter
+			}
+		}
+	}
+	return st
+}

@@ -1,0 +1,102 @@
+// Package admin is the node's operator service (proto/adminpb), served on
+// the internal gRPC address next to Raft and forwarding; cmd/warrenctl is
+// its client. The node supplies what it knows through Backend; the server
+// turns that into answers, and asks other nodes for what only they know
+// (each replica's own Raft view) through the shared peer connections.
+//
+// Adding an operator command is one RPC in admin.proto, one method on
+// Server (with whatever it needs from Backend) and one entry in
+// warrenctl's command table.
+package admin
+
+import (
+	"errors"
+
+	"github.com/warrenmq/warren/membership"
+)
+
+// Backend is what the node tells the admin service. Its methods are called
+// from gRPC handler goroutines, concurrently, and must not block on
+// other nodes: each answers from this node's own state.
+type Backend interface {
+	// Self is this node's name.
+	Self() string
+	// Nodes is every node this node knows of: gossip's members and the
+	// metadata group's servers. A server gossip has never seen has only
+	// a name and internal address, and State membership.Dead.
+	Nodes() []NodeInfo
+	// MetadataLeader is the metadata group's leader's node name, or ""
+	// if none is known.
+	MetadataLeader() string
+	// Queues is this node's copy of the queue definitions of vhost (""
+	// means all vhosts), with leaders, online members and counts as
+	// best known here.
+	Queues(vhost string) []QueueInfo
+	// QueueGroup is the Raft group of a quorum queue and its members'
+	// node names. The error wraps ErrNotFound if there is no such queue,
+	// ErrNotQuorum if it is not a quorum queue.
+	QueueGroup(vhost, name string) (queueID string, members []string, err error)
+	// LocalMember is this node's replica of group queueID as its Raft
+	// instance sees it; false if this node holds no replica of it.
+	LocalMember(queueID string) (MemberStatus, bool)
+	// NodeAddr is a node's internal (gRPC) address; false if unknown.
+	NodeAddr(node string) (internalAddr string, ok bool)
+}
+
+// Errors a Backend returns (wrapped as it likes); the server answers them
+// with NOT_FOUND and FAILED_PRECONDITION.
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrNotQuorum = errors.New("not a quorum queue")
+)
+
+// NodeInfo is one node: its gossip metadata and state, and its role in
+// the metadata group.
+type NodeInfo struct {
+	membership.Member
+	MetadataRole MetadataRole
+}
+
+// MetadataRole is a node's place in the metadata Raft group.
+type MetadataRole string
+
+const (
+	MetadataRoleLeader   MetadataRole = "leader"
+	MetadataRoleVoter    MetadataRole = "voter"
+	MetadataRoleNonVoter MetadataRole = "non-voter"
+	MetadataRoleNone     MetadataRole = "none" // not a server of the group
+)
+
+// QueueInfo is one queue as this node knows it.
+type QueueInfo struct {
+	Vhost, Name string
+	Type        string // quorum or classic
+	Leader      string // node name; "" if the group has no leader
+	Members     []string
+	Online      []string // members whose node gossip sees alive
+	Ready       uint64
+	Unacked     uint64
+	Consumers   int
+}
+
+// Role is a replica's place in its queue's Raft group.
+type Role string
+
+const (
+	RoleLeader    Role = "leader"
+	RoleFollower  Role = "follower"
+	RoleCandidate Role = "candidate"
+	RoleNonVoter  Role = "non-voter"
+	// RoleUnreachable is never reported by a replica itself: the asking
+	// node uses it for a member it could not ask.
+	RoleUnreachable Role = "unreachable"
+)
+
+// MemberStatus is a replica's own view of its Raft group.
+type MemberStatus struct {
+	Role         Role
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	LastLogIndex uint64
+}

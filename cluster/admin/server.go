@@ -1,0 +1,193 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/proto/adminpb"
+)
+
+// maxMemberWait bounds how long QuorumStatus waits for one member's node,
+// so that one silent node shows as unreachable instead of failing the call.
+const maxMemberWait = 2 * time.Second
+
+// Server implements adminpb.AdminServer over a Backend.
+type Server struct {
+	adminpb.UnimplementedAdminServer
+	b    Backend
+	pool *rpc.Pool
+	log  *slog.Logger
+}
+
+// NewServer returns the admin service of the node b describes; pool
+// reaches the other nodes' admin services.
+func NewServer(b Backend, pool *rpc.Pool, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{b: b, pool: pool, log: log.With("component", "admin")}
+}
+
+// Register adds the service to the node's internal gRPC server.
+func (s *Server) Register(g *grpc.Server) { adminpb.RegisterAdminServer(g, s) }
+
+// ClusterStatus implements adminpb.AdminServer.
+func (s *Server) ClusterStatus(context.Context, *adminpb.ClusterStatusRequest) (*adminpb.ClusterStatusResponse, error) {
+	resp := &adminpb.ClusterStatusResponse{Node: s.b.Self(), MetadataLeader: s.b.MetadataLeader()}
+	for _, n := range s.b.Nodes() {
+		resp.Nodes = append(resp.Nodes, &adminpb.Node{
+			Name:         n.Name,
+			AmqpAddr:     n.AMQP,
+			InternalAddr: n.Internal,
+			GossipAddr:   n.Gossip,
+			Version:      n.Version,
+			State:        n.State.String(),
+			MetadataRole: string(n.MetadataRole),
+		})
+	}
+	slices.SortFunc(resp.Nodes, func(a, b *adminpb.Node) int { return cmp.Compare(a.Name, b.Name) })
+	return resp, nil
+}
+
+// ListQueues implements adminpb.AdminServer.
+func (s *Server) ListQueues(_ context.Context, req *adminpb.ListQueuesRequest) (*adminpb.ListQueuesResponse, error) {
+	resp := &adminpb.ListQueuesResponse{}
+	for _, q := range s.b.Queues(req.Vhost) {
+		resp.Queues = append(resp.Queues, &adminpb.Queue{
+			Vhost:         q.Vhost,
+			Name:          q.Name,
+			Type:          q.Type,
+			Leader:        q.Leader,
+			Members:       q.Members,
+			OnlineMembers: q.Online,
+			Messages:      q.Ready + q.Unacked,
+			Ready:         q.Ready,
+			Unacked:       q.Unacked,
+			Consumers:     uint32(q.Consumers),
+		})
+	}
+	slices.SortFunc(resp.Queues, func(a, b *adminpb.Queue) int {
+		return cmp.Or(cmp.Compare(a.Vhost, b.Vhost), cmp.Compare(a.Name, b.Name))
+	})
+	return resp, nil
+}
+
+// QuorumStatus implements adminpb.AdminServer: it asks every member's
+// node at once, itself without a call.
+func (s *Server) QuorumStatus(ctx context.Context, req *adminpb.QuorumStatusRequest) (*adminpb.QuorumStatusResponse, error) {
+	if req.Vhost == "" {
+		req.Vhost = "/"
+	}
+	id, members, err := s.b.QueueGroup(req.Vhost, req.Name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, status.Errorf(codes.NotFound, "queue '%s' in vhost '%s' not found", req.Name, req.Vhost)
+	case errors.Is(err, ErrNotQuorum):
+		return nil, status.Errorf(codes.FailedPrecondition, "queue '%s' in vhost '%s' is not a quorum queue", req.Name, req.Vhost)
+	case err != nil:
+		return nil, status.Errorf(codes.Internal, "queue '%s' in vhost '%s': %v", req.Name, req.Vhost, err)
+	}
+	resp := &adminpb.QuorumStatusResponse{Vhost: req.Vhost, Name: req.Name, QueueId: id}
+	resp.Members = make([]*adminpb.Member, len(members))
+	var wg sync.WaitGroup
+	for i, node := range members {
+		wg.Go(func() { resp.Members[i] = s.askMember(ctx, id, node) })
+	}
+	wg.Wait()
+	slices.SortFunc(resp.Members, func(a, b *adminpb.Member) int { return cmp.Compare(a.Node, b.Node) })
+
+	var leader *adminpb.Member
+	for _, m := range resp.Members {
+		if m.Role == string(RoleLeader) && (leader == nil || m.Term > leader.Term) {
+			leader = m
+		}
+	}
+	if leader != nil {
+		resp.Leader = leader.Node
+		for _, m := range resp.Members {
+			if m.Role != string(RoleUnreachable) {
+				lag := uint64(0)
+				if leader.CommitIndex > m.AppliedIndex {
+					lag = leader.CommitIndex - m.AppliedIndex
+				}
+				m.Lag = &lag
+			}
+		}
+	}
+	return resp, nil
+}
+
+// askMember is node's view of its replica of group id, or an unreachable
+// member saying why.
+func (s *Server) askMember(ctx context.Context, id, node string) *adminpb.Member {
+	unreachable := func(err error) *adminpb.Member {
+		s.log.Debug("quorum status: member unreachable", "queue_id", id, "node", node, "err", err)
+		return &adminpb.Member{Node: node, Role: string(RoleUnreachable), Error: err.Error()}
+	}
+	if node == s.b.Self() {
+		st, ok := s.b.LocalMember(id)
+		if !ok {
+			return unreachable(fmt.Errorf("no replica of %s on this node", id))
+		}
+		return memberPB(node, st)
+	}
+	addr, ok := s.b.NodeAddr(node)
+	if !ok {
+		return unreachable(errors.New("address unknown"))
+	}
+	conn, err := s.pool.Conn(addr)
+	if err != nil {
+		return unreachable(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, memberWait(ctx))
+	defer cancel()
+	m, err := adminpb.NewAdminClient(conn).MemberStatus(ctx, &adminpb.MemberStatusRequest{QueueId: id})
+	if err != nil {
+		return unreachable(fmt.Errorf("%s: %s", addr, status.Convert(err).Message()))
+	}
+	// The member is named as the queue's record names it; lag is the
+	// asker's to compute, once every member has answered.
+	m.Node, m.Lag, m.Error = node, nil, ""
+	return m
+}
+
+// memberWait is how long to wait for one member: at most maxMemberWait and
+// half of what the caller allows, so that the answer still reaches it.
+func memberWait(ctx context.Context) time.Duration {
+	d := maxMemberWait
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline)/2)
+	}
+	return d
+}
+
+// MemberStatus implements adminpb.AdminServer.
+func (s *Server) MemberStatus(_ context.Context, req *adminpb.MemberStatusRequest) (*adminpb.Member, error) {
+	st, ok := s.b.LocalMember(req.QueueId)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no replica of %s on %s", req.QueueId, s.b.Self())
+	}
+	return memberPB(s.b.Self(), st), nil
+}
+
+func memberPB(node string, st MemberStatus) *adminpb.Member {
+	return &adminpb.Member{
+		Node:         node,
+		Role:         string(st.Role),
+		Term:         st.Term,
+		CommitIndex:  st.CommitIndex,
+		AppliedIndex: st.AppliedIndex,
+		LastLogIndex: st.LastLogIndex,
+	}
+}

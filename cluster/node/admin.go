@@ -1,0 +1,175 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/warrenmq/warren/cluster/admin"
+	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/meta"
+	"github.com/warrenmq/warren/membership"
+)
+
+// adminBackend answers the admin service (warrenctl) from this node's
+// state: gossip, the metadata group, the broker's model and the replicas.
+type adminBackend struct {
+	c *clusterNode
+	b *broker.Broker
+}
+
+var _ admin.Backend = (*adminBackend)(nil)
+
+func (a *adminBackend) Self() string { return a.c.self }
+
+func (a *adminBackend) Nodes() []admin.NodeInfo {
+	servers, _ := a.c.meta.Servers()
+	leader, _ := a.c.meta.Leader()
+	role := func(name string) admin.MetadataRole {
+		i := slices.IndexFunc(servers, func(s meta.Server) bool { return s.ID == name })
+		switch {
+		case i < 0:
+			return admin.MetadataRoleNone
+		case name == leader:
+			return admin.MetadataRoleLeader
+		case servers[i].Voter:
+			return admin.MetadataRoleVoter
+		}
+		return admin.MetadataRoleNonVoter
+	}
+	var out []admin.NodeInfo
+	seen := map[string]bool{}
+	for _, m := range a.c.gossip.Members() {
+		seen[m.Name] = true
+		out = append(out, admin.NodeInfo{Member: m, MetadataRole: role(m.Name)})
+	}
+	for _, s := range servers {
+		if !seen[s.ID] {
+			m := membership.Member{Meta: membership.Meta{Name: s.ID, Internal: s.Addr}, State: membership.Dead}
+			out = append(out, admin.NodeInfo{Member: m, MetadataRole: role(s.ID)})
+		}
+	}
+	return out
+}
+
+func (a *adminBackend) MetadataLeader() string {
+	leader, _ := a.c.meta.Leader()
+	return leader
+}
+
+func (a *adminBackend) online() map[string]bool {
+	alive := map[string]bool{}
+	for _, m := range a.c.aliveMembers() {
+		alive[m.Name] = true
+	}
+	return alive
+}
+
+func (a *adminBackend) Queues(vhost string) []admin.QueueInfo {
+	alive := a.online()
+	var out []admin.QueueInfo
+	for _, q := range a.b.Queues(vhost) {
+		rec := q.Record
+		info := admin.QueueInfo{Vhost: rec.Vhost, Name: rec.Name, Type: rec.Type, Members: rec.Members}
+		st := q.Engine.Stats()
+		info.Ready, info.Unacked, info.Consumers = uint64(st.Ready), uint64(st.Unacked), int(st.Consumers)
+		if lq, ok := q.Engine.(interface{ Leader() string }); ok {
+			info.Leader = lq.Leader()
+		} else {
+			info.Leader = a.c.self // an in-memory queue of this node
+		}
+		if len(info.Members) == 0 {
+			info.Members = []string{a.c.self}
+		}
+		for _, m := range info.Members {
+			if alive[m] {
+				info.Online = append(info.Online, m)
+			}
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+func (a *adminBackend) QueueGroup(vhost, name string) (string, []string, error) {
+	rec, ok := a.b.QueueRecord(vhost, name)
+	if !ok {
+		return "", nil, fmt.Errorf("queue %q in vhost %q: %w", name, vhost, admin.ErrNotFound)
+	}
+	if rec.Type != broker.QueueTypeQuorum {
+		return "", nil, fmt.Errorf("queue %q in vhost %q is %s: %w", name, vhost, rec.Type, admin.ErrNotQuorum)
+	}
+	return rec.ID, rec.Members, nil
+}
+
+func (a *adminBackend) LocalMember(queueID string) (admin.MemberStatus, bool) {
+	a.c.mu.Lock()
+	r, ok := a.c.replicas[queueID]
+	a.c.mu.Unlock()
+	if !ok {
+		return admin.MemberStatus{}, false
+	}
+	st := r.Status()
+	role := admin.RoleFollower
+	switch {
+	case st.State == "Leader":
+		role = admin.RoleLeader
+	case st.State == "Candidate":
+		role = admin.RoleCandidate
+	case !st.Voter:
+		role = admin.RoleNonVoter
+	}
+	return admin.MemberStatus{Role: role, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastLogIndex: st.LastLogIndex}, true
+}
+
+func (a *adminBackend) NodeAddr(node string) (string, bool) { return a.c.addrOf(node) }
+
+// lateBackend is the admin service's backend while the node starts: the
+// gRPC server (and with it the admin service) comes up before the broker,
+// which restores its queues through the cluster.
+type lateBackend struct {
+	mu sync.RWMutex
+	b  admin.Backend
+}
+
+func (l *lateBackend) set(b admin.Backend) {
+	l.mu.Lock()
+	l.b = b
+	l.mu.Unlock()
+}
+
+func (l *lateBackend) get() admin.Backend {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.b == nil {
+		return startingBackend{}
+	}
+	return l.b
+}
+
+func (l *lateBackend) Self() string                      { return l.get().Self() }
+func (l *lateBackend) Nodes() []admin.NodeInfo           { return l.get().Nodes() }
+func (l *lateBackend) MetadataLeader() string            { return l.get().MetadataLeader() }
+func (l *lateBackend) Queues(v string) []admin.QueueInfo { return l.get().Queues(v) }
+func (l *lateBackend) QueueGroup(v, n string) (string, []string, error) {
+	return l.get().QueueGroup(v, n)
+}
+func (l *lateBackend) LocalMember(id string) (admin.MemberStatus, bool) {
+	return l.get().LocalMember(id)
+}
+func (l *lateBackend) NodeAddr(n string) (string, bool) { return l.get().NodeAddr(n) }
+
+// startingBackend answers before the broker is up.
+type startingBackend struct{}
+
+func (startingBackend) Self() string                    { return "" }
+func (startingBackend) Nodes() []admin.NodeInfo         { return nil }
+func (startingBackend) MetadataLeader() string          { return "" }
+func (startingBackend) Queues(string) []admin.QueueInfo { return nil }
+func (startingBackend) LocalMember(string) (admin.MemberStatus, bool) {
+	return admin.MemberStatus{}, false
+}
+func (startingBackend) NodeAddr(string) (string, bool) { return "", false }
+func (startingBackend) QueueGroup(v, n string) (string, []string, error) {
+	return "", nil, fmt.Errorf("node starting: %w", admin.ErrNotFound)
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/warrenmq/warren/proto/adminpb"
+)
+
+// command is one entry of warrenctl's command table. A new operator
+// command is a new entry here and a function defining it.
+type command struct {
+	name    string   // the words that select it: "quorum status"
+	args    []string // its positional arguments, by name: QUEUE
+	summary string   // one line, for the command list
+	help    string   // what it shows or does, for `warrenctl NAME --help`
+	// setup defines the command's own flags on fs and returns its body,
+	// which runs once they are parsed.
+	setup func(fs *flag.FlagSet) body
+}
+
+// body runs a command against the node's admin service with its
+// positional arguments, and returns what to print.
+type body func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error)
+
+// report is a command's result. It is printed with writeText, or with
+// --json as encoding/json marshals it (its JSON is warrenctl's stable
+// output for scripts).
+type report interface {
+	writeText(w io.Writer)
+}
+
+var commands = []*command{
+	{
+		name:    "cluster status",
+		summary: "the nodes, their state and roles, and the metadata leader",
+		help: `Lists every node the answering node knows of, from gossip and from the
+metadata group: its addresses, version, gossip state (alive, suspect, dead,
+left) and role in the metadata Raft group (leader, voter, non-voter, none).`,
+		setup: clusterStatus,
+	},
+	{
+		name:    "list queues",
+		summary: "queues with their type, leader, members and message counts",
+		help: `Lists the queues of one vhost, or of every vhost, as the answering node's
+copy of the metadata has them: type, the node of the leading replica, message
+counts (ready and unacknowledged), consumers, and how many of the members'
+nodes are alive.`,
+		setup: listQueues,
+	},
+	{
+		name:    "quorum status",
+		args:    []string{"QUEUE"},
+		summary: "each replica of a quorum queue: role, term, log indexes, lag",
+		help: `Asks every member of the quorum queue's Raft group for its own view: role
+(leader, follower, candidate, non-voter), term, commit index, applied index and
+last log index. LAG is the leader's commit index minus the member's applied
+index: entries the member has yet to apply. A member whose node cannot be asked
+is shown as unreachable, with the reason below the table.`,
+		setup: quorumStatus,
+	},
+}
+
+// lookup finds the command whose words begin args, and the arguments
+// after them.
+func lookup(args []string) (*command, []string) {
+	for _, c := range commands {
+		words := strings.Fields(c.name)
+		if len(args) >= len(words) && slices.Equal(args[:len(words)], words) {
+			return c, args[len(words):]
+		}
+	}
+	return nil, nil
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: warrenctl [flags] <command> [arguments]
+
+warrenctl inspects a Warren cluster through the admin service on any node's
+internal gRPC address; that node answers for the whole cluster.
+
+Commands:
+`)
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	for _, c := range commands {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.synopsis(), c.summary)
+	}
+	tw.Flush()
+	fmt.Fprint(w, "\nFlags (also accepted after the command):\n")
+	printFlags(w, globalFlags())
+	fmt.Fprint(w, `
+Run 'warrenctl <command> --help' for a command's details.
+Exit status: 0 success, 1 failure (node unreachable, queue not found), 2 usage error.
+`)
+}
+
+// synopsis is the command's words and arguments: "quorum status QUEUE".
+func (c *command) synopsis() string {
+	return strings.Join(append([]string{c.name}, c.args...), " ")
+}
+
+func (c *command) printHelp(w io.Writer) {
+	fs := newFlagSet(c.name)
+	c.setup(fs)
+	fmt.Fprintf(w, "Usage: warrenctl %s [flags]\n\n%s\n", c.synopsis(), c.help)
+	if hasFlags(fs) {
+		fmt.Fprint(w, "\nFlags:\n")
+		printFlags(w, fs)
+	}
+	fmt.Fprint(w, "\nGlobal flags:\n")
+	printFlags(w, globalFlags())
+}
+
+// globalFlags is a flag set with the global flags and their defaults, for
+// help.
+func globalFlags() *flag.FlagSet {
+	fs := newFlagSet("warrenctl")
+	defaultGlobals().define(fs)
+	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// printFlags lists fs's flags one a line: "--vhost V   the vhost (default /)".
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fs.VisitAll(func(f *flag.Flag) {
+		value, usage := flag.UnquoteUsage(f)
+		if value != "" {
+			value = " " + value
+		}
+		if f.DefValue != "" && f.DefValue != "false" && !strings.Contains(usage, "(default") {
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(tw, "  --%s%s\t%s\n", f.Name, value, usage)
+	})
+	tw.Flush()
+}
+
+// table prints rows under a header, in columns.
+func table(w io.Writer, header []string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+// orDash is s, or "-" for nothing.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"regexp"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/warrenmq/warren/cluster/admin"
+	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/membership"
+)
+
+// fixedNode is a node whose state never changes: it holds a replica of
+// queue "orders" (group "q-orders") with the given view.
+type fixedNode struct {
+	name   string
+	addrs  map[string]string
+	member admin.MemberStatus
+}
+
+var members = []string{"warren-0", "warren-1", "warren-2"}
+
+func (n *fixedNode) Self() string { return n.name }
+func (n *fixedNode) Nodes() []admin.NodeInfo {
+	var out []admin.NodeInfo
+	for i, name := range members {
+		st, role := membership.Alive, admin.MetadataRoleVoter
+		if i == 0 {
+			role = admin.MetadataRoleLeader
+		}
+		if i == 2 {
+			st = membership.Dead
+		}
+		out = append(out, admin.NodeInfo{Member: membership.Member{Meta: membership.Meta{Name: name,
+			AMQP: "127.0.0.1:567" + name[7:], Internal: n.addrs[name], Gossip: "127.0.0.1:794" + name[7:], Version: "0.1.0"}, State: st},
+			MetadataRole: role})
+	}
+	return out
+}
+func (n *fixedNode) MetadataLeader() string { return "warren-0" }
+func (n *fixedNode) Queues(vhost string) []admin.QueueInfo {
+	all := []admin.QueueInfo{
+		{Vhost: "/", Name: "orders", Type: "quorum", Leader: "warren-0", Members: members, Online: members[:2], Ready: 7, Unacked: 3, Consumers: 2},
+		{Vhost: "billing", Name: "amq.gen-1", Type: "classic", Leader: "warren-1", Members: members[1:2], Online: members[1:2]},
+	}
+	var out []admin.QueueInfo
+	for _, q := range all {
+		if vhost == "" || vhost == q.Vhost {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+func (n *fixedNode) QueueGroup(vhost, name string) (string, []string, error) {
+	if vhost == "/" && name == "orders" {
+		return "q-orders", members, nil
+	}
+	if vhost == "billing" && name == "amq.gen-1" {
+		return "", nil, admin.ErrNotQuorum
+	}
+	return "", nil, admin.ErrNotFound
+}
+func (n *fixedNode) LocalMember(id string) (admin.MemberStatus, bool) {
+	return n.member, id == "q-orders"
+}
+func (n *fixedNode) NodeAddr(node string) (string, bool) {
+	a, ok := n.addrs[node]
+	return a, ok
+}
+
+// startCluster serves warren-0 and warren-1; warren-2's address is a
+// closed port. It returns the addresses by node name.
+func startCluster(t *testing.T) map[string]string {
+	t.Helper()
+	var lns []net.Listener
+	addrs := map[string]string{}
+	for _, name := range members {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		addrs[name] = ln.Addr().String()
+	}
+	lns[2].Close()
+	views := []admin.MemberStatus{
+		{Role: admin.RoleLeader, Term: 4, CommitIndex: 120, AppliedIndex: 120, LastLogIndex: 121},
+		{Role: admin.RoleFollower, Term: 4, CommitIndex: 118, AppliedIndex: 115, LastLogIndex: 121},
+	}
+	for i := range 2 {
+		pool := rpc.NewPool()
+		g := grpc.NewServer(rpc.ServerOptions()...)
+		admin.NewServer(&fixedNode{name: members[i], addrs: addrs, member: views[i]}, pool, nil).Register(g)
+		go g.Serve(lns[i])
+		t.Cleanup(func() { g.Stop(); pool.Close() })
+	}
+	return addrs
+}
+
+// warrenctl runs the command line and returns its exit status and output.
+func warrenctl(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// columns squeezes runs of spaces, so that tables compare by cells.
+func columns(s string) string {
+	return regexp.MustCompile(` {2,}`).ReplaceAllString(s, " | ")
+}
+
+func TestClusterStatusTable(t *testing.T) {
+	addrs := startCluster(t)
+	code, out, errOut := warrenctl(t, "--node", addrs["warren-0"], "cluster", "status")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	t.Log("\n" + out)
+	for _, want := range []string{
+		"Cluster status as node warren-0 sees it\n",
+		"Metadata leader: warren-0\n",
+		"Nodes: 3 (2 alive, 1 dead)\n",
+		"NODE | STATE | METADATA | AMQP | INTERNAL | GOSSIP | VERSION\n",
+		"warren-0 | alive | leader | 127.0.0.1:5670 | " + addrs["warren-0"] + " | 127.0.0.1:7940 | 0.1.0\n",
+		"warren-2 | dead | voter | 127.0.0.1:5672 | " + addrs["warren-2"] + " | 127.0.0.1:7942 | 0.1.0\n",
+	} {
+		if !strings.Contains(columns(out), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+func TestClusterStatusJSON(t *testing.T) {
+	addrs := startCluster(t)
+	t.Setenv("WARRENCTL_NODE", addrs["warren-0"])
+	code, out, errOut := warrenctl(t, "cluster", "status", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		Node           string
+		MetadataLeader string `json:"metadata_leader"`
+		Nodes          []map[string]string
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if r.MetadataLeader != "warren-0" || len(r.Nodes) != 3 || r.Nodes[2]["state"] != "dead" || r.Nodes[1]["internal_addr"] != addrs["warren-1"] {
+		t.Errorf("got %s", out)
+	}
+}
+
+func TestListQueues(t *testing.T) {
+	addrs := startCluster(t)
+	code, out, errOut := warrenctl(t, "list", "queues", "--node", addrs["warren-1"])
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	t.Log("\n" + out)
+	want := "VHOST | NAME | TYPE | LEADER | MESSAGES | READY | UNACKED | CONSUMERS | ONLINE | MEMBERS\n" +
+		"/ | orders | quorum | warren-0 | 10 | 7 | 3 | 2 | 2/3 | warren-0,warren-1,warren-2\n" +
+		"billing | amq.gen-1 | classic | warren-1 | 0 | 0 | 0 | 0 | 1/1 | warren-1\n"
+	if columns(out) != want {
+		t.Errorf("got\n%s\nwant\n%s", columns(out), want)
+	}
+
+	code, out, _ = warrenctl(t, "--node", addrs["warren-1"], "--json", "list", "queues", "--vhost", "billing")
+	var r struct {
+		Queues []struct {
+			Name          string
+			Messages      uint64
+			OnlineMembers []string `json:"online_members"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v: %s", code, err, out)
+	}
+	if len(r.Queues) != 1 || r.Queues[0].Name != "amq.gen-1" || len(r.Queues[0].OnlineMembers) != 1 {
+		t.Errorf("got %s", out)
+	}
+
+	code, out, _ = warrenctl(t, "--node", addrs["warren-1"], "list", "queues", "--vhost", "empty")
+	if code != 0 || out != "No queues in vhost 'empty'.\n" {
+		t.Errorf("exit %d: %q", code, out)
+	}
+}
+
+func TestQuorumStatus(t *testing.T) {
+	addrs := startCluster(t)
+	code, out, errOut := warrenctl(t, "--node", addrs["warren-0"], "quorum", "status", "orders")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	t.Log("\n" + out)
+	for _, want := range []string{
+		"Status of quorum queue 'orders' in vhost '/' (Raft group q-orders)\n",
+		"Leader: warren-0\n",
+		"Members: 3 (2 answering, 1 unreachable)\n",
+		"NODE | ROLE | TERM | COMMIT | APPLIED | LAST LOG | LAG\n" +
+			"warren-0 | leader | 4 | 120 | 120 | 121 | 0\n" +
+			"warren-1 | follower | 4 | 118 | 115 | 121 | 5\n" +
+			"warren-2 | unreachable | - | - | - | - | -\n",
+		"\nwarren-2 is unreachable: " + addrs["warren-2"] + ": ",
+	} {
+		if !strings.Contains(columns(out), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+
+	code, out, _ = warrenctl(t, "--node", addrs["warren-1"], "quorum", "status", "--vhost", "/", "orders", "--json")
+	var r struct {
+		Leader  string
+		Members []struct {
+			Node, Role, Error string
+			Lag               *uint64
+			Term              *uint64
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v: %s", code, err, out)
+	}
+	if r.Leader != "warren-0" || len(r.Members) != 3 || *r.Members[1].Lag != 5 || *r.Members[1].Term != 4 ||
+		r.Members[2].Role != "unreachable" || r.Members[2].Lag != nil || r.Members[2].Term != nil || r.Members[2].Error == "" {
+		t.Errorf("got %s", out)
+	}
+}
+
+func TestFailures(t *testing.T) {
+	addrs := startCluster(t)
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"--node", addrs["warren-2"], "cluster", "status"}, "warrenctl: cannot reach node " + addrs["warren-2"]},
+		{[]string{"--node", addrs["warren-0"], "quorum", "status", "nope"}, "warrenctl: queue 'nope' in vhost '/' not found\n"},
+		{[]string{"--node", addrs["warren-0"], "quorum", "status", "orders", "--vhost", "billing"}, "warrenctl: queue 'orders' in vhost 'billing' not found\n"},
+		{[]string{"--node", addrs["warren-0"], "quorum", "status", "amq.gen-1", "--vhost", "billing"}, "warrenctl: queue 'amq.gen-1' in vhost 'billing' is not a quorum queue\n"},
+	} {
+		code, out, errOut := warrenctl(t, tc.args...)
+		if code != 1 || out != "" || !strings.HasPrefix(errOut, tc.stderr) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1 and %q", tc.args, code, out, errOut, tc.stderr)
+		}
+	}
+}
+
+// A node that accepts connections but never answers fails the command at
+// --timeout.
+func TestTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var conns []net.Conn
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range conns {
+					c.Close()
+				}
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	code, _, errOut := warrenctl(t, "--node", ln.Addr().String(), "--timeout", "300ms", "list", "queues")
+	if want := "warrenctl: node " + ln.Addr().String() + " did not answer within 300ms (--timeout)\n"; code != 1 || errOut != want {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stdout string // a part of it
+		stderr string // a part of it
+	}{
+		{nil, 2, "", "Usage: warrenctl [flags] <command>"},
+		{[]string{"--help"}, 0, "quorum status QUEUE", ""},
+		{[]string{"help"}, 0, "Commands:", ""},
+		{[]string{"help", "list", "queues"}, 0, "Usage: warrenctl list queues [flags]", ""},
+		{[]string{"quorum", "status", "--help"}, 0, "--vhost vhost", ""},
+		{[]string{"quorum", "status", "-h"}, 0, "Global flags:", ""},
+		{[]string{"bogus"}, 2, "", `unknown command "bogus"`},
+		{[]string{"cluster"}, 2, "", "did you mean: warrenctl cluster status"},
+		{[]string{"quorum", "status"}, 2, "", "quorum status needs QUEUE\nRun 'warrenctl quorum status --help' for usage."},
+		{[]string{"quorum", "status", "a", "b"}, 2, "", "unexpected arguments: b"},
+		{[]string{"list", "queues", "--bogus"}, 2, "", "flag provided but not defined: -bogus"},
+		{[]string{"--timeout", "soon", "cluster", "status"}, 2, "", "invalid value"},
+		{[]string{"cluster", "status", "--timeout", "0s"}, 2, "", "--timeout must be positive"},
+	} {
+		code, out, errOut := warrenctl(t, tc.args...)
+		if code != tc.code || !strings.Contains(out, tc.stdout) || !strings.Contains(errOut, tc.stderr) ||
+			(tc.stdout == "" && out != "") || (tc.stderr == "" && errOut != "") {
+			t.Errorf("%v: exit %d\nstdout %q\nstderr %q", tc.args, code, out, errOut)
+		}
+	}
+}
+
+// Every command has a summary and help, and its words select it.
+func TestCommandTable(t *testing.T) {
+	for _, c := range commands {
+		if c.summary == "" || c.help == "" || c.setup == nil {
+			t.Errorf("%q is incomplete", c.name)
+		}
+		if got, _ := lookup(strings.Fields(c.name)); got != c {
+			t.Errorf("%q does not select itself", c.name)
+		}
+	}
+}
