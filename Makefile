@@ -31,8 +31,18 @@ test-short: ## the tests without the race detector, quicker while editing
 	$(GO) test -count=1 ./...
 
 .PHONY: bench
-bench: ## micro-benchmarks of the hot paths (frames, tables, queue engines, the quorum state machine)
+bench: bench-micro ## micro-benchmarks, then warren-perf against RabbitMQ 3.10.8: 1 node (quorum, 1 KB and 16 B) and 3 nodes
+	QUEUE_TYPE=quorum CONFIRM=256 PREFETCH=256 SIZE=1000 ./scripts/perf-compare.sh
+	QUEUE_TYPE=quorum CONFIRM=256 PREFETCH=256 SIZE=16 ./scripts/perf-compare.sh
+	./scripts/perf-cluster.sh
+
+.PHONY: bench-micro
+bench-micro: ## micro-benchmarks of the hot paths (frames, tables, queue engines, the quorum state machine, the Raft transport)
 	$(GO) test -run '^$$' -bench . -benchmem ./amqp/... ./cluster/... ./raftq/...
+
+.PHONY: perf-cluster
+perf-cluster: build ## warren-perf on a 3-node Warren and a 3-node RabbitMQ (one quorum queue, producer and consumer on different nodes)
+	./scripts/perf-cluster.sh
 
 FUZZ_TARGETS = ./amqp/:FuzzReadFrame ./amqp/:FuzzDecodeMethod ./amqp/:FuzzDecodeTable \
 	./amqp/:FuzzDecodeContentHeader ./raftq/:FuzzDecode ./raftq/:FuzzRestore

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,10 @@ const defaultURI = "amqp://guest:guest@127.0.0.1:5672/"
 
 // Config is the parsed and validated command line.
 type Config struct {
-	URIs              []string
+	URIs []string
+	// ConsumerURIs, when given, are where consumers connect instead of
+	// URIs: a producer on one node and a consumer on another.
+	ConsumerURIs      []string
 	Producers         int
 	Consumers         int
 	Size              int
@@ -110,7 +114,7 @@ var flagGroups = []struct {
 	title string
 	names []string
 }{
-	{"Connection", []string{"uri"}},
+	{"Connection", []string{"uri", "consumer-uri"}},
 	{"Workload", []string{"producers", "consumers", "size", "rate", "duration", "messages", "drain"}},
 	{"Publishing", []string{"confirm", "transient-messages", "mandatory"}},
 	{"Consuming", []string{"prefetch", "auto-ack", "multi-ack"}},
@@ -186,6 +190,14 @@ func newFlagSet(c *Config, out io.Writer) *flag.FlagSet {
 		}
 		return nil
 	})
+	fs.Func("consumer-uri", "broker `URI` for consumers only (repeatable or comma-separated); default: the --uri list.\nIn a cluster, --uri A --consumer-uri B publishes on node A and consumes on node B", func(s string) error {
+		for u := range strings.SplitSeq(s, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				c.ConsumerURIs = append(c.ConsumerURIs, u)
+			}
+		}
+		return nil
+	})
 	fs.IntVar(&c.Producers, "producers", 1, "run `N` producers, each with its own connection")
 	fs.IntVar(&c.Consumers, "consumers", 1, "run `N` consumers, each with its own connection")
 	fs.IntVar(&c.Size, "size", 1000, "message body size in `BYTES`")
@@ -236,7 +248,7 @@ func parseQueueArg(s string) (QueueArg, error) {
 }
 
 func (c *Config) validate() error {
-	for _, u := range c.URIs {
+	for _, u := range append(slices.Clone(c.URIs), c.ConsumerURIs...) {
 		if _, err := amqp.ParseURI(u); err != nil {
 			return fmt.Errorf("bad --uri %q: %v", redactURI(u), err)
 		}

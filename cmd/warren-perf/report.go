@@ -111,6 +111,7 @@ func sig3(v float64) string {
 // Summary is the result of a run; it is printed as the final JSON line.
 type Summary struct {
 	URIs           []string    `json:"uris"`
+	ConsumerURIs   []string    `json:"consumer_uris,omitempty"`
 	Producers      int         `json:"producers"`
 	Consumers      int         `json:"consumers"`
 	Size           int         `json:"size"`
@@ -171,6 +172,10 @@ func buildSummary(cfg *Config, t totals, confirm, e2e *hist.Snapshot, ph phaseTi
 	for i, u := range cfg.URIs {
 		uris[i] = redactURI(u)
 	}
+	var consumerURIs []string
+	for _, u := range cfg.ConsumerURIs {
+		consumerURIs = append(consumerURIs, redactURI(u))
+	}
 	startNs := epochWall + int64(ph.start.Sub(epochMono))
 	over := func(n, lastNs int64) float64 {
 		if n == 0 || lastNs <= startNs {
@@ -180,7 +185,7 @@ func buildSummary(cfg *Config, t totals, confirm, e2e *hist.Snapshot, ph phaseTi
 	}
 	dur := ph.publishEnd.Sub(ph.start).Seconds()
 	s := &Summary{
-		URIs: uris, Producers: cfg.Producers, Consumers: cfg.Consumers, Size: cfg.Size,
+		URIs: uris, ConsumerURIs: consumerURIs, Producers: cfg.Producers, Consumers: cfg.Consumers, Size: cfg.Size,
 		Confirm: cfg.Confirm, Prefetch: cfg.Prefetch, AutoAck: cfg.AutoAck, MultiAck: cfg.MultiAck,
 		Queues: cfg.Queues, QueueType: cfg.QueueType, RateLimit: cfg.Rate,
 		DurationS: math.Round(dur*1000) / 1000,

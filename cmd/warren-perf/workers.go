@@ -31,7 +31,11 @@ func setupWorkers(ctx context.Context, cfg *Config, runStart int64, logger *log.
 	w := &workers{}
 	var err error
 	// Consumers connect and subscribe first, so the first messages find them ready.
-	if w.cconns, err = dialAll(cfg.URIs, cfg.Consumers, "consumer"); err != nil {
+	consumerURIs := cfg.URIs
+	if len(cfg.ConsumerURIs) > 0 {
+		consumerURIs = cfg.ConsumerURIs
+	}
+	if w.cconns, err = dialAll(consumerURIs, cfg.Consumers, "consumer"); err != nil {
 		return nil, err
 	}
 	if w.pconns, err = dialAll(cfg.URIs, cfg.Producers, "producer"); err != nil {

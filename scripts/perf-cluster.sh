@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# perf-cluster.sh — warren-perf against a fresh 3-node Warren cluster and a 3-node RabbitMQ
+# (../shared/tools/rmq-cluster.sh start 3, Debian's 3.10.8), one after the other on this
+# machine: one quorum queue, producer with confirms on one node, consumer on another.
+# Prints both JSON summaries and a markdown table.
+#
+# Environment: DURATION (default 30s), SIZE (1000), CONFIRM (256), PREFETCH (256),
+# PORT_BASE (5682: Warren's AMQP ports; internal +20000, gossip +2274), EXTRA (more
+# warren-perf flags).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-30s}
+SIZE=${SIZE:-1000}
+CONFIRM=${CONFIRM:-256}
+PREFETCH=${PREFETCH:-256}
+PORT_BASE=${PORT_BASE:-5682}
+EXTRA=${EXTRA:-}
+RMQ=../shared/tools/rmq-cluster.sh
+
+go build -o bin/ ./cmd/warren ./cmd/warren-perf
+
+# perf PRODUCER_URI CONSUMER_URI: the queue is declared through the producer's node.
+perf() {
+  bin/warren-perf --uri "$1" --consumer-uri "$2" --producers 1 --consumers 1 --size "$SIZE" \
+    --confirm "$CONFIRM" --prefetch "$PREFETCH" --queue-type quorum --queue perf-cluster \
+    --duration "$DURATION" --delete --json-only $EXTRA
+}
+
+data=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$data"; }
+trap cleanup EXIT
+join=""
+for i in 0 1 2; do join+="${join:+,}127.0.0.1:$((PORT_BASE + 2274 + i))"; done
+for i in 0 1 2; do
+  bin/warren --node-name "warren-$i" --amqp "127.0.0.1:$((PORT_BASE + i))" \
+    --internal-addr "127.0.0.1:$((PORT_BASE + 20000 + i))" --gossip-addr "127.0.0.1:$((PORT_BASE + 2274 + i))" \
+    --join "$join" --bootstrap-expect 3 --data-dir "$data/warren-$i" --log-level warn &
+  pids+=($!)
+done
+for i in 0 1 2; do
+  for _ in $(seq 300); do
+    # Ready once a login works: the cluster has formed and seeded its users.
+    bin/warren-perf --uri "amqp://guest:guest@127.0.0.1:$((PORT_BASE + i))/" --producers 1 --consumers 0 \
+      --messages 1 --duration 0 --drain 0s --queue perf-ready --delete --json-only >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+done
+echo "== Warren, 3 nodes: producer on warren-1, consumer on warren-2"
+warren=$(perf "amqp://guest:guest@127.0.0.1:$((PORT_BASE + 1))/" "amqp://guest:guest@127.0.0.1:$((PORT_BASE + 2))/" | grep '^{"summary"')
+echo "$warren"
+cleanup; pids=(); data=$(mktemp -d)
+
+echo "== RabbitMQ 3.10.8, 3 nodes: producer on rabbit2, consumer on rabbit3"
+$RMQ start 3 >/dev/null
+rabbit=$(perf "amqp://guest:guest@127.0.0.1:5773/" "amqp://guest:guest@127.0.0.1:5774/" | grep '^{"summary"')
+echo "$rabbit"
+$RMQ stop 3 >/dev/null
+
+python3 - "$warren" "$rabbit" <<'PY'
+import json, sys
+w = json.loads(sys.argv[1])["summary"]; r = json.loads(sys.argv[2])["summary"]
+rows = [("published msg/s", "send_rate", None), ("confirmed msg/s", "confirm_rate", None),
+        ("consumed msg/s", "receive_rate", None),
+        ("end-to-end p50 ms", "latency_e2e_us", "p50"), ("end-to-end p99 ms", "latency_e2e_us", "p99"),
+        ("confirm p50 ms", "latency_confirm_us", "p50"), ("confirm p99 ms", "latency_confirm_us", "p99")]
+print("| metric (3 nodes, 1 quorum queue) | Warren | RabbitMQ 3.10.8 | Warren / RabbitMQ |")
+print("| --- | ---: | ---: | ---: |")
+for name, key, sub in rows:
+    a, b = (w[key][sub] / 1000, r[key][sub] / 1000) if sub else (w[key], r[key])
+    print(f"| {name} | {a:,.1f} | {b:,.1f} | {a / b:.2f} |" if b else f"| {name} | {a:,.1f} | {b:,.1f} | - |")
+PY
