@@ -258,7 +258,9 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		q.owner = owner
 	}
 	v.b.log.Debug("queue declared", "vhost", v.name, "queue", d.Name, "type", typ, "durable", d.Durable, "exclusive", d.Exclusive)
-	return q, q.engine.Stats(), nil
+	// A new queue is empty: no need to ask its leader, which on a
+	// cluster may still be electing itself.
+	return q, queue.Stats{}, nil
 }
 
 // addQueue creates the queue's engine and registers it. v.mu is held.
