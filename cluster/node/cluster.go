@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -405,6 +406,74 @@ func (q *clusterQueue) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 func (q *clusterQueue) Close() {
 	q.Router.Close()
 	q.c.forget(q.id)
+}
+
+// handOff moves the leadership of every queue this node leads to another
+// member before it stops, so that clients see a leader change at once
+// instead of an election timeout later. It waits at most timeout; the
+// groups that did not move elect a new leader when this node is gone.
+func (c *clusterNode) handOff(timeout time.Duration) {
+	c.mu.Lock()
+	var leading []*replica.Replica
+	for _, r := range c.replicas {
+		if r.IsLeader() {
+			leading = append(leading, r)
+		}
+	}
+	c.mu.Unlock()
+	if len(leading) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, r := range leading {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := r.HandOff(); err != nil {
+				c.log.Debug("hand off queue leadership", "err", err)
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		c.log.Info("handed off queue leadership before stopping", "queues", len(leading))
+	case <-time.After(timeout):
+		c.log.Warn("not every queue's leadership moved before stopping", "queues", len(leading))
+	}
+}
+
+// removeOrphans deletes the Raft groups of queues this node no longer
+// holds: a queue deleted while the node was down. Its metadata copy is
+// at least as new as its groups (a node creates a group only after
+// applying the queue's record), so a group without a record whose
+// members include this node belongs to a queue that is gone.
+func (c *clusterNode) removeOrphans(dataDir string, b *broker.Broker) {
+	keep := map[string]bool{}
+	for _, q := range b.Queues("") {
+		if q.Record.ID != "" && slices.Contains(q.Record.Members, c.self) {
+			keep[q.Record.ID] = true
+		}
+	}
+	dir := filepath.Join(dataDir, "quorum")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || keep[e.Name()] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			c.log.Warn("remove the group of a deleted queue", "dir", e.Name(), "err", err)
+			continue
+		}
+		c.log.Info("removed the group of a queue deleted while this node was away", "group", e.Name())
+	}
 }
 
 // ready reports whether the node has a metadata leader and a model with

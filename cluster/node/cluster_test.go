@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -356,4 +358,32 @@ func publishBody(t *testing.T, m *nodetest.Member, q, body string) {
 	if err != nil || !dc.Wait() {
 		t.Fatalf("publish %s: %v", body, err)
 	}
+}
+
+// TestDeletedWhileAway: a queue deleted while one of its members is down
+// leaves nothing behind on that member once it is back.
+func TestDeletedWhileAway(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("gone", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	groups := func(m *nodetest.Member) int {
+		entries, _ := os.ReadDir(filepath.Join(m.DataDir(), "quorum"))
+		return len(entries)
+	}
+	nodetest.Eventually(t, "a group on every node", 10*time.Second, func() bool {
+		return groups(ms[0]) == 1 && groups(ms[1]) == 1 && groups(ms[2]) == 1
+	})
+	ms[2].Stop()
+	if _, err := ch.QueueDelete("gone", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	ms[2].Start()
+	if err := ms[2].Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Eventually(t, "the deleted queue's group removed on the node that was away", 10*time.Second, func() bool {
+		return groups(ms[2]) == 0 && groups(ms[0]) == 0
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/broker"
@@ -85,6 +86,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
 	if cn != nil {
+		cn.removeOrphans(cfg.Broker.DataDir, b)
 		cn.run(b)
 	}
 	ln, err := net.Listen("tcp", cfg.AMQPAddr)
@@ -126,6 +128,9 @@ func (n *Node) Done() <-chan struct{} { return n.served }
 func (n *Node) Close(ctx context.Context) error {
 	err := n.server.Shutdown(ctx)
 	<-n.served
+	if n.cluster != nil {
+		n.cluster.handOff(5 * time.Second)
+	}
 	if n.serveErr != nil && !errors.Is(n.serveErr, server.ErrServerClosed) {
 		err = errors.Join(err, n.serveErr)
 	}

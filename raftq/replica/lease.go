@@ -100,3 +100,12 @@ func (r *Replica) queueConfig() raftq.Config {
 	defer r.fsm.mu.Unlock()
 	return r.fsm.m.Config()
 }
+
+// HandOff gives the group's leadership to another member (raft picks the
+// most up-to-date one), before this node stops.
+func (r *Replica) HandOff() error {
+	if !r.isLeader() {
+		return nil
+	}
+	return errorFor(r.wait(r.raft.LeadershipTransfer()))
+}

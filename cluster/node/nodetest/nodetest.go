@@ -134,3 +134,6 @@ func Eventually(t *testing.T, what string, timeout time.Duration, cond func() bo
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// DataDir is the node's data directory.
+func (m *Member) DataDir() string { return m.cfg.DataDir }
