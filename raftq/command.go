@@ -42,6 +42,10 @@ const (
 	OpDeadLetterSettled
 	// OpTouch renews the x-expires lease (a redeclaration).
 	OpTouch
+	// OpUpdateConfig makes Config the queue's configuration (a policy
+	// changed its effective arguments). See Machine.updateConfig for what
+	// changes at once and what only for later messages and consumers.
+	OpUpdateConfig
 
 	opCount // first unused opcode; new opcodes go just above this line
 )
@@ -61,6 +65,7 @@ var opNames = [...]string{
 	OpTick:              "tick",
 	OpDeadLetterSettled: "dead-letter-settled",
 	OpTouch:             "touch",
+	OpUpdateConfig:      "update-config",
 }
 
 func (o Op) String() string {
@@ -165,6 +170,12 @@ type Command struct {
 
 	// IDs are message IDs (Settle, Return, Discard, DeadLetterSettled).
 	IDs []uint64
+
+	// Config is the queue's new configuration (UpdateConfig). Its
+	// ClassicPriority and MaxPriority are not encoded (they decode as
+	// zero): a queue's priorities never change, and neither does
+	// SingleActiveConsumer, which the machine keeps whatever this says.
+	Config Config
 }
 
 // ErrDecode is wrapped by every Decode error.
@@ -179,9 +190,17 @@ const (
 	flagNoAck     = 1 << 0 // Get
 )
 
+// configVersion numbers the layout of the Config record in an UpdateConfig
+// entry, which is the record snapshots hold (writer.config, decoder.config):
+// one encoder and one decoder for both, so they cannot drift. Changing the
+// record's layout means a new configVersion and a new snapshotVersion, and
+// decoding both the old and the new.
+const configVersion = 1
+
 // Append encodes c onto buf: the opcode byte, then the fields the operation
 // uses as varints (IDs delta-encoded), then, for Enqueue, the payload to the
-// end of the entry.
+// end of the entry, and for UpdateConfig, configVersion and the Config
+// record.
 func (c *Command) Append(buf []byte) []byte {
 	buf = append(buf, byte(c.Op))
 	buf = binary.AppendVarint(buf, c.Now)
@@ -240,6 +259,11 @@ func (c *Command) Append(buf []byte) []byte {
 		buf = append(buf, flags)
 	case OpDeadLetterSettled:
 		buf = appendIDs(buf, c.IDs)
+	case OpUpdateConfig:
+		w := writer{b: buf}
+		w.uvarint(configVersion)
+		w.config(&c.Config)
+		buf = w.b
 	case OpPurge, OpTick, OpTouch:
 	default:
 		panic(fmt.Sprintf("raftq: encoding unknown op %d", c.Op))
@@ -325,6 +349,11 @@ func Decode(data []byte, c *Command) error {
 		c.NoAck = d.flags(flagNoAck)&flagNoAck != 0
 	case OpDeadLetterSettled:
 		c.IDs = d.ids(ids)
+	case OpUpdateConfig:
+		if v := d.uvarint(); d.err == nil && v != configVersion {
+			d.fail("config version %d, this build reads %d", v, configVersion)
+		}
+		c.Config = d.config()
 	case OpPurge, OpTick, OpTouch:
 	}
 	if c.IDs == nil {
@@ -398,6 +427,22 @@ func (d *decoder) uint32() uint32 {
 		d.fail("value %d out of range", v)
 	}
 	return uint32(v)
+}
+
+// string reads a length-prefixed string, refusing a length larger than
+// what remains before allocating.
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)-d.off) {
+		d.fail("string of %d bytes in %d", n, len(d.b)-d.off)
+		return ""
+	}
+	s := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return s
 }
 
 // flags reads a flags byte, refusing bits outside known.

@@ -2,6 +2,7 @@ package raftq
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"testing"
@@ -28,6 +29,13 @@ func sampleCommands() []Command {
 		{Op: OpTick, Now: 12},
 		{Op: OpDeadLetterSettled, Now: 13, IDs: []uint64{100, 50}},
 		{Op: OpTouch, Now: 14},
+		{Op: OpUpdateConfig, Now: 15, Config: DefaultConfig()},
+		{Op: OpUpdateConfig, Now: 16, Config: Config{
+			DeliveryLimit: -1, DeadLettering: true, DeadLetterExchange: "dlx", DeadLetterRoutingKey: "dead",
+			HasDeadLetterRoutingKey: true, Strategy: AtLeastOnce, MessageTTL: 0, MaxLength: 5,
+			MaxLengthBytes: 1 << 40, Overflow: RejectPublish, Expires: 60000, SingleActiveConsumer: true,
+			ConsumerTimeout: 0, ConsumerTimeoutSet: true,
+		}},
 	}
 }
 
@@ -49,7 +57,7 @@ func TestOpcodesAreStable(t *testing.T) {
 	want := map[Op]uint8{
 		OpEnqueue: 1, OpPublisherDown: 2, OpAttach: 3, OpDetach: 4, OpConsumerDown: 5,
 		OpSettle: 6, OpReturn: 7, OpDiscard: 8, OpPurge: 9, OpGet: 10, OpTick: 11,
-		OpDeadLetterSettled: 12, OpTouch: 13,
+		OpDeadLetterSettled: 12, OpTouch: 13, OpUpdateConfig: 14,
 	}
 	for op, n := range want {
 		if uint8(op) != n {
@@ -68,6 +76,10 @@ func TestDecodeRefuses(t *testing.T) {
 	settle := (&Command{Op: OpSettle, Consumer: 1, IDs: []uint64{1, 2}}).Append(nil)
 	attach := (&Command{Op: OpAttach, Consumer: 1}).Append(nil)
 	ret := (&Command{Op: OpReturn, Consumer: 1, IDs: []uint64{1}}).Append(nil)
+	update := (&Command{Op: OpUpdateConfig, Now: 1, Config: DefaultConfig()}).Append(nil)
+	// update is: opcode, Now, configVersion, DeliveryLimit, flags,
+	// strategy, overflow, two empty strings, five limits.
+	withByte := func(b []byte, i int, v byte) []byte { b = append([]byte{}, b...); b[i] = v; return b }
 	for name, b := range map[string][]byte{
 		"empty":          nil,
 		"opcode 0":       {0, 0},
@@ -80,6 +92,14 @@ func TestDecodeRefuses(t *testing.T) {
 		"bad cause":      func() []byte { b := append([]byte{}, ret...); b[3] = 9; return b }(),
 		"huge id count":  {byte(OpDeadLetterSettled), 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 1},
 		"long varint":    {byte(OpTick), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"config version": withByte(update, 2, 2),
+		"config flags":   withByte(update, 4, 0x10),
+		"strategy":       withByte(update, 5, 2),
+		"overflow":       withByte(update, 6, 2),
+		"string length":  withByte(update, 7, 0x7f),
+		"limit below -1": withByte(update, 9, 3),
+		"neg. timeout":   append(update[:len(update)-len(binary.AppendVarint(nil, DefaultConsumerTimeout))], 1),
+		"config cut":     update[:len(update)-1],
 	} {
 		var c Command
 		if err := Decode(b, &c); !errors.Is(err, ErrDecode) {

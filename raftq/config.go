@@ -50,11 +50,13 @@ const (
 	AtLeastOnce
 )
 
-// Config is a quorum queue's behaviour as its declared arguments set it.
+// Config is a quorum queue's behaviour as its effective arguments set it.
 // Every member of the queue's Raft group builds its machine from the same
-// Config. Policies (and operator policies, which win where lower) are not
-// applied yet: when they are, an UpdateConfig command will carry the
-// effective values through the log.
+// Config. When a policy changes the effective arguments (declared ones
+// winning over the policy's, operator policies winning where lower, as the
+// broker computes them), an UpdateConfig command carries the new Config
+// through the log, so every member changes at the same index; see
+// Machine.updateConfig for which settings change what is already queued.
 type Config struct {
 	// DeliveryLimit is x-delivery-limit: a message whose delivery-count
 	// exceeds it is dead-lettered (reason delivery_limit) instead of being

@@ -40,7 +40,8 @@
 // dead-lettering and consumer guides and in deps/rabbit/src/rabbit_fifo.erl
 // (v4.3.5), which the comments cite where a rule is applied. Config is
 // parsed from the queue's arguments with RabbitMQ's names, defaults and
-// validation errors; policies come later. Where Warren differs on purpose
+// validation errors; a policy change reaches the machine as an
+// UpdateConfig command (reconfig.go follows rabbit_fifo's update_config). Where Warren differs on purpose
 // it says so: reject-publish is exact instead of overshooting, a consumer
 // timeout cancels the consumer in the machine, an exclusive consumer is
 // enforced, and x-expires is also renewed by a redeclaration (Touch), as the

@@ -27,7 +27,10 @@ const (
 	// AtLeastOnce, the queue keeps the message until DeadLetterSettled.
 	EffectDeadLetter
 	// EffectDrop: message Index left the queue for Reason with nowhere to
-	// go (no dead-letter exchange). Informational, for metrics.
+	// go: no dead-letter exchange, or an at-least-once dead letter that an
+	// UpdateConfig ending at-least-once dead-lettering deleted (Reason is
+	// why it was dead-lettered; the runtime stops sending it).
+	// Informational otherwise, for metrics.
 	EffectDrop
 	// EffectCancelConsumer: the queue cancelled Consumer for Reason
 	// (consumer_timeout): send basic.cancel if the client announced

@@ -118,6 +118,8 @@ func (m *Machine) Apply(meta Meta, c *Command, out []Effect) []Effect {
 		m.deadLetterSettled(c.IDs)
 	case OpTouch:
 		m.lastActive = m.clock
+	case OpUpdateConfig:
+		m.updateConfig(c.Config)
 	default:
 		panic(fmt.Sprintf("raftq: applying unknown op %d", c.Op))
 	}

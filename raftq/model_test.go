@@ -52,11 +52,12 @@ func TestMachineAgainstModel(t *testing.T) {
 			"dlSettled": h.dlSettled,
 			"pubDown":   h.pubDown,
 			"snapshot":  h.snapshot,
+			"update":    h.update,
 		}
 		// Weighted: messages must pile up for the rules to matter.
 		names := []string{"enqueue", "enqueue", "enqueue", "enqueue", "attach", "attach",
 			"settle", "settle", "return", "discard", "get", "get", "tick", "tick",
-			"detach", "down", "purge", "touch", "dlSettled", "pubDown", "snapshot"}
+			"detach", "down", "purge", "touch", "dlSettled", "pubDown", "snapshot", "update"}
 		if len(names) < len(actions) {
 			rt.Fatal("an action is missing from the weights")
 		}
@@ -89,10 +90,14 @@ type harness struct {
 	seen   map[EffectKind]int
 }
 
-func newHarness(t *rapid.T) *harness {
+// randomConfig draws a queue configuration as ParseConfig could make it.
+func randomConfig(t *rapid.T) Config {
 	cfg := DefaultConfig()
 	cfg.DeliveryLimit = rapid.SampledFrom([]int64{-1, 0, 1, 2, 20}).Draw(t, "delivery-limit")
 	cfg.DeadLettering = rapid.Bool().Draw(t, "dlx")
+	if cfg.DeadLettering {
+		cfg.DeadLetterExchange = rapid.SampledFrom([]string{"", "dlx", "other"}).Draw(t, "dlx name")
+	}
 	cfg.Overflow = rapid.SampledFrom([]Overflow{DropHead, RejectPublish}).Draw(t, "overflow")
 	if cfg.DeadLettering && cfg.Overflow == RejectPublish && rapid.Bool().Draw(t, "at-least-once") {
 		cfg.Strategy = AtLeastOnce
@@ -103,6 +108,11 @@ func newHarness(t *rapid.T) *harness {
 	cfg.Expires = rapid.SampledFrom([]int64{Unset, Unset, 20, 100}).Draw(t, "expires")
 	cfg.SingleActiveConsumer = rapid.Bool().Draw(t, "single-active-consumer")
 	cfg.ConsumerTimeout = rapid.SampledFrom([]int64{0, 10, 40, 1000}).Draw(t, "consumer-timeout")
+	return cfg
+}
+
+func newHarness(t *rapid.T) *harness {
+	cfg := randomConfig(t)
 	created := int64(1_000_000)
 	return &harness{
 		t:     t,
@@ -289,6 +299,16 @@ func (h *harness) pubDown(t *rapid.T) {
 	p := uint64(rapid.IntRange(1, 2).Draw(t, "publisher"))
 	delete(h.seqs, p)
 	h.apply(Command{Op: OpPublisherDown, Publisher: p})
+}
+
+// update changes the queue's configuration to a random one (a policy
+// changed), now and then: every setting may change, and the command's
+// single-active-consumer flag is random too, which the machine must ignore.
+func (h *harness) update(t *rapid.T) {
+	if rapid.IntRange(0, 2).Draw(t, "update now") != 0 {
+		return
+	}
+	h.apply(Command{Op: OpUpdateConfig, Config: randomConfig(t)})
 }
 
 // snapshot restores a machine from a snapshot of the current one; from now
@@ -539,6 +559,24 @@ func (m *model) apply(t *rapid.T, index uint64, c *Command) []Effect {
 		}
 	case OpTouch:
 		m.lastActive = m.clock
+	case OpUpdateConfig:
+		// Limits and overflow apply at once (by the drop-head below), the
+		// TTL to new messages, the delivery limit at the next return, the
+		// consumer timeout to new consumers; the lease is kept, single
+		// active consumer never changes; leaving at-least-once deletes
+		// the pending dead letters.
+		next := c.Config
+		next.SingleActiveConsumer = m.cfg.SingleActiveConsumer
+		kept := func(c Config) bool { return c.DeadLettering && c.Strategy == AtLeastOnce }
+		if kept(m.cfg) && !kept(next) {
+			for _, d := range m.dead {
+				m.emit(Effect{Kind: EffectDrop, Reason: d.reason, Index: d.x.id,
+					DeliveryCount: d.x.dc, AcquiredCount: d.x.ac, Time: m.clock})
+				m.gone[d.x.id] = d.reason
+			}
+			m.dead = nil
+		}
+		m.cfg = next
 	default:
 		t.Fatalf("model: op %s", c.Op)
 	}

@@ -31,7 +31,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	settle c=C m=I,J | return c=C m=I cause=nack|reject|gone|timeout
 //	discard c=C m=I [cause=reject|nack]
 //	get c=C [noack] | purge | tick | touch | dl-settled m=I,J
-//	state | live | deadline | pending       inspect, changing nothing
+//	update [x-arg=value...]            UpdateConfig with those arguments
+//	state | live | deadline | pending | config   inspect, changing nothing
 //
 // After every command the harness checks the invariants and that a
 // snapshot restores to a machine that snapshots to the same bytes.
@@ -138,7 +139,8 @@ func (s *script) run(where, line string) []string {
 		return 0
 	}
 	s.now = num("t", s.now)
-	if fields[0] == "new" {
+	// The x-arguments of new and update, ParseConfig'd.
+	queueConfig := func() (Config, error) {
 		qargs := map[string]any{}
 		for _, k := range order {
 			if !strings.HasPrefix(k, "x-") {
@@ -153,7 +155,10 @@ func (s *script) run(where, line string) []string {
 				qargs[k] = v
 			}
 		}
-		cfg, err := ParseConfig(qargs)
+		return ParseConfig(qargs)
+	}
+	if fields[0] == "new" {
+		cfg, err := queueConfig()
 		if err != nil {
 			return []string{"error: " + err.Error()}
 		}
@@ -178,6 +183,14 @@ func (s *script) run(where, line string) []string {
 			out = []string{"(none)"}
 		}
 		return out
+	case "config":
+		return []string{fmtConfig(s.m.Config())}
+	case "update":
+		cfg, err := queueConfig()
+		if err != nil {
+			return []string{"error: " + err.Error()}
+		}
+		c.Op, c.Config = OpUpdateConfig, cfg
 	case "deadline":
 		at, ok := s.m.NextDeadline()
 		if !ok {
@@ -271,6 +284,42 @@ func (s *script) run(where, line string) []string {
 		out = append(out, "ok")
 	}
 	return out
+}
+
+// fmtConfig renders the settings that differ from DefaultConfig's.
+func fmtConfig(c Config) string {
+	d := DefaultConfig()
+	var out []string
+	lim := func(name string, v, def int64) {
+		if v != def {
+			out = append(out, fmt.Sprintf("%s=%d", name, v))
+		}
+	}
+	lim("delivery-limit", c.DeliveryLimit, d.DeliveryLimit)
+	if c.DeadLettering {
+		out = append(out, fmt.Sprintf("dead-letter-exchange=%q", c.DeadLetterExchange))
+	}
+	if c.HasDeadLetterRoutingKey {
+		out = append(out, fmt.Sprintf("dead-letter-routing-key=%q", c.DeadLetterRoutingKey))
+	}
+	if c.Strategy == AtLeastOnce {
+		out = append(out, "at-least-once")
+	}
+	lim("message-ttl", c.MessageTTL, d.MessageTTL)
+	lim("max-length", c.MaxLength, d.MaxLength)
+	lim("max-length-bytes", c.MaxLengthBytes, d.MaxLengthBytes)
+	if c.Overflow == RejectPublish {
+		out = append(out, "reject-publish")
+	}
+	lim("expires", c.Expires, d.Expires)
+	if c.SingleActiveConsumer {
+		out = append(out, "single-active-consumer")
+	}
+	lim("consumer-timeout", c.ConsumerTimeout, d.ConsumerTimeout)
+	if len(out) == 0 {
+		return "(defaults)"
+	}
+	return strings.Join(out, " ")
 }
 
 func fmtIDs(ids []uint64) string {

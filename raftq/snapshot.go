@@ -225,16 +225,6 @@ func (r *restorer) count(min int) int {
 	return int(n)
 }
 
-func (r *restorer) string() string {
-	n := r.count(1)
-	if r.err != nil {
-		return ""
-	}
-	s := string(r.b[r.off : r.off+n])
-	r.off += n
-	return s
-}
-
 func (r *restorer) bool() bool {
 	b := r.byte()
 	if r.err == nil && b > 1 {
@@ -251,26 +241,33 @@ func (r *restorer) msg() msg {
 	return x
 }
 
-func (r *restorer) config() Config {
+// config reads writer.config's record: in a snapshot and in an
+// UpdateConfig entry alike. It refuses what no ParseConfig could give, so
+// a corrupt record cannot make, say, a negative consumer timeout that a
+// later snapshot would refuse.
+func (d *decoder) config() Config {
 	var c Config
-	c.DeliveryLimit = r.varint()
-	flags := r.flags(0b1111)
+	c.DeliveryLimit = d.varint()
+	flags := d.flags(0b1111)
 	c.DeadLettering = flags&1 != 0
 	c.HasDeadLetterRoutingKey = flags&2 != 0
 	c.SingleActiveConsumer = flags&4 != 0
 	c.ConsumerTimeoutSet = flags&8 != 0
-	c.Strategy = Strategy(r.byte())
-	c.Overflow = Overflow(r.byte())
-	if r.err == nil && (c.Strategy > AtLeastOnce || c.Overflow > RejectPublish) {
-		r.fail("bad strategy or overflow")
+	c.Strategy = Strategy(d.byte())
+	c.Overflow = Overflow(d.byte())
+	if d.err == nil && (c.Strategy > AtLeastOnce || c.Overflow > RejectPublish) {
+		d.fail("bad strategy or overflow")
 	}
-	c.DeadLetterExchange = r.string()
-	c.DeadLetterRoutingKey = r.string()
-	c.MessageTTL = r.varint()
-	c.MaxLength = r.varint()
-	c.MaxLengthBytes = r.varint()
-	c.Expires = r.varint()
-	c.ConsumerTimeout = r.varint()
+	c.DeadLetterExchange = d.string()
+	c.DeadLetterRoutingKey = d.string()
+	c.MessageTTL = d.varint()
+	c.MaxLength = d.varint()
+	c.MaxLengthBytes = d.varint()
+	c.Expires = d.varint()
+	c.ConsumerTimeout = d.varint()
+	if d.err == nil && (min(c.MessageTTL, c.MaxLength, c.MaxLengthBytes, c.Expires) < Unset || c.ConsumerTimeout < 0) {
+		d.fail("bad limits in config")
+	}
 	return c
 }
 

@@ -426,6 +426,31 @@ func (q *Queue) Touch() error {
 	return nil
 }
 
+// Reconfigure makes args the queue's effective arguments (a policy
+// changed them): they are parsed as New parses Config.Arguments, an
+// invalid one is refused (an error wrapping *raftq.ArgError) and changes
+// nothing, and a valid set is applied to the machine as an UpdateConfig
+// command, whose effects are carried out before Reconfigure returns (with
+// drop-head, a lower x-max-length dead-letters the excess at once). What
+// changes for messages already queued is RabbitMQ's rule, described at
+// raftq's Machine.updateConfig. A classic queue keeps its priorities
+// (x-max-priority) and single active consumer, and has no delivery limit,
+// whatever args say.
+func (q *Queue) Reconfigure(args amqp.Table) error {
+	mcfg, dlxOnReject, err := ParseConfig(args)
+	if err != nil {
+		return fmt.Errorf("queue arguments: %w", err)
+	}
+	q.mu.Lock()
+	defer q.unlock()
+	if q.stopped {
+		return queue.ErrDeleted
+	}
+	q.apply(&raftq.Command{Op: raftq.OpUpdateConfig, Config: mcfg})
+	q.dlxOnReject = dlxOnReject
+	return nil
+}
+
 // Enqueue stores m, confirmed (or refused) before it returns. It never
 // blocks: the node's memory alarm blocks publishers upstream.
 func (q *Queue) Enqueue(_ context.Context, m *queue.Message, done func(error)) error {

@@ -72,6 +72,10 @@ type deadLetterer struct {
 	// failed says some at-least-once dead letter failed: the next retry
 	// tick sends the pending ones again.
 	failed bool
+	// forgotten are at-least-once dead letters queued when the machine
+	// deleted them (a configuration update ended at-least-once): their
+	// jobs are skipped (RabbitMQ tears its dead-letter worker down then).
+	forgotten map[uint64]bool
 }
 
 type deadLetterJob struct {
@@ -82,11 +86,12 @@ type deadLetterJob struct {
 func newDeadLetterer(r *Replica) *deadLetterer {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &deadLetterer{
-		r:        r,
-		ctx:      ctx,
-		cancel:   cancel,
-		wake:     make(chan struct{}, 1),
-		inflight: make(map[uint64]bool),
+		r:         r,
+		ctx:       ctx,
+		cancel:    cancel,
+		wake:      make(chan struct{}, 1),
+		inflight:  make(map[uint64]bool),
+		forgotten: make(map[uint64]bool),
 	}
 }
 
@@ -138,6 +143,19 @@ func (d *deadLetterer) effect(e raftq.Effect) {
 	d.jobs = append(d.jobs, deadLetterJob{e: e, msg: m})
 	d.mu.Unlock()
 	d.signal()
+}
+
+// forget drops an at-least-once dead letter the machine no longer holds:
+// if it is queued, it is not published. One being published already may
+// still reach its targets; its settle then changes nothing. It runs on the
+// FSM goroutine with fsm.mu held (EffectDrop), and must not block.
+func (d *deadLetterer) forget(index uint64) {
+	d.mu.Lock()
+	if d.inflight[index] {
+		delete(d.inflight, index)
+		d.forgotten[index] = true
+	}
+	d.mu.Unlock()
 }
 
 // resend queues the at-least-once dead letters among es that are not
@@ -229,6 +247,13 @@ func (d *deadLetterer) publish(j deadLetterJob) {
 		})
 		return
 	}
+	d.mu.Lock()
+	forgotten := d.forgotten[e.Index]
+	delete(d.forgotten, e.Index)
+	d.mu.Unlock()
+	if forgotten {
+		return
+	}
 	m, err := d.r.readMessage(e.Index)
 	if err != nil {
 		// Purged (and compacted away) since it was queued; or the log
@@ -241,6 +266,7 @@ func (d *deadLetterer) publish(j deadLetterJob) {
 	}
 	d.r.cfg.DeadLetter(d.ctx, m, e.Reason, e.Time, func(err error) {
 		d.mu.Lock()
+		delete(d.forgotten, e.Index) // forgotten while being sent
 		if err == nil {
 			d.settled = append(d.settled, e.Index)
 		} else {

@@ -41,6 +41,11 @@ func (r *Replica) execute(e raftq.Effect) {
 		}
 	case raftq.EffectDeadLetter:
 		r.dl.effect(e)
+	case raftq.EffectDrop:
+		// An at-least-once dead letter may be among them: a new
+		// configuration ended at-least-once dead-lettering, and the
+		// machine deleted it (raftq's updateConfig).
+		r.dl.forget(e.Index)
 	}
 }
 

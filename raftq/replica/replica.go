@@ -96,7 +96,8 @@ type Replica struct {
 	fsm      *fsm
 	store    *boltLog
 	snaps    *bodyStore
-	// dlxOnReject: x-overflow=reject-publish-dlx, a classic queue option.
+	// dlxOnReject: x-overflow=reject-publish-dlx, a classic queue option
+	// (guarded by fsm.mu: the FSM reads it, Reconfigure changes it).
 	dlxOnReject bool
 	recent      recentMessages
 	trans       *raft.InmemTransport
@@ -151,16 +152,9 @@ func Open(cfg Config) (*Replica, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	var mcfg raftq.Config
-	var err error
-	var dlxOnReject bool
-	if cfg.Classic {
-		mcfg, dlxOnReject, err = local.ParseConfig(cfg.Arguments)
-	} else {
-		mcfg, err = raftq.ParseConfig(map[string]any(cfg.Arguments))
-	}
+	mcfg, dlxOnReject, err := parseArguments(cfg.Classic, cfg.Arguments)
 	if err != nil {
-		return nil, fmt.Errorf("queue arguments: %w", err)
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create queue dir: %w", err)
@@ -185,7 +179,7 @@ func Open(cfg Config) (*Replica, error) {
 		toSettle:   make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
 	}
-	r.dlxOnReject = dlxOnReject
+	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet
 	r.getter = r.newConsumerID()
 	r.handouts.StartAt(randomID() &^ 0xffffffff)
 	r.fsm = &fsm{r: r, m: raftq.New(mcfg, cfg.Created)}
@@ -271,6 +265,23 @@ func Open(cfg Config) (*Replica, error) {
 	go r.ticker()
 	go r.watchLeadership()
 	return r, nil
+}
+
+// parseArguments reads a queue's x-arguments into its machine's Config,
+// by the quorum queue's rules or, for a classic queue, by raftq/local's;
+// dlxOnReject is x-overflow=reject-publish-dlx (classic only). Open and
+// Reconfigure both parse here, so a queue's arguments mean the same
+// whether it was declared with them or a policy brought them.
+func parseArguments(classic bool, args amqp.Table) (cfg raftq.Config, dlxOnReject bool, err error) {
+	if classic {
+		cfg, dlxOnReject, err = local.ParseConfig(args)
+	} else {
+		cfg, err = raftq.ParseConfig(map[string]any(args))
+	}
+	if err != nil {
+		return cfg, false, fmt.Errorf("queue arguments: %w", err)
+	}
+	return cfg, dlxOnReject, nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {
