@@ -40,16 +40,4 @@ rabbit=$(perf "amqp://guest:guest@127.0.0.1:5772/" | grep '^{"summary"')
 echo "$rabbit"
 $RMQ stop 1 >/dev/null
 
-python3 - "$warren" "$rabbit" <<'PY'
-import json, sys
-w = json.loads(sys.argv[1])["summary"]; r = json.loads(sys.argv[2])["summary"]
-rows = [("published msg/s", "send_rate", None), ("confirmed msg/s", "confirm_rate", None),
-        ("consumed msg/s", "receive_rate", None),
-        ("end-to-end p50 ms", "latency_e2e_us", "p50"), ("end-to-end p99 ms", "latency_e2e_us", "p99"),
-        ("confirm p50 ms", "latency_confirm_us", "p50"), ("confirm p99 ms", "latency_confirm_us", "p99")]
-print("| metric | Warren | RabbitMQ 3.10.8 | Warren / RabbitMQ |")
-print("| --- | ---: | ---: | ---: |")
-for name, key, sub in rows:
-    a, b = (w[key][sub] / 1000, r[key][sub] / 1000) if sub else (w[key], r[key])
-    print(f"| {name} | {a:,.1f} | {b:,.1f} | {a / b:.2f} |" if b else f"| {name} | {a:,.1f} | {b:,.1f} | - |")
-PY
+scripts/perf-table.py "metric" "$warren" "$rabbit"
