@@ -41,6 +41,29 @@ type Backend interface {
 	LocalMember(queueID string) (MemberStatus, bool)
 	// NodeAddr is a node's internal (gRPC) address; false if unknown.
 	NodeAddr(node string) (internalAddr string, ok bool)
+
+	// SetPolicy creates or replaces a policy or operator policy and
+	// returns once the change is committed. A refused policy's error
+	// wraps ErrInvalid and reads as RabbitMQ's validation text. It may
+	// wait for the metadata group's leader (unlike the calls above).
+	SetPolicy(p PolicyInfo) error
+	// ClearPolicy deletes one, once committed; ErrNotFound if there is
+	// none of that name.
+	ClearPolicy(vhost, name string, operator bool) error
+	// Policies lists the policies (operator: operator policies) of
+	// vhost ("" means all vhosts), by vhost, priority, name.
+	Policies(vhost string, operator bool) []PolicyInfo
+}
+
+// PolicyInfo is a policy or operator policy.
+type PolicyInfo struct {
+	Vhost, Name string
+	Pattern     string
+	ApplyTo     string
+	// Definition is a JSON object.
+	Definition string
+	Priority   int
+	Operator   bool
 }
 
 // Errors a Backend returns (wrapped as it likes); the server answers them
@@ -48,7 +71,17 @@ type Backend interface {
 var (
 	ErrNotFound  = errors.New("not found")
 	ErrNotQuorum = errors.New("not a quorum queue")
+	ErrInvalid   = errors.New("invalid")
 )
+
+// Invalid is an error that wraps ErrInvalid and reads as msg: the server
+// answers it with INVALID_ARGUMENT and msg.
+func Invalid(msg string) error { return invalidError(msg) }
+
+type invalidError string
+
+func (e invalidError) Error() string        { return string(e) }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }
 
 // NodeInfo is one node: its gossip metadata and state, and its role in
 // the metadata group.

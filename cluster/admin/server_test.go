@@ -3,7 +3,9 @@ package admin
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +28,45 @@ type fixedBackend struct {
 	groups map[string][]string // "vhost name" -> members; the queue ID is "q-" + name
 	local  map[string]MemberStatus
 	addrs  map[string]string
+
+	mu       sync.Mutex
+	policies []PolicyInfo
+}
+
+func (b *fixedBackend) SetPolicy(p PolicyInfo) error {
+	if !strings.HasPrefix(p.Definition, "{") {
+		return Invalid("definition must be a dictionary")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.policies = slices.DeleteFunc(b.policies, func(q PolicyInfo) bool {
+		return q.Vhost == p.Vhost && q.Name == p.Name && q.Operator == p.Operator
+	})
+	b.policies = append(b.policies, p)
+	return nil
+}
+func (b *fixedBackend) ClearPolicy(vhost, name string, operator bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.policies)
+	b.policies = slices.DeleteFunc(b.policies, func(q PolicyInfo) bool {
+		return q.Vhost == vhost && q.Name == name && q.Operator == operator
+	})
+	if len(b.policies) == n {
+		return ErrNotFound
+	}
+	return nil
+}
+func (b *fixedBackend) Policies(vhost string, operator bool) []PolicyInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []PolicyInfo
+	for _, p := range b.policies {
+		if (vhost == "" || p.Vhost == vhost) && p.Operator == operator {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (b *fixedBackend) Self() string           { return b.self }
@@ -321,5 +362,41 @@ func TestQuorumStatusSilentMember(t *testing.T) {
 	}
 	if resp.Leader != "warren-0" || time.Since(start) > 900*time.Millisecond {
 		t.Errorf("leader %q after %v", resp.Leader, time.Since(start))
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	c := startCluster(t)
+	set := func(p *adminpb.Policy) error {
+		_, err := c.client.SetPolicy(ctx(t), &adminpb.SetPolicyRequest{Policy: p})
+		return err
+	}
+	if err := set(&adminpb.Policy{Name: "p", Pattern: "^q", Definition: `{"max-length":2}`, Priority: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := set(&adminpb.Policy{Name: "p", Pattern: ".*", Definition: `{"max-length":1}`, Operator: true, ApplyTo: "queues"}); err != nil {
+		t.Fatal(err)
+	}
+	err := set(&adminpb.Policy{Name: "bad", Pattern: ".*", Definition: `[1]`})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "Validation failed") {
+		t.Fatalf("refused policy: %v", err)
+	}
+	resp, err := c.client.ListPolicies(ctx(t), &adminpb.ListPoliciesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Policies) != 1 || resp.Policies[0].Vhost != "/" || resp.Policies[0].ApplyTo != "all" || resp.Policies[0].Priority != 1 {
+		t.Fatalf("policies %v (vhost and apply-to default to / and all)", resp.Policies)
+	}
+	resp, err = c.client.ListPolicies(ctx(t), &adminpb.ListPoliciesRequest{Operator: true})
+	if err != nil || len(resp.Policies) != 1 || !resp.Policies[0].Operator {
+		t.Fatalf("operator policies %v %v", resp.GetPolicies(), err)
+	}
+	if _, err := c.client.ClearPolicy(ctx(t), &adminpb.ClearPolicyRequest{Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.client.ClearPolicy(ctx(t), &adminpb.ClearPolicyRequest{Name: "p"})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("clearing a missing policy: %v", err)
 	}
 }

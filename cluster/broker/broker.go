@@ -114,6 +114,8 @@ type Broker struct {
 	// ready is closed once the model is restored, for updates from the
 	// cluster that arrive meanwhile; nil on a standalone node.
 	ready chan struct{}
+	// closing stops the policy reconciler, which closes reconciled.
+	closing, reconciled chan struct{}
 
 	mu     sync.RWMutex
 	users  map[string]metadata.User
@@ -142,6 +144,9 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 		users:  make(map[string]metadata.User),
 		perms:  make(map[permKey]*permission),
 		vhosts: make(map[string]*Vhost),
+
+		closing:    make(chan struct{}),
+		reconciled: make(chan struct{}),
 	}
 	if cfg.MemoryLimit > 0 {
 		b.memory = queue.NewBudget(cfg.MemoryLimit)
@@ -156,7 +161,8 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 		if err != nil {
 			return nil, err
 		}
-		return b, nil // the node seeds a new cluster (SeedIfEmpty)
+		go b.reconcile() // after restore, which fills the maps unlocked
+		return b, nil    // the node seeds a new cluster (SeedIfEmpty)
 	}
 	snap, err := store.Load()
 	if err != nil {
@@ -170,6 +176,7 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 	if err := b.restore(snap); err != nil {
 		return nil, err
 	}
+	go b.reconcile() // after restore, which fills the maps unlocked
 	return b, nil
 }
 
@@ -264,6 +271,14 @@ func (b *Broker) restore(snap *metadata.Snapshot) error {
 	}
 	for _, v := range snap.Vhosts {
 		b.vhosts[v.Name] = newVhost(b, v)
+	}
+	// Policies before what they apply to.
+	for _, p := range snap.Policies {
+		v := b.vhosts[p.Vhost]
+		if v == nil {
+			return fmt.Errorf("policy %q refers to missing vhost %q", p.Name, p.Vhost)
+		}
+		v.applyPolicy(p, false)
 	}
 	for _, x := range snap.Exchanges {
 		v := b.vhosts[x.Vhost]
@@ -384,6 +399,15 @@ func (b *Broker) queueDir(rec metadata.Queue) string {
 	return filepath.Join(b.cfg.DataDir, "quorum", hex.EncodeToString(sum[:12]))
 }
 
+func (b *Broker) stopReconcile() {
+	select {
+	case <-b.closing:
+	default:
+		close(b.closing)
+	}
+	<-b.reconciled
+}
+
 // MemoryAlarm returns nil while queues hold less than the memory limit,
 // else a channel closed when they are back under it. Publishing
 // connections wait on it.
@@ -394,6 +418,7 @@ func (b *Broker) MemoryUsed() int64 { return b.memory.Used() }
 
 // Close stops every queue and closes the store.
 func (b *Broker) Close() error {
+	b.stopReconcile()
 	b.mu.Lock()
 	vhosts := make([]*Vhost, 0, len(b.vhosts))
 	for _, v := range b.vhosts {

@@ -86,7 +86,9 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 			return err
 		}
 	}
-	v.exchanges[d.Name] = newExchange(rec, d.Arguments)
+	x := newExchange(rec, d.Arguments)
+	v.applyExchangePolicyLocked(x)
+	v.exchanges[d.Name] = x
 	return nil
 }
 
@@ -118,7 +120,9 @@ func (v *Vhost) restoreExchange(rec metadata.Exchange) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.exchanges[rec.Name] = newExchange(rec, args)
+	x := newExchange(rec, args)
+	v.applyExchangePolicyLocked(x)
+	v.exchanges[rec.Name] = x
 	return nil
 }
 

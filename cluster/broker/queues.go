@@ -37,7 +37,20 @@ func NewOwnerID() OwnerID { return OwnerID(lastOwner.Add(1)) }
 type Queue struct {
 	vhost *Vhost
 	rec   metadata.Queue
-	args  amqp.Table
+	// args are the x-arguments the queue was declared with.
+	args amqp.Table
+	// eff are args with the policies that apply (policy.go): what the
+	// engine runs with. policy and opPolicy name those policies.
+	// Guarded by vhost.mu, as are the reconfiguration counters below.
+	eff              amqp.Table
+	policy, opPolicy string
+	// dlx is where dead letters go under eff; nil for nowhere.
+	dlx atomic.Pointer[deadLetterTarget]
+	// effVer counts changes of eff; pushedVer is the version last handed
+	// to the engine by this node; pushing: a hand-over is under way
+	// (policy_apply.go).
+	effVer, pushedVer uint64
+	pushing           bool
 	// owner is the connection of an exclusive queue, zero otherwise.
 	owner  OwnerID
 	engine queue.Queue
@@ -59,6 +72,14 @@ func (q *Queue) Exclusive() bool { return q.owner != 0 }
 
 // Arguments are the x-arguments it was declared with.
 func (q *Queue) Arguments() amqp.Table { return q.args }
+
+// EffectiveArguments are its x-arguments with policies applied: what it
+// runs with. Read under the vhost's lock when policies may change.
+func (q *Queue) EffectiveArguments() amqp.Table {
+	q.vhost.mu.RLock()
+	defer q.vhost.mu.RUnlock()
+	return q.eff
+}
 
 func (q *Queue) describe() string {
 	return "queue '" + q.rec.Name + "' in vhost '" + q.vhost.name + "'"
@@ -166,13 +187,16 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 
 	// A new replicated queue's placement looks at every vhost's queues,
 	// so it is chosen before this vhost's lock is taken.
+	// Policies count (queue-leader-locator).
 	var placed *metadata.Queue
 	v.mu.RLock()
 	_, exists := v.queues[d.Name]
+	hint := v.queueTypeHint(d)
+	placeArgs := v.effectiveArgsLocked(d.Name, hint, d.Arguments)
 	v.mu.RUnlock()
 	if !exists {
-		placed = &metadata.Queue{Type: v.queueTypeHint(d)}
-		v.b.place(placed, d.Arguments)
+		placed = &metadata.Queue{Type: hint}
+		v.b.place(placed, placeArgs)
 	}
 
 	v.mu.Lock()
@@ -186,7 +210,7 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		}
 		// A redeclaration renews the x-expires lease (the TTL guide).
 		// It costs a log entry, so only queues with a lease pay it.
-		if t, ok := q.engine.(toucher); ok && q.args["x-expires"] != nil {
+		if t, ok := q.engine.(toucher); ok && q.eff["x-expires"] != nil {
 			if err := t.Touch(); err != nil {
 				v.b.log.Debug("renew queue lease", "vhost", v.name, "queue", d.Name, "err", err)
 			}
@@ -227,8 +251,9 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 			// A queue of the same name created meanwhile makes the
 			// Create below fail, and the declaration is retried.
 			placed = &metadata.Queue{Type: typ}
+			placeArgs := v.effectiveArgsLocked(d.Name, typ, d.Arguments)
 			v.mu.Unlock()
-			v.b.place(placed, d.Arguments)
+			v.b.place(placed, placeArgs)
 			v.mu.Lock()
 		}
 		rec.ID, rec.Members, rec.Leader = newQueueID(), placed.Members, placed.Leader
@@ -263,10 +288,28 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	return q, queue.Stats{}, nil
 }
 
-// addQueue creates the queue's engine and registers it. v.mu is held.
+// addQueue creates the queue's engine, from its effective arguments, and
+// registers it. v.mu is held.
 func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) (*Queue, error) {
 	q := &Queue{vhost: v, rec: rec, args: args, bindings: make(map[*binding]*exchange)}
+	pol, op := v.queuePoliciesLocked(rec.Name, rec.Type)
+	q.setPolicyState(pol, op, v.runnableArgs(q, effectiveArgs(rec.Type, args, pol, op)))
+	if pol != nil || op != nil {
+		// The leader hands the effective arguments to the queue through
+		// its log once, so that every replica runs with them.
+		q.pushedVer = q.effVer - 1
+	} else {
+		q.pushedVer = q.effVer
+	}
 	engine, err := v.newEngine(q)
+	if err != nil && (pol != nil || op != nil) {
+		// The policies make arguments the queue's rules refuse: run
+		// with the declared ones.
+		v.b.log.Warn("queue's policies give arguments it refuses; using its own", "vhost", v.name, "queue", rec.Name, "err", err)
+		q.eff, q.pushedVer = args, q.effVer
+		q.dlx.Store(deadLetterTargetOf(args))
+		engine, err = v.newEngine(q)
+	}
 	if err != nil {
 		v.b.log.Error("cannot start queue", "vhost", v.name, "queue", rec.Name, "type", rec.Type, "err", err)
 		return nil, amqp.Errorf(amqp.InternalError, "cannot start %s: %v", q.describe(), err)
@@ -288,20 +331,14 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			Name:      v.name + "/" + q.rec.Name,
 			Dir:       v.b.queueDir(q.rec),
 			NodeID:    v.b.cfg.NodeID,
-			Arguments: q.args,
+			Arguments: q.eff,
 			Created:   q.rec.Created,
 			OnExpired: func() { v.expire(q) },
 			Log:       v.b.log,
-		}
-		parse := func() (raftq.Config, error) { return raftq.ParseConfig(map[string]any(q.args)) }
-		if durableClassic {
-			parse = func() (raftq.Config, error) { c, _, err := local.ParseConfig(q.args); return c, err }
-		}
-		if mc, err := parse(); err == nil && mc.DeadLettering {
-			dlx := deadLetterTarget{exchange: mc.DeadLetterExchange, routingKey: mc.DeadLetterRoutingKey, hasRoutingKey: mc.HasDeadLetterRoutingKey}
-			cfg.DeadLetter = func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
-				v.deadLetter(ctx, q, dlx, m, reason, at, done)
-			}
+			// Installed whatever the arguments say: a policy may name a
+			// dead-letter exchange later. The queue's machine decides
+			// what is dead-lettered; the target is read when it is.
+			DeadLetter: v.deadLetterFunc(q),
 		}
 		if v.b.cfg.Cluster != nil {
 			return v.b.cfg.Cluster.OpenQueue(q.rec, cfg)
@@ -311,23 +348,31 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 	// A classic queue runs the quorum queue's machine in memory
 	// (raftq/local): the same TTL, length-limit and dead-letter rules.
 	cfg := local.Config{
-		Name:      v.name + "/" + q.rec.Name,
-		Arguments: q.args,
-		Created:   q.rec.Created,
-		Budget:    v.b.memory,
-		OnExpired: func() { v.expire(q) },
-		Log:       v.b.log,
+		Name:       v.name + "/" + q.rec.Name,
+		Arguments:  q.eff,
+		DeadLetter: v.deadLetterFunc(q),
+		Created:    q.rec.Created,
+		Budget:     v.b.memory,
+		OnExpired:  func() { v.expire(q) },
+		Log:        v.b.log,
 	}
 	if q.rec.AutoDelete {
 		cfg.OnUnused = func() { v.autoDelete(q) }
 	}
-	if mc, _, err := local.ParseConfig(q.args); err == nil && mc.DeadLettering {
-		dlx := deadLetterTarget{exchange: mc.DeadLetterExchange, routingKey: mc.DeadLetterRoutingKey, hasRoutingKey: mc.HasDeadLetterRoutingKey}
-		cfg.DeadLetter = func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
-			v.deadLetter(ctx, q, dlx, m, reason, at, done)
-		}
-	}
 	return local.New(cfg)
+}
+
+// deadLetterFunc publishes q's dead letters to the target its effective
+// arguments name at the time.
+func (v *Vhost) deadLetterFunc(q *Queue) func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
+	return func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
+		dlx := q.dlx.Load()
+		if dlx == nil {
+			done(errNoDeadLetterExchange)
+			return
+		}
+		v.deadLetter(ctx, q, *dlx, m, reason, at, done)
+	}
 }
 
 // isReplicated says whether a queue keeps its messages in a Raft group:

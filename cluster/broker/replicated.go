@@ -63,6 +63,10 @@ func (b *Broker) applyChanges(changes []metadata.Change) {
 			if v := b.vhost(c.Binding.Vhost); v != nil {
 				v.applyBinding(*c.Binding, c.Delete)
 			}
+		case c.Policy != nil:
+			if v := b.vhost(c.Policy.Vhost); v != nil {
+				v.applyPolicy(*c.Policy, c.Delete)
+			}
 		}
 	}
 }
@@ -192,6 +196,15 @@ func (b *Broker) applyReset(snap *metadata.Snapshot) {
 				gone = append(gone, metadata.Del(q.rec))
 			}
 		}
+		for _, set := range []map[string]*policy{v.policies, v.opPolicies} {
+			for _, p := range set {
+				if !slices.ContainsFunc(snap.Policies, func(r metadata.Policy) bool {
+					return r.Vhost == v.name && r.Name == p.rec.Name && r.Operator == p.rec.Operator
+				}) {
+					gone = append(gone, metadata.Del(p.rec))
+				}
+			}
+		}
 		for _, x := range v.exchanges {
 			if x.rec.Durable && x.rec.Name != "" && !slices.ContainsFunc(snap.Exchanges, func(r metadata.Exchange) bool { return r.Vhost == v.name && r.Name == x.rec.Name }) && !isPredeclared(x.rec.Name) {
 				gone = append(gone, metadata.Del(x.rec))
@@ -217,6 +230,9 @@ func (b *Broker) applyReset(snap *metadata.Snapshot) {
 	for _, r := range snap.Permissions {
 		puts = append(puts, metadata.Put(r))
 	}
+	for _, r := range snap.Policies {
+		puts = append(puts, metadata.Put(r))
+	}
 	for _, r := range snap.Exchanges {
 		puts = append(puts, metadata.Put(r))
 	}
@@ -233,7 +249,7 @@ func removalRank(c metadata.Change) int {
 	switch {
 	case c.Binding != nil:
 		return 0
-	case c.Queue != nil, c.Exchange != nil:
+	case c.Queue != nil, c.Exchange != nil, c.Policy != nil:
 		return 1
 	}
 	return 2

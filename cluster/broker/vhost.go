@@ -18,6 +18,10 @@ type Vhost struct {
 	mu        sync.RWMutex
 	exchanges map[string]*exchange
 	queues    map[string]*Queue
+	// policies and opPolicies are the vhost's policies and operator
+	// policies by name (policy.go).
+	policies   map[string]*policy
+	opPolicies map[string]*policy
 }
 
 // predeclared are the exchanges every vhost has, as in RabbitMQ.
@@ -37,6 +41,8 @@ func newVhost(b *Broker, rec metadata.Vhost) *Vhost {
 		defaultQueueType: rec.DefaultQueueType,
 		exchanges:        make(map[string]*exchange),
 		queues:           make(map[string]*Queue),
+		policies:         make(map[string]*policy),
+		opPolicies:       make(map[string]*policy),
 	}
 	if v.defaultQueueType == "" {
 		v.defaultQueueType = b.cfg.DefaultQueueType

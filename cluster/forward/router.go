@@ -11,6 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/queuepb"
@@ -573,4 +577,26 @@ func (r *Router) Leader() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.leader
+}
+
+// Reconfigure gives the group's leader the queue's new effective
+// x-arguments (a policy changed): this node's member when it leads, else
+// the leader's node over gRPC. ErrReconfigureUnsupported when the leading
+// member cannot change its configuration while running.
+func (r *Router) Reconfigure(args amqp.Table) error {
+	data, err := amqp.AppendTable(nil, args)
+	if err != nil {
+		return fmt.Errorf("forward: encode arguments: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+	defer cancel()
+	return r.onLeader(ctx, func(l Local) error {
+		return l.Reconfigure(args)
+	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
+		_, err := c.Reconfigure(ctx, &queuepb.ReconfigureRequest{QueueId: r.cfg.QueueID, Arguments: data})
+		if status.Code(err) == codes.Unimplemented {
+			return ErrReconfigureUnsupported
+		}
+		return err
+	})
 }

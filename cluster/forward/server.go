@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/queuepb"
 )
@@ -142,6 +143,23 @@ func (s *Server) Stats(_ context.Context, req *queuepb.StatsRequest) (*queuepb.S
 	}
 	st := l.Stats()
 	return &queuepb.StatsReply{Ready: st.Ready, Unacked: st.Unacked, Consumers: st.Consumers}, nil
+}
+
+// Reconfigure hands the leading member the queue's new effective
+// x-arguments.
+func (s *Server) Reconfigure(_ context.Context, req *queuepb.ReconfigureRequest) (*queuepb.ReconfigureReply, error) {
+	l, err := s.member(req.QueueId, true)
+	if err != nil {
+		return nil, err
+	}
+	args, _, err := amqp.DecodeTable(req.Arguments)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := l.Reconfigure(args); err != nil {
+		return nil, toStatus(err, l.Leader())
+	}
+	return &queuepb.ReconfigureReply{}, nil
 }
 
 // Settle applies settlements of deliveries this node's member handed out,

@@ -39,7 +39,15 @@ type Local interface {
 	EnqueueAs(ctx context.Context, m *queue.Message, publisher, seq uint64, done func(error)) error
 	IsLeader() bool
 	Leader() string
+	// Reconfigure commits the queue's new effective x-arguments (a policy
+	// changed) to its log; only the leader can.
+	Reconfigure(args amqp.Table) error
 }
+
+// ErrReconfigureUnsupported: the leading member's node cannot change a
+// queue's configuration while it runs (a node of an older version, whose
+// Forward service lacks Reconfigure).
+var ErrReconfigureUnsupported = errors.New("forward: queue cannot be reconfigured")
 
 // errNotLeader stands for a member's "not the leader" answer.
 var errNotLeader = errors.New("forward: not the leader")

@@ -29,6 +29,7 @@ type state struct {
 	exchanges   map[string]metadata.Exchange
 	bindings    map[string]metadata.Binding
 	queues      map[string]metadata.Queue
+	policies    map[string]metadata.Policy
 
 	// recent holds the last proposal IDs applied, oldest first; seen
 	// maps each to its outcome (true: refused with ErrExists).
@@ -47,6 +48,7 @@ func newState() *state {
 		exchanges:   map[string]metadata.Exchange{},
 		bindings:    map[string]metadata.Binding{},
 		queues:      map[string]metadata.Queue{},
+		policies:    map[string]metadata.Policy{},
 		seen:        map[string]bool{},
 	}
 }
@@ -59,6 +61,7 @@ const (
 	kindExchange
 	kindBinding
 	kindQueue
+	kindPolicy
 )
 
 // key joins the parts that identify a record with NUL, exactly as
@@ -98,6 +101,8 @@ func locate(c *metadata.Change) (kind byte, k string) {
 		return kindBinding, bindingKey(c.Binding)
 	case c.Queue != nil:
 		return kindQueue, key(c.Queue.Vhost, c.Queue.Name)
+	case c.Policy != nil:
+		return kindPolicy, string(metadata.PolicyKey(c.Policy))
 	}
 	panic("meta: change without a record")
 }
@@ -117,6 +122,8 @@ func (s *state) has(kind byte, k string) bool {
 		_, ok = s.bindings[k]
 	case kindQueue:
 		_, ok = s.queues[k]
+	case kindPolicy:
+		_, ok = s.policies[k]
 	}
 	return ok
 }
@@ -200,6 +207,8 @@ func (s *state) change(c *metadata.Change) {
 			delete(s.bindings, k)
 		case kindQueue:
 			delete(s.queues, k)
+		case kindPolicy:
+			delete(s.policies, k)
 		}
 		return
 	}
@@ -216,6 +225,8 @@ func (s *state) change(c *metadata.Change) {
 		s.bindings[k] = cloneBinding(*c.Binding)
 	case kindQueue:
 		s.queues[k] = cloneQueue(*c.Queue)
+	case kindPolicy:
+		s.policies[k] = clonePolicy(*c.Policy)
 	}
 }
 
@@ -232,6 +243,10 @@ func cloneQueue(q metadata.Queue) metadata.Queue {
 	q.Arguments = slices.Clone(q.Arguments)
 	q.Members = slices.Clone(q.Members)
 	return q
+}
+func clonePolicy(p metadata.Policy) metadata.Policy {
+	p.Definition = slices.Clone(p.Definition)
+	return p
 }
 func same[T any](v T) T { return v }
 
@@ -262,6 +277,7 @@ func (s *state) snapshot() *metadata.Snapshot {
 		Exchanges:   sorted(s.exchanges, cloneExchange),
 		Bindings:    sorted(s.bindings, cloneBinding),
 		Queues:      sorted(s.queues, cloneQueue),
+		Policies:    sorted(s.policies, clonePolicy),
 	}
 }
 
@@ -277,7 +293,10 @@ type persisted struct {
 	Exchanges   []metadata.Exchange   `json:"exchanges"`
 	Bindings    []metadata.Binding    `json:"bindings"`
 	Queues      []metadata.Queue      `json:"queues"`
-	Recent      []persistedProposal   `json:"recent"`
+	// Policies came after version 1's first layout; older snapshots
+	// have none, which reads the same.
+	Policies []metadata.Policy   `json:"policies,omitempty"`
+	Recent   []persistedProposal `json:"recent"`
 }
 
 type persistedProposal struct {
@@ -291,7 +310,8 @@ func (s *state) marshal() ([]byte, error) {
 		Version: snapshotVersion, Index: s.index,
 		Vhosts: snap.Vhosts, Users: snap.Users, Permissions: snap.Permissions,
 		Exchanges: snap.Exchanges, Bindings: snap.Bindings, Queues: snap.Queues,
-		Recent: make([]persistedProposal, len(s.recent)),
+		Policies: snap.Policies,
+		Recent:   make([]persistedProposal, len(s.recent)),
 	}
 	for i, id := range s.recent {
 		p.Recent[i] = persistedProposal{ID: id, Exists: s.seen[id]}
@@ -326,6 +346,9 @@ func unmarshalState(data []byte) (*state, error) {
 		put(metadata.Put(r))
 	}
 	for _, r := range p.Queues {
+		put(metadata.Put(r))
+	}
+	for _, r := range p.Policies {
 		put(metadata.Put(r))
 	}
 	for _, r := range p.Recent {

@@ -30,6 +30,8 @@ var (
 	bindB  = metadata.Binding{Vhost: "a", Source: "x", Destination: "q", Kind: metadata.ToQueue, RoutingKey: "k.#", Arguments: []byte{1, 2}}
 	userU  = metadata.User{Name: "guest", PasswordHash: "h", Tags: []string{"administrator"}}
 	permP  = metadata.Permission{User: "guest", Vhost: "a", Configure: ".*", Write: ".*", Read: ".*"}
+	polP   = metadata.Policy{Vhost: "a", Name: "p", Pattern: "^q", ApplyTo: "queues", Definition: []byte{0, 0, 0, 0}, Priority: 2}
+	opolP  = metadata.Policy{Vhost: "a", Name: "p", Operator: true, Pattern: ".*", ApplyTo: "all", Definition: []byte{1}}
 )
 
 func TestStateApply(t *testing.T) {
@@ -91,6 +93,9 @@ func TestStateMatchesBoltStore(t *testing.T) {
 		{metadata.Create(queueQ)},
 		{metadata.Del(metadata.Vhost{Name: "b"}), metadata.Del(bindB)},
 		{metadata.Put(metadata.Queue{Vhost: "a", Name: "p", Type: "classic"})},
+		{metadata.Put(polP), metadata.Put(opolP), metadata.Put(metadata.Policy{Vhost: "b", Name: "p"})},
+		{metadata.Create(opolP)},
+		{metadata.Del(metadata.Policy{Vhost: "b", Name: "p"})},
 	}
 	for i, b := range batches {
 		berr := bolt.Apply(b...)
@@ -113,6 +118,10 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	s.apply(1, roundTrip(t, "p1", metadata.Put(vhostA), metadata.Put(userU), metadata.Put(permP)))
 	s.apply(2, roundTrip(t, "p2", metadata.Put(exchX), metadata.Put(queueQ), metadata.Put(bindB)))
 	s.apply(3, roundTrip(t, "p3", metadata.Create(queueQ)))
+	s.apply(4, roundTrip(t, "p4", metadata.Put(polP), metadata.Put(opolP)))
+	if len(s.policies) != 2 {
+		t.Fatalf("a policy and an operator policy of one name: %v", s.policies)
+	}
 	data, err := s.marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -137,8 +146,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 func TestEntryEncoding(t *testing.T) {
-	e := roundTrip(t, "id", metadata.Create(queueQ), metadata.Del(bindB))
-	if e.Origin != "o" || e.ID != "id" || len(e.Changes) != 2 ||
+	e := roundTrip(t, "id", metadata.Create(queueQ), metadata.Del(bindB), metadata.Put(opolP))
+	if e.Origin != "o" || e.ID != "id" || len(e.Changes) != 3 || !reflect.DeepEqual(*e.Changes[2].Policy, opolP) ||
 		!e.Changes[0].IfAbsent || !reflect.DeepEqual(*e.Changes[0].Queue, queueQ) ||
 		!e.Changes[1].Delete || !reflect.DeepEqual(*e.Changes[1].Binding, bindB) {
 		t.Fatalf("decoded %+v", e)

@@ -24,7 +24,8 @@ var (
 	bucketExchanges   = []byte("exchanges")
 	bucketBindings    = []byte("bindings")
 	bucketQueues      = []byte("queues")
-	allBuckets        = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketBindings, bucketQueues}
+	bucketPolicies    = []byte("policies")
+	allBuckets        = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketBindings, bucketQueues, bucketPolicies}
 )
 
 // OpenBolt opens (creating if needed) the metadata file in dir.
@@ -67,6 +68,16 @@ func key(parts ...string) []byte {
 	return b
 }
 
+// PolicyKey is a policy's key: its vhost, its kind (policies and operator
+// policies are separate namespaces, as in RabbitMQ) and its name.
+func PolicyKey(p *Policy) []byte {
+	kind := "policy"
+	if p.Operator {
+		kind = "operator_policy"
+	}
+	return key(p.Vhost, kind, p.Name)
+}
+
 func (c Change) location() (bucket, k []byte, v any) {
 	switch {
 	case c.Vhost != nil:
@@ -82,6 +93,8 @@ func (c Change) location() (bucket, k []byte, v any) {
 		return bucketBindings, key(b.Vhost, b.Source, strconv.Itoa(int(b.Kind)), b.Destination, b.RoutingKey, string(b.Arguments)), b
 	case c.Queue != nil:
 		return bucketQueues, key(c.Queue.Vhost, c.Queue.Name), c.Queue
+	case c.Policy != nil:
+		return bucketPolicies, PolicyKey(c.Policy), c.Policy
 	}
 	return nil, nil, nil
 }
@@ -138,7 +151,10 @@ func (s *BoltStore) Load() (*Snapshot, error) {
 		if err := loadBucket(tx, bucketBindings, &snap.Bindings); err != nil {
 			return err
 		}
-		return loadBucket(tx, bucketQueues, &snap.Queues)
+		if err := loadBucket(tx, bucketQueues, &snap.Queues); err != nil {
+			return err
+		}
+		return loadBucket(tx, bucketPolicies, &snap.Policies)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load metadata: %w", err)

@@ -21,13 +21,19 @@ func TestBoltStoreRoundTrip(t *testing.T) {
 			{Vhost: "/", Source: "x", Destination: "q", RoutingKey: "b.*"},
 		},
 		Queues: []Queue{{Vhost: "/", Name: "q", Type: "quorum", Durable: true}},
+		// In key order: operator policies ("operator_policy") first.
+		Policies: []Policy{
+			{Vhost: "/", Name: "p", Operator: true, Pattern: ".*", ApplyTo: "all", Priority: -2},
+			{Vhost: "/", Name: "p", Pattern: "^q", ApplyTo: "queues", Definition: []byte{0, 0, 0, 1}, Priority: 1},
+		},
 	}
 	var changes []Change
 	for _, r := range want.Vhosts {
 		changes = append(changes, Put(r))
 	}
 	changes = append(changes, Put(want.Users[0]), Put(want.Permissions[0]), Put(want.Exchanges[0]),
-		Put(want.Bindings[0]), Put(want.Bindings[1]), Put(want.Queues[0]))
+		Put(want.Bindings[0]), Put(want.Bindings[1]), Put(want.Queues[0]),
+		Put(want.Policies[0]), Put(want.Policies[1]), Put(Policy{Vhost: "/", Name: "gone"}), Del(Policy{Vhost: "/", Name: "gone"}))
 	changes = append(changes, Put(Queue{Vhost: "/", Name: "gone", Durable: true}), Del(Queue{Vhost: "/", Name: "gone"}))
 	if err := s.Apply(changes...); err != nil {
 		t.Fatal(err)

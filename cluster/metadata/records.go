@@ -90,6 +90,25 @@ type Queue struct {
 	Leader string `json:"leader,omitempty"`
 }
 
+// Policy is a policy or (Operator) an operator policy of a vhost, as
+// rabbitmqctl set_policy and set_operator_policy make them: the
+// definition's keys apply to the queues and exchanges whose names match
+// Pattern. Policies and operator policies are separate namespaces.
+type Policy struct {
+	Vhost    string `json:"vhost"`
+	Name     string `json:"name"`
+	Operator bool   `json:"operator,omitempty"`
+	// Pattern is a regular expression matched against resource names.
+	Pattern string `json:"pattern"`
+	// ApplyTo is "queues", "classic_queues", "quorum_queues", "streams",
+	// "exchanges" or "all".
+	ApplyTo string `json:"apply_to"`
+	// Definition is the keys and values, as an encoded AMQP field table
+	// (like Exchange.Arguments) so that value types survive exactly.
+	Definition []byte `json:"definition,omitempty"`
+	Priority   int    `json:"priority"`
+}
+
 // Snapshot is every record a Store holds.
 type Snapshot struct {
 	Vhosts      []Vhost
@@ -98,6 +117,7 @@ type Snapshot struct {
 	Exchanges   []Exchange
 	Bindings    []Binding
 	Queues      []Queue
+	Policies    []Policy
 }
 
 // Change is one put or delete of exactly one record.
@@ -113,6 +133,7 @@ type Change struct {
 	Exchange   *Exchange
 	Binding    *Binding
 	Queue      *Queue
+	Policy     *Policy
 }
 
 // ErrExists is Apply's error for an IfAbsent put whose record exists.
@@ -155,6 +176,10 @@ func change(del bool, r any) Change {
 		c.Queue = &v
 	case *Queue:
 		c.Queue = v
+	case Policy:
+		c.Policy = &v
+	case *Policy:
+		c.Policy = v
 	default:
 		panic("metadata: not a record type")
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -124,6 +125,46 @@ func (a *adminBackend) LocalMember(queueID string) (admin.MemberStatus, bool) {
 
 func (a *adminBackend) NodeAddr(node string) (string, bool) { return a.c.addrOf(node) }
 
+func (a *adminBackend) SetPolicy(p admin.PolicyInfo) error {
+	def, err := broker.DefinitionFromJSON(p.Definition)
+	if err == nil {
+		err = a.b.SetPolicy(broker.PolicyDef{
+			Vhost: p.Vhost, Name: p.Name, Operator: p.Operator, Pattern: p.Pattern,
+			ApplyTo: p.ApplyTo, Priority: p.Priority, Definition: def,
+		})
+	}
+	return policyError(err)
+}
+
+func (a *adminBackend) ClearPolicy(vhost, name string, operator bool) error {
+	return policyError(a.b.ClearPolicy(vhost, name, operator))
+}
+
+func (a *adminBackend) Policies(vhost string, operator bool) []admin.PolicyInfo {
+	var out []admin.PolicyInfo
+	for _, p := range a.b.Policies(vhost, operator) {
+		out = append(out, admin.PolicyInfo{
+			Vhost: p.Vhost, Name: p.Name, Pattern: p.Pattern, ApplyTo: p.ApplyTo,
+			Definition: broker.DefinitionJSON(p.Definition), Priority: p.Priority, Operator: p.Operator,
+		})
+	}
+	return out
+}
+
+// policyError turns the broker's refusals into the admin service's.
+func policyError(err error) error {
+	var pe *broker.PolicyError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe):
+		return admin.Invalid(pe.Msg)
+	case errors.Is(err, broker.ErrNoPolicy):
+		return fmt.Errorf("%w: %v", admin.ErrNotFound, err)
+	}
+	return err
+}
+
 // lateBackend is the admin service's backend while the node starts: the
 // gRPC server (and with it the admin service) comes up before the broker,
 // which restores its queues through the cluster.
@@ -157,7 +198,14 @@ func (l *lateBackend) QueueGroup(v, n string) (string, []string, error) {
 func (l *lateBackend) LocalMember(id string) (admin.MemberStatus, bool) {
 	return l.get().LocalMember(id)
 }
-func (l *lateBackend) NodeAddr(n string) (string, bool) { return l.get().NodeAddr(n) }
+func (l *lateBackend) NodeAddr(n string) (string, bool)   { return l.get().NodeAddr(n) }
+func (l *lateBackend) SetPolicy(p admin.PolicyInfo) error { return l.get().SetPolicy(p) }
+func (l *lateBackend) ClearPolicy(v, n string, op bool) error {
+	return l.get().ClearPolicy(v, n, op)
+}
+func (l *lateBackend) Policies(v string, op bool) []admin.PolicyInfo {
+	return l.get().Policies(v, op)
+}
 
 // startingBackend answers before the broker is up.
 type startingBackend struct{}
@@ -170,6 +218,13 @@ func (startingBackend) LocalMember(string) (admin.MemberStatus, bool) {
 	return admin.MemberStatus{}, false
 }
 func (startingBackend) NodeAddr(string) (string, bool) { return "", false }
+func (startingBackend) SetPolicy(admin.PolicyInfo) error {
+	return errors.New("node starting")
+}
+func (startingBackend) ClearPolicy(string, string, bool) error {
+	return errors.New("node starting")
+}
+func (startingBackend) Policies(string, bool) []admin.PolicyInfo { return nil }
 func (startingBackend) QueueGroup(v, n string) (string, []string, error) {
 	return "", nil, fmt.Errorf("node starting: %w", admin.ErrNotFound)
 }

@@ -88,4 +88,21 @@ func TestAgainstRealCluster(t *testing.T) {
 	if code, _, _ := warrenctl(t, "--node", node, "quorum", "status", "missing"); code != 1 {
 		t.Errorf("quorum status of a missing queue: exit %d, want 1", code)
 	}
+
+	// A policy set through one node is listed by another once committed.
+	code, _, errOut = warrenctl(t, "--node", node, "set", "policy", "lim", "^ord", `{"max-length":3}`, "--apply-to", "quorum_queues")
+	if code != 0 {
+		t.Fatalf("set policy: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut = warrenctl(t, "--node", node, "set", "policy", "bad", ".*", `{"max-length":-1}`); code != 1 || !strings.Contains(errOut, "-1 is not a valid maximum length") {
+		t.Errorf("invalid policy: exit %d: %s", code, errOut)
+	}
+	other := ms[0].InternalAddr().String()
+	nodetest.Eventually(t, "the policy on another node", 10*time.Second, func() bool {
+		code, out, _ = warrenctl(t, "--node", other, "list", "policies")
+		return code == 0 && strings.Contains(out, "lim") && strings.Contains(out, `{"max-length":3}`)
+	})
+	if code, out, errOut = warrenctl(t, "--node", other, "clear", "policy", "lim"); code != 0 {
+		t.Fatalf("clear policy: exit %d: %s", code, errOut)
+	}
 }

@@ -21,6 +21,8 @@ type fixedNode struct {
 	name   string
 	addrs  map[string]string
 	member admin.MemberStatus
+
+	lastSet admin.PolicyInfo
 }
 
 var members = []string{"warren-0", "warren-1", "warren-2"}
@@ -71,6 +73,31 @@ func (n *fixedNode) LocalMember(id string) (admin.MemberStatus, bool) {
 func (n *fixedNode) NodeAddr(node string) (string, bool) {
 	a, ok := n.addrs[node]
 	return a, ok
+}
+
+// Policies: one policy and one operator policy; setting any other is
+// accepted, a definition that is not an object refused.
+func (n *fixedNode) SetPolicy(p admin.PolicyInfo) error {
+	if !strings.HasPrefix(p.Definition, "{") {
+		return admin.Invalid("definition must be a dictionary: [1]")
+	}
+	n.lastSet = p
+	return nil
+}
+func (n *fixedNode) ClearPolicy(vhost, name string, operator bool) error {
+	if name != "lim" {
+		return admin.ErrNotFound
+	}
+	return nil
+}
+func (n *fixedNode) Policies(vhost string, operator bool) []admin.PolicyInfo {
+	if operator {
+		return []admin.PolicyInfo{{Vhost: "/", Name: "cap", Pattern: ".*", ApplyTo: "queues", Definition: `{"max-length":1000}`, Operator: true}}
+	}
+	return []admin.PolicyInfo{
+		{Vhost: "/", Name: "lim", Pattern: "^q", ApplyTo: "all", Definition: `{"max-length":2,"overflow":"reject-publish"}`},
+		{Vhost: "/", Name: "ttl", Pattern: ".*", ApplyTo: "quorum_queues", Definition: `{"message-ttl":60000}`, Priority: 5},
+	}
 }
 
 // startCluster serves warren-0 and warren-1; warren-2's address is a
@@ -314,5 +341,49 @@ func TestCommandTable(t *testing.T) {
 		if got, _ := lookup(strings.Fields(c.name)); got != c {
 			t.Errorf("%q does not select itself", c.name)
 		}
+	}
+}
+
+func TestPolicyCommands(t *testing.T) {
+	addrs := startCluster(t)
+	node := addrs["warren-0"]
+	code, out, errOut := warrenctl(t, "--node", node, "set", "policy", "lim", "^q", `{"max-length":2}`, "--priority", "3", "--apply-to", "queues")
+	if code != 0 || out != "Set policy 'lim' in vhost '/': pattern '^q', apply-to queues, priority 3, definition {\"max-length\":2}.\n" {
+		t.Fatalf("set policy: exit %d: %q %s", code, out, errOut)
+	}
+	code, _, errOut = warrenctl(t, "--node", node, "set", "operator-policy", "bad", ".*", "[1]")
+	if code != 1 || !strings.Contains(errOut, "Validation failed") || !strings.Contains(errOut, "definition must be a dictionary") {
+		t.Fatalf("refused policy: exit %d: %s", code, errOut)
+	}
+	if code, out, _ = warrenctl(t, "--node", node, "clear", "operator-policy", "lim", "--vhost", "v"); code != 0 || out != "Cleared operator policy 'lim' in vhost 'v'.\n" {
+		t.Fatalf("clear: exit %d: %q", code, out)
+	}
+	if code, _, errOut = warrenctl(t, "--node", node, "clear", "policy", "nope"); code != 1 || !strings.Contains(errOut, "Parameter does not exist") {
+		t.Fatalf("clear missing: exit %d: %s", code, errOut)
+	}
+	code, out, _ = warrenctl(t, "--node", node, "list", "policies")
+	want := "VHOST | NAME | PATTERN | APPLY-TO | DEFINITION | PRIORITY\n" +
+		"/ | lim | ^q | all | {\"max-length\":2,\"overflow\":\"reject-publish\"} | 0\n" +
+		"/ | ttl | .* | quorum_queues | {\"message-ttl\":60000} | 5\n"
+	if code != 0 || columns(out) != want {
+		t.Fatalf("list policies: exit %d:\n%s", code, columns(out))
+	}
+	code, out, _ = warrenctl(t, "--node", node, "--json", "list", "operator-policies")
+	var r struct {
+		Operator bool
+		Policies []struct {
+			Name       string
+			ApplyTo    string `json:"apply_to"`
+			Definition string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v: %s", code, err, out)
+	}
+	if !r.Operator || len(r.Policies) != 1 || r.Policies[0].Name != "cap" || r.Policies[0].Definition != `{"max-length":1000}` {
+		t.Errorf("operator policies: %s", out)
+	}
+	if code, _, _ := warrenctl(t, "--node", node, "set", "policy", "x", "y"); code != 2 {
+		t.Errorf("set policy without a definition: exit %d, want 2", code)
 	}
 }

@@ -706,6 +706,378 @@ func (x *Member) GetError() string {
 	return ""
 }
 
+// Policy is a policy or an operator policy, as rabbitmqctl set_policy
+// takes it.
+type Policy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vhost string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// A regular expression matched against queue and exchange names.
+	Pattern string `protobuf:"bytes,3,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// queues, classic_queues, quorum_queues, streams, exchanges or all.
+	ApplyTo string `protobuf:"bytes,4,opt,name=apply_to,json=applyTo,proto3" json:"apply_to,omitempty"`
+	// The definition as a JSON object, e.g. {"max-length":10}.
+	Definition    string `protobuf:"bytes,5,opt,name=definition,proto3" json:"definition,omitempty"`
+	Priority      int32  `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
+	Operator      bool   `protobuf:"varint,7,opt,name=operator,proto3" json:"operator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_adminpb_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Policy) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *Policy) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Policy) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *Policy) GetApplyTo() string {
+	if x != nil {
+		return x.ApplyTo
+	}
+	return ""
+}
+
+func (x *Policy) GetDefinition() string {
+	if x != nil {
+		return x.Definition
+	}
+	return ""
+}
+
+func (x *Policy) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Policy) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
+}
+
+type SetPolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policy        *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPolicyRequest) Reset() {
+	*x = SetPolicyRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPolicyRequest) ProtoMessage() {}
+
+func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SetPolicyRequest) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+type SetPolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPolicyResponse) Reset() {
+	*x = SetPolicyResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPolicyResponse) ProtoMessage() {}
+
+func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
+func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
+}
+
+type ClearPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty means "/".
+	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Operator      bool   `protobuf:"varint,3,opt,name=operator,proto3" json:"operator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearPolicyRequest) Reset() {
+	*x = ClearPolicyRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearPolicyRequest) ProtoMessage() {}
+
+func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearPolicyRequest.ProtoReflect.Descriptor instead.
+func (*ClearPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ClearPolicyRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *ClearPolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClearPolicyRequest) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
+}
+
+type ClearPolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearPolicyResponse) Reset() {
+	*x = ClearPolicyResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearPolicyResponse) ProtoMessage() {}
+
+func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearPolicyResponse.ProtoReflect.Descriptor instead.
+func (*ClearPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
+}
+
+type ListPoliciesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty lists every vhost.
+	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Operator      bool   `protobuf:"varint,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoliciesRequest) Reset() {
+	*x = ListPoliciesRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoliciesRequest) ProtoMessage() {}
+
+func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListPoliciesRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *ListPoliciesRequest) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
+}
+
+type ListPoliciesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By vhost, then priority (lowest first), then name.
+	Policies      []*Policy `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoliciesResponse) Reset() {
+	*x = ListPoliciesResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoliciesResponse) ProtoMessage() {}
+
+func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListPoliciesResponse) GetPolicies() []*Policy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
 var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
@@ -761,13 +1133,39 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x0elast_log_index\x18\x06 \x01(\x04R\flastLogIndex\x12\x15\n" +
 	"\x03lag\x18\a \x01(\x04H\x00R\x03lag\x88\x01\x01\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05errorB\x06\n" +
-	"\x04_lag2\xd2\x02\n" +
+	"\x04_lag\"\xbf\x01\n" +
+	"\x06Policy\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\apattern\x18\x03 \x01(\tR\apattern\x12\x19\n" +
+	"\bapply_to\x18\x04 \x01(\tR\aapplyTo\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x05 \x01(\tR\n" +
+	"definition\x12\x1a\n" +
+	"\bpriority\x18\x06 \x01(\x05R\bpriority\x12\x1a\n" +
+	"\boperator\x18\a \x01(\bR\boperator\"@\n" +
+	"\x10SetPolicyRequest\x12,\n" +
+	"\x06policy\x18\x01 \x01(\v2\x14.warren.admin.PolicyR\x06policy\"\x13\n" +
+	"\x11SetPolicyResponse\"Z\n" +
+	"\x12ClearPolicyRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\boperator\x18\x03 \x01(\bR\boperator\"\x15\n" +
+	"\x13ClearPolicyResponse\"G\n" +
+	"\x13ListPoliciesRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\bR\boperator\"H\n" +
+	"\x14ListPoliciesResponse\x120\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x14.warren.admin.PolicyR\bpolicies2\xcb\x04\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
 	"ListQueues\x12\x1f.warren.admin.ListQueuesRequest\x1a .warren.admin.ListQueuesResponse\x12U\n" +
 	"\fQuorumStatus\x12!.warren.admin.QuorumStatusRequest\x1a\".warren.admin.QuorumStatusResponse\x12G\n" +
-	"\fMemberStatus\x12!.warren.admin.MemberStatusRequest\x1a\x14.warren.admin.MemberB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
+	"\fMemberStatus\x12!.warren.admin.MemberStatusRequest\x1a\x14.warren.admin.Member\x12L\n" +
+	"\tSetPolicy\x12\x1e.warren.admin.SetPolicyRequest\x1a\x1f.warren.admin.SetPolicyResponse\x12R\n" +
+	"\vClearPolicy\x12 .warren.admin.ClearPolicyRequest\x1a!.warren.admin.ClearPolicyResponse\x12U\n" +
+	"\fListPolicies\x12!.warren.admin.ListPoliciesRequest\x1a\".warren.admin.ListPoliciesResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
 
 var (
 	file_adminpb_admin_proto_rawDescOnce sync.Once
@@ -781,7 +1179,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*ClusterStatusRequest)(nil),  // 0: warren.admin.ClusterStatusRequest
 	(*ClusterStatusResponse)(nil), // 1: warren.admin.ClusterStatusResponse
@@ -793,24 +1191,39 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*QuorumStatusResponse)(nil),  // 7: warren.admin.QuorumStatusResponse
 	(*MemberStatusRequest)(nil),   // 8: warren.admin.MemberStatusRequest
 	(*Member)(nil),                // 9: warren.admin.Member
+	(*Policy)(nil),                // 10: warren.admin.Policy
+	(*SetPolicyRequest)(nil),      // 11: warren.admin.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 12: warren.admin.SetPolicyResponse
+	(*ClearPolicyRequest)(nil),    // 13: warren.admin.ClearPolicyRequest
+	(*ClearPolicyResponse)(nil),   // 14: warren.admin.ClearPolicyResponse
+	(*ListPoliciesRequest)(nil),   // 15: warren.admin.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),  // 16: warren.admin.ListPoliciesResponse
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
-	2, // 0: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
-	5, // 1: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
-	9, // 2: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
-	0, // 3: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	3, // 4: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	6, // 5: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	8, // 6: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	1, // 7: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	4, // 8: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	7, // 9: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	9, // 10: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	7, // [7:11] is the sub-list for method output_type
-	3, // [3:7] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2,  // 0: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
+	5,  // 1: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
+	9,  // 2: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
+	10, // 3: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
+	10, // 4: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
+	0,  // 5: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	3,  // 6: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	6,  // 7: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	8,  // 8: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	11, // 9: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	13, // 10: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	15, // 11: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	1,  // 12: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	4,  // 13: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	7,  // 14: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	9,  // 15: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	12, // 16: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	14, // 17: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	16, // 18: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	12, // [12:19] is the sub-list for method output_type
+	5,  // [5:12] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -825,7 +1238,7 @@ func file_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

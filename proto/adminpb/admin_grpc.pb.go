@@ -23,6 +23,9 @@ const (
 	Admin_ListQueues_FullMethodName    = "/warren.admin.Admin/ListQueues"
 	Admin_QuorumStatus_FullMethodName  = "/warren.admin.Admin/QuorumStatus"
 	Admin_MemberStatus_FullMethodName  = "/warren.admin.Admin/MemberStatus"
+	Admin_SetPolicy_FullMethodName     = "/warren.admin.Admin/SetPolicy"
+	Admin_ClearPolicy_FullMethodName   = "/warren.admin.Admin/ClearPolicy"
+	Admin_ListPolicies_FullMethodName  = "/warren.admin.Admin/ListPolicies"
 )
 
 // AdminClient is the client API for Admin service.
@@ -53,6 +56,16 @@ type AdminClient interface {
 	// replica of a queue group, as its Raft instance sees it. NOT_FOUND if
 	// the node holds no replica of that group.
 	MemberStatus(ctx context.Context, in *MemberStatusRequest, opts ...grpc.CallOption) (*Member, error)
+	// SetPolicy creates or replaces a policy (operator: an operator
+	// policy), answered once committed. INVALID_ARGUMENT with RabbitMQ's
+	// validation text if the policy is refused.
+	SetPolicy(ctx context.Context, in *SetPolicyRequest, opts ...grpc.CallOption) (*SetPolicyResponse, error)
+	// ClearPolicy deletes a policy or operator policy, answered once
+	// committed. NOT_FOUND if there is none of that name.
+	ClearPolicy(ctx context.Context, in *ClearPolicyRequest, opts ...grpc.CallOption) (*ClearPolicyResponse, error)
+	// ListPolicies lists the policies (or operator policies) of one vhost,
+	// or of all.
+	ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error)
 }
 
 type adminClient struct {
@@ -103,6 +116,36 @@ func (c *adminClient) MemberStatus(ctx context.Context, in *MemberStatusRequest,
 	return out, nil
 }
 
+func (c *adminClient) SetPolicy(ctx context.Context, in *SetPolicyRequest, opts ...grpc.CallOption) (*SetPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetPolicyResponse)
+	err := c.cc.Invoke(ctx, Admin_SetPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ClearPolicy(ctx context.Context, in *ClearPolicyRequest, opts ...grpc.CallOption) (*ClearPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClearPolicyResponse)
+	err := c.cc.Invoke(ctx, Admin_ClearPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPoliciesResponse)
+	err := c.cc.Invoke(ctx, Admin_ListPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -131,6 +174,16 @@ type AdminServer interface {
 	// replica of a queue group, as its Raft instance sees it. NOT_FOUND if
 	// the node holds no replica of that group.
 	MemberStatus(context.Context, *MemberStatusRequest) (*Member, error)
+	// SetPolicy creates or replaces a policy (operator: an operator
+	// policy), answered once committed. INVALID_ARGUMENT with RabbitMQ's
+	// validation text if the policy is refused.
+	SetPolicy(context.Context, *SetPolicyRequest) (*SetPolicyResponse, error)
+	// ClearPolicy deletes a policy or operator policy, answered once
+	// committed. NOT_FOUND if there is none of that name.
+	ClearPolicy(context.Context, *ClearPolicyRequest) (*ClearPolicyResponse, error)
+	// ListPolicies lists the policies (or operator policies) of one vhost,
+	// or of all.
+	ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -152,6 +205,15 @@ func (UnimplementedAdminServer) QuorumStatus(context.Context, *QuorumStatusReque
 }
 func (UnimplementedAdminServer) MemberStatus(context.Context, *MemberStatusRequest) (*Member, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method MemberStatus not implemented")
+}
+func (UnimplementedAdminServer) SetPolicy(context.Context, *SetPolicyRequest) (*SetPolicyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetPolicy not implemented")
+}
+func (UnimplementedAdminServer) ClearPolicy(context.Context, *ClearPolicyRequest) (*ClearPolicyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ClearPolicy not implemented")
+}
+func (UnimplementedAdminServer) ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListPolicies not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -246,6 +308,60 @@ func _Admin_MemberStatus_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_SetPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetPolicy(ctx, req.(*SetPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ClearPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClearPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ClearPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ClearPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ClearPolicy(ctx, req.(*ClearPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListPolicies(ctx, req.(*ListPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -268,6 +384,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MemberStatus",
 			Handler:    _Admin_MemberStatus_Handler,
+		},
+		{
+			MethodName: "SetPolicy",
+			Handler:    _Admin_SetPolicy_Handler,
+		},
+		{
+			MethodName: "ClearPolicy",
+			Handler:    _Admin_ClearPolicy_Handler,
+		},
+		{
+			MethodName: "ListPolicies",
+			Handler:    _Admin_ListPolicies_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

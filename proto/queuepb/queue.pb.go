@@ -1273,6 +1273,94 @@ func (x *StatsReply) GetConsumers() uint32 {
 	return 0
 }
 
+type ReconfigureRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	QueueId       string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Arguments     []byte                 `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"` // AMQP field table (amqp.AppendTable)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureRequest) Reset() {
+	*x = ReconfigureRequest{}
+	mi := &file_queuepb_queue_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureRequest) ProtoMessage() {}
+
+func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_queuepb_queue_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureRequest.ProtoReflect.Descriptor instead.
+func (*ReconfigureRequest) Descriptor() ([]byte, []int) {
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReconfigureRequest) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *ReconfigureRequest) GetArguments() []byte {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+type ReconfigureReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureReply) Reset() {
+	*x = ReconfigureReply{}
+	mi := &file_queuepb_queue_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureReply) ProtoMessage() {}
+
+func (x *ReconfigureReply) ProtoReflect() protoreflect.Message {
+	mi := &file_queuepb_queue_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureReply.ProtoReflect.Descriptor instead.
+func (*ReconfigureReply) Descriptor() ([]byte, []int) {
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{21}
+}
+
 var File_queuepb_queue_proto protoreflect.FileDescriptor
 
 const file_queuepb_queue_proto_rawDesc = "" +
@@ -1358,7 +1446,11 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"StatsReply\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\rR\x05ready\x12\x18\n" +
 	"\aunacked\x18\x02 \x01(\rR\aunacked\x12\x1c\n" +
-	"\tconsumers\x18\x03 \x01(\rR\tconsumers*\x9d\x01\n" +
+	"\tconsumers\x18\x03 \x01(\rR\tconsumers\"M\n" +
+	"\x12ReconfigureRequest\x12\x19\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x1c\n" +
+	"\targuments\x18\x02 \x01(\fR\targuments\"\x12\n" +
+	"\x10ReconfigureReply*\x9d\x01\n" +
 	"\x06Reason\x12\x12\n" +
 	"\x0eREASON_UNKNOWN\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -1375,7 +1467,7 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\n" +
 	"\x06SETTLE\x10\x00\x12\v\n" +
 	"\aREQUEUE\x10\x01\x12\v\n" +
-	"\aDISCARD\x10\x022\xd6\x03\n" +
+	"\aDISCARD\x10\x022\xa7\x04\n" +
 	"\aForward\x12@\n" +
 	"\x06Leader\x12\x1b.warren.queue.LeaderRequest\x1a\x19.warren.queue.LeaderReply\x12G\n" +
 	"\aPublish\x12\x1c.warren.queue.PublishRequest\x1a\x1a.warren.queue.PublishReply(\x010\x01\x12G\n" +
@@ -1383,7 +1475,8 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\x06Settle\x12\x1b.warren.queue.SettleRequest\x1a\x19.warren.queue.SettleReply\x127\n" +
 	"\x03Get\x12\x18.warren.queue.GetRequest\x1a\x16.warren.queue.GetReply\x12=\n" +
 	"\x05Purge\x12\x1a.warren.queue.PurgeRequest\x1a\x18.warren.queue.PurgeReply\x12=\n" +
-	"\x05Stats\x12\x1a.warren.queue.StatsRequest\x1a\x18.warren.queue.StatsReplyB*Z(github.com/warrenmq/warren/proto/queuepbb\x06proto3"
+	"\x05Stats\x12\x1a.warren.queue.StatsRequest\x1a\x18.warren.queue.StatsReply\x12O\n" +
+	"\vReconfigure\x12 .warren.queue.ReconfigureRequest\x1a\x1e.warren.queue.ReconfigureReplyB*Z(github.com/warrenmq/warren/proto/queuepbb\x06proto3"
 
 var (
 	file_queuepb_queue_proto_rawDescOnce sync.Once
@@ -1398,30 +1491,32 @@ func file_queuepb_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_queuepb_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_queuepb_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_queuepb_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_queuepb_queue_proto_goTypes = []any{
-	(Reason)(0),            // 0: warren.queue.Reason
-	(SettleOp)(0),          // 1: warren.queue.SettleOp
-	(*Failure)(nil),        // 2: warren.queue.Failure
-	(*LeaderRequest)(nil),  // 3: warren.queue.LeaderRequest
-	(*LeaderReply)(nil),    // 4: warren.queue.LeaderReply
-	(*Message)(nil),        // 5: warren.queue.Message
-	(*PublishRequest)(nil), // 6: warren.queue.PublishRequest
-	(*Publish)(nil),        // 7: warren.queue.Publish
-	(*PublishReply)(nil),   // 8: warren.queue.PublishReply
-	(*Settlement)(nil),     // 9: warren.queue.Settlement
-	(*Attach)(nil),         // 10: warren.queue.Attach
-	(*ConsumeRequest)(nil), // 11: warren.queue.ConsumeRequest
-	(*Delivery)(nil),       // 12: warren.queue.Delivery
-	(*ConsumeReply)(nil),   // 13: warren.queue.ConsumeReply
-	(*SettleRequest)(nil),  // 14: warren.queue.SettleRequest
-	(*SettleReply)(nil),    // 15: warren.queue.SettleReply
-	(*GetRequest)(nil),     // 16: warren.queue.GetRequest
-	(*GetReply)(nil),       // 17: warren.queue.GetReply
-	(*PurgeRequest)(nil),   // 18: warren.queue.PurgeRequest
-	(*PurgeReply)(nil),     // 19: warren.queue.PurgeReply
-	(*StatsRequest)(nil),   // 20: warren.queue.StatsRequest
-	(*StatsReply)(nil),     // 21: warren.queue.StatsReply
+	(Reason)(0),                // 0: warren.queue.Reason
+	(SettleOp)(0),              // 1: warren.queue.SettleOp
+	(*Failure)(nil),            // 2: warren.queue.Failure
+	(*LeaderRequest)(nil),      // 3: warren.queue.LeaderRequest
+	(*LeaderReply)(nil),        // 4: warren.queue.LeaderReply
+	(*Message)(nil),            // 5: warren.queue.Message
+	(*PublishRequest)(nil),     // 6: warren.queue.PublishRequest
+	(*Publish)(nil),            // 7: warren.queue.Publish
+	(*PublishReply)(nil),       // 8: warren.queue.PublishReply
+	(*Settlement)(nil),         // 9: warren.queue.Settlement
+	(*Attach)(nil),             // 10: warren.queue.Attach
+	(*ConsumeRequest)(nil),     // 11: warren.queue.ConsumeRequest
+	(*Delivery)(nil),           // 12: warren.queue.Delivery
+	(*ConsumeReply)(nil),       // 13: warren.queue.ConsumeReply
+	(*SettleRequest)(nil),      // 14: warren.queue.SettleRequest
+	(*SettleReply)(nil),        // 15: warren.queue.SettleReply
+	(*GetRequest)(nil),         // 16: warren.queue.GetRequest
+	(*GetReply)(nil),           // 17: warren.queue.GetReply
+	(*PurgeRequest)(nil),       // 18: warren.queue.PurgeRequest
+	(*PurgeReply)(nil),         // 19: warren.queue.PurgeReply
+	(*StatsRequest)(nil),       // 20: warren.queue.StatsRequest
+	(*StatsReply)(nil),         // 21: warren.queue.StatsReply
+	(*ReconfigureRequest)(nil), // 22: warren.queue.ReconfigureRequest
+	(*ReconfigureReply)(nil),   // 23: warren.queue.ReconfigureReply
 }
 var file_queuepb_queue_proto_depIdxs = []int32{
 	0,  // 0: warren.queue.Failure.reason:type_name -> warren.queue.Reason
@@ -1441,15 +1536,17 @@ var file_queuepb_queue_proto_depIdxs = []int32{
 	16, // 14: warren.queue.Forward.Get:input_type -> warren.queue.GetRequest
 	18, // 15: warren.queue.Forward.Purge:input_type -> warren.queue.PurgeRequest
 	20, // 16: warren.queue.Forward.Stats:input_type -> warren.queue.StatsRequest
-	4,  // 17: warren.queue.Forward.Leader:output_type -> warren.queue.LeaderReply
-	8,  // 18: warren.queue.Forward.Publish:output_type -> warren.queue.PublishReply
-	13, // 19: warren.queue.Forward.Consume:output_type -> warren.queue.ConsumeReply
-	15, // 20: warren.queue.Forward.Settle:output_type -> warren.queue.SettleReply
-	17, // 21: warren.queue.Forward.Get:output_type -> warren.queue.GetReply
-	19, // 22: warren.queue.Forward.Purge:output_type -> warren.queue.PurgeReply
-	21, // 23: warren.queue.Forward.Stats:output_type -> warren.queue.StatsReply
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
+	22, // 17: warren.queue.Forward.Reconfigure:input_type -> warren.queue.ReconfigureRequest
+	4,  // 18: warren.queue.Forward.Leader:output_type -> warren.queue.LeaderReply
+	8,  // 19: warren.queue.Forward.Publish:output_type -> warren.queue.PublishReply
+	13, // 20: warren.queue.Forward.Consume:output_type -> warren.queue.ConsumeReply
+	15, // 21: warren.queue.Forward.Settle:output_type -> warren.queue.SettleReply
+	17, // 22: warren.queue.Forward.Get:output_type -> warren.queue.GetReply
+	19, // 23: warren.queue.Forward.Purge:output_type -> warren.queue.PurgeReply
+	21, // 24: warren.queue.Forward.Stats:output_type -> warren.queue.StatsReply
+	23, // 25: warren.queue.Forward.Reconfigure:output_type -> warren.queue.ReconfigureReply
+	18, // [18:26] is the sub-list for method output_type
+	10, // [10:18] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1466,7 +1563,7 @@ func file_queuepb_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_queuepb_queue_proto_rawDesc), len(file_queuepb_queue_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,13 +22,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Forward_Leader_FullMethodName  = "/warren.queue.Forward/Leader"
-	Forward_Publish_FullMethodName = "/warren.queue.Forward/Publish"
-	Forward_Consume_FullMethodName = "/warren.queue.Forward/Consume"
-	Forward_Settle_FullMethodName  = "/warren.queue.Forward/Settle"
-	Forward_Get_FullMethodName     = "/warren.queue.Forward/Get"
-	Forward_Purge_FullMethodName   = "/warren.queue.Forward/Purge"
-	Forward_Stats_FullMethodName   = "/warren.queue.Forward/Stats"
+	Forward_Leader_FullMethodName      = "/warren.queue.Forward/Leader"
+	Forward_Publish_FullMethodName     = "/warren.queue.Forward/Publish"
+	Forward_Consume_FullMethodName     = "/warren.queue.Forward/Consume"
+	Forward_Settle_FullMethodName      = "/warren.queue.Forward/Settle"
+	Forward_Get_FullMethodName         = "/warren.queue.Forward/Get"
+	Forward_Purge_FullMethodName       = "/warren.queue.Forward/Purge"
+	Forward_Stats_FullMethodName       = "/warren.queue.Forward/Stats"
+	Forward_Reconfigure_FullMethodName = "/warren.queue.Forward/Reconfigure"
 )
 
 // ForwardClient is the client API for Forward service.
@@ -53,6 +54,10 @@ type ForwardClient interface {
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetReply, error)
 	Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.CallOption) (*PurgeReply, error)
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsReply, error)
+	// Reconfigure gives the leading member the queue's new effective
+	// x-arguments (after a policy change); the member commits them to its
+	// log. UNIMPLEMENTED if the member cannot change its configuration.
+	Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureReply, error)
 }
 
 type forwardClient struct {
@@ -139,6 +144,16 @@ func (c *forwardClient) Stats(ctx context.Context, in *StatsRequest, opts ...grp
 	return out, nil
 }
 
+func (c *forwardClient) Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconfigureReply)
+	err := c.cc.Invoke(ctx, Forward_Reconfigure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ForwardServer is the server API for Forward service.
 // All implementations must embed UnimplementedForwardServer
 // for forward compatibility.
@@ -161,6 +176,10 @@ type ForwardServer interface {
 	Get(context.Context, *GetRequest) (*GetReply, error)
 	Purge(context.Context, *PurgeRequest) (*PurgeReply, error)
 	Stats(context.Context, *StatsRequest) (*StatsReply, error)
+	// Reconfigure gives the leading member the queue's new effective
+	// x-arguments (after a policy change); the member commits them to its
+	// log. UNIMPLEMENTED if the member cannot change its configuration.
+	Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureReply, error)
 	mustEmbedUnimplementedForwardServer()
 }
 
@@ -191,6 +210,9 @@ func (UnimplementedForwardServer) Purge(context.Context, *PurgeRequest) (*PurgeR
 }
 func (UnimplementedForwardServer) Stats(context.Context, *StatsRequest) (*StatsReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedForwardServer) Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Reconfigure not implemented")
 }
 func (UnimplementedForwardServer) mustEmbedUnimplementedForwardServer() {}
 func (UnimplementedForwardServer) testEmbeddedByValue()                 {}
@@ -317,6 +339,24 @@ func _Forward_Stats_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Forward_Reconfigure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconfigureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ForwardServer).Reconfigure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Forward_Reconfigure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ForwardServer).Reconfigure(ctx, req.(*ReconfigureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Forward_ServiceDesc is the grpc.ServiceDesc for Forward service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -343,6 +383,10 @@ var Forward_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _Forward_Stats_Handler,
+		},
+		{
+			MethodName: "Reconfigure",
+			Handler:    _Forward_Reconfigure_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

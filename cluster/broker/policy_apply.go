@@ -1,0 +1,413 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/forward"
+	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/local"
+)
+
+// This file carries policies to queues and exchanges. A vhost keeps its
+// policies and operator policies; every queue keeps its effective
+// arguments (declared x-arguments with the policies applied, policy.go),
+// from which its engine is built, and every exchange its effective
+// alternate exchange. A policy set or cleared — here, or on another node
+// and replicated — recomputes them under the vhost's lock; queues whose
+// effective arguments changed are then reconfigured.
+//
+// Reconfiguring a replicated queue is a command in its Raft log, so one
+// node per queue proposes it: the node whose replica leads the queue,
+// checked when the policy change is applied and again every
+// reconcileInterval. Each node counts, per queue, the version of the
+// effective arguments it computed (effVer) and the last version it
+// handed to the queue (pushedVer); a node that becomes leader later
+// finds them different and hands the queue its current arguments. Handing
+// the same arguments twice is harmless: the command sets the whole
+// configuration. A queue restored or declared with a policy applying
+// starts with pushedVer behind, so its leader sends the effective
+// arguments through the log once and every replica ends up with them.
+
+// reconfigurer is a queue engine whose running configuration can change:
+// it takes the queue's whole effective x-arguments.
+type reconfigurer interface{ Reconfigure(args amqp.Table) error }
+
+// reconcileInterval is how often a node looks for queues it leads whose
+// configuration it has not handed over yet.
+const reconcileInterval = 2 * time.Second
+
+// SetPolicy creates or replaces a policy (or operator policy), after
+// validating it as RabbitMQ does. It returns once the change is committed
+// and applied to this node's model; queues are reconfigured after that,
+// asynchronously, as in RabbitMQ.
+func (b *Broker) SetPolicy(d PolicyDef) error {
+	if d.ApplyTo == "" {
+		d.ApplyTo = ApplyToAll
+	}
+	if err := validatePolicy(&d); err != nil {
+		return err
+	}
+	v := b.vhost(d.Vhost)
+	if v == nil {
+		return policyErrorf("no_such_vhost: %s", d.Vhost)
+	}
+	rec, err := policyRecord(d)
+	if err != nil {
+		return err
+	}
+	p, err := compilePolicy(rec)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	if err := v.persist(metadata.Put(rec)); err != nil {
+		v.mu.Unlock()
+		return err
+	}
+	v.policySet(rec.Operator)[rec.Name] = p
+	changed := v.refreshPoliciesLocked()
+	v.mu.Unlock()
+	v.b.log.Info("policy set", "vhost", d.Vhost, "name", d.Name, "operator", d.Operator, "pattern", d.Pattern, "apply_to", d.ApplyTo, "priority", d.Priority)
+	v.pushConfigs(changed)
+	return nil
+}
+
+// ClearPolicy deletes a policy (or operator policy); ErrNoPolicy if there
+// is none of that name.
+func (b *Broker) ClearPolicy(vhost, name string, operator bool) error {
+	v := b.vhost(vhost)
+	if v == nil {
+		return policyErrorf("no_such_vhost: %s", vhost)
+	}
+	v.mu.Lock()
+	set := v.policySet(operator)
+	p, ok := set[name]
+	if !ok {
+		v.mu.Unlock()
+		return ErrNoPolicy
+	}
+	if err := v.persist(metadata.Del(p.rec)); err != nil {
+		v.mu.Unlock()
+		return err
+	}
+	delete(set, name)
+	changed := v.refreshPoliciesLocked()
+	v.mu.Unlock()
+	v.b.log.Info("policy cleared", "vhost", vhost, "name", name, "operator", operator)
+	v.pushConfigs(changed)
+	return nil
+}
+
+// Policies lists the policies (or operator policies) of vhost ("" for
+// every vhost): by vhost, then by priority from lowest to highest as
+// rabbitmqctl list_policies does (rabbit_policy:sort_by_priority/1), then
+// by name.
+func (b *Broker) Policies(vhost string, operator bool) []PolicyDef {
+	b.mu.RLock()
+	var vhosts []*Vhost
+	for name, v := range b.vhosts {
+		if vhost == "" || vhost == name {
+			vhosts = append(vhosts, v)
+		}
+	}
+	b.mu.RUnlock()
+	var out []PolicyDef
+	for _, v := range vhosts {
+		v.mu.RLock()
+		for _, p := range v.policySet(operator) {
+			out = append(out, p.view())
+		}
+		v.mu.RUnlock()
+	}
+	slices.SortFunc(out, func(a, b PolicyDef) int {
+		if c := compareStrings(a.Vhost, b.Vhost); c != 0 {
+			return c
+		}
+		if a.Priority != b.Priority {
+			return a.Priority - b.Priority
+		}
+		return compareStrings(a.Name, b.Name)
+	})
+	return out
+}
+
+// QueuePolicies names the policy and operator policy that apply to a
+// queue ("" for none) and its effective arguments.
+func (b *Broker) QueuePolicies(vhost, name string) (policy, operatorPolicy string, effective amqp.Table, ok bool) {
+	v := b.vhost(vhost)
+	if v == nil {
+		return "", "", nil, false
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	q, ok := v.queues[name]
+	if !ok {
+		return "", "", nil, false
+	}
+	return q.policy, q.opPolicy, q.eff, true
+}
+
+func (v *Vhost) policySet(operator bool) map[string]*policy {
+	if operator {
+		return v.opPolicies
+	}
+	return v.policies
+}
+
+func (p *policy) view() PolicyDef {
+	return PolicyDef{
+		Vhost: p.rec.Vhost, Name: p.rec.Name, Operator: p.rec.Operator,
+		Pattern: p.rec.Pattern, ApplyTo: p.rec.ApplyTo, Priority: p.rec.Priority,
+		Definition: p.def,
+	}
+}
+
+// applyPolicy applies a policy change another node committed (or a
+// restore). Idempotent.
+func (v *Vhost) applyPolicy(rec metadata.Policy, del bool) {
+	var p *policy
+	if !del {
+		var err error
+		if p, err = compilePolicy(rec); err != nil {
+			v.b.log.Warn("ignoring replicated policy", "vhost", v.name, "policy", rec.Name, "err", err)
+			return
+		}
+	}
+	v.mu.Lock()
+	set := v.policySet(rec.Operator)
+	old, had := set[rec.Name]
+	switch {
+	case del && !had:
+		v.mu.Unlock()
+		return
+	case del:
+		delete(set, rec.Name)
+	case had && samePolicy(old.rec, rec):
+		v.mu.Unlock()
+		return
+	default:
+		set[rec.Name] = p
+	}
+	changed := v.refreshPoliciesLocked()
+	v.mu.Unlock()
+	v.pushConfigs(changed)
+}
+
+func samePolicy(a, b metadata.Policy) bool {
+	return a.Pattern == b.Pattern && a.ApplyTo == b.ApplyTo && a.Priority == b.Priority && string(a.Definition) == string(b.Definition)
+}
+
+// queuePoliciesLocked returns the policy and operator policy that apply to
+// a queue. v.mu is held.
+func (v *Vhost) queuePoliciesLocked(name, typ string) (pol, op *policy) {
+	m := func(p *policy) bool { return p.matchesQueue(name, typ) }
+	return pick(v.policies, m), pick(v.opPolicies, m)
+}
+
+// effectiveArgsLocked is what a queue named name of type typ declared
+// with args runs with. v.mu is held.
+func (v *Vhost) effectiveArgsLocked(name, typ string, args amqp.Table) amqp.Table {
+	pol, op := v.queuePoliciesLocked(name, typ)
+	return effectiveArgs(typ, args, pol, op)
+}
+
+// setPolicyState records which policies apply to q and its effective
+// arguments; it reports whether those changed. v.mu is held (or q is not
+// registered yet).
+func (q *Queue) setPolicyState(pol, op *policy, eff amqp.Table) bool {
+	name := func(p *policy) string {
+		if p == nil {
+			return ""
+		}
+		return p.rec.Name
+	}
+	q.policy, q.opPolicy = name(pol), name(op)
+	if q.eff != nil && tablesEqual(q.eff, eff) {
+		return false
+	}
+	q.eff = eff
+	q.dlx.Store(deadLetterTargetOf(eff))
+	q.effVer++
+	return true
+}
+
+// refreshPoliciesLocked recomputes every queue's effective arguments and
+// every exchange's alternate exchange after a policy change, and returns
+// the queues whose arguments changed. v.mu is held.
+func (v *Vhost) refreshPoliciesLocked() []*Queue {
+	var changed []*Queue
+	for _, q := range v.queues {
+		pol, op := v.queuePoliciesLocked(q.rec.Name, q.rec.Type)
+		if q.setPolicyState(pol, op, v.runnableArgs(q, effectiveArgs(q.rec.Type, q.args, pol, op))) {
+			changed = append(changed, q)
+		}
+	}
+	for _, x := range v.exchanges {
+		v.applyExchangePolicyLocked(x)
+	}
+	return changed
+}
+
+// runnableArgs is eff when the queue's rules accept it, else the queue's
+// declared arguments: policies are validated key by key, and a
+// combination the queue refuses leaves it as declared (logged).
+func (v *Vhost) runnableArgs(q *Queue, eff amqp.Table) amqp.Table {
+	var err error
+	if q.rec.Type == QueueTypeQuorum {
+		_, err = raftq.ParseConfig(map[string]any(eff))
+	} else {
+		_, _, err = local.ParseConfig(eff)
+	}
+	if err != nil {
+		v.b.log.Warn("queue refuses the arguments its policies give; it keeps its own", "vhost", v.name, "queue", q.rec.Name, "err", err)
+		return q.args
+	}
+	return eff
+}
+
+// applyExchangePolicyLocked sets x's effective alternate exchange: its
+// alternate-exchange argument if it has one, else the policy's
+// (rabbit_exchange via rabbit_policy:get_arg/3). v.mu is held.
+func (v *Vhost) applyExchangePolicyLocked(x *exchange) {
+	if arg, ok := x.args["alternate-exchange"]; ok {
+		x.alternate, _ = arg.(string)
+		return
+	}
+	m := func(p *policy) bool { return p.matchesExchange(x.rec.Name) }
+	ae, _ := policyValue("alternate-exchange", pick(v.policies, m), pick(v.opPolicies, m))
+	x.alternate, _ = ae.(string)
+}
+
+// deadLetterTargetOf reads the dead-letter target of effective arguments;
+// nil when they name no dead-letter exchange.
+func deadLetterTargetOf(args amqp.Table) *deadLetterTarget {
+	ex, ok := args["x-dead-letter-exchange"].(string)
+	if !ok {
+		return nil
+	}
+	t := &deadLetterTarget{exchange: ex}
+	t.routingKey, t.hasRoutingKey = args["x-dead-letter-routing-key"].(string)
+	return t
+}
+
+func tablesEqual(a, b amqp.Table) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, x := range a {
+		y, ok := b[k]
+		if !ok || !argEqual(x, y) {
+			return false
+		}
+	}
+	return true
+}
+
+// leadsHere reports whether this node should reconfigure engine: a
+// replicated queue's router says which node leads; an in-memory queue
+// lives here.
+func (b *Broker) leadsHere(engine any) bool {
+	if l, ok := engine.(interface{ Leader() string }); ok {
+		return l.Leader() == b.cfg.NodeID
+	}
+	return true
+}
+
+func (v *Vhost) pushConfigs(qs []*Queue) {
+	for _, q := range qs {
+		v.pushConfig(q)
+	}
+}
+
+// pushConfig hands q's effective arguments to its engine when this node
+// leads the queue and has not handed over the current version yet. At
+// most one hand-over per queue runs at a time; a newer version that
+// arrives meanwhile follows it.
+func (v *Vhost) pushConfig(q *Queue) {
+	if q.engine == nil || !v.b.leadsHere(q.engine) {
+		return
+	}
+	v.mu.Lock()
+	if q.pushing || q.pushedVer == q.effVer || v.queues[q.rec.Name] != q {
+		v.mu.Unlock()
+		return
+	}
+	q.pushing = true
+	ver, eff := q.effVer, q.eff
+	v.mu.Unlock()
+	go func() {
+		err := reconfigure(q.engine, eff)
+		v.mu.Lock()
+		q.pushing = false
+		switch {
+		case err == nil:
+			q.pushedVer = ver
+		case errors.As(err, new(*raftq.ArgError)):
+			// Refused for good (runnableArgs should have caught it).
+			q.pushedVer = ver
+			v.b.log.Warn("queue refused its new arguments", "vhost", v.name, "queue", q.rec.Name, "err", err)
+		case errors.Is(err, forward.ErrReconfigureUnsupported):
+			// This build's queues cannot change configuration while
+			// running: the arguments apply from the next start.
+			q.pushedVer = ver
+			v.b.log.Debug("queue cannot be reconfigured while running", "vhost", v.name, "queue", q.rec.Name)
+		default:
+			v.b.log.Warn("reconfigure queue after a policy change; will retry", "vhost", v.name, "queue", q.rec.Name, "err", err)
+		}
+		again := err == nil && q.pushedVer != q.effVer
+		v.mu.Unlock()
+		if again {
+			v.pushConfig(q)
+		}
+	}()
+}
+
+func reconfigure(engine any, args amqp.Table) error {
+	r, ok := engine.(reconfigurer)
+	if !ok {
+		return fmt.Errorf("%w (%T)", forward.ErrReconfigureUnsupported, engine)
+	}
+	if args == nil {
+		args = amqp.Table{}
+	}
+	return r.Reconfigure(args)
+}
+
+// reconcile runs until the broker closes: every reconcileInterval it
+// hands queues this node leads the configuration it has not handed them
+// yet (leadership moved here since a policy changed, or a hand-over
+// failed).
+func (b *Broker) reconcile() {
+	defer close(b.reconciled)
+	t := time.NewTicker(reconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.closing:
+			return
+		case <-t.C:
+		}
+		b.mu.RLock()
+		vhosts := make([]*Vhost, 0, len(b.vhosts))
+		for _, v := range b.vhosts {
+			vhosts = append(vhosts, v)
+		}
+		b.mu.RUnlock()
+		for _, v := range vhosts {
+			var stale []*Queue
+			v.mu.RLock()
+			for _, q := range v.queues {
+				if q.pushedVer != q.effVer && !q.pushing {
+					stale = append(stale, q)
+				}
+			}
+			v.mu.RUnlock()
+			v.pushConfigs(stale)
+		}
+	}
+}
