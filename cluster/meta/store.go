@@ -126,6 +126,12 @@ func Open(cfg Config) (*Store, error) {
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, cfg.HeartbeatTimeout)
+	// Followers learn that an entry committed with the leader's next
+	// AppendEntries, at the latest CommitTimeout later; only then do
+	// they apply it and route by it. A client that declares a queue
+	// through one node and publishes through another at once depends on
+	// that delay, so keep it short: one group, a few messages a second.
+	rc.CommitTimeout = 5 * time.Millisecond
 	s.raft, err = raft.NewRaft(rc, s.fsm, logs, logs, s.snaps, cfg.Transport)
 	if err != nil {
 		logs.Close()

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -43,6 +44,10 @@ func TestPublishConsumeAcrossNodes(t *testing.T) {
 	}
 	lead := leaderIndex(t, ms)
 	pubNode, subNode := ms[(lead+1)%3], ms[(lead+2)%3]
+	nodetest.Eventually(t, "the publishing node to know the queue", 5*time.Second, func() bool {
+		_, err := pubNode.Channel().QueueDeclarePassive("orders", true, false, false, false, quorum)
+		return err == nil
+	})
 
 	pub := pubNode.Channel()
 	if err := pub.Confirm(false); err != nil {
@@ -385,5 +390,42 @@ func TestDeletedWhileAway(t *testing.T) {
 	}
 	nodetest.Eventually(t, "the deleted queue's group removed on the node that was away", 10*time.Second, func() bool {
 		return groups(ms[2]) == 0 && groups(ms[0]) == 0
+	})
+}
+
+// TestNodeJoinsLater: a fourth node joining an existing cluster through a
+// DNS name (localhost) is added to the metadata group by its leader, gets
+// every definition, serves clients, and is given replicas of new queues.
+func TestNodeJoinsLater(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("before", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	// Through the declaring node: the others learn of the queue moments
+	// later, and a publish routed nowhere is confirmed and dropped.
+	publishBody(t, ms[0], "before", "hello")
+	_, port, _ := net.SplitHostPort(ms[0].GossipAddr())
+	late := nodetest.AddNode(t, "warren-3", "localhost:"+port)
+
+	// Definitions and messages of the existing queue, through the new node.
+	lch := late.Channel()
+	nodetest.Eventually(t, "the new node to know the queue", 10*time.Second, func() bool {
+		q, err := late.Channel().QueueDeclarePassive("before", true, false, false, false, quorum)
+		return err == nil && q.Messages == 1
+	})
+	d, ok, err := lch.Get("before", true)
+	if err != nil || !ok || string(d.Body) != "hello" {
+		t.Fatalf("get through the new node: %v %v %q", ok, err, d.Body)
+	}
+	// New queues are placed on it too: with four nodes and groups of
+	// three, twelve queues give it replicas (and some to lead).
+	for i := 0; i < 12; i++ {
+		if _, err := ch.QueueDeclare(fmt.Sprintf("after%d", i), true, false, false, false, quorum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodetest.Eventually(t, "the new node to lead its share", 20*time.Second, func() bool {
+		return late.LeadingQueues() >= 2
 	})
 }

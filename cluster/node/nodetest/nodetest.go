@@ -29,35 +29,10 @@ type Member struct {
 // every one of them serves clients.
 func StartCluster(t *testing.T, n int) []*Member {
 	t.Helper()
-	var out io.Writer = io.Discard
-	if os.Getenv("WARREN_TEST_LOG") != "" {
-		out = os.Stderr
-	}
 	var ms []*Member
 	var seed string
 	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("warren-%d", i)
-		cfg := node.Config{
-			DataDir:  t.TempDir(),
-			AMQPAddr: "127.0.0.1:0",
-			Log:      slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name),
-			Broker:   broker.Config{Seed: broker.DefaultSeed()},
-			Cluster: &node.ClusterConfig{
-				NodeName:         name,
-				InternalAddr:     "127.0.0.1:0",
-				GossipAddr:       "127.0.0.1:0",
-				BootstrapExpect:  n,
-				HeartbeatTimeout: 500 * time.Millisecond,
-				ElectionTimeout:  500 * time.Millisecond,
-				PublishTimeout:   10 * time.Second,
-				ProbeInterval:    200 * time.Millisecond,
-				ProbeTimeout:     100 * time.Millisecond,
-			},
-		}
-		if seed != "" {
-			cfg.Cluster.Join = []string{seed}
-		}
-		m := &Member{t: t, cfg: cfg}
+		m := newMember(t, fmt.Sprintf("warren-%d", i), n, seed)
 		m.Start()
 		if seed == "" {
 			seed = m.GossipAddr()
@@ -72,6 +47,50 @@ func StartCluster(t *testing.T, n int) []*Member {
 		}
 	}
 	return ms
+}
+
+// AddNode starts a node named name that joins the existing cluster
+// through seed (a gossip address or DNS name with port), as an operator
+// adds one later (--bootstrap-expect 0), and waits until it serves
+// clients.
+func AddNode(t *testing.T, name, seed string) *Member {
+	t.Helper()
+	m := newMember(t, name, 0, seed)
+	m.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Ready(ctx); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return m
+}
+
+func newMember(t *testing.T, name string, expect int, seed string) *Member {
+	var out io.Writer = io.Discard
+	if os.Getenv("WARREN_TEST_LOG") != "" {
+		out = os.Stderr
+	}
+	cfg := node.Config{
+		DataDir:  t.TempDir(),
+		AMQPAddr: "127.0.0.1:0",
+		Log:      slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name),
+		Broker:   broker.Config{Seed: broker.DefaultSeed()},
+		Cluster: &node.ClusterConfig{
+			NodeName:         name,
+			InternalAddr:     "127.0.0.1:0",
+			GossipAddr:       "127.0.0.1:0",
+			BootstrapExpect:  expect,
+			HeartbeatTimeout: 500 * time.Millisecond,
+			ElectionTimeout:  500 * time.Millisecond,
+			PublishTimeout:   10 * time.Second,
+			ProbeInterval:    200 * time.Millisecond,
+			ProbeTimeout:     100 * time.Millisecond,
+		},
+	}
+	if seed != "" {
+		cfg.Cluster.Join = []string{seed}
+	}
+	return &Member{t: t, cfg: cfg}
 }
 
 // Start starts (or restarts, on the same data and ports) the node.
