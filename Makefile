@@ -90,6 +90,10 @@ cluster: build ## start N local nodes (default 3) on ports 5672+i, 25672+i, 7946
 perf-compare: build ## warren-perf against `make run`'s node and a 1-node RabbitMQ (see docs/performance.md)
 	./scripts/perf-compare.sh
 
+.PHONY: idle-cost
+idle-cost: ## CPU, memory and goroutines of 3 local nodes with N (default 1000) idle quorum queues
+	N=$(or $(QUEUES),1000) ./scripts/idle-cost.sh
+
 .PHONY: backlog-memory
 backlog-memory: ## 1,000,000 x 1 KB messages into one quorum queue, then its RssAnon
 	./scripts/backlog-memory.sh

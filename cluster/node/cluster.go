@@ -48,9 +48,14 @@ type ClusterConfig struct {
 	GossipKey []byte
 	// Version is reported to the other nodes.
 	Version string
-	// HeartbeatTimeout and ElectionTimeout of every Raft group (metadata
-	// and queues); zero is one second. Tests shorten them.
+	// HeartbeatTimeout and ElectionTimeout of the metadata group; zero is
+	// one second. Tests shorten them.
 	HeartbeatTimeout, ElectionTimeout time.Duration
+	// QueueTimeout is the heartbeat and election timeout of the queue
+	// groups; zero is the longer of five seconds and HeartbeatTimeout.
+	// Idle groups heartbeat every tenth of it; gossip reporting a node
+	// failed makes the groups it led elect sooner (failover.go).
+	QueueTimeout time.Duration
 	// PublishTimeout bounds how long a publish forwarded to a queue's
 	// leader may wait for its commit before the publisher gets basic.nack.
 	PublishTimeout time.Duration
@@ -76,6 +81,10 @@ type clusterNode struct {
 	fwd    *forward.Server
 	// admin answers warrenctl once the broker exists (run).
 	admin lateBackend
+
+	// qlog holds every local queue group's Raft log: their writes share
+	// transactions and fsyncs. Closed after the broker.
+	qlog *replica.SharedLog
 
 	mu       sync.Mutex
 	replicas map[string]*replica.Replica // this node's members, by queue ID
@@ -149,6 +158,13 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 		c.meta.Close()
 		c.closeTransport()
 		return nil, fmt.Errorf("start gossip: %w", err)
+	}
+	c.qlog, err = replica.OpenSharedLog(filepath.Join(dataDir, "quorum", "log.db"))
+	if err != nil {
+		c.gossip.Stop()
+		c.meta.Close()
+		c.closeTransport()
+		return nil, fmt.Errorf("open the queues' log: %w", err)
 	}
 	return c, nil
 }
@@ -232,7 +248,8 @@ func (c *clusterNode) lead(b *broker.Broker) {
 		case <-c.stop:
 			return
 		case <-t.C:
-		case <-c.gossip.Events():
+		case ev := <-c.gossip.Events():
+			c.memberEvent(ev)
 		}
 		if !c.meta.IsLeader() {
 			continue
@@ -352,7 +369,10 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 			addr, _ := c.addrOf(m)
 			cfg.Peers = append(cfg.Peers, replica.Peer{ID: m, Addr: addr})
 		}
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout = c.cfg.HeartbeatTimeout, c.cfg.ElectionTimeout
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout = c.queueTimeout(), c.queueTimeout()
+		// The group's log goes in the node's shared log, named like its
+		// directory (removeOrphans relies on that).
+		cfg.SharedLog = c.qlog
 		local, err = replica.Open(cfg)
 		if err != nil {
 			trans.Close()
@@ -474,6 +494,18 @@ func (c *clusterNode) removeOrphans(dataDir string, b *broker.Broker) {
 		}
 		c.log.Info("removed the group of a queue deleted while this node was away", "group", e.Name())
 	}
+	groups, err := c.qlog.Groups()
+	if err != nil {
+		c.log.Warn("list the queues' log groups", "err", err)
+	}
+	for _, id := range groups {
+		if keep[id] {
+			continue
+		}
+		if err := c.qlog.DropGroup(id); err != nil {
+			c.log.Warn("drop the log of a deleted queue", "group", id, "err", err)
+		}
+	}
 }
 
 // ready reports whether the node has a metadata leader and a model with
@@ -491,7 +523,7 @@ func (c *clusterNode) close() error {
 	err := c.gossip.Leave(2 * time.Second)
 	err = errors.Join(err, c.gossip.Stop())
 	c.closeTransport()
-	return err
+	return errors.Join(err, c.qlog.Close())
 }
 
 func (c *clusterNode) closeTransport() {

@@ -7,10 +7,12 @@
 // of an rpc.Pool, so a node holds the same two connections per peer node
 // whether it carries one group or a thousand: ordinary calls and the
 // AppendEntries pipelines on Pool.Conn, snapshots on Pool.Bulk, so that a
-// large snapshot does not hold up other groups' heartbeats.
+// large snapshot does not hold up other groups' heartbeats. The
+// heartbeats of every group to one peer travel together (heartbeat.go).
 //
-// Concurrency: Mux.mu guards the group table and the closed flag and is
-// never held while calling into raft or the network. Each Transport owns
+// Concurrency: Mux.mu guards the group table and the closed flag, Mux.hbMu
+// the heartbeat senders; neither is held while calling into raft or the
+// network, nor is a sender's own mutex. Each Transport owns
 // its closing (done channel, client context); server handlers never block
 // on a closed group.
 package transport
@@ -20,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -53,6 +56,12 @@ type Mux struct {
 	mu     sync.RWMutex
 	groups map[string]*Transport
 	closed bool
+
+	// hbMu guards hb, the heartbeat sender of each peer node.
+	hbMu sync.Mutex
+	hb   map[string]*peerHeartbeats
+	// hbServed counts the Heartbeats calls served, for tests.
+	hbServed atomic.Uint64
 }
 
 // NewMux returns a Mux for the node whose advertised internal address
@@ -62,7 +71,7 @@ func NewMux(localAddr string, pool *rpc.Pool, log *slog.Logger) *Mux {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Mux{local: localAddr, pool: pool, log: log, groups: make(map[string]*Transport)}
+	return &Mux{local: localAddr, pool: pool, log: log, groups: make(map[string]*Transport), hb: make(map[string]*peerHeartbeats)}
 }
 
 // Register registers the Raft gRPC service on s.

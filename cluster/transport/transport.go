@@ -77,8 +77,12 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// AppendEntries implements raft.Transport.
+// AppendEntries implements raft.Transport. Heartbeats go in the next
+// batch to target (heartbeat.go).
 func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if isHeartbeat(args) {
+		return t.heartbeat(target, args, resp)
+	}
 	c, ctx, cancel, err := t.call(target)
 	if err != nil {
 		return t.fail("AppendEntries", target, err)
@@ -226,3 +230,21 @@ func (f *appendFuture) Error() error {
 func (f *appendFuture) Start() time.Time                      { return f.start }
 func (f *appendFuture) Request() *raft.AppendEntriesRequest   { return f.args }
 func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }
+
+// Campaign makes this node's member of the group start an election at
+// once, as a TimeoutNow from the group's leader does in a leadership
+// transfer (raft has no API for it). It is meant for a group just
+// bootstrapped here, which has no leader to disturb: with long heartbeat
+// timeouts its first election would otherwise wait one.
+func (t *Transport) Campaign(ctx context.Context) error {
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(t.mux.local)}}
+	respCh, err := t.dispatch(ctx, req, nil, false)
+	if err != nil {
+		return err
+	}
+	_, rpcErr, err := t.wait(ctx, respCh)
+	if err != nil {
+		return err
+	}
+	return rpcErr
+}

@@ -104,7 +104,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.bootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many nodes see each other (all nodes of a new cluster get the same value; 0 joins an existing cluster; without --join a node forms a cluster of one)")
 	fs.StringVar(&c.gossipKey, "gossip-key", "", "base64 key (16, 24 or 32 bytes) encrypting gossip; every node needs the same")
 	fs.DurationVar(&c.publishTimeout, "publish-timeout", 30*time.Second, "how long a publish may wait for a quorum queue's majority before the publisher gets basic.nack")
-	fs.DurationVar(&c.raftTimeout, "raft-timeout", time.Second, "heartbeat and election timeout of the Raft groups (metadata and queues): how soon a lost leader is replaced")
+	fs.DurationVar(&c.raftTimeout, "raft-timeout", time.Second, "heartbeat and election timeout of the metadata Raft group: how soon its lost leader is replaced (queue groups use the longer of this and 5s, and elect at once when gossip reports their leader's node failed)")
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: warren [flags]
 

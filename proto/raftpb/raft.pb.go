@@ -1018,6 +1018,160 @@ func (x *InstallSnapshotResponse) GetError() string {
 	return ""
 }
 
+type HeartbeatBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each request names its group; a group may appear more than once.
+	Requests      []*AppendEntriesRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatBatch) Reset() {
+	*x = HeartbeatBatch{}
+	mi := &file_raftpb_raft_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatBatch) ProtoMessage() {}
+
+func (x *HeartbeatBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_raftpb_raft_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatBatch.ProtoReflect.Descriptor instead.
+func (*HeartbeatBatch) Descriptor() ([]byte, []int) {
+	return file_raftpb_raft_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HeartbeatBatch) GetRequests() []*AppendEntriesRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type HeartbeatResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The follower's answer, when code is 0.
+	Response *AppendEntriesResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// A gRPC status code and message for a request that reached no raft
+	// (the group is not on this node, or it closed): what the unary
+	// AppendEntries call would have failed with.
+	Code          uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatResult) Reset() {
+	*x = HeartbeatResult{}
+	mi := &file_raftpb_raft_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatResult) ProtoMessage() {}
+
+func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
+	mi := &file_raftpb_raft_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatResult.ProtoReflect.Descriptor instead.
+func (*HeartbeatResult) Descriptor() ([]byte, []int) {
+	return file_raftpb_raft_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HeartbeatResult) GetResponse() *AppendEntriesResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *HeartbeatResult) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *HeartbeatResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type HeartbeatBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per request, in request order.
+	Results       []*HeartbeatResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatBatchResponse) Reset() {
+	*x = HeartbeatBatchResponse{}
+	mi := &file_raftpb_raft_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatBatchResponse) ProtoMessage() {}
+
+func (x *HeartbeatBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftpb_raft_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatBatchResponse.ProtoReflect.Descriptor instead.
+func (*HeartbeatBatchResponse) Descriptor() ([]byte, []int) {
+	return file_raftpb_raft_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HeartbeatBatchResponse) GetResults() []*HeartbeatResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_raftpb_raft_proto protoreflect.FileDescriptor
 
 const file_raftpb_raft_proto_rawDesc = "" +
@@ -1104,7 +1258,15 @@ const file_raftpb_raft_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x16.warren.raft.RPCHeaderR\x06header\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x18\n" +
 	"\asuccess\x18\x03 \x01(\bR\asuccess\x12\x14\n" +
-	"\x05error\x18\x0f \x01(\tR\x05error2\x9c\x04\n" +
+	"\x05error\x18\x0f \x01(\tR\x05error\"O\n" +
+	"\x0eHeartbeatBatch\x12=\n" +
+	"\brequests\x18\x01 \x03(\v2!.warren.raft.AppendEntriesRequestR\brequests\"\x7f\n" +
+	"\x0fHeartbeatResult\x12>\n" +
+	"\bresponse\x18\x01 \x01(\v2\".warren.raft.AppendEntriesResponseR\bresponse\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"P\n" +
+	"\x16HeartbeatBatchResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.warren.raft.HeartbeatResultR\aresults2\xec\x04\n" +
 	"\x04Raft\x12V\n" +
 	"\rAppendEntries\x12!.warren.raft.AppendEntriesRequest\x1a\".warren.raft.AppendEntriesResponse\x12b\n" +
 	"\x15AppendEntriesPipeline\x12!.warren.raft.AppendEntriesRequest\x1a\".warren.raft.AppendEntriesResponse(\x010\x01\x12P\n" +
@@ -1112,7 +1274,9 @@ const file_raftpb_raft_proto_rawDesc = "" +
 	"\x0eRequestPreVote\x12\".warren.raft.RequestPreVoteRequest\x1a#.warren.raft.RequestPreVoteResponse\x12M\n" +
 	"\n" +
 	"TimeoutNow\x12\x1e.warren.raft.TimeoutNowRequest\x1a\x1f.warren.raft.TimeoutNowResponse\x12\\\n" +
-	"\x0fInstallSnapshot\x12!.warren.raft.InstallSnapshotChunk\x1a$.warren.raft.InstallSnapshotResponse(\x01B)Z'github.com/warrenmq/warren/proto/raftpbb\x06proto3"
+	"\x0fInstallSnapshot\x12!.warren.raft.InstallSnapshotChunk\x1a$.warren.raft.InstallSnapshotResponse(\x01\x12N\n" +
+	"\n" +
+	"Heartbeats\x12\x1b.warren.raft.HeartbeatBatch\x1a#.warren.raft.HeartbeatBatchResponseB)Z'github.com/warrenmq/warren/proto/raftpbb\x06proto3"
 
 var (
 	file_raftpb_raft_proto_rawDescOnce sync.Once
@@ -1126,7 +1290,7 @@ func file_raftpb_raft_proto_rawDescGZIP() []byte {
 	return file_raftpb_raft_proto_rawDescData
 }
 
-var file_raftpb_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_raftpb_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_raftpb_raft_proto_goTypes = []any{
 	(*RPCHeader)(nil),               // 0: warren.raft.RPCHeader
 	(*Log)(nil),                     // 1: warren.raft.Log
@@ -1141,6 +1305,9 @@ var file_raftpb_raft_proto_goTypes = []any{
 	(*InstallSnapshotRequest)(nil),  // 10: warren.raft.InstallSnapshotRequest
 	(*InstallSnapshotChunk)(nil),    // 11: warren.raft.InstallSnapshotChunk
 	(*InstallSnapshotResponse)(nil), // 12: warren.raft.InstallSnapshotResponse
+	(*HeartbeatBatch)(nil),          // 13: warren.raft.HeartbeatBatch
+	(*HeartbeatResult)(nil),         // 14: warren.raft.HeartbeatResult
+	(*HeartbeatBatchResponse)(nil),  // 15: warren.raft.HeartbeatBatchResponse
 }
 var file_raftpb_raft_proto_depIdxs = []int32{
 	0,  // 0: warren.raft.AppendEntriesRequest.header:type_name -> warren.raft.RPCHeader
@@ -1155,23 +1322,28 @@ var file_raftpb_raft_proto_depIdxs = []int32{
 	0,  // 9: warren.raft.InstallSnapshotRequest.header:type_name -> warren.raft.RPCHeader
 	10, // 10: warren.raft.InstallSnapshotChunk.request:type_name -> warren.raft.InstallSnapshotRequest
 	0,  // 11: warren.raft.InstallSnapshotResponse.header:type_name -> warren.raft.RPCHeader
-	2,  // 12: warren.raft.Raft.AppendEntries:input_type -> warren.raft.AppendEntriesRequest
-	2,  // 13: warren.raft.Raft.AppendEntriesPipeline:input_type -> warren.raft.AppendEntriesRequest
-	4,  // 14: warren.raft.Raft.RequestVote:input_type -> warren.raft.RequestVoteRequest
-	6,  // 15: warren.raft.Raft.RequestPreVote:input_type -> warren.raft.RequestPreVoteRequest
-	8,  // 16: warren.raft.Raft.TimeoutNow:input_type -> warren.raft.TimeoutNowRequest
-	11, // 17: warren.raft.Raft.InstallSnapshot:input_type -> warren.raft.InstallSnapshotChunk
-	3,  // 18: warren.raft.Raft.AppendEntries:output_type -> warren.raft.AppendEntriesResponse
-	3,  // 19: warren.raft.Raft.AppendEntriesPipeline:output_type -> warren.raft.AppendEntriesResponse
-	5,  // 20: warren.raft.Raft.RequestVote:output_type -> warren.raft.RequestVoteResponse
-	7,  // 21: warren.raft.Raft.RequestPreVote:output_type -> warren.raft.RequestPreVoteResponse
-	9,  // 22: warren.raft.Raft.TimeoutNow:output_type -> warren.raft.TimeoutNowResponse
-	12, // 23: warren.raft.Raft.InstallSnapshot:output_type -> warren.raft.InstallSnapshotResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	2,  // 12: warren.raft.HeartbeatBatch.requests:type_name -> warren.raft.AppendEntriesRequest
+	3,  // 13: warren.raft.HeartbeatResult.response:type_name -> warren.raft.AppendEntriesResponse
+	14, // 14: warren.raft.HeartbeatBatchResponse.results:type_name -> warren.raft.HeartbeatResult
+	2,  // 15: warren.raft.Raft.AppendEntries:input_type -> warren.raft.AppendEntriesRequest
+	2,  // 16: warren.raft.Raft.AppendEntriesPipeline:input_type -> warren.raft.AppendEntriesRequest
+	4,  // 17: warren.raft.Raft.RequestVote:input_type -> warren.raft.RequestVoteRequest
+	6,  // 18: warren.raft.Raft.RequestPreVote:input_type -> warren.raft.RequestPreVoteRequest
+	8,  // 19: warren.raft.Raft.TimeoutNow:input_type -> warren.raft.TimeoutNowRequest
+	11, // 20: warren.raft.Raft.InstallSnapshot:input_type -> warren.raft.InstallSnapshotChunk
+	13, // 21: warren.raft.Raft.Heartbeats:input_type -> warren.raft.HeartbeatBatch
+	3,  // 22: warren.raft.Raft.AppendEntries:output_type -> warren.raft.AppendEntriesResponse
+	3,  // 23: warren.raft.Raft.AppendEntriesPipeline:output_type -> warren.raft.AppendEntriesResponse
+	5,  // 24: warren.raft.Raft.RequestVote:output_type -> warren.raft.RequestVoteResponse
+	7,  // 25: warren.raft.Raft.RequestPreVote:output_type -> warren.raft.RequestPreVoteResponse
+	9,  // 26: warren.raft.Raft.TimeoutNow:output_type -> warren.raft.TimeoutNowResponse
+	12, // 27: warren.raft.Raft.InstallSnapshot:output_type -> warren.raft.InstallSnapshotResponse
+	15, // 28: warren.raft.Raft.Heartbeats:output_type -> warren.raft.HeartbeatBatchResponse
+	22, // [22:29] is the sub-list for method output_type
+	15, // [15:22] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_raftpb_raft_proto_init() }
@@ -1185,7 +1357,7 @@ func file_raftpb_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftpb_raft_proto_rawDesc), len(file_raftpb_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

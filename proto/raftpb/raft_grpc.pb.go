@@ -30,6 +30,7 @@ const (
 	Raft_RequestPreVote_FullMethodName        = "/warren.raft.Raft/RequestPreVote"
 	Raft_TimeoutNow_FullMethodName            = "/warren.raft.Raft/TimeoutNow"
 	Raft_InstallSnapshot_FullMethodName       = "/warren.raft.Raft/InstallSnapshot"
+	Raft_Heartbeats_FullMethodName            = "/warren.raft.Raft/Heartbeats"
 )
 
 // RaftClient is the client API for Raft service.
@@ -49,6 +50,10 @@ type RaftClient interface {
 	// carry data; the response comes once raft has installed (or refused)
 	// the snapshot.
 	InstallSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[InstallSnapshotChunk, InstallSnapshotResponse], error)
+	// Heartbeats carries the heartbeats of many groups to one node at once
+	// (AppendEntries requests with a term and a leader only); each is
+	// answered by its group's heartbeat handler, in request order.
+	Heartbeats(ctx context.Context, in *HeartbeatBatch, opts ...grpc.CallOption) (*HeartbeatBatchResponse, error)
 }
 
 type raftClient struct {
@@ -125,6 +130,16 @@ func (c *raftClient) InstallSnapshot(ctx context.Context, opts ...grpc.CallOptio
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Raft_InstallSnapshotClient = grpc.ClientStreamingClient[InstallSnapshotChunk, InstallSnapshotResponse]
 
+func (c *raftClient) Heartbeats(ctx context.Context, in *HeartbeatBatch, opts ...grpc.CallOption) (*HeartbeatBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HeartbeatBatchResponse)
+	err := c.cc.Invoke(ctx, Raft_Heartbeats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RaftServer is the server API for Raft service.
 // All implementations must embed UnimplementedRaftServer
 // for forward compatibility.
@@ -142,6 +157,10 @@ type RaftServer interface {
 	// carry data; the response comes once raft has installed (or refused)
 	// the snapshot.
 	InstallSnapshot(grpc.ClientStreamingServer[InstallSnapshotChunk, InstallSnapshotResponse]) error
+	// Heartbeats carries the heartbeats of many groups to one node at once
+	// (AppendEntries requests with a term and a leader only); each is
+	// answered by its group's heartbeat handler, in request order.
+	Heartbeats(context.Context, *HeartbeatBatch) (*HeartbeatBatchResponse, error)
 	mustEmbedUnimplementedRaftServer()
 }
 
@@ -169,6 +188,9 @@ func (UnimplementedRaftServer) TimeoutNow(context.Context, *TimeoutNowRequest) (
 }
 func (UnimplementedRaftServer) InstallSnapshot(grpc.ClientStreamingServer[InstallSnapshotChunk, InstallSnapshotResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method InstallSnapshot not implemented")
+}
+func (UnimplementedRaftServer) Heartbeats(context.Context, *HeartbeatBatch) (*HeartbeatBatchResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Heartbeats not implemented")
 }
 func (UnimplementedRaftServer) mustEmbedUnimplementedRaftServer() {}
 func (UnimplementedRaftServer) testEmbeddedByValue()              {}
@@ -277,6 +299,24 @@ func _Raft_InstallSnapshot_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Raft_InstallSnapshotServer = grpc.ClientStreamingServer[InstallSnapshotChunk, InstallSnapshotResponse]
 
+func _Raft_Heartbeats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HeartbeatBatch)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RaftServer).Heartbeats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Raft_Heartbeats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RaftServer).Heartbeats(ctx, req.(*HeartbeatBatch))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Raft_ServiceDesc is the grpc.ServiceDesc for Raft service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -299,6 +339,10 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TimeoutNow",
 			Handler:    _Raft_TimeoutNow_Handler,
+		},
+		{
+			MethodName: "Heartbeats",
+			Handler:    _Raft_Heartbeats_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -197,6 +197,8 @@ const minSnapshotThreshold = 16384
 // number. Every member adapts on its own: snapshots are local.
 func (r *Replica) adaptSnapshotThreshold(live int) {
 	want := uint64(max(minSnapshotThreshold, 2*live))
+	r.fo.mu.Lock() // failover.go changes the timeouts meanwhile
+	defer r.fo.mu.Unlock()
 	cur := r.raft.ReloadableConfig()
 	if want < 2*cur.SnapshotThreshold && 2*want > cur.SnapshotThreshold {
 		return // within a factor of two: not worth a reload

@@ -23,12 +23,15 @@ type group struct {
 	dirs    map[string]string
 	trans   map[string]*raft.InmemTransport
 	members map[string]*Replica
+	// nodes are the members' log storages (nil: a file per queue).
+	nodes map[string]*testNode
 }
 
-func newGroup(t *testing.T) *group {
-	g := &group{t: t, names: []string{"a", "b", "c"}, dirs: map[string]string{}, trans: map[string]*raft.InmemTransport{}, members: map[string]*Replica{}}
+func newGroup(t *testing.T, st storage) *group {
+	g := &group{t: t, names: []string{"a", "b", "c"}, dirs: map[string]string{}, trans: map[string]*raft.InmemTransport{}, members: map[string]*Replica{}, nodes: map[string]*testNode{}}
 	for _, n := range g.names {
 		g.dirs[n] = t.TempDir()
+		g.nodes[n] = st.node(t)
 	}
 	for i, n := range g.names {
 		g.start(n, i == 0)
@@ -55,21 +58,25 @@ func (g *group) start(n string, bootstrap bool) {
 	for _, m := range g.names {
 		peers = append(peers, Peer{ID: m, Addr: m})
 	}
-	r, err := Open(Config{
+	cfg := Config{
 		Name: "test/q", Dir: g.dirs[n], NodeID: n, Created: 1,
 		Transport: tr, Peers: peers, Bootstrap: bootstrap,
 		HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 		Log: testLog(n),
-	})
+	}
+	g.nodes[n].configure(&cfg)
+	r, err := Open(cfg)
 	if err != nil {
 		g.t.Fatalf("open %s: %v", n, err)
 	}
 	g.members[n] = r
 }
 
-// stop closes member n and cuts it off.
+// stop closes member n and cuts it off; its node's shared log, if any,
+// is closed and reopened, as by a node restart.
 func (g *group) stop(n string) {
 	g.members[n].Close()
+	g.nodes[n].restart(g.t)
 	delete(g.members, n)
 	for m, other := range g.trans {
 		if m != n {
@@ -127,8 +134,10 @@ func publish(t *testing.T, r *Replica, from, n int) {
 // TestGroupFailover: confirmed messages survive the leader's loss, and
 // the ones a consumer held through it come back, marked redelivered, to
 // the consumer once it attaches to the new leader.
-func TestGroupFailover(t *testing.T) {
-	g := newGroup(t)
+func TestGroupFailover(t *testing.T) { eachStorage(t, testGroupFailover) }
+
+func testGroupFailover(t *testing.T, st storage) {
+	g := newGroup(t, st)
 	name, lead := g.leader()
 	if name != "a" {
 		t.Fatalf("leader %s, want the bootstrapping member a", name)
@@ -172,8 +181,10 @@ func TestGroupFailover(t *testing.T) {
 
 // TestGroupForwardedPublishDedup: a forwarded publish sent again (as after
 // a leader change) is stored once and confirmed both times.
-func TestGroupForwardedPublishDedup(t *testing.T) {
-	g := newGroup(t)
+func TestGroupForwardedPublishDedup(t *testing.T) { eachStorage(t, testGroupForwardedPublishDedup) }
+
+func testGroupForwardedPublishDedup(t *testing.T, st storage) {
+	g := newGroup(t, st)
 	_, lead := g.leader()
 	done := make(chan error, 3)
 	cb := func(err error) { done <- err }
@@ -197,8 +208,10 @@ func TestGroupForwardedPublishDedup(t *testing.T) {
 
 // TestGroupMovableLeaderLost: when the member a consumer is attached to
 // stops leading (leadership moves), a movable consumer hears LeaderLost.
-func TestGroupMovableLeaderLost(t *testing.T) {
-	g := newGroup(t)
+func TestGroupMovableLeaderLost(t *testing.T) { eachStorage(t, testGroupMovableLeaderLost) }
+
+func testGroupMovableLeaderLost(t *testing.T, st storage) {
+	g := newGroup(t, st)
 	_, lead := g.leader()
 	c := &movable{lost: make(chan struct{}, 1)}
 	if err := lead.Consume(c, queue.ConsumeOptions{Prefetch: 10}); err != nil {
@@ -220,8 +233,10 @@ func TestGroupMovableLeaderLost(t *testing.T) {
 // TestGroupLaggingFollowerSnapshot: a member that was down while the log
 // was compacted past it catches up from a snapshot that carries the live
 // messages' bodies, and serves them once it leads.
-func TestGroupLaggingFollowerSnapshot(t *testing.T) {
-	g := newGroup(t)
+func TestGroupLaggingFollowerSnapshot(t *testing.T) { eachStorage(t, testGroupLaggingFollowerSnapshot) }
+
+func testGroupLaggingFollowerSnapshot(t *testing.T, st storage) {
+	g := newGroup(t, st)
 	_, lead := g.leader()
 	publish(t, lead, 0, 10) // the old messages that stay live
 	waitLong(t, "c to apply", func() bool { return g.members["c"].Stats().Ready == 10 })

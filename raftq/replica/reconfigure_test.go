@@ -32,13 +32,15 @@ func (d *deadLetters) list() []string {
 	return append([]string(nil), d.got...)
 }
 
-func openWithDeadLetters(t *testing.T, dir string, args amqp.Table, dl *deadLetters) *Replica {
+func openWithDeadLetters(t *testing.T, node *testNode, dir string, args amqp.Table, dl *deadLetters) *Replica {
 	t.Helper()
-	r, err := Open(Config{
+	cfg := Config{
 		Name: "test/q", Dir: dir, NodeID: "n1", Arguments: args, Created: 1,
 		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		DeadLetter: dl.publish,
-	})
+	}
+	node.configure(&cfg)
+	r, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +52,14 @@ func openWithDeadLetters(t *testing.T, dir string, args amqp.Table, dl *deadLett
 // update_config is followed by checkout/4's evaluate_limit), so Reconfigure
 // returns with the queue within its new limit; the new configuration is in
 // the log and survives a restart.
-func TestReconfigureMaxLength(t *testing.T) {
+func TestReconfigureMaxLength(t *testing.T) { eachStorage(t, testReconfigureMaxLength) }
+
+func testReconfigureMaxLength(t *testing.T, st storage) {
 	dir := t.TempDir()
+	node := st.node(t)
 	dl := &deadLetters{}
 	declared := amqp.Table{"x-max-length": int64(10), "x-dead-letter-exchange": ""}
-	r := openWithDeadLetters(t, dir, declared, dl)
+	r := openWithDeadLetters(t, node, dir, declared, dl)
 	enqueue(t, r, 10)
 	if st := r.Stats(); st.Ready != 10 {
 		t.Fatalf("%d ready, want 10", st.Ready)
@@ -78,9 +83,10 @@ func TestReconfigureMaxLength(t *testing.T) {
 		t.Fatalf("get: %q %v %v, want m5", d.Message.Body, ok, err)
 	}
 	r.Close()
+	node.restart(t)
 
 	// Reopened with the declared arguments: the log says 5.
-	r = openWithDeadLetters(t, dir, declared, dl)
+	r = openWithDeadLetters(t, node, dir, declared, dl)
 	defer r.Close()
 	if got := r.queueConfig().MaxLength; got != 5 {
 		t.Fatalf("max length %d after restart, want 5", got)
@@ -95,7 +101,7 @@ func TestReconfigureMaxLength(t *testing.T) {
 // message next comes back (rabbit_fifo return_one/8), not at once.
 func TestReconfigureDeliveryLimit(t *testing.T) {
 	dl := &deadLetters{}
-	r := openWithDeadLetters(t, t.TempDir(), amqp.Table{"x-delivery-limit": int64(5), "x-dead-letter-exchange": ""}, dl)
+	r := openWithDeadLetters(t, nil, t.TempDir(), amqp.Table{"x-delivery-limit": int64(5), "x-dead-letter-exchange": ""}, dl)
 	defer r.Close()
 	enqueue(t, r, 1)
 	reject := func(cause queue.ReturnCause) {
@@ -133,7 +139,7 @@ func TestReconfigureDeliveryLimit(t *testing.T) {
 // is enqueued, so a new x-message-ttl applies to messages enqueued after
 // it, and removing it does not save one stamped before.
 func TestReconfigureMessageTTL(t *testing.T) {
-	r := openTest(t, t.TempDir(), nil)
+	r := openTest(t, nil, t.TempDir(), nil)
 	defer r.Close()
 	if err := r.Reconfigure(amqp.Table{"x-message-ttl": int64(50)}); err != nil {
 		t.Fatal(err)
@@ -160,7 +166,7 @@ func TestReconfigureMessageTTL(t *testing.T) {
 // TestReconfigureRefusesBadArguments: an invalid argument is refused as
 // declare refuses it, and nothing is proposed.
 func TestReconfigureRefusesBadArguments(t *testing.T) {
-	r := openTest(t, t.TempDir(), amqp.Table{"x-max-length": int64(3)})
+	r := openTest(t, nil, t.TempDir(), amqp.Table{"x-max-length": int64(3)})
 	defer r.Close()
 	lastIndex := func() uint64 {
 		r.fsm.mu.Lock()
@@ -181,7 +187,7 @@ func TestReconfigureRefusesBadArguments(t *testing.T) {
 // TestReconfigureSingleActiveConsumerStays: x-single-active-consumer is not
 // a policy key; the machine keeps the declared value.
 func TestReconfigureSingleActiveConsumerStays(t *testing.T) {
-	r := openTest(t, t.TempDir(), amqp.Table{"x-single-active-consumer": true})
+	r := openTest(t, nil, t.TempDir(), amqp.Table{"x-single-active-consumer": true})
 	defer r.Close()
 	if err := r.Reconfigure(amqp.Table{"x-max-length": int64(3)}); err != nil {
 		t.Fatal(err)
@@ -229,8 +235,10 @@ func TestReconfigureEndsAtLeastOnce(t *testing.T) {
 
 // TestGroupReconfigure: the update is one log entry: every member applies
 // it; a follower refuses to propose it.
-func TestGroupReconfigure(t *testing.T) {
-	g := newGroup(t)
+func TestGroupReconfigure(t *testing.T) { eachStorage(t, testGroupReconfigure) }
+
+func testGroupReconfigure(t *testing.T, st storage) {
+	g := newGroup(t, st)
 	leader, r := g.leader()
 	publish(t, r, 0, 8)
 	if err := r.Reconfigure(amqp.Table{"x-max-length": int64(3)}); err != nil {

@@ -26,8 +26,16 @@ import (
 type Config struct {
 	// Name identifies the queue in logs ("vhost/name").
 	Name string
-	// Dir holds the group's log, stable store and snapshots.
+	// Dir holds the group's snapshots, and its log and stable store
+	// (log.db) unless SharedLog is set.
 	Dir string
+	// SharedLog, when set, holds the group's log and stable store (as
+	// group LogGroup) instead of a file of its own in Dir: a node's groups
+	// then share its transactions and fsyncs. Close leaves it open; Delete
+	// drops the group from it. A log.db found in Dir is moved into it.
+	SharedLog *SharedLog
+	// LogGroup names the group in SharedLog; empty means Dir's base name.
+	LogGroup string
 	// NodeID is this node's Raft server ID.
 	NodeID string
 	// Arguments are the queue's declared x-arguments.
@@ -94,8 +102,11 @@ type Replica struct {
 	// applying (replaying the log) before NewRaft returns.
 	leaderOf atomic.Pointer[raft.Raft]
 	fsm      *fsm
-	store    *boltLog
-	snaps    *bodyStore
+	store    raftStore
+	// closeStore closes store: boltLog's file, or nothing for a group
+	// of the shared log.
+	closeStore func() error
+	snaps      *bodyStore
 	// dlxOnReject: x-overflow=reject-publish-dlx, a classic queue option
 	// (guarded by fsm.mu: the FSM reads it, Reconfigure changes it).
 	dlxOnReject bool
@@ -134,6 +145,10 @@ type Replica struct {
 
 	dl     *deadLetterer
 	dlOnce sync.Once
+
+	// fo: prompt elections when gossip reports the leader's node failed
+	// (failover.go).
+	fo failover
 }
 
 type consumerRef struct {
@@ -159,7 +174,7 @@ func Open(cfg Config) (*Replica, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create queue dir: %w", err)
 	}
-	store, err := openBoltLog(filepath.Join(cfg.Dir, "log.db"))
+	store, closeStore, err := openStore(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}
@@ -169,6 +184,7 @@ func Open(cfg Config) (*Replica, error) {
 		log:        cfg.Log.With("queue", cfg.Name),
 		cfg:        cfg,
 		store:      store,
+		closeStore: closeStore,
 		publisher:  randomID(),
 		slots:      make(chan struct{}, inflightLimit),
 		pending:    make(map[pendingKey]func(error)),
@@ -197,6 +213,7 @@ func Open(cfg Config) (*Replica, error) {
 		rc.HeartbeatTimeout = orDefault(cfg.HeartbeatTimeout, time.Second)
 		rc.ElectionTimeout = orDefault(cfg.ElectionTimeout, time.Second)
 		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout / 2
+		r.fo.init(rc)
 	}
 	rc.CommitTimeout = 5 * time.Millisecond
 	if cfg.Transport != nil {
@@ -219,7 +236,7 @@ func Open(cfg Config) (*Replica, error) {
 	snaps := &bodyStore{SnapshotStore: files, logs: store}
 	r.snaps = snaps
 	if err != nil {
-		store.Close()
+		closeStore()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
 	trans := cfg.Transport
@@ -238,21 +255,24 @@ func Open(cfg Config) (*Replica, error) {
 	logs := &liveLogStore{LogStore: store, live: r.fsm.liveIndexes}
 	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
-		store.Close()
+		closeStore()
 		return nil, fmt.Errorf("read raft state: %w", err)
 	}
 	if !existing && bootstrap {
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
-			store.Close()
+			closeStore()
 			return nil, fmt.Errorf("bootstrap raft group: %w", err)
 		}
 	}
 	r.raft, err = raft.NewRaft(rc, r.fsm, logs, store, snaps, trans)
 	if err != nil {
-		store.Close()
+		closeStore()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	r.leaderOf.Store(r.raft)
+	if !existing && bootstrap && cfg.Transport != nil {
+		go r.campaign() // failover.go
+	}
 	if cfg.Transport == nil {
 		if err := r.awaitLeadership(10 * time.Second); err != nil {
 			r.shutdown(queue.ErrDeleted)
@@ -265,6 +285,48 @@ func Open(cfg Config) (*Replica, error) {
 	go r.ticker()
 	go r.watchLeadership()
 	return r, nil
+}
+
+// raftStore is a group's Raft log and stable store.
+type raftStore interface {
+	raft.LogStore
+	raft.StableStore
+}
+
+// openStore opens the group's log and stable store: its own file in Dir,
+// or its group in the shared log, which takes over a file left in Dir by
+// an earlier run (the file goes once its contents are committed there).
+func openStore(cfg Config) (raftStore, func() error, error) {
+	path := filepath.Join(cfg.Dir, "log.db")
+	if cfg.SharedLog == nil {
+		s, err := openBoltLog(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	}
+	id := logGroup(cfg)
+	g, err := cfg.SharedLog.Group(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := os.Stat(path); err == nil {
+		if err := cfg.SharedLog.importFile(id, path); err != nil {
+			return nil, nil, fmt.Errorf("move %s into the shared log: %w", path, err)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, nil, err
+		}
+	}
+	return g, func() error { return nil }, nil
+}
+
+// logGroup is the group's name in the shared log.
+func logGroup(cfg Config) string {
+	if cfg.LogGroup != "" {
+		return cfg.LogGroup
+	}
+	return filepath.Base(cfg.Dir)
 }
 
 // parseArguments reads a queue's x-arguments into its machine's Config,
@@ -717,6 +779,11 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	for _, c := range gone {
 		c.Gone()
 	}
+	if r.cfg.SharedLog != nil {
+		if err := r.cfg.SharedLog.DropGroup(logGroup(r.cfg)); err != nil {
+			r.log.Error("drop the queue's log", "err", err)
+		}
+	}
 	if err := os.RemoveAll(r.dir); err != nil {
 		r.log.Error("remove queue files", "dir", r.dir, "err", err)
 	}
@@ -748,7 +815,7 @@ func (r *Replica) shutdown(pendingErr error) {
 	for _, done := range pending {
 		done(pendingErr)
 	}
-	if err := r.store.Close(); err != nil {
+	if err := r.closeStore(); err != nil {
 		r.log.Warn("close raft log", "err", err)
 	}
 }

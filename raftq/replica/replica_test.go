@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -51,16 +52,20 @@ func (f *fakeConsumer) ids() []uint64 {
 	return ids
 }
 
-func openTest(t *testing.T, dir string, args amqp.Table) *Replica {
+// openTest opens a one-member queue in dir, its log on node's storage
+// (nil: a file in dir).
+func openTest(t *testing.T, node *testNode, dir string, args amqp.Table) *Replica {
 	t.Helper()
-	r, err := Open(Config{
+	cfg := Config{
 		Name:      "test/q",
 		Dir:       dir,
 		NodeID:    "n1",
 		Arguments: args,
 		Created:   1,
 		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	node.configure(&cfg)
+	r, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +101,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestConsumeCancelRequeue(t *testing.T) {
-	r := openTest(t, t.TempDir(), nil)
+func TestConsumeCancelRequeue(t *testing.T) { eachStorage(t, testConsumeCancelRequeue) }
+
+func testConsumeCancelRequeue(t *testing.T, st storage) {
+	r := openTest(t, st.node(t), t.TempDir(), nil)
 	defer r.Close()
 	enqueue(t, r, 10)
 	c := &fakeConsumer{}
@@ -116,9 +123,12 @@ func TestConsumeCancelRequeue(t *testing.T) {
 	}
 }
 
-func TestRestartKeepsMessages(t *testing.T) {
+func TestRestartKeepsMessages(t *testing.T) { eachStorage(t, testRestartKeepsMessages) }
+
+func testRestartKeepsMessages(t *testing.T, st storage) {
 	dir := t.TempDir()
-	r := openTest(t, dir, nil)
+	node := st.node(t)
+	r := openTest(t, node, dir, nil)
 	enqueue(t, r, 20)
 	c := &fakeConsumer{}
 	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 5}); err != nil {
@@ -130,8 +140,9 @@ func TestRestartKeepsMessages(t *testing.T) {
 	// the settles are applied (Unacked is 5 before and after).
 	waitFor(t, "settled", func() bool { return len(c.ids()) == 8 })
 	r.Close()
+	node.restart(t)
 
-	r = openTest(t, dir, nil)
+	r = openTest(t, node, dir, nil)
 	defer r.Close()
 	// The consumer of the first run is gone: its 5 unsettled come back.
 	waitFor(t, "17 ready after restart", func() bool { return r.Stats().Ready == 17 })
@@ -152,7 +163,7 @@ func TestRestartKeepsMessages(t *testing.T) {
 }
 
 func TestSnapshotThresholdFollowsBacklog(t *testing.T) {
-	r := openTest(t, t.TempDir(), nil)
+	r := openTest(t, nil, t.TempDir(), nil)
 	defer r.Close()
 	if got := r.raft.ReloadableConfig().SnapshotThreshold; got != minSnapshotThreshold {
 		t.Fatalf("initial threshold %d", got)
@@ -171,12 +182,19 @@ func TestSnapshotThresholdFollowsBacklog(t *testing.T) {
 	}
 }
 
-func TestDeleteRemovesFiles(t *testing.T) {
+func TestDeleteRemovesFiles(t *testing.T) { eachStorage(t, testDeleteRemovesFiles) }
+
+func testDeleteRemovesFiles(t *testing.T, st storage) {
 	dir := filepath.Join(t.TempDir(), "q")
-	r := openTest(t, dir, nil)
+	node := st.node(t)
+	r := openTest(t, node, dir, nil)
 	enqueue(t, r, 3)
-	if _, err := os.Stat(filepath.Join(dir, "log.db")); err != nil {
-		t.Fatalf("log file missing while the queue lives: %v", err)
+	if node == nil {
+		if _, err := os.Stat(filepath.Join(dir, "log.db")); err != nil {
+			t.Fatalf("log file missing while the queue lives: %v", err)
+		}
+	} else if groups, _ := node.log.Groups(); !slices.Equal(groups, []string{"q"}) {
+		t.Fatalf("shared log groups %v while the queue lives, want [q]", groups)
 	}
 	n, err := r.Delete(false, false)
 	if err != nil || n != 3 {
@@ -184,5 +202,10 @@ func TestDeleteRemovesFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("queue directory still there after delete: %v", err)
+	}
+	if node != nil {
+		if groups, _ := node.log.Groups(); len(groups) != 0 {
+			t.Fatalf("shared log groups %v after delete, want none", groups)
+		}
 	}
 }

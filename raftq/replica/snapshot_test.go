@@ -14,9 +14,12 @@ import (
 // raft would to send it to a new member, and restores it into an empty
 // log: the new member must hold every live message's body, and none of the
 // settled ones. (Compaction around live entries is tested on the store.)
-func TestSnapshotCarriesLiveBodies(t *testing.T) {
+func TestSnapshotCarriesLiveBodies(t *testing.T) { eachStorage(t, testSnapshotCarriesLiveBodies) }
+
+func testSnapshotCarriesLiveBodies(t *testing.T, st storage) {
 	dir := t.TempDir()
-	r := openTest(t, dir, nil)
+	node := st.node(t)
+	r := openTest(t, node, dir, nil)
 	enqueue(t, r, 50)
 	c := &fakeConsumer{}
 	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 20}); err != nil {
@@ -38,11 +41,22 @@ func TestSnapshotCarriesLiveBodies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := openBoltLog(filepath.Join(t.TempDir(), "log.db"))
-	if err != nil {
-		t.Fatal(err)
+	// The new member's empty log: a file, or a group of its node's
+	// shared log.
+	var fresh raft.LogStore
+	if node == nil {
+		f, err := openBoltLog(filepath.Join(t.TempDir(), "log.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fresh = f
+	} else {
+		other := sharedLog.node(t)
+		if fresh, err = other.log.Group("q"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	defer fresh.Close()
 	counted := &countingReader{r: rc}
 	m, err := restoreSnapshot(counted, fresh)
 	rc.Close()
@@ -83,7 +97,8 @@ func TestSnapshotCarriesLiveBodies(t *testing.T) {
 
 	// The node itself restarts from the snapshot and its sparse log.
 	r.Close()
-	r = openTest(t, dir, nil)
+	node.restart(t)
+	r = openTest(t, node, dir, nil)
 	defer r.Close()
 	seen := 0
 	for {

@@ -1,0 +1,67 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq/replica"
+)
+
+// defaultQueueTimeout is the queue groups' heartbeat and election
+// timeout. A leader heartbeats each follower every tenth of it, so with a
+// thousand idle queues the heartbeats are what an idle node spends its
+// CPU on; gossip notices a dead leader as well (memberEvent). Two seconds
+// keeps a killed leader's queues leaderless for about that long even when
+// gossip is slower (its suspicion takes seconds); at five, a SIGKILLed
+// leader's queues took over six seconds to accept publishes again.
+const defaultQueueTimeout = 2 * time.Second
+
+func (c *clusterNode) queueTimeout() time.Duration {
+	if c.cfg.QueueTimeout > 0 {
+		return c.cfg.QueueTimeout
+	}
+	return max(defaultQueueTimeout, c.cfg.HeartbeatTimeout)
+}
+
+// memberEvent reacts to gossip: when a node fails, this node's followers
+// in every group that node led elect a new leader promptly instead of
+// after a full queue heartbeat timeout (replica.LeaderSuspected).
+func (c *clusterNode) memberEvent(ev membership.Event) {
+	if ev.Kind != membership.Failed || ev.Member.Name == c.self {
+		return
+	}
+	c.mu.Lock()
+	reps := make([]*replica.Replica, 0, len(c.replicas))
+	for _, r := range c.replicas {
+		reps = append(reps, r)
+	}
+	c.mu.Unlock()
+	for _, r := range reps {
+		r.LeaderSuspected(ev.Member.Name)
+	}
+	c.log.Info("node failed; its queues elect new leaders", "node", ev.Member.Name)
+}
+
+// Kill stops the node abruptly, as a crash would as far as the other
+// nodes can tell: gossip and internal connections end without a goodbye
+// and no queue hands its leadership off. For tests.
+func (n *Node) Kill() {
+	c := n.cluster
+	if c != nil {
+		_ = c.gossip.Stop() // no Leave: the others see a failure
+		c.grpc.Stop()
+		_ = c.mux.Close() // nothing more goes out, heartbeats included
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = n.server.Shutdown(ctx)
+	<-n.served
+	_ = n.broker.Close()
+	if c != nil {
+		close(c.stop)
+		c.wg.Wait()
+		c.closeTransport()
+		_ = c.qlog.Close() // a crash releases the file as well
+	}
+}

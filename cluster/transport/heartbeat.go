@@ -1,0 +1,282 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/proto/raftpb"
+)
+
+// Heartbeats travel in batches: every group's leader heartbeats every
+// follower on its own timer, so a node leading a thousand groups would
+// make thousands of calls a second to each peer while idle. Instead each
+// peer node has one sender (peerHeartbeats) with at most one Heartbeats
+// call in flight: a heartbeat that finds it idle goes out at once, alone;
+// those that arrive while a call is in flight wait for it and go out
+// together in the next one. Nothing waits on a timer, so a lone heartbeat
+// is never delayed, and batches grow with the load.
+//
+// Each heartbeat's answer is its own group's: the serving node hands
+// every request of a batch to its group's heartbeat handler (raft's fast
+// path) and returns each group's response, or the status the unary
+// AppendEntries call would have failed with.
+
+const (
+	// maxHeartbeatBatch bounds the heartbeats of one call (about 100
+	// bytes each).
+	maxHeartbeatBatch = 1024
+	// heartbeatStraggle is how long a served batch waits for heartbeats
+	// that raft did not answer on the spot (raft's fast path answers on
+	// the serving goroutine; a group shutting down never answers). Those
+	// are answered Unavailable, so that one group cannot hold up the
+	// heartbeats of the others.
+	heartbeatStraggle = 50 * time.Millisecond
+)
+
+// hbCall is one group's heartbeat waiting for its batch's answer.
+type hbCall struct {
+	req  *raftpb.AppendEntriesRequest
+	done chan hbResult // buffered: the sender never blocks on it
+}
+
+type hbResult struct {
+	resp *raftpb.AppendEntriesResponse
+	err  error
+}
+
+// peerHeartbeats sends the heartbeats of every group of the node to one
+// peer node. mu guards queue and sending; the goroutine that set sending
+// owns the call in flight.
+type peerHeartbeats struct {
+	mux    *Mux
+	target string
+
+	mu      sync.Mutex
+	queue   []*hbCall
+	sending bool
+}
+
+// heartbeats returns the heartbeat sender to target, creating it.
+func (m *Mux) heartbeats(target string) *peerHeartbeats {
+	m.hbMu.Lock()
+	defer m.hbMu.Unlock()
+	h := m.hb[target]
+	if h == nil {
+		h = &peerHeartbeats{mux: m, target: target}
+		m.hb[target] = h
+	}
+	return h
+}
+
+// heartbeat sends one heartbeat of this group in the next batch to target
+// and waits for the follower's answer.
+func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if t.ctx.Err() != nil {
+		return t.fail("AppendEntries", target, raft.ErrTransportShutdown)
+	}
+	c := &hbCall{req: appendReqToPB(t.group, args), done: make(chan hbResult, 1)}
+	t.mux.heartbeats(string(target)).add(c)
+	select {
+	case r := <-c.done:
+		if r.err != nil {
+			return t.fail("AppendEntries", target, r.err)
+		}
+		return appendRespFromPB(r.resp, resp)
+	case <-t.ctx.Done():
+		return t.fail("AppendEntries", target, raft.ErrTransportShutdown)
+	}
+}
+
+// add queues c and starts a sender unless one is running.
+func (h *peerHeartbeats) add(c *hbCall) {
+	h.mu.Lock()
+	h.queue = append(h.queue, c)
+	start := !h.sending
+	h.sending = true
+	h.mu.Unlock()
+	if start {
+		go h.run()
+	}
+}
+
+// run sends what is queued, one call at a time, until the queue is empty.
+func (h *peerHeartbeats) run() {
+	for {
+		h.mu.Lock()
+		batch := h.queue
+		if len(batch) == 0 {
+			h.sending = false
+			h.mu.Unlock()
+			return
+		}
+		if len(batch) > maxHeartbeatBatch {
+			h.queue = append([]*hbCall(nil), batch[maxHeartbeatBatch:]...)
+			batch = batch[:maxHeartbeatBatch]
+		} else {
+			h.queue = nil
+		}
+		h.mu.Unlock()
+		h.send(batch)
+	}
+}
+
+// send makes one Heartbeats call and hands every caller its answer.
+func (h *peerHeartbeats) send(batch []*hbCall) {
+	reqs := make([]*raftpb.AppendEntriesRequest, len(batch))
+	for i, c := range batch {
+		reqs[i] = c.req
+	}
+	out, err := h.call(reqs)
+	if status.Code(err) == codes.Unimplemented {
+		// A peer from before batching: one call per heartbeat.
+		h.sendEach(batch)
+		return
+	}
+	if err == nil && len(out.Results) != len(batch) {
+		err = fmt.Errorf("transport: %d heartbeat results for %d requests", len(out.Results), len(batch))
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.done <- hbResult{err: err}
+			continue
+		}
+		c.done <- resultFromPB(out.Results[i])
+	}
+}
+
+func (h *peerHeartbeats) call(reqs []*raftpb.AppendEntriesRequest) (*raftpb.HeartbeatBatchResponse, error) {
+	cc, err := h.mux.pool.Conn(h.target)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	return raftpb.NewRaftClient(cc).Heartbeats(ctx, &raftpb.HeartbeatBatch{Requests: reqs})
+}
+
+func (h *peerHeartbeats) sendEach(batch []*hbCall) {
+	cc, err := h.mux.pool.Conn(h.target)
+	var wg sync.WaitGroup
+	for _, c := range batch {
+		if err != nil {
+			c.done <- hbResult{err: err}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+			defer cancel()
+			out, err := raftpb.NewRaftClient(cc).AppendEntries(ctx, c.req)
+			c.done <- hbResult{resp: out, err: err}
+		}()
+	}
+	wg.Wait()
+}
+
+func resultFromPB(r *raftpb.HeartbeatResult) hbResult {
+	if r.Code != uint32(codes.OK) {
+		return hbResult{err: status.Error(codes.Code(r.Code), r.Message)}
+	}
+	if r.Response == nil {
+		return hbResult{err: status.Error(codes.Internal, "heartbeat result without a response")}
+	}
+	return hbResult{resp: r.Response}
+}
+
+// Heartbeats serves a batch: each request goes to its group's heartbeat
+// handler on this goroutine, one after the other (raft answers a
+// heartbeat at once, without its main loop); what is not answered by
+// then gets heartbeatStraggle more, all together.
+func (s *server) Heartbeats(ctx context.Context, in *raftpb.HeartbeatBatch) (*raftpb.HeartbeatBatchResponse, error) {
+	s.mux.hbServed.Add(1)
+	out := &raftpb.HeartbeatBatchResponse{Results: make([]*raftpb.HeartbeatResult, len(in.Requests))}
+	waiting := make([]<-chan raft.RPCResponse, len(in.Requests))
+	groups := make([]*Transport, len(in.Requests))
+	for i, req := range in.Requests {
+		t := s.mux.lookup(req.Group)
+		if t == nil {
+			out.Results[i] = statusResult(codes.NotFound, fmt.Sprintf("raft group %q not found on %s", req.Group, s.mux.local))
+			continue
+		}
+		a := appendReqFromPB(req)
+		if !isHeartbeat(a) {
+			out.Results[i] = statusResult(codes.InvalidArgument, "not a heartbeat")
+			continue
+		}
+		groups[i], waiting[i] = t, t.dispatchHeartbeat(ctx, a)
+	}
+	var straggle <-chan time.Time
+	for i, ch := range waiting {
+		if ch == nil {
+			continue
+		}
+		select {
+		case r := <-ch:
+			out.Results[i] = rpcResult(r)
+			continue
+		default:
+		}
+		if straggle == nil {
+			straggle = time.After(heartbeatStraggle)
+		}
+		select {
+		case r := <-ch:
+			out.Results[i] = rpcResult(r)
+		case <-groups[i].ctx.Done():
+			out.Results[i] = statusResult(codes.Unavailable, groups[i].closedErr().Error())
+		case <-straggle:
+			out.Results[i] = statusResult(codes.Unavailable, fmt.Sprintf("raft group %q on %s did not answer the heartbeat", groups[i].group, s.mux.local))
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return out, nil
+}
+
+// dispatchHeartbeat hands a heartbeat to raft's fast path, which answers
+// on this goroutine; without one (not set yet) it goes to Consumer from a
+// goroutine of its own, so that the batch is not held up.
+func (t *Transport) dispatchHeartbeat(ctx context.Context, a *raft.AppendEntriesRequest) <-chan raft.RPCResponse {
+	t.hbMu.Lock()
+	fn := t.hbFn
+	t.hbMu.Unlock()
+	respCh := make(chan raft.RPCResponse, 1)
+	if fn != nil {
+		fn(raft.RPC{Command: a, RespChan: respCh})
+		return respCh
+	}
+	go func() {
+		ch, err := t.dispatch(ctx, a, nil, false)
+		if err != nil {
+			respCh <- raft.RPCResponse{Error: err}
+			return
+		}
+		resp, rpcErr, err := t.wait(ctx, ch)
+		if err != nil {
+			rpcErr = err
+		}
+		respCh <- raft.RPCResponse{Response: resp, Error: rpcErr}
+	}()
+	return respCh
+}
+
+func rpcResult(r raft.RPCResponse) *raftpb.HeartbeatResult {
+	if st, ok := status.FromError(r.Error); ok && r.Response == nil && r.Error != nil {
+		// The group closed or the wait was given up: a transport
+		// failure, not raft's answer.
+		return statusResult(st.Code(), st.Message())
+	}
+	resp, _ := r.Response.(*raft.AppendEntriesResponse)
+	return &raftpb.HeartbeatResult{Response: appendRespToPB(resp, r.Error)}
+}
+
+func statusResult(code codes.Code, msg string) *raftpb.HeartbeatResult {
+	return &raftpb.HeartbeatResult{Code: uint32(code), Message: msg}
+}

@@ -1,0 +1,261 @@
+package transport
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// groupPairs registers n groups on nodes a and b of h; on b each group's
+// heartbeat handler is answer(i, rpc).
+func groupPairs(t *testing.T, h *harness, n int, answer func(i int, rpc raft.RPC)) (as, bs []*Transport) {
+	t.Helper()
+	a, b := h.nodes[0], h.nodes[1]
+	for i := range n {
+		g := fmt.Sprintf("g%03d", i)
+		ta, err := a.mux.Transport(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := b.mux.Transport(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.SetHeartbeatHandler(func(rpc raft.RPC) { answer(i, rpc) })
+		t.Cleanup(func() { _ = ta.Close(); _ = tb.Close() })
+		as, bs = append(as, ta), append(bs, tb)
+	}
+	return as, bs
+}
+
+func heartbeatOf(ta *Transport, term uint64) *raft.AppendEntriesRequest {
+	return &raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n0"), Addr: []byte(ta.LocalAddr())},
+		Term:      term,
+		Leader:    []byte(ta.LocalAddr()),
+	}
+}
+
+// The heartbeats of many groups waiting at once share calls, and each
+// gets its own group's answer.
+func TestHeartbeatsBatched(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 2, nil, nil)
+	b := h.nodes[1]
+	const n = 200
+	release := make(chan struct{})
+	as, _ := groupPairs(t, h, n, func(i int, rpc raft.RPC) {
+		if i == 0 {
+			<-release // hold the first call in flight
+		}
+		req := rpc.Command.(*raft.AppendEntriesRequest)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: uint64(i), Success: i%2 == 0}, nil)
+	})
+
+	errs := make(chan error, n)
+	send := func(i int) {
+		var resp raft.AppendEntriesResponse
+		err := as[i].AppendEntries(b.id, raft.ServerAddress(b.addr), heartbeatOf(as[i], uint64(1000+i)), &resp)
+		if err == nil && (resp.Term != uint64(1000+i) || resp.LastLog != uint64(i) || resp.Success != (i%2 == 0)) {
+			err = fmt.Errorf("group %d got %+v", i, resp)
+		}
+		errs <- err
+	}
+	go send(0)
+	waitFor(t, 5*time.Second, "the first call", func() error {
+		if h.nodes[1].mux.hbServed.Load() == 0 {
+			return fmt.Errorf("not served yet")
+		}
+		return nil
+	})
+	for i := 1; i < n; i++ {
+		go send(i)
+	}
+	// Every other heartbeat is queued behind the first call.
+	waitFor(t, 5*time.Second, "queued heartbeats", func() error {
+		ph := h.nodes[0].mux.heartbeats(b.addr)
+		ph.mu.Lock()
+		defer ph.mu.Unlock()
+		if len(ph.queue) < n-1 {
+			return fmt.Errorf("%d queued", len(ph.queue))
+		}
+		return nil
+	})
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls := b.mux.hbServed.Load(); calls != 2 {
+		t.Fatalf("%d heartbeats took %d calls, want 2", n, calls)
+	}
+
+	// A lone heartbeat goes at once.
+	start := time.Now()
+	go send(5)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("a lone heartbeat took %v", d)
+	}
+}
+
+// A group that does not answer (raft shutting down drops heartbeats) or
+// closes while its heartbeat waits holds up nobody else's; unknown groups
+// get NotFound as from the unary call.
+func TestHeartbeatsGroupClosing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 2, nil, nil)
+	b := h.nodes[1]
+	const n = 20
+	var dropped sync.WaitGroup
+	dropped.Add(1)
+	as, bs := groupPairs(t, h, n, func(i int, rpc raft.RPC) {
+		switch i {
+		case 3:
+			return // never answered
+		case 4:
+			dropped.Done()
+			return // never answered; its transport is closed below
+		}
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 9, LastLog: uint64(i), Success: true}, nil)
+	})
+	type result struct {
+		i   int
+		err error
+		d   time.Duration
+	}
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			start := time.Now()
+			var resp raft.AppendEntriesResponse
+			err := as[i].AppendEntries(b.id, raft.ServerAddress(b.addr), heartbeatOf(as[i], 9), &resp)
+			if err == nil && resp.LastLog != uint64(i) {
+				err = fmt.Errorf("group %d got %+v", i, resp)
+			}
+			results <- result{i, err, time.Since(start)}
+		}()
+	}
+	dropped.Wait()
+	_ = bs[4].Close()
+	for range n {
+		r := <-results
+		switch r.i {
+		case 3, 4:
+			if status.Code(r.err) != codes.Unavailable {
+				t.Errorf("group %d: %v, want Unavailable", r.i, r.err)
+			}
+		default:
+			if r.err != nil {
+				t.Errorf("group %d: %v", r.i, r.err)
+			}
+		}
+		if r.d > 5*time.Second {
+			t.Errorf("group %d waited %v", r.i, r.d)
+		}
+	}
+
+	// Closed on b: NotFound. Closed on a while waiting: ErrTransportShutdown.
+	err := as[4].AppendEntries(b.id, raft.ServerAddress(b.addr), heartbeatOf(as[4], 9), new(raft.AppendEntriesResponse))
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("heartbeat to a closed group: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- as[3].AppendEntries(b.id, raft.ServerAddress(b.addr), heartbeatOf(as[3], 9), new(raft.AppendEntriesResponse))
+	}()
+	time.Sleep(10 * time.Millisecond) // let it go out (not required for the outcome)
+	_ = as[3].Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a closed sender's heartbeat succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("closing the sender did not end its heartbeat")
+	}
+}
+
+// Heartbeats to a node that is down fail promptly, and flow again once it
+// is back.
+func TestHeartbeatsPeerDown(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 2, nil, nil)
+	b := h.nodes[1]
+	as, _ := groupPairs(t, h, 10, func(i int, rpc raft.RPC) {
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 2, LastLog: uint64(i), Success: true}, nil)
+	})
+	beat := func(i int) error {
+		var resp raft.AppendEntriesResponse
+		err := as[i].AppendEntries(b.id, raft.ServerAddress(b.addr), heartbeatOf(as[i], 2), &resp)
+		if err == nil && resp.LastLog != uint64(i) {
+			err = fmt.Errorf("group %d got %+v", i, resp)
+		}
+		return err
+	}
+	if err := beat(1); err != nil {
+		t.Fatal(err)
+	}
+	h.stop(b)
+	var wg sync.WaitGroup
+	for i := range as {
+		wg.Go(func() {
+			start := time.Now()
+			if err := beat(i); err == nil {
+				t.Errorf("group %d: heartbeat to a stopped node succeeded", i)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("group %d: failing took %v", i, d)
+			}
+		})
+	}
+	wg.Wait()
+
+	h.restart(b)
+	for i := range as {
+		tb, err := b.mux.Transport(fmt.Sprintf("g%03d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.SetHeartbeatHandler(func(rpc raft.RPC) {
+			rpc.Respond(&raft.AppendEntriesResponse{Term: 2, LastLog: uint64(i), Success: true}, nil)
+		})
+	}
+	waitFor(t, 10*time.Second, "heartbeats after the restart", func() error { return beat(7) })
+}
+
+// Raft groups over batched heartbeats elect, replicate and keep their
+// leaders while idle.
+func TestHeartbeatsKeepLeaders(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 3, groupNames(30), func(c *raft.Config) {
+		// 90 rafts on a small, shared machine under -race: calmer.
+		c.HeartbeatTimeout = time.Second
+		c.ElectionTimeout = time.Second
+		c.LeaderLeaseTimeout = 500 * time.Millisecond
+	})
+	leaders := map[string]raft.ServerID{}
+	for _, g := range h.groups {
+		leaders[g] = h.leader(g).id
+		h.apply(g, 1, 10)
+	}
+	time.Sleep(3 * time.Second) // several heartbeat timeouts, idle
+	for _, g := range h.groups {
+		if nd := h.leader(g); nd.id != leaders[g] {
+			t.Errorf("group %s: leader moved from %s to %s while idle", g, leaders[g], nd.id)
+		}
+	}
+	for _, nd := range h.nodes[1:] { // the groups are bootstrapped on n0, which leads them
+		if nd.mux.hbServed.Load() == 0 {
+			t.Errorf("%s served no heartbeat batch", nd.id)
+		}
+	}
+}
