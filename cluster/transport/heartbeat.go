@@ -17,10 +17,12 @@ import (
 // follower on its own timer, so a node leading a thousand groups would
 // make thousands of calls a second to each peer while idle. Instead each
 // peer node has one sender (peerHeartbeats) with at most one Heartbeats
-// call in flight: a heartbeat that finds it idle goes out at once, alone;
-// those that arrive while a call is in flight wait for it and go out
-// together in the next one. Nothing waits on a timer, so a lone heartbeat
-// is never delayed, and batches grow with the load.
+// call in flight: a heartbeat that finds it idle waits heartbeatLinger
+// for others to join it, and those that arrive while a call is in flight
+// go out together in the next one. raft spreads its groups' heartbeats
+// randomly over the interval, so without the linger almost every call
+// carried one; a few milliseconds are nothing against heartbeat timeouts
+// of seconds.
 //
 // Each heartbeat's answer is its own group's: the serving node hands
 // every request of a batch to its group's heartbeat handler (raft's fast
@@ -37,6 +39,9 @@ const (
 	// are answered Unavailable, so that one group cannot hold up the
 	// heartbeats of the others.
 	heartbeatStraggle = 50 * time.Millisecond
+	// heartbeatLinger is how long the sender waits for more heartbeats
+	// before each call.
+	heartbeatLinger = 10 * time.Millisecond
 )
 
 // hbCall is one group's heartbeat waiting for its batch's answer.
@@ -108,6 +113,7 @@ func (h *peerHeartbeats) add(c *hbCall) {
 // run sends what is queued, one call at a time, until the queue is empty.
 func (h *peerHeartbeats) run() {
 	for {
+		time.Sleep(heartbeatLinger)
 		h.mu.Lock()
 		batch := h.queue
 		if len(batch) == 0 {
