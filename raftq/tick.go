@@ -1,6 +1,7 @@
 package raftq
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -61,15 +62,7 @@ func (m *Machine) timeouts() {
 	m.activate()
 }
 
-func cmpID(a, b ConsumerID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
+func cmpID(a, b ConsumerID) int { return cmp.Compare(a, b) }
 
 // NextDeadline is when the queue next needs a Tick: the earliest of the
 // expiry of a message at the head of the returns or of a priority level,

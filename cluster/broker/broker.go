@@ -16,6 +16,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/warrenmq/warren/amqp"
@@ -468,10 +469,10 @@ func (b *Broker) Queues(vhost string) []QueueSummary {
 		v.mu.RUnlock()
 	}
 	slices.SortFunc(out, func(a, b QueueSummary) int {
-		if c := compareStrings(a.Record.Vhost, b.Record.Vhost); c != 0 {
+		if c := strings.Compare(a.Record.Vhost, b.Record.Vhost); c != 0 {
 			return c
 		}
-		return compareStrings(a.Record.Name, b.Record.Name)
+		return strings.Compare(a.Record.Name, b.Record.Name)
 	})
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"slices"
+	"strings"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/metadata"
@@ -98,7 +99,7 @@ func (b *Broker) place(rec *metadata.Queue, args amqp.Table) {
 			if d := replicas[a] - replicas[b]; d != 0 {
 				return d
 			}
-			return compareStrings(a, b)
+			return strings.Compare(a, b)
 		})
 	}
 	others := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == leader })
@@ -106,16 +107,6 @@ func (b *Broker) place(rec *metadata.Queue, args amqp.Table) {
 	rec.Leader = leader
 	rec.Members = append([]string{leader}, others[:size-1]...)
 	slices.Sort(rec.Members)
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // placementCounts counts, over every replicated queue this node knows,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
@@ -125,13 +126,13 @@ func (b *Broker) Policies(vhost string, operator bool) []PolicyDef {
 		v.mu.RUnlock()
 	}
 	slices.SortFunc(out, func(a, b PolicyDef) int {
-		if c := compareStrings(a.Vhost, b.Vhost); c != 0 {
+		if c := strings.Compare(a.Vhost, b.Vhost); c != 0 {
 			return c
 		}
 		if a.Priority != b.Priority {
 			return a.Priority - b.Priority
 		}
-		return compareStrings(a.Name, b.Name)
+		return strings.Compare(a.Name, b.Name)
 	})
 	return out
 }

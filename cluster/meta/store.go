@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
@@ -20,6 +21,7 @@ import (
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/metapb"
+	"github.com/warrenmq/warren/raftq/raftlog"
 )
 
 // Config configures a node's member of the metadata group.
@@ -106,7 +108,7 @@ func Open(cfg Config) (*Store, error) {
 		applyTimeout: applyTimeout,
 		closed:       make(chan struct{}),
 	}
-	logger := newRaftLogger(s.log)
+	logger := raftlog.New(s.log, hclog.Info)
 
 	path := filepath.Join(cfg.Dir, "raft.db")
 	logs, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{Timeout: 5 * time.Second}})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -291,18 +292,8 @@ func (c *clusterNode) aliveMembers() []membership.Member {
 			alive = append(alive, m)
 		}
 	}
-	slices.SortFunc(alive, func(a, b membership.Member) int { return compare(a.Name, b.Name) })
+	slices.SortFunc(alive, func(a, b membership.Member) int { return strings.Compare(a.Name, b.Name) })
 	return alive
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // addrOf is a node's internal address: from gossip while it is alive,

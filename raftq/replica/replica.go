@@ -14,12 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/local"
+	"github.com/warrenmq/warren/raftq/raftlog"
 )
 
 // Config is what a replica needs to open.
@@ -230,7 +232,7 @@ func Open(cfg Config) (*Replica, error) {
 	rc.SnapshotThreshold = minSnapshotThreshold
 	rc.SnapshotInterval = 10 * time.Second
 	rc.TrailingLogs = 1024
-	rc.Logger = newRaftLogger(r.log)
+	rc.Logger = raftlog.New(r.log.With("component", "raft"), hclog.Warn)
 
 	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, rc.Logger)
 	snaps := &bodyStore{SnapshotStore: files, logs: store}

@@ -1,0 +1,56 @@
+// Package raftlog gives hashicorp/raft an hclog.Logger that writes into
+// log/slog, each line at the level raft gave it, without hclog's own
+// timestamp and level prefix.
+package raftlog
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// New returns a logger for raft that writes lines at min and above to l.
+// The queue groups use hclog.Warn (one group per queue: their elections
+// and snapshots would drown everything else), the metadata group
+// hclog.Info.
+func New(l *slog.Logger, min hclog.Level) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:        "raft",
+		Level:       min,
+		DisableTime: true,
+		Output:      writer{l},
+	})
+}
+
+var levels = []struct {
+	prefix string
+	level  slog.Level
+}{
+	{"[TRACE]", slog.LevelDebug},
+	{"[DEBUG]", slog.LevelDebug},
+	{"[INFO]", slog.LevelInfo},
+	{"[WARN]", slog.LevelWarn},
+	{"[ERROR]", slog.LevelError},
+}
+
+type writer struct{ l *slog.Logger }
+
+func (w writer) Write(p []byte) (int, error) {
+	msg := strings.TrimRight(string(p), "\n")
+	level := slog.LevelInfo
+	for _, l := range levels {
+		if rest, ok := strings.CutPrefix(msg, l.prefix); ok {
+			msg, level = strings.TrimSpace(rest), l.level
+			break
+		}
+	}
+	if strings.Contains(msg, "heartbeat timeout reached, starting election") {
+		// Every group starts this way: it is news only when it repeats,
+		// which debug logging shows.
+		level = slog.LevelDebug
+	}
+	w.l.Log(context.Background(), level, msg)
+	return len(p), nil
+}
