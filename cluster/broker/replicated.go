@@ -145,6 +145,10 @@ func (v *Vhost) applyQueue(rec metadata.Queue, del bool) {
 		if err := v.restoreQueue(rec); err != nil {
 			v.b.log.Warn("cannot start replicated queue", "vhost", v.name, "queue", rec.Name, "err", err)
 		}
+	case !del && ok:
+		// The same queue, its record changed: a member was added or
+		// removed (members.go).
+		v.applyMembers(q, rec)
 	}
 }
 

@@ -94,7 +94,7 @@ func (r *Router) Cancel(c queue.Consumer) {
 	close(w.stop)
 	switch mode {
 	case pathLocal:
-		r.cfg.Local.Cancel(w)
+		r.local().Cancel(w)
 	case pathRemote:
 		// The leader detaches, sends what it delivered until then, and
 		// ends the stream.
@@ -123,7 +123,7 @@ func (r *Router) Resume(c queue.Consumer) {
 	local := w.mode == pathLocal
 	w.mu.Unlock()
 	if local {
-		r.cfg.Local.Resume(w)
+		r.local().Resume(w)
 	}
 }
 
@@ -207,7 +207,7 @@ func (w *consumer) connect(ctx context.Context) error {
 			// Deliveries may come before Consume returns.
 			w.mode, w.att = pathLocal, nil
 			w.mu.Unlock()
-			err := r.cfg.Local.Consume(w, w.opts)
+			err := r.local().Consume(w, w.opts)
 			if err == nil {
 				return nil
 			}
@@ -345,7 +345,7 @@ func (w *consumer) reattach() bool {
 		// Cancelled while attaching: detach again.
 		switch mode {
 		case pathLocal:
-			r.cfg.Local.Cancel(w)
+			r.local().Cancel(w)
 		case pathRemote:
 			a.close()
 		}

@@ -133,7 +133,7 @@ func (p *publisher) enqueue(ctx context.Context, m *queue.Message, done func(err
 		p.signal()
 		return nil
 	}
-	p.r.cfg.Local.EnqueueAs(p.r.ctx, m, id, u.seq, p.localDone(id, gen, u.seq))
+	p.r.local().EnqueueAs(p.r.ctx, m, id, u.seq, p.localDone(id, gen, u.seq))
 	return nil
 }
 
@@ -408,7 +408,7 @@ func (p *publisher) sendLocal() {
 	id, gen := p.id, p.gen
 	p.mu.Unlock()
 	for _, it := range items {
-		if err := p.r.cfg.Local.EnqueueAs(p.r.ctx, it.m, id, it.seq, p.localDone(id, gen, it.seq)); err != nil {
+		if err := p.r.local().EnqueueAs(p.r.ctx, it.m, id, it.seq, p.localDone(id, gen, it.seq)); err != nil {
 			return // localDone reset the path
 		}
 	}

@@ -26,6 +26,8 @@ type RouterConfig struct {
 	Name    string   // "vhost/name", for logs
 	Members []string // node names of the group's members
 	// Local is this node's member, nil when this node is not a member.
+	// Members and Local are where the router starts; SetMembers changes
+	// them.
 	Local Local
 	// Addr gives a node's internal (gRPC) address.
 	Addr func(node string) (internalAddr string, ok bool)
@@ -82,6 +84,12 @@ type Router struct {
 	settleMu   sync.Mutex
 	unary      map[string][]*queuepb.Settlement // by node address, for the settler
 	settleWake chan struct{}
+
+	// members and localMember start as cfg.Members and cfg.Local;
+	// SetMembers replaces them when the group gains or loses a member
+	// (members.go). Read them through memberNames, member and local.
+	members     atomic.Pointer[[]string]
+	localMember atomic.Pointer[localBox]
 }
 
 // origin is where deliveries with one ID base came from.
@@ -117,6 +125,7 @@ func NewRouter(cfg RouterConfig) *Router {
 		settleWake: make(chan struct{}, 1),
 	}
 	r.origins.Store(&map[uint64]*origin{})
+	r.SetMembers(cfg.Members, cfg.Local)
 	r.pub = newPublisher(r)
 	r.wg.Add(2)
 	go r.pub.run()
@@ -167,7 +176,7 @@ func (r *Router) sleep(ctx context.Context, d time.Duration) error {
 }
 
 func (r *Router) tryResolve(ctx context.Context) (target, error) {
-	if l := r.cfg.Local; l != nil {
+	if l := r.member(); l != nil {
 		if l.IsLeader() {
 			return target{local: true}, nil
 		}
@@ -183,7 +192,7 @@ func (r *Router) tryResolve(ctx context.Context) (target, error) {
 		return r.remote(name)
 	}
 	var errs []error
-	for _, m := range r.cfg.Members {
+	for _, m := range r.memberNames() {
 		addr, ok := r.cfg.Addr(m)
 		if !ok {
 			continue
@@ -247,7 +256,7 @@ func (r *Router) onLeader(ctx context.Context, local func(Local) error, remote f
 		}
 		var f failure
 		if t.local {
-			err := local(r.cfg.Local)
+			err := local(r.local())
 			if !isNotLeader(err) {
 				return err
 			}
@@ -348,13 +357,13 @@ func (r *Router) Purge() (uint32, error) {
 // own count when the leader cannot be reached in time; a non-member
 // reports zero then.
 func (r *Router) Stats() queue.Stats {
-	if l := r.cfg.Local; l != nil && l.IsLeader() {
+	if l := r.member(); l != nil && l.IsLeader() {
 		return l.Stats()
 	}
 	st, err := r.remoteStats()
 	if err != nil {
 		r.log.Debug("forward: stats unavailable", "err", err)
-		if l := r.cfg.Local; l != nil {
+		if l := r.member(); l != nil {
 			return l.Stats()
 		}
 	}
@@ -383,9 +392,9 @@ func (r *Router) remoteStats() (queue.Stats, error) {
 // count, or the leader's as last seen for a non-member.
 func (r *Router) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	var n uint32
-	if r.cfg.Local != nil {
+	if l := r.member(); l != nil {
 		var err error
-		if n, err = r.cfg.Local.Delete(ifUnused, ifEmpty); err != nil && !errors.Is(err, queue.ErrDeleted) {
+		if n, err = l.Delete(ifUnused, ifEmpty); err != nil && !errors.Is(err, queue.ErrDeleted) {
 			return 0, err
 		}
 	} else {
@@ -412,8 +421,8 @@ func (r *Router) Close() {
 		w.end(nil)
 	}
 	r.wg.Wait()
-	if r.cfg.Local != nil {
-		r.cfg.Local.Close()
+	if l := r.member(); l != nil {
+		l.Close()
 	}
 }
 
@@ -500,7 +509,7 @@ func (r *Router) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint
 			continue // from a leader that is gone: the messages came back
 		}
 		if o.local {
-			if l := r.cfg.Local; l != nil {
+			if l := r.member(); l != nil {
 				settleOn(l, &queuepb.Settlement{Op: op, Cause: uint32(cause), Ids: group})
 			}
 			continue
@@ -571,7 +580,7 @@ func (r *Router) settler() {
 // anyone: its member's view, or the leader a non-member last learned ("" if
 // none yet).
 func (r *Router) Leader() string {
-	if l := r.cfg.Local; l != nil {
+	if l := r.member(); l != nil {
 		return l.Leader()
 	}
 	r.mu.Lock()

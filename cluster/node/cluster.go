@@ -87,6 +87,10 @@ type clusterNode struct {
 	// transactions and fsyncs. Closed after the broker.
 	qlog *replica.SharedLog
 
+	// memberMu serializes the membership changes this node drives
+	// (membership.go).
+	memberMu sync.Mutex
+
 	mu       sync.Mutex
 	replicas map[string]*replica.Replica // this node's members, by queue ID
 	routers  map[string]*forward.Router  // by queue ID
@@ -140,6 +144,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 	c.meta.Register(c.grpc)
 	c.fwd = forward.NewServer(c.lookupReplica, log.With("component", "forward"))
 	c.fwd.Register(c.grpc)
+	c.registerMember() // membership.go
 	admin.NewServer(&c.admin, c.pool, log.With("component", "admin")).Register(c.grpc)
 	go c.grpc.Serve(ln)
 
@@ -350,23 +355,9 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 	}
 	var local *replica.Replica
 	if slices.Contains(members, c.self) {
-		trans, err := c.mux.Transport(rec.ID)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Transport = trans
-		cfg.Bootstrap = rec.Leader == c.self || (rec.Leader == "" && members[0] == c.self)
-		for _, m := range members {
-			addr, _ := c.addrOf(m)
-			cfg.Peers = append(cfg.Peers, replica.Peer{ID: m, Addr: addr})
-		}
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout = c.queueTimeout(), c.queueTimeout()
-		// The group's log goes in the node's shared log, named like its
-		// directory (removeOrphans relies on that).
-		cfg.SharedLog = c.qlog
-		local, err = replica.Open(cfg)
-		if err != nil {
-			trans.Close()
+		var err error
+		bootstrap := rec.Leader == c.self || (rec.Leader == "" && members[0] == c.self)
+		if local, err = c.openReplica(rec.ID, cfg, members, bootstrap); err != nil {
 			return nil, err
 		}
 		rcfg.Local = local
@@ -378,7 +369,35 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 	}
 	c.routers[rec.ID] = r
 	c.mu.Unlock()
-	return &clusterQueue{Router: r, c: c, id: rec.ID}, nil
+	// cfg is kept to open a replica here later, should this node become
+	// a member (membership.go).
+	return &clusterQueue{Router: r, c: c, id: rec.ID, cfg: cfg}, nil
+}
+
+// openReplica opens this node's member of group id, whose members are
+// members; bootstrap creates the group when the member has no state.
+func (c *clusterNode) openReplica(id string, cfg replica.Config, members []string, bootstrap bool) (*replica.Replica, error) {
+	trans, err := c.mux.Transport(id)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Transport = trans
+	cfg.Bootstrap = bootstrap
+	cfg.Peers = nil
+	for _, m := range members {
+		addr, _ := c.addrOf(m)
+		cfg.Peers = append(cfg.Peers, replica.Peer{ID: m, Addr: addr})
+	}
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout = c.queueTimeout(), c.queueTimeout()
+	// The group's log goes in the node's shared log, named like its
+	// directory (removeOrphans relies on that).
+	cfg.SharedLog = c.qlog
+	local, err := replica.Open(cfg)
+	if err != nil {
+		trans.Close()
+		return nil, err
+	}
+	return local, nil
 }
 
 func (c *clusterNode) lookupReplica(id string) (forward.Local, bool) {
@@ -404,6 +423,10 @@ type clusterQueue struct {
 	*forward.Router
 	c  *clusterNode
 	id string
+	// cfg opens this node's replica when the node joins the group
+	// (MembersChanged, membership.go); mu serializes such changes.
+	cfg replica.Config
+	mu  sync.Mutex
 }
 
 func (q *clusterQueue) Delete(ifUnused, ifEmpty bool) (uint32, error) {

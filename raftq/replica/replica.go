@@ -878,3 +878,89 @@ func (r *Replica) Status() MemberStatus {
 	}
 	return st
 }
+
+// Membership changes (cluster/node's membership.go drives them). Each
+// must be made on the leader and returns once the new configuration is
+// committed; index is its log index.
+
+// AddNonvoter adds node id at addr as a non-voter: the leader sends it
+// the log (or a snapshot) but commits do not wait for it.
+func (r *Replica) AddNonvoter(id, addr string) (index uint64, err error) {
+	if !r.isLeader() {
+		return 0, ErrNotLeader
+	}
+	f := r.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)
+	if err := errorFor(r.wait(f)); err != nil {
+		return 0, err
+	}
+	return f.Index(), nil
+}
+
+// AddVoter makes node id at addr a voter (promoting a non-voter).
+func (r *Replica) AddVoter(id, addr string) (index uint64, err error) {
+	if !r.isLeader() {
+		return 0, ErrNotLeader
+	}
+	f := r.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)
+	if err := errorFor(r.wait(f)); err != nil {
+		return 0, err
+	}
+	return f.Index(), nil
+}
+
+// RemoveServer removes node id from the group. The leader removing
+// itself steps down once it is committed; hand the leadership off first.
+func (r *Replica) RemoveServer(id string) (index uint64, err error) {
+	if !r.isLeader() {
+		return 0, ErrNotLeader
+	}
+	f := r.raft.RemoveServer(raft.ServerID(id), 0, 0)
+	if err := errorFor(r.wait(f)); err != nil {
+		return 0, err
+	}
+	return f.Index(), nil
+}
+
+// Servers is the group's latest configuration as this member knows it:
+// node name to whether it votes.
+func (r *Replica) Servers() (map[string]bool, error) {
+	f := r.raft.GetConfiguration()
+	if err := errorFor(f.Error()); err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool)
+	for _, s := range f.Configuration().Servers {
+		out[string(s.ID)] = s.Suffrage == raft.Voter
+	}
+	return out, nil
+}
+
+// Remove stops this member after the group removed it from its
+// configuration, and deletes its files: the queue lives on in the other
+// members. Publishes still waiting here are answered ErrNotLeader and
+// consumers that can follow the leader are told LeaderLost, so that both
+// go on at the leader elsewhere.
+func (r *Replica) Remove() {
+	r.mu.Lock()
+	consumers := make([]queue.Consumer, 0, len(r.consumers))
+	for _, c := range r.consumers {
+		consumers = append(consumers, c.c)
+	}
+	r.mu.Unlock()
+	r.shutdown(ErrNotLeader)
+	for _, c := range consumers {
+		if m, ok := c.(queue.Movable); ok {
+			m.LeaderLost()
+		} else {
+			c.Gone()
+		}
+	}
+	if r.cfg.SharedLog != nil {
+		if err := r.cfg.SharedLog.DropGroup(logGroup(r.cfg)); err != nil {
+			r.log.Error("drop the removed member's log", "err", err)
+		}
+	}
+	if err := os.RemoveAll(r.dir); err != nil {
+		r.log.Error("remove the removed member's files", "dir", r.dir, "err", err)
+	}
+}

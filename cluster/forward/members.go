@@ -1,0 +1,84 @@
+package forward
+
+import (
+	"context"
+	"slices"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/replica"
+)
+
+// localBox holds the router's current member (nil for none).
+type localBox struct{ l Local }
+
+// SetMembers changes the group's members and this node's member (nil when
+// this node no longer holds one) after a membership change: the router
+// asks the new members for the leader, and uses local once it leads.
+//
+// A member taken away is replaced by detached, which answers "not the
+// leader": whatever was on its way to it (a publish, an attach) is
+// resolved again and goes to the leader elsewhere. The caller deletes or
+// closes the old member itself.
+func (r *Router) SetMembers(members []string, local Local) {
+	m := slices.Clone(members)
+	r.members.Store(&m)
+	r.localMember.Store(&localBox{l: local})
+	if local == nil {
+		r.mu.Lock()
+		r.leader = "" // learn it again from the new members
+		r.mu.Unlock()
+	}
+}
+
+// memberNames are the group's members as last set.
+func (r *Router) memberNames() []string { return *r.members.Load() }
+
+// member is this node's member, nil when there is none.
+func (r *Router) member() Local { return r.localMember.Load().l }
+
+// local is this node's member for the paths that reached it while it led
+// (pathLocal); detached when it has been taken away since.
+func (r *Router) local() Local {
+	if l := r.member(); l != nil {
+		return l
+	}
+	return detached{}
+}
+
+// detached stands in for a member this node no longer holds: it leads
+// nothing, so every operation is refused as by a follower.
+type detached struct{}
+
+var _ Local = detached{}
+
+func (detached) Enqueue(_ context.Context, _ *queue.Message, done func(error)) error {
+	if done != nil {
+		done(replica.ErrNotLeader)
+	}
+	return replica.ErrNotLeader
+}
+
+func (detached) EnqueueAs(_ context.Context, _ *queue.Message, _, _ uint64, done func(error)) error {
+	if done != nil {
+		done(replica.ErrNotLeader)
+	}
+	return replica.ErrNotLeader
+}
+
+func (detached) Consume(queue.Consumer, queue.ConsumeOptions) error { return replica.ErrNotLeader }
+func (detached) Cancel(queue.Consumer)                              {}
+func (detached) Resume(queue.Consumer)                              {}
+func (detached) Get(bool) (queue.Delivery, uint32, bool, error) {
+	return queue.Delivery{}, 0, false, replica.ErrNotLeader
+}
+func (detached) Settle([]uint64)                     {}
+func (detached) Requeue([]uint64, queue.ReturnCause) {}
+func (detached) Discard([]uint64, queue.ReturnCause) {}
+func (detached) Purge() (uint32, error)              { return 0, replica.ErrNotLeader }
+func (detached) Delete(bool, bool) (uint32, error)   { return 0, nil }
+func (detached) Stats() queue.Stats                  { return queue.Stats{} }
+func (detached) Close()                              {}
+func (detached) IsLeader() bool                      { return false }
+func (detached) Leader() string                      { return "" }
+func (detached) Reconfigure(amqp.Table) error        { return replica.ErrNotLeader }

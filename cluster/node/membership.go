@@ -1,0 +1,595 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/forward"
+	"github.com/warrenmq/warren/cluster/meta"
+	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/proto/memberpb"
+	"github.com/warrenmq/warren/raftq/replica"
+)
+
+// Membership changes of a quorum queue, as rabbitmq-queues add_member,
+// delete_member, grow and shrink make them. Any node may be asked: it
+// drives the change, sending each Raft configuration change to the node
+// whose replica leads the group (the Member service below), and commits
+// the queue's new members to the metadata, from which every node opens or
+// removes its own replica (clusterQueue.MembersChanged).
+//
+// Adding node N:
+//  1. the leader adds N as a non-voter (AddNonvoter). A non-voter never
+//     counts towards the quorum, so until N has caught up the group
+//     commits exactly as before, and if anything below fails the group
+//     is no less available;
+//  2. the record gains N: N's broker opens its replica, which does not
+//     bootstrap (the record's Leader stays an old member) but waits for
+//     the leader to send it the log, or a snapshot (which carries the
+//     live messages' bodies);
+//  3. N is asked for its own progress (its replica's Stats: applied
+//     index), as Consul's autopilot does, until it has applied the
+//     configuration entry of step 1 and trails the leader's commit index
+//     by at most maxCatchUpLag entries;
+//  4. the leader promotes N (AddVoter); AddMember returns once N itself
+//     reports that it votes.
+//
+// Removing node N:
+//  1. when N's replica leads, the leadership moves to another member
+//     first (the leader removing itself would step down mid-change and
+//     leave the queue leaderless for an election timeout);
+//  2. the leader removes N (RemoveServer): the quorum no longer counts it;
+//  3. the record drops N: N's broker removes its replica and its files.
+//     In this order a replica is never deleted while it still votes.
+//
+// A change interrupted between the steps leaves the group and the record
+// apart: a non-voter with no replica, or a member the record still lists.
+// Asking for the same change again completes it.
+
+const (
+	// memberChangeTimeout bounds one AddMember or DeleteMember.
+	memberChangeTimeout = 2 * time.Minute
+	// maxCatchUpLag is how far behind the leader's commit index a new
+	// member may be and still be promoted: it receives the rest as a
+	// voter, as any follower does.
+	maxCatchUpLag    = 256
+	memberRPCTimeout = 2 * time.Second
+	memberPoll       = 25 * time.Millisecond
+)
+
+// ErrNotClustered: membership changes need a cluster member.
+var ErrNotClustered = errors.New("node: not a cluster member")
+
+// AddMember adds a replica of quorum queue name in vhost on node and
+// returns once it is a voter (it has caught up with the leader).
+func (n *Node) AddMember(vhost, name, node string) error {
+	if n.cluster == nil {
+		return ErrNotClustered
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), memberChangeTimeout)
+	defer cancel()
+	return n.cluster.addMember(ctx, n.broker, vhost, name, node)
+}
+
+// DeleteMember removes node's replica of quorum queue name in vhost.
+// Without force it refuses to leave fewer members than a majority of the
+// queue's target size (targetSize); it never removes the last member.
+func (n *Node) DeleteMember(vhost, name, node string, force bool) error {
+	if n.cluster == nil {
+		return ErrNotClustered
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), memberChangeTimeout)
+	defer cancel()
+	return n.cluster.deleteMember(ctx, n.broker, vhost, name, node, force)
+}
+
+// Grow adds node to every quorum queue whose vhost and name match the
+// regular expressions (unanchored, as RabbitMQ's) and that has fewer
+// members than its target size. It returns the queues changed
+// ("vhost/name"), and the errors of those it could not change.
+func (n *Node) Grow(node string, vhostPattern, queuePattern string) ([]string, error) {
+	if n.cluster == nil {
+		return nil, ErrNotClustered
+	}
+	vre, err := regexp.Compile(vhostPattern)
+	if err != nil {
+		return nil, fmt.Errorf("vhost pattern: %w", err)
+	}
+	qre, err := regexp.Compile(queuePattern)
+	if err != nil {
+		return nil, fmt.Errorf("queue pattern: %w", err)
+	}
+	var changed []string
+	var errs []error
+	for _, q := range n.quorumQueues() {
+		rec := q.Record
+		if !vre.MatchString(rec.Vhost) || !qre.MatchString(rec.Name) ||
+			slices.Contains(rec.Members, node) || len(rec.Members) >= targetSize(rec) {
+			continue
+		}
+		if err := n.AddMember(rec.Vhost, rec.Name, node); err != nil {
+			errs = append(errs, fmt.Errorf("%s/%s: %w", rec.Vhost, rec.Name, err))
+			continue
+		}
+		changed = append(changed, rec.Vhost+"/"+rec.Name)
+	}
+	return changed, errors.Join(errs...)
+}
+
+// Shrink removes node's replica from every quorum queue that has one,
+// unless it is the queue's last. It returns the queues changed.
+func (n *Node) Shrink(node string) ([]string, error) {
+	if n.cluster == nil {
+		return nil, ErrNotClustered
+	}
+	var changed []string
+	var errs []error
+	for _, q := range n.quorumQueues() {
+		rec := q.Record
+		if !slices.Contains(rec.Members, node) || len(rec.Members) < 2 {
+			continue
+		}
+		if err := n.DeleteMember(rec.Vhost, rec.Name, node, true); err != nil {
+			errs = append(errs, fmt.Errorf("%s/%s: %w", rec.Vhost, rec.Name, err))
+			continue
+		}
+		changed = append(changed, rec.Vhost+"/"+rec.Name)
+	}
+	return changed, errors.Join(errs...)
+}
+
+// quorumQueues are the quorum queues, sorted by vhost and name.
+func (n *Node) quorumQueues() []broker.QueueSummary {
+	qs := slices.DeleteFunc(n.broker.Queues(""), func(q broker.QueueSummary) bool {
+		return q.Record.Type != broker.QueueTypeQuorum || q.Record.ID == ""
+	})
+	slices.SortFunc(qs, func(a, b broker.QueueSummary) int {
+		if a.Record.Vhost != b.Record.Vhost {
+			return strings.Compare(a.Record.Vhost, b.Record.Vhost)
+		}
+		return strings.Compare(a.Record.Name, b.Record.Name)
+	})
+	return qs
+}
+
+// targetSize is the number of members a quorum queue is meant to have:
+// its x-quorum-initial-group-size, else RabbitMQ's default of three.
+func targetSize(rec metadata.Queue) int {
+	size := 3
+	if len(rec.Arguments) > 0 {
+		if args, _, err := amqp.DecodeTable(rec.Arguments); err == nil {
+			switch v := args["x-quorum-initial-group-size"].(type) {
+			case int8:
+				size = int(v)
+			case int16:
+				size = int(v)
+			case int32:
+				size = int(v)
+			case int64:
+				size = int(v)
+			case uint8:
+				size = int(v)
+			case uint16:
+				size = int(v)
+			case uint32:
+				size = int(v)
+			}
+		}
+	}
+	return max(size, 1)
+}
+
+// quorumRecord is the record of quorum queue name in vhost.
+func quorumRecord(b *broker.Broker, vhost, name string) (metadata.Queue, error) {
+	rec, ok := b.QueueRecord(vhost, name)
+	if !ok {
+		return rec, fmt.Errorf("no queue %q in vhost %q", name, vhost)
+	}
+	if rec.Type != broker.QueueTypeQuorum || rec.ID == "" {
+		return rec, fmt.Errorf("queue %q in vhost %q is not a quorum queue", name, vhost)
+	}
+	return rec, nil
+}
+
+// firstLeader is the record's Leader after a membership change: the
+// member that would bootstrap the group were it created again. It must
+// be an old member (one with state), never a node just added (which
+// would then create a second group of its own), so it is set explicitly
+// even on records that left it to Members[0].
+func firstLeader(rec metadata.Queue, members []string, prefer string) string {
+	if rec.Leader != "" && slices.Contains(members, rec.Leader) {
+		return rec.Leader
+	}
+	if prefer != "" && slices.Contains(members, prefer) {
+		return prefer
+	}
+	for _, m := range rec.Members {
+		if slices.Contains(members, m) {
+			return m
+		}
+	}
+	return ""
+}
+
+func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, name, node string) error {
+	c.memberMu.Lock()
+	defer c.memberMu.Unlock()
+	rec, err := quorumRecord(b, vhost, name)
+	if err != nil {
+		return err
+	}
+	if err := c.checkNode(node); err != nil {
+		return err
+	}
+	addr, _ := c.addrOf(node)
+	if slices.Contains(rec.Members, node) {
+		// A member already, or an earlier AddMember stopped before
+		// promoting it: finish that.
+		st, err := c.memberStatus(ctx, node, rec.ID)
+		if err == nil && st.Present && st.Voter {
+			return fmt.Errorf("node %s is already a member of queue %q in vhost %q", node, name, vhost)
+		}
+	}
+	// 1. A non-voter: replicated to, not counted.
+	idx, err := c.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_ADD_NONVOTER, node, addr)
+	if err != nil {
+		return fmt.Errorf("add %s as a non-voter: %w", node, err)
+	}
+	// 2. The record gains it: its node opens its replica.
+	if !slices.Contains(rec.Members, node) {
+		members := append(slices.Clone(rec.Members), node)
+		slices.Sort(members)
+		if err := b.SetQueueMembers(vhost, name, rec.ID, members, firstLeader(rec, members, "")); err != nil {
+			if _, rerr := c.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_REMOVE_SERVER, node, ""); rerr != nil {
+				c.log.Warn("undo adding a non-voter", "queue", vhost+"/"+name, "node", node, "err", rerr)
+			}
+			return err
+		}
+		rec.Members = members
+	}
+	// 3. Caught up, by its own account.
+	if err := c.awaitCaughtUp(ctx, rec.ID, rec.Members, node, idx); err != nil {
+		return fmt.Errorf("new member %s did not catch up: %w", node, err)
+	}
+	// 4. Promoted.
+	if _, err := c.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_ADD_VOTER, node, addr); err != nil {
+		return fmt.Errorf("promote %s to a voter: %w", node, err)
+	}
+	// The new member knows it votes once it has the entry: wait for
+	// that, so that the answer holds wherever it is checked.
+	if err := c.awaitVoter(ctx, rec.ID, node); err != nil {
+		return fmt.Errorf("new member %s promoted, but does not know it yet: %w", node, err)
+	}
+	c.log.Info("queue member added", "queue", vhost+"/"+name, "node", node)
+	return nil
+}
+
+func (c *clusterNode) deleteMember(ctx context.Context, b *broker.Broker, vhost, name, node string, force bool) error {
+	c.memberMu.Lock()
+	defer c.memberMu.Unlock()
+	rec, err := quorumRecord(b, vhost, name)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(rec.Members, node) {
+		return fmt.Errorf("node %s is not a member of queue %q in vhost %q", node, name, vhost)
+	}
+	if len(rec.Members) == 1 {
+		return fmt.Errorf("node %s holds the last member of queue %q in vhost %q", node, name, vhost)
+	}
+	if size := targetSize(rec); len(rec.Members)-1 < size/2+1 && !force {
+		return fmt.Errorf("removing %s would leave queue %q in vhost %q %d members, fewer than a majority of its %d: use force",
+			node, name, vhost, len(rec.Members)-1, size)
+	}
+	members := slices.DeleteFunc(slices.Clone(rec.Members), func(m string) bool { return m == node })
+	// 1. Leadership away from the member going.
+	leader, err := c.queueLeader(ctx, rec.ID, rec.Members)
+	if err != nil {
+		return err
+	}
+	if leader == node {
+		if leader, err = c.moveLeadership(ctx, rec.ID, rec.Members, node, members); err != nil {
+			return fmt.Errorf("move the leadership away from %s: %w", node, err)
+		}
+	}
+	// 2. Out of the group.
+	if _, err := c.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_REMOVE_SERVER, node, ""); err != nil {
+		return fmt.Errorf("remove %s from the group: %w", node, err)
+	}
+	// 3. Out of the record: its node removes its replica.
+	if err := b.SetQueueMembers(vhost, name, rec.ID, members, firstLeader(rec, members, leader)); err != nil {
+		return err
+	}
+	c.log.Info("queue member removed", "queue", vhost+"/"+name, "node", node)
+	return nil
+}
+
+// checkNode refuses a node that is not in the cluster.
+func (c *clusterNode) checkNode(node string) error {
+	servers, err := c.meta.Servers()
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(servers, func(s meta.Server) bool { return s.ID == node }) {
+		return fmt.Errorf("node %q is not in the cluster", node)
+	}
+	if _, ok := c.addrOf(node); !ok {
+		return fmt.Errorf("no address for node %q", node)
+	}
+	return nil
+}
+
+// moveLeadership hands the leadership of group id from node to a voter
+// among to, and returns the new leader.
+func (c *clusterNode) moveLeadership(ctx context.Context, id string, members []string, node string, to []string) (string, error) {
+	for _, m := range to {
+		st, err := c.memberStatus(ctx, m, id)
+		if err != nil || !st.Present || !st.Voter {
+			continue
+		}
+		addr, _ := c.addrOf(m)
+		if _, err := c.change(ctx, id, members, memberpb.ChangeOp_TRANSFER_LEADERSHIP, m, addr); err != nil {
+			return "", err
+		}
+		return c.waitLeader(ctx, id, members, func(l string) bool { return l != node })
+	}
+	return "", fmt.Errorf("no voter to take the leadership")
+}
+
+// awaitCaughtUp waits until node's replica of group id has applied the
+// entry at index at least and trails the leader's commit index by at most
+// maxCatchUpLag.
+func (c *clusterNode) awaitCaughtUp(ctx context.Context, id string, members []string, node string, index uint64) error {
+	t := time.NewTicker(memberPoll)
+	defer t.Stop()
+	for {
+		st, err := c.memberStatus(ctx, node, id)
+		if err == nil && st.Present && st.AppliedIndex >= index {
+			leader, lerr := c.queueLeader(ctx, id, members)
+			if lerr == nil {
+				if ls, err := c.memberStatus(ctx, leader, id); err == nil && ls.Present &&
+					st.AppliedIndex+maxCatchUpLag >= ls.CommitIndex {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// awaitVoter waits until node's replica of group id reports itself a
+// voter.
+func (c *clusterNode) awaitVoter(ctx context.Context, id, node string) error {
+	t := time.NewTicker(memberPoll)
+	defer t.Stop()
+	for {
+		if st, err := c.memberStatus(ctx, node, id); err == nil && st.Present && st.Voter {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// queueLeader is group id's leader, asked of its members.
+func (c *clusterNode) queueLeader(ctx context.Context, id string, members []string) (string, error) {
+	return c.waitLeader(ctx, id, members, func(string) bool { return true })
+}
+
+// waitLeader waits until a member of group id says it leads and ok
+// accepts it.
+func (c *clusterNode) waitLeader(ctx context.Context, id string, members []string, ok func(string) bool) (string, error) {
+	t := time.NewTicker(memberPoll)
+	defer t.Stop()
+	for {
+		for _, m := range members {
+			st, err := c.memberStatus(ctx, m, id)
+			if err == nil && st.Present && st.State == "Leader" && ok(m) {
+				return m, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no leader for the queue: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// change has group id's leader carry out op, finding the leader among
+// members and again when it moves.
+func (c *clusterNode) change(ctx context.Context, id string, members []string, op memberpb.ChangeOp, node, addr string) (uint64, error) {
+	req := &memberpb.ChangeRequest{QueueId: id, Op: op, Node: node, Addr: addr}
+	t := time.NewTicker(memberPoll)
+	defer t.Stop()
+	for {
+		leader, err := c.queueLeader(ctx, id, members)
+		if err != nil {
+			return 0, err
+		}
+		rep, err := c.memberCall(ctx, leader, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
+			return cl.Change(ctx, req)
+		})
+		if err != nil {
+			return 0, err
+		}
+		if r := rep.(*memberpb.ChangeReply); !r.NotLeader {
+			return r.Index, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// memberStatus is node's replica's own view of group id.
+func (c *clusterNode) memberStatus(ctx context.Context, node, id string) (*memberpb.StatusReply, error) {
+	rep, err := c.memberCall(ctx, node, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
+		return cl.Status(ctx, &memberpb.StatusRequest{QueueId: id})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rep.(*memberpb.StatusReply), nil
+}
+
+// memberCall calls node's Member service: this node's server directly.
+func (c *clusterNode) memberCall(ctx context.Context, node string, call func(context.Context, memberpb.MemberClient) (any, error)) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, memberRPCTimeout)
+	defer cancel()
+	if node == c.self {
+		return call(ctx, localMemberClient{memberServer{c: c}})
+	}
+	addr, ok := c.addrOf(node)
+	if !ok {
+		return nil, fmt.Errorf("no address for node %q", node)
+	}
+	conn, err := c.pool.Conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return call(ctx, memberpb.NewMemberClient(conn))
+}
+
+func (c *clusterNode) registerMember() {
+	memberpb.RegisterMemberServer(c.grpc, memberServer{c: c})
+}
+
+func (c *clusterNode) replica(id string) (*replica.Replica, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.replicas[id]
+	return r, ok
+}
+
+// memberServer serves the Member service from this node's replicas.
+type memberServer struct {
+	memberpb.UnimplementedMemberServer
+	c *clusterNode
+}
+
+var _ memberpb.MemberServer = memberServer{}
+
+func (s memberServer) Status(_ context.Context, req *memberpb.StatusRequest) (*memberpb.StatusReply, error) {
+	r, ok := s.c.replica(req.QueueId)
+	if !ok {
+		return &memberpb.StatusReply{}, nil
+	}
+	st := r.Status()
+	return &memberpb.StatusReply{
+		Present: true, State: st.State, Term: st.Term, CommitIndex: st.CommitIndex,
+		AppliedIndex: st.AppliedIndex, LastLogIndex: st.LastLogIndex, Voter: st.Voter, Leader: r.Leader(),
+	}, nil
+}
+
+func (s memberServer) Change(_ context.Context, req *memberpb.ChangeRequest) (*memberpb.ChangeReply, error) {
+	r, ok := s.c.replica(req.QueueId)
+	if !ok {
+		return &memberpb.ChangeReply{NotLeader: true}, nil
+	}
+	var idx uint64
+	var err error
+	switch req.Op {
+	case memberpb.ChangeOp_ADD_NONVOTER:
+		idx, err = r.AddNonvoter(req.Node, req.Addr)
+	case memberpb.ChangeOp_ADD_VOTER:
+		idx, err = r.AddVoter(req.Node, req.Addr)
+	case memberpb.ChangeOp_REMOVE_SERVER:
+		idx, err = r.RemoveServer(req.Node)
+	case memberpb.ChangeOp_TRANSFER_LEADERSHIP:
+		err = r.TransferLeadership(req.Node, req.Addr)
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "unknown change %v", req.Op)
+	}
+	if errors.Is(err, replica.ErrNotLeader) {
+		return &memberpb.ChangeReply{NotLeader: true, Leader: r.Leader()}, nil
+	}
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return &memberpb.ChangeReply{Index: idx}, nil
+}
+
+// localMemberClient calls this node's server without gRPC.
+type localMemberClient struct{ s memberServer }
+
+func (l localMemberClient) Status(ctx context.Context, in *memberpb.StatusRequest, _ ...grpc.CallOption) (*memberpb.StatusReply, error) {
+	return l.s.Status(ctx, in)
+}
+
+func (l localMemberClient) Change(ctx context.Context, in *memberpb.ChangeRequest, _ ...grpc.CallOption) (*memberpb.ChangeReply, error) {
+	return l.s.Change(ctx, in)
+}
+
+// MembersChanged implements broker.MembersChanger: this node opens its
+// replica when it became a member (never bootstrapping: the leader sends
+// it the log), removes it with its files when it stopped being one, and
+// routes to the new members.
+func (q *clusterQueue) MembersChanged(members []string) {
+	c := q.c
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	local, had := c.replica(q.id)
+	member := slices.Contains(members, c.self)
+	switch {
+	case member && !had:
+		r, err := c.openReplica(q.id, q.cfg, members, false)
+		if err != nil {
+			c.log.Error("cannot open the queue's new member", "queue", q.cfg.Name, "err", err)
+			q.Router.SetMembers(members, nil)
+			return
+		}
+		c.mu.Lock()
+		c.replicas[q.id] = r
+		c.mu.Unlock()
+		q.Router.SetMembers(members, r)
+		c.log.Info("this node became a member of the queue", "queue", q.cfg.Name)
+	case !member && had:
+		q.Router.SetMembers(members, nil)
+		c.mu.Lock()
+		delete(c.replicas, q.id)
+		c.mu.Unlock()
+		local.Remove()
+		c.log.Info("this node's member of the queue was removed", "queue", q.cfg.Name)
+	case had:
+		q.Router.SetMembers(members, local)
+	default:
+		q.Router.SetMembers(members, nil)
+	}
+}
+
+var (
+	_ broker.MembersChanger = (*clusterQueue)(nil)
+	_ forward.Local         = (*replica.Replica)(nil)
+)
+
+// QueueServers is the Raft configuration of queue name's group as this
+// node's replica knows it: node name to whether it votes.
+func (n *Node) QueueServers(vhost, name string) (map[string]bool, bool) {
+	r, _, ok := n.localReplica(vhost, name)
+	if !ok {
+		return nil, false
+	}
+	servers, err := r.Servers()
+	return servers, err == nil
+}
