@@ -10,6 +10,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 
 	"github.com/warrenmq/warren/membership"
@@ -53,6 +54,17 @@ type Backend interface {
 	// Policies lists the policies (operator: operator policies) of
 	// vhost ("" means all vhosts), by vhost, priority, name.
 	Policies(vhost string, operator bool) []PolicyInfo
+
+	// LocalMembers is every queue replica this node holds, by queue ID,
+	// as its Raft instance sees it.
+	LocalMembers() map[string]MemberStatus
+	// TransferLeadership hands the leadership of group queueID, which
+	// this node's replica must lead, to member to, and returns once
+	// Raft's transfer is done (this replica has stepped down) or ctx
+	// ends. It waits for the target (unlike the calls above). The error
+	// wraps ErrNotFound if this node holds no replica of the group,
+	// ErrNotLeader if its replica does not lead.
+	TransferLeadership(ctx context.Context, queueID, to string) error
 }
 
 // PolicyInfo is a policy or operator policy.
@@ -72,6 +84,7 @@ var (
 	ErrNotFound  = errors.New("not found")
 	ErrNotQuorum = errors.New("not a quorum queue")
 	ErrInvalid   = errors.New("invalid")
+	ErrNotLeader = errors.New("not the leader")
 )
 
 // Invalid is an error that wraps ErrInvalid and reads as msg: the server

@@ -90,13 +90,8 @@ func (s *Server) QuorumStatus(ctx context.Context, req *adminpb.QuorumStatusRequ
 		req.Vhost = "/"
 	}
 	id, members, err := s.b.QueueGroup(req.Vhost, req.Name)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil, status.Errorf(codes.NotFound, "queue '%s' in vhost '%s' not found", req.Name, req.Vhost)
-	case errors.Is(err, ErrNotQuorum):
-		return nil, status.Errorf(codes.FailedPrecondition, "queue '%s' in vhost '%s' is not a quorum queue", req.Name, req.Vhost)
-	case err != nil:
-		return nil, status.Errorf(codes.Internal, "queue '%s' in vhost '%s': %v", req.Name, req.Vhost, err)
+	if err != nil {
+		return nil, queueError(err, req.Vhost, req.Name)
 	}
 	resp := &adminpb.QuorumStatusResponse{Vhost: req.Vhost, Name: req.Name, QueueId: id}
 	resp.Members = make([]*adminpb.Member, len(members))
@@ -126,6 +121,17 @@ func (s *Server) QuorumStatus(ctx context.Context, req *adminpb.QuorumStatusRequ
 		}
 	}
 	return resp, nil
+}
+
+// queueError is the status for QueueGroup's error.
+func queueError(err error, vhost, name string) error {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return status.Errorf(codes.NotFound, "queue '%s' in vhost '%s' not found", name, vhost)
+	case errors.Is(err, ErrNotQuorum):
+		return status.Errorf(codes.FailedPrecondition, "queue '%s' in vhost '%s' is not a quorum queue", name, vhost)
+	}
+	return status.Errorf(codes.Internal, "queue '%s' in vhost '%s': %v", name, vhost, err)
 }
 
 // askMember is node's view of its replica of group id, or an unreachable

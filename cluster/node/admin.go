@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/meta"
 	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // adminBackend answers the admin service (warrenctl) from this node's
@@ -110,6 +112,49 @@ func (a *adminBackend) LocalMember(queueID string) (admin.MemberStatus, bool) {
 	if !ok {
 		return admin.MemberStatus{}, false
 	}
+	return memberStatus(r), true
+}
+
+func (a *adminBackend) LocalMembers() map[string]admin.MemberStatus {
+	a.c.mu.Lock()
+	rs := make(map[string]*replica.Replica, len(a.c.replicas))
+	for id, r := range a.c.replicas {
+		rs[id] = r
+	}
+	a.c.mu.Unlock()
+	out := make(map[string]admin.MemberStatus, len(rs))
+	for id, r := range rs {
+		out[id] = memberStatus(r)
+	}
+	return out
+}
+
+func (a *adminBackend) TransferLeadership(ctx context.Context, queueID, to string) error {
+	a.c.mu.Lock()
+	r, ok := a.c.replicas[queueID]
+	a.c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
+	}
+	addr, ok := a.c.addrOf(to)
+	if !ok {
+		return fmt.Errorf("address of %s unknown", to)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- r.TransferLeadership(to, addr) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, replica.ErrNotLeader) {
+			return fmt.Errorf("group %s: %w", queueID, admin.ErrNotLeader)
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// memberStatus is r's own view of its group, in the admin service's words.
+func memberStatus(r *replica.Replica) admin.MemberStatus {
 	st := r.Status()
 	role := admin.RoleFollower
 	switch {
@@ -120,7 +165,7 @@ func (a *adminBackend) LocalMember(queueID string) (admin.MemberStatus, bool) {
 	case !st.Voter:
 		role = admin.RoleNonVoter
 	}
-	return admin.MemberStatus{Role: role, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastLogIndex: st.LastLogIndex}, true
+	return admin.MemberStatus{Role: role, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastLogIndex: st.LastLogIndex}
 }
 
 func (a *adminBackend) NodeAddr(node string) (string, bool) { return a.c.addrOf(node) }
@@ -206,6 +251,10 @@ func (l *lateBackend) ClearPolicy(v, n string, op bool) error {
 func (l *lateBackend) Policies(v string, op bool) []admin.PolicyInfo {
 	return l.get().Policies(v, op)
 }
+func (l *lateBackend) LocalMembers() map[string]admin.MemberStatus { return l.get().LocalMembers() }
+func (l *lateBackend) TransferLeadership(ctx context.Context, id, to string) error {
+	return l.get().TransferLeadership(ctx, id, to)
+}
 
 // startingBackend answers before the broker is up.
 type startingBackend struct{}
@@ -227,4 +276,8 @@ func (startingBackend) ClearPolicy(string, string, bool) error {
 func (startingBackend) Policies(string, bool) []admin.PolicyInfo { return nil }
 func (startingBackend) QueueGroup(v, n string) (string, []string, error) {
 	return "", nil, fmt.Errorf("node starting: %w", admin.ErrNotFound)
+}
+func (startingBackend) LocalMembers() map[string]admin.MemberStatus { return nil }
+func (startingBackend) TransferLeadership(context.Context, string, string) error {
+	return fmt.Errorf("node starting: %w", admin.ErrNotFound)
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/warrenmq/warren/proto/adminpb"
 )
@@ -22,6 +23,9 @@ type command struct {
 	// setup defines the command's own flags on fs and returns its body,
 	// which runs once they are parsed.
 	setup func(fs *flag.FlagSet) body
+	// timeout replaces --timeout's default for a command that waits for
+	// the cluster to change (zero: the global default).
+	timeout time.Duration
 }
 
 // body runs a command against the node's admin service with its
@@ -95,7 +99,8 @@ Commands:
 	printFlags(w, globalFlags())
 	fmt.Fprint(w, `
 Run 'warrenctl <command> --help' for a command's details.
-Exit status: 0 success, 1 failure (node unreachable, queue not found), 2 usage error.
+Exit status: 0 success, 1 failure (node unreachable, queue not found, a check
+that found problems), 2 usage error.
 `)
 }
 
@@ -114,6 +119,9 @@ func (c *command) printHelp(w io.Writer) {
 	}
 	fmt.Fprint(w, "\nGlobal flags:\n")
 	printFlags(w, globalFlags())
+	if c.timeout > 0 {
+		fmt.Fprintf(w, "\n--timeout defaults to %s for this command.\n", c.timeout)
+	}
 }
 
 // globalFlags is a flag set with the global flags and their defaults, for

@@ -124,6 +124,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(positional) > len(cmd.args) {
 		return usageError(stderr, helpHint, fmt.Sprintf("unexpected arguments: %s", strings.Join(positional[len(cmd.args):], " ")))
 	}
+	if cmd.timeout > 0 && !isSet(top, "timeout") && !isSet(fs, "timeout") {
+		g.timeout = cmd.timeout
+	}
 	if g.timeout <= 0 {
 		return usageError(stderr, helpHint, "--timeout must be positive")
 	}
@@ -147,10 +150,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "warrenctl:", err)
 			return exitFailure
 		}
+		if f, ok := out.(failing); ok && f.failed() {
+			return exitFailure
+		}
 		return exitOK
 	}
 	out.writeText(stdout)
+	if f, ok := out.(failing); ok && f.failed() {
+		return exitFailure
+	}
 	return exitOK
+}
+
+// failing is a report that can say the command failed, with the report
+// printed all the same: a health check that found problems.
+type failing interface {
+	failed() bool
 }
 
 // parseInterspersed parses flags that may come before, between or after
@@ -171,6 +186,13 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, args[0])
 		args = args[1:]
 	}
+}
+
+// isSet reports whether flag name was given on fs's command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // explain turns a failed call into a sentence for the operator.

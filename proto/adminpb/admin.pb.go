@@ -1078,6 +1078,900 @@ func (x *ListPoliciesResponse) GetPolicies() []*Policy {
 	return nil
 }
 
+type TransferLeadershipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty means "/".
+	Vhost string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name  string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The member (node name) to lead.
+	To            string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TransferLeadershipRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *TransferLeadershipRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TransferLeadershipRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type TransferLeadershipResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vhost string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The member that led before.
+	From string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	// The member that leads now.
+	To string `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	// False if the target already led: nothing moved.
+	Moved         bool `protobuf:"varint,5,opt,name=moved,proto3" json:"moved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TransferLeadershipResponse) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *TransferLeadershipResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TransferLeadershipResponse) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *TransferLeadershipResponse) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *TransferLeadershipResponse) GetMoved() bool {
+	if x != nil {
+		return x.Moved
+	}
+	return false
+}
+
+type MemberTransferLeadershipRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	QueueId string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// The member's node name.
+	To            string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberTransferLeadershipRequest) Reset() {
+	*x = MemberTransferLeadershipRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberTransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberTransferLeadershipRequest) ProtoMessage() {}
+
+func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberTransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*MemberTransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MemberTransferLeadershipRequest) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *MemberTransferLeadershipRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type MemberTransferLeadershipResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberTransferLeadershipResponse) Reset() {
+	*x = MemberTransferLeadershipResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberTransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberTransferLeadershipResponse) ProtoMessage() {}
+
+func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberTransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*MemberTransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
+}
+
+type LocalMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalMembersRequest) Reset() {
+	*x = LocalMembersRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalMembersRequest) ProtoMessage() {}
+
+func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalMembersRequest.ProtoReflect.Descriptor instead.
+func (*LocalMembersRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
+}
+
+type LocalMembersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answering node.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// One per replica, sorted by queue ID.
+	Members       []*LocalMember `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalMembersResponse) Reset() {
+	*x = LocalMembersResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalMembersResponse) ProtoMessage() {}
+
+func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalMembersResponse.ProtoReflect.Descriptor instead.
+func (*LocalMembersResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *LocalMembersResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *LocalMembersResponse) GetMembers() []*LocalMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type LocalMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	QueueId       string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Member        *Member                `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalMember) Reset() {
+	*x = LocalMember{}
+	mi := &file_adminpb_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalMember) ProtoMessage() {}
+
+func (x *LocalMember) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalMember.ProtoReflect.Descriptor instead.
+func (*LocalMember) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *LocalMember) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *LocalMember) GetMember() *Member {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+type RebalanceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Regular expressions the vhost and the queue name must match; empty
+	// matches all.
+	VhostPattern  string `protobuf:"bytes,1,opt,name=vhost_pattern,json=vhostPattern,proto3" json:"vhost_pattern,omitempty"`
+	QueuePattern  string `protobuf:"bytes,2,opt,name=queue_pattern,json=queuePattern,proto3" json:"queue_pattern,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RebalanceRequest) GetVhostPattern() string {
+	if x != nil {
+		return x.VhostPattern
+	}
+	return ""
+}
+
+func (x *RebalanceRequest) GetQueuePattern() string {
+	if x != nil {
+		return x.QueuePattern
+	}
+	return ""
+}
+
+type RebalanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the order they were made; a failed move has an error.
+	Moves []*LeaderMove `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	// The alive nodes holding replicas of the selected queues, by name,
+	// with how many of those queues each led before and after.
+	Nodes []*NodeLeaders `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Selected queues that were left alone because no member led them.
+	Leaderless    []*QueueRef `protobuf:"bytes,3,rep,name=leaderless,proto3" json:"leaderless,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RebalanceResponse) GetMoves() []*LeaderMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetNodes() []*NodeLeaders {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetLeaderless() []*QueueRef {
+	if x != nil {
+		return x.Leaderless
+	}
+	return nil
+}
+
+type LeaderMove struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vhost string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	From  string                 `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To    string                 `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	// Why it failed; empty if it moved.
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderMove) Reset() {
+	*x = LeaderMove{}
+	mi := &file_adminpb_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderMove) ProtoMessage() {}
+
+func (x *LeaderMove) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderMove.ProtoReflect.Descriptor instead.
+func (*LeaderMove) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *LeaderMove) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *LeaderMove) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LeaderMove) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *LeaderMove) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *LeaderMove) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type NodeLeaders struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Before        uint32                 `protobuf:"varint,2,opt,name=before,proto3" json:"before,omitempty"`
+	After         uint32                 `protobuf:"varint,3,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLeaders) Reset() {
+	*x = NodeLeaders{}
+	mi := &file_adminpb_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLeaders) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLeaders) ProtoMessage() {}
+
+func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLeaders.ProtoReflect.Descriptor instead.
+func (*NodeLeaders) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *NodeLeaders) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeLeaders) GetBefore() uint32 {
+	if x != nil {
+		return x.Before
+	}
+	return 0
+}
+
+func (x *NodeLeaders) GetAfter() uint32 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+type QueueRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vhost         string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueRef) Reset() {
+	*x = QueueRef{}
+	mi := &file_adminpb_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueRef) ProtoMessage() {}
+
+func (x *QueueRef) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
+func (*QueueRef) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *QueueRef) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *QueueRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type CheckQuorumCriticalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node that would stop.
+	Node          string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckQuorumCriticalRequest) Reset() {
+	*x = CheckQuorumCriticalRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckQuorumCriticalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckQuorumCriticalRequest) ProtoMessage() {}
+
+func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckQuorumCriticalRequest.ProtoReflect.Descriptor instead.
+func (*CheckQuorumCriticalRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CheckQuorumCriticalRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type CheckLeaderlessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty checks every vhost.
+	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckLeaderlessRequest) Reset() {
+	*x = CheckLeaderlessRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckLeaderlessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckLeaderlessRequest) ProtoMessage() {}
+
+func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckLeaderlessRequest.ProtoReflect.Descriptor instead.
+func (*CheckLeaderlessRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CheckLeaderlessRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+// CheckResponse is a health check's answer: it passes when no queue is
+// listed.
+type CheckResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by vhost, then name.
+	Queues        []*CheckedQueue `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckResponse) Reset() {
+	*x = CheckResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckResponse) ProtoMessage() {}
+
+func (x *CheckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
+func (*CheckResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CheckResponse) GetQueues() []*CheckedQueue {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+type CheckedQueue struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Vhost   string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Members []string               `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	// Members whose node answered with its replica.
+	OnlineMembers []string `protobuf:"bytes,4,rep,name=online_members,json=onlineMembers,proto3" json:"online_members,omitempty"`
+	// The leading member; empty if none answered as leader.
+	Leader        string `protobuf:"bytes,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckedQueue) Reset() {
+	*x = CheckedQueue{}
+	mi := &file_adminpb_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckedQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckedQueue) ProtoMessage() {}
+
+func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckedQueue.ProtoReflect.Descriptor instead.
+func (*CheckedQueue) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CheckedQueue) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *CheckedQueue) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CheckedQueue) GetMembers() []string {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *CheckedQueue) GetOnlineMembers() []string {
+	if x != nil {
+		return x.OnlineMembers
+	}
+	return nil
+}
+
+func (x *CheckedQueue) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
 var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
@@ -1156,7 +2050,63 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\bR\boperator\"H\n" +
 	"\x14ListPoliciesResponse\x120\n" +
-	"\bpolicies\x18\x01 \x03(\v2\x14.warren.admin.PolicyR\bpolicies2\xcb\x04\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x14.warren.admin.PolicyR\bpolicies\"U\n" +
+	"\x19TransferLeadershipRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\"\x80\x01\n" +
+	"\x1aTransferLeadershipResponse\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\tR\x02to\x12\x14\n" +
+	"\x05moved\x18\x05 \x01(\bR\x05moved\"L\n" +
+	"\x1fMemberTransferLeadershipRequest\x12\x19\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"\"\n" +
+	" MemberTransferLeadershipResponse\"\x15\n" +
+	"\x13LocalMembersRequest\"_\n" +
+	"\x14LocalMembersResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x123\n" +
+	"\amembers\x18\x02 \x03(\v2\x19.warren.admin.LocalMemberR\amembers\"V\n" +
+	"\vLocalMember\x12\x19\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12,\n" +
+	"\x06member\x18\x02 \x01(\v2\x14.warren.admin.MemberR\x06member\"\\\n" +
+	"\x10RebalanceRequest\x12#\n" +
+	"\rvhost_pattern\x18\x01 \x01(\tR\fvhostPattern\x12#\n" +
+	"\rqueue_pattern\x18\x02 \x01(\tR\fqueuePattern\"\xac\x01\n" +
+	"\x11RebalanceResponse\x12.\n" +
+	"\x05moves\x18\x01 \x03(\v2\x18.warren.admin.LeaderMoveR\x05moves\x12/\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x19.warren.admin.NodeLeadersR\x05nodes\x126\n" +
+	"\n" +
+	"leaderless\x18\x03 \x03(\v2\x16.warren.admin.QueueRefR\n" +
+	"leaderless\"p\n" +
+	"\n" +
+	"LeaderMove\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\tR\x02to\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"O\n" +
+	"\vNodeLeaders\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
+	"\x06before\x18\x02 \x01(\rR\x06before\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\rR\x05after\"4\n" +
+	"\bQueueRef\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"0\n" +
+	"\x1aCheckQuorumCriticalRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\".\n" +
+	"\x16CheckLeaderlessRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"C\n" +
+	"\rCheckResponse\x122\n" +
+	"\x06queues\x18\x01 \x03(\v2\x1a.warren.admin.CheckedQueueR\x06queues\"\x91\x01\n" +
+	"\fCheckedQueue\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\amembers\x18\x03 \x03(\tR\amembers\x12%\n" +
+	"\x0eonline_members\x18\x04 \x03(\tR\ronlineMembers\x12\x16\n" +
+	"\x06leader\x18\x05 \x01(\tR\x06leader2\x88\t\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -1165,7 +2115,13 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\fMemberStatus\x12!.warren.admin.MemberStatusRequest\x1a\x14.warren.admin.Member\x12L\n" +
 	"\tSetPolicy\x12\x1e.warren.admin.SetPolicyRequest\x1a\x1f.warren.admin.SetPolicyResponse\x12R\n" +
 	"\vClearPolicy\x12 .warren.admin.ClearPolicyRequest\x1a!.warren.admin.ClearPolicyResponse\x12U\n" +
-	"\fListPolicies\x12!.warren.admin.ListPoliciesRequest\x1a\".warren.admin.ListPoliciesResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
+	"\fListPolicies\x12!.warren.admin.ListPoliciesRequest\x1a\".warren.admin.ListPoliciesResponse\x12g\n" +
+	"\x12TransferLeadership\x12'.warren.admin.TransferLeadershipRequest\x1a(.warren.admin.TransferLeadershipResponse\x12y\n" +
+	"\x18MemberTransferLeadership\x12-.warren.admin.MemberTransferLeadershipRequest\x1a..warren.admin.MemberTransferLeadershipResponse\x12U\n" +
+	"\fLocalMembers\x12!.warren.admin.LocalMembersRequest\x1a\".warren.admin.LocalMembersResponse\x12L\n" +
+	"\tRebalance\x12\x1e.warren.admin.RebalanceRequest\x1a\x1f.warren.admin.RebalanceResponse\x12\\\n" +
+	"\x13CheckQuorumCritical\x12(.warren.admin.CheckQuorumCriticalRequest\x1a\x1b.warren.admin.CheckResponse\x12T\n" +
+	"\x0fCheckLeaderless\x12$.warren.admin.CheckLeaderlessRequest\x1a\x1b.warren.admin.CheckResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
 
 var (
 	file_adminpb_admin_proto_rawDescOnce sync.Once
@@ -1179,25 +2135,41 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_adminpb_admin_proto_goTypes = []any{
-	(*ClusterStatusRequest)(nil),  // 0: warren.admin.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil), // 1: warren.admin.ClusterStatusResponse
-	(*Node)(nil),                  // 2: warren.admin.Node
-	(*ListQueuesRequest)(nil),     // 3: warren.admin.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 4: warren.admin.ListQueuesResponse
-	(*Queue)(nil),                 // 5: warren.admin.Queue
-	(*QuorumStatusRequest)(nil),   // 6: warren.admin.QuorumStatusRequest
-	(*QuorumStatusResponse)(nil),  // 7: warren.admin.QuorumStatusResponse
-	(*MemberStatusRequest)(nil),   // 8: warren.admin.MemberStatusRequest
-	(*Member)(nil),                // 9: warren.admin.Member
-	(*Policy)(nil),                // 10: warren.admin.Policy
-	(*SetPolicyRequest)(nil),      // 11: warren.admin.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 12: warren.admin.SetPolicyResponse
-	(*ClearPolicyRequest)(nil),    // 13: warren.admin.ClearPolicyRequest
-	(*ClearPolicyResponse)(nil),   // 14: warren.admin.ClearPolicyResponse
-	(*ListPoliciesRequest)(nil),   // 15: warren.admin.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),  // 16: warren.admin.ListPoliciesResponse
+	(*ClusterStatusRequest)(nil),             // 0: warren.admin.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),            // 1: warren.admin.ClusterStatusResponse
+	(*Node)(nil),                             // 2: warren.admin.Node
+	(*ListQueuesRequest)(nil),                // 3: warren.admin.ListQueuesRequest
+	(*ListQueuesResponse)(nil),               // 4: warren.admin.ListQueuesResponse
+	(*Queue)(nil),                            // 5: warren.admin.Queue
+	(*QuorumStatusRequest)(nil),              // 6: warren.admin.QuorumStatusRequest
+	(*QuorumStatusResponse)(nil),             // 7: warren.admin.QuorumStatusResponse
+	(*MemberStatusRequest)(nil),              // 8: warren.admin.MemberStatusRequest
+	(*Member)(nil),                           // 9: warren.admin.Member
+	(*Policy)(nil),                           // 10: warren.admin.Policy
+	(*SetPolicyRequest)(nil),                 // 11: warren.admin.SetPolicyRequest
+	(*SetPolicyResponse)(nil),                // 12: warren.admin.SetPolicyResponse
+	(*ClearPolicyRequest)(nil),               // 13: warren.admin.ClearPolicyRequest
+	(*ClearPolicyResponse)(nil),              // 14: warren.admin.ClearPolicyResponse
+	(*ListPoliciesRequest)(nil),              // 15: warren.admin.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 16: warren.admin.ListPoliciesResponse
+	(*TransferLeadershipRequest)(nil),        // 17: warren.admin.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),       // 18: warren.admin.TransferLeadershipResponse
+	(*MemberTransferLeadershipRequest)(nil),  // 19: warren.admin.MemberTransferLeadershipRequest
+	(*MemberTransferLeadershipResponse)(nil), // 20: warren.admin.MemberTransferLeadershipResponse
+	(*LocalMembersRequest)(nil),              // 21: warren.admin.LocalMembersRequest
+	(*LocalMembersResponse)(nil),             // 22: warren.admin.LocalMembersResponse
+	(*LocalMember)(nil),                      // 23: warren.admin.LocalMember
+	(*RebalanceRequest)(nil),                 // 24: warren.admin.RebalanceRequest
+	(*RebalanceResponse)(nil),                // 25: warren.admin.RebalanceResponse
+	(*LeaderMove)(nil),                       // 26: warren.admin.LeaderMove
+	(*NodeLeaders)(nil),                      // 27: warren.admin.NodeLeaders
+	(*QueueRef)(nil),                         // 28: warren.admin.QueueRef
+	(*CheckQuorumCriticalRequest)(nil),       // 29: warren.admin.CheckQuorumCriticalRequest
+	(*CheckLeaderlessRequest)(nil),           // 30: warren.admin.CheckLeaderlessRequest
+	(*CheckResponse)(nil),                    // 31: warren.admin.CheckResponse
+	(*CheckedQueue)(nil),                     // 32: warren.admin.CheckedQueue
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
 	2,  // 0: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
@@ -1205,25 +2177,43 @@ var file_adminpb_admin_proto_depIdxs = []int32{
 	9,  // 2: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
 	10, // 3: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
 	10, // 4: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
-	0,  // 5: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	3,  // 6: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	6,  // 7: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	8,  // 8: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	11, // 9: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	13, // 10: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	15, // 11: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	1,  // 12: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	4,  // 13: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	7,  // 14: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	9,  // 15: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	12, // 16: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	14, // 17: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	16, // 18: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	12, // [12:19] is the sub-list for method output_type
-	5,  // [5:12] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	23, // 5: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
+	9,  // 6: warren.admin.LocalMember.member:type_name -> warren.admin.Member
+	26, // 7: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
+	27, // 8: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
+	28, // 9: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
+	32, // 10: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
+	0,  // 11: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	3,  // 12: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	6,  // 13: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	8,  // 14: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	11, // 15: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	13, // 16: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	15, // 17: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	17, // 18: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	19, // 19: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	21, // 20: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	24, // 21: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	29, // 22: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	30, // 23: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	1,  // 24: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	4,  // 25: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	7,  // 26: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	9,  // 27: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	12, // 28: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	14, // 29: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	16, // 30: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	18, // 31: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	20, // 32: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	22, // 33: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	25, // 34: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	31, // 35: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	31, // 36: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	24, // [24:37] is the sub-list for method output_type
+	11, // [11:24] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -1238,7 +2228,7 @@ func file_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

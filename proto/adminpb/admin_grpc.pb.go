@@ -19,13 +19,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_ClusterStatus_FullMethodName = "/warren.admin.Admin/ClusterStatus"
-	Admin_ListQueues_FullMethodName    = "/warren.admin.Admin/ListQueues"
-	Admin_QuorumStatus_FullMethodName  = "/warren.admin.Admin/QuorumStatus"
-	Admin_MemberStatus_FullMethodName  = "/warren.admin.Admin/MemberStatus"
-	Admin_SetPolicy_FullMethodName     = "/warren.admin.Admin/SetPolicy"
-	Admin_ClearPolicy_FullMethodName   = "/warren.admin.Admin/ClearPolicy"
-	Admin_ListPolicies_FullMethodName  = "/warren.admin.Admin/ListPolicies"
+	Admin_ClusterStatus_FullMethodName            = "/warren.admin.Admin/ClusterStatus"
+	Admin_ListQueues_FullMethodName               = "/warren.admin.Admin/ListQueues"
+	Admin_QuorumStatus_FullMethodName             = "/warren.admin.Admin/QuorumStatus"
+	Admin_MemberStatus_FullMethodName             = "/warren.admin.Admin/MemberStatus"
+	Admin_SetPolicy_FullMethodName                = "/warren.admin.Admin/SetPolicy"
+	Admin_ClearPolicy_FullMethodName              = "/warren.admin.Admin/ClearPolicy"
+	Admin_ListPolicies_FullMethodName             = "/warren.admin.Admin/ListPolicies"
+	Admin_TransferLeadership_FullMethodName       = "/warren.admin.Admin/TransferLeadership"
+	Admin_MemberTransferLeadership_FullMethodName = "/warren.admin.Admin/MemberTransferLeadership"
+	Admin_LocalMembers_FullMethodName             = "/warren.admin.Admin/LocalMembers"
+	Admin_Rebalance_FullMethodName                = "/warren.admin.Admin/Rebalance"
+	Admin_CheckQuorumCritical_FullMethodName      = "/warren.admin.Admin/CheckQuorumCritical"
+	Admin_CheckLeaderless_FullMethodName          = "/warren.admin.Admin/CheckLeaderless"
 )
 
 // AdminClient is the client API for Admin service.
@@ -66,6 +72,35 @@ type AdminClient interface {
 	// ListPolicies lists the policies (or operator policies) of one vhost,
 	// or of all.
 	ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error)
+	// TransferLeadership moves a quorum queue's leadership to one of its
+	// members (Raft leadership transfer), answered once that member leads.
+	// Any node can be asked: it finds the leading member and asks its node
+	// (MemberTransferLeadership). NOT_FOUND if there is no such queue,
+	// INVALID_ARGUMENT if the target is not a member, FAILED_PRECONDITION
+	// if it is not a quorum queue, the target's node is not alive or the
+	// group has no leader, ABORTED if the transfer did not complete.
+	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
+	// MemberTransferLeadership is internal, node to node: the answering
+	// node's replica, which must lead its group, hands the leadership to a
+	// member and answers once Raft's transfer is done (the old leader has
+	// stepped down). FAILED_PRECONDITION if the replica does not lead,
+	// NOT_FOUND if the node holds no replica of the group.
+	MemberTransferLeadership(ctx context.Context, in *MemberTransferLeadershipRequest, opts ...grpc.CallOption) (*MemberTransferLeadershipResponse, error)
+	// LocalMembers is internal, node to node: every queue replica the
+	// answering node holds, as its Raft instance sees it.
+	LocalMembers(ctx context.Context, in *LocalMembersRequest, opts ...grpc.CallOption) (*LocalMembersResponse, error)
+	// Rebalance moves quorum queue leaders, one queue at a time by Raft
+	// leadership transfer, until the alive nodes that hold replicas of the
+	// selected queues lead about as many of them each (within one of each
+	// other where membership allows), as rabbitmq-queues rebalance does.
+	Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error)
+	// CheckQuorumCritical lists the quorum queues that would be left
+	// without a majority of online members if a node stopped, as
+	// rabbitmq-diagnostics check_if_node_is_quorum_critical does.
+	CheckQuorumCritical(ctx context.Context, in *CheckQuorumCriticalRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// CheckLeaderless lists the quorum queues none of whose reachable
+	// members leads now.
+	CheckLeaderless(ctx context.Context, in *CheckLeaderlessRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 }
 
 type adminClient struct {
@@ -146,6 +181,66 @@ func (c *adminClient) ListPolicies(ctx context.Context, in *ListPoliciesRequest,
 	return out, nil
 }
 
+func (c *adminClient) TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeadershipResponse)
+	err := c.cc.Invoke(ctx, Admin_TransferLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) MemberTransferLeadership(ctx context.Context, in *MemberTransferLeadershipRequest, opts ...grpc.CallOption) (*MemberTransferLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MemberTransferLeadershipResponse)
+	err := c.cc.Invoke(ctx, Admin_MemberTransferLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) LocalMembers(ctx context.Context, in *LocalMembersRequest, opts ...grpc.CallOption) (*LocalMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LocalMembersResponse)
+	err := c.cc.Invoke(ctx, Admin_LocalMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Rebalance(ctx context.Context, in *RebalanceRequest, opts ...grpc.CallOption) (*RebalanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RebalanceResponse)
+	err := c.cc.Invoke(ctx, Admin_Rebalance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CheckQuorumCritical(ctx context.Context, in *CheckQuorumCriticalRequest, opts ...grpc.CallOption) (*CheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckResponse)
+	err := c.cc.Invoke(ctx, Admin_CheckQuorumCritical_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CheckLeaderless(ctx context.Context, in *CheckLeaderlessRequest, opts ...grpc.CallOption) (*CheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckResponse)
+	err := c.cc.Invoke(ctx, Admin_CheckLeaderless_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -184,6 +279,35 @@ type AdminServer interface {
 	// ListPolicies lists the policies (or operator policies) of one vhost,
 	// or of all.
 	ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error)
+	// TransferLeadership moves a quorum queue's leadership to one of its
+	// members (Raft leadership transfer), answered once that member leads.
+	// Any node can be asked: it finds the leading member and asks its node
+	// (MemberTransferLeadership). NOT_FOUND if there is no such queue,
+	// INVALID_ARGUMENT if the target is not a member, FAILED_PRECONDITION
+	// if it is not a quorum queue, the target's node is not alive or the
+	// group has no leader, ABORTED if the transfer did not complete.
+	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
+	// MemberTransferLeadership is internal, node to node: the answering
+	// node's replica, which must lead its group, hands the leadership to a
+	// member and answers once Raft's transfer is done (the old leader has
+	// stepped down). FAILED_PRECONDITION if the replica does not lead,
+	// NOT_FOUND if the node holds no replica of the group.
+	MemberTransferLeadership(context.Context, *MemberTransferLeadershipRequest) (*MemberTransferLeadershipResponse, error)
+	// LocalMembers is internal, node to node: every queue replica the
+	// answering node holds, as its Raft instance sees it.
+	LocalMembers(context.Context, *LocalMembersRequest) (*LocalMembersResponse, error)
+	// Rebalance moves quorum queue leaders, one queue at a time by Raft
+	// leadership transfer, until the alive nodes that hold replicas of the
+	// selected queues lead about as many of them each (within one of each
+	// other where membership allows), as rabbitmq-queues rebalance does.
+	Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error)
+	// CheckQuorumCritical lists the quorum queues that would be left
+	// without a majority of online members if a node stopped, as
+	// rabbitmq-diagnostics check_if_node_is_quorum_critical does.
+	CheckQuorumCritical(context.Context, *CheckQuorumCriticalRequest) (*CheckResponse, error)
+	// CheckLeaderless lists the quorum queues none of whose reachable
+	// members leads now.
+	CheckLeaderless(context.Context, *CheckLeaderlessRequest) (*CheckResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -214,6 +338,24 @@ func (UnimplementedAdminServer) ClearPolicy(context.Context, *ClearPolicyRequest
 }
 func (UnimplementedAdminServer) ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListPolicies not implemented")
+}
+func (UnimplementedAdminServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method TransferLeadership not implemented")
+}
+func (UnimplementedAdminServer) MemberTransferLeadership(context.Context, *MemberTransferLeadershipRequest) (*MemberTransferLeadershipResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MemberTransferLeadership not implemented")
+}
+func (UnimplementedAdminServer) LocalMembers(context.Context, *LocalMembersRequest) (*LocalMembersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LocalMembers not implemented")
+}
+func (UnimplementedAdminServer) Rebalance(context.Context, *RebalanceRequest) (*RebalanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Rebalance not implemented")
+}
+func (UnimplementedAdminServer) CheckQuorumCritical(context.Context, *CheckQuorumCriticalRequest) (*CheckResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CheckQuorumCritical not implemented")
+}
+func (UnimplementedAdminServer) CheckLeaderless(context.Context, *CheckLeaderlessRequest) (*CheckResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CheckLeaderless not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -362,6 +504,114 @@ func _Admin_ListPolicies_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).TransferLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_TransferLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).TransferLeadership(ctx, req.(*TransferLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_MemberTransferLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MemberTransferLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).MemberTransferLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_MemberTransferLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).MemberTransferLeadership(ctx, req.(*MemberTransferLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_LocalMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LocalMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).LocalMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_LocalMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).LocalMembers(ctx, req.(*LocalMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Rebalance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebalanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Rebalance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Rebalance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Rebalance(ctx, req.(*RebalanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CheckQuorumCritical_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckQuorumCriticalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CheckQuorumCritical(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CheckQuorumCritical_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CheckQuorumCritical(ctx, req.(*CheckQuorumCriticalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CheckLeaderless_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckLeaderlessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CheckLeaderless(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CheckLeaderless_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CheckLeaderless(ctx, req.(*CheckLeaderlessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -396,6 +646,30 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPolicies",
 			Handler:    _Admin_ListPolicies_Handler,
+		},
+		{
+			MethodName: "TransferLeadership",
+			Handler:    _Admin_TransferLeadership_Handler,
+		},
+		{
+			MethodName: "MemberTransferLeadership",
+			Handler:    _Admin_MemberTransferLeadership_Handler,
+		},
+		{
+			MethodName: "LocalMembers",
+			Handler:    _Admin_LocalMembers_Handler,
+		},
+		{
+			MethodName: "Rebalance",
+			Handler:    _Admin_Rebalance_Handler,
+		},
+		{
+			MethodName: "CheckQuorumCritical",
+			Handler:    _Admin_CheckQuorumCritical_Handler,
+		},
+		{
+			MethodName: "CheckLeaderless",
+			Handler:    _Admin_CheckLeaderless_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
