@@ -65,6 +65,14 @@ type Backend interface {
 	// wraps ErrNotFound if this node holds no replica of the group,
 	// ErrNotLeader if its replica does not lead.
 	TransferLeadership(ctx context.Context, queueID, to string) error
+	// AddMember, DeleteMember, Grow and Shrink change the members of
+	// quorum queues (the node drives the change with the queues'
+	// leaders). Grow and Shrink return the queues changed ("vhost/name")
+	// and, joined, the errors of those that could not be.
+	AddMember(ctx context.Context, vhost, name, node string) error
+	DeleteMember(ctx context.Context, vhost, name, node string, force bool) error
+	Grow(ctx context.Context, node, vhostPattern, queuePattern string) ([]string, error)
+	Shrink(ctx context.Context, node string) ([]string, error)
 }
 
 // PolicyInfo is a policy or operator policy.
@@ -85,6 +93,9 @@ var (
 	ErrNotQuorum = errors.New("not a quorum queue")
 	ErrInvalid   = errors.New("invalid")
 	ErrNotLeader = errors.New("not the leader")
+	// ErrRefused: a membership change the queue's rules refuse (the
+	// last member, below a majority without force, already a member).
+	ErrRefused = errors.New("refused")
 )
 
 // Invalid is an error that wraps ErrInvalid and reads as msg: the server

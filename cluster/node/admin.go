@@ -19,6 +19,7 @@ import (
 type adminBackend struct {
 	c *clusterNode
 	b *broker.Broker
+	n *Node
 }
 
 var _ admin.Backend = (*adminBackend)(nil)
@@ -281,3 +282,74 @@ func (startingBackend) LocalMembers() map[string]admin.MemberStatus { return nil
 func (startingBackend) TransferLeadership(context.Context, string, string) error {
 	return fmt.Errorf("node starting: %w", admin.ErrNotFound)
 }
+
+// adminError tells the admin service what kind of failure a membership
+// operation met.
+func adminError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNoQueue):
+		return fmt.Errorf("%w: %w", admin.ErrNotFound, err)
+	case errors.Is(err, ErrNotQuorumQueue):
+		return fmt.Errorf("%w: %w", admin.ErrNotQuorum, err)
+	case errors.Is(err, ErrMembershipRefused), errors.Is(err, ErrNotClustered):
+		return fmt.Errorf("%w: %w", admin.ErrRefused, err)
+	}
+	return err
+}
+
+// adminErrors is adminError for each of a grow's or shrink's errors.
+func adminErrors(err error) error {
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		return adminError(err)
+	}
+	var out []error
+	for _, e := range joined.Unwrap() {
+		out = append(out, adminError(e))
+	}
+	return errors.Join(out...)
+}
+
+func (a *adminBackend) AddMember(_ context.Context, vhost, name, node string) error {
+	return adminError(a.n.AddMember(vhost, name, node))
+}
+
+func (a *adminBackend) DeleteMember(_ context.Context, vhost, name, node string, force bool) error {
+	return adminError(a.n.DeleteMember(vhost, name, node, force))
+}
+
+func (a *adminBackend) Grow(_ context.Context, node, vhostPattern, queuePattern string) ([]string, error) {
+	changed, err := a.n.Grow(node, vhostPattern, queuePattern)
+	return changed, adminErrors(err)
+}
+
+func (a *adminBackend) Shrink(_ context.Context, node string) ([]string, error) {
+	changed, err := a.n.Shrink(node)
+	return changed, adminErrors(err)
+}
+
+func (l *lateBackend) AddMember(ctx context.Context, v, q, n string) error {
+	return l.get().AddMember(ctx, v, q, n)
+}
+func (l *lateBackend) DeleteMember(ctx context.Context, v, q, n string, force bool) error {
+	return l.get().DeleteMember(ctx, v, q, n, force)
+}
+func (l *lateBackend) Grow(ctx context.Context, n, vp, qp string) ([]string, error) {
+	return l.get().Grow(ctx, n, vp, qp)
+}
+func (l *lateBackend) Shrink(ctx context.Context, n string) ([]string, error) {
+	return l.get().Shrink(ctx, n)
+}
+
+var errStarting = fmt.Errorf("node starting: %w", admin.ErrRefused)
+
+func (startingBackend) AddMember(context.Context, string, string, string) error { return errStarting }
+func (startingBackend) DeleteMember(context.Context, string, string, string, bool) error {
+	return errStarting
+}
+func (startingBackend) Grow(context.Context, string, string, string) ([]string, error) {
+	return nil, errStarting
+}
+func (startingBackend) Shrink(context.Context, string) ([]string, error) { return nil, errStarting }

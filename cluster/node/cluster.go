@@ -178,7 +178,6 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 // run starts the background work once the broker exists: joining,
 // forming the cluster, and the metadata leader's duties.
 func (c *clusterNode) run(b *broker.Broker) {
-	c.admin.set(&adminBackend{c: c, b: b})
 	c.wg.Add(2)
 	go c.join()
 	go c.lead(b)

@@ -71,6 +71,13 @@ const (
 // ErrNotClustered: membership changes need a cluster member.
 var ErrNotClustered = errors.New("node: not a cluster member")
 
+// Errors of the membership operations, for callers to tell apart.
+var (
+	ErrNoQueue           = errors.New("no such queue")
+	ErrNotQuorumQueue    = errors.New("not a quorum queue")
+	ErrMembershipRefused = errors.New("membership change refused")
+)
+
 // AddMember adds a replica of quorum queue name in vhost on node and
 // returns once it is a voter (it has caught up with the leader).
 func (n *Node) AddMember(vhost, name, node string) error {
@@ -194,10 +201,10 @@ func targetSize(rec metadata.Queue) int {
 func quorumRecord(b *broker.Broker, vhost, name string) (metadata.Queue, error) {
 	rec, ok := b.QueueRecord(vhost, name)
 	if !ok {
-		return rec, fmt.Errorf("no queue %q in vhost %q", name, vhost)
+		return rec, fmt.Errorf("no queue %q in vhost %q: %w", name, vhost, ErrNoQueue)
 	}
 	if rec.Type != broker.QueueTypeQuorum || rec.ID == "" {
-		return rec, fmt.Errorf("queue %q in vhost %q is not a quorum queue", name, vhost)
+		return rec, fmt.Errorf("queue %q in vhost %q is not a quorum queue: %w", name, vhost, ErrNotQuorumQueue)
 	}
 	return rec, nil
 }
@@ -238,7 +245,7 @@ func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, na
 		// promoting it: finish that.
 		st, err := c.memberStatus(ctx, node, rec.ID)
 		if err == nil && st.Present && st.Voter {
-			return fmt.Errorf("node %s is already a member of queue %q in vhost %q", node, name, vhost)
+			return fmt.Errorf("node %s is already a member of queue %q in vhost %q: %w", node, name, vhost, ErrMembershipRefused)
 		}
 	}
 	// 1. A non-voter: replicated to, not counted.
@@ -283,14 +290,14 @@ func (c *clusterNode) deleteMember(ctx context.Context, b *broker.Broker, vhost,
 		return err
 	}
 	if !slices.Contains(rec.Members, node) {
-		return fmt.Errorf("node %s is not a member of queue %q in vhost %q", node, name, vhost)
+		return fmt.Errorf("node %s is not a member of queue %q in vhost %q: %w", node, name, vhost, ErrMembershipRefused)
 	}
 	if len(rec.Members) == 1 {
-		return fmt.Errorf("node %s holds the last member of queue %q in vhost %q", node, name, vhost)
+		return fmt.Errorf("node %s holds the last member of queue %q in vhost %q: %w", node, name, vhost, ErrMembershipRefused)
 	}
 	if size := targetSize(rec); len(rec.Members)-1 < size/2+1 && !force {
-		return fmt.Errorf("removing %s would leave queue %q in vhost %q %d members, fewer than a majority of its %d: use force",
-			node, name, vhost, len(rec.Members)-1, size)
+		return fmt.Errorf("removing %s would leave queue %q in vhost %q %d members, fewer than a majority of its %d (use force): %w",
+			node, name, vhost, len(rec.Members)-1, size, ErrMembershipRefused)
 	}
 	members := slices.DeleteFunc(slices.Clone(rec.Members), func(m string) bool { return m == node })
 	// 1. Leadership away from the member going.

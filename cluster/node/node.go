@@ -107,6 +107,9 @@ func Start(cfg Config) (*Node, error) {
 		ln:      ln,
 		served:  make(chan struct{}),
 	}
+	if cn != nil {
+		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
+	}
 	go func() {
 		n.serveErr = n.server.Serve(ln)
 		close(n.served)

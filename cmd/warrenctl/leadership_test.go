@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -157,3 +158,15 @@ func TestCommandTimeout(t *testing.T) {
 		t.Errorf("exit %d: %s", code, out)
 	}
 }
+
+// Membership operations are tested against real nodes (cluster/node).
+func (*fixedNode) AddMember(context.Context, string, string, string) error { return errNoMembership }
+func (*fixedNode) DeleteMember(context.Context, string, string, string, bool) error {
+	return errNoMembership
+}
+func (*fixedNode) Grow(context.Context, string, string, string) ([]string, error) {
+	return nil, errNoMembership
+}
+func (*fixedNode) Shrink(context.Context, string) ([]string, error) { return nil, errNoMembership }
+
+var errNoMembership = errors.New("membership changes are not simulated here")

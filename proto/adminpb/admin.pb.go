@@ -1972,6 +1972,295 @@ func (x *CheckedQueue) GetLeader() string {
 	return ""
 }
 
+type AddMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty means "/".
+	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Node          string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *AddMemberRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type DeleteMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty means "/".
+	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Node          string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	Force         bool   `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMemberRequest) Reset() {
+	*x = DeleteMemberRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMemberRequest) ProtoMessage() {}
+
+func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
+func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DeleteMemberRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *DeleteMemberRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteMemberRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *DeleteMemberRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type GrowRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Regular expressions, unanchored; empty matches every name.
+	VhostPattern  string `protobuf:"bytes,2,opt,name=vhost_pattern,json=vhostPattern,proto3" json:"vhost_pattern,omitempty"`
+	QueuePattern  string `protobuf:"bytes,3,opt,name=queue_pattern,json=queuePattern,proto3" json:"queue_pattern,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrowRequest) Reset() {
+	*x = GrowRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrowRequest) ProtoMessage() {}
+
+func (x *GrowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrowRequest.ProtoReflect.Descriptor instead.
+func (*GrowRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GrowRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GrowRequest) GetVhostPattern() string {
+	if x != nil {
+		return x.VhostPattern
+	}
+	return ""
+}
+
+func (x *GrowRequest) GetQueuePattern() string {
+	if x != nil {
+		return x.QueuePattern
+	}
+	return ""
+}
+
+type ShrinkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShrinkRequest) Reset() {
+	*x = ShrinkRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShrinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShrinkRequest) ProtoMessage() {}
+
+func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShrinkRequest.ProtoReflect.Descriptor instead.
+func (*ShrinkRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ShrinkRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type MembershipResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queues changed, as "vhost/name".
+	Changed []string `protobuf:"bytes,1,rep,name=changed,proto3" json:"changed,omitempty"`
+	// Queues that could not be changed, with why ("vhost/name: reason").
+	Failed        []string `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembershipResponse) Reset() {
+	*x = MembershipResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembershipResponse) ProtoMessage() {}
+
+func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
+func (*MembershipResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *MembershipResponse) GetChanged() []string {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
+func (x *MembershipResponse) GetFailed() []string {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
 var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
@@ -2106,7 +2395,25 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\amembers\x18\x03 \x03(\tR\amembers\x12%\n" +
 	"\x0eonline_members\x18\x04 \x03(\tR\ronlineMembers\x12\x16\n" +
-	"\x06leader\x18\x05 \x01(\tR\x06leader2\x88\t\n" +
+	"\x06leader\x18\x05 \x01(\tR\x06leader\"P\n" +
+	"\x10AddMemberRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\"i\n" +
+	"\x13DeleteMemberRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"k\n" +
+	"\vGrowRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12#\n" +
+	"\rvhost_pattern\x18\x02 \x01(\tR\fvhostPattern\x12#\n" +
+	"\rqueue_pattern\x18\x03 \x01(\tR\fqueuePattern\"#\n" +
+	"\rShrinkRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"F\n" +
+	"\x12MembershipResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x03(\tR\achanged\x12\x16\n" +
+	"\x06failed\x18\x02 \x03(\tR\x06failed2\xba\v\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -2121,7 +2428,11 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\fLocalMembers\x12!.warren.admin.LocalMembersRequest\x1a\".warren.admin.LocalMembersResponse\x12L\n" +
 	"\tRebalance\x12\x1e.warren.admin.RebalanceRequest\x1a\x1f.warren.admin.RebalanceResponse\x12\\\n" +
 	"\x13CheckQuorumCritical\x12(.warren.admin.CheckQuorumCriticalRequest\x1a\x1b.warren.admin.CheckResponse\x12T\n" +
-	"\x0fCheckLeaderless\x12$.warren.admin.CheckLeaderlessRequest\x1a\x1b.warren.admin.CheckResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
+	"\x0fCheckLeaderless\x12$.warren.admin.CheckLeaderlessRequest\x1a\x1b.warren.admin.CheckResponse\x12M\n" +
+	"\tAddMember\x12\x1e.warren.admin.AddMemberRequest\x1a .warren.admin.MembershipResponse\x12S\n" +
+	"\fDeleteMember\x12!.warren.admin.DeleteMemberRequest\x1a .warren.admin.MembershipResponse\x12C\n" +
+	"\x04Grow\x12\x19.warren.admin.GrowRequest\x1a .warren.admin.MembershipResponse\x12G\n" +
+	"\x06Shrink\x12\x1b.warren.admin.ShrinkRequest\x1a .warren.admin.MembershipResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
 
 var (
 	file_adminpb_admin_proto_rawDescOnce sync.Once
@@ -2135,7 +2446,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*ClusterStatusRequest)(nil),             // 0: warren.admin.ClusterStatusRequest
 	(*ClusterStatusResponse)(nil),            // 1: warren.admin.ClusterStatusResponse
@@ -2170,6 +2481,11 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*CheckLeaderlessRequest)(nil),           // 30: warren.admin.CheckLeaderlessRequest
 	(*CheckResponse)(nil),                    // 31: warren.admin.CheckResponse
 	(*CheckedQueue)(nil),                     // 32: warren.admin.CheckedQueue
+	(*AddMemberRequest)(nil),                 // 33: warren.admin.AddMemberRequest
+	(*DeleteMemberRequest)(nil),              // 34: warren.admin.DeleteMemberRequest
+	(*GrowRequest)(nil),                      // 35: warren.admin.GrowRequest
+	(*ShrinkRequest)(nil),                    // 36: warren.admin.ShrinkRequest
+	(*MembershipResponse)(nil),               // 37: warren.admin.MembershipResponse
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
 	2,  // 0: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
@@ -2196,21 +2512,29 @@ var file_adminpb_admin_proto_depIdxs = []int32{
 	24, // 21: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
 	29, // 22: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
 	30, // 23: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	1,  // 24: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	4,  // 25: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	7,  // 26: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	9,  // 27: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	12, // 28: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	14, // 29: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	16, // 30: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	18, // 31: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	20, // 32: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	22, // 33: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	25, // 34: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	31, // 35: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	31, // 36: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	24, // [24:37] is the sub-list for method output_type
-	11, // [11:24] is the sub-list for method input_type
+	33, // 24: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	34, // 25: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	35, // 26: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	36, // 27: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	1,  // 28: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	4,  // 29: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	7,  // 30: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	9,  // 31: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	12, // 32: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	14, // 33: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	16, // 34: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	18, // 35: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	20, // 36: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	22, // 37: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	25, // 38: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	31, // 39: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	31, // 40: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	37, // 41: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	37, // 42: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	37, // 43: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	37, // 44: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	28, // [28:45] is the sub-list for method output_type
+	11, // [11:28] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -2228,7 +2552,7 @@ func file_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,10 @@ const (
 	Admin_Rebalance_FullMethodName                = "/warren.admin.Admin/Rebalance"
 	Admin_CheckQuorumCritical_FullMethodName      = "/warren.admin.Admin/CheckQuorumCritical"
 	Admin_CheckLeaderless_FullMethodName          = "/warren.admin.Admin/CheckLeaderless"
+	Admin_AddMember_FullMethodName                = "/warren.admin.Admin/AddMember"
+	Admin_DeleteMember_FullMethodName             = "/warren.admin.Admin/DeleteMember"
+	Admin_Grow_FullMethodName                     = "/warren.admin.Admin/Grow"
+	Admin_Shrink_FullMethodName                   = "/warren.admin.Admin/Shrink"
 )
 
 // AdminClient is the client API for Admin service.
@@ -101,6 +105,18 @@ type AdminClient interface {
 	// CheckLeaderless lists the quorum queues none of whose reachable
 	// members leads now.
 	CheckLeaderless(ctx context.Context, in *CheckLeaderlessRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// AddMember adds a replica of a quorum queue on a node: as a non-voter,
+	// promoted to voter once caught up. Answered after the promotion.
+	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
+	// DeleteMember removes a queue's replica from a node (its leadership
+	// moved away first). Refused below a majority of the queue's target
+	// size unless forced.
+	DeleteMember(ctx context.Context, in *DeleteMemberRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
+	// Grow adds a node to every matching quorum queue with fewer members
+	// than its target size.
+	Grow(ctx context.Context, in *GrowRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
+	// Shrink removes a node's replicas from every quorum queue.
+	Shrink(ctx context.Context, in *ShrinkRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
 }
 
 type adminClient struct {
@@ -241,6 +257,46 @@ func (c *adminClient) CheckLeaderless(ctx context.Context, in *CheckLeaderlessRe
 	return out, nil
 }
 
+func (c *adminClient) AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*MembershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembershipResponse)
+	err := c.cc.Invoke(ctx, Admin_AddMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteMember(ctx context.Context, in *DeleteMemberRequest, opts ...grpc.CallOption) (*MembershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembershipResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Grow(ctx context.Context, in *GrowRequest, opts ...grpc.CallOption) (*MembershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembershipResponse)
+	err := c.cc.Invoke(ctx, Admin_Grow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Shrink(ctx context.Context, in *ShrinkRequest, opts ...grpc.CallOption) (*MembershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembershipResponse)
+	err := c.cc.Invoke(ctx, Admin_Shrink_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -308,6 +364,18 @@ type AdminServer interface {
 	// CheckLeaderless lists the quorum queues none of whose reachable
 	// members leads now.
 	CheckLeaderless(context.Context, *CheckLeaderlessRequest) (*CheckResponse, error)
+	// AddMember adds a replica of a quorum queue on a node: as a non-voter,
+	// promoted to voter once caught up. Answered after the promotion.
+	AddMember(context.Context, *AddMemberRequest) (*MembershipResponse, error)
+	// DeleteMember removes a queue's replica from a node (its leadership
+	// moved away first). Refused below a majority of the queue's target
+	// size unless forced.
+	DeleteMember(context.Context, *DeleteMemberRequest) (*MembershipResponse, error)
+	// Grow adds a node to every matching quorum queue with fewer members
+	// than its target size.
+	Grow(context.Context, *GrowRequest) (*MembershipResponse, error)
+	// Shrink removes a node's replicas from every quorum queue.
+	Shrink(context.Context, *ShrinkRequest) (*MembershipResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -356,6 +424,18 @@ func (UnimplementedAdminServer) CheckQuorumCritical(context.Context, *CheckQuoru
 }
 func (UnimplementedAdminServer) CheckLeaderless(context.Context, *CheckLeaderlessRequest) (*CheckResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CheckLeaderless not implemented")
+}
+func (UnimplementedAdminServer) AddMember(context.Context, *AddMemberRequest) (*MembershipResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddMember not implemented")
+}
+func (UnimplementedAdminServer) DeleteMember(context.Context, *DeleteMemberRequest) (*MembershipResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteMember not implemented")
+}
+func (UnimplementedAdminServer) Grow(context.Context, *GrowRequest) (*MembershipResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Grow not implemented")
+}
+func (UnimplementedAdminServer) Shrink(context.Context, *ShrinkRequest) (*MembershipResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Shrink not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -612,6 +692,78 @@ func _Admin_CheckLeaderless_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AddMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AddMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AddMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AddMember(ctx, req.(*AddMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteMember(ctx, req.(*DeleteMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Grow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GrowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Grow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Grow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Grow(ctx, req.(*GrowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Shrink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShrinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Shrink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Shrink_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Shrink(ctx, req.(*ShrinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -670,6 +822,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckLeaderless",
 			Handler:    _Admin_CheckLeaderless_Handler,
+		},
+		{
+			MethodName: "AddMember",
+			Handler:    _Admin_AddMember_Handler,
+		},
+		{
+			MethodName: "DeleteMember",
+			Handler:    _Admin_DeleteMember_Handler,
+		},
+		{
+			MethodName: "Grow",
+			Handler:    _Admin_Grow_Handler,
+		},
+		{
+			MethodName: "Shrink",
+			Handler:    _Admin_Shrink_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,76 @@
+package admin
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/proto/adminpb"
+)
+
+// Membership operations: which nodes hold a quorum queue's replicas, as
+// rabbitmq-queues add_member, delete_member, grow and shrink. The node
+// drives each change with the queue's leader and answers once it is
+// committed (an added member once it votes).
+
+func (s *Server) AddMember(ctx context.Context, req *adminpb.AddMemberRequest) (*adminpb.MembershipResponse, error) {
+	if req.Vhost == "" {
+		req.Vhost = "/"
+	}
+	if err := s.b.AddMember(ctx, req.Vhost, req.Name, req.Node); err != nil {
+		return nil, membershipError(err)
+	}
+	return &adminpb.MembershipResponse{Changed: []string{req.Vhost + "/" + req.Name}}, nil
+}
+
+func (s *Server) DeleteMember(ctx context.Context, req *adminpb.DeleteMemberRequest) (*adminpb.MembershipResponse, error) {
+	if req.Vhost == "" {
+		req.Vhost = "/"
+	}
+	if err := s.b.DeleteMember(ctx, req.Vhost, req.Name, req.Node, req.Force); err != nil {
+		return nil, membershipError(err)
+	}
+	return &adminpb.MembershipResponse{Changed: []string{req.Vhost + "/" + req.Name}}, nil
+}
+
+func (s *Server) Grow(ctx context.Context, req *adminpb.GrowRequest) (*adminpb.MembershipResponse, error) {
+	changed, err := s.b.Grow(ctx, req.Node, req.VhostPattern, req.QueuePattern)
+	return manyChanged(changed, err)
+}
+
+func (s *Server) Shrink(ctx context.Context, req *adminpb.ShrinkRequest) (*adminpb.MembershipResponse, error) {
+	changed, err := s.b.Shrink(ctx, req.Node)
+	return manyChanged(changed, err)
+}
+
+// manyChanged reports a grow or shrink: what changed and, queue by queue,
+// what could not; a failure before any queue (a bad pattern) is the
+// call's error.
+func manyChanged(changed []string, err error) (*adminpb.MembershipResponse, error) {
+	resp := &adminpb.MembershipResponse{Changed: changed}
+	if err == nil {
+		return resp, nil
+	}
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		return nil, membershipError(err)
+	}
+	for _, e := range joined.Unwrap() {
+		resp.Failed = append(resp.Failed, e.Error())
+	}
+	return resp, nil
+}
+
+func membershipError(err error) error {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ErrNotQuorum), errors.Is(err, ErrRefused):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Aborted, err.Error())
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/warrenmq/warren/proto/adminpb"
+)
+
+// Membership operations, as rabbitmq-queues add_member, delete_member,
+// grow and shrink.
+
+var membershipCommands = []*command{
+	{
+		name:    "add member",
+		args:    []string{"QUEUE", "NODE"},
+		summary: "add a replica of a quorum queue on NODE",
+		help: `Adds a replica of quorum queue QUEUE on NODE: it joins the queue's Raft group
+as a non-voter, receives the log (or a snapshot carrying the live messages),
+and is promoted to voter once caught up. Answered after the promotion. The
+queue keeps serving publishes and consumers throughout.`,
+		setup:   addMember,
+		timeout: 2 * time.Minute,
+	},
+	{
+		name:    "delete member",
+		args:    []string{"QUEUE", "NODE"},
+		summary: "remove a quorum queue's replica from NODE",
+		help: `Removes quorum queue QUEUE's replica on NODE from its Raft group (moving the
+leadership away first if NODE leads) and deletes it from NODE. Refused when the
+queue would be left with fewer members than a majority of its target size
+(x-quorum-initial-group-size, 3 by default) unless --force is given, and always
+for the last member.`,
+		setup:   deleteMember,
+		timeout: 2 * time.Minute,
+	},
+	{
+		name:    "grow",
+		args:    []string{"NODE"},
+		summary: "add NODE to every quorum queue with fewer members than its target",
+		help: `Adds a replica on NODE to every quorum queue that has fewer members than its
+target size and none on NODE yet, one queue at a time, as rabbitmq-queues grow
+does. --vhost-pattern and --queue-pattern (regular expressions) select the
+queues. Lists the queues changed and those that could not be; exits 1 if any
+could not.`,
+		setup:   grow,
+		timeout: 30 * time.Minute,
+	},
+	{
+		name:    "shrink",
+		args:    []string{"NODE"},
+		summary: "remove NODE's replicas from every quorum queue",
+		help: `Removes NODE's replica from every quorum queue that has another member, as
+rabbitmq-queues shrink does (for a node being retired). Lists the queues
+changed and those that could not be; exits 1 if any could not.`,
+		setup:   shrink,
+		timeout: 30 * time.Minute,
+	},
+}
+
+func init() { commands = append(commands, membershipCommands...) }
+
+type membershipReport struct {
+	Operation string   `json:"operation"`
+	Node      string   `json:"node"`
+	Changed   []string `json:"changed"`
+	Failed    []string `json:"failed"`
+}
+
+func newMembershipReport(op, node string, resp *adminpb.MembershipResponse) *membershipReport {
+	r := &membershipReport{Operation: op, Node: node, Changed: resp.Changed, Failed: resp.Failed}
+	if r.Changed == nil {
+		r.Changed = []string{}
+	}
+	if r.Failed == nil {
+		r.Failed = []string{}
+	}
+	return r
+}
+
+func (r *membershipReport) failed() bool { return len(r.Failed) > 0 }
+
+func (r *membershipReport) writeText(w io.Writer) {
+	verb := map[string]string{"add member": "Added a replica on", "delete member": "Removed the replica on",
+		"grow": "Added a replica on", "shrink": "Removed the replica on"}[r.Operation]
+	if len(r.Changed) == 0 && len(r.Failed) == 0 {
+		fmt.Fprintf(w, "No queue to change for %s.\n", r.Node)
+		return
+	}
+	for _, q := range r.Changed {
+		fmt.Fprintf(w, "%s %s for queue %s.\n", verb, r.Node, q)
+	}
+	for _, f := range r.Failed {
+		fmt.Fprintf(w, "Could not change %s\n", f)
+	}
+}
+
+func addMember(fs *flag.FlagSet) body {
+	vhost := fs.String("vhost", "/", "the queue's `vhost`")
+	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
+		resp, err := c.AddMember(ctx, &adminpb.AddMemberRequest{Vhost: *vhost, Name: args[0], Node: args[1]})
+		if err != nil {
+			return nil, err
+		}
+		return newMembershipReport("add member", args[1], resp), nil
+	}
+}
+
+func deleteMember(fs *flag.FlagSet) body {
+	vhost := fs.String("vhost", "/", "the queue's `vhost`")
+	force := fs.Bool("force", false, "remove the member even if fewer than a majority of the target size remain")
+	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
+		resp, err := c.DeleteMember(ctx, &adminpb.DeleteMemberRequest{Vhost: *vhost, Name: args[0], Node: args[1], Force: *force})
+		if err != nil {
+			return nil, err
+		}
+		return newMembershipReport("delete member", args[1], resp), nil
+	}
+}
+
+func grow(fs *flag.FlagSet) body {
+	vhosts := fs.String("vhost-pattern", "", "only vhosts matching this regular `expression` (default: all)")
+	queues := fs.String("queue-pattern", "", "only queues whose name matches this regular `expression` (default: all)")
+	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
+		resp, err := c.Grow(ctx, &adminpb.GrowRequest{Node: args[0], VhostPattern: *vhosts, QueuePattern: *queues})
+		if err != nil {
+			return nil, err
+		}
+		return newMembershipReport("grow", args[0], resp), nil
+	}
+}
+
+func shrink(fs *flag.FlagSet) body {
+	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
+		resp, err := c.Shrink(ctx, &adminpb.ShrinkRequest{Node: args[0]})
+		if err != nil {
+			return nil, err
+		}
+		return newMembershipReport("shrink", args[0], resp), nil
+	}
+}
