@@ -61,6 +61,7 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	closing   bool
+	suspended bool // maintenance mode: new connections are refused (suspend.go)
 	wg        sync.WaitGroup
 
 	replies replyRegistry // direct reply-to consumers (channel_methods.go)
@@ -141,6 +142,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Unlock()
 			nc.Close()
 			return ErrServerClosed
+		}
+		if s.suspended { // maintenance mode (suspend.go)
+			s.mu.Unlock()
+			nc.Close()
+			continue
 		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)

@@ -112,6 +112,8 @@ func (e invalidError) Is(target error) bool { return target == ErrInvalid }
 type NodeInfo struct {
 	membership.Member
 	MetadataRole MetadataRole
+	// Draining: the node is in maintenance mode (drain.go).
+	Draining bool
 }
 
 // MetadataRole is a node's place in the metadata Raft group.

@@ -54,6 +54,7 @@ func (s *Server) ClusterStatus(context.Context, *adminpb.ClusterStatusRequest) (
 			Version:      n.Version,
 			State:        n.State.String(),
 			MetadataRole: string(n.MetadataRole),
+			Draining:     n.Draining,
 		})
 	}
 	slices.SortFunc(resp.Nodes, func(a, b *adminpb.Node) int { return cmp.Compare(a.Name, b.Name) })

@@ -122,6 +122,9 @@ type Broker struct {
 	users  map[string]metadata.User
 	perms  map[permKey]*permission
 	vhosts map[string]*Vhost
+
+	// nodes are the drained nodes' records (nodes.go).
+	nodes nodeTable
 }
 
 type permKey struct{ user, vhost string }
@@ -260,6 +263,7 @@ func compilePermission(p metadata.Permission) (*permission, error) {
 }
 
 func (b *Broker) restore(snap *metadata.Snapshot) error {
+	b.resetNodes(snap.Nodes) // nodes.go
 	for _, u := range snap.Users {
 		b.users[u.Name] = u
 	}

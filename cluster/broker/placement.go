@@ -36,6 +36,11 @@ func checkPlacementArgs(what string, args amqp.Table) error {
 	if _, _, err := intArg(what, args, "x-quorum-initial-group-size", 1); err != nil {
 		return err
 	}
+	// x-quorum-target-group-size (RabbitMQ 4.x): the size membership
+	// reconciliation grows the queue to; checked as the initial size is.
+	if _, _, err := intArg(what, args, "x-quorum-target-group-size", 1); err != nil {
+		return err
+	}
 	if l, ok := args["x-queue-leader-locator"]; ok {
 		s, isStr := l.(string)
 		if !isStr {
@@ -72,12 +77,19 @@ func (b *Broker) place(rec *metadata.Queue, args amqp.Table) {
 	if b.cfg.Cluster != nil {
 		nodes = b.cfg.Cluster.PlacementNodes()
 	}
-	if !slices.Contains(nodes, self) {
-		nodes = append(nodes, self)
-		slices.Sort(nodes)
+	// PlacementNodes leaves drained nodes out, this one included: the
+	// declaring node is added back only when nothing else is left
+	// (nodes.go), and a client-local leader then falls back to balanced.
+	selfPlaced := slices.Contains(nodes, self)
+	if len(nodes) == 0 {
+		nodes, selfPlaced = []string{self}, true
 	}
-	if rec.Type != QueueTypeQuorum || len(nodes) == 1 {
+	if rec.Type != QueueTypeQuorum {
 		rec.Members, rec.Leader = []string{self}, self
+		return
+	}
+	if len(nodes) == 1 {
+		rec.Members, rec.Leader = []string{nodes[0]}, nodes[0]
 		return
 	}
 	size := int64(defaultGroupSize)
@@ -91,7 +103,7 @@ func (b *Broker) place(rec *metadata.Queue, args amqp.Table) {
 		locator, _ = locatorOf(s)
 	}
 	leader := self
-	if locator == LocatorBalanced {
+	if locator == LocatorBalanced || !selfPlaced {
 		leader = slices.MinFunc(nodes, func(a, b string) int {
 			if d := leads[a] - leads[b]; d != 0 {
 				return d

@@ -235,6 +235,10 @@ var policyKeys = map[string]policyKey{
 	"stream-filter-size-bytes":      {func(v any) bool { n, ok := v.(int64); return ok && n >= 16 && n <= 255 }, "%s is not a valid filter size. Valid range is 16-255", false},
 	"queue-leader-locator":          {oneOf("client-local", "balanced", "random", "least-leaders"), "%s is not a valid queue leader locator value", false},
 	"initial-cluster-size":          {isInt(0), "%s is not a valid cluster size", false},
+	// target-group-size is registered by rabbit_quorum_queue (policy and
+	// operator policy validator): a positive integer. Warren's reconciler
+	// grows quorum queues to it (cluster/node/reconcile.go).
+	"target-group-size": {isInt(1), "%s is not a valid qq target count value", true},
 }
 
 // validatePolicy checks a policy as rabbit_policy:validate/5 does: the
@@ -339,6 +343,14 @@ func mergePolicyValue(key string, val, opVal any) any {
 	switch key {
 	case "message-ttl", "max-length", "max-length-bytes", "max-in-memory-length", "max-in-memory-bytes", "expires":
 		return minValue(val, opVal)
+	case "target-group-size":
+		// rabbit_quorum_queue:merge_policy_value/3: the larger.
+		a, aok := asInt(val)
+		b, bok := asInt(opVal)
+		if aok && bok {
+			return max(a, b)
+		}
+		return opVal
 	case "delivery-limit":
 		a, aok := asInt(val)
 		b, bok := asInt(opVal)
@@ -482,6 +494,30 @@ func effectiveArgs(typ string, args amqp.Table, pol, op *policy) amqp.Table {
 		}
 	}
 	return out
+}
+
+// TargetGroupSize is the size quorum queue rec is to be grown to by
+// membership reconciliation, as rabbit_quorum_queue_periodic_membership_
+// reconciliation:get_target_size/1 computes it: the larger of its
+// x-quorum-target-group-size argument and the target-group-size of the
+// policies that apply (policy and operator policy merged: the larger).
+// 0 means no target: the queue is not reconciled (RabbitMQ does not fall
+// back to x-quorum-initial-group-size).
+func (b *Broker) TargetGroupSize(rec metadata.Queue) int {
+	args, _ := decodeTable(rec.Arguments)
+	n, _ := asInt(args["x-quorum-target-group-size"])
+	if v := b.vhost(rec.Vhost); v != nil {
+		v.mu.RLock()
+		pol, op := v.queuePoliciesLocked(rec.Name, rec.Type)
+		pv, ok := policyValue("target-group-size", pol, op)
+		v.mu.RUnlock()
+		if ok {
+			if p, ok := asInt(pv); ok {
+				n = max(n, p)
+			}
+		}
+	}
+	return int(max(n, 0))
 }
 
 // maxExpiry is ten years in milliseconds (rabbit_misc:check_expiry/1).

@@ -435,7 +435,7 @@ var comparedQueueArgs = []string{
 	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
 	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
 	"x-queue-version", "x-single-active-consumer", "x-delivery-limit", "x-dead-letter-strategy",
-	"x-quorum-initial-group-size", "x-queue-leader-locator",
+	"x-quorum-initial-group-size", "x-queue-leader-locator", "x-quorum-target-group-size",
 }
 
 // classicOnlyArgs are refused on quorum queues.

@@ -67,6 +67,8 @@ func (b *Broker) applyChanges(changes []metadata.Change) {
 			if v := b.vhost(c.Policy.Vhost); v != nil {
 				v.applyPolicy(*c.Policy, c.Delete)
 			}
+		case c.Node != nil: // nodes.go
+			b.applyNode(*c.Node, c.Delete)
 		}
 	}
 }
@@ -172,6 +174,7 @@ func (v *Vhost) dropQueue(q *Queue) {
 // sent this node a snapshot): what the state lacks is removed, what it
 // has is applied.
 func (b *Broker) applyReset(snap *metadata.Snapshot) {
+	b.resetNodes(snap.Nodes) // nodes.go
 	var gone []metadata.Change
 	b.mu.RLock()
 	for name := range b.users {

@@ -44,6 +44,7 @@ type wireChange struct {
 	Binding    *metadata.Binding    `json:"binding,omitempty"`
 	Queue      *metadata.Queue      `json:"queue,omitempty"`
 	Policy     *metadata.Policy     `json:"policy,omitempty"`
+	Node       *metadata.Node       `json:"node,omitempty"`
 }
 
 var errEmptyChange = errors.New("meta: a change must hold exactly one record")
@@ -51,7 +52,7 @@ var errEmptyChange = errors.New("meta: a change must hold exactly one record")
 // records counts the records a change holds: exactly one is valid.
 func records(c *metadata.Change) int {
 	n := 0
-	for _, set := range []bool{c.Vhost != nil, c.User != nil, c.Permission != nil, c.Exchange != nil, c.Binding != nil, c.Queue != nil, c.Policy != nil} {
+	for _, set := range []bool{c.Vhost != nil, c.User != nil, c.Permission != nil, c.Exchange != nil, c.Binding != nil, c.Queue != nil, c.Policy != nil, c.Node != nil} {
 		if set {
 			n++
 		}
@@ -69,7 +70,7 @@ func encodeEntry(e *entry) ([]byte, error) {
 		w.Changes[i] = wireChange{
 			Delete: c.Delete, IfAbsent: c.IfAbsent,
 			Vhost: c.Vhost, User: c.User, Permission: c.Permission,
-			Exchange: c.Exchange, Binding: c.Binding, Queue: c.Queue, Policy: c.Policy,
+			Exchange: c.Exchange, Binding: c.Binding, Queue: c.Queue, Policy: c.Policy, Node: c.Node,
 		}
 	}
 	payload, err := json.Marshal(w)
@@ -97,7 +98,7 @@ func decodeEntry(data []byte) (*entry, error) {
 		e.Changes[i] = metadata.Change{
 			Delete: c.Delete, IfAbsent: c.IfAbsent,
 			Vhost: c.Vhost, User: c.User, Permission: c.Permission,
-			Exchange: c.Exchange, Binding: c.Binding, Queue: c.Queue, Policy: c.Policy,
+			Exchange: c.Exchange, Binding: c.Binding, Queue: c.Queue, Policy: c.Policy, Node: c.Node,
 		}
 		if records(&e.Changes[i]) != 1 {
 			return nil, fmt.Errorf("%w (change %d)", errEmptyChange, i)

@@ -30,6 +30,7 @@ type state struct {
 	bindings    map[string]metadata.Binding
 	queues      map[string]metadata.Queue
 	policies    map[string]metadata.Policy
+	nodes       map[string]metadata.Node
 
 	// recent holds the last proposal IDs applied, oldest first; seen
 	// maps each to its outcome (true: refused with ErrExists).
@@ -49,6 +50,7 @@ func newState() *state {
 		bindings:    map[string]metadata.Binding{},
 		queues:      map[string]metadata.Queue{},
 		policies:    map[string]metadata.Policy{},
+		nodes:       map[string]metadata.Node{},
 		seen:        map[string]bool{},
 	}
 }
@@ -62,6 +64,7 @@ const (
 	kindBinding
 	kindQueue
 	kindPolicy
+	kindNode
 )
 
 // key joins the parts that identify a record with NUL, exactly as
@@ -103,6 +106,8 @@ func locate(c *metadata.Change) (kind byte, k string) {
 		return kindQueue, key(c.Queue.Vhost, c.Queue.Name)
 	case c.Policy != nil:
 		return kindPolicy, string(metadata.PolicyKey(c.Policy))
+	case c.Node != nil:
+		return kindNode, key(c.Node.Name)
 	}
 	panic("meta: change without a record")
 }
@@ -124,6 +129,8 @@ func (s *state) has(kind byte, k string) bool {
 		_, ok = s.queues[k]
 	case kindPolicy:
 		_, ok = s.policies[k]
+	case kindNode:
+		_, ok = s.nodes[k]
 	}
 	return ok
 }
@@ -209,6 +216,8 @@ func (s *state) change(c *metadata.Change) {
 			delete(s.queues, k)
 		case kindPolicy:
 			delete(s.policies, k)
+		case kindNode:
+			delete(s.nodes, k)
 		}
 		return
 	}
@@ -227,6 +236,8 @@ func (s *state) change(c *metadata.Change) {
 		s.queues[k] = cloneQueue(*c.Queue)
 	case kindPolicy:
 		s.policies[k] = clonePolicy(*c.Policy)
+	case kindNode:
+		s.nodes[k] = *c.Node
 	}
 }
 
@@ -278,6 +289,7 @@ func (s *state) snapshot() *metadata.Snapshot {
 		Bindings:    sorted(s.bindings, cloneBinding),
 		Queues:      sorted(s.queues, cloneQueue),
 		Policies:    sorted(s.policies, clonePolicy),
+		Nodes:       sorted(s.nodes, same[metadata.Node]),
 	}
 }
 
@@ -295,8 +307,10 @@ type persisted struct {
 	Queues      []metadata.Queue      `json:"queues"`
 	// Policies came after version 1's first layout; older snapshots
 	// have none, which reads the same.
-	Policies []metadata.Policy   `json:"policies,omitempty"`
-	Recent   []persistedProposal `json:"recent"`
+	Policies []metadata.Policy `json:"policies,omitempty"`
+	// Nodes (drained nodes) came after Policies, the same way.
+	Nodes  []metadata.Node     `json:"nodes,omitempty"`
+	Recent []persistedProposal `json:"recent"`
 }
 
 type persistedProposal struct {
@@ -310,8 +324,8 @@ func (s *state) marshal() ([]byte, error) {
 		Version: snapshotVersion, Index: s.index,
 		Vhosts: snap.Vhosts, Users: snap.Users, Permissions: snap.Permissions,
 		Exchanges: snap.Exchanges, Bindings: snap.Bindings, Queues: snap.Queues,
-		Policies: snap.Policies,
-		Recent:   make([]persistedProposal, len(s.recent)),
+		Policies: snap.Policies, Nodes: snap.Nodes,
+		Recent: make([]persistedProposal, len(s.recent)),
 	}
 	for i, id := range s.recent {
 		p.Recent[i] = persistedProposal{ID: id, Exists: s.seen[id]}
@@ -349,6 +363,9 @@ func unmarshalState(data []byte) (*state, error) {
 		put(metadata.Put(r))
 	}
 	for _, r := range p.Policies {
+		put(metadata.Put(r))
+	}
+	for _, r := range p.Nodes {
 		put(metadata.Put(r))
 	}
 	for _, r := range p.Recent {

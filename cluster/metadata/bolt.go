@@ -25,7 +25,8 @@ var (
 	bucketBindings    = []byte("bindings")
 	bucketQueues      = []byte("queues")
 	bucketPolicies    = []byte("policies")
-	allBuckets        = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketBindings, bucketQueues, bucketPolicies}
+	bucketNodes       = []byte("nodes")
+	allBuckets        = [][]byte{bucketVhosts, bucketUsers, bucketPermissions, bucketExchanges, bucketBindings, bucketQueues, bucketPolicies, bucketNodes}
 )
 
 // OpenBolt opens (creating if needed) the metadata file in dir.
@@ -95,6 +96,8 @@ func (c Change) location() (bucket, k []byte, v any) {
 		return bucketQueues, key(c.Queue.Vhost, c.Queue.Name), c.Queue
 	case c.Policy != nil:
 		return bucketPolicies, PolicyKey(c.Policy), c.Policy
+	case c.Node != nil:
+		return bucketNodes, key(c.Node.Name), c.Node
 	}
 	return nil, nil, nil
 }
@@ -154,7 +157,10 @@ func (s *BoltStore) Load() (*Snapshot, error) {
 		if err := loadBucket(tx, bucketQueues, &snap.Queues); err != nil {
 			return err
 		}
-		return loadBucket(tx, bucketPolicies, &snap.Policies)
+		if err := loadBucket(tx, bucketPolicies, &snap.Policies); err != nil {
+			return err
+		}
+		return loadBucket(tx, bucketNodes, &snap.Nodes)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load metadata: %w", err)

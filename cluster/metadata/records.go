@@ -109,6 +109,15 @@ type Policy struct {
 	Priority   int    `json:"priority"`
 }
 
+// Node is a cluster node's operator-set state (warrenctl drain). A node
+// without a record is in service. Added after Policy, the same way.
+type Node struct {
+	Name string `json:"name"`
+	// Draining (maintenance mode) keeps new queues off the node, moves
+	// its queue leaderships away and suspends its AMQP listener.
+	Draining bool `json:"draining,omitempty"`
+}
+
 // Snapshot is every record a Store holds.
 type Snapshot struct {
 	Vhosts      []Vhost
@@ -118,6 +127,7 @@ type Snapshot struct {
 	Bindings    []Binding
 	Queues      []Queue
 	Policies    []Policy
+	Nodes       []Node
 }
 
 // Change is one put or delete of exactly one record.
@@ -134,6 +144,7 @@ type Change struct {
 	Binding    *Binding
 	Queue      *Queue
 	Policy     *Policy
+	Node       *Node
 }
 
 // ErrExists is Apply's error for an IfAbsent put whose record exists.
@@ -180,6 +191,10 @@ func change(del bool, r any) Change {
 		c.Policy = &v
 	case *Policy:
 		c.Policy = v
+	case Node:
+		c.Node = &v
+	case *Node:
+		c.Node = v
 	default:
 		panic("metadata: not a record type")
 	}

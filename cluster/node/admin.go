@@ -45,12 +45,15 @@ func (a *adminBackend) Nodes() []admin.NodeInfo {
 	seen := map[string]bool{}
 	for _, m := range a.c.gossip.Members() {
 		seen[m.Name] = true
-		out = append(out, admin.NodeInfo{Member: m, MetadataRole: role(m.Name)})
+		if forgotten(m, role(m.Name)) { // drain.go
+			continue
+		}
+		out = append(out, admin.NodeInfo{Member: m, MetadataRole: role(m.Name), Draining: a.b.Draining(m.Name)})
 	}
 	for _, s := range servers {
 		if !seen[s.ID] {
 			m := membership.Member{Meta: membership.Meta{Name: s.ID, Internal: s.Addr}, State: membership.Dead}
-			out = append(out, admin.NodeInfo{Member: m, MetadataRole: role(s.ID)})
+			out = append(out, admin.NodeInfo{Member: m, MetadataRole: role(s.ID), Draining: a.b.Draining(s.ID)})
 		}
 	}
 	return out

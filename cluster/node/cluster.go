@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -63,6 +64,14 @@ type ClusterConfig struct {
 	// ProbeInterval and ProbeTimeout tune gossip's failure detection;
 	// zero keeps memberlist's LAN defaults.
 	ProbeInterval, ProbeTimeout time.Duration
+	// Queue membership reconciliation and leader rebalancing after a
+	// node rejoins, run by the metadata leader (reconcile.go); both are
+	// on unless disabled. ReconcileInterval is the time between rounds
+	// (zero: RabbitMQ's 60 minutes); ReconcileDelay is how long after a
+	// trigger (a node joining or rejoining) a round or rebalance runs
+	// (zero: RabbitMQ's trigger_interval, 10 seconds, at most the interval).
+	NoQueueReconcile, NoRebalanceOnRejoin bool
+	ReconcileInterval, ReconcileDelay     time.Duration
 }
 
 // clusterNode is the node's part in a cluster: the internal gRPC server,
@@ -87,6 +96,12 @@ type clusterNode struct {
 	// transactions and fsyncs. Closed after the broker.
 	qlog *replica.SharedLog
 
+	// adminSrv is the admin service, also used by the automatic
+	// rebalance after a node rejoins (reconcile.go).
+	adminSrv *admin.Server
+	// rec is the reconciler's state (reconcile.go).
+	rec reconciler
+
 	// memberMu serializes the membership changes this node drives
 	// (membership.go).
 	memberMu sync.Mutex
@@ -94,6 +109,10 @@ type clusterNode struct {
 	mu       sync.Mutex
 	replicas map[string]*replica.Replica // this node's members, by queue ID
 	routers  map[string]*forward.Router  // by queue ID
+
+	// model is the broker once run starts; placement reads the drained
+	// nodes from it (drain.go).
+	model atomic.Pointer[broker.Broker]
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -124,6 +143,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 		replicas: make(map[string]*replica.Replica),
 		routers:  make(map[string]*forward.Router),
 		stop:     make(chan struct{}),
+		rec:      newReconciler(),
 	}
 	c.mux = transport.NewMux(addr, c.pool, log.With("component", "transport"))
 	c.mux.Register(c.grpc)
@@ -145,7 +165,8 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 	c.fwd = forward.NewServer(c.lookupReplica, log.With("component", "forward"))
 	c.fwd.Register(c.grpc)
 	c.registerMember() // membership.go
-	admin.NewServer(&c.admin, c.pool, log.With("component", "admin")).Register(c.grpc)
+	c.adminSrv = admin.NewServer(&c.admin, c.pool, log.With("component", "admin"))
+	c.adminSrv.Register(c.grpc)
 	go c.grpc.Serve(ln)
 
 	gossipAddr := cfg.GossipAddr
@@ -178,9 +199,11 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 // run starts the background work once the broker exists: joining,
 // forming the cluster, and the metadata leader's duties.
 func (c *clusterNode) run(b *broker.Broker) {
-	c.wg.Add(2)
+	c.model.Store(b) // drain.go
+	c.wg.Add(3)
 	go c.join()
 	go c.lead(b)
+	go c.reconcileLoop(b) // reconcile.go
 }
 
 // join contacts the seeds until gossip reaches at least one other node,
@@ -255,6 +278,7 @@ func (c *clusterNode) lead(b *broker.Broker) {
 		case <-t.C:
 		case ev := <-c.gossip.Events():
 			c.memberEvent(ev)
+			c.reconcileEvent(ev) // reconcile.go: joins and rejoins trigger it
 		}
 		if !c.meta.IsLeader() {
 			continue
@@ -322,7 +346,8 @@ func (c *clusterNode) addrOf(node string) (string, bool) {
 }
 
 // PlacementNodes implements broker.Cluster: nodes in the metadata group
-// that gossip sees alive.
+// that gossip sees alive and that are not drained (drain.go; this node
+// too, should it be drained).
 func (c *clusterNode) PlacementNodes() []string {
 	servers, err := c.meta.Servers()
 	if err != nil {
@@ -330,11 +355,11 @@ func (c *clusterNode) PlacementNodes() []string {
 	}
 	var nodes []string
 	for _, m := range c.aliveMembers() {
-		if slices.ContainsFunc(servers, func(s meta.Server) bool { return s.ID == m.Name }) {
+		if slices.ContainsFunc(servers, func(s meta.Server) bool { return s.ID == m.Name }) && !c.drained(m.Name) {
 			nodes = append(nodes, m.Name)
 		}
 	}
-	if !slices.Contains(nodes, c.self) {
+	if !slices.Contains(nodes, c.self) && !c.drained(c.self) {
 		nodes = append(nodes, c.self)
 		slices.Sort(nodes)
 	}

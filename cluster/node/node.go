@@ -109,6 +109,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cn != nil {
 		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
+		n.startMaintenance() // drain.go
 	}
 	go func() {
 		n.serveErr = n.server.Serve(ln)

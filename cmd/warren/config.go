@@ -52,6 +52,11 @@ type config struct {
 	gossipKey       string
 	publishTimeout  time.Duration
 	raftTimeout     time.Duration
+	// Membership reconciliation and rebalance on rejoin
+	// (cluster/node/reconcile.go).
+	queueReconcile         bool
+	queueReconcileInterval time.Duration
+	rebalanceOnRejoin      bool
 
 	seed broker.Seed
 }
@@ -105,6 +110,9 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.gossipKey, "gossip-key", "", "base64 key (16, 24 or 32 bytes) encrypting gossip; every node needs the same")
 	fs.DurationVar(&c.publishTimeout, "publish-timeout", 30*time.Second, "how long a publish may wait for a quorum queue's majority before the publisher gets basic.nack")
 	fs.DurationVar(&c.raftTimeout, "raft-timeout", time.Second, "heartbeat and election timeout of the metadata Raft group: how soon its lost leader is replaced (queue groups use the longer of this and 5s, and elect at once when gossip reports their leader's node failed)")
+	fs.BoolVar(&c.queueReconcile, "queue-reconcile", true, "grow quorum queues with a target size (x-quorum-target-group-size, policy target-group-size) back to it on alive nodes, as RabbitMQ's continuous membership reconciliation")
+	fs.DurationVar(&c.queueReconcileInterval, "queue-reconcile-interval", 60*time.Minute, "time between queue membership reconciliation rounds (one also runs 10s after a node joins, leaves or returns)")
+	fs.BoolVar(&c.rebalanceOnRejoin, "rebalance-on-rejoin", true, "rebalance quorum queue leaders (as warrenctl rebalance) shortly after a node rejoins the cluster")
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: warren [flags]
 
@@ -210,6 +218,9 @@ func (c *config) validate() error {
 	default:
 		return fmt.Errorf("--default-queue-type must be quorum or classic, not %q", c.defaultQueueType)
 	}
+	if c.queueReconcileInterval <= 0 {
+		return fmt.Errorf("--queue-reconcile-interval must be positive, not %s", c.queueReconcileInterval)
+	}
 	if c.frameMax < 4096 || c.frameMax > 1<<31 {
 		return fmt.Errorf("--frame-max must be between 4096 and 2^31, not %d", c.frameMax)
 	}
@@ -290,6 +301,8 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			GossipAddr: c.gossipAddr, Join: join, BootstrapExpect: c.bootstrapExpect,
 			GossipKey: key, Version: version, PublishTimeout: c.publishTimeout,
 			HeartbeatTimeout: c.raftTimeout, ElectionTimeout: c.raftTimeout,
+			NoQueueReconcile: !c.queueReconcile, ReconcileInterval: c.queueReconcileInterval,
+			NoRebalanceOnRejoin: !c.rebalanceOnRejoin,
 		}
 	}
 	return node.Config{

@@ -30,6 +30,9 @@ type nodeReport struct {
 	Internal     string `json:"internal_addr"`
 	Gossip       string `json:"gossip_addr"`
 	Version      string `json:"version"`
+	// Maintenance is "drained" for a node in maintenance mode (warrenctl
+	// drain), absent otherwise: a string, as the other fields are.
+	Maintenance string `json:"maintenance,omitempty"`
 }
 
 func clusterStatus(*flag.FlagSet) body {
@@ -41,7 +44,7 @@ func clusterStatus(*flag.FlagSet) body {
 		r := &clusterReport{Node: resp.Node, MetadataLeader: resp.MetadataLeader, Nodes: []nodeReport{}}
 		for _, n := range resp.Nodes {
 			r.Nodes = append(r.Nodes, nodeReport{Name: n.Name, State: n.State, MetadataRole: n.MetadataRole,
-				AMQP: n.AmqpAddr, Internal: n.InternalAddr, Gossip: n.GossipAddr, Version: n.Version})
+				AMQP: n.AmqpAddr, Internal: n.InternalAddr, Gossip: n.GossipAddr, Version: n.Version, Maintenance: maintenance(n.Draining)})
 		}
 		return r, nil
 	}
@@ -57,7 +60,11 @@ func (r *clusterReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Nodes: %s\n\n", countBy(r.Nodes, func(n nodeReport) string { return n.State }, "alive", "suspect", "dead", "left"))
 	var rows [][]string
 	for _, n := range r.Nodes {
-		rows = append(rows, []string{n.Name, n.State, n.MetadataRole, orDash(n.AMQP), orDash(n.Internal), orDash(n.Gossip), orDash(n.Version)})
+		state := n.State
+		if n.Maintenance != "" { // maintenance mode: "alive/drained"
+			state += "/" + n.Maintenance
+		}
+		rows = append(rows, []string{n.Name, state, n.MetadataRole, orDash(n.AMQP), orDash(n.Internal), orDash(n.Gossip), orDash(n.Version)})
 	}
 	table(w, []string{"NODE", "STATE", "METADATA", "AMQP", "INTERNAL", "GOSSIP", "VERSION"}, rows)
 }
@@ -234,4 +241,12 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// maintenance is nodeReport.Maintenance for a node's drained state.
+func maintenance(draining bool) string {
+	if draining {
+		return "drained"
+	}
+	return ""
 }

@@ -21,6 +21,263 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type DrainRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRequest) Reset() {
+	*x = DrainRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRequest) ProtoMessage() {}
+
+func (x *DrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
+func (*DrainRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DrainRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type DrainResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Leaderships moved off the node (Drain).
+	Moves []*LeaderMove `protobuf:"bytes,2,rep,name=moves,proto3" json:"moves,omitempty"`
+	// Client connections the node closed.
+	ConnectionsClosed uint32 `protobuf:"varint,3,opt,name=connections_closed,json=connectionsClosed,proto3" json:"connections_closed,omitempty"`
+	// Queues the node still leads (vhost/name), if some could not move.
+	StillLeading  []string `protobuf:"bytes,4,rep,name=still_leading,json=stillLeading,proto3" json:"still_leading,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainResponse) Reset() {
+	*x = DrainResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainResponse) ProtoMessage() {}
+
+func (x *DrainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
+func (*DrainResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DrainResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *DrainResponse) GetMoves() []*LeaderMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *DrainResponse) GetConnectionsClosed() uint32 {
+	if x != nil {
+		return x.ConnectionsClosed
+	}
+	return 0
+}
+
+func (x *DrainResponse) GetStillLeading() []string {
+	if x != nil {
+		return x.StillLeading
+	}
+	return nil
+}
+
+type MemberMaintenanceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The state the caller committed: the node waits until its copy of the
+	// metadata has it before carrying it out.
+	Draining      bool `protobuf:"varint,1,opt,name=draining,proto3" json:"draining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberMaintenanceRequest) Reset() {
+	*x = MemberMaintenanceRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberMaintenanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberMaintenanceRequest) ProtoMessage() {}
+
+func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberMaintenanceRequest.ProtoReflect.Descriptor instead.
+func (*MemberMaintenanceRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MemberMaintenanceRequest) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+type MemberMaintenanceResponse struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Draining          bool                   `protobuf:"varint,1,opt,name=draining,proto3" json:"draining,omitempty"`
+	ConnectionsClosed uint32                 `protobuf:"varint,2,opt,name=connections_closed,json=connectionsClosed,proto3" json:"connections_closed,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *MemberMaintenanceResponse) Reset() {
+	*x = MemberMaintenanceResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberMaintenanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberMaintenanceResponse) ProtoMessage() {}
+
+func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberMaintenanceResponse.ProtoReflect.Descriptor instead.
+func (*MemberMaintenanceResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MemberMaintenanceResponse) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *MemberMaintenanceResponse) GetConnectionsClosed() uint32 {
+	if x != nil {
+		return x.ConnectionsClosed
+	}
+	return 0
+}
+
+type ForgetNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetNodeRequest) Reset() {
+	*x = ForgetNodeRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetNodeRequest) ProtoMessage() {}
+
+func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetNodeRequest.ProtoReflect.Descriptor instead.
+func (*ForgetNodeRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ForgetNodeRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
 type ClusterStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -29,7 +286,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[0]
+	mi := &file_adminpb_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +298,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[0]
+	mi := &file_adminpb_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +311,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{0}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{5}
 }
 
 type ClusterStatusResponse struct {
@@ -71,7 +328,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[1]
+	mi := &file_adminpb_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -83,7 +340,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[1]
+	mi := &file_adminpb_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -96,7 +353,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{1}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ClusterStatusResponse) GetNode() string {
@@ -130,14 +387,16 @@ type Node struct {
 	// Gossip's view: alive, suspect, dead or left.
 	State string `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	// Role in the metadata Raft group: leader, voter, non-voter or none.
-	MetadataRole  string `protobuf:"bytes,7,opt,name=metadata_role,json=metadataRole,proto3" json:"metadata_role,omitempty"`
+	MetadataRole string `protobuf:"bytes,7,opt,name=metadata_role,json=metadataRole,proto3" json:"metadata_role,omitempty"`
+	// Drained (maintenance mode, warrenctl drain).
+	Draining      bool `protobuf:"varint,8,opt,name=draining,proto3" json:"draining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_adminpb_admin_proto_msgTypes[2]
+	mi := &file_adminpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -149,7 +408,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[2]
+	mi := &file_adminpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -162,7 +421,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{2}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Node) GetName() string {
@@ -214,6 +473,13 @@ func (x *Node) GetMetadataRole() string {
 	return ""
 }
 
+func (x *Node) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
 type ListQueuesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty lists every vhost.
@@ -224,7 +490,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[3]
+	mi := &file_adminpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +502,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[3]
+	mi := &file_adminpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +515,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{3}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListQueuesRequest) GetVhost() string {
@@ -269,7 +535,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[4]
+	mi := &file_adminpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -281,7 +547,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[4]
+	mi := &file_adminpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -294,7 +560,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{4}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -326,7 +592,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_adminpb_admin_proto_msgTypes[5]
+	mi := &file_adminpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +604,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[5]
+	mi := &file_adminpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +617,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Queue) GetVhost() string {
@@ -435,7 +701,7 @@ type QuorumStatusRequest struct {
 
 func (x *QuorumStatusRequest) Reset() {
 	*x = QuorumStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[6]
+	mi := &file_adminpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +713,7 @@ func (x *QuorumStatusRequest) String() string {
 func (*QuorumStatusRequest) ProtoMessage() {}
 
 func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[6]
+	mi := &file_adminpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +726,7 @@ func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusRequest.ProtoReflect.Descriptor instead.
 func (*QuorumStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *QuorumStatusRequest) GetVhost() string {
@@ -494,7 +760,7 @@ type QuorumStatusResponse struct {
 
 func (x *QuorumStatusResponse) Reset() {
 	*x = QuorumStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[7]
+	mi := &file_adminpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +772,7 @@ func (x *QuorumStatusResponse) String() string {
 func (*QuorumStatusResponse) ProtoMessage() {}
 
 func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[7]
+	mi := &file_adminpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +785,7 @@ func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusResponse.ProtoReflect.Descriptor instead.
 func (*QuorumStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *QuorumStatusResponse) GetVhost() string {
@@ -566,7 +832,7 @@ type MemberStatusRequest struct {
 
 func (x *MemberStatusRequest) Reset() {
 	*x = MemberStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[8]
+	mi := &file_adminpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +844,7 @@ func (x *MemberStatusRequest) String() string {
 func (*MemberStatusRequest) ProtoMessage() {}
 
 func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[8]
+	mi := &file_adminpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +857,7 @@ func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatusRequest.ProtoReflect.Descriptor instead.
 func (*MemberStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MemberStatusRequest) GetQueueId() string {
@@ -622,7 +888,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_adminpb_admin_proto_msgTypes[9]
+	mi := &file_adminpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +900,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[9]
+	mi := &file_adminpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +913,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Member) GetNode() string {
@@ -726,7 +992,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_adminpb_admin_proto_msgTypes[10]
+	mi := &file_adminpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +1004,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[10]
+	mi := &file_adminpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +1017,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Policy) GetVhost() string {
@@ -812,7 +1078,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[11]
+	mi := &file_adminpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +1090,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[11]
+	mi := &file_adminpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +1103,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetPolicyRequest) GetPolicy() *Policy {
@@ -855,7 +1121,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[12]
+	mi := &file_adminpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1133,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[12]
+	mi := &file_adminpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1146,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 type ClearPolicyRequest struct {
@@ -895,7 +1161,7 @@ type ClearPolicyRequest struct {
 
 func (x *ClearPolicyRequest) Reset() {
 	*x = ClearPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[13]
+	mi := &file_adminpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1173,7 @@ func (x *ClearPolicyRequest) String() string {
 func (*ClearPolicyRequest) ProtoMessage() {}
 
 func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[13]
+	mi := &file_adminpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1186,7 @@ func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyRequest.ProtoReflect.Descriptor instead.
 func (*ClearPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClearPolicyRequest) GetVhost() string {
@@ -952,7 +1218,7 @@ type ClearPolicyResponse struct {
 
 func (x *ClearPolicyResponse) Reset() {
 	*x = ClearPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[14]
+	mi := &file_adminpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1230,7 @@ func (x *ClearPolicyResponse) String() string {
 func (*ClearPolicyResponse) ProtoMessage() {}
 
 func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[14]
+	mi := &file_adminpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1243,7 @@ func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyResponse.ProtoReflect.Descriptor instead.
 func (*ClearPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 type ListPoliciesRequest struct {
@@ -991,7 +1257,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[15]
+	mi := &file_adminpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1269,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[15]
+	mi := &file_adminpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1282,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListPoliciesRequest) GetVhost() string {
@@ -1043,7 +1309,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[16]
+	mi := &file_adminpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1321,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[16]
+	mi := &file_adminpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1334,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -1091,7 +1357,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[17]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1369,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[17]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1382,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TransferLeadershipRequest) GetVhost() string {
@@ -1156,7 +1422,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[18]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1434,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[18]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1447,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TransferLeadershipResponse) GetVhost() string {
@@ -1230,7 +1496,7 @@ type MemberTransferLeadershipRequest struct {
 
 func (x *MemberTransferLeadershipRequest) Reset() {
 	*x = MemberTransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[19]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1508,7 @@ func (x *MemberTransferLeadershipRequest) String() string {
 func (*MemberTransferLeadershipRequest) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[19]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1521,7 @@ func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MemberTransferLeadershipRequest) GetQueueId() string {
@@ -1280,7 +1546,7 @@ type MemberTransferLeadershipResponse struct {
 
 func (x *MemberTransferLeadershipResponse) Reset() {
 	*x = MemberTransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1558,7 @@ func (x *MemberTransferLeadershipResponse) String() string {
 func (*MemberTransferLeadershipResponse) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1571,7 @@ func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 type LocalMembersRequest struct {
@@ -1316,7 +1582,7 @@ type LocalMembersRequest struct {
 
 func (x *LocalMembersRequest) Reset() {
 	*x = LocalMembersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1594,7 @@ func (x *LocalMembersRequest) String() string {
 func (*LocalMembersRequest) ProtoMessage() {}
 
 func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1607,7 @@ func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersRequest.ProtoReflect.Descriptor instead.
 func (*LocalMembersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 type LocalMembersResponse struct {
@@ -1356,7 +1622,7 @@ type LocalMembersResponse struct {
 
 func (x *LocalMembersResponse) Reset() {
 	*x = LocalMembersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1634,7 @@ func (x *LocalMembersResponse) String() string {
 func (*LocalMembersResponse) ProtoMessage() {}
 
 func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1647,7 @@ func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersResponse.ProtoReflect.Descriptor instead.
 func (*LocalMembersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LocalMembersResponse) GetNode() string {
@@ -1408,7 +1674,7 @@ type LocalMember struct {
 
 func (x *LocalMember) Reset() {
 	*x = LocalMember{}
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1686,7 @@ func (x *LocalMember) String() string {
 func (*LocalMember) ProtoMessage() {}
 
 func (x *LocalMember) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1699,7 @@ func (x *LocalMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMember.ProtoReflect.Descriptor instead.
 func (*LocalMember) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LocalMember) GetQueueId() string {
@@ -1462,7 +1728,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1740,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1753,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RebalanceRequest) GetVhostPattern() string {
@@ -1519,7 +1785,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1797,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1810,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RebalanceResponse) GetMoves() []*LeaderMove {
@@ -1582,7 +1848,7 @@ type LeaderMove struct {
 
 func (x *LeaderMove) Reset() {
 	*x = LeaderMove{}
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1860,7 @@ func (x *LeaderMove) String() string {
 func (*LeaderMove) ProtoMessage() {}
 
 func (x *LeaderMove) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1873,7 @@ func (x *LeaderMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderMove.ProtoReflect.Descriptor instead.
 func (*LeaderMove) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LeaderMove) GetVhost() string {
@@ -1656,7 +1922,7 @@ type NodeLeaders struct {
 
 func (x *NodeLeaders) Reset() {
 	*x = NodeLeaders{}
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1934,7 @@ func (x *NodeLeaders) String() string {
 func (*NodeLeaders) ProtoMessage() {}
 
 func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1947,7 @@ func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaders.ProtoReflect.Descriptor instead.
 func (*NodeLeaders) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeLeaders) GetNode() string {
@@ -1715,7 +1981,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1993,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +2006,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *QueueRef) GetVhost() string {
@@ -1767,7 +2033,7 @@ type CheckQuorumCriticalRequest struct {
 
 func (x *CheckQuorumCriticalRequest) Reset() {
 	*x = CheckQuorumCriticalRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +2045,7 @@ func (x *CheckQuorumCriticalRequest) String() string {
 func (*CheckQuorumCriticalRequest) ProtoMessage() {}
 
 func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +2058,7 @@ func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckQuorumCriticalRequest.ProtoReflect.Descriptor instead.
 func (*CheckQuorumCriticalRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CheckQuorumCriticalRequest) GetNode() string {
@@ -1812,7 +2078,7 @@ type CheckLeaderlessRequest struct {
 
 func (x *CheckLeaderlessRequest) Reset() {
 	*x = CheckLeaderlessRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2090,7 @@ func (x *CheckLeaderlessRequest) String() string {
 func (*CheckLeaderlessRequest) ProtoMessage() {}
 
 func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2103,7 @@ func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLeaderlessRequest.ProtoReflect.Descriptor instead.
 func (*CheckLeaderlessRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CheckLeaderlessRequest) GetVhost() string {
@@ -1859,7 +2125,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2137,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2150,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CheckResponse) GetQueues() []*CheckedQueue {
@@ -1909,7 +2175,7 @@ type CheckedQueue struct {
 
 func (x *CheckedQueue) Reset() {
 	*x = CheckedQueue{}
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2187,7 @@ func (x *CheckedQueue) String() string {
 func (*CheckedQueue) ProtoMessage() {}
 
 func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2200,7 @@ func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckedQueue.ProtoReflect.Descriptor instead.
 func (*CheckedQueue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CheckedQueue) GetVhost() string {
@@ -1984,7 +2250,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2262,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2275,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AddMemberRequest) GetVhost() string {
@@ -2046,7 +2312,7 @@ type DeleteMemberRequest struct {
 
 func (x *DeleteMemberRequest) Reset() {
 	*x = DeleteMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2324,7 @@ func (x *DeleteMemberRequest) String() string {
 func (*DeleteMemberRequest) ProtoMessage() {}
 
 func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2337,7 @@ func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteMemberRequest) GetVhost() string {
@@ -2114,7 +2380,7 @@ type GrowRequest struct {
 
 func (x *GrowRequest) Reset() {
 	*x = GrowRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2392,7 @@ func (x *GrowRequest) String() string {
 func (*GrowRequest) ProtoMessage() {}
 
 func (x *GrowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2405,7 @@ func (x *GrowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrowRequest.ProtoReflect.Descriptor instead.
 func (*GrowRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GrowRequest) GetNode() string {
@@ -2172,7 +2438,7 @@ type ShrinkRequest struct {
 
 func (x *ShrinkRequest) Reset() {
 	*x = ShrinkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2450,7 @@ func (x *ShrinkRequest) String() string {
 func (*ShrinkRequest) ProtoMessage() {}
 
 func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2463,7 @@ func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShrinkRequest.ProtoReflect.Descriptor instead.
 func (*ShrinkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ShrinkRequest) GetNode() string {
@@ -2219,7 +2485,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2497,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2510,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MembershipResponse) GetChanged() []string {
@@ -2265,12 +2531,26 @@ var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x13adminpb/admin.proto\x12\fwarren.admin\"\x16\n" +
+	"\x13adminpb/admin.proto\x12\fwarren.admin\"\"\n" +
+	"\fDrainRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xa7\x01\n" +
+	"\rDrainResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12.\n" +
+	"\x05moves\x18\x02 \x03(\v2\x18.warren.admin.LeaderMoveR\x05moves\x12-\n" +
+	"\x12connections_closed\x18\x03 \x01(\rR\x11connectionsClosed\x12#\n" +
+	"\rstill_leading\x18\x04 \x03(\tR\fstillLeading\"6\n" +
+	"\x18MemberMaintenanceRequest\x12\x1a\n" +
+	"\bdraining\x18\x01 \x01(\bR\bdraining\"f\n" +
+	"\x19MemberMaintenanceResponse\x12\x1a\n" +
+	"\bdraining\x18\x01 \x01(\bR\bdraining\x12-\n" +
+	"\x12connections_closed\x18\x02 \x01(\rR\x11connectionsClosed\"'\n" +
+	"\x11ForgetNodeRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\x16\n" +
 	"\x14ClusterStatusRequest\"~\n" +
 	"\x15ClusterStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12'\n" +
 	"\x0fmetadata_leader\x18\x02 \x01(\tR\x0emetadataLeader\x12(\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x12.warren.admin.NodeR\x05nodes\"\xd2\x01\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x12.warren.admin.NodeR\x05nodes\"\xee\x01\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tamqp_addr\x18\x02 \x01(\tR\bamqpAddr\x12#\n" +
@@ -2279,7 +2559,8 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"gossipAddr\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x14\n" +
 	"\x05state\x18\x06 \x01(\tR\x05state\x12#\n" +
-	"\rmetadata_role\x18\a \x01(\tR\fmetadataRole\")\n" +
+	"\rmetadata_role\x18\a \x01(\tR\fmetadataRole\x12\x1a\n" +
+	"\bdraining\x18\b \x01(\bR\bdraining\")\n" +
 	"\x11ListQueuesRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"A\n" +
 	"\x12ListQueuesResponse\x12+\n" +
@@ -2413,7 +2694,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"F\n" +
 	"\x12MembershipResponse\x12\x18\n" +
 	"\achanged\x18\x01 \x03(\tR\achanged\x12\x16\n" +
-	"\x06failed\x18\x02 \x03(\tR\x06failed2\xba\v\n" +
+	"\x06failed\x18\x02 \x03(\tR\x06failed2\xf7\r\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -2432,7 +2713,12 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\tAddMember\x12\x1e.warren.admin.AddMemberRequest\x1a .warren.admin.MembershipResponse\x12S\n" +
 	"\fDeleteMember\x12!.warren.admin.DeleteMemberRequest\x1a .warren.admin.MembershipResponse\x12C\n" +
 	"\x04Grow\x12\x19.warren.admin.GrowRequest\x1a .warren.admin.MembershipResponse\x12G\n" +
-	"\x06Shrink\x12\x1b.warren.admin.ShrinkRequest\x1a .warren.admin.MembershipResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
+	"\x06Shrink\x12\x1b.warren.admin.ShrinkRequest\x1a .warren.admin.MembershipResponse\x12@\n" +
+	"\x05Drain\x12\x1a.warren.admin.DrainRequest\x1a\x1b.warren.admin.DrainResponse\x12B\n" +
+	"\aUndrain\x12\x1a.warren.admin.DrainRequest\x1a\x1b.warren.admin.DrainResponse\x12d\n" +
+	"\x11MemberMaintenance\x12&.warren.admin.MemberMaintenanceRequest\x1a'.warren.admin.MemberMaintenanceResponse\x12O\n" +
+	"\n" +
+	"ForgetNode\x12\x1f.warren.admin.ForgetNodeRequest\x1a .warren.admin.MembershipResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
 
 var (
 	file_adminpb_admin_proto_rawDescOnce sync.Once
@@ -2446,98 +2732,112 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_adminpb_admin_proto_goTypes = []any{
-	(*ClusterStatusRequest)(nil),             // 0: warren.admin.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),            // 1: warren.admin.ClusterStatusResponse
-	(*Node)(nil),                             // 2: warren.admin.Node
-	(*ListQueuesRequest)(nil),                // 3: warren.admin.ListQueuesRequest
-	(*ListQueuesResponse)(nil),               // 4: warren.admin.ListQueuesResponse
-	(*Queue)(nil),                            // 5: warren.admin.Queue
-	(*QuorumStatusRequest)(nil),              // 6: warren.admin.QuorumStatusRequest
-	(*QuorumStatusResponse)(nil),             // 7: warren.admin.QuorumStatusResponse
-	(*MemberStatusRequest)(nil),              // 8: warren.admin.MemberStatusRequest
-	(*Member)(nil),                           // 9: warren.admin.Member
-	(*Policy)(nil),                           // 10: warren.admin.Policy
-	(*SetPolicyRequest)(nil),                 // 11: warren.admin.SetPolicyRequest
-	(*SetPolicyResponse)(nil),                // 12: warren.admin.SetPolicyResponse
-	(*ClearPolicyRequest)(nil),               // 13: warren.admin.ClearPolicyRequest
-	(*ClearPolicyResponse)(nil),              // 14: warren.admin.ClearPolicyResponse
-	(*ListPoliciesRequest)(nil),              // 15: warren.admin.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),             // 16: warren.admin.ListPoliciesResponse
-	(*TransferLeadershipRequest)(nil),        // 17: warren.admin.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),       // 18: warren.admin.TransferLeadershipResponse
-	(*MemberTransferLeadershipRequest)(nil),  // 19: warren.admin.MemberTransferLeadershipRequest
-	(*MemberTransferLeadershipResponse)(nil), // 20: warren.admin.MemberTransferLeadershipResponse
-	(*LocalMembersRequest)(nil),              // 21: warren.admin.LocalMembersRequest
-	(*LocalMembersResponse)(nil),             // 22: warren.admin.LocalMembersResponse
-	(*LocalMember)(nil),                      // 23: warren.admin.LocalMember
-	(*RebalanceRequest)(nil),                 // 24: warren.admin.RebalanceRequest
-	(*RebalanceResponse)(nil),                // 25: warren.admin.RebalanceResponse
-	(*LeaderMove)(nil),                       // 26: warren.admin.LeaderMove
-	(*NodeLeaders)(nil),                      // 27: warren.admin.NodeLeaders
-	(*QueueRef)(nil),                         // 28: warren.admin.QueueRef
-	(*CheckQuorumCriticalRequest)(nil),       // 29: warren.admin.CheckQuorumCriticalRequest
-	(*CheckLeaderlessRequest)(nil),           // 30: warren.admin.CheckLeaderlessRequest
-	(*CheckResponse)(nil),                    // 31: warren.admin.CheckResponse
-	(*CheckedQueue)(nil),                     // 32: warren.admin.CheckedQueue
-	(*AddMemberRequest)(nil),                 // 33: warren.admin.AddMemberRequest
-	(*DeleteMemberRequest)(nil),              // 34: warren.admin.DeleteMemberRequest
-	(*GrowRequest)(nil),                      // 35: warren.admin.GrowRequest
-	(*ShrinkRequest)(nil),                    // 36: warren.admin.ShrinkRequest
-	(*MembershipResponse)(nil),               // 37: warren.admin.MembershipResponse
+	(*DrainRequest)(nil),                     // 0: warren.admin.DrainRequest
+	(*DrainResponse)(nil),                    // 1: warren.admin.DrainResponse
+	(*MemberMaintenanceRequest)(nil),         // 2: warren.admin.MemberMaintenanceRequest
+	(*MemberMaintenanceResponse)(nil),        // 3: warren.admin.MemberMaintenanceResponse
+	(*ForgetNodeRequest)(nil),                // 4: warren.admin.ForgetNodeRequest
+	(*ClusterStatusRequest)(nil),             // 5: warren.admin.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),            // 6: warren.admin.ClusterStatusResponse
+	(*Node)(nil),                             // 7: warren.admin.Node
+	(*ListQueuesRequest)(nil),                // 8: warren.admin.ListQueuesRequest
+	(*ListQueuesResponse)(nil),               // 9: warren.admin.ListQueuesResponse
+	(*Queue)(nil),                            // 10: warren.admin.Queue
+	(*QuorumStatusRequest)(nil),              // 11: warren.admin.QuorumStatusRequest
+	(*QuorumStatusResponse)(nil),             // 12: warren.admin.QuorumStatusResponse
+	(*MemberStatusRequest)(nil),              // 13: warren.admin.MemberStatusRequest
+	(*Member)(nil),                           // 14: warren.admin.Member
+	(*Policy)(nil),                           // 15: warren.admin.Policy
+	(*SetPolicyRequest)(nil),                 // 16: warren.admin.SetPolicyRequest
+	(*SetPolicyResponse)(nil),                // 17: warren.admin.SetPolicyResponse
+	(*ClearPolicyRequest)(nil),               // 18: warren.admin.ClearPolicyRequest
+	(*ClearPolicyResponse)(nil),              // 19: warren.admin.ClearPolicyResponse
+	(*ListPoliciesRequest)(nil),              // 20: warren.admin.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 21: warren.admin.ListPoliciesResponse
+	(*TransferLeadershipRequest)(nil),        // 22: warren.admin.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),       // 23: warren.admin.TransferLeadershipResponse
+	(*MemberTransferLeadershipRequest)(nil),  // 24: warren.admin.MemberTransferLeadershipRequest
+	(*MemberTransferLeadershipResponse)(nil), // 25: warren.admin.MemberTransferLeadershipResponse
+	(*LocalMembersRequest)(nil),              // 26: warren.admin.LocalMembersRequest
+	(*LocalMembersResponse)(nil),             // 27: warren.admin.LocalMembersResponse
+	(*LocalMember)(nil),                      // 28: warren.admin.LocalMember
+	(*RebalanceRequest)(nil),                 // 29: warren.admin.RebalanceRequest
+	(*RebalanceResponse)(nil),                // 30: warren.admin.RebalanceResponse
+	(*LeaderMove)(nil),                       // 31: warren.admin.LeaderMove
+	(*NodeLeaders)(nil),                      // 32: warren.admin.NodeLeaders
+	(*QueueRef)(nil),                         // 33: warren.admin.QueueRef
+	(*CheckQuorumCriticalRequest)(nil),       // 34: warren.admin.CheckQuorumCriticalRequest
+	(*CheckLeaderlessRequest)(nil),           // 35: warren.admin.CheckLeaderlessRequest
+	(*CheckResponse)(nil),                    // 36: warren.admin.CheckResponse
+	(*CheckedQueue)(nil),                     // 37: warren.admin.CheckedQueue
+	(*AddMemberRequest)(nil),                 // 38: warren.admin.AddMemberRequest
+	(*DeleteMemberRequest)(nil),              // 39: warren.admin.DeleteMemberRequest
+	(*GrowRequest)(nil),                      // 40: warren.admin.GrowRequest
+	(*ShrinkRequest)(nil),                    // 41: warren.admin.ShrinkRequest
+	(*MembershipResponse)(nil),               // 42: warren.admin.MembershipResponse
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
-	2,  // 0: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
-	5,  // 1: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
-	9,  // 2: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
-	10, // 3: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
-	10, // 4: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
-	23, // 5: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
-	9,  // 6: warren.admin.LocalMember.member:type_name -> warren.admin.Member
-	26, // 7: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
-	27, // 8: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
-	28, // 9: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
-	32, // 10: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	0,  // 11: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	3,  // 12: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	6,  // 13: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	8,  // 14: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	11, // 15: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	13, // 16: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	15, // 17: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	17, // 18: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	19, // 19: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	21, // 20: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	24, // 21: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	29, // 22: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	30, // 23: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	33, // 24: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	34, // 25: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	35, // 26: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	36, // 27: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	1,  // 28: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	4,  // 29: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	7,  // 30: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	9,  // 31: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	12, // 32: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	14, // 33: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	16, // 34: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	18, // 35: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	20, // 36: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	22, // 37: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	25, // 38: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	31, // 39: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	31, // 40: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	37, // 41: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	37, // 42: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	37, // 43: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	37, // 44: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	28, // [28:45] is the sub-list for method output_type
-	11, // [11:28] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	31, // 0: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
+	7,  // 1: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
+	10, // 2: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
+	14, // 3: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
+	15, // 4: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
+	15, // 5: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
+	28, // 6: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
+	14, // 7: warren.admin.LocalMember.member:type_name -> warren.admin.Member
+	31, // 8: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
+	32, // 9: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
+	33, // 10: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
+	37, // 11: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
+	5,  // 12: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	8,  // 13: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	11, // 14: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	13, // 15: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	16, // 16: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	18, // 17: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	20, // 18: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	22, // 19: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	24, // 20: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	26, // 21: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	29, // 22: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	34, // 23: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	35, // 24: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	38, // 25: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	39, // 26: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	40, // 27: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	41, // 28: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	0,  // 29: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	0,  // 30: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	2,  // 31: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	4,  // 32: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	6,  // 33: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	9,  // 34: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	12, // 35: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	14, // 36: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	17, // 37: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	19, // 38: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	21, // 39: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	23, // 40: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	25, // 41: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	27, // 42: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	30, // 43: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	36, // 44: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	36, // 45: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	42, // 46: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	42, // 47: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	42, // 48: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	42, // 49: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	1,  // 50: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	1,  // 51: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	3,  // 52: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	42, // 53: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	33, // [33:54] is the sub-list for method output_type
+	12, // [12:33] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -2545,14 +2845,14 @@ func file_adminpb_admin_proto_init() {
 	if File_adminpb_admin_proto != nil {
 		return
 	}
-	file_adminpb_admin_proto_msgTypes[9].OneofWrappers = []any{}
+	file_adminpb_admin_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

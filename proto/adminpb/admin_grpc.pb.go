@@ -36,6 +36,10 @@ const (
 	Admin_DeleteMember_FullMethodName             = "/warren.admin.Admin/DeleteMember"
 	Admin_Grow_FullMethodName                     = "/warren.admin.Admin/Grow"
 	Admin_Shrink_FullMethodName                   = "/warren.admin.Admin/Shrink"
+	Admin_Drain_FullMethodName                    = "/warren.admin.Admin/Drain"
+	Admin_Undrain_FullMethodName                  = "/warren.admin.Admin/Undrain"
+	Admin_MemberMaintenance_FullMethodName        = "/warren.admin.Admin/MemberMaintenance"
+	Admin_ForgetNode_FullMethodName               = "/warren.admin.Admin/ForgetNode"
 )
 
 // AdminClient is the client API for Admin service.
@@ -117,6 +121,23 @@ type AdminClient interface {
 	Grow(ctx context.Context, in *GrowRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
 	// Shrink removes a node's replicas from every quorum queue.
 	Shrink(ctx context.Context, in *ShrinkRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
+	// Drain puts a node into maintenance mode, as rabbitmq-upgrade drain
+	// does: the drained state is committed to the metadata group (no new
+	// queue is placed on the node), every queue leadership moves off it,
+	// its replicas stop campaigning, and it closes its client connections
+	// and refuses new ones. Answered once all of that is done.
+	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
+	// Undrain ends maintenance mode (rabbitmq-upgrade revive). Leaderships
+	// are not moved back: see Rebalance.
+	Undrain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
+	// MemberMaintenance asks a node to carry out its committed maintenance
+	// state now (its listener, connections and replicas' timeouts). Called
+	// by the node handling Drain and Undrain.
+	MemberMaintenance(ctx context.Context, in *MemberMaintenanceRequest, opts ...grpc.CallOption) (*MemberMaintenanceResponse, error)
+	// ForgetNode removes a dead node from the cluster for good: from every
+	// quorum queue's members and from the metadata group. Refused while
+	// the node is alive.
+	ForgetNode(ctx context.Context, in *ForgetNodeRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
 }
 
 type adminClient struct {
@@ -297,6 +318,46 @@ func (c *adminClient) Shrink(ctx context.Context, in *ShrinkRequest, opts ...grp
 	return out, nil
 }
 
+func (c *adminClient) Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainResponse)
+	err := c.cc.Invoke(ctx, Admin_Drain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Undrain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainResponse)
+	err := c.cc.Invoke(ctx, Admin_Undrain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) MemberMaintenance(ctx context.Context, in *MemberMaintenanceRequest, opts ...grpc.CallOption) (*MemberMaintenanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MemberMaintenanceResponse)
+	err := c.cc.Invoke(ctx, Admin_MemberMaintenance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ForgetNode(ctx context.Context, in *ForgetNodeRequest, opts ...grpc.CallOption) (*MembershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembershipResponse)
+	err := c.cc.Invoke(ctx, Admin_ForgetNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -376,6 +437,23 @@ type AdminServer interface {
 	Grow(context.Context, *GrowRequest) (*MembershipResponse, error)
 	// Shrink removes a node's replicas from every quorum queue.
 	Shrink(context.Context, *ShrinkRequest) (*MembershipResponse, error)
+	// Drain puts a node into maintenance mode, as rabbitmq-upgrade drain
+	// does: the drained state is committed to the metadata group (no new
+	// queue is placed on the node), every queue leadership moves off it,
+	// its replicas stop campaigning, and it closes its client connections
+	// and refuses new ones. Answered once all of that is done.
+	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
+	// Undrain ends maintenance mode (rabbitmq-upgrade revive). Leaderships
+	// are not moved back: see Rebalance.
+	Undrain(context.Context, *DrainRequest) (*DrainResponse, error)
+	// MemberMaintenance asks a node to carry out its committed maintenance
+	// state now (its listener, connections and replicas' timeouts). Called
+	// by the node handling Drain and Undrain.
+	MemberMaintenance(context.Context, *MemberMaintenanceRequest) (*MemberMaintenanceResponse, error)
+	// ForgetNode removes a dead node from the cluster for good: from every
+	// quorum queue's members and from the metadata group. Refused while
+	// the node is alive.
+	ForgetNode(context.Context, *ForgetNodeRequest) (*MembershipResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -436,6 +514,18 @@ func (UnimplementedAdminServer) Grow(context.Context, *GrowRequest) (*Membership
 }
 func (UnimplementedAdminServer) Shrink(context.Context, *ShrinkRequest) (*MembershipResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Shrink not implemented")
+}
+func (UnimplementedAdminServer) Drain(context.Context, *DrainRequest) (*DrainResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedAdminServer) Undrain(context.Context, *DrainRequest) (*DrainResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Undrain not implemented")
+}
+func (UnimplementedAdminServer) MemberMaintenance(context.Context, *MemberMaintenanceRequest) (*MemberMaintenanceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MemberMaintenance not implemented")
+}
+func (UnimplementedAdminServer) ForgetNode(context.Context, *ForgetNodeRequest) (*MembershipResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ForgetNode not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -764,6 +854,78 @@ func _Admin_Shrink_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Drain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Drain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Drain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Drain(ctx, req.(*DrainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Undrain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Undrain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Undrain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Undrain(ctx, req.(*DrainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_MemberMaintenance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MemberMaintenanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).MemberMaintenance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_MemberMaintenance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).MemberMaintenance(ctx, req.(*MemberMaintenanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ForgetNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForgetNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ForgetNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ForgetNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ForgetNode(ctx, req.(*ForgetNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -838,6 +1000,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Shrink",
 			Handler:    _Admin_Shrink_Handler,
+		},
+		{
+			MethodName: "Drain",
+			Handler:    _Admin_Drain_Handler,
+		},
+		{
+			MethodName: "Undrain",
+			Handler:    _Admin_Undrain_Handler,
+		},
+		{
+			MethodName: "MemberMaintenance",
+			Handler:    _Admin_MemberMaintenance_Handler,
+		},
+		{
+			MethodName: "ForgetNode",
+			Handler:    _Admin_ForgetNode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -52,6 +52,11 @@ type failover struct {
 	fast time.Duration
 
 	suspecting atomic.Bool
+
+	// drained and raised are the drain state (drain.go), under mu: a
+	// drained follower's timeouts are raised, and restoreTimeouts keeps
+	// them so.
+	drained, raised bool
 }
 
 // init records the timeouts of a multi-member group's config.
@@ -69,8 +74,8 @@ func (f *failover) init(rc *raft.Config) {
 // for a little over the leader's lease, instead of a full heartbeat
 // timeout. It returns at once.
 func (r *Replica) LeaderSuspected(node string) {
-	if r.fo.fast == 0 || r.stopped.Load() || node == r.cfg.NodeID {
-		return
+	if r.fo.fast == 0 || r.stopped.Load() || node == r.cfg.NodeID || r.Drained() {
+		return // a drained member leaves the election to the others
 	}
 	if r.raft.State() == raft.Leader {
 		return
@@ -102,6 +107,9 @@ func (r *Replica) restoreTimeouts() {
 	defer r.fo.mu.Unlock()
 	cur := r.raft.ReloadableConfig()
 	cur.HeartbeatTimeout, cur.ElectionTimeout = r.fo.base.HeartbeatTimeout, r.fo.base.ElectionTimeout
+	if r.fo.raised { // drained (drain.go)
+		cur.HeartbeatTimeout, cur.ElectionTimeout = drainedTimeout, drainedTimeout
+	}
 	if err := r.raft.ReloadConfig(cur); err != nil {
 		r.log.Warn("restore raft timeouts", "err", err)
 	}

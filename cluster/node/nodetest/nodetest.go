@@ -27,12 +27,12 @@ type Member struct {
 
 // StartCluster starts n nodes that form a new cluster, and waits until
 // every one of them serves clients.
-func StartCluster(t *testing.T, n int) []*Member {
+func StartCluster(t *testing.T, n int, opts ...Option) []*Member {
 	t.Helper()
 	var ms []*Member
 	var seed string
 	for i := 0; i < n; i++ {
-		m := newMember(t, fmt.Sprintf("warren-%d", i), n, seed)
+		m := newMember(t, fmt.Sprintf("warren-%d", i), n, seed, opts...)
 		m.Start()
 		if seed == "" {
 			seed = m.GossipAddr()
@@ -53,9 +53,9 @@ func StartCluster(t *testing.T, n int) []*Member {
 // through seed (a gossip address or DNS name with port), as an operator
 // adds one later (--bootstrap-expect 0), and waits until it serves
 // clients.
-func AddNode(t *testing.T, name, seed string) *Member {
+func AddNode(t *testing.T, name, seed string, opts ...Option) *Member {
 	t.Helper()
-	m := newMember(t, name, 0, seed)
+	m := newMember(t, name, 0, seed, opts...)
 	m.Start()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -65,7 +65,10 @@ func AddNode(t *testing.T, name, seed string) *Member {
 	return m
 }
 
-func newMember(t *testing.T, name string, expect int, seed string) *Member {
+// Option changes a test node's cluster settings before it starts.
+type Option func(*node.ClusterConfig)
+
+func newMember(t *testing.T, name string, expect int, seed string, opts ...Option) *Member {
 	var out io.Writer = io.Discard
 	if os.Getenv("WARREN_TEST_LOG") != "" {
 		out = os.Stderr
@@ -89,6 +92,9 @@ func newMember(t *testing.T, name string, expect int, seed string) *Member {
 	}
 	if seed != "" {
 		cfg.Cluster.Join = []string{seed}
+	}
+	for _, o := range opts {
+		o(cfg.Cluster)
 	}
 	return &Member{t: t, cfg: cfg}
 }

@@ -1,0 +1,188 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/warrenmq/warren/cluster/admin"
+	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq/replica"
+)
+
+// Maintenance mode (warrenctl drain), this node's part. The drained state
+// is a metadata.Node record in the replicated store (broker/nodes.go), so
+// every node's placement leaves a drained node out (PlacementNodes). The
+// drained node itself carries the state out, each time the admin service
+// asks (MemberMaintenance, right after the commit) and every
+// maintainInterval (after a restart, or for a replica opened later):
+//   - its AMQP listener is suspended and its client connections closed
+//     with 320 CONNECTION_FORCED (server.Suspend), as RabbitMQ's
+//     maintenance mode does, so clients reconnect to other nodes;
+//   - its replicas' heartbeat and election timeouts are raised while they
+//     follow, so that they do not start elections (replica.SetDrained,
+//     which says why Warren raises timeouts rather than demoting voters:
+//     the queues' fault tolerance stays the same during maintenance);
+//   - the admin service moves every leadership off it (admin/drain.go).
+// Undrain reverses the first two; leaderships come back by rebalancing.
+
+// maintainInterval is how often a node checks its maintenance state.
+const maintainInterval = time.Second
+
+// drained reports whether node is recorded as drained.
+func (c *clusterNode) drained(node string) bool {
+	b := c.model.Load()
+	return b != nil && b.Draining(node)
+}
+
+// maintain carries out this node's recorded maintenance state and returns
+// it, with the number of client connections it closed.
+func (n *Node) maintain(ctx context.Context) (bool, int, error) {
+	c := n.cluster
+	draining := c.drained(c.self)
+	c.mu.Lock()
+	reps := make([]*replica.Replica, 0, len(c.replicas))
+	for _, r := range c.replicas {
+		reps = append(reps, r)
+	}
+	c.mu.Unlock()
+	for _, r := range reps {
+		r.SetDrained(draining)
+	}
+	closed := 0
+	switch {
+	case draining && (!n.server.Suspended() || n.server.ConnectionCount() > 0):
+		var err error
+		if closed, err = n.server.Suspend(ctx); err != nil {
+			return draining, closed, fmt.Errorf("close client connections: %w", err)
+		}
+	case !draining && n.server.Suspended():
+		n.server.Resume()
+	}
+	return draining, closed, nil
+}
+
+// watchMaintenance runs maintain every maintainInterval until the node
+// stops.
+func (n *Node) watchMaintenance() {
+	c := n.cluster
+	defer c.wg.Done()
+	t := time.NewTicker(maintainInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		draining, _, err := n.maintain(ctx)
+		if err != nil {
+			c.log.Warn("maintenance mode", "err", err)
+		}
+		cancel()
+		if draining {
+			n.handOffDrained()
+		}
+	}
+}
+
+// startMaintenance starts watchMaintenance; Start calls it once the AMQP
+// server exists.
+func (n *Node) startMaintenance() {
+	n.cluster.wg.Add(1)
+	go n.watchMaintenance()
+}
+
+// The admin service's MaintenanceBackend.
+
+var _ admin.MaintenanceBackend = (*adminBackend)(nil)
+
+func (a *adminBackend) SetDraining(node string, draining bool) error {
+	return a.b.SetDraining(node, draining)
+}
+
+// Maintain waits (within ctx) until this node's copy of the metadata has
+// the state the caller committed, then carries it out.
+func (a *adminBackend) Maintain(ctx context.Context, draining bool) (bool, int, error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for a.c.drained(a.c.self) != draining {
+		select {
+		case <-ctx.Done():
+			return !draining, 0, fmt.Errorf("this node's metadata does not show the change yet: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return a.n.maintain(ctx)
+}
+
+func (a *adminBackend) ForgetServer(_ context.Context, node string) error {
+	if err := a.c.meta.RemoveServer(node); err != nil {
+		return err
+	}
+	if a.b.Draining(node) {
+		return a.b.SetDraining(node, false) // its record goes with it
+	}
+	return nil
+}
+
+func (l *lateBackend) maintenance() (admin.MaintenanceBackend, error) {
+	mb, ok := l.get().(admin.MaintenanceBackend)
+	if !ok {
+		return nil, errStarting
+	}
+	return mb, nil
+}
+
+func (l *lateBackend) SetDraining(node string, draining bool) error {
+	mb, err := l.maintenance()
+	if err != nil {
+		return err
+	}
+	return mb.SetDraining(node, draining)
+}
+
+func (l *lateBackend) Maintain(ctx context.Context, draining bool) (bool, int, error) {
+	mb, err := l.maintenance()
+	if err != nil {
+		return false, 0, err
+	}
+	return mb.Maintain(ctx, draining)
+}
+
+func (l *lateBackend) ForgetServer(ctx context.Context, node string) error {
+	mb, err := l.maintenance()
+	if err != nil {
+		return err
+	}
+	return mb.ForgetServer(ctx, node)
+}
+
+// forgotten reports whether gossip member m is a node removed from the
+// cluster (warrenctl cluster forget): gone from gossip's view (dead or
+// left) and no longer in the metadata group. Cluster status leaves it out.
+func forgotten(m membership.Member, role admin.MetadataRole) bool {
+	return (m.State == membership.Dead || m.State == membership.Left) && role == admin.MetadataRoleNone
+}
+
+// handOffDrained hands off the leadership of any group a drained node's
+// replica leads: one that had to elect it (no other member could win) or
+// that a transfer named. Raft picks the most caught-up follower.
+func (n *Node) handOffDrained() {
+	c := n.cluster
+	c.mu.Lock()
+	var leading []*replica.Replica
+	for _, r := range c.replicas {
+		if r.IsLeader() {
+			leading = append(leading, r)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range leading {
+		if err := r.HandOff(); err != nil {
+			c.log.Debug("drained: hand off queue leadership", "err", err)
+		}
+		r.SetDrained(true) // a follower now: raise its timeouts
+	}
+}

@@ -1,0 +1,268 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/proto/adminpb"
+)
+
+// Queue membership reconciliation, as RabbitMQ 4.x's continuous membership
+// reconciliation (rabbit_quorum_queue_periodic_membership_reconciliation),
+// on by default in Warren: the metadata leader grows every quorum queue
+// with a target size (x-quorum-target-group-size, policy
+// target-group-size: broker.TargetGroupSize) and fewer members than that
+// onto alive nodes that hold none of its replicas. A round runs every
+// ReconcileInterval, and ReconcileDelay after gossip reports a node
+// joining, failing, leaving or coming back; a round that changed something
+// (or stopped at maxReconcileAdds) is followed by another after
+// ReconcileDelay, as RabbitMQ's trigger_interval.
+//
+// RabbitMQ's rules, followed here, per queue and round:
+//   - no target (neither argument nor policy) means no reconciliation: the
+//     initial group size is not a target;
+//   - at most one member is added per queue per round;
+//   - every current member's node must be alive: a failed node is waited
+//     for, not replaced (node failure alone never grows a queue);
+//   - a queue of odd size grows only if two nodes are available, so that
+//     it can reach the next odd size;
+//   - candidates exclude nodes being drained (here: PlacementNodes, where
+//     drained nodes are to be left out).
+//
+// Warren picks the candidate holding the fewest replicas (RabbitMQ picks
+// at random) and adds it with AddMember: a non-voter, promoted once it
+// has caught up. RabbitMQ's auto_remove (dropping members on nodes that
+// left the cluster) is not done.
+//
+// The same loop rebalances queue leaders once after a node rejoins
+// (gossip reports it alive after failing or leaving), ReconcileDelay
+// later: the planner of `warrenctl rebalance` (admin.Server.Rebalance) on
+// every quorum queue.
+
+const (
+	// defaultReconcileInterval is RabbitMQ's
+	// quorum_queue.continuous_membership_reconciliation.interval.
+	defaultReconcileInterval = 60 * time.Minute
+	// defaultReconcileDelay is its trigger_interval.
+	defaultReconcileDelay = 10 * time.Second
+	// maxReconcileAdds bounds the members one round adds: each waits for
+	// its new member to catch up.
+	maxReconcileAdds = 16
+	// maxRebalanceAttempts bounds the retries of a rebalance whose
+	// rejoined nodes' replicas did not answer yet.
+	maxRebalanceAttempts = 5
+	rebalanceTimeout     = 2 * time.Minute
+)
+
+// reconciler is what gossip events tell the reconcile loop. The lead loop
+// writes it (reconcileEvent), the reconcile loop reads it; mu guards it.
+type reconciler struct {
+	kick chan struct{} // one pending wake-up
+
+	mu        sync.Mutex
+	gone      map[string]bool // nodes gossip reported failed or departed
+	due       bool            // a round is due after the delay
+	rejoined  map[string]bool // nodes back since the last rebalance
+	rebalance bool
+}
+
+func newReconciler() reconciler {
+	return reconciler{kick: make(chan struct{}, 1), gone: map[string]bool{}, rejoined: map[string]bool{}}
+}
+
+// reconcileTimes are the interval and trigger delay in effect.
+func (c *clusterNode) reconcileTimes() (interval, delay time.Duration) {
+	interval, delay = c.cfg.ReconcileInterval, c.cfg.ReconcileDelay
+	if interval <= 0 {
+		interval = defaultReconcileInterval
+	}
+	if delay <= 0 {
+		delay = min(defaultReconcileDelay, interval)
+	}
+	return interval, delay
+}
+
+// reconcileEvent records a gossip event for the reconcile loop; it never
+// blocks (the lead loop calls it).
+func (c *clusterNode) reconcileEvent(ev membership.Event) {
+	name := ev.Member.Name
+	if name == c.self {
+		return
+	}
+	r := &c.rec
+	r.mu.Lock()
+	switch ev.Kind {
+	case membership.Failed, membership.Departed:
+		r.gone[name] = true
+		r.due = true
+	case membership.Joined, membership.Updated:
+		if r.gone[name] {
+			delete(r.gone, name)
+			r.rejoined[name] = true
+			r.rebalance = true
+			r.due = true
+		}
+		if ev.Kind == membership.Joined {
+			r.due = true
+		}
+	}
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take returns and clears what the events asked for.
+func (r *reconciler) take() (due, rebalance bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	due, rebalance = r.due, r.rebalance
+	r.due, r.rebalance = false, false
+	return due, rebalance
+}
+
+// reconcileLoop runs rounds and rebalances on every node; only the
+// metadata leader acts.
+func (c *clusterNode) reconcileLoop(b *broker.Broker) {
+	defer c.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	interval, delay := c.reconcileTimes()
+	round := time.NewTimer(interval)
+	defer round.Stop()
+	var rebalance <-chan time.Time
+	attempts := 0
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.rec.kick:
+			due, rebal := c.rec.take()
+			if due && !c.cfg.NoQueueReconcile {
+				round.Reset(delay)
+			}
+			if rebal && !c.cfg.NoRebalanceOnRejoin {
+				rebalance, attempts = time.After(delay), 0
+			}
+		case <-round.C:
+			next := interval
+			if !c.cfg.NoQueueReconcile && c.meta.IsLeader() && c.reconcileRound(ctx, b) {
+				next = delay
+			}
+			round.Reset(next)
+		case <-rebalance:
+			rebalance = nil
+			if c.meta.IsLeader() && !c.rebalanceRejoined(ctx) && attempts < maxRebalanceAttempts {
+				attempts++
+				rebalance = time.After(delay)
+			}
+		}
+	}
+}
+
+// reconcileRound adds at most one member to each quorum queue below its
+// target (and at most maxReconcileAdds in all). It reports whether it
+// tried anything, or stopped with work left: then the next round comes
+// after the trigger delay rather than the interval.
+func (c *clusterNode) reconcileRound(ctx context.Context, b *broker.Broker) bool {
+	alive := map[string]bool{c.self: true}
+	for _, m := range c.aliveMembers() {
+		alive[m.Name] = true
+	}
+	placeable := c.PlacementNodes()
+	var queues []broker.QueueSummary
+	replicas := map[string]int{} // quorum queue members per node
+	for _, q := range b.Queues("") {
+		if q.Record.Type != broker.QueueTypeQuorum || q.Record.ID == "" {
+			continue
+		}
+		queues = append(queues, q)
+		for _, m := range q.Record.Members {
+			replicas[m]++
+		}
+	}
+	worked, added := false, 0
+	for _, q := range queues {
+		rec := q.Record
+		target := b.TargetGroupSize(rec)
+		if len(rec.Members) >= target {
+			continue
+		}
+		if slices.ContainsFunc(rec.Members, func(m string) bool { return !alive[m] }) {
+			continue // a member's node is down: wait for it
+		}
+		candidates := slices.DeleteFunc(slices.Clone(placeable), func(n string) bool { return slices.Contains(rec.Members, n) })
+		if len(candidates) == 0 || (len(rec.Members)%2 == 1 && len(candidates) < 2) {
+			continue
+		}
+		if added >= maxReconcileAdds || ctx.Err() != nil {
+			return true
+		}
+		to := slices.MinFunc(candidates, func(a, b string) int {
+			if d := replicas[a] - replicas[b]; d != 0 {
+				return d
+			}
+			if a < b {
+				return -1
+			}
+			return 1
+		})
+		worked = true
+		actx, cancel := context.WithTimeout(ctx, memberChangeTimeout)
+		err := c.addMember(actx, b, rec.Vhost, rec.Name, to)
+		cancel()
+		if err != nil {
+			c.log.Warn("reconcile: could not add a queue member", "queue", rec.Vhost+"/"+rec.Name, "node", to, "target", target, "err", err)
+			continue
+		}
+		replicas[to]++
+		added++
+		c.log.Info("reconcile: queue grown towards its target size", "queue", rec.Vhost+"/"+rec.Name, "node", to,
+			"members", len(rec.Members)+1, "target", target)
+	}
+	return worked
+}
+
+// rebalanceRejoined moves queue leaders as `warrenctl rebalance` does. It
+// reports whether that is done: it moved leaders, or every rejoined node
+// answered with its replicas (so the spread it left is the one it aims
+// for). Otherwise the loop tries again later.
+func (c *clusterNode) rebalanceRejoined(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, rebalanceTimeout)
+	defer cancel()
+	resp, err := c.adminSrv.Rebalance(ctx, &adminpb.RebalanceRequest{})
+	if err != nil {
+		c.log.Warn("rebalance after a node rejoined", "err", err)
+		return false
+	}
+	c.rec.mu.Lock()
+	defer c.rec.mu.Unlock()
+	done := len(resp.Moves) > 0
+	if !done {
+		done = true
+		for n := range c.rec.rejoined {
+			if !slices.ContainsFunc(resp.Nodes, func(l *adminpb.NodeLeaders) bool { return l.Node == n }) {
+				done = false
+			}
+		}
+	}
+	if done {
+		clear(c.rec.rejoined)
+	}
+	if len(resp.Moves) > 0 {
+		c.log.Info("rebalanced queue leaders after a node rejoined", "moves", len(resp.Moves))
+	}
+	return done
+}
