@@ -26,6 +26,10 @@ test: ## vet, then every test with the race detector (fuzz seed corpora included
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
+.PHONY: test-slow
+test-slow: ## the slow tests too (1,000 quorum queues on three in-process nodes); minutes
+	WARREN_SLOW_TESTS=1 $(GO) test -count=1 -timeout 30m -run 'ThousandQueues' -v ./cluster/node/
+
 .PHONY: test-short
 test-short: ## the tests without the race detector, quicker while editing
 	$(GO) test -count=1 ./...
