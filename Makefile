@@ -44,6 +44,10 @@ bench: bench-micro ## micro-benchmarks, then warren-perf against RabbitMQ 3.10.8
 bench-micro: ## micro-benchmarks of the hot paths (frames, tables, queue engines, the quorum state machine, the Raft transport)
 	$(GO) test -run '^$$' -bench . -benchmem ./amqp/... ./cluster/... ./raftq/...
 
+.PHONY: declare-compare
+declare-compare: build ## time and memory to declare 1,000 quorum queues: 3-node Warren vs 3-node RabbitMQ
+	./scripts/declare-compare.sh
+
 .PHONY: perf-cluster
 perf-cluster: build ## warren-perf on a 3-node Warren and a 3-node RabbitMQ (one quorum queue, producer and consumer on different nodes)
 	./scripts/perf-cluster.sh
