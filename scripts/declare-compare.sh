@@ -24,32 +24,16 @@ declare_n() { # URI
   echo "$(date +%s.%N) - $start" | bc
 }
 
-data=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$data"; }
-trap cleanup EXIT
-join=""
-for i in 0 1 2; do join+="${join:+,}127.0.0.1:$((PORT_BASE + 2274 + i))"; done
-for i in 0 1 2; do
-  bin/warren --node-name "warren-$i" --amqp "127.0.0.1:$((PORT_BASE + i))" \
-    --internal-addr "127.0.0.1:$((PORT_BASE + 20000 + i))" --gossip-addr "127.0.0.1:$((PORT_BASE + 2274 + i))" \
-    --join "$join" --bootstrap-expect 3 --data-dir "$data/warren-$i" --log-level warn 2>"$data/warren-$i.log" &
-  pids+=($!)
-done
-for i in 0 1 2; do
-  for _ in $(seq 300); do
-    bin/warren-perf --uri "amqp://guest:guest@127.0.0.1:$((PORT_BASE + i))/" --producers 1 --consumers 0 \
-      --messages 1 --duration 0 --drain 0s --queue ready --delete --json-only >/dev/null 2>&1 && break
-    sleep 0.2
-  done
-done
+source scripts/warren-cluster.sh
+trap warren_cluster_stop EXIT
+warren_cluster_start
 sleep 5
-w_before=$(rss_kb "${pids[@]}")
+w_before=$(rss_kb "${WARREN_PIDS[@]}")
 w_time=$(declare_n "amqp://guest:guest@127.0.0.1:$PORT_BASE/")
 sleep 10
-w_after=$(rss_kb "${pids[@]}")
+w_after=$(rss_kb "${WARREN_PIDS[@]}")
 echo "== Warren: $N quorum queues in ${w_time}s, RSS ${w_before} -> ${w_after} KiB"
-cleanup; pids=()
+warren_cluster_stop
 
 $RMQ wipe 3 >/dev/null 2>&1 || true
 $RMQ start 3 >/dev/null

@@ -19,38 +19,11 @@ EXTRA=${EXTRA:-}
 
 go build -o bin/ ./cmd/warren ./cmd/warren-perf
 
-data=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP:-}" ] || rm -rf "$data"
-}
-trap cleanup EXIT
-join=""
-for i in 0 1 2; do join+="${join:+,}127.0.0.1:$((PORT_BASE + 2274 + i))"; done
-for i in 0 1 2; do
-  # shellcheck disable=SC2086
-  bin/warren --node-name "warren-$i" --amqp "127.0.0.1:$((PORT_BASE + i))" \
-    --internal-addr "127.0.0.1:$((PORT_BASE + 20000 + i))" --gossip-addr "127.0.0.1:$((PORT_BASE + 2274 + i))" \
-    --debug-addr "127.0.0.1:$((PORT_BASE + 3000 + i))" \
-    --join "$join" --bootstrap-expect 3 --data-dir "$data/warren-$i" --log-level warn $EXTRA \
-    2>"$data/warren-$i.log" &
-  pids+=($!)
-done
-for i in 0 1 2; do
-  ready=""
-  for _ in $(seq 300); do
-    # Ready once a login works: the cluster has formed and seeded its users.
-    if bin/warren-perf --uri "amqp://guest:guest@127.0.0.1:$((PORT_BASE + i))/" --producers 1 --consumers 0 \
-      --messages 1 --duration 0 --drain 0s --queue idle-ready --delete --json-only >/dev/null 2>&1; then
-      ready=1
-      break
-    fi
-    sleep 0.2
-  done
-  [ -n "$ready" ] || { echo "warren-$i did not become ready" >&2; exit 1; }
-done
+source scripts/warren-cluster.sh
+trap warren_cluster_stop EXIT
+# shellcheck disable=SC2086
+DEBUG_PORTS=1 warren_cluster_start $EXTRA
+pids=("${WARREN_PIDS[@]}")
 
 echo "== declaring $N quorum queues through warren-0"
 start=$(date +%s.%N)

@@ -27,30 +27,13 @@ perf() {
     --duration "$DURATION" --delete --json-only $EXTRA
 }
 
-data=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$data"; }
-trap cleanup EXIT
-join=""
-for i in 0 1 2; do join+="${join:+,}127.0.0.1:$((PORT_BASE + 2274 + i))"; done
-for i in 0 1 2; do
-  bin/warren --node-name "warren-$i" --amqp "127.0.0.1:$((PORT_BASE + i))" \
-    --internal-addr "127.0.0.1:$((PORT_BASE + 20000 + i))" --gossip-addr "127.0.0.1:$((PORT_BASE + 2274 + i))" \
-    --join "$join" --bootstrap-expect 3 --data-dir "$data/warren-$i" --log-level warn &
-  pids+=($!)
-done
-for i in 0 1 2; do
-  for _ in $(seq 300); do
-    # Ready once a login works: the cluster has formed and seeded its users.
-    bin/warren-perf --uri "amqp://guest:guest@127.0.0.1:$((PORT_BASE + i))/" --producers 1 --consumers 0 \
-      --messages 1 --duration 0 --drain 0s --queue perf-ready --delete --json-only >/dev/null 2>&1 && break
-    sleep 0.2
-  done
-done
+source scripts/warren-cluster.sh
+trap warren_cluster_stop EXIT
+warren_cluster_start
 echo "== Warren, 3 nodes: producer on warren-1, consumer on warren-2"
 warren=$(perf "amqp://guest:guest@127.0.0.1:$((PORT_BASE + 1))/" "amqp://guest:guest@127.0.0.1:$((PORT_BASE + 2))/" | grep '^{"summary"')
 echo "$warren"
-cleanup; pids=(); data=$(mktemp -d)
+warren_cluster_stop
 
 echo "== RabbitMQ 3.10.8, 3 nodes: producer on rabbit2, consumer on rabbit3"
 $RMQ start 3 >/dev/null

@@ -8,6 +8,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/metadata"
@@ -75,6 +77,28 @@ type Watchable interface {
 	// Subscribe returns the current state and calls fn, in log order, with
 	// every later committed update.
 	Subscribe(fn func(origin string, changes []metadata.Change, reset *metadata.Snapshot)) *metadata.Snapshot
+	// CatchUp returns once every change committed before the call has
+	// been handed to the subscriber (and so applied to the model).
+	CatchUp(ctx context.Context) error
+}
+
+// catchUp brings a cluster member's model up to every change committed
+// anywhere before the call, for a client naming an entity this node does
+// not have yet: declared through another node a moment ago, it is
+// committed but maybe not applied here. It reports whether it caught up
+// (false on a standalone node, where the model is always current).
+func (b *Broker) catchUp() bool {
+	w, ok := b.store.(Watchable)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := w.CatchUp(ctx); err != nil {
+		b.log.Debug("metadata catch-up", "err", err)
+		return false
+	}
+	return true
 }
 
 // Seed is the initial set of users, vhosts and permissions.
@@ -454,16 +478,8 @@ type QueueSummary struct {
 // Queues lists the queues of vhost ("" for every vhost), sorted by vhost
 // and name.
 func (b *Broker) Queues(vhost string) []QueueSummary {
-	b.mu.RLock()
-	var vhosts []*Vhost
-	for name, v := range b.vhosts {
-		if vhost == "" || vhost == name {
-			vhosts = append(vhosts, v)
-		}
-	}
-	b.mu.RUnlock()
 	var out []QueueSummary
-	for _, v := range vhosts {
+	for _, v := range b.selectVhosts(vhost) {
 		v.mu.RLock()
 		for _, q := range v.queues {
 			rec := q.rec
@@ -494,4 +510,17 @@ func (b *Broker) QueueRecord(vhost, name string) (metadata.Queue, bool) {
 		return metadata.Queue{}, false
 	}
 	return q.rec, true
+}
+
+// selectVhosts is the vhost named vhost, or every vhost for "".
+func (b *Broker) selectVhosts(vhost string) []*Vhost {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var vhosts []*Vhost
+	for name, v := range b.vhosts {
+		if vhost == "" || vhost == name {
+			vhosts = append(vhosts, v)
+		}
+	}
+	return vhosts
 }

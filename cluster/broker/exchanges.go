@@ -39,6 +39,11 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 		v.mu.RLock()
 		_, ok := v.exchanges[d.Name]
 		v.mu.RUnlock()
+		if !ok && v.b.catchUp() {
+			v.mu.RLock()
+			_, ok = v.exchanges[d.Name]
+			v.mu.RUnlock()
+		}
 		if !ok {
 			return v.notFound("exchange", d.Name)
 		}

@@ -109,16 +109,8 @@ func (b *Broker) ClearPolicy(vhost, name string, operator bool) error {
 // rabbitmqctl list_policies does (rabbit_policy:sort_by_priority/1), then
 // by name.
 func (b *Broker) Policies(vhost string, operator bool) []PolicyDef {
-	b.mu.RLock()
-	var vhosts []*Vhost
-	for name, v := range b.vhosts {
-		if vhost == "" || vhost == name {
-			vhosts = append(vhosts, v)
-		}
-	}
-	b.mu.RUnlock()
 	var out []PolicyDef
-	for _, v := range vhosts {
+	for _, v := range b.selectVhosts(vhost) {
 		v.mu.RLock()
 		for _, p := range v.policySet(operator) {
 			out = append(out, p.view())

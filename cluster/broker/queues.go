@@ -539,6 +539,11 @@ func (v *Vhost) LookupQueue(u *User, owner OwnerID, name string, a Access) (*Que
 	v.mu.RLock()
 	q, ok := v.queues[name]
 	v.mu.RUnlock()
+	if !ok && v.b.catchUp() {
+		v.mu.RLock()
+		q, ok = v.queues[name]
+		v.mu.RUnlock()
+	}
 	if !ok {
 		return nil, v.notFound("queue", name)
 	}

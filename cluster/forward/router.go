@@ -183,13 +183,17 @@ func (r *Router) tryResolve(ctx context.Context) (target, error) {
 		if name := l.Leader(); name != "" {
 			return r.remote(name)
 		}
-		return target{}, errNoLeader
-	}
-	r.mu.Lock()
-	name := r.leader
-	r.mu.Unlock()
-	if name != "" {
-		return r.remote(name)
+		// A member that knows no leader may just have joined the group
+		// (its replica opened after the others'): the leader, having
+		// failed to reach it before, backs off for seconds before trying
+		// again. Ask the other members rather than wait for it.
+	} else {
+		r.mu.Lock()
+		name := r.leader
+		r.mu.Unlock()
+		if name != "" {
+			return r.remote(name)
+		}
 	}
 	var errs []error
 	for _, m := range r.memberNames() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -26,6 +27,10 @@ type Update struct {
 	// state (a follower that fell behind the leader's log): it is the
 	// whole new state.
 	Reset *metadata.Snapshot
+
+	// marker: an entry that changed nothing, passed along only so that
+	// the subscriber's delivered index covers it; never given to fn.
+	marker bool
 }
 
 // fsm adapts state to raft.FSM.
@@ -50,8 +55,14 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.st.apply(l.Index, e)
-	if r.changed() && f.sub != nil {
-		f.sub.push(Update{Index: l.Index, Origin: e.Origin, Changes: e.Changes})
+	if f.sub != nil {
+		if r.changed() {
+			f.sub.push(Update{Index: l.Index, Origin: e.Origin, Changes: e.Changes})
+		} else {
+			// Nothing to tell, but the subscriber has seen this far
+			// once what comes before is delivered (CatchUp).
+			f.sub.push(Update{Index: l.Index, marker: true})
+		}
 	}
 	return r
 }
@@ -108,6 +119,7 @@ func (f *fsm) subscribe(fn func(Update)) (*metadata.Snapshot, uint64) {
 		panic("meta: Subscribe called twice")
 	}
 	f.sub = newSubscriber(fn)
+	f.sub.delivered.Store(f.st.index)
 	go f.sub.run()
 	return f.st.snapshot(), f.st.index
 }
@@ -130,13 +142,16 @@ func (f *fsm) stop() {
 // subscriber queues updates without bound (metadata changes are rare)
 // and calls fn with them, in order, on its own goroutine.
 type subscriber struct {
-	fn   func(Update)
-	mu   sync.Mutex
-	q    []Update
-	wake chan struct{}
-	quit chan struct{}
-	done chan struct{}
-	once sync.Once
+	fn func(Update)
+	// delivered is the index of the last entry fn has been called for
+	// (or skipped, having nothing to tell).
+	delivered atomic.Uint64
+	mu        sync.Mutex
+	q         []Update
+	wake      chan struct{}
+	quit      chan struct{}
+	done      chan struct{}
+	once      sync.Once
 }
 
 func newSubscriber(fn func(Update)) *subscriber {
@@ -171,7 +186,10 @@ func (s *subscriber) run() {
 				return
 			default:
 			}
-			s.fn(u)
+			if !u.marker {
+				s.fn(u)
+			}
+			s.delivered.Store(u.Index)
 		}
 	}
 }

@@ -471,14 +471,7 @@ func (q *clusterQueue) Close() {
 // instead of an election timeout later. It waits at most timeout; the
 // groups that did not move elect a new leader when this node is gone.
 func (c *clusterNode) handOff(timeout time.Duration) {
-	c.mu.Lock()
-	var leading []*replica.Replica
-	for _, r := range c.replicas {
-		if r.IsLeader() {
-			leading = append(leading, r)
-		}
-	}
-	c.mu.Unlock()
+	leading := c.leadingReplicas()
 	if len(leading) == 0 {
 		return
 	}
@@ -592,4 +585,17 @@ func waitReady(ctx context.Context, ready func() bool) error {
 		}
 	}
 	return nil
+}
+
+// leadingReplicas are this node's replicas that lead their group now.
+func (c *clusterNode) leadingReplicas() []*replica.Replica {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var leading []*replica.Replica
+	for _, r := range c.replicas {
+		if r.IsLeader() {
+			leading = append(leading, r)
+		}
+	}
+	return leading
 }

@@ -435,3 +435,21 @@ func TestNodeJoinsLater(t *testing.T) {
 		return late.LeadingQueues() >= 2
 	})
 }
+
+// TestDeclareHereConsumeThere: a client declares a queue through one node
+// and at once consumes through another, as warren-perf and applications
+// behind a load balancer do; the second node catches up with the
+// metadata instead of answering 404.
+func TestDeclareHereConsumeThere(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	for i := 0; i < 20; i++ {
+		name := fmt.Sprintf("at-once-%d", i)
+		if _, err := ms[i%3].Channel().QueueDeclare(name, true, false, false, false, quorum); err != nil {
+			t.Fatal(err)
+		}
+		other := ms[(i+1)%3].Channel()
+		if _, err := other.Consume(name, "", false, false, false, false, nil); err != nil {
+			t.Fatalf("consume %s through another node right after declaring it: %v", name, err)
+		}
+	}
+}

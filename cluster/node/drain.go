@@ -171,14 +171,7 @@ func forgotten(m membership.Member, role admin.MetadataRole) bool {
 // that a transfer named. Raft picks the most caught-up follower.
 func (n *Node) handOffDrained() {
 	c := n.cluster
-	c.mu.Lock()
-	var leading []*replica.Replica
-	for _, r := range c.replicas {
-		if r.IsLeader() {
-			leading = append(leading, r)
-		}
-	}
-	c.mu.Unlock()
+	leading := c.leadingReplicas()
 	for _, r := range leading {
 		if err := r.HandOff(); err != nil {
 			c.log.Debug("drained: hand off queue leadership", "err", err)

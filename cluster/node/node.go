@@ -185,15 +185,7 @@ func (n *Node) LeadingQueues() int {
 	if n.cluster == nil {
 		return 0
 	}
-	n.cluster.mu.Lock()
-	defer n.cluster.mu.Unlock()
-	count := 0
-	for _, r := range n.cluster.replicas {
-		if r.IsLeader() {
-			count++
-		}
-	}
-	return count
+	return len(n.cluster.leadingReplicas())
 }
 
 // PeerConnections is the number of gRPC connections this node holds to

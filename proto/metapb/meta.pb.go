@@ -25,6 +25,86 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ReadIndexRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexRequest) Reset() {
+	*x = ReadIndexRequest{}
+	mi := &file_metapb_meta_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexRequest) ProtoMessage() {}
+
+func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metapb_meta_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
+func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
+	return file_metapb_meta_proto_rawDescGZIP(), []int{0}
+}
+
+type ReadIndexReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexReply) Reset() {
+	*x = ReadIndexReply{}
+	mi := &file_metapb_meta_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexReply) ProtoMessage() {}
+
+func (x *ReadIndexReply) ProtoReflect() protoreflect.Message {
+	mi := &file_metapb_meta_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexReply.ProtoReflect.Descriptor instead.
+func (*ReadIndexReply) Descriptor() ([]byte, []int) {
+	return file_metapb_meta_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReadIndexReply) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type ApplyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// entry is the Raft log entry exactly as the proposer encoded it
@@ -37,7 +117,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_metapb_meta_proto_msgTypes[0]
+	mi := &file_metapb_meta_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +129,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metapb_meta_proto_msgTypes[0]
+	mi := &file_metapb_meta_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +142,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_metapb_meta_proto_rawDescGZIP(), []int{0}
+	return file_metapb_meta_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ApplyRequest) GetEntry() []byte {
@@ -83,7 +163,7 @@ type ApplyReply struct {
 
 func (x *ApplyReply) Reset() {
 	*x = ApplyReply{}
-	mi := &file_metapb_meta_proto_msgTypes[1]
+	mi := &file_metapb_meta_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -95,7 +175,7 @@ func (x *ApplyReply) String() string {
 func (*ApplyReply) ProtoMessage() {}
 
 func (x *ApplyReply) ProtoReflect() protoreflect.Message {
-	mi := &file_metapb_meta_proto_msgTypes[1]
+	mi := &file_metapb_meta_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -108,7 +188,7 @@ func (x *ApplyReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyReply.ProtoReflect.Descriptor instead.
 func (*ApplyReply) Descriptor() ([]byte, []int) {
-	return file_metapb_meta_proto_rawDescGZIP(), []int{1}
+	return file_metapb_meta_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApplyReply) GetExists() bool {
@@ -128,7 +208,7 @@ type AddServerRequest struct {
 
 func (x *AddServerRequest) Reset() {
 	*x = AddServerRequest{}
-	mi := &file_metapb_meta_proto_msgTypes[2]
+	mi := &file_metapb_meta_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -140,7 +220,7 @@ func (x *AddServerRequest) String() string {
 func (*AddServerRequest) ProtoMessage() {}
 
 func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metapb_meta_proto_msgTypes[2]
+	mi := &file_metapb_meta_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -153,7 +233,7 @@ func (x *AddServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerRequest.ProtoReflect.Descriptor instead.
 func (*AddServerRequest) Descriptor() ([]byte, []int) {
-	return file_metapb_meta_proto_rawDescGZIP(), []int{2}
+	return file_metapb_meta_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AddServerRequest) GetId() string {
@@ -178,7 +258,7 @@ type AddServerReply struct {
 
 func (x *AddServerReply) Reset() {
 	*x = AddServerReply{}
-	mi := &file_metapb_meta_proto_msgTypes[3]
+	mi := &file_metapb_meta_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -190,7 +270,7 @@ func (x *AddServerReply) String() string {
 func (*AddServerReply) ProtoMessage() {}
 
 func (x *AddServerReply) ProtoReflect() protoreflect.Message {
-	mi := &file_metapb_meta_proto_msgTypes[3]
+	mi := &file_metapb_meta_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -203,7 +283,7 @@ func (x *AddServerReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddServerReply.ProtoReflect.Descriptor instead.
 func (*AddServerReply) Descriptor() ([]byte, []int) {
-	return file_metapb_meta_proto_rawDescGZIP(), []int{3}
+	return file_metapb_meta_proto_rawDescGZIP(), []int{5}
 }
 
 type RemoveServerRequest struct {
@@ -215,7 +295,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_metapb_meta_proto_msgTypes[4]
+	mi := &file_metapb_meta_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +307,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_metapb_meta_proto_msgTypes[4]
+	mi := &file_metapb_meta_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +320,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_metapb_meta_proto_rawDescGZIP(), []int{4}
+	return file_metapb_meta_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -258,7 +338,7 @@ type RemoveServerReply struct {
 
 func (x *RemoveServerReply) Reset() {
 	*x = RemoveServerReply{}
-	mi := &file_metapb_meta_proto_msgTypes[5]
+	mi := &file_metapb_meta_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +350,7 @@ func (x *RemoveServerReply) String() string {
 func (*RemoveServerReply) ProtoMessage() {}
 
 func (x *RemoveServerReply) ProtoReflect() protoreflect.Message {
-	mi := &file_metapb_meta_proto_msgTypes[5]
+	mi := &file_metapb_meta_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,14 +363,17 @@ func (x *RemoveServerReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerReply.ProtoReflect.Descriptor instead.
 func (*RemoveServerReply) Descriptor() ([]byte, []int) {
-	return file_metapb_meta_proto_rawDescGZIP(), []int{5}
+	return file_metapb_meta_proto_rawDescGZIP(), []int{7}
 }
 
 var File_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x11metapb/meta.proto\x12\vwarren.meta\"$\n" +
+	"\x11metapb/meta.proto\x12\vwarren.meta\"\x12\n" +
+	"\x10ReadIndexRequest\"&\n" +
+	"\x0eReadIndexReply\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"$\n" +
 	"\fApplyRequest\x12\x14\n" +
 	"\x05entry\x18\x01 \x01(\fR\x05entry\"$\n" +
 	"\n" +
@@ -302,11 +385,12 @@ const file_metapb_meta_proto_rawDesc = "" +
 	"\x0eAddServerReply\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x13\n" +
-	"\x11RemoveServerReply2\xde\x01\n" +
+	"\x11RemoveServerReply2\xa7\x02\n" +
 	"\x04Meta\x12;\n" +
 	"\x05Apply\x12\x19.warren.meta.ApplyRequest\x1a\x17.warren.meta.ApplyReply\x12G\n" +
 	"\tAddServer\x12\x1d.warren.meta.AddServerRequest\x1a\x1b.warren.meta.AddServerReply\x12P\n" +
-	"\fRemoveServer\x12 .warren.meta.RemoveServerRequest\x1a\x1e.warren.meta.RemoveServerReplyB)Z'github.com/warrenmq/warren/proto/metapbb\x06proto3"
+	"\fRemoveServer\x12 .warren.meta.RemoveServerRequest\x1a\x1e.warren.meta.RemoveServerReply\x12G\n" +
+	"\tReadIndex\x12\x1d.warren.meta.ReadIndexRequest\x1a\x1b.warren.meta.ReadIndexReplyB)Z'github.com/warrenmq/warren/proto/metapbb\x06proto3"
 
 var (
 	file_metapb_meta_proto_rawDescOnce sync.Once
@@ -320,24 +404,28 @@ func file_metapb_meta_proto_rawDescGZIP() []byte {
 	return file_metapb_meta_proto_rawDescData
 }
 
-var file_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_metapb_meta_proto_goTypes = []any{
-	(*ApplyRequest)(nil),        // 0: warren.meta.ApplyRequest
-	(*ApplyReply)(nil),          // 1: warren.meta.ApplyReply
-	(*AddServerRequest)(nil),    // 2: warren.meta.AddServerRequest
-	(*AddServerReply)(nil),      // 3: warren.meta.AddServerReply
-	(*RemoveServerRequest)(nil), // 4: warren.meta.RemoveServerRequest
-	(*RemoveServerReply)(nil),   // 5: warren.meta.RemoveServerReply
+	(*ReadIndexRequest)(nil),    // 0: warren.meta.ReadIndexRequest
+	(*ReadIndexReply)(nil),      // 1: warren.meta.ReadIndexReply
+	(*ApplyRequest)(nil),        // 2: warren.meta.ApplyRequest
+	(*ApplyReply)(nil),          // 3: warren.meta.ApplyReply
+	(*AddServerRequest)(nil),    // 4: warren.meta.AddServerRequest
+	(*AddServerReply)(nil),      // 5: warren.meta.AddServerReply
+	(*RemoveServerRequest)(nil), // 6: warren.meta.RemoveServerRequest
+	(*RemoveServerReply)(nil),   // 7: warren.meta.RemoveServerReply
 }
 var file_metapb_meta_proto_depIdxs = []int32{
-	0, // 0: warren.meta.Meta.Apply:input_type -> warren.meta.ApplyRequest
-	2, // 1: warren.meta.Meta.AddServer:input_type -> warren.meta.AddServerRequest
-	4, // 2: warren.meta.Meta.RemoveServer:input_type -> warren.meta.RemoveServerRequest
-	1, // 3: warren.meta.Meta.Apply:output_type -> warren.meta.ApplyReply
-	3, // 4: warren.meta.Meta.AddServer:output_type -> warren.meta.AddServerReply
-	5, // 5: warren.meta.Meta.RemoveServer:output_type -> warren.meta.RemoveServerReply
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
+	2, // 0: warren.meta.Meta.Apply:input_type -> warren.meta.ApplyRequest
+	4, // 1: warren.meta.Meta.AddServer:input_type -> warren.meta.AddServerRequest
+	6, // 2: warren.meta.Meta.RemoveServer:input_type -> warren.meta.RemoveServerRequest
+	0, // 3: warren.meta.Meta.ReadIndex:input_type -> warren.meta.ReadIndexRequest
+	3, // 4: warren.meta.Meta.Apply:output_type -> warren.meta.ApplyReply
+	5, // 5: warren.meta.Meta.AddServer:output_type -> warren.meta.AddServerReply
+	7, // 6: warren.meta.Meta.RemoveServer:output_type -> warren.meta.RemoveServerReply
+	1, // 7: warren.meta.Meta.ReadIndex:output_type -> warren.meta.ReadIndexReply
+	4, // [4:8] is the sub-list for method output_type
+	0, // [0:4] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -354,7 +442,7 @@ func file_metapb_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metapb_meta_proto_rawDesc), len(file_metapb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	Meta_Apply_FullMethodName        = "/warren.meta.Meta/Apply"
 	Meta_AddServer_FullMethodName    = "/warren.meta.Meta/AddServer"
 	Meta_RemoveServer_FullMethodName = "/warren.meta.Meta/RemoveServer"
+	Meta_ReadIndex_FullMethodName    = "/warren.meta.Meta/ReadIndex"
 )
 
 // MetaClient is the client API for Meta service.
@@ -43,6 +44,10 @@ type MetaClient interface {
 	AddServer(ctx context.Context, in *AddServerRequest, opts ...grpc.CallOption) (*AddServerReply, error)
 	// RemoveServer removes a member (idempotent).
 	RemoveServer(ctx context.Context, in *RemoveServerRequest, opts ...grpc.CallOption) (*RemoveServerReply, error)
+	// ReadIndex returns the index up to which the leader has applied every
+	// committed entry (after a barrier): a node that has applied as far
+	// has seen every change committed before the call.
+	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexReply, error)
 }
 
 type metaClient struct {
@@ -83,6 +88,16 @@ func (c *metaClient) RemoveServer(ctx context.Context, in *RemoveServerRequest, 
 	return out, nil
 }
 
+func (c *metaClient) ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadIndexReply)
+	err := c.cc.Invoke(ctx, Meta_ReadIndex_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -98,6 +113,10 @@ type MetaServer interface {
 	AddServer(context.Context, *AddServerRequest) (*AddServerReply, error)
 	// RemoveServer removes a member (idempotent).
 	RemoveServer(context.Context, *RemoveServerRequest) (*RemoveServerReply, error)
+	// ReadIndex returns the index up to which the leader has applied every
+	// committed entry (after a barrier): a node that has applied as far
+	// has seen every change committed before the call.
+	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexReply, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -116,6 +135,9 @@ func (UnimplementedMetaServer) AddServer(context.Context, *AddServerRequest) (*A
 }
 func (UnimplementedMetaServer) RemoveServer(context.Context, *RemoveServerRequest) (*RemoveServerReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RemoveServer not implemented")
+}
+func (UnimplementedMetaServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReadIndex not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -192,6 +214,24 @@ func _Meta_RemoveServer_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_ReadIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadIndexRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).ReadIndex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_ReadIndex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).ReadIndex(ctx, req.(*ReadIndexRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -210,6 +250,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveServer",
 			Handler:    _Meta_RemoveServer_Handler,
+		},
+		{
+			MethodName: "ReadIndex",
+			Handler:    _Meta_ReadIndex_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
