@@ -448,12 +448,7 @@ func (b *Broker) MemoryUsed() int64 { return b.memory.Used() }
 // Close stops every queue and closes the store.
 func (b *Broker) Close() error {
 	b.stopReconcile()
-	b.mu.Lock()
-	vhosts := make([]*Vhost, 0, len(b.vhosts))
-	for _, v := range b.vhosts {
-		vhosts = append(vhosts, v)
-	}
-	b.mu.Unlock()
+	vhosts := b.selectVhosts("")
 	for _, v := range vhosts {
 		v.close()
 	}

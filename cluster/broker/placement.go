@@ -125,12 +125,7 @@ func (b *Broker) place(rec *metadata.Queue, args amqp.Table) {
 // the queues each node was chosen to lead and the replicas it holds.
 func (b *Broker) placementCounts() (leads, replicas map[string]int) {
 	leads, replicas = make(map[string]int), make(map[string]int)
-	b.mu.RLock()
-	vhosts := make([]*Vhost, 0, len(b.vhosts))
-	for _, v := range b.vhosts {
-		vhosts = append(vhosts, v)
-	}
-	b.mu.RUnlock()
+	vhosts := b.selectVhosts("")
 	for _, v := range vhosts {
 		v.mu.RLock()
 		for _, q := range v.queues {

@@ -385,12 +385,7 @@ func (b *Broker) reconcile() {
 			return
 		case <-t.C:
 		}
-		b.mu.RLock()
-		vhosts := make([]*Vhost, 0, len(b.vhosts))
-		for _, v := range b.vhosts {
-			vhosts = append(vhosts, v)
-		}
-		b.mu.RUnlock()
+		vhosts := b.selectVhosts("")
 		for _, v := range vhosts {
 			var stale []*Queue
 			v.mu.RLock()

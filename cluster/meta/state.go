@@ -67,22 +67,9 @@ const (
 	kindNode
 )
 
-// key joins the parts that identify a record with NUL, exactly as
+// key is metadata.Key as a map key: records are keyed exactly as
 // metadata.BoltStore keys its buckets.
-func key(parts ...string) string {
-	n := 0
-	for _, p := range parts {
-		n += len(p) + 1
-	}
-	b := make([]byte, 0, n)
-	for i, p := range parts {
-		if i > 0 {
-			b = append(b, 0)
-		}
-		b = append(b, p...)
-	}
-	return string(b)
-}
+func key(parts ...string) string { return string(metadata.Key(parts...)) }
 
 func bindingKey(b *metadata.Binding) string {
 	return key(b.Vhost, b.Source, strconv.Itoa(int(b.Kind)), b.Destination, b.RoutingKey, string(b.Arguments))

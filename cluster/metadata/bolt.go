@@ -51,10 +51,11 @@ func OpenBolt(dir string) (*BoltStore, error) {
 	return &BoltStore{db: db}, nil
 }
 
-// key joins the parts that identify a record with NUL, which AMQP names
+// Key joins the parts that identify a record with NUL, which AMQP names
 // (short strings of UTF-8) never contain in practice and which keeps keys
-// of one vhost adjacent.
-func key(parts ...string) []byte {
+// of one vhost adjacent. The replicated store (cluster/meta) keys its
+// records the same way.
+func Key(parts ...string) []byte {
 	n := 0
 	for _, p := range parts {
 		n += len(p) + 1
@@ -76,28 +77,28 @@ func PolicyKey(p *Policy) []byte {
 	if p.Operator {
 		kind = "operator_policy"
 	}
-	return key(p.Vhost, kind, p.Name)
+	return Key(p.Vhost, kind, p.Name)
 }
 
 func (c Change) location() (bucket, k []byte, v any) {
 	switch {
 	case c.Vhost != nil:
-		return bucketVhosts, key(c.Vhost.Name), c.Vhost
+		return bucketVhosts, Key(c.Vhost.Name), c.Vhost
 	case c.User != nil:
-		return bucketUsers, key(c.User.Name), c.User
+		return bucketUsers, Key(c.User.Name), c.User
 	case c.Permission != nil:
-		return bucketPermissions, key(c.Permission.User, c.Permission.Vhost), c.Permission
+		return bucketPermissions, Key(c.Permission.User, c.Permission.Vhost), c.Permission
 	case c.Exchange != nil:
-		return bucketExchanges, key(c.Exchange.Vhost, c.Exchange.Name), c.Exchange
+		return bucketExchanges, Key(c.Exchange.Vhost, c.Exchange.Name), c.Exchange
 	case c.Binding != nil:
 		b := c.Binding
-		return bucketBindings, key(b.Vhost, b.Source, strconv.Itoa(int(b.Kind)), b.Destination, b.RoutingKey, string(b.Arguments)), b
+		return bucketBindings, Key(b.Vhost, b.Source, strconv.Itoa(int(b.Kind)), b.Destination, b.RoutingKey, string(b.Arguments)), b
 	case c.Queue != nil:
-		return bucketQueues, key(c.Queue.Vhost, c.Queue.Name), c.Queue
+		return bucketQueues, Key(c.Queue.Vhost, c.Queue.Name), c.Queue
 	case c.Policy != nil:
 		return bucketPolicies, PolicyKey(c.Policy), c.Policy
 	case c.Node != nil:
-		return bucketNodes, key(c.Node.Name), c.Node
+		return bucketNodes, Key(c.Node.Name), c.Node
 	}
 	return nil, nil, nil
 }

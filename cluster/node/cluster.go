@@ -589,13 +589,22 @@ func waitReady(ctx context.Context, ready func() bool) error {
 
 // leadingReplicas are this node's replicas that lead their group now.
 func (c *clusterNode) leadingReplicas() []*replica.Replica {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var leading []*replica.Replica
-	for _, r := range c.replicas {
+	for _, r := range c.allReplicas() {
 		if r.IsLeader() {
 			leading = append(leading, r)
 		}
 	}
 	return leading
+}
+
+// allReplicas is this node's replicas now, to act on without c.mu held.
+func (c *clusterNode) allReplicas() []*replica.Replica {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	reps := make([]*replica.Replica, 0, len(c.replicas))
+	for _, r := range c.replicas {
+		reps = append(reps, r)
+	}
+	return reps
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/membership"
-	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // Maintenance mode (warrenctl drain), this node's part. The drained state
@@ -40,13 +39,7 @@ func (c *clusterNode) drained(node string) bool {
 func (n *Node) maintain(ctx context.Context) (bool, int, error) {
 	c := n.cluster
 	draining := c.drained(c.self)
-	c.mu.Lock()
-	reps := make([]*replica.Replica, 0, len(c.replicas))
-	for _, r := range c.replicas {
-		reps = append(reps, r)
-	}
-	c.mu.Unlock()
-	for _, r := range reps {
+	for _, r := range c.allReplicas() {
 		r.SetDrained(draining)
 	}
 	closed := 0

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/membership"
-	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // defaultQueueTimeout is the queue groups' heartbeat and election
@@ -31,13 +30,7 @@ func (c *clusterNode) memberEvent(ev membership.Event) {
 	if ev.Kind != membership.Failed || ev.Member.Name == c.self {
 		return
 	}
-	c.mu.Lock()
-	reps := make([]*replica.Replica, 0, len(c.replicas))
-	for _, r := range c.replicas {
-		reps = append(reps, r)
-	}
-	c.mu.Unlock()
-	for _, r := range reps {
+	for _, r := range c.allReplicas() {
 		r.LeaderSuspected(ev.Member.Name)
 	}
 	c.log.Info("node failed; its queues elect new leaders", "node", ev.Member.Name)
