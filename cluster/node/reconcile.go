@@ -53,8 +53,9 @@ const (
 	// its new member to catch up.
 	maxReconcileAdds = 16
 	// maxRebalanceAttempts bounds the retries of a rebalance whose
-	// rejoined nodes' replicas did not answer yet.
-	maxRebalanceAttempts = 5
+	// rejoined nodes' replicas did not answer yet or whose moves failed:
+	// a restarted node's replicas take a while to open and catch up.
+	maxRebalanceAttempts = 30
 	rebalanceTimeout     = 2 * time.Minute
 )
 
@@ -249,13 +250,17 @@ func (c *clusterNode) rebalanceRejoined(ctx context.Context) bool {
 	}
 	c.rec.mu.Lock()
 	defer c.rec.mu.Unlock()
-	done := len(resp.Moves) > 0
-	if !done {
-		done = true
-		for n := range c.rec.rejoined {
-			if !slices.ContainsFunc(resp.Nodes, func(l *adminpb.NodeLeaders) bool { return l.Node == n }) {
-				done = false
-			}
+	// Done when every rejoined node answered with its replicas (so the
+	// spread aimed at includes it) and no move failed; else try again.
+	done := true
+	for n := range c.rec.rejoined {
+		if !slices.ContainsFunc(resp.Nodes, func(l *adminpb.NodeLeaders) bool { return l.Node == n }) {
+			done = false
+		}
+	}
+	for _, m := range resp.Moves {
+		if m.Error != "" {
+			done = false
 		}
 	}
 	if done {
