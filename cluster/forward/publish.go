@@ -75,6 +75,7 @@ func newPublisher(r *Router) *publisher {
 }
 
 func (p *publisher) signal() {
+	p.r.startOnce(&p.r.pubStarted, p.run)
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -128,9 +129,13 @@ func (p *publisher) enqueue(ctx context.Context, m *queue.Message, done func(err
 	if local {
 		p.sent++
 	}
+	first := len(p.q) == 1
 	p.mu.Unlock()
-	if !local {
+	if !local || first {
+		// run sends it, or (first of a burst) starts the expiry checks.
 		p.signal()
+	}
+	if !local {
 		return nil
 	}
 	p.r.local().EnqueueAs(p.r.ctx, m, id, u.seq, p.localDone(id, gen, u.seq))
@@ -296,8 +301,12 @@ func (p *publisher) close(err error) {
 // and fails publishes that wait too long.
 func (p *publisher) run() {
 	defer p.r.wg.Done()
-	tick := time.NewTicker(min(p.r.cfg.PublishTimeout/4, 250*time.Millisecond))
+	// The expiry ticker runs only while publishes wait for answers: an
+	// idle queue's router wakes for nothing.
+	every := min(p.r.cfg.PublishTimeout/4, 250*time.Millisecond)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	ticking := true
 	backoff := minBackoff
 	for {
 		select {
@@ -305,6 +314,17 @@ func (p *publisher) run() {
 		case <-tick.C:
 		case <-p.r.ctx.Done():
 			return
+		}
+		p.mu.Lock()
+		waiting := len(p.q) > 0
+		p.mu.Unlock()
+		switch {
+		case waiting && !ticking:
+			tick.Reset(every)
+			ticking = true
+		case !waiting && ticking:
+			tick.Stop()
+			ticking = false
 		}
 		p.expire()
 		for {

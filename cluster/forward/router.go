@@ -70,6 +70,14 @@ type Router struct {
 	pub    *publisher
 	wg     sync.WaitGroup
 
+	// The publisher's and the settler's goroutines start on first use
+	// (go.go): most routers of a node with many queues never publish or
+	// settle through it, and an idle goroutine still costs a stack.
+	goMu       sync.Mutex
+	goStopped  bool
+	pubStarted atomic.Bool
+	setStarted atomic.Bool
+
 	mu        sync.Mutex
 	closed    bool
 	leader    string // the leader node as last learned (non-members)
@@ -127,9 +135,6 @@ func NewRouter(cfg RouterConfig) *Router {
 	r.origins.Store(&map[uint64]*origin{})
 	r.SetMembers(cfg.Members, cfg.Local)
 	r.pub = newPublisher(r)
-	r.wg.Add(2)
-	go r.pub.run()
-	go r.settler()
 	return r
 }
 
@@ -440,6 +445,9 @@ func (r *Router) stop() []*consumer {
 	}
 	clear(r.consumers)
 	r.mu.Unlock()
+	r.goMu.Lock()
+	r.goStopped = true // no goroutine starts after this: wg.Wait follows
+	r.goMu.Unlock()
 	r.cancel()
 	r.pub.close(queue.ErrDeleted)
 	return ws
@@ -536,6 +544,7 @@ func (r *Router) settleUnary(addr string, list []*queuepb.Settlement) {
 		r.unary[addr] = appendSettlement(r.unary[addr], s.Op, queue.ReturnCause(s.Cause), s.Ids)
 	}
 	r.settleMu.Unlock()
+	r.startOnce(&r.setStarted, r.settler)
 	select {
 	case r.settleWake <- struct{}{}:
 	default:
@@ -578,6 +587,22 @@ func (r *Router) settler() {
 			}
 		}
 	}
+}
+
+// startOnce runs fn on a goroutine of the router's wait group the first
+// time it is called with started, unless the router is stopping.
+func (r *Router) startOnce(started *atomic.Bool, fn func()) {
+	if started.Load() {
+		return
+	}
+	r.goMu.Lock()
+	defer r.goMu.Unlock()
+	if r.goStopped || started.Load() {
+		return
+	}
+	started.Store(true)
+	r.wg.Add(1)
+	go fn()
 }
 
 // Leader is the group's leader as this node knows it without asking

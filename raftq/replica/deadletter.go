@@ -76,6 +76,8 @@ type deadLetterer struct {
 	// deleted them (a configuration update ended at-least-once): their
 	// jobs are skipped (RabbitMQ tears its dead-letter worker down then).
 	forgotten map[uint64]bool
+
+	runOnce sync.Once
 }
 
 type deadLetterJob struct {
@@ -96,22 +98,24 @@ func newDeadLetterer(r *Replica) *deadLetterer {
 }
 
 // start begins executing dead letters once the replica leads and has
-// applied its log: the at-least-once ones the machine still holds are sent
-// again, and later effects are carried out as they come.
+// applied its log (onLeading then queues the at-least-once ones the
+// machine still holds); later effects are carried out as they come.
 func (d *deadLetterer) start() {
 	d.r.fsm.mu.Lock()
 	d.live = true
+	d.r.fsm.mu.Unlock()
+}
+
+// resendPending queues again the at-least-once dead letters the machine
+// holds that are not on their way; a new leader calls it.
+func (d *deadLetterer) resendPending() {
+	if d.r.cfg.DeadLetter == nil {
+		return
+	}
+	d.r.fsm.mu.Lock()
 	pending := d.r.fsm.m.AppendPendingDeadLetters(nil)
 	d.r.fsm.mu.Unlock()
-	if d.r.cfg.DeadLetter == nil {
-		return // nothing to do, and no goroutines to do it
-	}
 	d.resend(pending)
-	go d.run()
-	go func() {
-		<-d.r.done
-		d.cancel() // frees a publish waiting for room in a target
-	}()
 }
 
 // effect queues a dead letter. It runs on the FSM goroutine with fsm.mu
@@ -176,6 +180,15 @@ func (d *deadLetterer) resend(es []raftq.Effect) {
 }
 
 func (d *deadLetterer) signal() {
+	// The goroutines start with the first dead letter: most queues never
+	// have one, and a node may carry a thousand queues.
+	d.runOnce.Do(func() {
+		go d.run()
+		go func() {
+			<-d.r.done
+			d.cancel() // frees a publish waiting for room in a target
+		}()
+	})
 	select {
 	case d.wake <- struct{}{}:
 	default:

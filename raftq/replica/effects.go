@@ -3,7 +3,6 @@ package replica
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -157,33 +156,12 @@ func sortedConsumers(m map[raftq.ConsumerID][]uint64) []raftq.ConsumerID {
 	return ids
 }
 
-// tickInterval is how often the leader looks at the machine's next
-// deadline. Proposing happens only when one is due: an idle queue writes
-// nothing to its log.
-const tickInterval = 100 * time.Millisecond
-
-func (r *Replica) ticker() {
-	defer r.wg.Done()
-	t := time.NewTicker(tickInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-r.done:
-			return
-		}
-		r.fsm.mu.Lock()
-		at, ok := r.fsm.m.NextDeadline()
-		live := liveCount(r.fsm.m)
-		r.fsm.mu.Unlock()
-		r.adaptSnapshotThreshold(live)
-		if !r.isLeader() {
-			continue
-		}
-		if ok && at <= time.Now().UnixMilli() {
-			r.wait(r.propose(&raftq.Command{Op: raftq.OpTick}))
-		}
-	}
+// snapshotThreshold is the threshold for a machine holding live messages
+// when it is cur now, and whether it is worth changing: not within a
+// factor of two.
+func snapshotThreshold(cur uint64, live int) (uint64, bool) {
+	want := uint64(max(minSnapshotThreshold, 2*live))
+	return want, want >= 2*cur || 2*want <= cur
 }
 
 // minSnapshotThreshold is the fewest entries between snapshots.
@@ -196,12 +174,12 @@ const minSnapshotThreshold = 16384
 // the cost of snapshots follows the traffic, not the backlog times their
 // number. Every member adapts on its own: snapshots are local.
 func (r *Replica) adaptSnapshotThreshold(live int) {
-	want := uint64(max(minSnapshotThreshold, 2*live))
 	r.fo.mu.Lock() // failover.go changes the timeouts meanwhile
 	defer r.fo.mu.Unlock()
 	cur := r.raft.ReloadableConfig()
-	if want < 2*cur.SnapshotThreshold && 2*want > cur.SnapshotThreshold {
-		return // within a factor of two: not worth a reload
+	want, change := snapshotThreshold(cur.SnapshotThreshold, live)
+	if !change {
+		return
 	}
 	cur.SnapshotThreshold = want
 	if err := r.raft.ReloadConfig(cur); err != nil {

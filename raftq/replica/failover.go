@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +23,19 @@ import (
 // time.After(0); the check starts an election only if the leader has
 // been silent for the new, shorter timeout).
 //
-// So LeaderSuspected lowers this member's heartbeat and election timeouts
+// So LeaderSuspected, first, makes one surviving voter campaign at once,
+// as a leadership transfer's TimeoutNow does: the voters are ranked by
+// name (the failed node left out) and the k-th campaigns after k times
+// campaignStagger if the group still has no leader, so that two do not
+// split the vote. Such an election skips pre-vote and is granted by
+// voters that still believe in the old leader; gossip has declared that
+// leader's node dead, after its own suspicion period. This is what makes
+// a killed leader's queues take publishes again within about the
+// gossip's detection time, whatever the heartbeat timeout.
+//
+// Second, as the fallback when that candidate cannot win (its log is
+// behind, or it is cut off too), it lowers this member's heartbeat and
+// election timeouts
 // to suspectTimeout, just above LeaderLeaseTimeout (raft requires
 // HeartbeatTimeout ≥ LeaderLeaseTimeout, and the lease cannot be changed
 // at run time); once the leader has been silent that long it wakes the
@@ -87,7 +100,22 @@ func (r *Replica) LeaderSuspected(node string) {
 		return
 	}
 	r.setTimeouts(r.fo.fast)
-	go r.awaitNewLeader(node)
+	go r.awaitLeader(node, true)
+}
+
+// expectLeader shortens the timeouts of a member that restarted until it
+// hears of a leader, as LeaderSuspected does but without making anyone
+// campaign: after a whole cluster restarts, no leader heartbeats and
+// nobody would elect for a full heartbeat timeout; after one node
+// restarts, the leader's next heartbeat (a tenth to a fifth of the
+// timeout) arrives well before the shortened one runs out, and pre-vote
+// keeps the member from disturbing it anyway.
+func (r *Replica) expectLeader() {
+	if r.fo.fast == 0 || !r.fo.suspecting.CompareAndSwap(false, true) {
+		return
+	}
+	r.setTimeouts(r.fo.fast)
+	go r.awaitLeader("", false)
 }
 
 // setTimeouts sets the heartbeat and election timeouts to d.
@@ -115,19 +143,47 @@ func (r *Replica) restoreTimeouts() {
 	}
 }
 
+// campaignStagger is how long the k-th ranked survivor waits, times k,
+// before campaigning after a leader's node failed.
+const campaignStagger = 500 * time.Millisecond
+
+// campaignRank is this member's place among the group's voters other
+// than failed, by name; -1 if it is not one of them.
+func (r *Replica) campaignRank(failed string) int {
+	servers, err := r.Servers()
+	if err != nil {
+		return -1
+	}
+	var voters []string
+	for id, voter := range servers {
+		if voter && id != failed {
+			voters = append(voters, id)
+		}
+	}
+	slices.Sort(voters)
+	return slices.Index(voters, r.cfg.NodeID)
+}
+
 // suspectPoll bounds how long awaitNewLeader sleeps between looks.
 const suspectPoll = 100 * time.Millisecond
 
-// awaitNewLeader wakes raft's follower check once the suspected leader
-// has been silent for the short timeout, and restores the timeouts once
-// the group has a leader elsewhere, or after four base heartbeat
-// timeouts: the suspicion was wrong, or the group cannot elect (no
-// quorum) and goes on with its usual timeouts.
-func (r *Replica) awaitNewLeader(node string) {
+// awaitLeader makes this member campaign when its rank comes (if
+// campaign is set), wakes raft's follower check once the suspected leader
+// (on node; "" when none is known) has been silent for the short timeout,
+// and restores the timeouts once the group has a leader elsewhere, or
+// after four base heartbeat timeouts: the suspicion was wrong, or the
+// group cannot elect (no quorum) and goes on with its usual timeouts.
+func (r *Replica) awaitLeader(node string, campaign bool) {
 	defer r.fo.suspecting.Store(false)
 	defer r.restoreTimeouts()
-	deadline := time.Now().Add(4 * r.fo.base.HeartbeatTimeout)
+	start := time.Now()
+	deadline := start.Add(4 * r.fo.base.HeartbeatTimeout)
 	timeout := r.fo.fast
+	rank := -1
+	if campaign {
+		rank = r.campaignRank(node)
+	}
+	campaignAt := start.Add(time.Duration(rank) * campaignStagger)
 	for {
 		state := r.raft.State()
 		_, id := r.raft.LeaderWithID()
@@ -142,8 +198,23 @@ func (r *Replica) awaitNewLeader(node string) {
 			return
 		}
 		wait := suspectPoll
+		if state == raft.Follower && rank >= 0 {
+			if until := time.Until(campaignAt); until <= 0 {
+				rank = -1 // once
+				r.log.Debug("campaigning: the leader's node failed", "failed", node)
+				go r.campaignNow()
+			} else {
+				wait = min(wait, until)
+			}
+		}
 		if state == raft.Follower {
+			// Silent since the last contact, or since the suspicion: a
+			// member that just started has heard nobody yet, and should
+			// give the leader a chance to heartbeat before it elects.
 			silent := time.Since(r.raft.LastContact())
+			if s := time.Since(start); s < silent {
+				silent = s
+			}
 			if silent >= timeout && timeout > r.fo.fast-suspectMargin+time.Millisecond {
 				// Shorter than before: raft checks at once.
 				timeout -= time.Millisecond
@@ -188,5 +259,19 @@ func (r *Replica) campaign() {
 	}
 	if err := c.Campaign(ctx); err != nil {
 		r.log.Debug("first election", "err", err)
+	}
+}
+
+// campaignNow makes this member start an election at once (after its
+// leader's node failed).
+func (r *Replica) campaignNow() {
+	c, ok := r.cfg.Transport.(campaigner)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Campaign(ctx); err != nil {
+		r.log.Debug("campaign after leader failure", "err", err)
 	}
 }

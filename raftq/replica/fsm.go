@@ -84,6 +84,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 			}
 		}
 	}
+	f.r.stateChanged()
 	return answer
 }
 
@@ -106,6 +107,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.m = m
 	f.mu.Unlock()
+	f.r.stateChanged()
 	return nil
 }
 

@@ -1,8 +1,6 @@
 package replica
 
 import (
-	"time"
-
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -21,7 +19,7 @@ func (r *Replica) Touch() error {
 // leader.
 func (r *Replica) onLeading() {
 	r.dlOnce.Do(r.dl.start)
-	r.dl.signal()
+	r.dl.resendPending()
 	r.fsm.mu.Lock()
 	deleting := r.fsm.m.DeleteRequested()
 	r.fsm.mu.Unlock()
@@ -50,46 +48,6 @@ func (r *Replica) onFollowing() {
 			go m.LeaderLost()
 		} else {
 			go ref.c.Gone()
-		}
-	}
-}
-
-// watchLeadership follows this member's leadership changes: a new leader
-// first applies everything committed before it (a barrier), so that what
-// it resumes reflects the whole log.
-func (r *Replica) watchLeadership() {
-	defer r.wg.Done()
-	leading := r.isLeader() && r.cfg.Transport == nil // onLeading ran in Open
-	ch := r.raft.LeaderCh()
-	check := time.NewTicker(time.Second)
-	defer check.Stop()
-	for {
-		select {
-		case <-r.done:
-			return
-		case <-ch:
-		case <-check.C:
-			// LeaderCh keeps only the latest change; look anyway.
-		}
-		now := r.isLeader()
-		switch {
-		case now && !leading:
-			if err := r.wait(r.raft.Barrier(10 * time.Second)); err != nil {
-				r.log.Debug("barrier after election", "err", err)
-				continue // lost it again, or shutting down: look later
-			}
-			leading = true
-			r.log.Debug("leading")
-			r.onLeading()
-		case !now && leading:
-			leading = false
-			if r.stopped.Load() {
-				// Closed or deleted, not deposed: consumers hear Gone
-				// (delete) or nothing (node shutdown), not LeaderLost.
-				return
-			}
-			r.log.Debug("stopped leading", "leader", r.Leader())
-			r.onFollowing()
 		}
 	}
 }

@@ -144,6 +144,11 @@ type Replica struct {
 	// consumers), which the settler goroutine proposes in batches.
 	toSettle   map[raftq.ConsumerID][]uint64
 	settleWake chan struct{}
+	// stateWake wakes the watcher (watch.go) after the machine changed.
+	stateWake chan struct{}
+	// resumed tells the watcher that a follower answers heartbeats again
+	// (a multi-member group's leader only; nil otherwise).
+	resumed chan raft.Observation
 
 	dl     *deadLetterer
 	dlOnce sync.Once
@@ -196,6 +201,7 @@ func Open(cfg Config) (*Replica, error) {
 		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
 		toSettle:   make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
+		stateWake:  make(chan struct{}, 1),
 	}
 	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet
 	r.getter = r.newConsumerID()
@@ -214,6 +220,11 @@ func Open(cfg Config) (*Replica, error) {
 	if cfg.Transport != nil {
 		rc.HeartbeatTimeout = orDefault(cfg.HeartbeatTimeout, time.Second)
 		rc.ElectionTimeout = orDefault(cfg.ElectionTimeout, time.Second)
+		// The lease must outlast the longest gap between heartbeats
+		// (raft sends one every tenth to fifth of the timeout) with room
+		// for a slow machine; it also bounds how fast a suspected
+		// leader is replaced when gossip cannot make anyone campaign
+		// (failover.go).
 		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout / 2
 		r.fo.init(rc)
 	}
@@ -223,9 +234,11 @@ func Open(cfg Config) (*Replica, error) {
 		// CommitTimeout, entries or not, to pass on the commit index.
 		// Commits do not wait for it (new entries go out at once), only
 		// followers' applying does, which nothing reads: confirms come
-		// from the leader and a new leader applies everything first. At
-		// 5 ms, a hundred idle queues kept two cores busy.
-		rc.CommitTimeout = rc.HeartbeatTimeout
+		// from the leader, a new leader applies everything first, and
+		// "caught up" is judged by the log a member holds. At 5 ms, a
+		// hundred idle queues kept two cores busy; each of these sends
+		// reads the log, so they are rare.
+		rc.CommitTimeout = 3 * rc.HeartbeatTimeout
 	}
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 512
@@ -272,8 +285,18 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	r.leaderOf.Store(r.raft)
+	if cfg.Transport != nil {
+		r.resumed = make(chan raft.Observation, 4)
+		r.raft.RegisterObserver(raft.NewObserver(r.resumed, false, func(o *raft.Observation) bool {
+			_, ok := o.Data.(raft.ResumedHeartbeatObservation)
+			return ok
+		}))
+	}
 	if !existing && bootstrap && cfg.Transport != nil {
 		go r.campaign() // failover.go
+	}
+	if existing && cfg.Transport != nil {
+		r.expectLeader() // failover.go: elect sooner after a restart
 	}
 	if cfg.Transport == nil {
 		if err := r.awaitLeadership(10 * time.Second); err != nil {
@@ -282,10 +305,9 @@ func Open(cfg Config) (*Replica, error) {
 		}
 		r.onLeading()
 	}
-	r.wg.Add(3)
+	r.wg.Add(2)
 	go r.settler()
-	go r.ticker()
-	go r.watchLeadership()
+	go r.watch()
 	return r, nil
 }
 

@@ -168,18 +168,26 @@ func TestSnapshotThresholdFollowsBacklog(t *testing.T) {
 	if got := r.raft.ReloadableConfig().SnapshotThreshold; got != minSnapshotThreshold {
 		t.Fatalf("initial threshold %d", got)
 	}
-	r.adaptSnapshotThreshold(100000)
-	if got := r.raft.ReloadableConfig().SnapshotThreshold; got != 200000 {
-		t.Fatalf("threshold with a 100k backlog: %d, want 200000", got)
+	for _, c := range []struct {
+		cur    uint64
+		live   int
+		want   uint64
+		change bool
+	}{
+		{minSnapshotThreshold, 100000, 200000, true},
+		{200000, 90000, 180000, false}, // within a factor of two
+		{200000, 10, minSnapshotThreshold, true},
+		{minSnapshotThreshold, 5000, minSnapshotThreshold, false},
+	} {
+		if got, change := snapshotThreshold(c.cur, c.live); got != c.want || change != c.change {
+			t.Errorf("threshold at %d with %d live: %d, %v; want %d, %v", c.cur, c.live, got, change, c.want, c.change)
+		}
 	}
-	r.adaptSnapshotThreshold(90000) // within a factor of two: unchanged
-	if got := r.raft.ReloadableConfig().SnapshotThreshold; got != 200000 {
-		t.Fatalf("threshold moved for a small change: %d", got)
-	}
-	r.adaptSnapshotThreshold(10)
-	if got := r.raft.ReloadableConfig().SnapshotThreshold; got != minSnapshotThreshold {
-		t.Fatalf("threshold after the backlog drained: %d", got)
-	}
+	// The replica applies it: a backlog published raises it.
+	publish(t, r, 0, 20000)
+	waitLong(t, "the threshold to follow the backlog", func() bool {
+		return r.raft.ReloadableConfig().SnapshotThreshold == 40000
+	})
 }
 
 func TestDeleteRemovesFiles(t *testing.T) { eachStorage(t, testDeleteRemovesFiles) }
