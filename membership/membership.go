@@ -75,7 +75,14 @@ type Config struct {
 	// ProbeInterval and ProbeTimeout tune failure detection; zero keeps
 	// memberlist's LAN defaults.
 	ProbeInterval, ProbeTimeout time.Duration
-	Log                         *slog.Logger
+	// SuspicionMult scales how long a suspected member has to refute
+	// the suspicion before it is declared failed (times the probe
+	// interval, more in larger clusters); zero is 2, half memberlist's
+	// LAN default. A failed node's queues elect new leaders as soon as it
+	// is declared failed, so this is most of their failover time; a live
+	// node refutes a suspicion in well under a second.
+	SuspicionMult int
+	Log           *slog.Logger
 }
 
 // Membership is this node's view of the cluster.
@@ -121,6 +128,10 @@ func Start(cfg Config) (*Membership, error) {
 	}
 	if cfg.ProbeTimeout > 0 {
 		mc.ProbeTimeout = cfg.ProbeTimeout
+	}
+	mc.SuspicionMult = 2
+	if cfg.SuspicionMult > 0 {
+		mc.SuspicionMult = cfg.SuspicionMult
 	}
 	mc.SecretKey = cfg.SecretKey
 	mc.Events = &eventDelegate{m: m}

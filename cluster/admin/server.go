@@ -114,8 +114,11 @@ func (s *Server) QuorumStatus(ctx context.Context, req *adminpb.QuorumStatusRequ
 		for _, m := range resp.Members {
 			if m.Role != string(RoleUnreachable) {
 				lag := uint64(0)
-				if leader.CommitIndex > m.AppliedIndex {
-					lag = leader.CommitIndex - m.AppliedIndex
+				// By the log a member holds: an idle leader tells
+				// followers its commit index only now and then, so
+				// their applied index trails without anything missing.
+				if leader.CommitIndex > m.LastLogIndex {
+					lag = leader.CommitIndex - m.LastLogIndex
 				}
 				m.Lag = &lag
 			}

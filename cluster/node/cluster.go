@@ -54,9 +54,9 @@ type ClusterConfig struct {
 	// one second. Tests shorten them.
 	HeartbeatTimeout, ElectionTimeout time.Duration
 	// QueueTimeout is the heartbeat and election timeout of the queue
-	// groups; zero is the longer of five seconds and HeartbeatTimeout.
-	// Idle groups heartbeat every tenth of it; gossip reporting a node
-	// failed makes the groups it led elect sooner (failover.go).
+	// groups; zero is the longer of ten seconds and HeartbeatTimeout.
+	// Idle groups heartbeat every tenth to fifth of it; gossip reporting
+	// a node failed makes the groups it led elect at once (failover.go).
 	QueueTimeout time.Duration
 	// PublishTimeout bounds how long a publish forwarded to a queue's
 	// leader may wait for its commit before the publisher gets basic.nack.
@@ -198,12 +198,13 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 
 // run starts the background work once the broker exists: joining,
 // forming the cluster, and the metadata leader's duties.
-func (c *clusterNode) run(b *broker.Broker) {
+func (c *clusterNode) run(b *broker.Broker, dataDir string) {
 	c.model.Store(b) // drain.go
-	c.wg.Add(3)
+	c.wg.Add(4)
 	go c.join()
 	go c.lead(b)
 	go c.reconcileLoop(b) // reconcile.go
+	go c.removeOrphans(dataDir)
 }
 
 // join contacts the seeds until gossip reaches at least one other node,
@@ -499,22 +500,59 @@ func (c *clusterNode) handOff(timeout time.Duration) {
 }
 
 // removeOrphans deletes the Raft groups of queues this node no longer
-// holds: a queue deleted while the node was down. Its metadata copy is
-// at least as new as its groups (a node creates a group only after
-// applying the queue's record), so a group without a record whose
-// members include this node belongs to a queue that is gone.
-func (c *clusterNode) removeOrphans(dataDir string, b *broker.Broker) {
-	keep := map[string]bool{}
-	for _, q := range b.Queues("") {
-		if q.Record.ID != "" && slices.Contains(q.Record.Members, c.self) {
-			keep[q.Record.ID] = true
+// holds: a queue deleted while the node was down. A restarted node's
+// metadata copy is only its last snapshot until it hears the commit index
+// from the metadata leader, so it first catches up with everything
+// committed (retrying until the cluster answers). Then the groups are
+// listed, and the records read from the metadata store's applied state,
+// which is at least as new as the broker's (a node creates a group only
+// after its broker applied the queue's record): a listed group without a
+// record naming this node belongs to a queue that is gone. A group with
+// an open replica is left to the broker, which removes it when it applies
+// the deletion.
+func (c *clusterNode) removeOrphans(dataDir string) {
+	defer c.wg.Done()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.meta.CatchUp(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		c.log.Debug("catch up with the metadata before removing deleted queues' groups", "err", err)
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(time.Second):
 		}
 	}
 	dir := filepath.Join(dataDir, "quorum")
 	entries, err := os.ReadDir(dir)
-	if err != nil {
+	if err != nil && !os.IsNotExist(err) {
+		c.log.Warn("list the queues' groups", "err", err)
 		return
 	}
+	groups, err := c.qlog.Groups()
+	if err != nil {
+		c.log.Warn("list the queues' log groups", "err", err)
+		return
+	}
+	snap, err := c.meta.Load()
+	if err != nil {
+		c.log.Warn("read the queue records", "err", err)
+		return
+	}
+	keep := map[string]bool{}
+	for _, q := range snap.Queues {
+		if q.ID != "" && slices.Contains(q.Members, c.self) {
+			keep[q.ID] = true
+		}
+	}
+	c.mu.Lock()
+	for id := range c.replicas {
+		keep[id] = true
+	}
+	c.mu.Unlock()
 	for _, e := range entries {
 		if !e.IsDir() || keep[e.Name()] {
 			continue
@@ -524,10 +562,6 @@ func (c *clusterNode) removeOrphans(dataDir string, b *broker.Broker) {
 			continue
 		}
 		c.log.Info("removed the group of a queue deleted while this node was away", "group", e.Name())
-	}
-	groups, err := c.qlog.Groups()
-	if err != nil {
-		c.log.Warn("list the queues' log groups", "err", err)
 	}
 	for _, id := range groups {
 		if keep[id] {

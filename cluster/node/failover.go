@@ -8,13 +8,16 @@ import (
 )
 
 // defaultQueueTimeout is the queue groups' heartbeat and election
-// timeout. A leader heartbeats each follower every tenth of it, so with a
-// thousand idle queues the heartbeats are what an idle node spends its
-// CPU on; gossip notices a dead leader as well (memberEvent). Two seconds
-// keeps a killed leader's queues leaderless for about that long even when
-// gossip is slower (its suspicion takes seconds); at five, a SIGKILLed
-// leader's queues took over six seconds to accept publishes again.
-const defaultQueueTimeout = 2 * time.Second
+// timeout. A leader heartbeats each follower every tenth to fifth of it,
+// so with a thousand idle queues heartbeats are what an idle node spends
+// its CPU on: at 2 s a thousand queues on three nodes took 0.6 of a core.
+// A dead leader is not found by this timeout but by gossip (memberEvent),
+// whose verdict makes a survivor campaign at once: a SIGKILLed leader's
+// queues take publishes again after about the gossip's detection time
+// (two to three seconds), whatever this is. The timeout is what is left
+// for failures gossip does not see (a leader whose node lives but whose
+// group is cut off from it).
+const defaultQueueTimeout = 10 * time.Second
 
 func (c *clusterNode) queueTimeout() time.Duration {
 	if c.cfg.QueueTimeout > 0 {

@@ -354,19 +354,22 @@ func (c *clusterNode) moveLeadership(ctx context.Context, id string, members []s
 	return "", fmt.Errorf("no voter to take the leadership")
 }
 
-// awaitCaughtUp waits until node's replica of group id has applied the
-// entry at index at least and trails the leader's commit index by at most
-// maxCatchUpLag.
+// awaitCaughtUp waits until node's replica of group id holds the entry at
+// index at least and its log trails the leader's commit index by at most
+// maxCatchUpLag. The log, not the applied index: an idle leader tells
+// followers its commit index only every few heartbeat timeouts
+// (raftq/replica's CommitTimeout), and a log that holds the entries is
+// what a voter needs.
 func (c *clusterNode) awaitCaughtUp(ctx context.Context, id string, members []string, node string, index uint64) error {
 	t := time.NewTicker(memberPoll)
 	defer t.Stop()
 	for {
 		st, err := c.memberStatus(ctx, node, id)
-		if err == nil && st.Present && st.AppliedIndex >= index {
+		if err == nil && st.Present && st.LastLogIndex >= index {
 			leader, lerr := c.queueLeader(ctx, id, members)
 			if lerr == nil {
 				if ls, err := c.memberStatus(ctx, leader, id); err == nil && ls.Present &&
-					st.AppliedIndex+maxCatchUpLag >= ls.CommitIndex {
+					st.LastLogIndex+maxCatchUpLag >= ls.CommitIndex {
 					return nil
 				}
 			}

@@ -41,7 +41,7 @@ const (
 	heartbeatStraggle = 50 * time.Millisecond
 	// heartbeatLinger is how long the sender waits for more heartbeats
 	// before each call.
-	heartbeatLinger = 10 * time.Millisecond
+	heartbeatLinger = 50 * time.Millisecond
 )
 
 // hbCall is one group's heartbeat waiting for its batch's answer.

@@ -18,6 +18,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,9 @@ type Mux struct {
 	mu     sync.RWMutex
 	groups map[string]*Transport
 	closed bool
+	// registered is closed (and replaced) whenever a group registers,
+	// for awaitGroup.
+	registered chan struct{}
 
 	// hbMu guards hb, the heartbeat sender of each peer node.
 	hbMu sync.Mutex
@@ -71,7 +75,8 @@ func NewMux(localAddr string, pool *rpc.Pool, log *slog.Logger) *Mux {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Mux{local: localAddr, pool: pool, log: log, groups: make(map[string]*Transport), hb: make(map[string]*peerHeartbeats)}
+	return &Mux{local: localAddr, pool: pool, log: log, groups: make(map[string]*Transport),
+		registered: make(chan struct{}), hb: make(map[string]*peerHeartbeats)}
 }
 
 // Register registers the Raft gRPC service on s.
@@ -93,6 +98,8 @@ func (m *Mux) Transport(group string) (*Transport, error) {
 	}
 	t := newTransport(m, group)
 	m.groups[group] = t
+	close(m.registered)
+	m.registered = make(chan struct{})
 	return t, nil
 }
 
@@ -116,6 +123,35 @@ func (m *Mux) lookup(group string) *Transport {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.groups[group]
+}
+
+// groupWait bounds how long a request for a group waits for the group to
+// be registered (server.group).
+const groupWait = 2 * time.Second
+
+// awaitGroup returns the group's transport, waiting up to d for it to be
+// registered; nil if it was not, or the Mux is closed.
+func (m *Mux) awaitGroup(ctx context.Context, group string, d time.Duration) *Transport {
+	var timer *time.Timer
+	for {
+		m.mu.RLock()
+		t, closed, registered := m.groups[group], m.closed, m.registered
+		m.mu.RUnlock()
+		if t != nil || closed {
+			return t
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+			defer timer.Stop()
+		}
+		select {
+		case <-registered:
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 func (m *Mux) unregister(t *Transport) {

@@ -19,15 +19,21 @@ type server struct {
 	mux *Mux
 }
 
-func (s *server) group(name string) (*Transport, error) {
-	if t := s.mux.lookup(name); t != nil {
+// group finds the named group's transport, waiting up to groupWait for
+// it to be registered: a queue's members open their groups as each node
+// applies the queue's record, so the first requests of a new group (its
+// first election, a new member's first entries) often arrive moments
+// before the group exists here. Failing them at once would leave the
+// sender backing off for as long as its timeouts, seconds.
+func (s *server) group(ctx context.Context, name string) (*Transport, error) {
+	if t := s.mux.awaitGroup(ctx, name, groupWait); t != nil {
 		return t, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "raft group %q not found on %s", name, s.mux.local)
 }
 
 func (s *server) AppendEntries(ctx context.Context, req *raftpb.AppendEntriesRequest) (*raftpb.AppendEntriesResponse, error) {
-	t, err := s.group(req.Group)
+	t, err := s.group(ctx, req.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +60,7 @@ func (s *server) AppendEntriesPipeline(stream raftpb.Raft_AppendEntriesPipelineS
 		if err != nil {
 			return err
 		}
-		t, err := s.group(req.Group)
+		t, err := s.group(ctx, req.Group)
 		if err != nil {
 			return err
 		}
@@ -71,7 +77,7 @@ func (s *server) AppendEntriesPipeline(stream raftpb.Raft_AppendEntriesPipelineS
 }
 
 func (s *server) RequestVote(ctx context.Context, req *raftpb.RequestVoteRequest) (*raftpb.RequestVoteResponse, error) {
-	t, err := s.group(req.Group)
+	t, err := s.group(ctx, req.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +90,7 @@ func (s *server) RequestVote(ctx context.Context, req *raftpb.RequestVoteRequest
 }
 
 func (s *server) RequestPreVote(ctx context.Context, req *raftpb.RequestPreVoteRequest) (*raftpb.RequestPreVoteResponse, error) {
-	t, err := s.group(req.Group)
+	t, err := s.group(ctx, req.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +103,7 @@ func (s *server) RequestPreVote(ctx context.Context, req *raftpb.RequestPreVoteR
 }
 
 func (s *server) TimeoutNow(ctx context.Context, req *raftpb.TimeoutNowRequest) (*raftpb.TimeoutNowResponse, error) {
-	t, err := s.group(req.Group)
+	t, err := s.group(ctx, req.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +131,7 @@ func (s *server) InstallSnapshot(stream raftpb.Raft_InstallSnapshotServer) error
 	if first.Request == nil {
 		return status.Error(codes.InvalidArgument, "first snapshot chunk carries no request")
 	}
-	t, err := s.group(first.Request.Group)
+	t, err := s.group(stream.Context(), first.Request.Group)
 	if err != nil {
 		return err
 	}
