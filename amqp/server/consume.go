@@ -318,6 +318,9 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 		return amqp.Errorf(amqp.ResourceLocked, "cannot obtain access to locked queue '%s' in vhost '%s'. basic.get operations are not supported by <<\"%s\">> queues with single active consumer", name, ch.c.vhost.Name(), q.Type())
 	}
 	if err != nil {
+		if !errors.Is(err, queue.ErrDeleted) {
+			ch.c.log.Warn("basic.get failed", "channel", ch.id, "queue", name, "err", err)
+		}
 		return amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", name, ch.c.vhost.Name())
 	}
 	if !ok {

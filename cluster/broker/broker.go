@@ -87,12 +87,17 @@ type Watchable interface {
 // not have yet: declared through another node a moment ago, it is
 // committed but maybe not applied here. It reports whether it caught up
 // (false on a standalone node, where the model is always current).
+const catchUpTimeout = 10 * time.Second
+
 func (b *Broker) catchUp() bool {
 	w, ok := b.store.(Watchable)
 	if !ok {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// Generous: this node applies the metadata log in order, opening the
+	// replica of each queue it is a member of, so a burst of declares
+	// through another node can keep it busy for seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
 	defer cancel()
 	if err := w.CatchUp(ctx); err != nil {
 		b.log.Debug("metadata catch-up", "err", err)

@@ -86,8 +86,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
 	if cn != nil {
-		cn.removeOrphans(cfg.Broker.DataDir, b)
-		cn.run(b)
+		cn.run(b, cfg.Broker.DataDir)
 	}
 	ln, err := net.Listen("tcp", cfg.AMQPAddr)
 	if err != nil {

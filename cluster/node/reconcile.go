@@ -263,6 +263,18 @@ func (c *clusterNode) rebalanceRejoined(ctx context.Context) bool {
 			done = false
 		}
 	}
+	// And when the spread is even: a rejoined node's replicas may still
+	// be catching up (not followers yet), which leaves them no moves.
+	lo, hi := -1, 0
+	for _, n := range resp.Nodes {
+		if lo < 0 || int(n.After) < lo {
+			lo = int(n.After)
+		}
+		hi = max(hi, int(n.After))
+	}
+	if hi-lo > 1 {
+		done = false
+	}
 	if done {
 		clear(c.rec.rejoined)
 	}
