@@ -7,7 +7,8 @@
 #
 # Environment: N (default 1000), SETTLE (10), WINDOW (30), PORT_BASE (5702: AMQP ports;
 # internal +20000, gossip +2274, pprof +3000), EXTRA (more warren flags, e.g.
-# "--raft-timeout 1s"), KEEP=1 keeps the data directory.
+# "--raft-timeout 1s"), KEEP=1 keeps the data directory, PROFILE=FILE writes a CPU profile
+# of warren-0 over the window.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +38,9 @@ hz=$(getconf CLK_TCK)
 declare -A before
 for p in "${pids[@]}"; do before[$p]=$(ticks "$p"); done
 t0=$(date +%s.%N)
+if [[ -n "${PROFILE:-}" ]]; then # a CPU profile of warren-0 over the window
+  curl -s -o "$PROFILE" "http://127.0.0.1:$((PORT_BASE + 3000))/debug/pprof/profile?seconds=$WINDOW" &
+fi
 sleep "$WINDOW"
 t1=$(date +%s.%N)
 

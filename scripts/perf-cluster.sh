@@ -1,44 +1,146 @@
 #!/usr/bin/env bash
-# perf-cluster.sh — warren-perf against a fresh 3-node Warren cluster and a 3-node RabbitMQ
-# (../shared/tools/rmq-cluster.sh start 3, Debian's 3.10.8), one after the other on this
-# machine: one quorum queue, producer with confirms on one node, consumer on another.
-# Prints both JSON summaries and a markdown table.
+# perf-cluster.sh — a fresh 3-node Warren cluster against a 3-node RabbitMQ 3.10.8
+# (../shared/tools/rmq-cluster.sh start 3, Debian's package), one broker after the other on
+# this machine, with quorum queues; prints each part's JSON and one markdown table. Parts
+# (each on a freshly started cluster, Warren's and then RabbitMQ's):
+#   single   1 queue: producer with confirms on node 2, consumer with manual acks on node 3
+#            (the queue is declared through the producer's node, so its leader is there):
+#            published/confirmed/consumed msg/s, end-to-end and confirm p50/p99.
+#   multi    QUEUES queues, QUEUES producers on nodes 1,2,3,1,... and QUEUES consumers on
+#            nodes 2,3,1,2,...: producer k and consumer k both use queue k (warren-perf gives
+#            producer/consumer i queue i mod --queues), whose leader is on the producer's node.
+#            Consumed msg/s in total, confirm p99, end-to-end p99.
+#   rate     as single, at a fixed RATE msg/s for RATE_DURATION: latencies, and the CPU time
+#            (utime+stime) of all the broker's processes over the warren-perf run per message
+#            consumed (Warren: the three warren processes; RabbitMQ: the three beam.smp, their
+#            descendants such as erl_child_setup and inet_gethost, and epmd).
+#   declare  one client declares DECLARE quorum queues one after another through node 1
+#            (declare-compare.sh's measurement, bench-lib.sh): seconds, and the VmRSS and
+#            RssAnon it adds across the three nodes (10 s after the last declare).
+# A warren-perf run that fails is retried up to twice (see retry below).
 #
-# Environment: DURATION (default 30s), SIZE (1000), CONFIRM (256), PREFETCH (256),
-# PORT_BASE (5682: Warren's AMQP ports; internal +20000, gossip +2274), EXTRA (more
-# warren-perf flags).
+# Environment: DURATION (default 30s; single and multi), SIZE (1000), CONFIRM (256: confirm
+# window per producer), PREFETCH (256), QUEUES (10), RATE (1000 msg/s), RATE_DURATION (30s),
+# DECLARE (1000), PARTS (default "single multi rate declare"; a subset, space- or
+# comma-separated), PORT_BASE (5682: Warren's AMQP ports; internal +20000, gossip +2274),
+# EXTRA (more warren-perf flags for single, multi and rate), KEEP=1 keeps the data.
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-30s}
 SIZE=${SIZE:-1000}
 CONFIRM=${CONFIRM:-256}
 PREFETCH=${PREFETCH:-256}
+QUEUES=${QUEUES:-10}
+RATE=${RATE:-1000}
+RATE_DURATION=${RATE_DURATION:-30s}
+DECLARE=${DECLARE:-1000}
+PARTS=${PARTS:-single multi rate declare}
 PORT_BASE=${PORT_BASE:-5682}
 EXTRA=${EXTRA:-}
 RMQ=../shared/tools/rmq-cluster.sh
+read -r -a parts <<<"${PARTS//,/ }"
+for part in "${parts[@]}"; do
+  case "$part" in single | multi | rate | declare) ;; *) echo "perf-cluster: unknown part '$part' in PARTS" >&2; exit 2 ;; esac
+done
 
 go build -o bin/ ./cmd/warren ./cmd/warren-perf
 
-# perf PRODUCER_URI CONSUMER_URI: the queue is declared through the producer's node.
+source scripts/bench-lib.sh
+source scripts/warren-cluster.sh
+
+# A broker is "warren" or "rabbit". broker_start starts a fresh 3-node cluster and sets
+# NODE_PIDS (the three node processes) and PIDS (every process of the broker); broker_stop
+# stops it; uris BROKER I... prints the AMQP URIs of nodes I... (0-based), comma-separated.
+rmq_up=""
+broker_start() {
+  if [ "$1" = warren ]; then
+    warren_cluster_start
+    NODE_PIDS=("${WARREN_PIDS[@]}")
+    PIDS=("${WARREN_PIDS[@]}")
+  else
+    rmq_up=1
+    rmq_fresh
+    mapfile -t NODE_PIDS < <(rmq_beam_pids)
+    mapfile -t PIDS < <(rmq_all_pids)
+  fi
+  [ "${#NODE_PIDS[@]}" = 3 ] || { echo "perf-cluster: expected 3 $1 node PIDs, got: ${NODE_PIDS[*]}" >&2; return 1; }
+}
+broker_stop() {
+  if [ "$1" = warren ]; then warren_cluster_stop; else rmq_stop; rmq_up=""; fi
+}
+uris() {
+  local base=$PORT_BASE out="" i
+  [ "$1" = rabbit ] && base=5772
+  shift
+  for i in "$@"; do out+="${out:+,}amqp://guest:guest@127.0.0.1:$((base + i))/"; done
+  echo "$out"
+}
+cleanup() {
+  warren_cluster_stop
+  if [ -n "$rmq_up" ]; then rmq_stop || true; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# perf PRODUCER_URIS CONSUMER_URIS warren-perf-flags...: the summary line of one run. Queue k
+# is declared through producer URI k mod 3.
 perf() {
-  bin/warren-perf --uri "$1" --consumer-uri "$2" --producers 1 --consumers 1 --size "$SIZE" \
-    --confirm "$CONFIRM" --prefetch "$PREFETCH" --queue-type quorum --queue perf-cluster \
-    --duration "$DURATION" --delete --json-only $EXTRA
+  local p=$1 c=$2
+  shift 2
+  # shellcheck disable=SC2086
+  bin/warren-perf --uri "$p" --consumer-uri "$c" --size "$SIZE" --confirm "$CONFIRM" \
+    --prefetch "$PREFETCH" --queue-type quorum --delete --json-only "$@" $EXTRA | grep '^{"summary"'
 }
 
-source scripts/warren-cluster.sh
-trap warren_cluster_stop EXIT
-warren_cluster_start
-echo "== Warren, 3 nodes: producer on warren-1, consumer on warren-2"
-warren=$(perf "amqp://guest:guest@127.0.0.1:$((PORT_BASE + 1))/" "amqp://guest:guest@127.0.0.1:$((PORT_BASE + 2))/" | grep '^{"summary"')
-echo "$warren"
-warren_cluster_stop
+# retry CMD...: CMD, up to 3 times while it fails. A consumer on another node than the one
+# that just declared the queue can get a 404 from a fresh Warren cluster (the queue then
+# shows up there within seconds); the failed attempt is reported on stderr.
+retry() {
+  local i
+  for i in 1 2 3; do
+    "$@" && return 0
+    echo "perf-cluster: $1 failed (attempt $i of 3)" >&2
+    sleep 2
+  done
+  return 1
+}
 
-echo "== RabbitMQ 3.10.8, 3 nodes: producer on rabbit2, consumer on rabbit3"
-$RMQ start 3 >/dev/null
-rabbit=$(perf "amqp://guest:guest@127.0.0.1:5773/" "amqp://guest:guest@127.0.0.1:5774/" | grep '^{"summary"')
-echo "$rabbit"
-$RMQ stop 3 >/dev/null
+# part_PART BROKER: prints the part's JSON for perf-table.py.
+part_single() {
+  retry perf "$(uris "$1" 1)" "$(uris "$1" 2)" --queue perf-cluster --producers 1 --consumers 1 --duration "$DURATION"
+}
+part_multi() {
+  retry perf "$(uris "$1" 0 1 2)" "$(uris "$1" 1 2 0)" --queue perf-cluster-multi --queues "$QUEUES" \
+    --producers "$QUEUES" --consumers "$QUEUES" --duration "$DURATION"
+}
+part_rate() { retry rate_once "$1"; }
+# rate_once BROKER: the CPU ticks of PIDS right before and right after one fixed-rate run.
+rate_once() {
+  local t0 t1 out
+  echo "CPU of: $(ps -o pid=,comm= -p "$(IFS=,; echo "${PIDS[*]}")" | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2}')" >&2
+  t0=$(cpu_ticks "${PIDS[@]}")
+  out=$(perf "$(uris "$1" 1)" "$(uris "$1" 2)" --queue perf-cluster-rate --producers 1 --consumers 1 \
+    --rate "$RATE" --duration "$RATE_DURATION") || return 1
+  t1=$(cpu_ticks "${PIDS[@]}")
+  echo "{\"cpu_s\":$(cpu_seconds "$t0" "$t1"),${out#\{}"
+}
+part_declare() {
+  declare_measure "$(uris "$1" 0)" "$DECLARE" "${NODE_PIDS[@]}"
+}
 
-scripts/perf-table.py "metric (3 nodes, 1 quorum queue)" "$warren" "$rabbit"
+declare -A result
+for broker in warren rabbit; do
+  for part in "${parts[@]}"; do
+    echo "== $broker, 3 nodes: $part"
+    broker_start "$broker"
+    result[$broker.$part]=$(part_"$part" "$broker")
+    echo "${result[$broker.$part]}"
+    broker_stop "$broker"
+  done
+done
+
+args=()
+for part in "${parts[@]}"; do args+=("$part" "${result[warren.$part]}" "${result[rabbit.$part]}"); done
+scripts/perf-table.py "metric (3 nodes, quorum queues)" "${args[@]}"
