@@ -132,8 +132,11 @@ func Open(cfg Config) (*Store, error) {
 	// AppendEntries, at the latest CommitTimeout later; only then do
 	// they apply it and route by it. A client that declares a queue
 	// through one node and publishes through another at once depends on
-	// that delay, so keep it short: one group, a few messages a second.
-	rc.CommitTimeout = 5 * time.Millisecond
+	// that delay, so keep it short (a node that misses a queue a client
+	// names catches up first; see CatchUp). Not too short: each
+	// follower gets an AppendEntries every CommitTimeout, traffic or
+	// not, which at 5 ms was the largest part of an idle node's CPU.
+	rc.CommitTimeout = 25 * time.Millisecond
 	s.raft, err = raft.NewRaft(rc, s.fsm, logs, logs, s.snaps, cfg.Transport)
 	if err != nil {
 		logs.Close()
