@@ -60,6 +60,8 @@ type Mux struct {
 	// registered is closed (and replaced) whenever a group registers,
 	// for awaitGroup.
 	registered chan struct{}
+	// groupWait is defaultGroupWait; tests shorten it.
+	groupWait atomic.Int64
 
 	// hbMu guards hb, the heartbeat sender of each peer node.
 	hbMu sync.Mutex
@@ -75,8 +77,10 @@ func NewMux(localAddr string, pool *rpc.Pool, log *slog.Logger) *Mux {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Mux{local: localAddr, pool: pool, log: log, groups: make(map[string]*Transport),
+	m := &Mux{local: localAddr, pool: pool, log: log, groups: make(map[string]*Transport),
 		registered: make(chan struct{}), hb: make(map[string]*peerHeartbeats)}
+	m.groupWait.Store(int64(defaultGroupWait))
+	return m
 }
 
 // Register registers the Raft gRPC service on s.
@@ -125,9 +129,12 @@ func (m *Mux) lookup(group string) *Transport {
 	return m.groups[group]
 }
 
-// groupWait bounds how long a request for a group waits for the group to
-// be registered (server.group).
-const groupWait = 2 * time.Second
+// defaultGroupWait bounds how long a request for a group waits for the
+// group to be registered (server.group). Long enough for a node busy
+// applying a burst of declares (a new queue's first election fails if its
+// vote requests do, and then waits an election timeout), below
+// rpcTimeout.
+const defaultGroupWait = 8 * time.Second
 
 // awaitGroup returns the group's transport, waiting up to d for it to be
 // registered; nil if it was not, or the Mux is closed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
@@ -26,7 +27,7 @@ type server struct {
 // before the group exists here. Failing them at once would leave the
 // sender backing off for as long as its timeouts, seconds.
 func (s *server) group(ctx context.Context, name string) (*Transport, error) {
-	if t := s.mux.awaitGroup(ctx, name, groupWait); t != nil {
+	if t := s.mux.awaitGroup(ctx, name, time.Duration(s.mux.groupWait.Load())); t != nil {
 		return t, nil
 	}
 	return nil, status.Errorf(codes.NotFound, "raft group %q not found on %s", name, s.mux.local)

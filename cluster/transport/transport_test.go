@@ -151,6 +151,7 @@ func TestUnknownGroup(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 3, []string{"q"}, nil)
 	a, b := h.nodes[0], h.nodes[1]
+	b.mux.groupWait.Store(int64(100 * time.Millisecond))
 
 	if _, err := a.mux.Transport("q"); err == nil {
 		t.Fatal("registered q twice")

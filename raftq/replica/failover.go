@@ -202,7 +202,7 @@ func (r *Replica) awaitLeader(node string, campaign bool) {
 			if until := time.Until(campaignAt); until <= 0 {
 				rank = -1 // once
 				r.log.Debug("campaigning: the leader's node failed", "failed", node)
-				go r.campaignNow()
+				go r.campaignNow("the leader's node failed")
 			} else {
 				wait = min(wait, until)
 			}
@@ -241,6 +241,15 @@ type campaigner interface {
 // bootstrapped, instead of waiting a heartbeat timeout for it: the other
 // members start empty, so there is no leader to disturb.
 func (r *Replica) campaign() {
+	if _, id := r.raft.LeaderWithID(); id != "" || r.raft.State() != raft.Follower {
+		return
+	}
+	r.campaignNow("first election")
+}
+
+// campaignNow makes this member start an election at once, as a
+// leadership transfer's TimeoutNow would; why is for the log.
+func (r *Replica) campaignNow(why string) {
 	c, ok := r.cfg.Transport.(campaigner)
 	if !ok {
 		return
@@ -254,24 +263,7 @@ func (r *Replica) campaign() {
 		case <-ctx.Done():
 		}
 	}()
-	if _, id := r.raft.LeaderWithID(); id != "" || r.raft.State() != raft.Follower {
-		return
-	}
 	if err := c.Campaign(ctx); err != nil {
-		r.log.Debug("first election", "err", err)
-	}
-}
-
-// campaignNow makes this member start an election at once (after its
-// leader's node failed).
-func (r *Replica) campaignNow() {
-	c, ok := r.cfg.Transport.(campaigner)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.Campaign(ctx); err != nil {
-		r.log.Debug("campaign after leader failure", "err", err)
+		r.log.Debug("campaign", "why", why, "err", err)
 	}
 }

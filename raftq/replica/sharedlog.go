@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -404,6 +405,9 @@ func (g *GroupLog) DeleteRange(min, max uint64) error {
 }
 
 func (g *GroupLog) Set(key, val []byte) error {
+	if cur, err := g.Get(key); err == nil && bytes.Equal(cur, val) {
+		return nil // unchanged: no commit, no fsync
+	}
 	return g.s.submit(&writeReq{group: g.name, kind: reqSet,
 		keys: [][]byte{slices.Clone(key)}, vals: [][]byte{append([]byte{}, val...)}})
 }
@@ -424,6 +428,14 @@ func (g *GroupLog) Get(key []byte) ([]byte, error) {
 }
 
 func (g *GroupLog) SetUint64(key []byte, val uint64) error {
+	if val == 0 {
+		// raft reads a missing key as 0: a new member's NewRaft "saves"
+		// its term 0, which would otherwise cost a commit per queue
+		// opened.
+		if _, err := g.Get(key); errors.Is(err, errNotFound) {
+			return nil
+		}
+	}
 	return g.Set(key, binary.BigEndian.AppendUint64(nil, val))
 }
 
