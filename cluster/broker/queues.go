@@ -583,9 +583,19 @@ func (v *Vhost) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmp
 	return v.deleteQueue(q, ifUnused, ifEmpty)
 }
 
+// The vhost's lock is held while the queue is unlinked, not while its
+// engine is deleted: for a replicated queue that is a call to its leader,
+// which for a queue still electing one waits, and meanwhile this node
+// could apply no metadata (the subscriber needs the lock), which held up
+// every other new queue's first election.
 func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			v.mu.Unlock()
+		}
+	}()
 	if v.queues[q.rec.Name] != q {
 		return 0, nil // deleted meanwhile
 	}
@@ -598,12 +608,14 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 		// RabbitMQ refuses these on quorum queues, as a connection error.
 		return 0, amqp.Errorf(amqp.NotImplemented, "cannot delete %s. queue.delete operations with %s flag set are not supported by quorum queues", q.describe(), flag)
 	}
-	st := q.engine.Stats()
-	if ifEmpty && st.Ready > 0 {
-		return 0, amqp.Errorf(amqp.PreconditionFailed, "%s not empty", q.describe())
-	}
-	if ifUnused && st.Consumers > 0 {
-		return 0, amqp.Errorf(amqp.PreconditionFailed, "%s in use", q.describe())
+	if ifEmpty || ifUnused {
+		st := q.engine.Stats() // not a quorum queue: local
+		if ifEmpty && st.Ready > 0 {
+			return 0, amqp.Errorf(amqp.PreconditionFailed, "%s not empty", q.describe())
+		}
+		if ifUnused && st.Consumers > 0 {
+			return 0, amqp.Errorf(amqp.PreconditionFailed, "%s in use", q.describe())
+		}
 	}
 	var changes []metadata.Change
 	if q.rec.Durable && q.owner == 0 {
@@ -625,6 +637,8 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 		return 0, err
 	}
 	delete(v.queues, q.rec.Name)
+	v.mu.Unlock()
+	locked = false
 	n, err := q.engine.Delete(ifUnused, ifEmpty)
 	if err != nil {
 		// A consumer attached or a message arrived between the checks

@@ -167,7 +167,11 @@ func (v *Vhost) dropQueue(q *Queue) {
 		x.remove(b)
 	}
 	v.mu.Unlock()
-	q.engine.Delete(false, false)
+	// Not on this goroutine: it applies every metadata change in order,
+	// and deleting a replicated queue's engine may wait for its group
+	// (a queue deleted moments after its declaration has no leader yet),
+	// which held up every later change, new queues' elections included.
+	go q.engine.Delete(false, false)
 }
 
 // applyReset brings the model to a whole new state (the metadata group
