@@ -146,6 +146,11 @@ type Replica struct {
 	settleWake chan struct{}
 	// stateWake wakes the watcher (watch.go) after the machine changed.
 	stateWake chan struct{}
+	// settlerStarted, goMu and goStopped start the settler on first use
+	// and never after shutdown began (its wg.Wait).
+	settlerStarted atomic.Bool
+	goMu           sync.Mutex
+	goStopped      bool
 	// resumed tells the watcher that a follower answers heartbeats again
 	// (a multi-member group's leader only; nil otherwise).
 	resumed chan raft.Observation
@@ -305,8 +310,7 @@ func Open(cfg Config) (*Replica, error) {
 		}
 		r.onLeading()
 	}
-	r.wg.Add(2)
-	go r.settler()
+	r.wg.Add(1)
 	go r.watch()
 	return r, nil
 }
@@ -737,6 +741,18 @@ func (r *Replica) Settle(ids []uint64) {
 }
 
 func (r *Replica) wakeSettler() {
+	if !r.settlerStarted.Load() {
+		// The settler starts with the first settlement: most of a
+		// node's thousand queues may never see one, and an idle
+		// goroutine still costs a stack.
+		r.goMu.Lock()
+		if !r.goStopped && !r.settlerStarted.Load() {
+			r.settlerStarted.Store(true)
+			r.wg.Add(1)
+			go r.settler()
+		}
+		r.goMu.Unlock()
+	}
 	select {
 	case r.settleWake <- struct{}{}:
 	default:
@@ -829,6 +845,9 @@ func (r *Replica) shutdown(pendingErr error) {
 			r.log.Warn("raft shutdown", "err", err)
 		}
 	}
+	r.goMu.Lock()
+	r.goStopped = true // no goroutine starts after this: wg.Wait follows
+	r.goMu.Unlock()
 	close(r.done)
 	r.wg.Wait()
 	// Fail the enqueues still waiting for a confirm.
