@@ -176,21 +176,8 @@ func targetSize(rec metadata.Queue) int {
 	size := 3
 	if len(rec.Arguments) > 0 {
 		if args, _, err := amqp.DecodeTable(rec.Arguments); err == nil {
-			switch v := args["x-quorum-initial-group-size"].(type) {
-			case int8:
-				size = int(v)
-			case int16:
-				size = int(v)
-			case int32:
-				size = int(v)
-			case int64:
-				size = int(v)
-			case uint8:
-				size = int(v)
-			case uint16:
-				size = int(v)
-			case uint32:
-				size = int(v)
+			if n, ok := amqp.IntValue(args["x-quorum-initial-group-size"]); ok {
+				size = int(n)
 			}
 		}
 	}
