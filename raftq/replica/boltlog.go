@@ -160,6 +160,12 @@ func (s *boltLog) SetUint64(key []byte, val uint64) error {
 
 func (s *boltLog) GetUint64(key []byte) (uint64, error) {
 	v, err := s.Get(key)
+	return stableUint64(key, v, err)
+}
+
+// stableUint64 decodes a stable-store value written by SetUint64 (both
+// stores' GetUint64).
+func stableUint64(key, v []byte, err error) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}

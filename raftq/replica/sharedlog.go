@@ -441,11 +441,5 @@ func (g *GroupLog) SetUint64(key []byte, val uint64) error {
 
 func (g *GroupLog) GetUint64(key []byte) (uint64, error) {
 	v, err := g.Get(key)
-	if err != nil {
-		return 0, err
-	}
-	if len(v) != 8 {
-		return 0, fmt.Errorf("stable key %q: %d bytes, want 8", key, len(v))
-	}
-	return binary.BigEndian.Uint64(v), nil
+	return stableUint64(key, v, err)
 }
