@@ -41,14 +41,18 @@ func (r *Replica) watch() {
 	leaderCh := r.raft.LeaderCh()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var lastTick, lastAdapt time.Time
+	armed := false
+	var lastTick, lastAdapt, lastLook time.Time
 	for {
+		applied := false
 		select {
 		case <-r.done:
 			return
 		case <-leaderCh:
 		case <-r.stateWake:
+			applied = true
 		case <-timer.C:
+			armed = false
 		case <-r.resumed:
 			// A follower that was unreachable (restarted, or a new member
 			// whose group was not open yet) answers again. raft retries
@@ -60,7 +64,19 @@ func (r *Replica) watch() {
 			}
 			continue
 		}
+		if since := time.Since(lastLook); applied && since < minTickGap {
+			// A busy queue applies thousands of entries a second: look
+			// at the machine at most every minTickGap, as the timer
+			// will once the gap has passed.
+			if !armed {
+				timer.Reset(minTickGap - since)
+				armed = true
+			}
+			continue
+		}
+		lastLook = time.Now()
 		timer.Stop()
+		armed = false
 		retryAt := time.Duration(0)
 
 		switch now := r.isLeader(); {
@@ -115,6 +131,7 @@ func (r *Replica) watch() {
 		}
 		if retryAt > 0 {
 			timer.Reset(retryAt)
+			armed = true
 		}
 	}
 }
