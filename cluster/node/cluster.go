@@ -108,7 +108,10 @@ type clusterNode struct {
 
 	mu       sync.Mutex
 	replicas map[string]*replica.Replica // this node's members, by queue ID
-	routers  map[string]*forward.Router  // by queue ID
+	// groupMu keeps removeOrphans from dropping a group while a replica
+	// opens it: openReplica holds it throughout.
+	groupMu sync.Mutex
+	routers map[string]*forward.Router // by queue ID
 
 	// model is the broker once run starts; placement reads the drained
 	// nodes from it (drain.go).
@@ -402,6 +405,8 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 // openReplica opens this node's member of group id, whose members are
 // members; bootstrap creates the group when the member has no state.
 func (c *clusterNode) openReplica(id string, cfg replica.Config, members []string, bootstrap bool) (*replica.Replica, error) {
+	c.groupMu.Lock()
+	defer c.groupMu.Unlock()
 	trans, err := c.mux.Transport(id)
 	if err != nil {
 		return nil, err
@@ -526,6 +531,10 @@ func (c *clusterNode) removeOrphans(dataDir string) {
 		case <-time.After(time.Second):
 		}
 	}
+	// No replica opens meanwhile; one that is open (or opened before) has
+	// its transport registered and is kept below.
+	c.groupMu.Lock()
+	defer c.groupMu.Unlock()
 	dir := filepath.Join(dataDir, "quorum")
 	entries, err := os.ReadDir(dir)
 	if err != nil && !os.IsNotExist(err) {
@@ -553,6 +562,16 @@ func (c *clusterNode) removeOrphans(dataDir string) {
 		keep[id] = true
 	}
 	c.mu.Unlock()
+	for _, id := range groups {
+		if c.mux.Registered(id) {
+			keep[id] = true
+		}
+	}
+	for _, e := range entries {
+		if c.mux.Registered(e.Name()) {
+			keep[e.Name()] = true
+		}
+	}
 	for _, e := range entries {
 		if !e.IsDir() || keep[e.Name()] {
 			continue

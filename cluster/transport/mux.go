@@ -123,6 +123,10 @@ func (m *Mux) Close() error {
 	return nil
 }
 
+// Registered reports whether group has a transport on this node (its
+// replica is open or opening).
+func (m *Mux) Registered(group string) bool { return m.lookup(group) != nil }
+
 func (m *Mux) lookup(group string) *Transport {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
