@@ -61,7 +61,7 @@ func (g *group) start(n string, bootstrap bool) {
 	cfg := Config{
 		Name: "test/q", Dir: g.dirs[n], NodeID: n, Created: 1,
 		Transport: tr, Peers: peers, Bootstrap: bootstrap,
-		HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
+		HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond, // a lease (half) that survives -race on two busy cores
 		Log: testLog(n),
 	}
 	g.nodes[n].configure(&cfg)
