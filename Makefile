@@ -53,7 +53,7 @@ perf-cluster: build ## 3-node Warren vs 3-node RabbitMQ: 1 queue, 10 queues, 1,0
 	./scripts/perf-cluster.sh
 
 FUZZ_TARGETS = ./amqp/:FuzzReadFrame ./amqp/:FuzzDecodeMethod ./amqp/:FuzzDecodeTable \
-	./amqp/:FuzzDecodeContentHeader ./raftq/:FuzzDecode ./raftq/:FuzzRestore
+	./amqp/:FuzzDecodeContentHeader ./raftq/:FuzzDecode ./raftq/:FuzzRestore ./raftq/wal/:FuzzReplay
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 30s); their seed corpora run in make test

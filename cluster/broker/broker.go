@@ -25,6 +25,7 @@ import (
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/wal"
 )
 
 // Config is what the broker needs from the node's configuration.
@@ -140,6 +141,9 @@ type Broker struct {
 
 	// memory counts message bytes held by in-memory queues.
 	memory *queue.Budget
+	// wal holds a standalone node's replicated queues' Raft logs; nil on
+	// a cluster member, whose Cluster provides its own.
+	wal *wal.Log
 
 	// ready is closed once the model is restored, for updates from the
 	// cluster that arrive meanwhile; nil on a standalone node.
@@ -184,6 +188,15 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 	if cfg.MemoryLimit > 0 {
 		b.memory = queue.NewBudget(cfg.MemoryLimit)
 	}
+	if cfg.Cluster == nil {
+		// A standalone node's replicated queues share one write-ahead
+		// log (a cluster node's comes with its Cluster).
+		w, err := replica.OpenNodeWAL(cfg.DataDir, log.With("component", "wal"))
+		if err != nil {
+			return nil, fmt.Errorf("open the queues' write-ahead log: %w", err)
+		}
+		b.wal = w
+	}
 	if w, ok := store.(Watchable); ok {
 		// A cluster member: the store is the truth and other nodes write
 		// to it. Updates wait for the restore below (b.ready).
@@ -192,21 +205,21 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 		err := b.restore(snap)
 		close(b.ready)
 		if err != nil {
+			b.closeWAL()
 			return nil, err
 		}
 		go b.reconcile() // after restore, which fills the maps unlocked
 		return b, nil    // the node seeds a new cluster (SeedIfEmpty)
 	}
 	snap, err := store.Load()
+	if err == nil && len(snap.Vhosts) == 0 && len(snap.Users) == 0 {
+		snap, err = b.seed(cfg.Seed)
+	}
+	if err == nil {
+		err = b.restore(snap)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if len(snap.Vhosts) == 0 && len(snap.Users) == 0 {
-		if snap, err = b.seed(cfg.Seed); err != nil {
-			return nil, err
-		}
-	}
-	if err := b.restore(snap); err != nil {
+		b.closeWAL()
 		return nil, err
 	}
 	go b.reconcile() // after restore, which fills the maps unlocked
@@ -457,7 +470,16 @@ func (b *Broker) Close() error {
 	for _, v := range vhosts {
 		v.close()
 	}
-	return b.store.Close()
+	return errors.Join(b.closeWAL(), b.store.Close())
+}
+
+// closeWAL closes the standalone node's write-ahead log, once its queues
+// are closed.
+func (b *Broker) closeWAL() error {
+	if b.wal == nil {
+		return nil
+	}
+	return b.wal.Close()
 }
 
 // HasVhosts reports whether the model holds any vhost: a cluster member

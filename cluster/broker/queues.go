@@ -335,6 +335,7 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			Created:   q.rec.Created,
 			OnExpired: func() { v.expire(q) },
 			Log:       v.b.log,
+			WAL:       v.b.wal,
 			// Installed whatever the arguments say: a policy may name a
 			// dead-letter exchange later. The queue's machine decides
 			// what is dead-lettered; the target is read when it is.

@@ -26,6 +26,7 @@ import (
 	"github.com/warrenmq/warren/cluster/transport"
 	"github.com/warrenmq/warren/membership"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/wal"
 )
 
 // ClusterConfig makes a node a cluster member.
@@ -94,7 +95,7 @@ type clusterNode struct {
 
 	// qlog holds every local queue group's Raft log: their writes share
 	// transactions and fsyncs. Closed after the broker.
-	qlog *replica.SharedLog
+	qlog *wal.Log
 
 	// adminSrv is the admin service, also used by the automatic
 	// rebalance after a node rejoins (reconcile.go).
@@ -189,7 +190,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 		c.closeTransport()
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
-	c.qlog, err = replica.OpenSharedLog(filepath.Join(dataDir, "quorum", "log.db"))
+	c.qlog, err = replica.OpenNodeWAL(dataDir, log.With("component", "wal"))
 	if err != nil {
 		c.gossip.Stop()
 		c.meta.Close()
@@ -419,9 +420,9 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 		cfg.Peers = append(cfg.Peers, replica.Peer{ID: m, Addr: addr})
 	}
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = c.queueTimeout(), c.queueTimeout()
-	// The group's log goes in the node's shared log, named like its
+	// The group's log goes in the node's write-ahead log, named like its
 	// directory (removeOrphans relies on that).
-	cfg.SharedLog = c.qlog
+	cfg.WAL = c.qlog
 	local, err := replica.Open(cfg)
 	if err != nil {
 		trans.Close()
@@ -541,11 +542,7 @@ func (c *clusterNode) removeOrphans(dataDir string) {
 		c.log.Warn("list the queues' groups", "err", err)
 		return
 	}
-	groups, err := c.qlog.Groups()
-	if err != nil {
-		c.log.Warn("list the queues' log groups", "err", err)
-		return
-	}
+	groups := c.qlog.Groups()
 	snap, err := c.meta.Load()
 	if err != nil {
 		c.log.Warn("read the queue records", "err", err)

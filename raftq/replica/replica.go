@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/warrenmq/warren/raftq/wal"
+
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
@@ -29,14 +31,15 @@ type Config struct {
 	// Name identifies the queue in logs ("vhost/name").
 	Name string
 	// Dir holds the group's snapshots, and its log and stable store
-	// (log.db) unless SharedLog is set.
+	// (a write-ahead log of its own in Dir/wal) unless WAL is set.
 	Dir string
-	// SharedLog, when set, holds the group's log and stable store (as
-	// group LogGroup) instead of a file of its own in Dir: a node's groups
-	// then share its transactions and fsyncs. Close leaves it open; Delete
-	// drops the group from it. A log.db found in Dir is moved into it.
-	SharedLog *SharedLog
-	// LogGroup names the group in SharedLog; empty means Dir's base name.
+	// WAL, when set, is the node's write-ahead log, which holds the
+	// group's log and stable store (as group LogGroup): a node's groups
+	// then share its writes and fsyncs. Close leaves it open; Delete drops
+	// the group from it. A log.db left in Dir by an earlier version is
+	// moved into it.
+	WAL *wal.Log
+	// LogGroup names the group in WAL; empty means Dir's base name.
 	LogGroup string
 	// NodeID is this node's Raft server ID.
 	NodeID string
@@ -105,8 +108,8 @@ type Replica struct {
 	leaderOf atomic.Pointer[raft.Raft]
 	fsm      *fsm
 	store    raftStore
-	// closeStore closes store: boltLog's file, or nothing for a group
-	// of the shared log.
+	// closeStore closes store's write-ahead log if it is the queue's
+	// own; the node's stays open.
 	closeStore func() error
 	snaps      *bodyStore
 	// dlxOnReject: x-overflow=reject-publish-dlx, a classic queue option
@@ -321,35 +324,39 @@ type raftStore interface {
 	raft.StableStore
 }
 
-// openStore opens the group's log and stable store: its own file in Dir,
-// or its group in the shared log, which takes over a file left in Dir by
-// an earlier run (the file goes once its contents are committed there).
+// openStore opens the group's log and stable store: its group in the
+// node's write-ahead log, or a log of its own in Dir. A bbolt file left
+// in Dir by an earlier version is moved into it first.
 func openStore(cfg Config) (raftStore, func() error, error) {
-	path := filepath.Join(cfg.Dir, "log.db")
-	if cfg.SharedLog == nil {
-		s, err := openBoltLog(path)
-		if err != nil {
+	w, closeLog := cfg.WAL, func() error { return nil }
+	if w == nil {
+		var err error
+		if w, err = wal.Open(filepath.Join(cfg.Dir, "wal"), wal.Options{Logger: cfg.Log}); err != nil {
 			return nil, nil, err
 		}
-		return s, s.Close, nil
+		closeLog = w.Close
 	}
 	id := logGroup(cfg)
-	g, err := cfg.SharedLog.Group(id)
+	if path := filepath.Join(cfg.Dir, "log.db"); fileExists(path) {
+		if err := importBoltFile(path, w, id); err != nil {
+			closeLog()
+			return nil, nil, fmt.Errorf("move %s into the write-ahead log: %w", path, err)
+		}
+	}
+	g, err := w.Group(id)
 	if err != nil {
+		closeLog()
 		return nil, nil, err
 	}
-	if _, err := os.Stat(path); err == nil {
-		if err := cfg.SharedLog.importFile(id, path); err != nil {
-			return nil, nil, fmt.Errorf("move %s into the shared log: %w", path, err)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, nil, err
-		}
-	}
-	return g, func() error { return nil }, nil
+	return g, closeLog, nil
 }
 
-// logGroup is the group's name in the shared log.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// logGroup is the group's name in the write-ahead log.
 func logGroup(cfg Config) string {
 	if cfg.LogGroup != "" {
 		return cfg.LogGroup
@@ -819,8 +826,8 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	for _, c := range gone {
 		c.Gone()
 	}
-	if r.cfg.SharedLog != nil {
-		if err := r.cfg.SharedLog.DropGroup(logGroup(r.cfg)); err != nil {
+	if r.cfg.WAL != nil {
+		if err := r.cfg.WAL.DropGroup(logGroup(r.cfg)); err != nil {
 			r.log.Error("drop the queue's log", "err", err)
 		}
 	}
@@ -996,8 +1003,8 @@ func (r *Replica) Remove() {
 			c.Gone()
 		}
 	}
-	if r.cfg.SharedLog != nil {
-		if err := r.cfg.SharedLog.DropGroup(logGroup(r.cfg)); err != nil {
+	if r.cfg.WAL != nil {
+		if err := r.cfg.WAL.DropGroup(logGroup(r.cfg)); err != nil {
 			r.log.Error("drop the removed member's log", "err", err)
 		}
 	}

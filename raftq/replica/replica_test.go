@@ -198,10 +198,10 @@ func testDeleteRemovesFiles(t *testing.T, st storage) {
 	r := openTest(t, node, dir, nil)
 	enqueue(t, r, 3)
 	if node == nil {
-		if _, err := os.Stat(filepath.Join(dir, "log.db")); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, "wal")); err != nil {
 			t.Fatalf("log file missing while the queue lives: %v", err)
 		}
-	} else if groups, _ := node.log.Groups(); !slices.Equal(groups, []string{"q"}) {
+	} else if groups := node.log.Groups(); !slices.Equal(groups, []string{"q"}) {
 		t.Fatalf("shared log groups %v while the queue lives, want [q]", groups)
 	}
 	n, err := r.Delete(false, false)
@@ -212,7 +212,7 @@ func testDeleteRemovesFiles(t *testing.T, st storage) {
 		t.Fatalf("queue directory still there after delete: %v", err)
 	}
 	if node != nil {
-		if groups, _ := node.log.Groups(); len(groups) != 0 {
+		if groups := node.log.Groups(); len(groups) != 0 {
 			t.Fatalf("shared log groups %v after delete, want none", groups)
 		}
 	}

@@ -2,12 +2,12 @@ package replica
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/wal"
 )
 
 // TestSnapshotCarriesLiveBodies takes a snapshot of a queue, opens it as
@@ -41,21 +41,15 @@ func testSnapshotCarriesLiveBodies(t *testing.T, st storage) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The new member's empty log: a file, or a group of its node's
-	// shared log.
-	var fresh raft.LogStore
-	if node == nil {
-		f, err := openBoltLog(filepath.Join(t.TempDir(), "log.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		fresh = f
-	} else {
-		other := sharedLog.node(t)
-		if fresh, err = other.log.Group("q"); err != nil {
-			t.Fatal(err)
-		}
+	// The new member's empty log: a group of another node's log.
+	other, err := wal.Open(t.TempDir(), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	fresh, err := other.Group("q")
+	if err != nil {
+		t.Fatal(err)
 	}
 	counted := &countingReader{r: rc}
 	m, err := restoreSnapshot(counted, fresh)

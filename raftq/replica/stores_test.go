@@ -3,11 +3,14 @@ package replica
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/warrenmq/warren/raftq/wal"
 )
 
-// storage is where a test's replicas keep their Raft logs: a file per
-// queue (a standalone node's way) or a node-wide SharedLog (a cluster
-// node's). The replica tests that touch the log run on both.
+// storage is where a test's replicas keep their Raft logs: a
+// write-ahead log of the queue's own, or a node's write-ahead log shared
+// by its groups (what nodes use). The replica tests that touch the log
+// run on both.
 type storage int
 
 const (
@@ -29,10 +32,10 @@ func eachStorage(t *testing.T, test func(t *testing.T, st storage)) {
 	}
 }
 
-// testNode is one node's log storage; nil stands for a file per queue.
+// testNode is one node's log storage; nil stands for a log per queue.
 type testNode struct {
 	path string
-	log  *SharedLog
+	log  *wal.Log
 }
 
 // node opens a node's storage of kind st, closed when the test ends
@@ -41,11 +44,11 @@ func (st storage) node(t *testing.T) *testNode {
 	if st != sharedLog {
 		return nil
 	}
-	n := &testNode{path: filepath.Join(t.TempDir(), "quorum", "log.db")}
+	n := &testNode{path: filepath.Join(t.TempDir(), "wal")}
 	n.open(t)
 	t.Cleanup(func() {
 		if err := n.log.Close(); err != nil {
-			t.Errorf("close shared log: %v", err)
+			t.Errorf("close the node's log: %v", err)
 		}
 	})
 	return n
@@ -53,7 +56,7 @@ func (st storage) node(t *testing.T) *testNode {
 
 func (n *testNode) open(t *testing.T) {
 	t.Helper()
-	l, err := OpenSharedLog(n.path)
+	l, err := wal.Open(n.path, wal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +66,7 @@ func (n *testNode) open(t *testing.T) {
 // configure makes cfg use the node's storage.
 func (n *testNode) configure(cfg *Config) {
 	if n != nil {
-		cfg.SharedLog = n.log
+		cfg.WAL = n.log
 	}
 }
 
