@@ -83,6 +83,9 @@ func (l *Log) write(batch []*request, c *compaction) error {
 		if len(pending) == 0 {
 			return nil
 		}
+		if err := l.prefill(w, start+int64(len(pending))); err != nil {
+			return err
+		}
 		if _, err := w.f.WriteAt(pending, start); err != nil {
 			return err
 		}
@@ -132,6 +135,33 @@ func (l *Log) write(batch []*request, c *compaction) error {
 	}
 	l.buf = pending
 	return unix.Fdatasync(int(w.f.Fd()))
+}
+
+// prefillSize is how far ahead of the writes a segment is filled with
+// zeros.
+const prefillSize = 1 << 20
+
+var zeros = make([]byte, prefillSize)
+
+// prefill makes sure the file holds at least end bytes by writing zeros
+// (prefillSize at a time) beyond what it holds. Records then overwrite
+// blocks the file already has: an fdatasync of an append that grows the
+// file also commits the new size and block allocation to the journal,
+// which on this project's machines cost about a third more CPU and half
+// again the latency of one that does not. Zeros also end a segment for
+// replay (a zero header), so the filled tail needs no bookkeeping.
+func (l *Log) prefill(s *segment, end int64) error {
+	for s.filled < end {
+		n := min(int64(prefillSize), max(l.segSize, end)-s.filled)
+		if n <= 0 {
+			n = end - s.filled
+		}
+		if _, err := s.f.WriteAt(zeros[:min(n, prefillSize)], s.filled); err != nil {
+			return fmt.Errorf("extend wal segment: %w", err)
+		}
+		s.filled += min(n, prefillSize)
+	}
+	return nil
 }
 
 // applyRequest brings the index up to date with r, now durable; mu held.

@@ -39,7 +39,11 @@ func TestModel(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		defer func() { l.Close() }()
+		defer func() {
+			if l != nil {
+				l.Close()
+			}
+		}()
 		names := []string{"a", "b", "c"}
 		model := map[string]*modelGroup{}
 		handle := func(name string) *Group {

@@ -25,8 +25,9 @@ func newSegmentReader(r io.Reader, size int64) *segmentReader {
 // nothing was ever written there), or an error for a torn or damaged
 // record. The record aliases a buffer reused by the following call.
 func (s *segmentReader) next() (record, int, error) {
-	if _, err := io.ReadFull(s.r, s.header[:]); err != nil {
-		if err == io.EOF {
+	if n, err := io.ReadFull(s.r, s.header[:]); err != nil {
+		if err == io.EOF || allZero(s.header[:n]) {
+			// The end, or the last few bytes of a zero-filled tail.
 			return record{}, 0, io.EOF
 		}
 		return record{}, 0, fmt.Errorf("%w: short header", errCorrupt)
@@ -54,4 +55,13 @@ func (s *segmentReader) next() (record, int, error) {
 	}
 	s.off += int64(headerSize + size)
 	return rec, headerSize + size, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -79,6 +79,9 @@ type segment struct {
 	id   uint32
 	f    *os.File
 	size int64 // bytes written; the committer's (and replay's) alone
+	// filled is the file's size: records up to size, zeros after
+	// (prefill). The committer's alone.
+	filled int64
 	// live counts the bytes of entries the index points at, stable the
 	// stable values whose latest record is here. Both zero (and the
 	// segment the oldest) means it can go.
@@ -239,6 +242,7 @@ func (l *Log) replay(id uint32, last bool) error {
 			return fmt.Errorf("truncate wal segment %s: %w", path, err)
 		}
 	}
+	s.filled = s.size
 	return nil
 }
 

@@ -170,13 +170,15 @@ func TestTornTail(t *testing.T) {
 			store(t, g, 1, 10)
 			store(t, g, 11, 11)
 			l.Close()
-			path := filepath.Join(dir, "00000001.wal")
-			fi, err := os.Stat(path)
-			if err != nil {
-				t.Fatal(err)
+			// The file is longer than its records (zeros, prefill): cut
+			// into the last record itself.
+			var end int64
+			for i := uint64(1); i <= 11; i++ {
+				end += int64(len(appendEntry(nil, "q", entry(i, fmt.Sprintf("q-%d", i)))))
 			}
 			last := int64(len(appendEntry(nil, "q", entry(11, "q-11"))))
-			if err := os.Truncate(path, fi.Size()-last+int64(cut)); err != nil {
+			path := filepath.Join(dir, "00000001.wal")
+			if err := os.Truncate(path, end-last+int64(cut)); err != nil {
 				t.Fatal(err)
 			}
 			l = openT(t, dir, 0)
@@ -340,4 +342,35 @@ func TestClosedLogRefusesWrites(t *testing.T) {
 	if err := g.StoreLog(entry(1, "x")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("store after close: %v", err)
 	}
+}
+
+// A crash in the middle of a write into the zero-filled tail leaves part
+// of a record before the zeros: it is cut, and later writes replace it.
+func TestTornRecordInFilledTail(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, 0)
+	g := groupT(t, l, "q")
+	store(t, g, 1, 5)
+	l.Close()
+	var end int64
+	for i := uint64(1); i <= 5; i++ {
+		end += int64(len(appendEntry(nil, "q", entry(i, fmt.Sprintf("q-%d", i)))))
+	}
+	torn := appendEntry(nil, "q", entry(6, "q-6"))
+	f, err := os.OpenFile(filepath.Join(dir, "00000001.wal"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(torn[:len(torn)-3], end); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	l = openT(t, dir, 0)
+	g = groupT(t, l, "q")
+	wantBounds(t, g, 1, 5)
+	store(t, g, 6, 6)
+	l.Close()
+	l = openT(t, dir, 0)
+	defer l.Close()
+	wantEntry(t, groupT(t, l, "q"), 6)
 }
