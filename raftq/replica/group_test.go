@@ -262,15 +262,20 @@ func testGroupLaggingFollowerSnapshot(t *testing.T, st storage) {
 
 	g.start("c", false)
 	waitLong(t, "c to catch up", func() bool { return g.members["c"].Stats().Ready == 3010 })
-	// Now c must serve the old messages: make it the only way forward.
-	for _, n := range []string{"a", "b"} {
-		if g.members[n].IsLeader() {
-			if err := g.members[n].raft.LeadershipTransferToServer("c", "c").Error(); err != nil {
-				t.Fatal(err)
+	// Now c must serve the old messages: make it lead. A transfer times
+	// out when the leader's replication to c is still in the backoff it
+	// entered while c was down (raft retries it on its own schedule), so
+	// try again until one goes through.
+	waitLong(t, "c to lead", func() bool {
+		for _, n := range []string{"a", "b"} {
+			if g.members[n].IsLeader() {
+				if err := g.members[n].raft.LeadershipTransferToServer("c", "c").Error(); err != nil {
+					t.Logf("transfer to c: %v; again", err)
+				}
 			}
 		}
-	}
-	waitLong(t, "c to lead", func() bool { return g.members["c"].IsLeader() })
+		return g.members["c"].IsLeader()
+	})
 	lead = g.members["c"]
 	got := &fakeConsumer{}
 	if err := lead.Consume(got, queue.ConsumeOptions{Prefetch: 5000}); err != nil {
