@@ -275,7 +275,14 @@ func Open(cfg Config) (*Replica, error) {
 			conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
 		}
 	}
-	logs := &liveLogStore{LogStore: store, live: r.fsm.liveIndexes}
+	// The cache keeps the latest entries raft stored, so that sending them
+	// to followers (raft reads every entry it replicates back from the
+	// store) costs no read and decode.
+	logs, err := raft.NewLogCache(replicationCache, &liveLogStore{LogStore: store, live: r.fsm.liveIndexes})
+	if err != nil {
+		closeStore()
+		return nil, fmt.Errorf("log cache: %w", err)
+	}
 	existing, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		closeStore()
@@ -317,6 +324,11 @@ func Open(cfg Config) (*Replica, error) {
 	go r.watch()
 	return r, nil
 }
+
+// replicationCache is how many of a group's latest entries stay in memory
+// for replication: one pipelined round of a busy queue. Their bodies are
+// referenced, not copied; an idle group's are its last few commands.
+const replicationCache = 64
 
 // raftStore is a group's Raft log and stable store.
 type raftStore interface {
