@@ -115,21 +115,7 @@ func (h *Group) DeleteRange(min, max uint64) error {
 		return nil
 	}
 	r := &request{g: h.g, kind: kindDelete, buf: appendDelete(nil, h.g.id, min, max)}
-	l := h.l
-	l.mu.Lock()
-	err := l.usable()
-	if err == nil && h.g.dropped {
-		err = ErrNoGroup
-	}
-	if err != nil {
-		l.mu.Unlock()
-		return err
-	}
-	h.g.deleteRange(min, max, l.dead)
-	l.queue = append(l.queue, r)
-	l.mu.Unlock()
-	l.signal()
-	return nil
+	return h.l.enqueue(r, func() { h.g.deleteRange(min, max, h.l.dead) })
 }
 
 func (h *Group) Set(key, val []byte) error {

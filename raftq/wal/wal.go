@@ -413,10 +413,19 @@ func (l *Log) usable() error {
 	return nil
 }
 
-// submit queues r for the committer and waits for its commit. A request
-// of a dropped group is refused.
+// submit queues r for the committer and waits for its commit.
 func (l *Log) submit(r *request) error {
 	r.done = make(chan error, 1)
+	if err := l.enqueue(r, nil); err != nil {
+		return err
+	}
+	return <-r.done
+}
+
+// enqueue queues r for the committer, first running apply (if any) under
+// the same lock, so that the index changes in the order the records are
+// written. A request of a dropped group is refused.
+func (l *Log) enqueue(r *request, apply func()) error {
 	l.mu.Lock()
 	err := l.usable()
 	if err == nil && r.g.dropped {
@@ -426,8 +435,11 @@ func (l *Log) submit(r *request) error {
 		l.mu.Unlock()
 		return err
 	}
+	if apply != nil {
+		apply()
+	}
 	l.queue = append(l.queue, r)
 	l.mu.Unlock()
 	l.signal()
-	return <-r.done
+	return nil
 }
