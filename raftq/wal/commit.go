@@ -152,14 +152,12 @@ var zeros = make([]byte, prefillSize)
 // replay (a zero header), so the filled tail needs no bookkeeping.
 func (l *Log) prefill(s *segment, end int64) error {
 	for s.filled < end {
+		// Up to the segment's size, or to end for a record past it.
 		n := min(int64(prefillSize), max(l.segSize, end)-s.filled)
-		if n <= 0 {
-			n = end - s.filled
-		}
-		if _, err := s.f.WriteAt(zeros[:min(n, prefillSize)], s.filled); err != nil {
+		if _, err := s.f.WriteAt(zeros[:n], s.filled); err != nil {
 			return fmt.Errorf("extend wal segment: %w", err)
 		}
-		s.filled += min(n, prefillSize)
+		s.filled += n
 	}
 	return nil
 }
