@@ -333,15 +333,15 @@ func TestLaggingFollowerSnapshot(t *testing.T) {
 	})
 	// A transfer fails if raft's replication to the target is still in
 	// the backoff its downtime left (up to ten seconds); an operator
-	// would try again, and so does the test.
-	for range 3 {
+	// would try again, and so does the test, for up to 30 s.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		if err = ms[lead].TransferLeadership("/", "lag", follower.Name()); err == nil {
 			break
 		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 		t.Logf("transfer leadership: %v; again", err)
-	}
-	if err != nil {
-		t.Fatal(err)
 	}
 	ms[lead].Stop()
 	nodetest.Eventually(t, "the old follower to lead", 20*time.Second, func() bool {
