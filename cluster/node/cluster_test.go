@@ -387,7 +387,7 @@ func TestDeletedWhileAway(t *testing.T) {
 	if _, err := ch.QueueDeclare("gone", true, false, false, false, quorum); err != nil {
 		t.Fatal(err)
 	}
-	groups := func(m *nodetest.Member) int { // queue directories; the shared log.db is a file
+	groups := func(m *nodetest.Member) int { // queue directories (an old shared log.db would be a file)
 		entries, _ := os.ReadDir(filepath.Join(m.DataDir(), "quorum"))
 		n := 0
 		for _, e := range entries {

@@ -23,7 +23,7 @@ type group struct {
 	dirs    map[string]string
 	trans   map[string]*raft.InmemTransport
 	members map[string]*Replica
-	// nodes are the members' log storages (nil: a file per queue).
+	// nodes are the members' log storages (nil: a log per queue).
 	nodes map[string]*testNode
 }
 

@@ -202,7 +202,7 @@ func testDeleteRemovesFiles(t *testing.T, st storage) {
 			t.Fatalf("log file missing while the queue lives: %v", err)
 		}
 	} else if groups := node.log.Groups(); !slices.Equal(groups, []string{"q"}) {
-		t.Fatalf("shared log groups %v while the queue lives, want [q]", groups)
+		t.Fatalf("node log groups %v while the queue lives, want [q]", groups)
 	}
 	n, err := r.Delete(false, false)
 	if err != nil || n != 3 {
@@ -213,7 +213,7 @@ func testDeleteRemovesFiles(t *testing.T, st storage) {
 	}
 	if node != nil {
 		if groups := node.log.Groups(); len(groups) != 0 {
-			t.Fatalf("shared log groups %v after delete, want none", groups)
+			t.Fatalf("node log groups %v after delete, want none", groups)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func (n *testNode) configure(cfg *Config) {
 	}
 }
 
-// restart closes and reopens the node's shared log, as a node restart
+// restart closes and reopens the node's log, as a node restart
 // does; its replicas must be closed.
 func (n *testNode) restart(t *testing.T) {
 	t.Helper()
