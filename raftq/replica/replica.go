@@ -17,13 +17,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/raftq/wal"
-
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/local"
 	"github.com/warrenmq/warren/raftq/raftlog"
+	"github.com/warrenmq/warren/raftq/wal"
 )
 
 // Config is what a replica needs to open.

@@ -171,7 +171,11 @@ func (l *Log) applyRequest(r *request) {
 			return
 		}
 		for k, i := range r.idx {
-			at := loc{seg: r.seg.id, off: r.base + r.offs[k], n: r.lens[k]}
+			end := uint32(len(r.buf))
+			if k+1 < len(r.offs) {
+				end = r.offs[k+1]
+			}
+			at := loc{seg: r.seg.id, off: r.base + r.offs[k], n: end - r.offs[k]}
 			if old, ok := r.g.put(i, at); ok {
 				l.dead(old)
 			}

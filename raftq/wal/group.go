@@ -95,12 +95,10 @@ func (h *Group) StoreLogs(logs []*raft.Log) error {
 		buf:  make([]byte, 0, size),
 		idx:  make([]uint64, len(logs)),
 		offs: make([]uint32, len(logs)),
-		lens: make([]uint32, len(logs)),
 	}
 	for k, l := range logs {
-		start := len(r.buf)
+		r.idx[k], r.offs[k] = l.Index, uint32(len(r.buf))
 		r.buf = appendEntry(r.buf, h.g.id, l)
-		r.idx[k], r.offs[k], r.lens[k] = l.Index, uint32(start), uint32(len(r.buf)-start)
 	}
 	return h.l.submit(r)
 }

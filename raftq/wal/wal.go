@@ -95,10 +95,10 @@ type request struct {
 	g    *group
 	kind byte
 	buf  []byte
-	// Entries: each record's index, offset in buf and length.
+	// Entries: each record's index and offset in buf (records end where
+	// the next begins).
 	idx  []uint64
 	offs []uint32
-	lens []uint32
 	// Set: the key and value.
 	key string
 	val []byte
