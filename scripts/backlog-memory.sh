@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # backlog-memory.sh — publish MESSAGES (default 1,000,000) messages of SIZE bytes (1000) with
 # confirms into one quorum queue of a fresh Warren node, with no consumer, then report the
-# node's anonymous resident memory (RssAnon: the Go heap and stacks; bbolt's file-backed
+# node's anonymous resident memory (RssAnon: the Go heap and stacks; the log's file-backed
 # pages, which the kernel can drop, do not count) right after and once it has settled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
