@@ -219,6 +219,17 @@ func TestPoliciesInCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The publishing node routes from its own copy of the metadata, which
+	// may apply the declarations a moment after the declaring node: a
+	// publish to a queue it does not know yet is unroutable, and confirmed.
+	nodetest.Eventually(t, "the queues known on the publishing node", 10*time.Second, func() bool {
+		for _, name := range []string{"cap.a", "cap.b", "cap.op"} {
+			if _, ok := ms[2].Broker().QueueRecord("/", name); !ok {
+				return false
+			}
+		}
+		return true
+	})
 	if got := confirms(t, pub, "cap.a", 3); !acks(got, 2) {
 		t.Errorf("cap.a: confirms %v, want 2 acks then a nack", got)
 	}
