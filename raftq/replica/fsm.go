@@ -21,6 +21,9 @@ type fsm struct {
 	m       *raftq.Machine
 	cmd     raftq.Command // decoded into for every entry: no allocation
 	effects []raftq.Effect
+	// sinceSnap counts the entries applied since the last snapshot taken
+	// or restored, for the watcher's snapshot trigger.
+	sinceSnap uint64
 }
 
 // liveCount is how many messages the machine references, for sizing the
@@ -51,6 +54,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		// Keep the message at hand: it is usually delivered moments later.
 		f.r.recent.put(l.Index, f.cmd.Payload)
 	}
+	f.sinceSnap++
 	f.effects = f.m.Apply(raftq.Meta{Index: l.Index}, &f.cmd, f.effects[:0])
 	var answer any
 	for _, e := range f.effects {
@@ -91,6 +95,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.sinceSnap = 0
 	n := liveCount(f.m)
 	// About 9 bytes per message, plus the consumers and configuration.
 	machine := f.m.AppendSnapshot(make([]byte, 0, 16*n+4096))
@@ -105,7 +110,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	f.mu.Lock()
-	f.m = m
+	f.m, f.sinceSnap = m, 0
 	f.mu.Unlock()
 	f.r.stateChanged()
 	return nil

@@ -106,6 +106,7 @@ type Replica struct {
 	// applying (replaying the log) before NewRaft returns.
 	leaderOf atomic.Pointer[raft.Raft]
 	fsm      *fsm
+	snapping atomic.Bool // a snapshot snapshotWhenDue started runs
 	store    raftStore
 	// closeStore closes store's write-ahead log if it is the queue's
 	// own; the node's stays open.

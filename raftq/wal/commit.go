@@ -83,13 +83,18 @@ func (l *Log) write(batch []*request, c *compaction) error {
 		if len(pending) == 0 {
 			return nil
 		}
+		n := len(pending)
+		// A zero header after the records ends the segment for replay
+		// until the next write covers it: past it, a recycled file
+		// holds its earlier use.
+		pending = append(pending, endMark[:]...)
 		if err := l.prefill(w, start+int64(len(pending))); err != nil {
 			return err
 		}
 		if _, err := w.f.WriteAt(pending, start); err != nil {
 			return err
 		}
-		start += int64(len(pending))
+		start += int64(n)
 		w.size = start
 		pending = pending[:0]
 		return nil
@@ -114,6 +119,7 @@ func (l *Log) write(batch []*request, c *compaction) error {
 		}
 		base := uint32(start + int64(len(pending)))
 		pending = append(pending, b...)
+		saltRecords(pending[len(pending)-len(b):], salt(w.id))
 		return w, base, nil
 	}
 	var err error
@@ -137,6 +143,8 @@ func (l *Log) write(batch []*request, c *compaction) error {
 	return unix.Fdatasync(int(w.f.Fd()))
 }
 
+var endMark [headerSize]byte
+
 // prefillSize is how far ahead of the writes a segment is filled with
 // zeros.
 const prefillSize = 1 << 20
@@ -148,8 +156,8 @@ var zeros = make([]byte, prefillSize)
 // blocks the file already has: an fdatasync of an append that grows the
 // file also commits the new size and block allocation to the journal,
 // which on this project's machines cost about a third more CPU and half
-// again the latency of one that does not. Zeros also end a segment for
-// replay (a zero header), so the filled tail needs no bookkeeping.
+// again the latency of one that does not. A recycled file is filled
+// already.
 func (l *Log) prefill(s *segment, end int64) error {
 	for s.filled < end {
 		// Up to the segment's size, or to end for a record past it.
@@ -195,11 +203,7 @@ func (l *Log) applyRequest(r *request) {
 // mu held.
 func (l *Log) reclaim() {
 	for len(l.segs) > 1 && l.segs[0].live == 0 && l.segs[0].stable == 0 {
-		s := l.segs[0]
-		s.f.Close()
-		if err := removeFile(l.segPath(s.id)); err != nil {
-			l.log.Warn("wal: remove a spent segment", "err", err)
-		}
+		l.retire(l.segs[0])
 		l.segs = l.segs[1:]
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 // compaction copies the live entries and current stable values of the
 // oldest segment forward so that it can be removed. Entries are copied
-// byte for byte (same record, new place). The copies are written before
+// byte for byte (same record, new place), but for the checksum's salt. The copies are written before
 // the batch they ride with: a stable value set in that batch must come
 // after the copy of the value it replaces, or replay would bring the old
 // one back. An entry deleted after the plan was made has its deletion
@@ -76,6 +76,7 @@ func (c *compaction) read() error {
 		if _, err := c.from.f.ReadAt(b, int64(e.at.off)); err != nil {
 			return fmt.Errorf("segment %08x offset %d: %w", c.from.id, e.at.off, err)
 		}
+		saltRecords(b, salt(c.from.id)) // unsalted: the copy is salted where it lands
 	}
 	for _, s := range c.stable {
 		c.buf = appendSet(c.buf, s.g.id, []byte(s.key), s.val)

@@ -64,7 +64,7 @@ func (h *Group) GetLog(index uint64, out *raft.Log) error {
 	if size != len(buf)-headerSize {
 		return fmt.Errorf("wal: entry %d of %s: %w", index, h.g.id, errCorrupt)
 	}
-	rec, err := decodePayload(buf[headerSize:], crc)
+	rec, err := decodePayload(buf[headerSize:], crc^salt(at.seg))
 	if err == nil && (rec.kind != kindEntry || rec.index != index || string(rec.group) != h.g.id) {
 		err = errCorrupt
 	}

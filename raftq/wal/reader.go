@@ -11,13 +11,14 @@ import (
 type segmentReader struct {
 	r       *bufio.Reader
 	size    int64 // the file's size: no record reaches past it
+	salt    uint32
 	off     int64 // offset of the next record
 	header  [headerSize]byte
 	payload []byte
 }
 
-func newSegmentReader(r io.Reader, size int64) *segmentReader {
-	return &segmentReader{r: bufio.NewReaderSize(r, 1<<20), size: size}
+func newSegmentReader(r io.Reader, size int64, salt uint32) *segmentReader {
+	return &segmentReader{r: bufio.NewReaderSize(r, 1<<20), size: size, salt: salt}
 }
 
 // next returns the next record and its length on disk (header included),
@@ -49,7 +50,7 @@ func (s *segmentReader) next() (record, int, error) {
 		}
 		return record{}, 0, err
 	}
-	rec, err := decodePayload(p, crc)
+	rec, err := decodePayload(p, crc^s.salt)
 	if err != nil {
 		return record{}, 0, err
 	}

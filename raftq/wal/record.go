@@ -10,10 +10,33 @@ import (
 )
 
 // A record on disk is an 8-byte header (the payload's length and its
-// CRC-32C, both little-endian uint32) and the payload: a kind byte, the
-// group's ID (uvarint length, bytes) and the kind's fields. A zero length
-// ends a segment: a record always has at least its kind byte.
+// CRC-32C XORed with the segment's salt, both little-endian uint32) and
+// the payload: a kind byte, the group's ID (uvarint length, bytes) and the
+// kind's fields. A zero length ends a segment: a record always has at
+// least its kind byte. Records are encoded with the bare checksum; the
+// committer salts them once it knows their segment.
 const headerSize = 8
+
+// salt is what the checksums of segment id's records are XORed with.
+// Segment files are recycled (wal.go): past the last record of the current
+// use, a file holds whole records of an earlier one, and a crash that
+// loses the end of a write can leave one exactly where replay looks next.
+// Salted with another segment's ID, it fails the check and ends replay
+// there. The multiplier is odd, so distinct IDs have distinct salts.
+func salt(id uint32) uint32 { return id * 0x9e3779b1 }
+
+// saltRecords XORs the checksum of every record in b, which holds whole
+// records, with s (applying it twice takes it off again).
+func saltRecords(b []byte, s uint32) {
+	for len(b) >= headerSize {
+		n, crc := readHeader(b)
+		if headerSize+n > len(b) {
+			return // not a whole record: not ours to salt
+		}
+		binary.LittleEndian.PutUint32(b[4:], crc^s)
+		b = b[headerSize+n:]
+	}
+}
 
 // maxRecord bounds a record's payload so that a corrupt length cannot make
 // replay allocate gigabytes; it is far above any message Warren accepts.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,7 +209,7 @@ func TestCorruptMiddleSegmentIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[len(b)-2] ^= 0xff
+	b[headerSize+2] ^= 0xff // in the first record's payload
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -373,4 +374,79 @@ func TestTornRecordInFilledTail(t *testing.T) {
 	l = openT(t, dir, 0)
 	defer l.Close()
 	wantEntry(t, groupT(t, l, "q"), 6)
+}
+
+// A recycled segment file holds whole records of its earlier use past the
+// current one's last record. If a crash loses the zero header that ends
+// the segment, one of them can sit exactly where replay looks next: its
+// checksum, salted with the earlier segment's ID, must end replay there.
+func TestRecycledSegmentsEarlierRecordsAreNotReplayed(t *testing.T) {
+	for _, earlier := range []uint32{1, 2} {
+		t.Run(fmt.Sprint(earlier), func(t *testing.T) {
+			dir := t.TempDir()
+			cur := appendEntry(nil, "q", entry(7, "q-7"))
+			saltRecords(cur, salt(2))
+			old := appendEntry(nil, "q", entry(8, "q-8"))
+			saltRecords(old, salt(earlier))
+			if err := os.WriteFile(filepath.Join(dir, "00000002.wal"), append(cur, old...), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			l := openT(t, dir, 0)
+			defer l.Close()
+			g := groupT(t, l, "q")
+			if earlier == 2 {
+				// The control: salted for this segment, it is a record.
+				wantBounds(t, g, 7, 8)
+				return
+			}
+			wantBounds(t, g, 7, 7)
+			wantEntry(t, g, 7)
+		})
+	}
+}
+
+// Spent segments' files come back as later segments, and what they held
+// before never shows through, across reopenings.
+func TestSegmentFilesAreRecycled(t *testing.T) {
+	dir := t.TempDir()
+	const segSize = 2048
+	l := openT(t, dir, segSize)
+	g := groupT(t, l, "q")
+	first, err := os.Stat(filepath.Join(dir, "00000001.wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reused := false
+	next := uint64(1)
+	for round := 0; round < 60; round++ {
+		store(t, g, next, next+3)
+		next += 4
+		if err := g.DeleteRange(1, next-3); err != nil { // keep the last two
+			t.Fatal(err)
+		}
+		if round%20 == 19 {
+			l.Close()
+			l = openT(t, dir, segSize)
+			g = groupT(t, l, "q")
+		}
+		wantBounds(t, g, next-2, next-1)
+		wantEntry(t, g, next-2)
+		wantEntry(t, g, next-1)
+		names, _ := filepath.Glob(filepath.Join(dir, "*"))
+		if len(names) > 3+maxSpares {
+			t.Fatalf("round %d: %d files: %v", round, len(names), names)
+		}
+		for _, name := range names {
+			if fi, err := os.Stat(name); err == nil && filepath.Base(name) > "00000001.wal" && strings.HasSuffix(name, ".wal") && os.SameFile(fi, first) {
+				reused = true
+			}
+		}
+	}
+	l.Close()
+	if !reused {
+		t.Fatal("segment 1's file never came back as a later segment")
+	}
+	checkReopen := openT(t, dir, segSize)
+	defer checkReopen.Close()
+	wantBounds(t, groupT(t, checkReopen, "q"), next-2, next-1)
 }
