@@ -35,10 +35,16 @@ test-short: ## the tests without the race detector, quicker while editing
 	$(GO) test -count=1 ./...
 
 .PHONY: bench
-bench: bench-micro ## micro-benchmarks, then warren-perf against RabbitMQ 3.10.8: 1 node (quorum, 1 KB and 16 B) and 3 nodes (see perf-cluster)
+bench: bench-micro ## micro-benchmarks, then warren-perf against RabbitMQ 3.10.8: 1 node (quorum, 1 KB and 16 B, unlimited and sustained) and 3 nodes (see perf-cluster)
 	QUEUE_TYPE=quorum CONFIRM=256 PREFETCH=256 SIZE=1000 ./scripts/perf-compare.sh
 	QUEUE_TYPE=quorum CONFIRM=256 PREFETCH=256 SIZE=16 ./scripts/perf-compare.sh
+	SIZE=1000 ./scripts/perf-sustained.sh
+	SIZE=16 ./scripts/perf-sustained.sh
 	./scripts/perf-cluster.sh
+
+.PHONY: perf-sustained
+perf-sustained: ## the highest rate one quorum queue sustains with its consumer keeping pace, Warren and a 1-node RabbitMQ (SIZE=1000)
+	./scripts/perf-sustained.sh
 
 .PHONY: bench-micro
 bench-micro: ## micro-benchmarks of the hot paths (frames, tables, queue engines, the quorum state machine, the Raft transport)

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# perf-sustained.sh — the highest publish rate one quorum queue sustains with its consumer
+# keeping pace, on a single Warren node and on a single-node RabbitMQ
+# (../shared/tools/rmq-cluster.sh, Debian's 3.10.8), measured the same way one after the other.
+#
+# An unlimited run shows how fast messages can be published, but on a small machine the
+# consumer may fall behind and the queue grow for the whole run; its consumed rate is then
+# not a rate the broker sustains. Here each broker is first run unlimited, then at fixed
+# rates (warren-perf --rate), searching for the highest rate at which, over the run,
+#   - the consumer receives at least 99% of what was published, and
+#   - the end-to-end p99 latency stays under MAX_P99_MS (1000): the queue does not grow.
+# The sustained rate is the consumed msg/s of the best passing run. (A producer held to a
+# rate publishes somewhat less than it, more so with a slower broker: the limiter does not
+# make up for time spent waiting on a full confirm window. What counts is what was consumed.)
+#
+# Environment: SIZE (1000), DURATION (15s per run), STEPS (5 search steps), MAX_P99_MS (1000),
+# WARREN_PORT (5680). Same flags as the issue's benchmark: 1 producer with confirms (window
+# 256), 1 consumer (prefetch 256, manual acks).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SIZE=${SIZE:-1000}
+DURATION=${DURATION:-15s}
+STEPS=${STEPS:-5}
+MAX_P99_MS=${MAX_P99_MS:-1000}
+WARREN_PORT=${WARREN_PORT:-5680}
+RMQ=../shared/tools/rmq-cluster.sh
+
+go build -o bin/ ./cmd/warren ./cmd/warren-perf
+
+# run URI RATE: one warren-perf run; prints its summary line.
+run() {
+  bin/warren-perf --uri "$1" --producers 1 --consumers 1 --size "$SIZE" --confirm 256 \
+    --prefetch 256 --queue-type quorum --duration "$DURATION" --rate "$2" --delete --json-only |
+    grep '^{"summary"'
+}
+
+# verdict RATE SUMMARY: "pass|fail consumed sent p99ms"
+verdict() {
+  python3 -c '
+import json, sys
+rate, maxp99 = float(sys.argv[1]), float(sys.argv[2])
+s = json.loads(sys.argv[3])["summary"]
+sent, got, p99 = s["send_rate"], s["receive_rate"], s["latency_e2e_us"]["p99"] / 1000
+ok = got >= 0.99 * sent and p99 <= maxp99
+print("pass" if ok else "fail", round(got), round(sent), round(p99, 1))
+' "$1" "$MAX_P99_MS" "$2"
+}
+
+# search NAME URI: prints the sustained consumed rate of the broker at URI.
+search() {
+  local name=$1 uri=$2 line v best=0 lo hi
+  line=$(run "$uri" 0)
+  v=($(verdict 0 "$line"))
+  echo "$name unlimited: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
+  if [ "${v[0]}" = pass ]; then
+    echo "${v[1]}"
+    return
+  fi
+  # The unlimited run's consumed rate is an upper bound; half of it is a safe start.
+  hi=${v[1]}
+  lo=$((hi / 2))
+  for _ in $(seq "$STEPS"); do
+    local mid=$(((lo + hi) / 2))
+    line=$(run "$uri" "$mid")
+    v=($(verdict "$mid" "$line"))
+    echo "$name at $mid/s: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
+    if [ "${v[0]}" = pass ]; then
+      lo=$mid
+      [ "${v[1]}" -gt "$best" ] && best=${v[1]}
+    else
+      hi=$mid
+    fi
+  done
+  if [ "$best" = 0 ]; then
+    line=$(run "$uri" "$lo")
+    v=($(verdict "$lo" "$line"))
+    echo "$name at $lo/s: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
+    [ "${v[0]}" = pass ] && best=${v[1]}
+  fi
+  echo "$best"
+}
+
+data=$(mktemp -d)
+bin/warren --data-dir "$data" --amqp "127.0.0.1:$WARREN_PORT" --log-level warn &
+wpid=$!
+trap 'kill $wpid 2>/dev/null; rm -rf "$data"' EXIT
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$WARREN_PORT) 2>/dev/null && break; sleep 0.1; done
+warren=$(search Warren "amqp://guest:guest@127.0.0.1:$WARREN_PORT/")
+kill $wpid; wait $wpid 2>/dev/null || true
+
+$RMQ start 1 >/dev/null
+rabbit=$(search RabbitMQ "amqp://guest:guest@127.0.0.1:5772/")
+$RMQ stop 1 >/dev/null
+
+python3 -c '
+import sys
+w, r = int(sys.argv[1]), int(sys.argv[2])
+print("| sustained msg/s (%s B, consumer keeping pace) | Warren | RabbitMQ 3.10.8 | Warren / RabbitMQ |" % format(int(sys.argv[3]), ","))
+print("| --- | ---: | ---: | ---: |")
+print("| consumed | %s | %s | %s |" % (format(w, ","), format(r, ","), ("%.2f" % (w / r)) if r else "n/a"))
+' "$warren" "$rabbit" "$SIZE"
