@@ -23,7 +23,8 @@
 # window per producer), PREFETCH (256), QUEUES (10), RATE (1000 msg/s), RATE_DURATION (30s),
 # DECLARE (1000), PARTS (default "single multi rate declare"; a subset, space- or
 # comma-separated), PORT_BASE (5682: Warren's AMQP ports; internal +20000, gossip +2274),
-# EXTRA (more warren-perf flags for single, multi and rate), KEEP=1 keeps the data.
+# EXTRA (more warren-perf flags for single, multi and rate), KEEP=1 keeps the data,
+# BROKERS ("warren rabbit"; "warren" alone to try a change quickly, with an empty RabbitMQ column).
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -131,7 +132,7 @@ part_declare() {
 }
 
 declare -A result
-for broker in warren rabbit; do
+for broker in ${BROKERS:-warren rabbit}; do
   for part in "${parts[@]}"; do
     echo "== $broker, 3 nodes: $part"
     broker_start "$broker"
