@@ -81,14 +81,15 @@ def main(argv):
     print(f"| {title} | Warren | RabbitMQ 3.10.8 | Warren / RabbitMQ |")
     print("| --- | ---: | ---: | ---: |")
     for i in range(0, len(rest), 3):
-        part, w, r = rest[i], json.loads(rest[i + 1]), json.loads(rest[i + 2])
+        part, w = rest[i], json.loads(rest[i + 1])
+        r = json.loads(rest[i + 2]) if rest[i + 2] else None  # not measured (BROKERS=warren)
         if part not in PARTS:
             sys.exit(f"perf-table.py: unknown part {part!r} (one of {', '.join(PARTS)})")
         rows = PARTS[part](w, r)
         if len(rest) == 3 and part == "single":  # one part: the prefix is noise
             rows = [(name.split(": ", 1)[1], get) for name, get in rows]
         for name, get in rows:
-            a, b = get(w), get(r)
+            a, b = get(w), get(r) if r else float("nan")
             ratio = f"{a / b:.2f}" if b and a == a and b == b else "-"
             print(f"| {name} | {num(a)} | {num(b)} | {ratio} |")
     if len(rest) > 3:
