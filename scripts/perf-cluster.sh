@@ -143,5 +143,5 @@ for broker in ${BROKERS:-warren rabbit}; do
 done
 
 args=()
-for part in "${parts[@]}"; do args+=("$part" "${result[warren.$part]}" "${result[rabbit.$part]}"); done
+for part in "${parts[@]}"; do args+=("$part" "${result[warren.$part]:-}" "${result[rabbit.$part]:-}"); done
 scripts/perf-table.py "metric (3 nodes, quorum queues)" "${args[@]}"
