@@ -408,7 +408,7 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 func (c *clusterNode) openReplica(id string, cfg replica.Config, members []string, bootstrap bool) (*replica.Replica, error) {
 	c.groupMu.Lock()
 	defer c.groupMu.Unlock()
-	trans, err := c.mux.Transport(id, transport.WithoutPipeline())
+	trans, err := c.mux.Transport(id)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,6 @@ type harness struct {
 	nodes  []*node
 	groups []string
 	conf   func(*raft.Config)
-	opts   []Option // for every group's transport
 }
 
 type node struct {
@@ -68,9 +67,9 @@ func fastConfig(c *raft.Config) {
 
 // newHarness starts n nodes carrying the given groups, bootstrapped on the
 // first node with every node a voter.
-func newHarness(t *testing.T, n int, groups []string, conf func(*raft.Config), opts ...Option) *harness {
+func newHarness(t *testing.T, n int, groups []string, conf func(*raft.Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, groups: groups, conf: conf, opts: opts}
+	h := &harness{t: t, groups: groups, conf: conf}
 	for i := range n {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -137,7 +136,7 @@ func (h *harness) startRafts(nd *node) {
 	defer nd.mu.Unlock()
 	for _, g := range h.groups {
 		m := nd.members[g]
-		tr, err := nd.mux.Transport(g, h.opts...)
+		tr, err := nd.mux.Transport(g)
 		if err != nil {
 			h.t.Fatal(err)
 		}

@@ -88,23 +88,10 @@ func (m *Mux) Register(s *grpc.Server) {
 	raftpb.RegisterRaftServer(s, &server{mux: m})
 }
 
-// Option configures one group's transport.
-type Option func(*Transport)
-
-// WithoutPipeline makes the group's raft replicate with one AppendEntries
-// in flight per follower instead of a pipeline. A pipeline is a stream
-// that stays open while the group idles, with three goroutines per leader
-// and follower pair (raft's response decoder, the stream's receiver, the
-// follower's handler): with 1,000 queues on 3 nodes, about 2,000
-// goroutines and a sixth of each node's anonymous memory. Without it raft
-// sends whatever was appended while the previous call was out, and one
-// queue moved as many messages (docs/performance.md).
-func WithoutPipeline() Option { return func(t *Transport) { t.noPipeline = true } }
-
 // Transport returns the transport of one Raft group. It fails if the
 // group has a transport already (until that one is closed) or if the Mux
 // is closed.
-func (m *Mux) Transport(group string, opts ...Option) (*Transport, error) {
+func (m *Mux) Transport(group string) (*Transport, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -114,9 +101,6 @@ func (m *Mux) Transport(group string, opts ...Option) (*Transport, error) {
 		return nil, fmt.Errorf("transport: group %q is registered already", group)
 	}
 	t := newTransport(m, group)
-	for _, o := range opts {
-		o(t)
-	}
 	m.groups[group] = t
 	close(m.registered)
 	m.registered = make(chan struct{})

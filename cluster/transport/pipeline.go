@@ -22,9 +22,6 @@ func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 	if t.ctx.Err() != nil {
 		return nil, t.fail("AppendEntriesPipeline", target, raft.ErrTransportShutdown)
 	}
-	if t.noPipeline {
-		return nil, raft.ErrPipelineReplicationNotSupported
-	}
 	cc, err := t.mux.pool.Conn(string(target))
 	if err != nil {
 		return nil, t.fail("AppendEntriesPipeline", target, err)

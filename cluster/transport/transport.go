@@ -26,8 +26,6 @@ type Transport struct {
 	hbMu sync.Mutex
 	hbFn func(raft.RPC)
 
-	noPipeline bool // WithoutPipeline; set before raft uses the transport
-
 	// ctx is the parent of every outgoing call and is done once the
 	// transport is closed; server handlers waiting on the group give up
 	// on it too.

@@ -34,27 +34,6 @@ func TestReplicates(t *testing.T) {
 	}
 }
 
-// Groups whose transports have no pipeline replicate with one
-// AppendEntries at a time, and fail over as well.
-func TestReplicatesWithoutPipeline(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, 3, groupNames(3), nil, WithoutPipeline())
-	for _, g := range h.groups {
-		h.apply(g, 50, 100)
-	}
-	for _, g := range h.groups {
-		h.converged(g, 50)
-	}
-	lead := h.leader(h.groups[0])
-	if _, err := lead.member(h.groups[0]).trans.AppendEntriesPipeline("", raft.ServerAddress(lead.addr)); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
-		t.Fatalf("AppendEntriesPipeline without pipelining: %v", err)
-	}
-	h.stop(lead)
-	for _, g := range h.groups {
-		h.apply(g, 10, 100)
-	}
-}
-
 // A node stops: the groups it led elect a leader among the others and
 // keep accepting commands.
 func TestNodeFailure(t *testing.T) {
