@@ -14,14 +14,3 @@ func (m *Machine) AppendConsumerIDs(dst []ConsumerID) []ConsumerID {
 	slices.Sort(dst[start:])
 	return dst
 }
-
-// Credit is what consumer id holds (deliveries neither settled nor
-// returned) and its prefetch (0: no limit); ok is false for a consumer the
-// machine does not know.
-func (m *Machine) Credit(id ConsumerID) (held, prefetch uint32, ok bool) {
-	c := m.consumers[id]
-	if c == nil {
-		return 0, 0, false
-	}
-	return c.held, c.prefetch, true
-}

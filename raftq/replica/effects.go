@@ -3,7 +3,6 @@ package replica
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -130,93 +129,22 @@ func withCounts(m *queue.Message, e raftq.Effect) *queue.Message {
 // them out). It does not wait for a batch to commit: raft already writes
 // every entry proposed meanwhile with one fsync, and waiting would add a
 // commit to the time a consumer's credit takes to come back.
-//
-// Nobody waits for a settlement's commit, but a consumer waits for the
-// credit it gives back. While every consumer with settlements waiting has
-// more than half its prefetch free, they wait up to settleDelay for
-// company: at a thousand messages a second, a settle entry (an fsync on
-// every member) per ack was half of each node's fsyncs. A consumer at half
-// its prefetch or more (one with a prefetch of 1 always) has its
-// settlements proposed at once.
 func (r *Replica) settler() {
 	defer r.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	armed := false
-	var ids []raftq.ConsumerID
 	for {
 		select {
 		case <-r.settleWake:
-			var canWait bool
-			if ids, canWait = r.settlesCanWait(ids[:0]); canWait {
-				if !armed {
-					timer.Reset(settleDelay)
-					armed = true
-				}
-				continue
-			}
-			if armed {
-				timer.Stop()
-				armed = false
-			}
-		case <-timer.C:
-			armed = false
 		case <-r.done:
-			timer.Stop()
 			return
 		}
-		r.flushSettles()
-	}
-}
-
-// flushSettles proposes the settlements waiting and returns the last
-// proposal's future (nil if there was none): entries apply in order, so
-// once it is applied, all are.
-func (r *Replica) flushSettles() raft.ApplyFuture {
-	r.mu.Lock()
-	batch := r.toSettle
-	r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
-	r.mu.Unlock()
-	var last raft.ApplyFuture
-	for _, c := range sortedConsumers(batch) {
-		last = r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: batch[c]})
-	}
-	return last
-}
-
-// settleDelay is the longest a settlement waits for others to share its
-// log entry; maxWaitingSettles is how many may wait.
-const (
-	settleDelay       = 10 * time.Millisecond
-	maxWaitingSettles = 1024
-)
-
-// settlesCanWait reports whether the settlements waiting may wait longer:
-// there are some, not too many, and every consumer they belong to has
-// more than half its prefetch free (held counts them: the machine has not
-// seen them). ids is scratch space, returned for reuse.
-func (r *Replica) settlesCanWait(ids []raftq.ConsumerID) ([]raftq.ConsumerID, bool) {
-	r.mu.Lock()
-	n := 0
-	for c, s := range r.toSettle {
-		ids = append(ids, c)
-		n += len(s)
-	}
-	r.mu.Unlock()
-	if n == 0 || n >= maxWaitingSettles || !r.isLeader() {
-		return ids, false
-	}
-	// fsm.mu after r.mu, never within it: Apply holds fsm.mu and takes
-	// r.mu.
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	for _, c := range ids {
-		held, prefetch, ok := r.fsm.m.Credit(c)
-		if !ok || prefetch != 0 && 2*held >= prefetch {
-			return ids, false
+		r.mu.Lock()
+		batch := r.toSettle
+		r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
+		r.mu.Unlock()
+		for _, c := range sortedConsumers(batch) {
+			r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: batch[c]})
 		}
 	}
-	return ids, true
 }
 
 func sortedConsumers(m map[raftq.ConsumerID][]uint64) []raftq.ConsumerID {

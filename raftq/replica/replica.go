@@ -904,11 +904,6 @@ func (r *Replica) TransferLeadership(id, addr string) error {
 	if !r.isLeader() {
 		return ErrNotLeader
 	}
-	// Settlements waiting for company (settler) go first: lost with the
-	// leadership, their messages would be delivered again.
-	if f := r.flushSettles(); f != nil {
-		r.wait(f)
-	}
 	return errorFor(r.wait(r.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))))
 }
 
