@@ -1,7 +1,7 @@
-# bench-lib.sh — sourced by the 3-node comparison scripts (perf-cluster.sh,
-# declare-compare.sh): /proc readings, the PIDs of the local 3-node RabbitMQ and the
-# "declare N quorum queues" measurement. Expects RMQ (path of ../shared/tools/rmq-cluster.sh)
-# and a built bin/warren-perf.
+# bench-lib.sh — sourced by the comparison scripts (perf-cluster.sh, declare-compare.sh,
+# perf-sustained.sh): /proc readings, the PIDs of the local 3-node RabbitMQ, the "declare N
+# quorum queues" measurement and the search for a sustained rate. Expects RMQ (path of
+# ../shared/tools/rmq-cluster.sh) and a built bin/warren-perf.
 #
 #   proc_kb FIELD PID...     a /proc/PID/status field (VmRSS, RssAnon) summed, KiB
 #   rss_kb PID...            VmRSS summed, KiB
@@ -13,6 +13,9 @@
 #   rmq_all_pids             those, their children (erl_child_setup, inet_gethost) and epmd
 #   rmq_fresh / rmq_stop     wipe and start the 3-node RabbitMQ / stop it (wipe unless KEEP=1)
 #   declare_n URI N          declare N quorum queues declared-1..N one after another; prints seconds
+#   sustained_search NAME RUN  the summary line of the best run at which the consumer kept
+#                            pace: RUN RATE (0: unlimited) must print one warren-perf summary
+#                            line; progress on stderr (perf-sustained.sh, perf-cluster.sh)
 #   declare_measure URI N PID...  settle 5 s, RSS, declare_n, settle 10 s, RSS again; prints a
 #                            JSON object {"queues", "seconds", "rss_kb_before", "rss_kb_after",
 #                            "anon_kb_before", "anon_kb_after"} for perf-table.py's declare part
@@ -90,3 +93,51 @@ declare_measure() { # URI N PID...
   printf '{"queues":%d,"seconds":%s,"rss_kb_before":%d,"rss_kb_after":%d,"anon_kb_before":%d,"anon_kb_after":%d}\n' \
     "$n" "$t" "$rb" "$(rss_kb "$@")" "$ab" "$(proc_kb RssAnon "$@")"
 }
+
+# keeps_pace SUMMARY: "pass|fail consumed published p99ms" for one run: it passes when the
+# consumer received at least 99% of what was published and the end-to-end p99 stayed under
+# MAX_P99_MS (default 1000): the queue did not grow.
+keeps_pace() {
+  python3 -c '
+import json, sys
+s = json.loads(sys.argv[2])["summary"]
+sent, got, p99 = s["send_rate"], s["receive_rate"], s["latency_e2e_us"]["p99"] / 1000
+ok = got >= 0.99 * sent and p99 <= float(sys.argv[1])
+print("pass" if ok else "fail", round(got), round(sent), round(p99, 1))
+' "${MAX_P99_MS:-1000}" "$1"
+}
+
+# sustained_search NAME RUN: an unlimited run, then STEPS (default 5) runs searching --rate
+# between half and all of the unlimited run's consumed rate; prints the summary line of the
+# passing run that consumed most (the unlimited one if it passed; empty if none did).
+sustained_search() {
+  local name=$1 run=$2 line v best="" bestgot=0 lo hi mid step
+  line=$("$run" 0) || return 1
+  v=($(keeps_pace "$line"))
+  echo "$name unlimited: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
+  if [ "${v[0]}" = pass ]; then
+    echo "$line"
+    return
+  fi
+  hi=${v[1]}
+  lo=$((hi / 2))
+  for step in $(seq "${STEPS:-5}") last; do
+    if [ "$step" = last ]; then
+      [ -n "$best" ] && break
+      mid=$lo # nothing passed: the lower end, once
+    else
+      mid=$(((lo + hi) / 2))
+    fi
+    line=$("$run" "$mid") || return 1
+    v=($(keeps_pace "$line"))
+    echo "$name at $mid/s: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
+    if [ "${v[0]}" = pass ]; then
+      lo=$mid
+      if [ "${v[1]}" -gt "$bestgot" ]; then best=$line bestgot=${v[1]}; fi
+    else
+      hi=$mid
+    fi
+  done
+  echo "$best"
+}
+

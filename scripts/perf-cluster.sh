@@ -10,6 +10,10 @@
 #            nodes 2,3,1,2,...: producer k and consumer k both use queue k (warren-perf gives
 #            producer/consumer i queue i mod --queues), whose leader is on the producer's node.
 #            Consumed msg/s in total, confirm p99, end-to-end p99.
+#   sustained  as single, searching the highest rate at which the consumer keeps pace
+#            (bench-lib.sh's sustained_search, as perf-sustained.sh does on one node):
+#            an unlimited run and STEPS (5) runs at rates, SUSTAINED_DURATION (15s) each;
+#            the consumed msg/s of the best passing run.
 #   rate     as single, at a fixed RATE msg/s for RATE_DURATION: latencies, and the CPU time
 #            (utime+stime) of all the broker's processes over the warren-perf run per message
 #            consumed (Warren: the three warren processes; RabbitMQ: the three beam.smp, their
@@ -21,7 +25,7 @@
 #
 # Environment: DURATION (default 30s; single and multi), SIZE (1000), CONFIRM (256: confirm
 # window per producer), PREFETCH (256), QUEUES (10), RATE (1000 msg/s), RATE_DURATION (30s),
-# DECLARE (1000), PARTS (default "single multi rate declare"; a subset, space- or
+# DECLARE (1000), PARTS (default "single sustained multi rate declare"; a subset, space- or
 # comma-separated), PORT_BASE (5682: Warren's AMQP ports; internal +20000, gossip +2274),
 # EXTRA (more warren-perf flags for single, multi and rate), KEEP=1 keeps the data,
 # BROKERS ("warren rabbit"; "warren" alone to try a change quickly, with an empty RabbitMQ column).
@@ -37,13 +41,14 @@ QUEUES=${QUEUES:-10}
 RATE=${RATE:-1000}
 RATE_DURATION=${RATE_DURATION:-30s}
 DECLARE=${DECLARE:-1000}
-PARTS=${PARTS:-single multi rate declare}
+PARTS=${PARTS:-single sustained multi rate declare}
+SUSTAINED_DURATION=${SUSTAINED_DURATION:-15s}
 PORT_BASE=${PORT_BASE:-5682}
 EXTRA=${EXTRA:-}
 RMQ=../shared/tools/rmq-cluster.sh
 read -r -a parts <<<"${PARTS//,/ }"
 for part in "${parts[@]}"; do
-  case "$part" in single | multi | rate | declare) ;; *) echo "perf-cluster: unknown part '$part' in PARTS" >&2; exit 2 ;; esac
+  case "$part" in single | sustained | multi | rate | declare) ;; *) echo "perf-cluster: unknown part '$part' in PARTS" >&2; exit 2 ;; esac
 done
 
 go build -o bin/ ./cmd/warren ./cmd/warren-perf
@@ -111,6 +116,14 @@ retry() {
 # part_PART BROKER: prints the part's JSON for perf-table.py.
 part_single() {
   retry perf "$(uris "$1" 1)" "$(uris "$1" 2)" --queue perf-cluster --producers 1 --consumers 1 --duration "$DURATION"
+}
+part_sustained() {
+  sustained_broker=$1
+  sustained_search "$1, 1 queue" sustained_once
+}
+sustained_once() { # RATE (0: unlimited)
+  retry perf "$(uris "$sustained_broker" 1)" "$(uris "$sustained_broker" 2)" --queue perf-cluster-sustained \
+    --producers 1 --consumers 1 --rate "$1" --duration "$SUSTAINED_DURATION"
 }
 part_multi() {
   retry perf "$(uris "$1" 0 1 2)" "$(uris "$1" 1 2 0)" --queue perf-cluster-multi --queues "$QUEUES" \

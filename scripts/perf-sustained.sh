@@ -28,69 +28,28 @@ RMQ=../shared/tools/rmq-cluster.sh
 
 go build -o bin/ ./cmd/warren ./cmd/warren-perf
 
-# run URI RATE: one warren-perf run; prints its summary line.
+source scripts/bench-lib.sh
+
+# run URI RATE: one warren-perf run (RATE 0: unlimited); prints its summary line.
 run() {
   bin/warren-perf --uri "$1" --producers 1 --consumers 1 --size "$SIZE" --confirm 256 \
     --prefetch 256 --queue-type quorum --duration "$DURATION" --rate "$2" --delete --json-only |
     grep '^{"summary"'
 }
-
-# verdict RATE SUMMARY: "pass|fail consumed sent p99ms"
-verdict() {
-  python3 -c '
-import json, sys
-rate, maxp99 = float(sys.argv[1]), float(sys.argv[2])
-s = json.loads(sys.argv[3])["summary"]
-sent, got, p99 = s["send_rate"], s["receive_rate"], s["latency_e2e_us"]["p99"] / 1000
-ok = got >= 0.99 * sent and p99 <= maxp99
-print("pass" if ok else "fail", round(got), round(sent), round(p99, 1))
-' "$1" "$MAX_P99_MS" "$2"
-}
-
-# search NAME URI: prints the sustained consumed rate of the broker at URI.
-search() {
-  local name=$1 uri=$2 line v best=0 lo hi
-  line=$(run "$uri" 0)
-  v=($(verdict 0 "$line"))
-  echo "$name unlimited: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
-  if [ "${v[0]}" = pass ]; then
-    echo "${v[1]}"
-    return
-  fi
-  # The unlimited run's consumed rate is an upper bound; half of it is a safe start.
-  hi=${v[1]}
-  lo=$((hi / 2))
-  for _ in $(seq "$STEPS"); do
-    local mid=$(((lo + hi) / 2))
-    line=$(run "$uri" "$mid")
-    v=($(verdict "$mid" "$line"))
-    echo "$name at $mid/s: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
-    if [ "${v[0]}" = pass ]; then
-      lo=$mid
-      [ "${v[1]}" -gt "$best" ] && best=${v[1]}
-    else
-      hi=$mid
-    fi
-  done
-  if [ "$best" = 0 ]; then
-    line=$(run "$uri" "$lo")
-    v=($(verdict "$lo" "$line"))
-    echo "$name at $lo/s: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
-    [ "${v[0]}" = pass ] && best=${v[1]}
-  fi
-  echo "$best"
-}
+run_warren() { run "amqp://guest:guest@127.0.0.1:$WARREN_PORT/" "$1"; }
+run_rabbit() { run "amqp://guest:guest@127.0.0.1:5772/" "$1"; }
+consumed() { [ -n "$1" ] && python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])["summary"]["receive_rate"]))' "$1" || echo 0; }
 
 data=$(mktemp -d)
 bin/warren --data-dir "$data" --amqp "127.0.0.1:$WARREN_PORT" --log-level warn &
 wpid=$!
 trap 'kill $wpid 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$WARREN_PORT) 2>/dev/null && break; sleep 0.1; done
-warren=$(search Warren "amqp://guest:guest@127.0.0.1:$WARREN_PORT/")
+warren=$(consumed "$(sustained_search Warren run_warren)")
 kill $wpid; wait $wpid 2>/dev/null || true
 
 $RMQ start 1 >/dev/null
-rabbit=$(search RabbitMQ "amqp://guest:guest@127.0.0.1:5772/")
+rabbit=$(consumed "$(sustained_search RabbitMQ run_rabbit)")
 $RMQ stop 1 >/dev/null
 
 python3 -c '

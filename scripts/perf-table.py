@@ -36,6 +36,13 @@ def single(w, r):
             (p + "confirm p50 ms", ms("latency_confirm_us", "p50")), (p + "confirm p99 ms", ms("latency_confirm_us", "p99"))]
 
 
+def sustained(w, r):
+    p = "1 queue, sustained: "
+    notes[p] = "the best run of a search over --rate with the consumer keeping pace"
+    return [(p + "consumed msg/s", field("receive_rate")),
+            (p + "at --rate msg/s (-: unlimited)", lambda d: d["summary"]["rate_limit"] or float("nan"))]
+
+
 def multi(w, r):
     s = w["summary"]
     p = f'{s["queues"]} queues: '
@@ -63,7 +70,7 @@ def declare(w, r):
 
 
 notes = {}  # row prefix -> what the part ran, printed under the table
-PARTS = {"single": single, "multi": multi, "rate": rate, "declare": declare}
+PARTS = {"single": single, "sustained": sustained, "multi": multi, "rate": rate, "declare": declare}
 
 
 def num(v):
@@ -81,7 +88,7 @@ def main(argv):
     print(f"| {title} | Warren | RabbitMQ 3.10.8 | Warren / RabbitMQ |")
     print("| --- | ---: | ---: | ---: |")
     for i in range(0, len(rest), 3):
-        part, w = rest[i], json.loads(rest[i + 1])
+        part, w = rest[i], json.loads(rest[i + 1]) if rest[i + 1] else None  # none passed
         r = json.loads(rest[i + 2]) if rest[i + 2] else None  # not measured (BROKERS=warren)
         if part not in PARTS:
             sys.exit(f"perf-table.py: unknown part {part!r} (one of {', '.join(PARTS)})")
@@ -89,7 +96,7 @@ def main(argv):
         if len(rest) == 3 and part == "single":  # one part: the prefix is noise
             rows = [(name.split(": ", 1)[1], get) for name, get in rows]
         for name, get in rows:
-            a, b = get(w), get(r) if r else float("nan")
+            a, b = get(w) if w else float("nan"), get(r) if r else float("nan")
             ratio = f"{a / b:.2f}" if b and a == a and b == b else "-"
             print(f"| {name} | {num(a)} | {num(b)} | {ratio} |")
     if len(rest) > 3:
