@@ -87,7 +87,7 @@ func (l *Log) write(batch []*request, c *compaction) error {
 		// A zero header after the records ends the segment for replay
 		// until the next write covers it: past it, a recycled file
 		// holds its earlier use.
-		pending = append(pending, endMark[:]...)
+		pending = append(pending, zeros[:headerSize]...)
 		if err := l.prefill(w, start+int64(len(pending))); err != nil {
 			return err
 		}
@@ -142,8 +142,6 @@ func (l *Log) write(batch []*request, c *compaction) error {
 	l.buf = pending
 	return unix.Fdatasync(int(w.f.Fd()))
 }
-
-var endMark [headerSize]byte
 
 // prefillSize is how far ahead of the writes a segment is filled with
 // zeros.

@@ -74,7 +74,7 @@ type Log struct {
 	mu     sync.RWMutex
 	groups map[string]*group
 	segs   []*segment // oldest first; the last is written to
-	spares []spare    // spent segment files, for the next segments
+	spares []*segment // spent segments, their files renamed spare-ID, for the next ones
 	queue  []*request // waiting for the committer
 	closed bool
 	failed error // a write or fsync failed: the files' state is unknown
@@ -100,14 +100,6 @@ type segment struct {
 	// segment the oldest) means it can go.
 	live   int64
 	stable int
-}
-
-// spare is a spent segment's file, renamed, waiting to be the next
-// segment.
-type spare struct {
-	path string
-	f    *os.File
-	size int64
 }
 
 // request is one write for the committer. Its records are encoded by the
@@ -209,13 +201,13 @@ func (l *Log) newSegment(id uint32) (*segment, error) {
 	if n := len(l.spares); n > 0 {
 		sp := l.spares[n-1]
 		l.spares = l.spares[:n-1]
-		if err := os.Rename(sp.path, l.segPath(id)); err != nil {
+		if err := os.Rename(l.sparePath(sp.id), l.segPath(id)); err != nil {
 			sp.f.Close()
 			l.log.Warn("wal: reuse a spent segment file", "err", err)
 		} else {
 			// What the file holds is the earlier use's: salted with
 			// another ID, it reads as the end of the segment.
-			s.f, s.filled = sp.f, sp.size
+			s.f, s.filled = sp.f, sp.filled
 		}
 	}
 	if s.f == nil {
@@ -253,9 +245,8 @@ func (l *Log) sparePath(id uint32) string {
 // spare while there are fewer than maxSpares.
 func (l *Log) retire(s *segment) {
 	if len(l.spares) < maxSpares && s.filled <= 2*l.segSize {
-		path := l.sparePath(s.id)
-		if err := os.Rename(l.segPath(s.id), path); err == nil {
-			l.spares = append(l.spares, spare{path: path, f: s.f, size: s.filled})
+		if err := os.Rename(l.segPath(s.id), l.sparePath(s.id)); err == nil {
+			l.spares = append(l.spares, s)
 			return
 		}
 	}
@@ -265,26 +256,26 @@ func (l *Log) retire(s *segment) {
 	}
 }
 
-// findSpares picks up the spare files a previous run left.
+// findSpares picks up the spare files a previous run left (removing any
+// beyond maxSpares, or not of the expected size).
 func (l *Log) findSpares() error {
 	names, err := filepath.Glob(filepath.Join(l.dir, "spare-*"))
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
-		var f *os.File
-		var fi os.FileInfo
+		var id uint32
+		if _, err := fmt.Sscanf(filepath.Base(name), "spare-%08x", &id); err != nil {
+			continue // not ours
+		}
 		if len(l.spares) < maxSpares {
-			if f, err = os.OpenFile(name, os.O_RDWR, 0); err == nil {
-				fi, err = f.Stat()
+			if f, err := os.OpenFile(name, os.O_RDWR, 0); err == nil {
+				if fi, err := f.Stat(); err == nil && fi.Size() <= 2*l.segSize {
+					l.spares = append(l.spares, &segment{id: id, f: f, filled: fi.Size()})
+					continue
+				}
+				f.Close()
 			}
-		}
-		if f != nil && err == nil && fi.Size() <= 2*l.segSize {
-			l.spares = append(l.spares, spare{path: name, f: f, size: fi.Size()})
-			continue
-		}
-		if f != nil {
-			f.Close()
 		}
 		if err := removeFile(name); err != nil {
 			return fmt.Errorf("remove wal spare: %w", err)
