@@ -8,10 +8,11 @@ import (
 // compaction copies the live entries and current stable values of the
 // oldest segment forward so that it can be removed. Entries are copied
 // byte for byte (same record, new place) but for the checksum's salt. The
-// copies are written before the batch they ride with: a stable value set in that batch must come
-// after the copy of the value it replaces, or replay would bring the old
-// one back. An entry deleted after the plan was made has its deletion
-// record in a later batch, after its copy, so replay deletes it again.
+// copies are written before the batch they ride with: a stable value set
+// in that batch must come after the copy of the value it replaces, or
+// replay would bring the old one back. An entry deleted after the plan was
+// made has its deletion record in a later batch, after its copy, so replay
+// deletes it again.
 type compaction struct {
 	from    *segment
 	entries []copiedEntry
