@@ -38,24 +38,17 @@ run() {
 }
 run_warren() { run "amqp://guest:guest@127.0.0.1:$WARREN_PORT/" "$1"; }
 run_rabbit() { run "amqp://guest:guest@127.0.0.1:5772/" "$1"; }
-consumed() { [ -n "$1" ] && python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])["summary"]["receive_rate"]))' "$1" || echo 0; }
 
 data=$(mktemp -d)
 bin/warren --data-dir "$data" --amqp "127.0.0.1:$WARREN_PORT" --log-level warn &
 wpid=$!
 trap 'kill $wpid 2>/dev/null; rm -rf "$data"' EXIT
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$WARREN_PORT) 2>/dev/null && break; sleep 0.1; done
-warren=$(consumed "$(sustained_search Warren run_warren)")
+warren=$(sustained_search Warren run_warren)
 kill $wpid; wait $wpid 2>/dev/null || true
 
 $RMQ start 1 >/dev/null
-rabbit=$(consumed "$(sustained_search RabbitMQ run_rabbit)")
+rabbit=$(sustained_search RabbitMQ run_rabbit)
 $RMQ stop 1 >/dev/null
 
-python3 -c '
-import sys
-w, r = int(sys.argv[1]), int(sys.argv[2])
-print("| sustained msg/s (%s B, consumer keeping pace) | Warren | RabbitMQ 3.10.8 | Warren / RabbitMQ |" % format(int(sys.argv[3]), ","))
-print("| --- | ---: | ---: | ---: |")
-print("| consumed | %s | %s | %s |" % (format(w, ","), format(r, ","), ("%.2f" % (w / r)) if r else "n/a"))
-' "$warren" "$rabbit" "$SIZE"
+scripts/perf-table.py "sustained, 1 queue, $SIZE B" sustained "$warren" "$rabbit"

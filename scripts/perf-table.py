@@ -5,8 +5,11 @@
       two warren-perf JSON summary lines (the lines starting with {"summary"): rates and
       end-to-end/confirm latencies of one run (perf-compare.sh).
   perf-table.py TITLE PART WARREN RABBIT [PART WARREN RABBIT ...]
-      one table with the rows of each part, in order (perf-cluster.sh, declare-compare.sh):
+      one table with the rows of each part, in order (perf-cluster.sh, declare-compare.sh,
+      perf-sustained.sh):
         single   a summary line: published/confirmed/consumed msg/s, e2e and confirm p50/p99
+        sustained  the summary line of the best run of a search for the rate a queue sustains
+                 (bench-lib.sh's sustained_search; empty: none passed): consumed msg/s, rate asked
         multi    a summary line of a many-queue run: consumed msg/s, confirm p99, e2e p99
         rate     a summary line with "cpu_s" added (CPU seconds of all the broker's processes
                  over the run): e2e and confirm p50/p99, consumed msg/s, CPU per message
@@ -93,7 +96,7 @@ def main(argv):
         if part not in PARTS:
             sys.exit(f"perf-table.py: unknown part {part!r} (one of {', '.join(PARTS)})")
         rows = PARTS[part](w, r)
-        if len(rest) == 3 and part == "single":  # one part: the prefix is noise
+        if len(rest) == 3 and part in ("single", "sustained"):  # one part: the prefix is noise
             rows = [(name.split(": ", 1)[1], get) for name, get in rows]
         for name, get in rows:
             a, b = get(w) if w else float("nan"), get(r) if r else float("nan")
