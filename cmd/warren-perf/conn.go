@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -16,13 +17,25 @@ const (
 
 // dial opens one connection named after its role ("producer 3"), so it can be told apart in
 // the broker's connection list. Errors name the role and the (password-redacted) URI.
-func dial(uri, role string) (*amqp.Connection, error) {
+// With batch (--batch-writes) the socket is a batchConn.
+func dial(uri, role string, batch bool) (*amqp.Connection, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName("warren-perf " + role)
+	netDial := amqp.DefaultDial(dialTimeout)
+	if batch {
+		plain := netDial
+		netDial = func(network, addr string) (net.Conn, error) {
+			c, err := plain(network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return newBatchConn(c), nil
+		}
+	}
 	conn, err := amqp.DialConfig(uri, amqp.Config{
 		Properties: props,
 		Heartbeat:  10 * time.Second,
-		Dial:       amqp.DefaultDial(dialTimeout),
+		Dial:       netDial,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot connect to %s: %w", role, redactURI(uri), err)
@@ -40,13 +53,13 @@ func closeConn(c *amqp.Connection) {
 
 // dialAll opens n connections in parallel (slow handshakes add up with hundreds of clients).
 // Connection i uses uris[i mod len(uris)]. On any failure all opened connections are closed.
-func dialAll(uris []string, n int, role string) ([]*amqp.Connection, error) {
+func dialAll(uris []string, n int, role string, batch bool) ([]*amqp.Connection, error) {
 	conns := make([]*amqp.Connection, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			conns[i], errs[i] = dial(uris[i%len(uris)], fmt.Sprintf("%s %d", role, i+1))
+			conns[i], errs[i] = dial(uris[i%len(uris)], fmt.Sprintf("%s %d", role, i+1), batch)
 		})
 	}
 	wg.Wait()
@@ -114,7 +127,7 @@ func forEachQueue(cfg *Config, role string, fn func(ch *amqp.Channel, name strin
 		conn := conns[uri]
 		if conn == nil {
 			var err error
-			if conn, err = dial(uri, role); err != nil {
+			if conn, err = dial(uri, role, cfg.BatchWrites); err != nil {
 				return err
 			}
 			conns[uri] = conn

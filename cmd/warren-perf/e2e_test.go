@@ -8,20 +8,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warrenmq/warren/cluster/node/nodetest"
 )
 
-// The end-to-end tests need a broker: set WARREN_PERF_TEST_URI, e.g.
+// The end-to-end tests run against a one-node Warren started in the test process, or
+// against the broker WARREN_PERF_TEST_URI names, e.g. a RabbitMQ:
 //
 //	WARREN_PERF_TEST_URI=amqp://guest:guest@127.0.0.1:5772/ go test -race ./cmd/warren-perf/
 //
 // They declare uniquely named queues and delete them afterwards.
 func brokerURI(t *testing.T) string {
 	t.Helper()
-	uri := os.Getenv("WARREN_PERF_TEST_URI")
-	if uri == "" {
-		t.Skip("WARREN_PERF_TEST_URI not set; skipping end-to-end test")
+	if uri := os.Getenv("WARREN_PERF_TEST_URI"); uri != "" {
+		return uri
 	}
-	return uri
+	node := nodetest.StartCluster(t, 1)[0]
+	return fmt.Sprintf("amqp://guest:guest@%s/", node.AMQPAddr())
 }
 
 func runForTest(t *testing.T, ctx context.Context, args ...string) (*Summary, string) {
@@ -65,11 +68,13 @@ func checkComplete(t *testing.T, s *Summary) {
 
 func TestEndToEnd(t *testing.T) {
 	uri := brokerURI(t)
-	for _, qt := range []string{"classic", "quorum"} {
-		t.Run(qt, func(t *testing.T) {
+	for _, tc := range []struct{ queueType, batch string }{
+		{"classic", "true"}, {"quorum", "true"}, {"quorum", "false"},
+	} {
+		t.Run(tc.queueType+"/batch-writes="+tc.batch, func(t *testing.T) {
 			s, out := runForTest(t, context.Background(), "--uri", uri, "--queue", testQueue(t),
-				"--queue-type", qt, "--queues", "2", "--producers", "2", "--consumers", "2",
-				"--confirm", "50", "--duration", "2s", "--delete")
+				"--queue-type", tc.queueType, "--queues", "2", "--producers", "2", "--consumers", "2",
+				"--confirm", "50", "--duration", "2s", "--batch-writes="+tc.batch, "--delete")
 			checkComplete(t, s)
 			if !strings.Contains(out, "time ") || !strings.Contains(out, "\n{\"summary\":{") {
 				t.Errorf("missing progress or summary line")

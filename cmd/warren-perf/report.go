@@ -119,6 +119,7 @@ type Summary struct {
 	Prefetch       int         `json:"prefetch"`
 	AutoAck        bool        `json:"auto_ack"`
 	MultiAck       int         `json:"multi_ack"`
+	BatchWrites    bool        `json:"batch_writes"`
 	Queues         int         `json:"queues"`
 	QueueType      string      `json:"queue_type"`
 	RateLimit      float64     `json:"rate_limit"`
@@ -186,7 +187,7 @@ func buildSummary(cfg *Config, t totals, confirm, e2e *hist.Snapshot, ph phaseTi
 	dur := ph.publishEnd.Sub(ph.start).Seconds()
 	s := &Summary{
 		URIs: uris, ConsumerURIs: consumerURIs, Producers: cfg.Producers, Consumers: cfg.Consumers, Size: cfg.Size,
-		Confirm: cfg.Confirm, Prefetch: cfg.Prefetch, AutoAck: cfg.AutoAck, MultiAck: cfg.MultiAck,
+		Confirm: cfg.Confirm, Prefetch: cfg.Prefetch, AutoAck: cfg.AutoAck, MultiAck: cfg.MultiAck, BatchWrites: cfg.BatchWrites,
 		Queues: cfg.Queues, QueueType: cfg.QueueType, RateLimit: cfg.Rate,
 		DurationS: math.Round(dur*1000) / 1000,
 		Sent:      t.sent, Confirmed: t.confirmed, Nacked: t.nacked, Returned: t.returned,

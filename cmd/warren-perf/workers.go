@@ -35,10 +35,10 @@ func setupWorkers(ctx context.Context, cfg *Config, runStart int64, logger *log.
 	if len(cfg.ConsumerURIs) > 0 {
 		consumerURIs = cfg.ConsumerURIs
 	}
-	if w.cconns, err = dialAll(consumerURIs, cfg.Consumers, "consumer"); err != nil {
+	if w.cconns, err = dialAll(consumerURIs, cfg.Consumers, "consumer", cfg.BatchWrites); err != nil {
 		return nil, err
 	}
-	if w.pconns, err = dialAll(cfg.URIs, cfg.Producers, "producer"); err != nil {
+	if w.pconns, err = dialAll(cfg.URIs, cfg.Producers, "producer", cfg.BatchWrites); err != nil {
 		closeAll(w.cconns)
 		return nil, err
 	}
