@@ -55,7 +55,7 @@ declare-compare: build ## time and memory to declare 1,000 quorum queues: 3-node
 	./scripts/declare-compare.sh
 
 .PHONY: perf-cluster
-perf-cluster: build ## 3-node Warren vs 3-node RabbitMQ: 1 queue (full speed and sustained), 10 queues, 1,000 msg/s (latency, CPU per message), declaring 1,000 queues (PARTS=...)
+perf-cluster: build ## 3-node Warren vs 3-node RabbitMQ: 1 queue and 10 queues (full speed and sustained), 1,000 msg/s (latency, CPU per message), declaring 1,000 queues (PARTS=...)
 	./scripts/perf-cluster.sh
 
 FUZZ_TARGETS = ./amqp/:FuzzReadFrame ./amqp/:FuzzDecodeMethod ./amqp/:FuzzDecodeTable \

@@ -14,6 +14,8 @@
 #            (bench-lib.sh's sustained_search, as perf-sustained.sh does on one node):
 #            an unlimited run and STEPS (5) runs at rates, SUSTAINED_DURATION (15s) each;
 #            the consumed msg/s of the best passing run.
+#   multi_sustained  as multi, searching the highest total rate at which the consumers keep
+#            pace (the same search as sustained).
 #   rate     as single, at a fixed RATE msg/s for RATE_DURATION: latencies, and the CPU time
 #            (utime+stime) of all the broker's processes over the warren-perf run per message
 #            consumed (Warren: the three warren processes; RabbitMQ: the three beam.smp, their
@@ -25,7 +27,7 @@
 #
 # Environment: DURATION (default 30s; single and multi), SIZE (1000), CONFIRM (256: confirm
 # window per producer), PREFETCH (256), QUEUES (10), RATE (1000 msg/s), RATE_DURATION (30s),
-# DECLARE (1000), PARTS (default "single sustained multi rate declare"; a subset, space- or
+# DECLARE (1000), PARTS (default "single sustained multi multi_sustained rate declare"; a subset, space- or
 # comma-separated), PORT_BASE (5682: Warren's AMQP ports; internal +20000, gossip +2274),
 # EXTRA (more warren-perf flags for single, multi and rate), KEEP=1 keeps the data,
 # BROKERS ("warren rabbit"; "warren" alone to try a change quickly, with an empty RabbitMQ column).
@@ -41,14 +43,14 @@ QUEUES=${QUEUES:-10}
 RATE=${RATE:-1000}
 RATE_DURATION=${RATE_DURATION:-30s}
 DECLARE=${DECLARE:-1000}
-PARTS=${PARTS:-single sustained multi rate declare}
+PARTS=${PARTS:-single sustained multi multi_sustained rate declare}
 SUSTAINED_DURATION=${SUSTAINED_DURATION:-15s}
 PORT_BASE=${PORT_BASE:-5682}
 EXTRA=${EXTRA:-}
 RMQ=../shared/tools/rmq-cluster.sh
 read -r -a parts <<<"${PARTS//,/ }"
 for part in "${parts[@]}"; do
-  case "$part" in single | sustained | multi | rate | declare) ;; *) echo "perf-cluster: unknown part '$part' in PARTS" >&2; exit 2 ;; esac
+  case "$part" in single | sustained | multi | multi_sustained | rate | declare) ;; *) echo "perf-cluster: unknown part '$part' in PARTS" >&2; exit 2 ;; esac
 done
 
 go build -o bin/ ./cmd/warren ./cmd/warren-perf
@@ -128,6 +130,14 @@ sustained_once() { # RATE (0: unlimited)
 part_multi() {
   retry perf "$(uris "$1" 0 1 2)" "$(uris "$1" 1 2 0)" --queue perf-cluster-multi --queues "$QUEUES" \
     --producers "$QUEUES" --consumers "$QUEUES" --duration "$DURATION"
+}
+part_multi_sustained() {
+  sustained_broker=$1
+  sustained_search "$1, $QUEUES queues" multi_sustained_once
+}
+multi_sustained_once() { # RATE (0: unlimited), shared by all producers
+  retry perf "$(uris "$sustained_broker" 0 1 2)" "$(uris "$sustained_broker" 1 2 0)" --queue perf-cluster-multi-sustained \
+    --queues "$QUEUES" --producers "$QUEUES" --consumers "$QUEUES" --rate "$1" --duration "$SUSTAINED_DURATION"
 }
 part_rate() { retry rate_once "$1"; }
 # rate_once BROKER: the CPU ticks of PIDS right before and right after one fixed-rate run.

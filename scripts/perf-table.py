@@ -11,6 +11,7 @@
         sustained  the summary line of the best run of a search for the rate a queue sustains
                  (bench-lib.sh's sustained_search; empty: none passed): consumed msg/s, rate asked
         multi    a summary line of a many-queue run: consumed msg/s, confirm p99, e2e p99
+        multi_sustained  as sustained, for a many-queue run (the rate is their total)
         rate     a summary line with "cpu_s" added (CPU seconds of all the broker's processes
                  over the run): e2e and confirm p50/p99, consumed msg/s, CPU per message
         declare  declare_measure's object (bench-lib.sh): seconds, added VmRSS and RssAnon
@@ -46,6 +47,14 @@ def sustained(w, r):
             (p + "at --rate msg/s (-: unlimited)", lambda d: d["summary"]["rate_limit"] or float("nan"))]
 
 
+def multi_sustained(w, r):
+    s = (w or r)["summary"]
+    p = f'{s["queues"]} queues, sustained: '
+    notes[p] = f'{s["producers"]} producers, {s["consumers"]} consumers, the best run of a search over the total --rate with every consumer keeping pace'
+    return [(p + "consumed msg/s total", field("receive_rate")),
+            (p + "at --rate msg/s (-: unlimited)", lambda d: d["summary"]["rate_limit"] or float("nan"))]
+
+
 def multi(w, r):
     s = w["summary"]
     p = f'{s["queues"]} queues: '
@@ -73,7 +82,7 @@ def declare(w, r):
 
 
 notes = {}  # row prefix -> what the part ran, printed under the table
-PARTS = {"single": single, "sustained": sustained, "multi": multi, "rate": rate, "declare": declare}
+PARTS = {"single": single, "sustained": sustained, "multi": multi, "multi_sustained": multi_sustained, "rate": rate, "declare": declare}
 
 
 def num(v):
