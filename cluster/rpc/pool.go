@@ -36,6 +36,19 @@ type key struct {
 	bulk bool
 }
 
+// Fixed flow-control windows, on both ends of every peer connection.
+// With gRPC's default, a window sized by bandwidth-delay estimation, a
+// receiver answers data arriving after a quiet spell with a PING to
+// measure the round trip, and the sender acks it: two more writes and
+// reads per message when messages are sparse, which is how Raft's
+// heartbeats and a queue at a thousand messages a second arrive. A fixed
+// window turns the estimation off. 4 MiB per stream holds several full
+// AppendEntries batches in flight; windows are limits, not buffers.
+const (
+	streamWindow = 4 << 20
+	connWindow   = 16 << 20
+)
+
 // NewPool returns an empty pool. Extra options are added to every dial
 // (tests add none; TLS would go here).
 func NewPool(opts ...grpc.DialOption) *Pool {
@@ -44,6 +57,8 @@ func NewPool(opts ...grpc.DialOption) *Pool {
 		// Notice a dead peer within seconds even when no call is made.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithInitialWindowSize(streamWindow),
+		grpc.WithInitialConnWindowSize(connWindow),
 		// Reconnect to a peer that comes back within a second or two,
 		// not gRPC's default of up to two minutes: failover and restarts
 		// wait on it.
@@ -107,6 +122,8 @@ func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(64 << 20),
 		grpc.MaxSendMsgSize(64 << 20),
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 2 * time.Second, PermitWithoutStream: true}),
 	}
 }
