@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"sync"
+	"time"
 )
 
 // batchConn is a net.Conn that gathers writes and sends them from one goroutine, and reads
@@ -103,8 +104,13 @@ func (b *batchConn) flush() {
 	}
 }
 
-// Close sends what is pending (connection.close-ok, say) and closes the connection. A
-// deadline set on the connection bounds the last write.
+// batchCloseGrace bounds how long Close waits for what is pending to go out: a peer that
+// stopped reading would otherwise hold Close forever, where closing a plain socket ends its
+// blocked write at once.
+const batchCloseGrace = 2 * time.Second
+
+// Close sends what is pending (connection.close-ok, say) and closes the connection; a write
+// still blocked after batchCloseGrace (or past a deadline set on the connection) is cut off.
 func (b *batchConn) Close() error {
 	b.mu.Lock()
 	already := b.closing
@@ -117,6 +123,9 @@ func (b *batchConn) Close() error {
 		default:
 		}
 	}
-	<-b.stopped
+	select {
+	case <-b.stopped:
+	case <-time.After(batchCloseGrace):
+	}
 	return b.Conn.Close()
 }

@@ -133,3 +133,35 @@ func TestBatchConnBackpressureAndDeadline(t *testing.T) {
 		t.Fatal("close hangs after a failed write")
 	}
 }
+
+// Closing while the flusher is stuck writing to a peer that stopped reading, with no
+// deadline set, still closes (as closing a plain socket ends its blocked write).
+func TestBatchConnCloseCutsOffAStuckWrite(t *testing.T) {
+	client, _ := tcpPair(t) // the server end never reads
+	b := newBatchConn(client)
+	chunk := make([]byte, 64<<10)
+	go func() {
+		for {
+			if _, err := b.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // the kernel's buffers fill, the flusher blocks
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(batchCloseGrace + 5*time.Second):
+		t.Fatal("close hangs on a stuck write")
+	}
+	if el := time.Since(start); el < batchCloseGrace/2 {
+		t.Errorf("closed in %v: did the flusher not block?", el)
+	}
+	select {
+	case <-b.stopped:
+	case <-time.After(5 * time.Second):
+		t.Error("flusher still running after close")
+	}
+}
