@@ -14,8 +14,9 @@
 # make up for time spent waiting on a full confirm window. What counts is what was consumed.)
 #
 # Environment: SIZE (1000), DURATION (15s per run), STEPS (5 search steps), MAX_P99_MS (1000),
-# WARREN_PORT (5680), EXTRA (more warren-perf flags, e.g. --batch-writes=false). Same flags as the issue's benchmark: 1 producer with confirms (window
-# 256), 1 consumer (prefetch 256, manual acks).
+# WARREN_PORT (5680), EXTRA (more warren-perf flags, e.g. --batch-writes=false). Same flags
+# as the issue's benchmark: 1 producer with confirms (window 256), 1 consumer (prefetch 256,
+# manual acks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,7 @@ source scripts/bench-lib.sh
 
 # run URI RATE: one warren-perf run (RATE 0: unlimited); prints its summary line.
 run() {
+  # shellcheck disable=SC2086
   bin/warren-perf --uri "$1" --producers 1 --consumers 1 --size "$SIZE" --confirm 256 \
     --prefetch 256 --queue-type quorum --duration "$DURATION" --rate "$2" --delete --json-only ${EXTRA:-} |
     grep '^{"summary"'
