@@ -11,7 +11,7 @@
         sustained  the summary line of the best run of a search for the rate a queue sustains
                  (bench-lib.sh's sustained_search; empty: none passed): consumed msg/s, rate asked
         multi    a summary line of a many-queue run: consumed msg/s, confirm p99, e2e p99
-        multi_sustained  as sustained, for a many-queue run (the rate is their total)
+        multi_sustained  the same for a many-queue run (the rate is the producers' total)
         rate     a summary line with "cpu_s" added (CPU seconds of all the broker's processes
                  over the run): e2e and confirm p50/p99, consumed msg/s, CPU per message
         declare  declare_measure's object (bench-lib.sh): seconds, added VmRSS and RssAnon
@@ -41,17 +41,14 @@ def single(w, r):
 
 
 def sustained(w, r):
-    p = "1 queue, sustained: "
-    notes[p] = "the best run of a search over --rate with the consumer keeping pace"
-    return [(p + "consumed msg/s", field("receive_rate")),
-            (p + "at --rate msg/s (-: unlimited)", lambda d: d["summary"]["rate_limit"] or float("nan"))]
-
-
-def multi_sustained(w, r):
-    s = (w or r)["summary"]
-    p = f'{s["queues"]} queues, sustained: '
-    notes[p] = f'{s["producers"]} producers, {s["consumers"]} consumers, the best run of a search over the total --rate with every consumer keeping pace'
-    return [(p + "consumed msg/s total", field("receive_rate")),
+    s = (w or r or {"summary": {"queues": 1}})["summary"]  # either side may have no run
+    if s["queues"] == 1:
+        p, total = "1 queue, sustained: ", ""
+        notes[p] = "the best run of a search over --rate with the consumer keeping pace"
+    else:
+        p, total = f'{s["queues"]} queues, sustained: ', " total"
+        notes[p] = f'{s["producers"]} producers, {s["consumers"]} consumers, the best run of a search over the total --rate with every consumer keeping pace'
+    return [(p + "consumed msg/s" + total, field("receive_rate")),
             (p + "at --rate msg/s (-: unlimited)", lambda d: d["summary"]["rate_limit"] or float("nan"))]
 
 
@@ -82,7 +79,7 @@ def declare(w, r):
 
 
 notes = {}  # row prefix -> what the part ran, printed under the table
-PARTS = {"single": single, "sustained": sustained, "multi": multi, "multi_sustained": multi_sustained, "rate": rate, "declare": declare}
+PARTS = {"single": single, "sustained": sustained, "multi": multi, "multi_sustained": sustained, "rate": rate, "declare": declare}
 
 
 def num(v):
