@@ -115,29 +115,36 @@ retry() {
   return 1
 }
 
-# part_PART BROKER: prints the part's JSON for perf-table.py.
-part_single() {
-  retry perf "$(uris "$1" 1)" "$(uris "$1" 2)" --queue perf-cluster --producers 1 --consumers 1 --duration "$DURATION"
+# perf_single BROKER warren-perf-flags...: one queue, producer on node 1, consumer on node 2.
+perf_single() {
+  local b=$1
+  shift
+  perf "$(uris "$b" 1)" "$(uris "$b" 2)" --producers 1 --consumers 1 "$@"
 }
+# perf_multi BROKER warren-perf-flags...: QUEUES queues, producers on nodes 0,1,2,...,
+# consumers on nodes 1,2,0,...
+perf_multi() {
+  local b=$1
+  shift
+  perf "$(uris "$b" 0 1 2)" "$(uris "$b" 1 2 0)" --queues "$QUEUES" --producers "$QUEUES" --consumers "$QUEUES" "$@"
+}
+
+# part_PART BROKER: prints the part's JSON for perf-table.py.
+part_single() { retry perf_single "$1" --queue perf-cluster --duration "$DURATION"; }
 part_sustained() {
   sustained_broker=$1
   sustained_search "$1, 1 queue" sustained_once
 }
 sustained_once() { # RATE (0: unlimited)
-  retry perf "$(uris "$sustained_broker" 1)" "$(uris "$sustained_broker" 2)" --queue perf-cluster-sustained \
-    --producers 1 --consumers 1 --rate "$1" --duration "$SUSTAINED_DURATION"
+  retry perf_single "$sustained_broker" --queue perf-cluster-sustained --rate "$1" --duration "$SUSTAINED_DURATION"
 }
-part_multi() {
-  retry perf "$(uris "$1" 0 1 2)" "$(uris "$1" 1 2 0)" --queue perf-cluster-multi --queues "$QUEUES" \
-    --producers "$QUEUES" --consumers "$QUEUES" --duration "$DURATION"
-}
+part_multi() { retry perf_multi "$1" --queue perf-cluster-multi --duration "$DURATION"; }
 part_multi_sustained() {
   sustained_broker=$1
   sustained_search "$1, $QUEUES queues" multi_sustained_once
 }
 multi_sustained_once() { # RATE (0: unlimited), shared by all producers
-  retry perf "$(uris "$sustained_broker" 0 1 2)" "$(uris "$sustained_broker" 1 2 0)" --queue perf-cluster-multi-sustained \
-    --queues "$QUEUES" --producers "$QUEUES" --consumers "$QUEUES" --rate "$1" --duration "$SUSTAINED_DURATION"
+  retry perf_multi "$sustained_broker" --queue perf-cluster-multi-sustained --rate "$1" --duration "$SUSTAINED_DURATION"
 }
 part_rate() { retry rate_once "$1"; }
 # rate_once BROKER: the CPU ticks of PIDS right before and right after one fixed-rate run.
@@ -145,8 +152,7 @@ rate_once() {
   local t0 t1 out
   echo "CPU of: $(ps -o pid=,comm= -p "$(IFS=,; echo "${PIDS[*]}")" | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2}')" >&2
   t0=$(cpu_ticks "${PIDS[@]}")
-  out=$(perf "$(uris "$1" 1)" "$(uris "$1" 2)" --queue perf-cluster-rate --producers 1 --consumers 1 \
-    --rate "$RATE" --duration "$RATE_DURATION") || return 1
+  out=$(perf_single "$1" --queue perf-cluster-rate --rate "$RATE" --duration "$RATE_DURATION") || return 1
   t1=$(cpu_ticks "${PIDS[@]}")
   echo "{\"cpu_s\":$(cpu_seconds "$t0" "$t1"),${out#\{}"
 }
