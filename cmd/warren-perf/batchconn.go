@@ -72,11 +72,16 @@ func (b *batchConn) Write(p []byte) (int, error) {
 	}
 	b.pending = append(b.pending, p...)
 	b.mu.Unlock()
+	b.poke()
+	return len(p), nil
+}
+
+// poke wakes the flusher, unless a wake is already waiting for it.
+func (b *batchConn) poke() {
 	select {
 	case b.wake <- struct{}{}:
 	default:
 	}
-	return len(p), nil
 }
 
 // flush writes what is pending until the connection closes, then what is left.
@@ -113,16 +118,10 @@ const batchCloseGrace = 2 * time.Second
 // still blocked after batchCloseGrace (or past a deadline set on the connection) is cut off.
 func (b *batchConn) Close() error {
 	b.mu.Lock()
-	already := b.closing
 	b.closing = true
 	b.drained.Broadcast()
 	b.mu.Unlock()
-	if !already {
-		select {
-		case b.wake <- struct{}{}:
-		default:
-		}
-	}
+	b.poke()
 	select {
 	case <-b.stopped:
 	case <-time.After(batchCloseGrace):
