@@ -65,6 +65,7 @@ func (s *Store) readIndexLocal(ctx context.Context) (uint64, error) {
 	if err := wait(ctx, s.raft.Barrier(remaining(ctx, 5*time.Second))); err != nil {
 		return 0, err
 	}
+	s.noticeCommit() // the caller waits for its copy to reach the barrier
 	return s.raft.AppliedIndex(), nil
 }
 

@@ -34,6 +34,9 @@ type testCluster struct {
 	t     *testing.T
 	mu    sync.Mutex
 	nodes []*testNode
+	// commitTimeout is each member's Config.CommitTimeout (zero: the
+	// default).
+	commitTimeout time.Duration
 }
 
 func testLogger() *slog.Logger {
@@ -46,7 +49,13 @@ func testLogger() *slog.Logger {
 // newCluster starts n members with no Raft state.
 func newCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t}
+	return newClusterCommitTimeout(t, n, 0)
+}
+
+// newClusterCommitTimeout is newCluster with each member's CommitTimeout.
+func newClusterCommitTimeout(t *testing.T, n int, commitTimeout time.Duration) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, commitTimeout: commitTimeout}
 	for i := range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -80,6 +89,7 @@ func (c *testCluster) start(nd *testNode, l net.Listener) {
 		NodeID: nd.id, Addr: nd.addr, Dir: nd.dir, Transport: nd.trans, Pool: nd.pool,
 		Log:              testLogger().With("node", nd.id),
 		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+		CommitTimeout: c.commitTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -300,6 +310,35 @@ func TestForwardedApplyReachesEveryMember(t *testing.T) {
 			if i > 0 && u.Index <= us[i-1].Index {
 				t.Fatalf("%s: update indexes out of order: %d after %d", nd.id, u.Index, us[i-1].Index)
 			}
+		}
+	}
+}
+
+// Followers apply a commit as soon as the leader's barrier after it
+// reaches them, not a CommitTimeout later: with a CommitTimeout far longer
+// than the test, every member still has each change (and a follower's
+// CatchUp returns) within seconds.
+func TestFollowersApplyCommitsWithoutCommitTimeout(t *testing.T) {
+	c := newClusterCommitTimeout(t, 3, time.Hour)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
+		t.Fatal(err)
+	}
+	f := c.follower()
+	batches := [][]metadata.Change{{metadata.Put(vhostA)}, {metadata.Put(exchX), metadata.Create(queueQ)}, {metadata.Put(bindB)}}
+	for i, b := range batches {
+		if err := f.store.Apply(b...); err != nil {
+			t.Fatalf("apply on follower %s: %v", f.id, err)
+		}
+		for _, nd := range c.nodes {
+			nd.updates.wait(t, i+1)
+		}
+	}
+	c.converged(snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, []metadata.Queue{queueQ}, []metadata.Binding{bindB}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, nd := range c.nodes {
+		if err := nd.store.CatchUp(ctx); err != nil {
+			t.Fatalf("%s: catch up: %v", nd.id, err)
 		}
 	}
 }

@@ -54,6 +54,7 @@ func (s *Store) applyLocal(ctx context.Context, data []byte) error {
 	if err := wait(ctx, f); err != nil {
 		return err
 	}
+	s.noticeCommit()
 	r, ok := f.Response().(result)
 	if !ok {
 		return fmt.Errorf("meta: unexpected apply response %T", f.Response())

@@ -37,6 +37,10 @@ type Config struct {
 	Log       *slog.Logger
 	// Raft timing; zero picks 1 s each, for a LAN cluster.
 	HeartbeatTimeout, ElectionTimeout time.Duration
+	// CommitTimeout is raft's: how often an idle leader sends each
+	// follower an AppendEntries. Zero picks defaultCommitTimeout.
+	// Followers do not wait for it to learn of a commit (notice.go).
+	CommitTimeout time.Duration
 }
 
 // Store is this node's member of the metadata group. It implements
@@ -56,6 +60,11 @@ type Store struct {
 	applyTimeout time.Duration
 	confMu       sync.Mutex // see doc.go
 
+	// notice wakes runNotices after a commit on the leader; noticesDone
+	// closes when runNotices returns.
+	notice      chan struct{}
+	noticesDone chan struct{}
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error
@@ -74,6 +83,10 @@ var ErrClosed = errors.New("meta: store closed")
 
 const (
 	defaultTimeout = time.Second
+	// defaultCommitTimeout is long: followers learn of commits from the
+	// barrier that follows them (notice.go), so this only paces the
+	// AppendEntries that tell them the barrier itself committed.
+	defaultCommitTimeout = time.Second
 	// applyTimeout is how long Apply keeps trying to reach a leader.
 	applyTimeout = 10 * time.Second
 )
@@ -97,6 +110,9 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.ElectionTimeout == 0 {
 		cfg.ElectionTimeout = defaultTimeout
 	}
+	if cfg.CommitTimeout == 0 {
+		cfg.CommitTimeout = defaultCommitTimeout
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("meta: %w", err)
 	}
@@ -106,6 +122,8 @@ func Open(cfg Config) (*Store, error) {
 		origin:       randomID(8),
 		fsm:          newFSM(),
 		applyTimeout: applyTimeout,
+		notice:       make(chan struct{}, 1),
+		noticesDone:  make(chan struct{}),
 		closed:       make(chan struct{}),
 	}
 	logger := raftlog.New(s.log, hclog.Info)
@@ -128,20 +146,13 @@ func Open(cfg Config) (*Store, error) {
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, cfg.HeartbeatTimeout)
-	// Followers learn that an entry committed with the leader's next
-	// AppendEntries, at the latest CommitTimeout later; only then do
-	// they apply it and route by it. A client that declares a queue
-	// through one node and publishes through another at once depends on
-	// that delay, so keep it short (a node that misses a queue a client
-	// names catches up first; see CatchUp). Not too short: each
-	// follower gets an AppendEntries every CommitTimeout, traffic or
-	// not, which at 5 ms was the largest part of an idle node's CPU.
-	rc.CommitTimeout = 25 * time.Millisecond
+	rc.CommitTimeout = cfg.CommitTimeout
 	s.raft, err = raft.NewRaft(rc, s.fsm, logs, logs, s.snaps, cfg.Transport)
 	if err != nil {
 		logs.Close()
 		return nil, fmt.Errorf("meta: start raft: %w", err)
 	}
+	go s.runNotices()
 	return s, nil
 }
 
@@ -240,6 +251,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		err := s.raft.Shutdown().Error()
+		<-s.noticesDone
 		s.fsm.stop()
 		s.closeErr = errors.Join(err, s.logs.Close())
 	})
