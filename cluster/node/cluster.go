@@ -420,6 +420,10 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 		cfg.Peers = append(cfg.Peers, replica.Peer{ID: m, Addr: addr})
 	}
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = c.queueTimeout(), c.queueTimeout()
+	// A leader heartbeats each follower every tenth to fifth of the
+	// timeout; waiting a fiftieth of it lets the heartbeats of many
+	// queues to one peer share a call (the transport's heartbeat.go).
+	trans.SetHeartbeatLinger(c.queueTimeout() / 50)
 	// The group's log goes in the node's write-ahead log, named like its
 	// directory (removeOrphans relies on that).
 	cfg.WAL = c.qlog

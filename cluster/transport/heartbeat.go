@@ -17,12 +17,13 @@ import (
 // follower on its own timer, so a node leading a thousand groups would
 // make thousands of calls a second to each peer while idle. Instead each
 // peer node has one sender (peerHeartbeats) with at most one Heartbeats
-// call in flight: a heartbeat that finds it idle waits heartbeatLinger
-// for others to join it, and those that arrive while a call is in flight
-// go out together in the next one. raft spreads its groups' heartbeats
-// randomly over the interval, so without the linger almost every call
-// carried one; a few milliseconds are nothing against heartbeat timeouts
-// of seconds.
+// call in flight: a heartbeat that finds it idle waits its group's
+// linger (Transport.SetHeartbeatLinger) for others to join it, and those
+// that arrive while a call is in flight go out together in the next one.
+// raft spreads its groups' heartbeats randomly over the interval, so
+// without the linger almost every call carried one; a linger that is a
+// small part of the heartbeat interval costs nothing against timeouts of
+// seconds, and each call costs every node a handful of thread wake-ups.
 //
 // Each heartbeat's answer is its own group's: the serving node hands
 // every request of a batch to its group's heartbeat handler (raft's fast
@@ -39,9 +40,9 @@ const (
 	// are answered Unavailable, so that one group cannot hold up the
 	// heartbeats of the others.
 	heartbeatStraggle = 50 * time.Millisecond
-	// heartbeatLinger is how long the sender waits for more heartbeats
-	// before each call.
-	heartbeatLinger = 50 * time.Millisecond
+	// defaultHeartbeatLinger is a group's linger unless it sets one:
+	// short enough for a heartbeat timeout of a second.
+	defaultHeartbeatLinger = 50 * time.Millisecond
 )
 
 // hbCall is one group's heartbeat waiting for its batch's answer.
@@ -55,28 +56,39 @@ type hbResult struct {
 	err  error
 }
 
-// peerHeartbeats sends the heartbeats of every group of the node to one
-// peer node. mu guards queue and sending; the goroutine that set sending
-// owns the call in flight.
+// peerHeartbeats sends the heartbeats of every group of the node that
+// lingers as long to one peer node (groups with different lingers, such
+// as the metadata group and the queues, do not hold up each other). mu
+// guards queue and sending; the goroutine that set sending owns the call
+// in flight.
 type peerHeartbeats struct {
 	mux    *Mux
 	target string
+	linger time.Duration
 
 	mu      sync.Mutex
 	queue   []*hbCall
 	sending bool
 }
 
-// heartbeats returns the heartbeat sender to target, creating it.
-func (m *Mux) heartbeats(target string) *peerHeartbeats {
+// heartbeats returns the heartbeat sender to target for groups that
+// linger as long, creating it.
+func (m *Mux) heartbeats(target string, linger time.Duration) *peerHeartbeats {
+	key := hbKey{target, linger}
 	m.hbMu.Lock()
 	defer m.hbMu.Unlock()
-	h := m.hb[target]
+	h := m.hb[key]
 	if h == nil {
-		h = &peerHeartbeats{mux: m, target: target}
-		m.hb[target] = h
+		h = &peerHeartbeats{mux: m, target: target, linger: linger}
+		m.hb[key] = h
 	}
 	return h
+}
+
+// hbKey names a heartbeat sender: the peer and the linger.
+type hbKey struct {
+	target string
+	linger time.Duration
 }
 
 // heartbeat sends one heartbeat of this group in the next batch to target
@@ -86,7 +98,7 @@ func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntrie
 		return t.fail("AppendEntries", target, raft.ErrTransportShutdown)
 	}
 	c := &hbCall{req: appendReqToPB(t.group, args), done: make(chan hbResult, 1)}
-	t.mux.heartbeats(string(target)).add(c)
+	t.mux.heartbeats(string(target), time.Duration(t.hbLinger.Load())).add(c)
 	select {
 	case r := <-c.done:
 		if r.err != nil {
@@ -113,7 +125,7 @@ func (h *peerHeartbeats) add(c *hbCall) {
 // run sends what is queued, one call at a time, until the queue is empty.
 func (h *peerHeartbeats) run() {
 	for {
-		time.Sleep(heartbeatLinger)
+		time.Sleep(h.linger)
 		h.mu.Lock()
 		batch := h.queue
 		if len(batch) == 0 {

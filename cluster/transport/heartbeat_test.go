@@ -78,7 +78,7 @@ func TestHeartbeatsBatched(t *testing.T) {
 	}
 	// Every other heartbeat is queued behind the first call.
 	waitFor(t, 5*time.Second, "queued heartbeats", func() error {
-		ph := h.nodes[0].mux.heartbeats(b.addr)
+		ph := h.nodes[0].mux.heartbeats(b.addr, defaultHeartbeatLinger)
 		ph.mu.Lock()
 		defer ph.mu.Unlock()
 		if len(ph.queue) < n-1 {
@@ -104,6 +104,53 @@ func TestHeartbeatsBatched(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("a lone heartbeat took %v", d)
+	}
+}
+
+// Groups that linger longer share calls among themselves: heartbeats sent
+// within one linger of each other take one call, and a group with the
+// default linger is not held up by them (its own call).
+func TestHeartbeatsLingerPerGroup(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 2, nil, nil)
+	b := h.nodes[1]
+	const n = 6
+	as, _ := groupPairs(t, h, n, func(i int, rpc raft.RPC) {
+		req := rpc.Command.(*raft.AppendEntriesRequest)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
+	})
+	const long = 2 * time.Second // far more than starting n-1 goroutines takes
+	for _, ta := range as[:n-1] {
+		ta.SetHeartbeatLinger(long)
+	}
+	errs := make(chan error, n)
+	send := func(i int) {
+		var resp raft.AppendEntriesResponse
+		err := as[i].AppendEntries(b.id, raft.ServerAddress(b.addr), heartbeatOf(as[i], 7), &resp)
+		if err == nil && (resp.Term != 7 || !resp.Success) {
+			err = fmt.Errorf("group %d got %+v", i, resp)
+		}
+		errs <- err
+	}
+	for i := range n - 1 {
+		go send(i)
+	}
+	// The default-linger group's heartbeat goes (and is answered) while
+	// the others still linger.
+	send(n - 1)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if calls := b.mux.hbServed.Load(); calls != 1 {
+		t.Fatalf("%d calls before the long linger ended, want 1 (the default group's)", calls)
+	}
+	for range n - 1 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls := b.mux.hbServed.Load(); calls != 2 {
+		t.Fatalf("%d calls in all, want 2", calls)
 	}
 }
 

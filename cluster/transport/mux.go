@@ -63,9 +63,9 @@ type Mux struct {
 	// groupWait is defaultGroupWait; tests shorten it.
 	groupWait atomic.Int64
 
-	// hbMu guards hb, the heartbeat sender of each peer node.
+	// hbMu guards hb, the heartbeat senders to each peer node.
 	hbMu sync.Mutex
-	hb   map[string]*peerHeartbeats
+	hb   map[hbKey]*peerHeartbeats
 	// hbServed counts the Heartbeats calls served, for tests.
 	hbServed atomic.Uint64
 }
@@ -78,7 +78,7 @@ func NewMux(localAddr string, pool *rpc.Pool, log *slog.Logger) *Mux {
 		log = slog.Default()
 	}
 	m := &Mux{local: localAddr, pool: pool, log: log, groups: make(map[string]*Transport),
-		registered: make(chan struct{}), hb: make(map[string]*peerHeartbeats)}
+		registered: make(chan struct{}), hb: make(map[hbKey]*peerHeartbeats)}
 	m.groupWait.Store(int64(defaultGroupWait))
 	return m
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -26,6 +27,10 @@ type Transport struct {
 	hbMu sync.Mutex
 	hbFn func(raft.RPC)
 
+	// hbLinger is how long this group's heartbeats wait for others to
+	// share their call (SetHeartbeatLinger); read by the peer's sender.
+	hbLinger atomic.Int64
+
 	// ctx is the parent of every outgoing call and is done once the
 	// transport is closed; server handlers waiting on the group give up
 	// on it too.
@@ -41,8 +46,17 @@ var (
 
 func newTransport(m *Mux, group string) *Transport {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Transport{mux: m, group: group, consumeCh: make(chan raft.RPC), ctx: ctx, cancel: cancel}
+	t := &Transport{mux: m, group: group, consumeCh: make(chan raft.RPC), ctx: ctx, cancel: cancel}
+	t.hbLinger.Store(int64(defaultHeartbeatLinger))
+	return t
 }
+
+// SetHeartbeatLinger sets how long a heartbeat of this group that finds
+// its peer's sender idle waits for others to join its call (by default
+// defaultHeartbeatLinger). Longer means fewer calls; it should stay a
+// small part of the group's heartbeat interval, which is a tenth to a
+// fifth of its heartbeat timeout, and of its leader lease.
+func (t *Transport) SetHeartbeatLinger(d time.Duration) { t.hbLinger.Store(int64(d)) }
 
 // Group is the name of the Raft group this transport carries.
 func (t *Transport) Group() string { return t.group }
