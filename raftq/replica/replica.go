@@ -251,7 +251,11 @@ func Open(cfg Config) (*Replica, error) {
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 512
 	rc.SnapshotThreshold = minSnapshotThreshold
-	rc.SnapshotInterval = 10 * time.Second
+	// raft's own check whether to snapshot, a timer per group: rare,
+	// since snapshotWhenDue starts them once the threshold is passed.
+	// It stays for what the machine does not count (barriers and
+	// configuration entries).
+	rc.SnapshotInterval = 2 * time.Minute
 	rc.TrailingLogs = 1024
 	rc.Logger = raftlog.New(r.log.With("component", "raft"), hclog.Warn)
 
