@@ -327,7 +327,11 @@ func TestLaggingFollowerSnapshot(t *testing.T) {
 	})
 	follower.Start()
 	leaderStatus, _ := ms[lead].QueueMember("/", "lag")
-	nodetest.Eventually(t, "the follower to catch up", 30*time.Second, func() bool {
+	// The leader's heartbeats and replication to the stopped follower
+	// each back off, up to about ten seconds a retry (raft's backoff):
+	// on a slow machine the snapshot goes out some twenty seconds after
+	// the restart.
+	nodetest.Eventually(t, "the follower to catch up", 60*time.Second, func() bool {
 		st, ok := follower.QueueMember("/", "lag")
 		return ok && st.AppliedIndex >= leaderStatus.CommitIndex
 	})
