@@ -46,11 +46,31 @@ func (w writer) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	if strings.Contains(msg, "heartbeat timeout reached, starting election") {
-		// Every group starts this way: it is news only when it repeats,
-		// which debug logging shows.
+	if routine(msg) {
 		level = slog.LevelDebug
 	}
 	w.l.Log(context.Background(), level, msg)
 	return len(p), nil
+}
+
+// routineWarnings are lines raft logs at WARN for what every group does
+// in the normal run of things: each starts with an election, and each new
+// member (every follower of a newly declared queue: it starts empty) and
+// each member that was down has its log repaired, the leader's first
+// AppendEntries refused and older entries sent. A thousand declared
+// queues made two thousand such lines on every node. They are news only
+// when they repeat, which debug logging shows.
+var routineWarnings = []string{
+	"heartbeat timeout reached, starting election",
+	"failed to get previous log",
+	"appendEntries rejected, sending older logs",
+}
+
+func routine(msg string) bool {
+	for _, w := range routineWarnings {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
 }
