@@ -15,12 +15,14 @@ import (
 // The queue groups use hclog.Warn (one group per queue: their elections
 // and snapshots would drown everything else), the metadata group
 // hclog.Info.
-func New(l *slog.Logger, min hclog.Level) hclog.Logger {
+func New(l *slog.Logger, min hclog.Level) hclog.Logger { return newLogger(l, min, shared) }
+
+func newLogger(l *slog.Logger, min hclog.Level, q *quieter) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:        "raft",
 		Level:       min,
 		DisableTime: true,
-		Output:      writer{l},
+		Output:      writer{l, q},
 	})
 }
 
@@ -35,7 +37,10 @@ var levels = []struct {
 	{"[ERROR]", slog.LevelError},
 }
 
-type writer struct{ l *slog.Logger }
+type writer struct {
+	l *slog.Logger
+	q *quieter // lines about unreachable peers (quiet.go)
+}
 
 func (w writer) Write(p []byte) (int, error) {
 	msg := strings.TrimRight(string(p), "\n")
@@ -48,6 +53,10 @@ func (w writer) Write(p []byte) (int, error) {
 	}
 	if routine(msg) {
 		level = slog.LevelDebug
+	}
+	msg, ok := w.q.filter(msg)
+	if !ok {
+		return len(p), nil
 	}
 	w.l.Log(context.Background(), level, msg)
 	return len(p), nil

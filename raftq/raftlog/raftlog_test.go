@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -13,7 +14,7 @@ import (
 // in normal operation, which go to debug.
 func TestLevels(t *testing.T) {
 	var buf bytes.Buffer
-	l := New(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), hclog.Info)
+	l := newLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), hclog.Info, newQuieter(time.Now))
 	l.Info("entering follower state")
 	l.Warn("failed to get previous log", "previous-index", 1, "last-index", 0)
 	l.Warn("appendEntries rejected, sending older logs", "next", 1)
@@ -36,5 +37,34 @@ func TestLevels(t *testing.T) {
 		if !strings.Contains(lines[i], w) {
 			t.Errorf("line %d = %s, want it to contain %s", i, lines[i], w)
 		}
+	}
+}
+
+// Lines about an unreachable peer are written once per quietPeriod for
+// each kind and peer, whichever group logs them, with the count of those
+// left out; other lines all pass.
+func TestPeerTroubleQuieted(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := newQuieter(func() time.Time { return now })
+	var buf bytes.Buffer
+	sl := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	groups := []hclog.Logger{newLogger(sl, hclog.Warn, q), newLogger(sl, hclog.Warn, q), newLogger(sl, hclog.Warn, q)}
+	for i := range 90 {
+		g := groups[i%3]
+		g.Error("failed to heartbeat to", "peer", "10.0.0.3:25672", "error", "connection refused")
+		g.Error("failed to appendEntries to", "peer", "{Voter n3 10.0.0.3:25672}", "error", "connection refused")
+	}
+	groups[0].Error("failed to heartbeat to", "peer", "10.0.0.4:25672", "error", "connection refused")
+	groups[1].Warn("failed to contact quorum of nodes, stepping down")
+	groups[2].Warn("failed to contact quorum of nodes, stepping down")
+	if got := strings.Count(buf.String(), "\n"); got != 5 {
+		t.Fatalf("%d lines, want 5 (one per kind and peer, and both step-downs):\n%s", got, buf.String())
+	}
+	now = now.Add(quietPeriod)
+	buf.Reset()
+	groups[1].Error("failed to heartbeat to", "peer", "10.0.0.3:25672", "error", "connection refused")
+	groups[1].Error("failed to heartbeat to", "peer", "10.0.0.3:25672", "error", "connection refused")
+	if out := strings.TrimSpace(buf.String()); strings.Count(out, "\n") != 0 || !strings.Contains(out, "similar=89") {
+		t.Fatalf("after the quiet period got %q, want one line with similar=89", out)
 	}
 }
