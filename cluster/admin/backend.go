@@ -30,9 +30,11 @@ type Backend interface {
 	// if none is known.
 	MetadataLeader() string
 	// Queues is this node's copy of the queue definitions of vhost (""
-	// means all vhosts), with leaders, online members and counts as
-	// best known here.
-	Queues(vhost string) []QueueInfo
+	// means all vhosts), with leaders and online members as best known
+	// here and, if counts, the message and consumer counts, which ask
+	// each queue's leader (waiting a while for one that cannot be
+	// reached): only listings that show counts ask for them.
+	Queues(vhost string, counts bool) []QueueInfo
 	// QueueGroup is the Raft group of a quorum queue and its members'
 	// node names. The error wraps ErrNotFound if there is no such queue,
 	// ErrNotQuorum if it is not a quorum queue.

@@ -240,7 +240,7 @@ type group struct {
 // vhost then name.
 func (s *Server) groups(keep func(vhost, name string) bool) []group {
 	var out []group
-	for _, q := range s.b.Queues("") {
+	for _, q := range s.b.Queues("", false) {
 		if q.Type != "quorum" || !keep(q.Vhost, q.Name) {
 			continue
 		}

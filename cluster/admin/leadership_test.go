@@ -35,6 +35,9 @@ type world struct {
 	queues  []string
 	members map[string][]string
 	moves   int
+	// countsAsked is how often Queues was asked for message counts,
+	// which ask every queue's leader on a real node.
+	countsAsked int
 }
 
 type worldNode struct {
@@ -55,9 +58,12 @@ func (w *worldNode) Nodes() []NodeInfo {
 	return out
 }
 func (w *worldNode) MetadataLeader() string { return w.nodes[0] }
-func (w *worldNode) Queues(vhost string) []QueueInfo {
+func (w *worldNode) Queues(vhost string, counts bool) []QueueInfo {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if counts {
+		w.countsAsked++
+	}
 	var out []QueueInfo
 	for _, q := range w.queues {
 		out = append(out, QueueInfo{Vhost: "/", Name: q, Type: "quorum", Leader: w.leaders[q], Members: w.members[q]})
@@ -320,6 +326,13 @@ func TestChecks(t *testing.T) {
 	resp, err = c.CheckLeaderless(ctx(t), &adminpb.CheckLeaderlessRequest{})
 	if err != nil || !slices.Equal(names(resp), []string{"q1"}) || resp.Queues[0].Leader != "" {
 		t.Errorf("leaderless: %v, %v", resp, err)
+	}
+	// The checks show no counts and must not wait for them: right after
+	// a node dies, asking its queues for counts waits on each one.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.countsAsked != 0 {
+		t.Errorf("the checks asked for message counts %d times", w.countsAsked)
 	}
 }
 

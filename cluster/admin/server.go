@@ -64,7 +64,7 @@ func (s *Server) ClusterStatus(context.Context, *adminpb.ClusterStatusRequest) (
 // ListQueues implements adminpb.AdminServer.
 func (s *Server) ListQueues(_ context.Context, req *adminpb.ListQueuesRequest) (*adminpb.ListQueuesResponse, error) {
 	resp := &adminpb.ListQueuesResponse{}
-	for _, q := range s.b.Queues(req.Vhost) {
+	for _, q := range s.b.Queues(req.Vhost, true) {
 		resp.Queues = append(resp.Queues, &adminpb.Queue{
 			Vhost:         q.Vhost,
 			Name:          q.Name,

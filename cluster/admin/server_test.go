@@ -72,7 +72,7 @@ func (b *fixedBackend) Policies(vhost string, operator bool) []PolicyInfo {
 func (b *fixedBackend) Self() string           { return b.self }
 func (b *fixedBackend) Nodes() []NodeInfo      { return b.nodes }
 func (b *fixedBackend) MetadataLeader() string { return b.leader }
-func (b *fixedBackend) Queues(vhost string) []QueueInfo {
+func (b *fixedBackend) Queues(vhost string, _ bool) []QueueInfo {
 	var out []QueueInfo
 	for _, q := range b.queues {
 		if vhost == "" || q.Vhost == vhost {

@@ -72,14 +72,13 @@ func (a *adminBackend) online() map[string]bool {
 	return alive
 }
 
-func (a *adminBackend) Queues(vhost string) []admin.QueueInfo {
+func (a *adminBackend) Queues(vhost string, counts bool) []admin.QueueInfo {
 	alive := a.online()
-	var out []admin.QueueInfo
-	for _, q := range a.b.Queues(vhost) {
+	qs := a.b.Queues(vhost)
+	out := make([]admin.QueueInfo, len(qs))
+	for i, q := range qs {
 		rec := q.Record
 		info := admin.QueueInfo{Vhost: rec.Vhost, Name: rec.Name, Type: rec.Type, Members: rec.Members}
-		st := q.Engine.Stats()
-		info.Ready, info.Unacked, info.Consumers = uint64(st.Ready), uint64(st.Unacked), int(st.Consumers)
 		if lq, ok := q.Engine.(interface{ Leader() string }); ok {
 			info.Leader = lq.Leader()
 		} else {
@@ -93,10 +92,30 @@ func (a *adminBackend) Queues(vhost string) []admin.QueueInfo {
 				info.Online = append(info.Online, m)
 			}
 		}
-		out = append(out, info)
+		out[i] = info
+	}
+	if counts {
+		// Each count may ask the queue's leader, and wait for it up to
+		// the forwarder's stats timeout when it cannot be reached (its
+		// node just died): ask them all at once, so that the listing
+		// takes one such wait, not one per queue.
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, maxCountCalls)
+		for i, q := range qs {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				st := q.Engine.Stats()
+				out[i].Ready, out[i].Unacked, out[i].Consumers = uint64(st.Ready), uint64(st.Unacked), int(st.Consumers)
+			})
+		}
+		wg.Wait()
 	}
 	return out
 }
+
+// maxCountCalls bounds the queue counts Queues asks for at once.
+const maxCountCalls = 1024
 
 func (a *adminBackend) QueueGroup(vhost, name string) (string, []string, error) {
 	rec, ok := a.b.QueueRecord(vhost, name)
@@ -237,10 +256,12 @@ func (l *lateBackend) get() admin.Backend {
 	return l.b
 }
 
-func (l *lateBackend) Self() string                      { return l.get().Self() }
-func (l *lateBackend) Nodes() []admin.NodeInfo           { return l.get().Nodes() }
-func (l *lateBackend) MetadataLeader() string            { return l.get().MetadataLeader() }
-func (l *lateBackend) Queues(v string) []admin.QueueInfo { return l.get().Queues(v) }
+func (l *lateBackend) Self() string            { return l.get().Self() }
+func (l *lateBackend) Nodes() []admin.NodeInfo { return l.get().Nodes() }
+func (l *lateBackend) MetadataLeader() string  { return l.get().MetadataLeader() }
+func (l *lateBackend) Queues(v string, counts bool) []admin.QueueInfo {
+	return l.get().Queues(v, counts)
+}
 func (l *lateBackend) QueueGroup(v, n string) (string, []string, error) {
 	return l.get().QueueGroup(v, n)
 }
@@ -263,10 +284,10 @@ func (l *lateBackend) TransferLeadership(ctx context.Context, id, to string) err
 // startingBackend answers before the broker is up.
 type startingBackend struct{}
 
-func (startingBackend) Self() string                    { return "" }
-func (startingBackend) Nodes() []admin.NodeInfo         { return nil }
-func (startingBackend) MetadataLeader() string          { return "" }
-func (startingBackend) Queues(string) []admin.QueueInfo { return nil }
+func (startingBackend) Self() string                          { return "" }
+func (startingBackend) Nodes() []admin.NodeInfo               { return nil }
+func (startingBackend) MetadataLeader() string                { return "" }
+func (startingBackend) Queues(string, bool) []admin.QueueInfo { return nil }
 func (startingBackend) LocalMember(string) (admin.MemberStatus, bool) {
 	return admin.MemberStatus{}, false
 }

@@ -45,7 +45,7 @@ func (n *fixedNode) Nodes() []admin.NodeInfo {
 	return out
 }
 func (n *fixedNode) MetadataLeader() string { return "warren-0" }
-func (n *fixedNode) Queues(vhost string) []admin.QueueInfo {
+func (n *fixedNode) Queues(vhost string, _ bool) []admin.QueueInfo {
 	all := []admin.QueueInfo{
 		{Vhost: "/", Name: "orders", Type: "quorum", Leader: "warren-0", Members: members, Online: members[:2], Ready: 7, Unacked: 3, Consumers: 2},
 		{Vhost: "billing", Name: "amq.gen-1", Type: "classic", Leader: "warren-1", Members: members[1:2], Online: members[1:2]},
