@@ -56,7 +56,12 @@ const (
 	// rejoined nodes' replicas did not answer yet or whose moves failed:
 	// a restarted node's replicas take a while to open and catch up.
 	maxRebalanceAttempts = 30
-	rebalanceTimeout     = 2 * time.Minute
+	// minRebalanceRetry spaces the retries however short the delay: the
+	// leaders' replication to a node that was down backs off up to about
+	// ten seconds (raft's), and its replicas cannot take leadership
+	// before they catch up, so the attempts must outlast that.
+	minRebalanceRetry = time.Second
+	rebalanceTimeout  = 2 * time.Minute
 )
 
 // reconciler is what gossip events tell the reconcile loop. The lead loop
@@ -167,7 +172,7 @@ func (c *clusterNode) reconcileLoop(b *broker.Broker) {
 			rebalance = nil
 			if c.meta.IsLeader() && !c.rebalanceRejoined(ctx) && attempts < maxRebalanceAttempts {
 				attempts++
-				rebalance = time.After(delay)
+				rebalance = time.After(max(delay, minRebalanceRetry))
 			}
 		}
 	}
