@@ -42,8 +42,6 @@ func (s *Store) noticeCommit() {
 // followed, on the leader, until the store closes.
 func (s *Store) runNotices() {
 	defer close(s.noticesDone)
-	delay := time.NewTimer(noticeDelay)
-	delay.Stop()
 	for {
 		select {
 		case <-s.closed:
@@ -58,11 +56,10 @@ func (s *Store) runNotices() {
 		// commit index at least as high (and notices its own commit);
 		// one appended before may have gone out before the commit.
 		last := s.raft.LastIndex()
-		delay.Reset(noticeDelay)
 		select {
 		case <-s.closed:
 			return
-		case <-delay.C:
+		case <-time.After(noticeDelay):
 		}
 		if s.raft.LastIndex() > last {
 			continue
