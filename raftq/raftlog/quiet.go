@@ -3,7 +3,6 @@ package raftlog
 import (
 	"fmt"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 )
@@ -60,14 +59,7 @@ func newQuieter(now func() time.Time) *quieter {
 // out since the last one, or false to leave it out. Other lines pass
 // unchanged.
 func (q *quieter) filter(msg string) (string, bool) {
-	kind := ""
-	text := strings.TrimPrefix(msg, "raft: ") // the logger's name
-	for _, p := range peerTroubles {
-		if strings.HasPrefix(text, p) {
-			kind = p
-			break
-		}
-	}
+	kind := kindOf(msg, peerTroubles)
 	if kind == "" {
 		return msg, true
 	}

@@ -51,7 +51,7 @@ func (w writer) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	if routine(msg) {
+	if kindOf(msg, routineWarnings) != "" {
 		level = slog.LevelDebug
 	}
 	msg, ok := w.q.filter(msg)
@@ -75,11 +75,14 @@ var routineWarnings = []string{
 	"appendEntries rejected, sending older logs",
 }
 
-func routine(msg string) bool {
-	for _, w := range routineWarnings {
-		if strings.Contains(msg, w) {
-			return true
+// kindOf is the one of kinds that raft's line msg begins with (after the
+// logger's name), or "".
+func kindOf(msg string, kinds []string) string {
+	text := strings.TrimPrefix(msg, "raft: ")
+	for _, k := range kinds {
+		if strings.HasPrefix(text, k) {
+			return k
 		}
 	}
-	return false
+	return ""
 }
