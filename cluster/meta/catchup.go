@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/proto/metapb"
@@ -36,19 +37,22 @@ func (s *Store) CatchUp(ctx context.Context) error {
 	}
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
-	// raft applies barriers and configuration changes without the FSM,
-	// so first wait for raft to have applied as far, then for the
-	// subscriber to have been handed what the FSM took in up to there.
-	var fsmIndex uint64
+	// raft counts an entry applied once it has handed it to the FSM's
+	// goroutine, before the FSM has applied it, and it applies barriers
+	// and configuration changes without the FSM at all. So first wait
+	// for raft to have applied as far, then find the last entry up to
+	// there that the FSM takes in, then wait for the subscriber to have
+	// been handed it. (Taking the FSM's index at that moment instead
+	// returned before the FSM had applied what raft had just handed it:
+	// a restarted node then saw its queues as deleted; removeOrphans.)
+	var need uint64
 	reached := false
 	for {
 		if !reached && s.raft.AppliedIndex() >= index {
-			s.fsm.mu.Lock()
-			fsmIndex = s.fsm.st.index
-			s.fsm.mu.Unlock()
+			need = s.lastCommandAt(index)
 			reached = true
 		}
-		if reached && s.deliveredIndex() >= fsmIndex {
+		if reached && s.deliveredIndex() >= need {
 			return nil
 		}
 		select {
@@ -69,16 +73,31 @@ func (s *Store) readIndexLocal(ctx context.Context) (uint64, error) {
 	return s.raft.AppliedIndex(), nil
 }
 
+// lastCommandAt is the index of the last entry at or below index that
+// raft hands the FSM (a command), or how far the FSM has applied if none
+// is above that. An entry no longer in the log was compacted into a
+// snapshot, which the FSM's state already includes.
+func (s *Store) lastCommandAt(index uint64) uint64 {
+	from := s.fsm.applied.Load()
+	var l raft.Log
+	for i := index; i > from; i-- {
+		if err := s.logs.GetLog(i, &l); err != nil {
+			break
+		}
+		if l.Type == raft.LogCommand {
+			return i
+		}
+	}
+	return from
+}
+
 // deliveredIndex is how far the subscriber has been handed changes (the
 // applied state itself when nobody subscribed).
 func (s *Store) deliveredIndex() uint64 {
-	s.fsm.mu.Lock()
-	sub, index := s.fsm.sub, s.fsm.st.index
-	s.fsm.mu.Unlock()
-	if sub == nil {
-		return index
+	if sub := s.fsm.sub.Load(); sub != nil {
+		return sub.delivered.Load()
 	}
-	return sub.delivered.Load()
+	return s.fsm.applied.Load()
 }
 
 func (sv *service) ReadIndex(ctx context.Context, _ *metapb.ReadIndexRequest) (*metapb.ReadIndexReply, error) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -340,6 +341,58 @@ func TestFollowersApplyCommitsWithoutCommitTimeout(t *testing.T) {
 		if err := nd.store.CatchUp(ctx); err != nil {
 			t.Fatalf("%s: catch up: %v", nd.id, err)
 		}
+	}
+}
+
+// CatchUp returns only once the FSM holds what the leader had applied:
+// raft counts an entry applied as soon as it hands it to the FSM's
+// goroutine, before the FSM has applied it. With a follower's FSM held
+// up (its lock taken) CatchUp waits, and when it returns the follower's
+// state has the change. (A restarted node that caught up early saw its
+// queues as deleted and removed their data.)
+func TestCatchUpWaitsForTheFSM(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
+		t.Fatal(err)
+	}
+	l, f := c.leader(), c.follower()
+	if err := l.store.Apply(metadata.Put(vhostA)); err != nil {
+		t.Fatal(err)
+	}
+	f.updates.wait(t, 1)
+
+	f.store.fsm.mu.Lock()
+	held := true
+	defer func() {
+		if held {
+			f.store.fsm.mu.Unlock()
+		}
+	}()
+	if err := l.store.Apply(metadata.Put(exchX)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- f.store.CatchUp(ctx)
+	}()
+	eventually(t, 5*time.Second, "the follower's raft to hand its FSM the change", func() bool {
+		return f.store.raft.AppliedIndex() >= l.store.raft.AppliedIndex()
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("CatchUp returned (%v) before the FSM applied the change", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	f.store.fsm.mu.Unlock()
+	held = false
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := f.store.Load()
+	if !slices.ContainsFunc(snap.Exchanges, func(e metadata.Exchange) bool { return e.Vhost == exchX.Vhost && e.Name == exchX.Name }) {
+		t.Fatalf("after CatchUp the follower's state has no exchange %s: %+v", exchX.Name, snap.Exchanges)
 	}
 }
 

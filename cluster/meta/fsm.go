@@ -35,9 +35,13 @@ type Update struct {
 
 // fsm adapts state to raft.FSM.
 type fsm struct {
-	mu  sync.Mutex
-	st  *state
-	sub *subscriber // nil until Subscribe
+	mu sync.Mutex
+	st *state
+	// sub is nil until Subscribe; set under mu, read without it by
+	// CatchUp, which polls it and applied.
+	sub atomic.Pointer[subscriber]
+	// applied is st's index, readable without mu.
+	applied atomic.Uint64
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -55,13 +59,14 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.st.apply(l.Index, e)
-	if f.sub != nil {
+	f.applied.Store(f.st.index)
+	if sub := f.sub.Load(); sub != nil {
 		if r.changed() {
-			f.sub.push(Update{Index: l.Index, Origin: e.Origin, Changes: e.Changes})
+			sub.push(Update{Index: l.Index, Origin: e.Origin, Changes: e.Changes})
 		} else {
 			// Nothing to tell, but the subscriber has seen this far
 			// once what comes before is delivered (CatchUp).
-			f.sub.push(Update{Index: l.Index, marker: true})
+			sub.push(Update{Index: l.Index, marker: true})
 		}
 	}
 	return r
@@ -93,8 +98,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = st
-	if f.sub != nil {
-		f.sub.push(Update{Index: st.index, Reset: st.snapshot()})
+	f.applied.Store(st.index)
+	if sub := f.sub.Load(); sub != nil {
+		sub.push(Update{Index: st.index, Reset: st.snapshot()})
 	}
 	return nil
 }
@@ -115,12 +121,13 @@ func (snapshotBytes) Release() {}
 func (f *fsm) subscribe(fn func(Update)) (*metadata.Snapshot, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.sub != nil {
+	if f.sub.Load() != nil {
 		panic("meta: Subscribe called twice")
 	}
-	f.sub = newSubscriber(fn)
-	f.sub.delivered.Store(f.st.index)
-	go f.sub.run()
+	sub := newSubscriber(fn)
+	sub.delivered.Store(f.st.index)
+	f.sub.Store(sub)
+	go sub.run()
 	return f.st.snapshot(), f.st.index
 }
 
@@ -131,10 +138,7 @@ func (f *fsm) load() (*metadata.Snapshot, uint64) {
 }
 
 func (f *fsm) stop() {
-	f.mu.Lock()
-	sub := f.sub
-	f.mu.Unlock()
-	if sub != nil {
+	if sub := f.sub.Load(); sub != nil {
 		sub.stop()
 	}
 }
