@@ -330,10 +330,13 @@ func TestLaggingFollowerSnapshot(t *testing.T) {
 	// The leader's heartbeats and replication to the stopped follower
 	// each back off, up to about ten seconds a retry (raft's backoff):
 	// on a slow machine the snapshot goes out some twenty seconds after
-	// the restart.
+	// the restart. Caught up means holding every committed entry: an
+	// idle follower learns that the last of them committed only with the
+	// leader's next AppendEntries, which may be a CommitTimeout (30 s or
+	// more) away, so its applied index is no measure.
 	nodetest.Eventually(t, "the follower to catch up", 60*time.Second, func() bool {
 		st, ok := follower.QueueMember("/", "lag")
-		return ok && st.AppliedIndex >= leaderStatus.CommitIndex
+		return ok && st.LastLogIndex >= leaderStatus.CommitIndex
 	})
 	// A transfer fails if raft's replication to the target is still in
 	// the backoff its downtime left (up to ten seconds); an operator
