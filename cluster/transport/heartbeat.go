@@ -43,6 +43,12 @@ const (
 	// defaultHeartbeatLinger is a group's linger unless it sets one:
 	// short enough for a heartbeat timeout of a second.
 	defaultHeartbeatLinger = 50 * time.Millisecond
+	// failingLinger is the most a heartbeat waits while the last call to
+	// its peer failed. raft backs off from a follower it cannot reach
+	// and learns that it answers again only from a heartbeat (then it
+	// resumes replicating to it): a restarted node should not also wait
+	// out a linger of seconds before its queues catch up.
+	failingLinger = 50 * time.Millisecond
 )
 
 // hbCall is one group's heartbeat waiting for its batch's answer.
@@ -69,6 +75,7 @@ type peerHeartbeats struct {
 	mu      sync.Mutex
 	queue   []*hbCall
 	sending bool
+	failing bool // the last call failed (failingLinger)
 }
 
 // heartbeats returns the heartbeat sender to target for groups that
@@ -97,7 +104,13 @@ func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntrie
 	if t.ctx.Err() != nil {
 		return t.fail("AppendEntries", target, raft.ErrTransportShutdown)
 	}
-	c := &hbCall{req: appendReqToPB(t.group, args), done: make(chan hbResult, 1)}
+	req := appendReqToPB(t.group, args)
+	select {
+	case <-t.hurry:
+		return t.heartbeatAlone(target, req, resp)
+	default:
+	}
+	c := &hbCall{req: req, done: make(chan hbResult, 1)}
 	t.mux.heartbeats(string(target), time.Duration(t.hbLinger.Load())).add(c)
 	select {
 	case r := <-c.done:
@@ -105,9 +118,27 @@ func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntrie
 			return t.fail("AppendEntries", target, r.err)
 		}
 		return appendRespFromPB(r.resp, resp)
+	case <-t.hurry:
+		// The batch still carries it: a second heartbeat of the same
+		// term is harmless, and its answer goes unread.
+		return t.heartbeatAlone(target, req, resp)
 	case <-t.ctx.Done():
 		return t.fail("AppendEntries", target, raft.ErrTransportShutdown)
 	}
+}
+
+// heartbeatAlone sends one heartbeat in a call of its own.
+func (t *Transport) heartbeatAlone(target raft.ServerAddress, req *raftpb.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	c, ctx, cancel, err := t.call(target)
+	if err != nil {
+		return t.fail("AppendEntries", target, err)
+	}
+	defer cancel()
+	out, err := c.AppendEntries(ctx, req)
+	if err != nil {
+		return t.fail("AppendEntries", target, err)
+	}
+	return appendRespFromPB(out, resp)
 }
 
 // add queues c and starts a sender unless one is running.
@@ -125,7 +156,13 @@ func (h *peerHeartbeats) add(c *hbCall) {
 // run sends what is queued, one call at a time, until the queue is empty.
 func (h *peerHeartbeats) run() {
 	for {
-		time.Sleep(h.linger)
+		h.mu.Lock()
+		wait := h.linger
+		if h.failing {
+			wait = min(wait, failingLinger)
+		}
+		h.mu.Unlock()
+		time.Sleep(wait)
 		h.mu.Lock()
 		batch := h.queue
 		if len(batch) == 0 {
@@ -151,6 +188,9 @@ func (h *peerHeartbeats) send(batch []*hbCall) {
 		reqs[i] = c.req
 	}
 	out, err := h.call(reqs)
+	h.mu.Lock()
+	h.failing = err != nil && status.Code(err) != codes.Unimplemented
+	h.mu.Unlock()
 	if status.Code(err) == codes.Unimplemented {
 		// A peer from before batching: one call per heartbeat.
 		h.sendEach(batch)

@@ -2,13 +2,18 @@ package transport
 
 import (
 	"fmt"
+	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/cluster/rpc"
 )
 
 // groupPairs registers n groups on nodes a and b of h; on b each group's
@@ -152,6 +157,128 @@ func TestHeartbeatsLingerPerGroup(t *testing.T) {
 	if calls := b.mux.hbServed.Load(); calls != 2 {
 		t.Fatalf("%d calls in all, want 2", calls)
 	}
+}
+
+// While calls to a peer fail, heartbeats to it do not linger: raft learns
+// from a heartbeat that a follower answers again (and resumes replicating
+// to it), so a restarted node is heard at once. Once it answers, they
+// linger again.
+func TestFailingPeerHeardAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 1, nil, nil)
+	a := h.nodes[0]
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close() // nobody listens there yet
+	ta, err := a.mux.Transport("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ta.Close() })
+	const linger = 2 * time.Second
+	ta.SetHeartbeatLinger(linger)
+	beat := func() (time.Duration, error) {
+		start := time.Now()
+		var resp raft.AppendEntriesResponse
+		err := ta.AppendEntries("b", raft.ServerAddress(addr), heartbeatOf(ta, 4), &resp)
+		if err == nil && (resp.Term != 4 || !resp.Success) {
+			t.Fatalf("heartbeat answered %+v", resp)
+		}
+		return time.Since(start), err
+	}
+	if _, err := beat(); err == nil {
+		t.Fatal("a heartbeat to nobody succeeded")
+	}
+
+	// The peer comes up.
+	lis, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(rpc.ServerOptions()...)
+	mux := NewMux(addr, rpc.NewPool(), slog.New(slog.DiscardHandler))
+	mux.Register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	tb, err := mux.Transport("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
+		req := rpc.Command.(*raft.AppendEntriesRequest)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
+	})
+	// gRPC may still be backing off its reconnection (at most 2 s).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		took, err := beat()
+		if err == nil {
+			if took >= linger/2 {
+				t.Fatalf("the first heartbeat answered after the peer came back took %v (linger %v)", took, linger)
+			}
+			break
+		}
+		if took >= linger/2 {
+			t.Fatalf("a heartbeat to a failing peer took %v (linger %v): %v", took, linger, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer never answered: %v", err)
+		}
+	}
+	if took, err := beat(); err != nil || took < linger/2 {
+		t.Fatalf("a heartbeat to an answering peer took %v (linger %v): %v", took, linger, err)
+	}
+}
+
+// A group about to shut down stops lingering: its heartbeat waiting for a
+// long linger is answered at once, by the follower, and so are later ones.
+func TestStopLingering(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 2, nil, nil)
+	b := h.nodes[1]
+	as, _ := groupPairs(t, h, 1, func(i int, rpc raft.RPC) {
+		req := rpc.Command.(*raft.AppendEntriesRequest)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: 42, Success: true}, nil)
+	})
+	ta := as[0]
+	const long = time.Hour
+	ta.SetHeartbeatLinger(long)
+	type result struct {
+		resp raft.AppendEntriesResponse
+		err  error
+	}
+	send := func() <-chan result {
+		out := make(chan result, 1)
+		go func() {
+			var r result
+			r.err = ta.AppendEntries(b.id, raft.ServerAddress(b.addr), heartbeatOf(ta, 3), &r.resp)
+			out <- r
+		}()
+		return out
+	}
+	check := func(what string, ch <-chan result) {
+		t.Helper()
+		select {
+		case r := <-ch:
+			if r.err != nil || r.resp.LastLog != 42 || r.resp.Term != 3 {
+				t.Fatalf("%s heartbeat: %+v, %v", what, r.resp, r.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s heartbeat still lingering", what)
+		}
+	}
+	waiting := send()
+	select {
+	case r := <-waiting:
+		t.Fatalf("heartbeat answered within its linger: %+v, %v", r.resp, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	ta.StopLingering()
+	check("waiting", waiting)
+	check("later", send())
 }
 
 // A group that does not answer (raft shutting down drops heartbeats) or

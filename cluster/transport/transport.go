@@ -30,6 +30,9 @@ type Transport struct {
 	// hbLinger is how long this group's heartbeats wait for others to
 	// share their call (SetHeartbeatLinger); read by the peer's sender.
 	hbLinger atomic.Int64
+	// hurry is closed by StopLingering: heartbeats go at once.
+	hurry     chan struct{}
+	hurryOnce sync.Once
 
 	// ctx is the parent of every outgoing call and is done once the
 	// transport is closed; server handlers waiting on the group give up
@@ -46,17 +49,26 @@ var (
 
 func newTransport(m *Mux, group string) *Transport {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Transport{mux: m, group: group, consumeCh: make(chan raft.RPC), ctx: ctx, cancel: cancel}
+	t := &Transport{mux: m, group: group, consumeCh: make(chan raft.RPC), hurry: make(chan struct{}), ctx: ctx, cancel: cancel}
 	t.hbLinger.Store(int64(defaultHeartbeatLinger))
 	return t
 }
 
 // SetHeartbeatLinger sets how long a heartbeat of this group that finds
 // its peer's sender idle waits for others to join its call (by default
-// defaultHeartbeatLinger). Longer means fewer calls; it should stay a
-// small part of the group's heartbeat interval, which is a tenth to a
-// fifth of its heartbeat timeout, and of its leader lease.
+// defaultHeartbeatLinger). Longer means fewer calls, and fewer heartbeats:
+// raft's heartbeat goroutine sends the next one a tenth to a fifth of the
+// heartbeat timeout after the answer to the last. The longest gap between
+// two answers, that interval plus the linger, must stay well inside the
+// group's leader lease and its heartbeat timeout.
 func (t *Transport) SetHeartbeatLinger(d time.Duration) { t.hbLinger.Store(int64(d)) }
+
+// StopLingering makes this group's heartbeats go out at once from now on,
+// those already waiting for their batch included (each in a call of its
+// own). raft.Shutdown waits for the group's heartbeat goroutines, so a
+// group about to shut down calls it first: a linger of seconds would hold
+// up closing the group by as much.
+func (t *Transport) StopLingering() { t.hurryOnce.Do(func() { close(t.hurry) }) }
 
 // Group is the name of the Raft group this transport carries.
 func (t *Transport) Group() string { return t.group }
