@@ -68,11 +68,18 @@ func (w writer) Write(p []byte) (int, error) {
 // each member that was down has its log repaired, the leader's first
 // AppendEntries refused and older entries sent. A thousand declared
 // queues made two thousand such lines on every node. They are news only
-// when they repeat, which debug logging shows.
+// when they repeat, which debug logging shows. So are the refusals of
+// pre-votes that have a reason in an election, and every member that
+// starts asks whether its group would elect it (replica's failover.go):
+// a node restarted with a thousand queues made its peers log two
+// thousand such refusals.
 var routineWarnings = []string{
 	"heartbeat timeout reached, starting election",
 	"failed to get previous log",
 	"appendEntries rejected, sending older logs",
+	"rejecting pre-vote request since we have a leader",
+	"rejecting pre-vote request since our last term is greater",
+	"rejecting pre-vote request since our last index is greater",
 }
 
 // kindOf is the one of kinds that raft's line msg begins with (after the

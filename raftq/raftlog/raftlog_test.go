@@ -19,6 +19,8 @@ func TestLevels(t *testing.T) {
 	l.Warn("failed to get previous log", "previous-index", 1, "last-index", 0)
 	l.Warn("appendEntries rejected, sending older logs", "next", 1)
 	l.Warn("heartbeat timeout reached, starting election")
+	l.Warn("rejecting pre-vote request since we have a leader", "from", "a", "leader", "b")
+	l.Warn("rejecting pre-vote request since node is not in configuration", "from", "c")
 	l.Warn("failed to contact quorum of nodes, stepping down")
 	l.Error("failed to heartbeat to", "peer", "x")
 	want := []string{
@@ -26,6 +28,8 @@ func TestLevels(t *testing.T) {
 		"level=DEBUG msg=\"raft: failed to get previous log: previous-index=1 last-index=0\"",
 		"level=DEBUG msg=\"raft: appendEntries rejected, sending older logs: next=1\"",
 		"level=DEBUG msg=\"raft: heartbeat timeout reached, starting election\"",
+		"level=DEBUG msg=\"raft: rejecting pre-vote request since we have a leader: from=a leader=b\"",
+		"level=WARN msg=\"raft: rejecting pre-vote request since node is not in configuration: from=c\"",
 		"level=WARN msg=\"raft: failed to contact quorum of nodes, stepping down\"",
 		"level=ERROR msg=\"raft: failed to heartbeat to: peer=x\"",
 	}

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,59 +11,53 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Prompt failover with long heartbeat timeouts.
+// Prompt elections with long heartbeat timeouts.
 //
-// Queue groups run with long heartbeat and election timeouts (seconds),
-// so that idle groups send few heartbeats; the node's failure detector
-// (gossip) is what notices a dead leader. hashicorp/raft has no way to
-// make a follower campaign at once, but its timeouts can be changed at
-// run time (ReloadConfig), and a follower's heartbeat check reads the
-// timeout afresh every time it runs. ReloadConfig with a shorter
-// HeartbeatTimeout also wakes the follower loop, which then checks at
-// once (raft.go runFollower: followerNotifyCh re-arms the timer with
-// time.After(0); the check starts an election only if the leader has
-// been silent for the new, shorter timeout).
+// Queue groups run with long heartbeat and election timeouts (ten seconds
+// by default), so that idle groups send few heartbeats; raft alone would
+// elect a new leader only after the old one had been silent that long.
+// Two moments need an election sooner, and hashicorp/raft has no way to
+// make a follower campaign at once except the TimeoutNow of a leadership
+// transfer, which the transport can hand to its own member (Campaign).
 //
-// So LeaderSuspected, first, makes one surviving voter campaign at once,
-// as a leadership transfer's TimeoutNow does: the voters are ranked by
-// name (the failed node left out) and the k-th campaigns after k times
+// A leader's node fails, as gossip reports it: LeaderSuspected makes one
+// surviving voter campaign at once. The voters are ranked by name (the
+// failed node left out) and the k-th campaigns after k times
 // campaignStagger if the group still has no leader, so that two do not
-// split the vote. Such an election skips pre-vote and is granted by
-// voters that still believe in the old leader; gossip has declared that
-// leader's node dead, after its own suspicion period. This is what makes
-// a killed leader's queues take publishes again within about the
-// gossip's detection time, whatever the heartbeat timeout.
+// split the vote and one whose log is behind (it cannot win) is followed
+// by the next. Such an election skips pre-vote and is granted by voters
+// that still believe in the old leader; gossip has declared that leader's
+// node dead, after its own suspicion period. This is what makes a killed
+// leader's queues take publishes again within about the gossip's
+// detection time, whatever the heartbeat timeout. Should none of them
+// win, raft's own timeout elects.
 //
-// Second, as the fallback when that candidate cannot win (its log is
-// behind, or it is cut off too), it lowers this member's heartbeat and
-// election timeouts
-// to suspectTimeout, just above LeaderLeaseTimeout (raft requires
-// HeartbeatTimeout ≥ LeaderLeaseTimeout, and the lease cannot be changed
-// at run time); once the leader has been silent that long it wakes the
-// check again by shortening the timeout by a millisecond. When the group
-// has a leader again (or after a while without one) it restores the
-// timeouts.
+// A member starts on existing state (its node restarted, perhaps with the
+// whole cluster): the group may have no leader at all. expectLeader asks
+// the other voters what raft's pre-vote asks, whether they would vote for
+// this member at the next term. A voter says yes only if it knows no
+// leader and this member's log is at least as up to date as its own
+// (raft's requestPreVote); when a majority would, this member included,
+// it campaigns at once. The same ranking spaces out the members of a
+// cluster that restarts as a whole, and the question is asked again, less
+// and less often, until the group has a leader. A group that has one
+// refuses, and the member waits for the leader's heartbeat as usual.
 //
-// Why it is safe: raft's safety never depends on timeouts; only when
-// elections start does. The follower still elects only after hearing
-// nothing from the leader for suspectTimeout, which is longer than the
-// leader's lease and far longer than its heartbeat interval
-// (HeartbeatTimeout/10): a wrong suspicion of a live, reachable leader
-// starts no election. Pre-vote (on by default) keeps a member that cannot
-// win from raising the term.
-
-// suspectMargin is how far above LeaderLeaseTimeout the suspected
-// timeout is, which leaves room to shorten it a millisecond at a time.
-const suspectMargin = 100 * time.Millisecond
+// Why it is safe: raft's safety never depends on timeouts or on who
+// campaigns, only its liveness does. A wrong suspicion of a live leader
+// costs one election; the restart question disturbs nobody, since a
+// group with a leader says no. (The timeouts cannot be shortened instead:
+// raft requires HeartbeatTimeout ≥ LeaderLeaseTimeout at run time, and a
+// queue group's lease is the whole heartbeat timeout, which its lingering
+// heartbeats need; replica.go.)
 
 // failover is a replica's suspicion state. mu serialises the replica's
 // ReloadConfig calls (a read-modify-write of raft's reloadable config).
 type failover struct {
 	mu sync.Mutex
-	// base are the configured timeouts; fast is suspectTimeout. Zero for
-	// a one-member group, which has nobody to fail over to.
+	// base are the configured timeouts. Zero for a one-member group,
+	// which has nobody to fail over to.
 	base raft.ReloadableConfig
-	fast time.Duration
 
 	suspecting atomic.Bool
 
@@ -75,19 +70,14 @@ type failover struct {
 // init records the timeouts of a multi-member group's config.
 func (f *failover) init(rc *raft.Config) {
 	f.base.HeartbeatTimeout, f.base.ElectionTimeout = rc.HeartbeatTimeout, rc.ElectionTimeout
-	f.fast = rc.LeaderLeaseTimeout + suspectMargin
-	if f.fast >= rc.HeartbeatTimeout {
-		f.fast = 0 // short timeouts already: nothing to gain
-	}
 }
 
 // LeaderSuspected tells the replica that node has failed, as gossip
 // reports it. If this member follows a leader on that node (or knows of
-// no leader), it elects a new one as soon as the leader has been silent
-// for a little over the leader's lease, instead of a full heartbeat
-// timeout. It returns at once.
+// no leader), the group's surviving voters campaign in turn until it has
+// a leader again. It returns at once.
 func (r *Replica) LeaderSuspected(node string) {
-	if r.fo.fast == 0 || r.stopped.Load() || node == r.cfg.NodeID || r.Drained() {
+	if r.fo.base.HeartbeatTimeout == 0 || r.stopped.Load() || node == r.cfg.NodeID || r.Drained() {
 		return // a drained member leaves the election to the others
 	}
 	if r.raft.State() == raft.Leader {
@@ -99,23 +89,17 @@ func (r *Replica) LeaderSuspected(node string) {
 	if !r.fo.suspecting.CompareAndSwap(false, true) {
 		return
 	}
-	r.setTimeouts(r.fo.fast)
-	go r.awaitLeader(node, true)
+	go r.awaitLeader(node, false)
 }
 
-// expectLeader shortens the timeouts of a member that restarted until it
-// hears of a leader, as LeaderSuspected does but without making anyone
-// campaign: after a whole cluster restarts, no leader heartbeats and
-// nobody would elect for a full heartbeat timeout; after one node
-// restarts, the leader's next heartbeat (a tenth to a fifth of the
-// timeout) arrives well before the shortened one runs out, and pre-vote
-// keeps the member from disturbing it anyway.
+// expectLeader makes a member that started on existing state campaign as
+// soon as a majority of its group would vote for it (nobody leads), rather
+// than after a whole heartbeat timeout.
 func (r *Replica) expectLeader() {
-	if r.fo.fast == 0 || !r.fo.suspecting.CompareAndSwap(false, true) {
+	if r.fo.base.HeartbeatTimeout == 0 || !r.fo.suspecting.CompareAndSwap(false, true) {
 		return
 	}
-	r.setTimeouts(r.fo.fast)
-	go r.awaitLeader("", false)
+	go r.awaitLeader("", true)
 }
 
 // setTimeouts sets the heartbeat and election timeouts to d.
@@ -143,9 +127,16 @@ func (r *Replica) restoreTimeouts() {
 	}
 }
 
-// campaignStagger is how long the k-th ranked survivor waits, times k,
-// before campaigning after a leader's node failed.
+// campaignStagger is how long the k-th ranked voter waits, times k,
+// before campaigning (or, after a start, asking whether it may).
 const campaignStagger = 500 * time.Millisecond
+
+// Restart questions: the first after the member's rank's stagger, each
+// later one twice as long after the last, up to askGapMax.
+const (
+	askGapFirst = 500 * time.Millisecond
+	askGapMax   = 4 * time.Second
+)
 
 // campaignRank is this member's place among the group's voters other
 // than failed, by name; -1 if it is not one of them.
@@ -164,26 +155,24 @@ func (r *Replica) campaignRank(failed string) int {
 	return slices.Index(voters, r.cfg.NodeID)
 }
 
-// suspectPoll bounds how long awaitNewLeader sleeps between looks.
+// suspectPoll bounds how long awaitLeader sleeps between looks.
 const suspectPoll = 100 * time.Millisecond
 
-// awaitLeader makes this member campaign when its rank comes (if
-// campaign is set), wakes raft's follower check once the suspected leader
-// (on node; "" when none is known) has been silent for the short timeout,
-// and restores the timeouts once the group has a leader elsewhere, or
-// after four base heartbeat timeouts: the suspicion was wrong, or the
-// group cannot elect (no quorum) and goes on with its usual timeouts.
-func (r *Replica) awaitLeader(node string, campaign bool) {
+// awaitLeader waits until the group has a leader other than one on node
+// ("" when none is known), or four heartbeat timeouts have passed. When
+// this member's rank comes it campaigns (a failed leader) or, after a
+// start, asks whether a majority would vote for it and campaigns if so,
+// asking again later while nobody leads.
+func (r *Replica) awaitLeader(node string, started bool) {
 	defer r.fo.suspecting.Store(false)
-	defer r.restoreTimeouts()
 	start := time.Now()
 	deadline := start.Add(4 * r.fo.base.HeartbeatTimeout)
-	timeout := r.fo.fast
-	rank := -1
-	if campaign {
-		rank = r.campaignRank(node)
+	rank := r.campaignRank(node)
+	if rank < 0 {
+		return // not a voter: it cannot lead
 	}
-	campaignAt := start.Add(time.Duration(rank) * campaignStagger)
+	next := start.Add(time.Duration(rank) * campaignStagger)
+	gap := askGapFirst
 	for {
 		state := r.raft.State()
 		_, id := r.raft.LeaderWithID()
@@ -191,43 +180,97 @@ func (r *Replica) awaitLeader(node string, campaign bool) {
 		case state == raft.Shutdown:
 			return
 		case state == raft.Leader, id != "" && string(id) != node:
-			r.log.Debug("new leader after suspected failure", "failed", node, "leader", string(id))
+			r.log.Debug("leader found", "failed", node, "leader", string(id))
 			return
 		case time.Now().After(deadline):
-			r.log.Debug("no new leader after suspected failure", "failed", node)
+			r.log.Debug("no leader found; raft's timeout elects", "failed", node)
 			return
 		}
-		wait := suspectPoll
-		if state == raft.Follower && rank >= 0 {
-			if until := time.Until(campaignAt); until <= 0 {
-				rank = -1 // once
+		if state == raft.Follower && !time.Now().Before(next) {
+			switch {
+			case !started:
 				r.log.Debug("campaigning: the leader's node failed", "failed", node)
 				go r.campaignNow("the leader's node failed")
-			} else {
-				wait = min(wait, until)
+				next = deadline // once
+			case r.majorityWouldVote():
+				r.log.Debug("campaigning: no leader after start")
+				go r.campaignNow("no leader after start")
+				fallthrough
+			default:
+				next = time.Now().Add(gap)
+				gap = min(2*gap, askGapMax)
 			}
 		}
-		if state == raft.Follower {
-			// Silent since the last contact, or since the suspicion: a
-			// member that just started has heard nobody yet, and should
-			// give the leader a chance to heartbeat before it elects.
-			silent := time.Since(r.raft.LastContact())
-			if s := time.Since(start); s < silent {
-				silent = s
-			}
-			if silent >= timeout && timeout > r.fo.fast-suspectMargin+time.Millisecond {
-				// Shorter than before: raft checks at once.
-				timeout -= time.Millisecond
-				r.setTimeouts(timeout)
-			} else if silent < timeout {
-				wait = min(wait, timeout-silent+time.Millisecond)
-			}
-		}
+		wait := min(suspectPoll, max(time.Until(next), time.Millisecond))
 		select {
 		case <-r.done:
 			return
 		case <-time.After(wait):
 		}
+	}
+}
+
+// majorityWouldVote asks the group's other voters whether they would
+// grant this member a vote at the next term (raft's pre-vote question,
+// which changes nothing on the voter) and reports whether a majority of
+// the voters, this member included, would.
+func (r *Replica) majorityWouldVote() bool {
+	pv, ok := r.cfg.Transport.(raft.WithPreVote)
+	if !ok {
+		return false
+	}
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	req := r.preVoteRequest()
+	var voters int
+	answers := make(chan bool, len(f.Configuration().Servers))
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if string(s.ID) == r.cfg.NodeID {
+			answers <- true
+			continue
+		}
+		go func() {
+			var resp raft.RequestPreVoteResponse
+			err := pv.RequestPreVote(s.ID, s.Address, req, &resp)
+			answers <- err == nil && resp.Granted
+		}()
+	}
+	granted := 0
+	for range voters {
+		if <-answers {
+			granted++
+		}
+	}
+	return granted > voters/2
+}
+
+// preVoteRequest is the pre-vote request raft itself would send: the next
+// term and this member's last entry, its snapshot's if that is later.
+func (r *Replica) preVoteRequest() *raft.RequestPreVoteRequest {
+	st := r.raft.Stats()
+	num := func(k string) uint64 {
+		n, _ := strconv.ParseUint(st[k], 10, 64)
+		return n
+	}
+	idx, term := num("last_log_index"), num("last_log_term")
+	if si := num("last_snapshot_index"); si > idx {
+		idx, term = si, num("last_snapshot_term")
+	}
+	return &raft.RequestPreVoteRequest{
+		RPCHeader: raft.RPCHeader{
+			ProtocolVersion: raft.ProtocolVersionMax,
+			ID:              []byte(r.cfg.NodeID),
+			Addr:            []byte(r.cfg.Transport.LocalAddr()),
+		},
+		Term:         num("term") + 1,
+		LastLogIndex: idx,
+		LastLogTerm:  term,
 	}
 }
 

@@ -134,8 +134,11 @@ type Replica struct {
 	nextID  atomic.Uint64
 	getter  raftq.ConsumerID
 	stopped atomic.Bool
-	done    chan struct{}
-	wg      sync.WaitGroup
+	// leaderApplied is set while this member leads and has applied
+	// every entry committed before its election (watch.go's barrier).
+	leaderApplied atomic.Bool
+	done          chan struct{}
+	wg            sync.WaitGroup
 
 	mu        sync.Mutex
 	consumers map[raftq.ConsumerID]*consumerRef
@@ -155,7 +158,7 @@ type Replica struct {
 	goMu           sync.Mutex
 	goStopped      bool
 	// resumed tells the watcher that a follower answers heartbeats again
-	// (a multi-member group's leader only; nil otherwise).
+	// or asks for a pre-vote (a multi-member group only; nil otherwise).
 	resumed chan raft.Observation
 
 	dl     *deadLetterer
@@ -228,12 +231,14 @@ func Open(cfg Config) (*Replica, error) {
 	if cfg.Transport != nil {
 		rc.HeartbeatTimeout = orDefault(cfg.HeartbeatTimeout, time.Second)
 		rc.ElectionTimeout = orDefault(cfg.ElectionTimeout, time.Second)
-		// The lease must outlast the longest gap between heartbeats
-		// (raft sends one every tenth to fifth of the timeout) with room
-		// for a slow machine; it also bounds how fast a suspected
-		// leader is replaced when gossip cannot make anyone campaign
-		// (failover.go).
-		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout / 2
+		// The lease must outlast the longest gap between answered
+		// heartbeats with room for a slow machine: raft sends one a
+		// tenth to a fifth of the timeout after the last answer, and the
+		// node's transport may hold it up to half the timeout to share a
+		// call (cluster/node). The lease can be no longer than the
+		// heartbeat timeout, so it is the whole of it, and the timeouts
+		// are never shortened (failover.go).
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
 		r.fo.init(rc)
 	}
 	rc.CommitTimeout = 5 * time.Millisecond
@@ -307,8 +312,11 @@ func Open(cfg Config) (*Replica, error) {
 	if cfg.Transport != nil {
 		r.resumed = make(chan raft.Observation, 4)
 		r.raft.RegisterObserver(raft.NewObserver(r.resumed, false, func(o *raft.Observation) bool {
-			_, ok := o.Data.(raft.ResumedHeartbeatObservation)
-			return ok
+			switch o.Data.(type) {
+			case raft.ResumedHeartbeatObservation, raft.RequestPreVoteRequest:
+				return true
+			}
+			return false
 		}))
 	}
 	if !existing && bootstrap && cfg.Transport != nil {
@@ -322,6 +330,7 @@ func Open(cfg Config) (*Replica, error) {
 			r.shutdown(queue.ErrDeleted)
 			return nil, err
 		}
+		r.leaderApplied.Store(true)
 		r.onLeading()
 	}
 	r.wg.Add(1)
@@ -816,10 +825,27 @@ func (r *Replica) Purge() (uint32, error) {
 
 // Stats counts the queue's contents as this member has applied them.
 func (r *Replica) Stats() queue.Stats {
+	r.awaitApplied(statsWait)
 	r.fsm.mu.Lock()
 	st := r.fsm.m.Stats()
 	r.fsm.mu.Unlock()
 	return queue.Stats{Ready: uint32(st.Ready), Unacked: uint32(st.Unacked), Consumers: uint32(st.Consumers)}
+}
+
+// statsWait bounds how long Stats waits for a new leader to apply what
+// was committed before its election: less than a forwarded call allows.
+const statsWait = 1500 * time.Millisecond
+
+// awaitApplied waits, up to d, while this member leads but has not yet
+// applied every entry committed before its election: until then its
+// machine may lack them (after a whole cluster restarts, nothing is
+// applied before the new leader's first commit, and the queue would
+// count no messages). Followers and settled leaders return at once.
+func (r *Replica) awaitApplied(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for r.isLeader() && !r.leaderApplied.Load() && !r.stopped.Load() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Delete stops the group and removes its files. The broker refuses
@@ -858,10 +884,19 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 // them on to the group's next leader.
 func (r *Replica) Close() { r.shutdown(ErrNotLeader) }
 
+// lingerer is a transport whose heartbeats may wait to share a call with
+// other groups' (cluster/transport's Transport.StopLingering).
+type lingerer interface {
+	StopLingering()
+}
+
 // shutdown stops the replica and answers waiting publishes with pendingErr.
 func (r *Replica) shutdown(pendingErr error) {
 	if !r.stopped.CompareAndSwap(false, true) {
 		return
+	}
+	if l, ok := r.cfg.Transport.(lingerer); ok {
+		l.StopLingering() // raft.Shutdown waits for the heartbeats
 	}
 	if r.raft != nil {
 		if err := r.raft.Shutdown().Error(); err != nil {

@@ -58,10 +58,15 @@ func (r *Replica) watch() {
 			armed = false
 		case <-r.resumed:
 			// A follower that was unreachable (restarted, or a new member
-			// whose group was not open yet) answers again. raft retries
-			// its log replication only when entries are appended or
-			// every CommitTimeout, which is long so that idle groups stay
-			// quiet: an entry brings it up to date now.
+			// whose group was not open yet) answers heartbeats again, or
+			// asks for a pre-vote: it has not heard from this leader, as
+			// a member that just started asks at once (failover.go),
+			// before raft's heartbeats, which back off from a follower
+			// that does not answer, try it again. raft retries its log
+			// replication only when entries are appended or every
+			// CommitTimeout, which is long so that idle groups stay
+			// quiet: an entry brings it up to date, and tells it who
+			// leads, now.
 			if r.isLeader() {
 				r.raft.Barrier(0)
 			}
@@ -90,10 +95,12 @@ func (r *Replica) watch() {
 				break
 			}
 			leading = true
+			r.leaderApplied.Store(true)
 			r.log.Debug("leading")
 			r.onLeading()
 		case !now && leading:
 			leading = false
+			r.leaderApplied.Store(false)
 			if r.stopped.Load() {
 				// Closed or deleted, not deposed: consumers hear Gone
 				// (delete) or nothing (node shutdown), not LeaderLost.
