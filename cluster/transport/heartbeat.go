@@ -105,40 +105,33 @@ func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntrie
 		return t.fail("AppendEntries", target, raft.ErrTransportShutdown)
 	}
 	req := appendReqToPB(t.group, args)
-	select {
-	case <-t.hurry:
-		return t.heartbeatAlone(target, req, resp)
-	default:
-	}
-	c := &hbCall{req: req, done: make(chan hbResult, 1)}
-	t.mux.heartbeats(string(target), time.Duration(t.hbLinger.Load())).add(c)
-	select {
-	case r := <-c.done:
-		if r.err != nil {
-			return t.fail("AppendEntries", target, r.err)
+	linger := time.Duration(t.hbLinger.Load())
+	hurry := t.hurry
+	for {
+		select {
+		case <-hurry:
+			// StopLingering: it goes with the heartbeats that do not
+			// wait (a batch of its own, answered NotFound at once by
+			// a peer whose member is gone, as a unary AppendEntries,
+			// which waits for the group to open, would not be).
+			linger, hurry = 0, nil
+		default:
 		}
-		return appendRespFromPB(r.resp, resp)
-	case <-t.hurry:
-		// The batch still carries it: a second heartbeat of the same
-		// term is harmless, and its answer goes unread.
-		return t.heartbeatAlone(target, req, resp)
-	case <-t.ctx.Done():
-		return t.fail("AppendEntries", target, raft.ErrTransportShutdown)
+		c := &hbCall{req: req, done: make(chan hbResult, 1)}
+		t.mux.heartbeats(string(target), linger).add(c)
+		select {
+		case r := <-c.done:
+			if r.err != nil {
+				return t.fail("AppendEntries", target, r.err)
+			}
+			return appendRespFromPB(r.resp, resp)
+		case <-hurry:
+			// The lingering batch still carries it: a second heartbeat
+			// of the same term is harmless, and its answer goes unread.
+		case <-t.ctx.Done():
+			return t.fail("AppendEntries", target, raft.ErrTransportShutdown)
+		}
 	}
-}
-
-// heartbeatAlone sends one heartbeat in a call of its own.
-func (t *Transport) heartbeatAlone(target raft.ServerAddress, req *raftpb.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	c, ctx, cancel, err := t.call(target)
-	if err != nil {
-		return t.fail("AppendEntries", target, err)
-	}
-	defer cancel()
-	out, err := c.AppendEntries(ctx, req)
-	if err != nil {
-		return t.fail("AppendEntries", target, err)
-	}
-	return appendRespFromPB(out, resp)
 }
 
 // add queues c and starts a sender unless one is running.

@@ -239,11 +239,11 @@ func TestStopLingering(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 2, nil, nil)
 	b := h.nodes[1]
-	as, _ := groupPairs(t, h, 1, func(i int, rpc raft.RPC) {
+	as, bs := groupPairs(t, h, 1, func(i int, rpc raft.RPC) {
 		req := rpc.Command.(*raft.AppendEntriesRequest)
 		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: 42, Success: true}, nil)
 	})
-	ta := as[0]
+	ta, tb := as[0], bs[0]
 	const long = time.Hour
 	ta.SetHeartbeatLinger(long)
 	type result struct {
@@ -279,6 +279,23 @@ func TestStopLingering(t *testing.T) {
 	ta.StopLingering()
 	check("waiting", waiting)
 	check("later", send())
+
+	// When the peer's member is gone too (both nodes stopping), the
+	// answer comes at once: closing a thousand groups must not wait for
+	// each to open again on the peer, as a unary call would.
+	_ = tb.Close()
+	start := time.Now()
+	select {
+	case r := <-send():
+		if status.Code(r.err) != codes.NotFound {
+			t.Fatalf("heartbeat to a closed group: %+v, %v", r.resp, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("heartbeat to a closed group unanswered")
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("heartbeat to a closed group took %v", took)
+	}
 }
 
 // A group that does not answer (raft shutting down drops heartbeats) or

@@ -64,10 +64,10 @@ func newTransport(m *Mux, group string) *Transport {
 func (t *Transport) SetHeartbeatLinger(d time.Duration) { t.hbLinger.Store(int64(d)) }
 
 // StopLingering makes this group's heartbeats go out at once from now on,
-// those already waiting for their batch included (each in a call of its
-// own). raft.Shutdown waits for the group's heartbeat goroutines, so a
-// group about to shut down calls it first: a linger of seconds would hold
-// up closing the group by as much.
+// those already waiting for their batch included. raft.Shutdown waits for
+// the group's heartbeat goroutines, so a group about to shut down calls
+// it first: a linger of seconds would hold up closing the group by as
+// much, a thousand times over when a node with a thousand queues stops.
 func (t *Transport) StopLingering() { t.hurryOnce.Do(func() { close(t.hurry) }) }
 
 // Group is the name of the Raft group this transport carries.
