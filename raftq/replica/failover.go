@@ -94,7 +94,8 @@ func (r *Replica) LeaderSuspected(node string) {
 
 // expectLeader makes a member that started on existing state campaign as
 // soon as a majority of its group would vote for it (nobody leads), rather
-// than after a whole heartbeat timeout.
+// than after a whole heartbeat timeout; not while it is drained, which
+// the node may set after the member opened.
 func (r *Replica) expectLeader() {
 	if r.fo.base.HeartbeatTimeout == 0 || !r.fo.suspecting.CompareAndSwap(false, true) {
 		return
@@ -192,7 +193,7 @@ func (r *Replica) awaitLeader(node string, started bool) {
 				r.log.Debug("campaigning: the leader's node failed", "failed", node)
 				go r.campaignNow("the leader's node failed")
 				next = deadline // once
-			case r.majorityWouldVote():
+			case !r.Drained() && r.majorityWouldVote():
 				r.log.Debug("campaigning: no leader after start")
 				go r.campaignNow("no leader after start")
 				fallthrough
