@@ -3,12 +3,17 @@ package transport
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/proto/raftpb"
 )
+
+// pipelineIdleGrace is how long a pipeline that has gone idle waits for
+// raft to send more before telling the group (SetPipelineIdle).
+const pipelineIdleGrace = 50 * time.Millisecond
 
 // pipelineDepth is how many AppendEntries may be in flight on one
 // pipeline, NetworkTransport's default (raft.DefaultMaxRPCsInFlight): a
@@ -59,12 +64,14 @@ type pipeline struct {
 	inflight chan *appendFuture
 	doneCh   chan raft.AppendFuture
 	once     sync.Once
+	sent     atomic.Uint64 // requests sent, for the idle check
 }
 
 // AppendEntries implements raft.AppendPipeline. It blocks while
 // pipelineDepth requests are in flight.
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
+	p.sent.Add(1)
 	if err := p.stream.Send(appendReqToPB(p.t.group, args)); err != nil {
 		// io.EOF means the stream ended; the reason comes with the
 		// receiving side, and raft closes the pipeline either way.
@@ -107,6 +114,7 @@ func (p *pipeline) receive() {
 					failed = p.t.fail("AppendEntriesPipeline", p.target, err)
 				} else {
 					f.err = appendRespFromPB(out, f.resp)
+					p.checkIdle(f)
 				}
 			}
 			if failed != nil {
@@ -122,4 +130,29 @@ func (p *pipeline) receive() {
 			return
 		}
 	}
+}
+
+// checkIdle tells the group, through SetPipelineIdle's function, how far
+// the follower has acknowledged when this answer leaves nothing in flight
+// and raft sends nothing more within pipelineIdleGrace. raft's pipeline
+// sends one batch (MaxAppendEntries) each time it is woken, by a new entry
+// or by CommitTimeout; a follower more than a batch behind when the
+// pipeline starts (one back from a long outage) would otherwise catch up
+// a batch per CommitTimeout on an idle queue, which is seconds to a
+// minute. Under traffic raft keeps sending and the check finds it busy.
+func (p *pipeline) checkIdle(f *appendFuture) {
+	n := len(f.args.Entries)
+	if n == 0 || f.err != nil || !f.resp.Success || len(p.inflight) > 0 {
+		return
+	}
+	fn := p.t.pipelineIdle.Load()
+	if fn == nil {
+		return
+	}
+	seq, last := p.sent.Load(), f.args.Entries[n-1].Index
+	time.AfterFunc(pipelineIdleGrace, func() {
+		if p.sent.Load() == seq && p.ctx.Err() == nil {
+			(*fn)(last)
+		}
+	})
 }

@@ -33,6 +33,8 @@ type Transport struct {
 	// hurry is closed by StopLingering: heartbeats go at once.
 	hurry     chan struct{}
 	hurryOnce sync.Once
+	// pipelineIdle is SetPipelineIdle's function, or nil.
+	pipelineIdle atomic.Pointer[func(lastAcked uint64)]
 
 	// ctx is the parent of every outgoing call and is done once the
 	// transport is closed; server handlers waiting on the group give up
@@ -69,6 +71,13 @@ func (t *Transport) SetHeartbeatLinger(d time.Duration) { t.hbLinger.Store(int64
 // it first: a linger of seconds would hold up closing the group by as
 // much, a thousand times over when a node with a thousand queues stops.
 func (t *Transport) StopLingering() { t.hurryOnce.Do(func() { close(t.hurry) }) }
+
+// SetPipelineIdle sets fn to be called, on a goroutine of its own, when a
+// replication pipeline of this group has gone idle with the follower's
+// acknowledged log ending at lastAcked (pipeline.go's checkIdle): if the
+// leader's log goes further, the group should append an entry, which
+// makes raft send the next batch.
+func (t *Transport) SetPipelineIdle(fn func(lastAcked uint64)) { t.pipelineIdle.Store(&fn) }
 
 // Group is the name of the Raft group this transport carries.
 func (t *Transport) Group() string { return t.group }

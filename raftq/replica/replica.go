@@ -319,6 +319,13 @@ func Open(cfg Config) (*Replica, error) {
 			return false
 		}))
 	}
+	if pi, ok := cfg.Transport.(pipelineIdler); ok {
+		pi.SetPipelineIdle(func(lastAcked uint64) {
+			if r.isLeader() && r.raft.LastIndex() > lastAcked {
+				r.raft.Barrier(0) // raft sends the follower's next batch
+			}
+		})
+	}
 	if !existing && bootstrap && cfg.Transport != nil {
 		go r.campaign() // failover.go
 	}
@@ -883,6 +890,13 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 // still waiting for their commit are answered ErrNotLeader: forwarders send
 // them on to the group's next leader.
 func (r *Replica) Close() { r.shutdown(ErrNotLeader) }
+
+// pipelineIdler is a transport that says when a replication pipeline went
+// idle short of the leader's log (cluster/transport's SetPipelineIdle):
+// raft sends a lagging follower one batch per new entry or CommitTimeout.
+type pipelineIdler interface {
+	SetPipelineIdle(fn func(lastAcked uint64))
+}
 
 // lingerer is a transport whose heartbeats may wait to share a call with
 // other groups' (cluster/transport's Transport.StopLingering).
