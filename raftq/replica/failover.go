@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,11 +253,7 @@ func (r *Replica) majorityWouldVote() bool {
 // preVoteRequest is the pre-vote request raft itself would send: the next
 // term and this member's last entry, its snapshot's if that is later.
 func (r *Replica) preVoteRequest() *raft.RequestPreVoteRequest {
-	st := r.raft.Stats()
-	num := func(k string) uint64 {
-		n, _ := strconv.ParseUint(st[k], 10, 64)
-		return n
-	}
+	num := raftStats(r.raft)
 	idx, term := num("last_log_index"), num("last_log_term")
 	if si := num("last_snapshot_index"); si > idx {
 		idx, term = si, num("last_snapshot_term")

@@ -976,12 +976,12 @@ type MemberStatus struct {
 // Status reports this member's view of the group.
 func (r *Replica) Status() MemberStatus {
 	st := MemberStatus{State: r.raft.State().String()}
-	stats := r.raft.Stats()
-	st.Term, _ = strconv.ParseUint(stats["term"], 10, 64)
-	st.CommitIndex, _ = strconv.ParseUint(stats["commit_index"], 10, 64)
-	st.AppliedIndex, _ = strconv.ParseUint(stats["applied_index"], 10, 64)
-	st.LastLogIndex, _ = strconv.ParseUint(stats["last_log_index"], 10, 64)
-	st.SnapshotIndex, _ = strconv.ParseUint(stats["last_snapshot_index"], 10, 64)
+	num := raftStats(r.raft)
+	st.Term = num("term")
+	st.CommitIndex = num("commit_index")
+	st.AppliedIndex = num("applied_index")
+	st.LastLogIndex = num("last_log_index")
+	st.SnapshotIndex = num("last_snapshot_index")
 	if f := r.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			if s.ID == raft.ServerID(r.cfg.NodeID) {
@@ -990,6 +990,16 @@ func (r *Replica) Status() MemberStatus {
 		}
 	}
 	return st
+}
+
+// raftStats reads ra's Stats once and returns a lookup of its numbers
+// (zero for a missing or non-numeric key).
+func raftStats(ra *raft.Raft) func(key string) uint64 {
+	st := ra.Stats()
+	return func(key string) uint64 {
+		n, _ := strconv.ParseUint(st[key], 10, 64)
+		return n
+	}
 }
 
 // Membership changes (cluster/node's membership.go drives them). Each
