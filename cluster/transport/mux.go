@@ -68,6 +68,9 @@ type Mux struct {
 	hb   map[hbKey]*peerHeartbeats
 	// hbServed counts the Heartbeats calls served, for tests.
 	hbServed atomic.Uint64
+	// pipelinesServing counts the AppendEntriesPipeline streams being
+	// served, for tests.
+	pipelinesServing atomic.Int64
 }
 
 // NewMux returns a Mux for the node whose advertised internal address

@@ -188,3 +188,60 @@ func TestSnapshotStreams(t *testing.T) {
 		t.Fatalf("response %+v", resp)
 	}
 }
+
+// A pipeline's stream ends once idle, on both nodes, and the next
+// AppendEntries opens another: answers stay in order across the change.
+func TestPipelineStreamEndsWhenIdle(t *testing.T) {
+	t.Parallel()
+	h, ta, tb := pair(t, "idle")
+	b := h.nodes[1]
+	answer(t, tb, func(rpc raft.RPC) {
+		req := rpc.Command.(*raft.AppendEntriesRequest)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: req.PrevLogEntry + 1, Success: true}, nil)
+	})
+	rp, err := ta.AppendEntriesPipeline(b.id, raft.ServerAddress(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rp.Close()
+	p := rp.(*pipeline)
+	p.idleAfter = 100 * time.Millisecond
+	send := func(i uint64) {
+		t.Helper()
+		req := &raft.AppendEntriesRequest{
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(ta.LocalAddr())},
+			Term:      1, PrevLogEntry: i, Entries: []*raft.Log{{Index: i + 1, Term: 1, Type: raft.LogCommand}},
+		}
+		if _, err := p.AppendEntries(req, new(raft.AppendEntriesResponse)); err != nil {
+			t.Fatalf("AppendEntries %d: %v", i, err)
+		}
+		select {
+		case f := <-p.Consumer():
+			if err := f.Error(); err != nil || f.Response().LastLog != i+1 {
+				t.Fatalf("future %d: %v, %+v", i, err, f.Response())
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("future %d did not come", i)
+		}
+	}
+	open := func() (client bool, served int64) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.stream != nil, b.mux.pipelinesServing.Load()
+	}
+	for round := uint64(1); round <= 3; round++ {
+		for i := range uint64(5) {
+			send(round*10 + i)
+		}
+		if c, s := open(); !c || s != 1 {
+			t.Fatalf("round %d: stream open %v, served %d; want open, 1", round, c, s)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for c, s := open(); c || s != 0; c, s = open() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: idle stream still open %v, served %d", round, c, s)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

@@ -20,9 +20,22 @@ const pipelineIdleGrace = 50 * time.Millisecond
 // deeper pipeline combines badly with raft's batching (hashicorp/raft#541).
 const pipelineDepth = raft.DefaultMaxRPCsInFlight
 
-// AppendEntriesPipeline implements raft.Transport: a bidirectional stream
-// for this group to target on the ordinary connection. Responses come
-// back in request order on the pipeline's Consumer.
+// streamIdle is how long a pipeline's stream stays open with nothing in
+// flight. raft keeps a pipeline to each follower for as long as the
+// follower answers, that is for the life of the leadership; an open
+// stream costs three goroutines (the receiver here, gRPC's watcher of
+// the stream's context, the serving handler on the follower) and gRPC's
+// buffers, which for a node leading hundreds of idle queues was a quarter
+// of its goroutines and a fifth of its memory. A stream that idles this
+// long ends, and the next AppendEntries opens another: opening one costs
+// no round trip (the headers go with the first request).
+const streamIdle = 2 * time.Second
+
+// AppendEntriesPipeline implements raft.Transport: AppendEntries for this
+// group to target go on a bidirectional stream of the ordinary
+// connection, opened when there is something to send and closed when
+// idle (streamIdle). Responses come back in request order on the
+// pipeline's Consumer.
 func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
 	if t.ctx.Err() != nil {
 		return nil, t.fail("AppendEntriesPipeline", target, raft.ErrTransportShutdown)
@@ -32,34 +45,40 @@ func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 		return nil, t.fail("AppendEntriesPipeline", target, err)
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
-	stream, err := raftpb.NewRaftClient(cc).AppendEntriesPipeline(ctx)
-	if err != nil {
-		cancel()
-		return nil, t.fail("AppendEntriesPipeline", target, err)
-	}
-	p := &pipeline{
-		t:      t,
-		target: target,
-		stream: stream,
-		ctx:    ctx,
-		cancel: cancel,
+	return &pipeline{
+		t:         t,
+		target:    target,
+		client:    raftpb.NewRaftClient(cc),
+		ctx:       ctx,
+		cancel:    cancel,
+		idleAfter: streamIdle,
 		// As in NetworkTransport, the receiver holds one future and the
 		// sender one more before blocking: depth-2 buffered.
 		inflight: make(chan *appendFuture, pipelineDepth-2),
 		doneCh:   make(chan raft.AppendFuture, pipelineDepth-2),
-	}
-	go p.receive()
-	return p, nil
+	}, nil
 }
 
-// pipeline is one AppendEntries stream. AppendEntries is called by raft's
-// replication goroutine only; receive owns the receiving side.
+// pipeline is one follower's replication pipeline. AppendEntries is
+// called by raft's replication goroutine only; the receiver of the open
+// stream owns its receiving side.
 type pipeline struct {
 	t      *Transport
 	target raft.ServerAddress
-	stream raftpb.Raft_AppendEntriesPipelineClient
+	client raftpb.RaftClient
 	ctx    context.Context
 	cancel context.CancelFunc
+	// idleAfter is streamIdle; tests shorten it.
+	idleAfter time.Duration
+
+	// mu guards stream, the open stream or nil while idle. AppendEntries
+	// holds it from sending a request until the receiver has taken its
+	// future, and the receiver ends an idle stream only if it gets mu at
+	// once (TryLock: waiting for it there would deadlock with an
+	// AppendEntries waiting for the receiver), so a stream a request has
+	// just gone out on is never ended.
+	mu     sync.Mutex
+	stream raftpb.Raft_AppendEntriesPipelineClient
 
 	inflight chan *appendFuture
 	doneCh   chan raft.AppendFuture
@@ -72,6 +91,13 @@ type pipeline struct {
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
 	p.sent.Add(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stream == nil {
+		if err := p.open(); err != nil {
+			return nil, p.t.fail("AppendEntriesPipeline", p.target, err)
+		}
+	}
 	if err := p.stream.Send(appendReqToPB(p.t.group, args)); err != nil {
 		// io.EOF means the stream ended; the reason comes with the
 		// receiving side, and raft closes the pipeline either way.
@@ -85,6 +111,19 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	}
 }
 
+// open starts a stream and its receiver; mu held.
+func (p *pipeline) open() error {
+	ctx, cancel := context.WithCancel(p.ctx)
+	stream, err := p.client.AppendEntriesPipeline(ctx)
+	if err != nil {
+		cancel()
+		return err
+	}
+	p.stream = stream
+	go p.receive(stream, cancel)
+	return nil
+}
+
 // Consumer implements raft.AppendPipeline.
 func (p *pipeline) Consumer() <-chan raft.AppendFuture { return p.doneCh }
 
@@ -95,20 +134,26 @@ func (p *pipeline) Close() error {
 	return nil
 }
 
-// receive completes the futures in order. A response that does not come
-// within rpcTimeout ends the stream (NetworkTransport's read deadline);
-// after a failure every remaining future fails the same way.
-func (p *pipeline) receive() {
+// receive completes the futures of stream in order, and ends the stream
+// once nothing has been in flight for streamIdle. A response that does
+// not come within rpcTimeout ends the pipeline (NetworkTransport's read
+// deadline); after a failure every remaining future fails the same way
+// and the failed stream stays, so that raft learns of the failure from
+// every later call and closes the pipeline.
+func (p *pipeline) receive(stream raftpb.Raft_AppendEntriesPipelineClient, cancel context.CancelFunc) {
+	defer cancel()
 	var failed error
 	timer := time.AfterFunc(rpcTimeout, p.cancel)
 	timer.Stop()
 	defer timer.Stop()
+	idle := time.NewTimer(p.idleAfter)
+	defer idle.Stop()
 	for {
 		select {
 		case f := <-p.inflight:
 			if failed == nil {
 				timer.Reset(rpcTimeout)
-				out, err := p.stream.Recv()
+				out, err := stream.Recv()
 				timer.Stop()
 				if err != nil {
 					failed = p.t.fail("AppendEntriesPipeline", p.target, err)
@@ -126,6 +171,21 @@ func (p *pipeline) receive() {
 			case <-p.ctx.Done():
 				return
 			}
+			idle.Reset(p.idleAfter)
+		case <-idle.C:
+			if failed != nil {
+				continue
+			}
+			if !p.mu.TryLock() { // a request is going out
+				idle.Reset(p.idleAfter)
+				continue
+			}
+			p.stream = nil
+			p.mu.Unlock()
+			// The follower's handler sees the end of its requests and
+			// returns; the deferred cancel releases gRPC's side.
+			_ = stream.CloseSend()
+			return
 		case <-p.ctx.Done():
 			return
 		}

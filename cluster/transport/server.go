@@ -52,6 +52,8 @@ func (s *server) AppendEntries(ctx context.Context, req *raftpb.AppendEntriesReq
 // (raft handles a group's log traffic serially anyway; the pipelining is
 // in the next request travelling while this one is processed).
 func (s *server) AppendEntriesPipeline(stream raftpb.Raft_AppendEntriesPipelineServer) error {
+	s.mux.pipelinesServing.Add(1)
+	defer s.mux.pipelinesServing.Add(-1)
 	ctx := stream.Context()
 	for {
 		req, err := stream.Recv()
