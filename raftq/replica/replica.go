@@ -150,19 +150,15 @@ type Replica struct {
 	// consumers), which the settler goroutine proposes in batches.
 	toSettle   map[raftq.ConsumerID][]uint64
 	settleWake chan struct{}
-	// stateWake wakes the watcher (watch.go) after the machine changed.
-	stateWake chan struct{}
+	// w is the watcher of leadership and deadlines (watch.go).
+	w watcher
 	// settlerStarted, goMu and goStopped start the settler on first use
 	// and never after shutdown began (its wg.Wait).
 	settlerStarted atomic.Bool
 	goMu           sync.Mutex
 	goStopped      bool
-	// resumed tells the watcher that a follower answers heartbeats again
-	// or asks for a pre-vote (a multi-member group only; nil otherwise).
-	resumed chan raft.Observation
-
-	dl     *deadLetterer
-	dlOnce sync.Once
+	dl             *deadLetterer
+	dlOnce         sync.Once
 
 	// fo: prompt elections when gossip reports the leader's node failed
 	// (failover.go).
@@ -212,8 +208,8 @@ func Open(cfg Config) (*Replica, error) {
 		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
 		toSettle:   make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
-		stateWake:  make(chan struct{}, 1),
 	}
+	r.w.looking.Store(true)     // wakes wait for startWatching
 	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet
 	r.getter = r.newConsumerID()
 	r.handouts.StartAt(randomID() &^ 0xffffffff)
@@ -309,16 +305,7 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	r.leaderOf.Store(r.raft)
-	if cfg.Transport != nil {
-		r.resumed = make(chan raft.Observation, 4)
-		r.raft.RegisterObserver(raft.NewObserver(r.resumed, false, func(o *raft.Observation) bool {
-			switch o.Data.(type) {
-			case raft.ResumedHeartbeatObservation, raft.RequestPreVoteRequest:
-				return true
-			}
-			return false
-		}))
-	}
+	r.raft.RegisterObserver(raft.NewObserver(nil, false, r.observe))
 	if pi, ok := cfg.Transport.(pipelineIdler); ok {
 		pi.SetPipelineIdle(func(lastAcked uint64) {
 			if r.isLeader() && r.raft.LastIndex() > lastAcked {
@@ -340,8 +327,7 @@ func Open(cfg Config) (*Replica, error) {
 		r.leaderApplied.Store(true)
 		r.onLeading()
 	}
-	r.wg.Add(1)
-	go r.watch()
+	r.startWatching(cfg.Transport == nil) // onLeading ran above
 	return r, nil
 }
 

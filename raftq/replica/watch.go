@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -9,143 +10,214 @@ import (
 	"github.com/warrenmq/warren/raftq"
 )
 
-// One goroutine per replica watches two things: its leadership (raft's
-// LeaderCh) and the machine's next deadline (a TTL expiry, a consumer
-// timeout, x-expires). It wakes only when one of them changes or a
-// deadline is due, so that an idle queue costs no CPU: a node carries a
-// thousand of them, and a ticker each would add up to thousands of
-// wake-ups a second.
+// The watcher looks after two things: the member's leadership and the
+// machine's next deadline (a TTL expiry, a consumer timeout, x-expires).
+// It runs only while there is something to look at: raft's observer hook,
+// the FSM (stateChanged) and a timer for the next deadline wake it, and it
+// ends when nothing more is due. A node carries a thousand idle queues; a
+// goroutine each, waiting, was a sixth of its goroutines and their stacks,
+// and a ticker each would add up to thousands of wake-ups a second.
 
 // minTickGap is the least time between two time commands of a leader: a
 // deadline the machine does not clear at once is looked at again this
-// much later, not in a loop.
+// much later, not in a loop. It is also the least time between two looks
+// prompted by applied entries.
 const minTickGap = 100 * time.Millisecond
 
 // barrierRetry is how soon a new leader whose barrier failed (without
 // losing the leadership) tries again.
 const barrierRetry = time.Second
 
+// watcher is the watcher's state. The want flags say what woke it;
+// looking is set while a look goroutine runs (or before the replica has
+// started it, Open). The rest belongs to the look goroutine.
+type watcher struct {
+	wantLook    atomic.Bool // leadership changed, or a deadline is due
+	wantApplied atomic.Bool // the machine applied entries
+	wantBarrier atomic.Bool // a follower answers again (leader: resume it)
+	looking     atomic.Bool
+
+	timer                         *time.Timer // wakes wantLook; nil until first armed
+	armed                         bool
+	leading                       bool
+	lastTick, lastAdapt, lastLook time.Time
+}
+
 // stateChanged tells the watcher that the machine applied an entry or a
 // snapshot: its next deadline or size may have moved. It never blocks
 // (the FSM goroutine calls it).
-func (r *Replica) stateChanged() {
-	select {
-	case r.stateWake <- struct{}{}:
-	default:
+func (r *Replica) stateChanged() { r.wake(&r.w.wantApplied) }
+
+// observe is raft's observer hook (Open registers it with no channel): it
+// runs on raft's goroutines, so it only sets a flag.
+func (r *Replica) observe(o *raft.Observation) bool {
+	switch o.Data.(type) {
+	case raft.RaftState, raft.LeaderObservation:
+		r.wake(&r.w.wantLook)
+	case raft.ResumedHeartbeatObservation, raft.RequestPreVoteRequest:
+		// A follower that was unreachable (restarted, or a new member
+		// whose group was not open yet) answers heartbeats again, or asks
+		// for a pre-vote: it has not heard from this leader, as a member
+		// that just started asks at once (failover.go), before raft's
+		// heartbeats, which back off from a follower that does not
+		// answer, try it again. raft retries its log replication only
+		// when entries are appended or every CommitTimeout, which is long
+		// so that idle groups stay quiet: an entry brings it up to date,
+		// and tells it who leads, now.
+		if r.cfg.Transport != nil {
+			r.wake(&r.w.wantBarrier)
+		}
 	}
+	return false
 }
 
-// watch runs until the replica stops. A new leader first applies
+// wake sets want and starts the look goroutine unless it runs.
+func (r *Replica) wake(want *atomic.Bool) {
+	want.Store(true)
+	if !r.w.looking.CompareAndSwap(false, true) {
+		return // the running one sees want
+	}
+	r.goMu.Lock()
+	if r.goStopped {
+		r.goMu.Unlock()
+		return // looking stays set: nothing starts any more
+	}
+	r.wg.Add(1)
+	r.goMu.Unlock()
+	go r.look()
+}
+
+// startWatching starts the watcher once Open is done; until then wakes
+// only set their flags. leading says whether Open ran onLeading.
+func (r *Replica) startWatching(leading bool) {
+	r.w.leading = leading
+	r.w.looking.Store(false)
+	r.wake(&r.w.wantLook)
+}
+
+// look runs while something wants looking at. A new leader first applies
 // everything committed before it (a barrier), so that what onLeading
 // resumes reflects the whole log.
-func (r *Replica) watch() {
+func (r *Replica) look() {
 	defer r.wg.Done()
-	leading := r.isLeader() && r.cfg.Transport == nil // onLeading ran in Open
-	leaderCh := r.raft.LeaderCh()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	armed := false
-	var lastTick, lastAdapt, lastLook time.Time
+	w := &r.w
 	for {
-		applied := false
 		select {
 		case <-r.done:
 			return
-		case <-leaderCh:
-		case <-r.stateWake:
-			applied = true
-		case <-timer.C:
-			armed = false
-		case <-r.resumed:
-			// A follower that was unreachable (restarted, or a new member
-			// whose group was not open yet) answers heartbeats again, or
-			// asks for a pre-vote: it has not heard from this leader, as
-			// a member that just started asks at once (failover.go),
-			// before raft's heartbeats, which back off from a follower
-			// that does not answer, try it again. raft retries its log
-			// replication only when entries are appended or every
-			// CommitTimeout, which is long so that idle groups stay
-			// quiet: an entry brings it up to date, and tells it who
-			// leads, now.
-			if r.isLeader() {
-				r.raft.Barrier(0)
+		default:
+		}
+		barrier, look, applied := w.wantBarrier.Swap(false), w.wantLook.Swap(false), w.wantApplied.Swap(false)
+		if !barrier && !look && !applied {
+			w.looking.Store(false)
+			// A wake between the swaps and the store saw looking set and
+			// left its flag to this goroutine: take it back.
+			if (w.wantBarrier.Load() || w.wantLook.Load() || w.wantApplied.Load()) && w.looking.CompareAndSwap(false, true) {
+				continue
 			}
+			return
+		}
+		if barrier && r.isLeader() {
+			r.raft.Barrier(0)
+		}
+		if !look && !applied {
 			continue
 		}
-		if since := time.Since(lastLook); applied && since < minTickGap {
+		if since := time.Since(w.lastLook); !look && since < minTickGap {
 			// A busy queue applies thousands of entries a second: look
 			// at the machine at most every minTickGap, as the timer
 			// will once the gap has passed.
-			if !armed {
-				timer.Reset(minTickGap - since)
-				armed = true
+			if !w.armed {
+				r.armLook(minTickGap - since)
 			}
 			continue
 		}
-		lastLook = time.Now()
-		timer.Stop()
-		armed = false
-		retryAt := time.Duration(0)
-
-		switch now := r.isLeader(); {
-		case now && !leading:
-			if err := r.wait(r.raft.Barrier(10 * time.Second)); err != nil {
-				r.log.Debug("barrier after election", "err", err)
-				retryAt = barrierRetry // lost it again (LeaderCh says so), or slow
-				break
-			}
-			leading = true
-			r.leaderApplied.Store(true)
-			r.log.Debug("leading")
-			r.onLeading()
-		case !now && leading:
-			leading = false
-			r.leaderApplied.Store(false)
-			if r.stopped.Load() {
-				// Closed or deleted, not deposed: consumers hear Gone
-				// (delete) or nothing (node shutdown), not LeaderLost.
-				return
-			}
-			r.log.Debug("stopped leading", "leader", r.Leader())
-			r.onFollowing()
-		}
-
-		r.fsm.mu.Lock()
-		at, due := r.fsm.m.NextDeadline()
-		live := liveCount(r.fsm.m)
-		sinceSnap := r.fsm.sinceSnap
-		r.fsm.mu.Unlock()
-		r.snapshotWhenDue(sinceSnap)
-		// Every member snapshots on its own, followers too. At most once
-		// a second; a skipped look is made up for by the timer.
-		if since := time.Since(lastAdapt); since >= time.Second {
-			lastAdapt = time.Now()
-			r.adaptSnapshotThreshold(live)
-		} else {
-			retryAt = time.Second - since
-		}
-		if leading && due {
-			now := time.Now()
-			wait := time.UnixMilli(at).Sub(now)
-			if gap := minTickGap - now.Sub(lastTick); wait < gap {
-				wait = gap
-			}
-			if wait <= 0 {
-				lastTick = now
-				// Its commit wakes this loop again through stateChanged;
-				// if it fails, the timer looks again.
-				r.wait(r.propose(&raftq.Command{Op: raftq.OpTick}))
-				wait = minTickGap
-			}
-			if retryAt == 0 || wait < retryAt {
-				retryAt = wait
-			}
-		}
-		if retryAt > 0 {
-			timer.Reset(retryAt)
-			armed = true
+		if r.lookOnce() {
+			return
 		}
 	}
+}
+
+// armLook makes the timer wake the watcher after d.
+func (r *Replica) armLook(d time.Duration) {
+	w := &r.w
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, func() { r.wake(&r.w.wantLook) })
+	} else {
+		w.timer.Reset(d)
+	}
+	w.armed = true
+}
+
+// lookOnce checks the leadership and the machine's deadline. It reports
+// whether the watcher is done for good (the replica stopped).
+func (r *Replica) lookOnce() (stop bool) {
+	w := &r.w
+	w.lastLook = time.Now()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.armed = false
+	retryAt := time.Duration(0)
+
+	switch now := r.isLeader(); {
+	case now && !w.leading:
+		if err := r.wait(r.raft.Barrier(10 * time.Second)); err != nil {
+			r.log.Debug("barrier after election", "err", err)
+			retryAt = barrierRetry // lost it again (the observer says so), or slow
+			break
+		}
+		w.leading = true
+		r.leaderApplied.Store(true)
+		r.log.Debug("leading")
+		r.onLeading()
+	case !now && w.leading:
+		w.leading = false
+		r.leaderApplied.Store(false)
+		if r.stopped.Load() {
+			// Closed or deleted, not deposed: consumers hear Gone
+			// (delete) or nothing (node shutdown), not LeaderLost.
+			return true
+		}
+		r.log.Debug("stopped leading", "leader", r.Leader())
+		r.onFollowing()
+	}
+
+	r.fsm.mu.Lock()
+	at, due := r.fsm.m.NextDeadline()
+	live := liveCount(r.fsm.m)
+	sinceSnap := r.fsm.sinceSnap
+	r.fsm.mu.Unlock()
+	r.snapshotWhenDue(sinceSnap)
+	// Every member snapshots on its own, followers too. At most once a
+	// second; a skipped look is made up for by the timer.
+	if since := time.Since(w.lastAdapt); since >= time.Second {
+		w.lastAdapt = time.Now()
+		r.adaptSnapshotThreshold(live)
+	} else {
+		retryAt = time.Second - since
+	}
+	if w.leading && due {
+		now := time.Now()
+		wait := time.UnixMilli(at).Sub(now)
+		if gap := minTickGap - now.Sub(w.lastTick); wait < gap {
+			wait = gap
+		}
+		if wait <= 0 {
+			w.lastTick = now
+			// Its commit wakes the watcher again through stateChanged;
+			// if it fails, the timer looks again.
+			r.wait(r.propose(&raftq.Command{Op: raftq.OpTick}))
+			wait = minTickGap
+		}
+		if retryAt == 0 || wait < retryAt {
+			retryAt = wait
+		}
+	}
+	if retryAt > 0 {
+		r.armLook(retryAt)
+	}
+	return false
 }
 
 // snapshotWhenDue starts a snapshot once the entries applied since the

@@ -1,0 +1,20 @@
+package replica
+
+import (
+	"testing"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// An idle replica has no watcher goroutine, even with a deadline ahead:
+// the timer alone brings it back to expire the messages.
+func TestWatcherSleepsUntilDeadline(t *testing.T) {
+	r := openTest(t, nil, t.TempDir(), amqp.Table{"x-message-ttl": int64(2000)})
+	defer r.Close()
+	enqueue(t, r, 3)
+	waitFor(t, "the watcher to stop with messages waiting", func() bool {
+		return !r.w.looking.Load() && r.Stats().Ready == 3
+	})
+	waitFor(t, "the messages to expire", func() bool { return r.Stats().Ready == 0 })
+	waitFor(t, "the watcher to stop again", func() bool { return !r.w.looking.Load() })
+}
