@@ -152,13 +152,15 @@ type Replica struct {
 	settleWake chan struct{}
 	// w is the watcher of leadership and deadlines (watch.go).
 	w watcher
-	// settlerStarted, goMu and goStopped start the settler on first use
-	// and never after shutdown began (its wg.Wait).
+	// settlerStarted, goMu and goStopped start the settler and the
+	// watcher's goroutine on demand, and never after shutdown began
+	// (its wg.Wait).
 	settlerStarted atomic.Bool
 	goMu           sync.Mutex
 	goStopped      bool
-	dl             *deadLetterer
-	dlOnce         sync.Once
+
+	dl     *deadLetterer
+	dlOnce sync.Once
 
 	// fo: prompt elections when gossip reports the leader's node failed
 	// (failover.go).
