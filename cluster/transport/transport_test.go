@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -208,4 +209,42 @@ func TestUnknownGroup(t *testing.T) {
 		t.Fatalf("register after close: %v", err)
 	}
 	_ = again.Close()
+}
+
+// raft's pipeline sends one batch (MaxAppendEntries) each time it is
+// woken, by a new entry or by CommitTimeout, so a burst of entries that
+// outruns its wake-ups leaves followers behind until the next one. With
+// the group's leader appending a barrier when told a pipeline went idle
+// behind its log (SetPipelineIdle, as raftq/replica does), the followers
+// catch up with CommitTimeout at an hour; without it they stay behind.
+func TestIdlePipelineCatchesUp(t *testing.T) {
+	t.Parallel()
+	small := func(c *raft.Config) {
+		c.MaxAppendEntries = 4
+		c.BatchApplyCh = true
+		c.CommitTimeout = time.Hour
+	}
+	h := newHarness(t, 3, []string{"burst"}, small)
+	for _, nd := range h.nodes {
+		m := nd.member("burst")
+		r := m.raft
+		m.trans.SetPipelineIdle(func(lastAcked uint64) {
+			if r.State() == raft.Leader && r.LastIndex() > lastAcked {
+				r.Barrier(0)
+			}
+		})
+	}
+	h.apply("burst", 1, 16) // the followers' pipelines are up
+	r := h.leader("burst").member("burst").raft
+	const burst = 400
+	fs := make([]raft.ApplyFuture, burst)
+	for i := range fs {
+		fs[i] = r.Apply(binary.BigEndian.AppendUint64(nil, uint64(i)), 0)
+	}
+	h.converged("burst", 1+burst)
+	for i, f := range fs {
+		if err := f.Error(); err != nil {
+			t.Fatalf("apply %d: %v", i, err)
+		}
+	}
 }
