@@ -252,7 +252,13 @@ func (h *harness) apply(g string, n, size int) {
 // want commands and all their states are equal.
 func (h *harness) converged(g string, want uint64) {
 	h.t.Helper()
-	waitFor(h.t, 20*time.Second, g+" converged", func() error {
+	h.convergedWithin(g, want, 20*time.Second)
+}
+
+// convergedWithin is converged with its own time limit.
+func (h *harness) convergedWithin(g string, want uint64, limit time.Duration) {
+	h.t.Helper()
+	waitFor(h.t, limit, g+" converged", func() error {
 		var states []fsmState
 		for _, nd := range h.nodes {
 			if !nd.running() {

@@ -180,6 +180,14 @@ func (p *pipeline) receive(stream raftpb.Raft_AppendEntriesPipelineClient, cance
 				idle.Reset(p.idleAfter)
 				continue
 			}
+			if len(p.inflight) > 0 {
+				// Futures queued behind the timer (inflight holds none
+				// at pipelineDepth 2, but a deeper pipeline's would
+				// answer on this stream).
+				p.mu.Unlock()
+				idle.Reset(p.idleAfter)
+				continue
+			}
 			p.stream = nil
 			p.mu.Unlock()
 			// The follower's handler sees the end of its requests and
