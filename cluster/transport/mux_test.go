@@ -245,3 +245,50 @@ func TestPipelineStreamEndsWhenIdle(t *testing.T) {
 		}
 	}
 }
+
+// raft's decoder stops reading Consumer when a response fails, and raft
+// closes the pipeline only once its sender notices. A sender that sends
+// twice more meanwhile must get an error, not wait for ever (which hung
+// raft.Shutdown).
+func TestPipelineAbandonedByDecoder(t *testing.T) {
+	t.Parallel()
+	h, ta, tb := pair(t, "abandoned")
+	b := h.nodes[1]
+	answer(t, tb, func(rpc raft.RPC) {
+		req := rpc.Command.(*raft.AppendEntriesRequest)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: false}, nil)
+	})
+	rp, err := ta.AppendEntriesPipeline(b.id, raft.ServerAddress(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rp.Close()
+	p := rp.(*pipeline)
+	p.consumerWait = 200 * time.Millisecond
+	req := func(i uint64) *raft.AppendEntriesRequest {
+		return &raft.AppendEntriesRequest{
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(ta.LocalAddr())},
+			Term:      1, PrevLogEntry: i, Entries: []*raft.Log{{Index: i + 1, Term: 1, Type: raft.LogCommand}},
+		}
+	}
+	if _, err := p.AppendEntries(req(1), new(raft.AppendEntriesResponse)); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Consumer() // the decoder takes the failed answer and stops reading
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for i := uint64(2); err == nil && i < 10; i++ {
+			_, err = p.AppendEntries(req(i), new(raft.AppendEntriesResponse))
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("sends kept succeeding with nobody reading the answers")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("AppendEntries blocked with nobody reading the answers")
+	}
+}

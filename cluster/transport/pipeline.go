@@ -46,12 +46,13 @@ func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	return &pipeline{
-		t:         t,
-		target:    target,
-		client:    raftpb.NewRaftClient(cc),
-		ctx:       ctx,
-		cancel:    cancel,
-		idleAfter: streamIdle,
+		t:            t,
+		target:       target,
+		client:       raftpb.NewRaftClient(cc),
+		ctx:          ctx,
+		cancel:       cancel,
+		idleAfter:    streamIdle,
+		consumerWait: consumerWait,
 		// As in NetworkTransport, the receiver holds one future and the
 		// sender one more before blocking: depth-2 buffered.
 		inflight: make(chan *appendFuture, pipelineDepth-2),
@@ -68,8 +69,10 @@ type pipeline struct {
 	client raftpb.RaftClient
 	ctx    context.Context
 	cancel context.CancelFunc
-	// idleAfter is streamIdle; tests shorten it.
-	idleAfter time.Duration
+	// idleAfter is streamIdle and consumerWait is the const; tests
+	// shorten them.
+	idleAfter    time.Duration
+	consumerWait time.Duration
 
 	// mu guards stream, the open stream or nil while idle. AppendEntries
 	// holds it from sending a request until the receiver has taken its
@@ -166,9 +169,7 @@ func (p *pipeline) receive(stream raftpb.Raft_AppendEntriesPipelineClient, cance
 				f.err = failed
 			}
 			close(f.done)
-			select {
-			case p.doneCh <- f:
-			case <-p.ctx.Done():
+			if !p.hand(f) {
 				return
 			}
 			idle.Reset(p.idleAfter)
@@ -197,6 +198,37 @@ func (p *pipeline) receive(stream raftpb.Raft_AppendEntriesPipelineClient, cance
 		case <-p.ctx.Done():
 			return
 		}
+	}
+}
+
+// consumerWait is how long a future waits for raft's decoder to take it
+// before the pipeline ends (hand).
+const consumerWait = 5 * time.Second
+
+// hand passes f to raft's decoder on Consumer. The decoder stops reading
+// when a response fails or names a newer term, and raft closes the
+// pipeline only once its sender notices; a sender that sends again
+// meanwhile waits on the receiver, which waits on the decoder, for ever,
+// and raft.Shutdown with it (seen as a node test hanging in Close). A
+// future the decoder does not take within consumerWait ends the pipeline:
+// the sender's call fails and raft goes back to sending one request at a
+// time.
+func (p *pipeline) hand(f *appendFuture) bool {
+	select {
+	case p.doneCh <- f: // the decoder is usually waiting
+		return true
+	default:
+	}
+	t := time.NewTimer(p.consumerWait)
+	defer t.Stop()
+	select {
+	case p.doneCh <- f:
+		return true
+	case <-t.C:
+		p.cancel()
+		return false
+	case <-p.ctx.Done():
+		return false
 	}
 }
 
