@@ -199,20 +199,11 @@ func TestPipelineStreamEndsWhenIdle(t *testing.T) {
 		req := rpc.Command.(*raft.AppendEntriesRequest)
 		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: req.PrevLogEntry + 1, Success: true}, nil)
 	})
-	rp, err := ta.AppendEntriesPipeline(b.id, raft.ServerAddress(b.addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rp.Close()
-	p := rp.(*pipeline)
+	p := openPipeline(t, ta, b)
 	p.idleAfter = 100 * time.Millisecond
 	send := func(i uint64) {
 		t.Helper()
-		req := &raft.AppendEntriesRequest{
-			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(ta.LocalAddr())},
-			Term:      1, PrevLogEntry: i, Entries: []*raft.Log{{Index: i + 1, Term: 1, Type: raft.LogCommand}},
-		}
-		if _, err := p.AppendEntries(req, new(raft.AppendEntriesResponse)); err != nil {
+		if _, err := p.AppendEntries(oneEntry(ta, i), new(raft.AppendEntriesResponse)); err != nil {
 			t.Fatalf("AppendEntries %d: %v", i, err)
 		}
 		select {
@@ -258,20 +249,9 @@ func TestPipelineAbandonedByDecoder(t *testing.T) {
 		req := rpc.Command.(*raft.AppendEntriesRequest)
 		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: false}, nil)
 	})
-	rp, err := ta.AppendEntriesPipeline(b.id, raft.ServerAddress(b.addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rp.Close()
-	p := rp.(*pipeline)
+	p := openPipeline(t, ta, b)
 	p.consumerWait = 200 * time.Millisecond
-	req := func(i uint64) *raft.AppendEntriesRequest {
-		return &raft.AppendEntriesRequest{
-			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(ta.LocalAddr())},
-			Term:      1, PrevLogEntry: i, Entries: []*raft.Log{{Index: i + 1, Term: 1, Type: raft.LogCommand}},
-		}
-	}
-	if _, err := p.AppendEntries(req(1), new(raft.AppendEntriesResponse)); err != nil {
+	if _, err := p.AppendEntries(oneEntry(ta, 1), new(raft.AppendEntriesResponse)); err != nil {
 		t.Fatal(err)
 	}
 	<-p.Consumer() // the decoder takes the failed answer and stops reading
@@ -279,7 +259,7 @@ func TestPipelineAbandonedByDecoder(t *testing.T) {
 	go func() {
 		var err error
 		for i := uint64(2); err == nil && i < 10; i++ {
-			_, err = p.AppendEntries(req(i), new(raft.AppendEntriesResponse))
+			_, err = p.AppendEntries(oneEntry(ta, i), new(raft.AppendEntriesResponse))
 		}
 		done <- err
 	}()
@@ -290,5 +270,24 @@ func TestPipelineAbandonedByDecoder(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("AppendEntries blocked with nobody reading the answers")
+	}
+}
+
+// openPipeline opens ta's pipeline to b, closed when the test ends.
+func openPipeline(t *testing.T, ta *Transport, b *node) *pipeline {
+	t.Helper()
+	rp, err := ta.AppendEntriesPipeline(b.id, raft.ServerAddress(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rp.Close() })
+	return rp.(*pipeline)
+}
+
+// oneEntry is an AppendEntries from ta's node carrying entry i+1.
+func oneEntry(ta *Transport, i uint64) *raft.AppendEntriesRequest {
+	return &raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(ta.LocalAddr())},
+		Term:      1, PrevLogEntry: i, Entries: []*raft.Log{{Index: i + 1, Term: 1, Type: raft.LogCommand}},
 	}
 }
