@@ -87,6 +87,11 @@ type pipeline struct {
 	doneCh   chan raft.AppendFuture
 	once     sync.Once
 	sent     atomic.Uint64 // requests sent, for the idle check
+
+	// checkIdle's timer (created on first use), and the requests sent
+	// and the follower's last acknowledged index when it was last set.
+	idleCheck         *time.Timer
+	idleSeq, idleLast atomic.Uint64
 }
 
 // AppendEntries implements raft.AppendPipeline. It blocks while
@@ -239,20 +244,28 @@ func (p *pipeline) hand(f *appendFuture) bool {
 // or by CommitTimeout; a follower more than a batch behind when the
 // pipeline starts (one back from a long outage) would otherwise catch up
 // a batch per CommitTimeout on an idle queue, which is seconds to a
-// minute. Under traffic raft keeps sending and the check finds it busy.
+// minute. Under traffic each answer pushes the one timer back, and it
+// fires only once raft has gone quiet. Receivers call it one at a time.
 func (p *pipeline) checkIdle(f *appendFuture) {
 	n := len(f.args.Entries)
 	if n == 0 || f.err != nil || !f.resp.Success || len(p.inflight) > 0 {
 		return
 	}
-	fn := p.t.pipelineIdle.Load()
-	if fn == nil {
+	if p.t.pipelineIdle.Load() == nil {
 		return
 	}
-	seq, last := p.sent.Load(), f.args.Entries[n-1].Index
-	time.AfterFunc(pipelineIdleGrace, func() {
-		if p.sent.Load() == seq && p.ctx.Err() == nil {
-			(*fn)(last)
-		}
-	})
+	p.idleSeq.Store(p.sent.Load())
+	p.idleLast.Store(f.args.Entries[n-1].Index)
+	if p.idleCheck == nil {
+		p.idleCheck = time.AfterFunc(pipelineIdleGrace, p.idleNow)
+	} else {
+		p.idleCheck.Reset(pipelineIdleGrace)
+	}
+}
+
+// idleNow is checkIdle's timer: nothing was sent since the answer.
+func (p *pipeline) idleNow() {
+	if fn := p.t.pipelineIdle.Load(); fn != nil && p.sent.Load() == p.idleSeq.Load() && p.ctx.Err() == nil {
+		(*fn)(p.idleLast.Load())
+	}
 }
