@@ -310,8 +310,8 @@ func Open(cfg Config) (*Replica, error) {
 	r.raft.RegisterObserver(raft.NewObserver(nil, false, r.observe))
 	if pi, ok := cfg.Transport.(pipelineIdler); ok {
 		pi.SetPipelineIdle(func(lastAcked uint64) {
-			if r.isLeader() && r.raft.LastIndex() > lastAcked {
-				r.raft.Barrier(0) // raft sends the follower's next batch
+			if r.raft.LastIndex() > lastAcked {
+				r.wake(&r.w.wantBarrier) // raft sends the follower's next batch
 			}
 		})
 	}

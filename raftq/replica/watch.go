@@ -34,7 +34,7 @@ const barrierRetry = time.Second
 type watcher struct {
 	wantLook    atomic.Bool // leadership changed, or a deadline is due
 	wantApplied atomic.Bool // the machine applied entries
-	wantBarrier atomic.Bool // a follower answers again (leader: resume it)
+	wantBarrier atomic.Bool // a follower answers again or fell idle behind (leader: resume it)
 	looking     atomic.Bool
 
 	timer                         *time.Timer // wakes wantLook; nil until first armed
