@@ -9,15 +9,21 @@ import (
 
 // defaultQueueTimeout is the queue groups' heartbeat and election
 // timeout. A leader heartbeats each follower every tenth to fifth of it,
-// so with a thousand idle queues heartbeats are what an idle node spends
-// its CPU on: at 2 s a thousand queues on three nodes took 0.6 of a core.
+// and the node's transport holds each heartbeat up to half of it to share
+// a call, so with a thousand idle queues heartbeats are what an idle node
+// spends its CPU on: on three nodes of a 2-core machine, 0.6 of a core at
+// 2 s, 11% at 10 s, 3% at 30 s (the floor: 60 s measured the same).
 // A dead leader is not found by this timeout but by gossip (memberEvent),
 // whose verdict makes a survivor campaign at once: a SIGKILLed leader's
 // queues take publishes again after about the gossip's detection time
 // (two to three seconds), whatever this is. The timeout is what is left
 // for failures gossip does not see (a leader whose node lives but whose
-// group is cut off from it).
-const defaultQueueTimeout = 10 * time.Second
+// group is cut off from it: its followers elect after one to two
+// timeouts) and how long a leader cut off from its followers keeps the
+// role (its lease; it confirms nothing meanwhile, having no majority),
+// and how long a leadership transfer whose target fails mid-way holds
+// up publishes.
+const defaultQueueTimeout = 30 * time.Second
 
 func (c *clusterNode) queueTimeout() time.Duration {
 	if c.cfg.QueueTimeout > 0 {
