@@ -120,14 +120,20 @@ type Replica struct {
 
 	// publisher and seq number this replica's proposals for the machine's
 	// confirm and deduplication bookkeeping; pubMu keeps seq order equal
-	// to log order.
+	// to log order, so it is held across raft.Apply, which blocks while
+	// raft's apply channel is full.
 	publisher uint64
 	pubMu     sync.Mutex
 	seq       uint64
 	slots     chan struct{}
 	// pending holds the done callbacks of proposed enqueues, this
 	// replica's own and forwarded ones, by publisher and seq; the
-	// machine's Confirm and Reject effects complete them (pubMu).
+	// machine's Confirm and Reject effects complete them. Under pendMu,
+	// not pubMu: the FSM goroutine completes them, and raft's leader loop
+	// drains the apply channel only while the FSM takes what it commits,
+	// so an FSM waiting for pubMu would deadlock with an enqueue blocked
+	// in raft.Apply.
+	pendMu  sync.Mutex
 	pending map[pendingKey]func(error)
 
 	idBase  uint64
@@ -572,6 +578,7 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 		return err
 	}
 	k := pendingKey{publisher, seq}
+	r.pendMu.Lock()
 	if prev, dup := r.pending[k]; dup {
 		// The same publish sent again before its first proposal was
 		// answered: both are answered by whichever commits first.
@@ -581,6 +588,7 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 	} else {
 		r.pending[k] = done
 	}
+	r.pendMu.Unlock()
 	r.raft.Apply(entry, 0)
 	r.pubMu.Unlock()
 	return nil
@@ -591,10 +599,10 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 // up to the new leader. Forwarders send them again there (the machine
 // stores a re-sent publish once); local publishers get basic.nack.
 func (r *Replica) failPending(err error) {
-	r.pubMu.Lock()
+	r.pendMu.Lock()
 	pending := r.pending
 	r.pending = make(map[pendingKey]func(error))
-	r.pubMu.Unlock()
+	r.pendMu.Unlock()
 	for range pending {
 		<-r.slots
 	}
@@ -608,10 +616,10 @@ func (r *Replica) failPending(err error) {
 // committed and applied: never before.
 func (r *Replica) completeEnqueue(publisher, seq uint64, err error) {
 	k := pendingKey{publisher, seq}
-	r.pubMu.Lock()
+	r.pendMu.Lock()
 	done, ok := r.pending[k]
 	delete(r.pending, k)
-	r.pubMu.Unlock()
+	r.pendMu.Unlock()
 	if ok {
 		<-r.slots
 		done(err)
@@ -919,10 +927,10 @@ func (r *Replica) shutdown(pendingErr error) {
 	close(r.done)
 	r.wg.Wait()
 	// Fail the enqueues still waiting for a confirm.
-	r.pubMu.Lock()
+	r.pendMu.Lock()
 	pending := r.pending
 	r.pending = make(map[pendingKey]func(error))
-	r.pubMu.Unlock()
+	r.pendMu.Unlock()
 	for _, done := range pending {
 		done(pendingErr)
 	}
