@@ -90,6 +90,34 @@ func enqueue(t *testing.T, r *Replica, n int) {
 	wg.Wait()
 }
 
+// Publishing faster than the log takes entries fills raft's apply
+// channel, and an enqueue then blocks in raft.Apply holding the lock that
+// orders proposals. The state machine confirming earlier publishes
+// meanwhile must not need that lock: raft's leader loop empties the
+// apply channel only while the state machine takes what it commits.
+func TestEnqueueBurstBeyondApplyChannel(t *testing.T) {
+	r := openTest(t, nil, t.TempDir(), nil)
+	defer r.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				enqueue(t, r, 8000)
+			}()
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("enqueues still unanswered after 2 minutes: deadlocked")
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

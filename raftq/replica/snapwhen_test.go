@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"sync"
 	"testing"
 	"time"
 )
@@ -19,33 +18,5 @@ func TestSnapshotOnceThresholdPassed(t *testing.T) {
 	waitFor(t, "a snapshot", func() bool { return r.Status().SnapshotIndex > 0 })
 	if took := time.Since(opened); took >= interval {
 		t.Fatalf("first snapshot %v after opening: raft's own check (every %v or more), not the threshold", took, interval)
-	}
-}
-
-// Publishing faster than the log takes entries fills raft's apply
-// channel, and an enqueue then blocks in raft.Apply holding the lock that
-// orders proposals. The state machine confirming earlier publishes
-// meanwhile must not need that lock: raft's leader loop empties the
-// apply channel only while the state machine takes what it commits.
-func TestEnqueueBurstBeyondApplyChannel(t *testing.T) {
-	r := openTest(t, nil, t.TempDir(), nil)
-	defer r.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				enqueue(t, r, 8000)
-			}()
-		}
-		wg.Wait()
-	}()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("enqueues still unanswered after 2 minutes: deadlocked")
 	}
 }
