@@ -193,13 +193,9 @@ func TestSnapshotStreams(t *testing.T) {
 // AppendEntries opens another: answers stay in order across the change.
 func TestPipelineStreamEndsWhenIdle(t *testing.T) {
 	t.Parallel()
-	h, ta, tb := pair(t, "idle")
-	b := h.nodes[1]
-	answer(t, tb, func(rpc raft.RPC) {
-		req := rpc.Command.(*raft.AppendEntriesRequest)
-		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: req.PrevLogEntry + 1, Success: true}, nil)
+	ta, b, p := answeredPipeline(t, "idle", func(req *raft.AppendEntriesRequest) *raft.AppendEntriesResponse {
+		return &raft.AppendEntriesResponse{Term: req.Term, LastLog: req.PrevLogEntry + 1, Success: true}
 	})
-	p := openPipeline(t, ta, b)
 	p.idleAfter = 100 * time.Millisecond
 	send := func(i uint64) {
 		t.Helper()
@@ -243,13 +239,9 @@ func TestPipelineStreamEndsWhenIdle(t *testing.T) {
 // raft.Shutdown).
 func TestPipelineAbandonedByDecoder(t *testing.T) {
 	t.Parallel()
-	h, ta, tb := pair(t, "abandoned")
-	b := h.nodes[1]
-	answer(t, tb, func(rpc raft.RPC) {
-		req := rpc.Command.(*raft.AppendEntriesRequest)
-		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: false}, nil)
+	ta, _, p := answeredPipeline(t, "abandoned", func(req *raft.AppendEntriesRequest) *raft.AppendEntriesResponse {
+		return &raft.AppendEntriesResponse{Term: req.Term, Success: false}
 	})
-	p := openPipeline(t, ta, b)
 	p.consumerWait = 200 * time.Millisecond
 	if _, err := p.AppendEntries(oneEntry(ta, 1), new(raft.AppendEntriesResponse)); err != nil {
 		t.Fatal(err)
@@ -271,6 +263,19 @@ func TestPipelineAbandonedByDecoder(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("AppendEntries blocked with nobody reading the answers")
 	}
+}
+
+// answeredPipeline opens a pipeline of group g from node a to node b,
+// whose AppendEntries respond answers; it returns a's transport, b and
+// the pipeline.
+func answeredPipeline(t *testing.T, g string, respond func(*raft.AppendEntriesRequest) *raft.AppendEntriesResponse) (*Transport, *node, *pipeline) {
+	t.Helper()
+	h, ta, tb := pair(t, g)
+	b := h.nodes[1]
+	answer(t, tb, func(rpc raft.RPC) {
+		rpc.Respond(respond(rpc.Command.(*raft.AppendEntriesRequest)), nil)
+	})
+	return ta, b, openPipeline(t, ta, b)
 }
 
 // openPipeline opens ta's pipeline to b, closed when the test ends.
