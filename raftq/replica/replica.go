@@ -926,14 +926,7 @@ func (r *Replica) shutdown(pendingErr error) {
 	r.goMu.Unlock()
 	close(r.done)
 	r.wg.Wait()
-	// Fail the enqueues still waiting for a confirm.
-	r.pendMu.Lock()
-	pending := r.pending
-	r.pending = make(map[pendingKey]func(error))
-	r.pendMu.Unlock()
-	for _, done := range pending {
-		done(pendingErr)
-	}
+	r.failPending(pendingErr) // the enqueues still waiting for a confirm
 	if err := r.closeStore(); err != nil {
 		r.log.Warn("close raft log", "err", err)
 	}
