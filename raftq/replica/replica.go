@@ -264,7 +264,7 @@ func Open(cfg Config) (*Replica, error) {
 	// holds) and each group's apply channel. At 1,000 msg/s those
 	// buffers were over half of a leader's allocation at 512; 128 kept
 	// one queue's throughput (about 22,000 msg/s either way here) and
-	// took 7% off the memory 1,000 queues add and 4% off CPU per message
+	// CPU per message, and took 7% off the memory 1,000 queues add
 	// (docs/performance.md, "Tenth session").
 	rc.MaxAppendEntries = 128
 	rc.SnapshotThreshold = minSnapshotThreshold
