@@ -85,9 +85,14 @@ func newMember(t *testing.T, name string, expect int, seed string, opts ...Optio
 			BootstrapExpect:  expect,
 			HeartbeatTimeout: 500 * time.Millisecond,
 			ElectionTimeout:  500 * time.Millisecond,
-			PublishTimeout:   10 * time.Second,
-			ProbeInterval:    200 * time.Millisecond,
-			ProbeTimeout:     100 * time.Millisecond,
+			// The queue groups' timeout the node tests' time limits were
+			// set against (the default was 10 s until it went to 30 s);
+			// the default itself is exercised by cmd/warren's process
+			// tests.
+			QueueTimeout:   10 * time.Second,
+			PublishTimeout: 10 * time.Second,
+			ProbeInterval:  200 * time.Millisecond,
+			ProbeTimeout:   100 * time.Millisecond,
 		},
 	}
 	if seed != "" {
