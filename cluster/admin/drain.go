@@ -179,14 +179,18 @@ func (s *Server) moveLeadersOff(ctx context.Context, node string) (moves []*admi
 			return moves, nil
 		}
 		for _, g := range leading {
-			to := ""
+			// The follower leading fewest, one caught up if there is
+			// one: a transfer to one behind holds the queue's writes
+			// until it has caught up (see caughtUp).
+			to, toUp := "", false
 			for _, m := range g.members {
 				view, ok := survey[m][g.id]
 				if !ok || m == node || drained[m] || view.Role != string(RoleFollower) {
 					continue
 				}
-				if to == "" || counts[m] < counts[to] {
-					to = m
+				up := caughtUp(survey[node][g.id], view)
+				if to == "" || (up && !toUp) || (up == toUp && counts[m] < counts[to]) {
+					to, toUp = m, up
 				}
 			}
 			ref := g.vhost + "/" + g.name

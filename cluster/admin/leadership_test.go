@@ -35,6 +35,11 @@ type world struct {
 	queues  []string
 	members map[string][]string
 	moves   int
+	// behind holds nodes whose replicas lack that many committed
+	// entries; stale, nodes whose replicas have not heard from the
+	// current leaders (an older term).
+	behind map[string]uint64
+	stale  map[string]bool
 	// countsAsked is how often Queues was asked for message counts,
 	// which ask every queue's leader on a real node.
 	countsAsked int
@@ -88,9 +93,14 @@ func (w *worldNode) LocalMember(id string) (MemberStatus, bool) {
 		return MemberStatus{}, false
 	}
 	if w.leaders[q] == w.self {
-		return MemberStatus{Role: RoleLeader, Term: 2}, true
+		return MemberStatus{Role: RoleLeader, Term: 2, CommitIndex: 1000, AppliedIndex: 1000, LastLogIndex: 1000}, true
 	}
-	return MemberStatus{Role: RoleFollower, Term: 2}, true
+	st := MemberStatus{Role: RoleFollower, Term: 2, CommitIndex: 1000, AppliedIndex: 1000, LastLogIndex: 1000}
+	if w.stale[w.self] {
+		st.Term = 1
+	}
+	st.LastLogIndex -= w.behind[w.self]
+	return st, true
 }
 func (w *worldNode) LocalMembers() map[string]MemberStatus {
 	out := map[string]MemberStatus{}
@@ -165,7 +175,7 @@ func startWorld(t *testing.T, w *world) adminpb.AdminClient {
 // newWorld has nodes warren-0…warren-2 and n queues, all led by leader.
 func newWorld(n int, leader string) *world {
 	w := &world{nodes: []string{"warren-0", "warren-1", "warren-2"}, down: map[string]bool{},
-		leaders: map[string]string{}, members: map[string][]string{}}
+		leaders: map[string]string{}, members: map[string][]string{}, behind: map[string]uint64{}, stale: map[string]bool{}}
 	for i := range n {
 		q := fmt.Sprintf("q%d", i)
 		w.queues = append(w.queues, q)
@@ -254,6 +264,54 @@ func TestRebalance(t *testing.T) {
 	resp, err = c.Rebalance(ctx(t), &adminpb.RebalanceRequest{})
 	if err != nil || len(resp.Moves) != 0 {
 		t.Errorf("second rebalance: %v, %v", resp, err)
+	}
+}
+
+// A follower behind its leader is no target: a transfer would hold the
+// queue's writes until it caught up. A few entries behind is caught up
+// (a busy queue's follower always trails a little).
+func TestRebalanceSkipsFollowersBehind(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		behind uint64
+		stale  bool
+		want   map[string]int
+	}{
+		{"entries missing", 500, false, map[string]int{"warren-0": 4, "warren-1": 0, "warren-2": 5}},
+		{"older term", 0, true, map[string]int{"warren-0": 4, "warren-1": 0, "warren-2": 5}},
+		{"trailing a little", maxTransferLag, false, map[string]int{"warren-0": 3, "warren-1": 3, "warren-2": 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(9, "warren-2")
+			w.behind["warren-1"], w.stale["warren-1"] = tc.behind, tc.stale
+			c := startWorld(t, w)
+			resp, err := c.Rebalance(ctx(t), &adminpb.RebalanceRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := w.leaderCounts()
+			for n, want := range tc.want {
+				if got[n] != want {
+					t.Errorf("leaders %v, want %v", got, tc.want)
+					break
+				}
+			}
+			for _, m := range resp.Moves {
+				if m.Error != "" {
+					t.Errorf("move %v", m)
+				}
+			}
+			// Once caught up, the next rebalance evens it out.
+			w.mu.Lock()
+			w.behind["warren-1"], w.stale["warren-1"] = 0, false
+			w.mu.Unlock()
+			if _, err := c.Rebalance(ctx(t), &adminpb.RebalanceRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.leaderCounts(); got["warren-0"] != 3 || got["warren-1"] != 3 || got["warren-2"] != 3 {
+				t.Errorf("after catching up: leaders %v", got)
+			}
+		})
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 // leading the most selected queues to the member leading the fewest, while
 // they differ by two or more: every move lowers the spread, so it stops,
 // and when it does no queue's leader leads two more than one of its
-// followers. Only followers that are voters on alive nodes are targets,
-// and a queue whose move fails is not tried again.
+// targets. Only followers that are voters on alive nodes and have
+// caught up with their leader are targets (caughtUp), and a queue whose
+// move fails is not tried again.
 func (s *Server) Rebalance(ctx context.Context, req *adminpb.RebalanceRequest) (*adminpb.RebalanceResponse, error) {
 	vhosts, err := regexp.Compile(req.VhostPattern)
 	if err != nil {
@@ -64,7 +65,7 @@ func (s *Server) Rebalance(ctx context.Context, req *adminpb.RebalanceRequest) (
 				continue
 			}
 			for _, m := range c.members {
-				if view, ok := survey[m][c.id]; !ok || view.Role != string(RoleFollower) || counts[c.leader]-counts[m] < 2 {
+				if counts[c.leader]-counts[m] < 2 || !caughtUp(survey[c.leader][c.id], survey[m][c.id]) {
 					continue
 				}
 				if q == nil || counts[c.leader] > counts[q.leader] ||
@@ -97,4 +98,25 @@ func (s *Server) Rebalance(ctx context.Context, req *adminpb.RebalanceRequest) (
 		return nil, status.FromContextError(err).Err()
 	}
 	return resp, nil
+}
+
+// maxTransferLag is how many committed entries a follower may still lack
+// and be a rebalance target: on a busy queue the leader's commit index
+// and the follower's log, read a moment apart, never quite agree.
+const maxTransferLag = 128
+
+// caughtUp reports whether follower, as the survey saw it, can take over
+// from leader at once. A Raft leadership transfer first brings the target
+// up to date and the old leader refuses writes until the target has won
+// or the election timeout (30 s by default) has passed, so a transfer to
+// a follower that is behind stalls the queue's publishers: a restarted
+// node's replica reports itself a follower long before its leader, backing
+// off after the failures of its downtime, has sent it what it missed. Such
+// a follower still holds the term it had before (its leader changed while
+// it was away) or lacks recent entries.
+func caughtUp(leader, follower *adminpb.Member) bool {
+	if leader == nil || follower == nil || follower.Role != string(RoleFollower) || follower.Term != leader.Term {
+		return false
+	}
+	return follower.LastLogIndex+maxTransferLag >= leader.CommitIndex
 }
