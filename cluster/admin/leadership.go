@@ -57,6 +57,7 @@ func (s *Server) TransferLeadership(ctx context.Context, req *adminpb.TransferLe
 		if from == req.To {
 			return resp, nil
 		}
+		s.awaitCaughtUp(ctx, id, from, req.To)
 		err := s.move(ctx, id, from, req.To)
 		if errors.Is(err, errMoved) && attempt < 3 {
 			continue
@@ -93,6 +94,36 @@ func (s *Server) LocalMembers(context.Context, *adminpb.LocalMembersRequest) (*a
 	}
 	slices.SortFunc(resp.Members, func(a, b *adminpb.LocalMember) int { return cmp.Compare(a.QueueId, b.QueueId) })
 	return resp, nil
+}
+
+// maxCatchUpWait bounds how long a transfer waits for its target to catch
+// up before asking Raft to transfer anyway.
+const maxCatchUpWait = 10 * time.Second
+
+// awaitCaughtUp waits, at most maxCatchUpWait, until member to of group id
+// has caught up with leader (caughtUp). Raft's transfer would bring it up
+// to date itself, but its leader refuses writes all the while; waiting
+// here first keeps the queue's publishers going.
+func (s *Server) awaitCaughtUp(ctx context.Context, id, leader, to string) {
+	wait, cancel := context.WithTimeout(ctx, maxCatchUpWait)
+	defer cancel()
+	for {
+		var l, f *adminpb.Member
+		var wg sync.WaitGroup
+		wg.Go(func() { l = s.askMember(wait, id, leader) })
+		wg.Go(func() { f = s.askMember(wait, id, to) })
+		wg.Wait()
+		if caughtUp(l, f) || l.Role != string(RoleLeader) {
+			return
+		}
+		select {
+		case <-wait.Done():
+			s.log.Info("transfer target still behind its leader; transferring anyway", "queue", id, "leader", leader, "to", to,
+				"leader_commit", l.CommitIndex, "target_last_log", f.LastLogIndex)
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // move asks leader's node to hand group id's leadership to member to,

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -93,9 +94,9 @@ func (w *worldNode) LocalMember(id string) (MemberStatus, bool) {
 		return MemberStatus{}, false
 	}
 	if w.leaders[q] == w.self {
-		return MemberStatus{Role: RoleLeader, Term: 2, CommitIndex: 1000, AppliedIndex: 1000, LastLogIndex: 1000}, true
+		return MemberStatus{Role: RoleLeader, Term: 2, CommitIndex: 10000, AppliedIndex: 10000, LastLogIndex: 10000}, true
 	}
-	st := MemberStatus{Role: RoleFollower, Term: 2, CommitIndex: 1000, AppliedIndex: 1000, LastLogIndex: 1000}
+	st := MemberStatus{Role: RoleFollower, Term: 2, CommitIndex: 10000, AppliedIndex: 10000, LastLogIndex: 10000}
 	if w.stale[w.self] {
 		st.Term = 1
 	}
@@ -224,6 +225,33 @@ func TestTransferLeadership(t *testing.T) {
 	}
 }
 
+// A transfer to a follower behind its leader waits for it to catch up
+// (Raft's transfer would refuse the queue's writes meanwhile).
+func TestTransferLeadershipWaitsForCatchUp(t *testing.T) {
+	w := newWorld(1, "warren-0")
+	w.behind["warren-2"] = maxTransferLag + 1
+	c := startWorld(t, w)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.TransferLeadership(ctx(t), &adminpb.TransferLeadershipRequest{Name: "q0", To: "warren-2"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("transferred to a follower too far behind (err %v)", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	w.mu.Lock()
+	w.behind["warren-2"] = 0
+	w.mu.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := w.leaderCounts(); got["warren-2"] != 1 {
+		t.Errorf("leaders %v", got)
+	}
+}
+
 func TestTransferLeadershipToDeadNode(t *testing.T) {
 	w := newWorld(1, "warren-0")
 	w.down["warren-2"] = true
@@ -277,7 +305,7 @@ func TestRebalanceSkipsFollowersBehind(t *testing.T) {
 		stale  bool
 		want   map[string]int
 	}{
-		{"entries missing", 500, false, map[string]int{"warren-0": 4, "warren-1": 0, "warren-2": 5}},
+		{"entries missing", maxTransferLag + 1, false, map[string]int{"warren-0": 4, "warren-1": 0, "warren-2": 5}},
 		{"older term", 0, true, map[string]int{"warren-0": 4, "warren-1": 0, "warren-2": 5}},
 		{"trailing a little", maxTransferLag, false, map[string]int{"warren-0": 3, "warren-1": 3, "warren-2": 3}},
 	} {
