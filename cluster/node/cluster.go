@@ -429,6 +429,10 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	// followers' timeout and the leader's lease (replica.Open), both the
 	// whole timeout.
 	trans.SetHeartbeatLinger(c.queueTimeout() / 2)
+	// Replication to a node that is down waits for it rather than
+	// failing into raft's backoff (the transport's SetPeerWait), so a
+	// restarted node's replicas catch up as soon as it is back.
+	trans.SetPeerWait(peerWait)
 	// The group's log goes in the node's write-ahead log, named like its
 	// directory (removeOrphans relies on that).
 	cfg.WAL = c.qlog

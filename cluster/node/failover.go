@@ -25,6 +25,15 @@ import (
 // up publishes.
 const defaultQueueTimeout = 30 * time.Second
 
+// peerWait is how long a queue leader's AppendEntries to a node that is
+// down waits for it to come back before counting a failure (the
+// transport's SetPeerWait). raft's backoff reaches its ten seconds after
+// twelve failures in a row: a minute each puts that twelve minutes into
+// a node's downtime, past most restarts and upgrades, where failing fast
+// put it twenty seconds in. Waiting costs nothing but the replication
+// goroutine of a follower that is down, which raft keeps anyway.
+const peerWait = time.Minute
+
 func (c *clusterNode) queueTimeout() time.Duration {
 	if c.cfg.QueueTimeout > 0 {
 		return c.cfg.QueueTimeout

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/proto/raftpb"
@@ -35,6 +36,9 @@ type Transport struct {
 	hurryOnce sync.Once
 	// pipelineIdle is SetPipelineIdle's function, or nil.
 	pipelineIdle atomic.Pointer[func(lastAcked uint64)]
+	// peerWait is how long an AppendEntries waits for a peer whose
+	// connection is down (SetPeerWait); 0: not at all.
+	peerWait atomic.Int64
 
 	// ctx is the parent of every outgoing call and is done once the
 	// transport is closed; server handlers waiting on the group give up
@@ -66,11 +70,27 @@ func newTransport(m *Mux, group string) *Transport {
 func (t *Transport) SetHeartbeatLinger(d time.Duration) { t.hbLinger.Store(int64(d)) }
 
 // StopLingering makes this group's heartbeats go out at once from now on,
-// those already waiting for their batch included. raft.Shutdown waits for
-// the group's heartbeat goroutines, so a group about to shut down calls
-// it first: a linger of seconds would hold up closing the group by as
-// much, a thousand times over when a node with a thousand queues stops.
+// those already waiting for their batch included, and its calls waiting
+// for a peer to come back (SetPeerWait) give up. raft.Shutdown waits for
+// the group's heartbeat and replication goroutines, so a group about to
+// shut down calls it first: a linger of seconds would hold up closing
+// the group by as much, a thousand times over when a node with a thousand
+// queues stops.
 func (t *Transport) StopLingering() { t.hurryOnce.Do(func() { close(t.hurry) }) }
+
+// SetPeerWait makes this group's AppendEntries calls to a peer whose
+// connection is down wait up to d for it to come back before failing.
+//
+// hashicorp/raft's leader backs off after each failed AppendEntries to a
+// follower, doubling up to about ten seconds, and counts the failures
+// until one succeeds; it cannot be woken from that sleep. Failing fast
+// while a node is down for a restart (a refused connection takes
+// microseconds) reaches the ten seconds within twenty, so the restarted
+// node's replicas learned nothing for up to ten seconds more, and a
+// leadership transfer to one of them (a rebalance) waited as long. A
+// call that waits for the connection instead fails once per d of
+// downtime, and goes out as soon as the peer is back.
+func (t *Transport) SetPeerWait(d time.Duration) { t.peerWait.Store(int64(d)) }
 
 // SetPipelineIdle sets fn to be called, on a goroutine of its own, when a
 // replication pipeline of this group has gone idle with the follower's
@@ -118,6 +138,7 @@ func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 	if isHeartbeat(args) {
 		return t.heartbeat(target, args, resp)
 	}
+	t.awaitPeer(target)
 	c, ctx, cancel, err := t.call(target)
 	if err != nil {
 		return t.fail("AppendEntries", target, err)
@@ -185,6 +206,44 @@ func (t *Transport) call(target raft.ServerAddress) (raftpb.RaftClient, context.
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, rpcTimeout)
 	return raftpb.NewRaftClient(cc), ctx, cancel, nil
+}
+
+// awaitPeer waits, up to the peer wait, until the connection to target is
+// ready; it returns at once when it is, when no wait is set, and when the
+// group stops (StopLingering or Close). The call that follows fails as
+// before if the peer is still down.
+func (t *Transport) awaitPeer(target raft.ServerAddress) {
+	d := time.Duration(t.peerWait.Load())
+	if d <= 0 {
+		return
+	}
+	cc, err := t.mux.pool.Conn(string(target))
+	if err != nil {
+		return
+	}
+	st := cc.GetState()
+	if st == connectivity.Ready {
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, d)
+	defer cancel()
+	go func() {
+		select {
+		case <-t.hurry:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for st != connectivity.Ready {
+		if st == connectivity.Idle {
+			cc.Connect()
+		}
+		if !cc.WaitForStateChange(ctx, st) {
+			t.mux.log.Debug("raft peer still unreachable after waiting", "group", t.group, "target", string(target), "state", st.String())
+			return
+		}
+		st = cc.GetState()
+	}
 }
 
 // fail logs a failed call at Debug (a dead peer must not flood the log;
