@@ -34,6 +34,10 @@ type Transport struct {
 	// hurry is closed by StopLingering: heartbeats go at once.
 	hurry     chan struct{}
 	hurryOnce sync.Once
+	// stopWaiting is canceled by StopLingering (and Close): calls waiting
+	// for a peer (awaitPeer) give up.
+	stopWaiting       context.Context
+	cancelStopWaiting context.CancelFunc
 	// pipelineIdle is SetPipelineIdle's function, or nil.
 	pipelineIdle atomic.Pointer[func(lastAcked uint64)]
 	// peerWait is how long an AppendEntries waits for a peer whose
@@ -56,6 +60,7 @@ var (
 func newTransport(m *Mux, group string) *Transport {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{mux: m, group: group, consumeCh: make(chan raft.RPC), hurry: make(chan struct{}), ctx: ctx, cancel: cancel}
+	t.stopWaiting, t.cancelStopWaiting = context.WithCancel(ctx)
 	t.hbLinger.Store(int64(defaultHeartbeatLinger))
 	return t
 }
@@ -76,7 +81,10 @@ func (t *Transport) SetHeartbeatLinger(d time.Duration) { t.hbLinger.Store(int64
 // shut down calls it first: a linger of seconds would hold up closing
 // the group by as much, a thousand times over when a node with a thousand
 // queues stops.
-func (t *Transport) StopLingering() { t.hurryOnce.Do(func() { close(t.hurry) }) }
+func (t *Transport) StopLingering() {
+	t.hurryOnce.Do(func() { close(t.hurry) })
+	t.cancelStopWaiting()
+}
 
 // SetPeerWait makes this group's AppendEntries calls to a peer whose
 // connection is down wait up to d for it to come back before failing.
@@ -225,15 +233,8 @@ func (t *Transport) awaitPeer(target raft.ServerAddress) {
 	if st == connectivity.Ready {
 		return
 	}
-	ctx, cancel := context.WithTimeout(t.ctx, d)
+	ctx, cancel := context.WithTimeout(t.stopWaiting, d)
 	defer cancel()
-	go func() {
-		select {
-		case <-t.hurry:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for st != connectivity.Ready {
 		if st == connectivity.Idle {
 			cc.Connect()
