@@ -112,10 +112,9 @@ const maxTransferLag = 1024
 // up to date and the old leader refuses writes until the target has won
 // or the election timeout (30 s by default) has passed, so a transfer to
 // a follower that is behind stalls the queue's publishers: a restarted
-// node's replica reports itself a follower long before its leader, backing
-// off after the failures of its downtime, has sent it what it missed. Such
-// a follower still holds the term it had before (its leader changed while
-// it was away) or lacks recent entries.
+// node's replica reports itself a follower before its leader has sent it
+// what it missed. Such a follower still holds the term it had before (its
+// leader changed while it was away) or lacks recent entries.
 func caughtUp(leader, follower *adminpb.Member) bool {
 	if leader == nil || follower == nil || follower.Role != string(RoleFollower) || follower.Term != leader.Term {
 		return false
