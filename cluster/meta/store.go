@@ -250,6 +250,9 @@ func (s *Store) Stats() map[string]string { return s.raft.Stats() }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
+		if h, ok := s.cfg.Transport.(interface{ StopLingering() }); ok {
+			h.StopLingering() // raft.Shutdown waits for calls waiting on a peer
+		}
 		err := s.raft.Shutdown().Error()
 		<-s.noticesDone
 		s.fsm.stop()

@@ -156,6 +156,9 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 		c.closeTransport()
 		return nil, err
 	}
+	// As the queues' (openReplica): a node back from a stop gets the
+	// metadata it missed at once, and with it its queues.
+	metaTrans.SetPeerWait(peerWait)
 	c.meta, err = meta.Open(meta.Config{
 		NodeID: c.self, Addr: addr, Dir: filepath.Join(dataDir, "meta"),
 		Transport: metaTrans, Pool: c.pool, Log: log.With("component", "meta"),
