@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
@@ -146,8 +147,7 @@ func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 	if isHeartbeat(args) {
 		return t.heartbeat(target, args, resp)
 	}
-	t.awaitPeer(target)
-	c, ctx, cancel, err := t.call(target)
+	c, ctx, cancel, err := t.call(target, true)
 	if err != nil {
 		return t.fail("AppendEntries", target, err)
 	}
@@ -161,7 +161,7 @@ func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 
 // RequestVote implements raft.Transport.
 func (t *Transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	c, ctx, cancel, err := t.call(target)
+	c, ctx, cancel, err := t.call(target, false)
 	if err != nil {
 		return t.fail("RequestVote", target, err)
 	}
@@ -175,7 +175,7 @@ func (t *Transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args
 
 // RequestPreVote implements raft.WithPreVote.
 func (t *Transport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	c, ctx, cancel, err := t.call(target)
+	c, ctx, cancel, err := t.call(target, false)
 	if err != nil {
 		return t.fail("RequestPreVote", target, err)
 	}
@@ -189,7 +189,7 @@ func (t *Transport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, a
 
 // TimeoutNow implements raft.Transport.
 func (t *Transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	c, ctx, cancel, err := t.call(target)
+	c, ctx, cancel, err := t.call(target, false)
 	if err != nil {
 		return t.fail("TimeoutNow", target, err)
 	}
@@ -203,8 +203,10 @@ func (t *Transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args 
 }
 
 // call returns a client on the ordinary connection to target and a
-// context bounded by rpcTimeout and the transport's life.
-func (t *Transport) call(target raft.ServerAddress) (raftpb.RaftClient, context.Context, context.CancelFunc, error) {
+// context bounded by rpcTimeout and the transport's life. With waitPeer
+// it first waits for a connection that is down (awaitPeer), before the
+// timeout starts.
+func (t *Transport) call(target raft.ServerAddress, waitPeer bool) (raftpb.RaftClient, context.Context, context.CancelFunc, error) {
 	if t.ctx.Err() != nil {
 		return nil, nil, nil, raft.ErrTransportShutdown
 	}
@@ -212,21 +214,20 @@ func (t *Transport) call(target raft.ServerAddress) (raftpb.RaftClient, context.
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if waitPeer {
+		t.awaitPeer(cc, target)
+	}
 	ctx, cancel := context.WithTimeout(t.ctx, rpcTimeout)
 	return raftpb.NewRaftClient(cc), ctx, cancel, nil
 }
 
-// awaitPeer waits, up to the peer wait, until the connection to target is
-// ready; it returns at once when it is, when no wait is set, and when the
-// group stops (StopLingering or Close). The call that follows fails as
-// before if the peer is still down.
-func (t *Transport) awaitPeer(target raft.ServerAddress) {
+// awaitPeer waits, up to the peer wait, until cc (the connection to
+// target) is ready; it returns at once when it is, when no wait is set,
+// and when the group stops (StopLingering or Close). The call that
+// follows fails as before if the peer is still down.
+func (t *Transport) awaitPeer(cc *grpc.ClientConn, target raft.ServerAddress) {
 	d := time.Duration(t.peerWait.Load())
 	if d <= 0 {
-		return
-	}
-	cc, err := t.mux.pool.Conn(string(target))
-	if err != nil {
 		return
 	}
 	st := cc.GetState()
