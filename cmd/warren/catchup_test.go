@@ -15,14 +15,15 @@ import (
 
 // TestClusterRestartedFollowerCatchesUp: a node stopped for 21 s while
 // eight quorum queues take publishes holds every committed entry of all
-// eight within 1.5 s of taking logins again. hashicorp/raft's leader
+// eight within 3 s of taking logins again (the peer connection's own
+// reconnect backoff is up to 2 s). hashicorp/raft's leader
 // backs off after each failed AppendEntries, up to about ten seconds a
 // try once ten seconds of them have failed; when the transport failed
 // fast while the node was down, each queue's next try came up to ten
 // seconds after the restart (the slowest of the eight 2.3 and 4.9 s
 // after logins in two runs), and a rebalance or transfer to the node
 // waited as long. The transport now waits for the peer instead
-// (SetPeerWait): 9 to 60 ms.
+// (SetPeerWait): 6 ms to 1.6 s in eleven runs, mostly under 100 ms.
 func TestClusterRestartedFollowerCatchesUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster process test")
@@ -102,5 +103,5 @@ func TestClusterRestartedFollowerCatchesUp(t *testing.T) {
 	}
 	follower.start()
 	follower.waitReady(60 * time.Second)
-	t.Logf("every queue caught up %v after the restarted node took logins", waitCaughtUp(1500*time.Millisecond))
+	t.Logf("every queue caught up %v after the restarted node took logins", waitCaughtUp(3*time.Second))
 }
