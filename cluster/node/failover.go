@@ -25,9 +25,9 @@ import (
 // up publishes.
 const defaultQueueTimeout = 30 * time.Second
 
-// peerWait is how long a queue leader's AppendEntries to a node that is
-// down waits for it to come back before counting a failure (the
-// transport's SetPeerWait). raft's backoff reaches its ten seconds after
+// peerWait is how long a leader's AppendEntries to a node that is down,
+// a queue group's or the metadata group's, waits for it to come back
+// before counting a failure (the transport's SetPeerWait). raft's backoff reaches its ten seconds after
 // twelve failures in a row: a minute each puts that twelve minutes into
 // a node's downtime, past most restarts and upgrades, where failing fast
 // put it twenty seconds in. Waiting costs nothing but the replication
