@@ -596,7 +596,10 @@ func (m *model) enqueue(index uint64, c *Command) {
 	var p *mpub
 	if c.Publisher != 0 {
 		p = m.pubs[c.Publisher]
-		if p != nil && c.Seq != p.next {
+		if p == nil {
+			p = &mpub{next: 1} // stored once its first publish is
+		}
+		if c.Seq != p.next {
 			kind := EffectConfirm
 			if c.Seq > p.next {
 				m.emit(Effect{Kind: EffectOutOfSequence, Publisher: c.Publisher, Seq: c.Seq, Index: p.next})
@@ -608,10 +611,7 @@ func (m *model) enqueue(index uint64, c *Command) {
 			m.emit(Effect{Kind: kind, Publisher: c.Publisher, Seq: c.Seq})
 			return
 		}
-		if p == nil {
-			p = &mpub{}
-			m.pubs[c.Publisher] = p
-		}
+		m.pubs[c.Publisher] = p
 		p.next = c.Seq + 1
 	}
 	if m.cfg.Overflow == RejectPublish && m.overLimit(1, int64(c.Size)) {

@@ -44,13 +44,21 @@ func (p *publisher) reject(seq uint64) {
 // per queue; as rabbit_fifo's enqueuer record does, the queue accepts the
 // next number, confirms again a number it has seen (a publish re-sent after
 // a leader change, not stored twice), and refuses one that skips ahead.
+// A publisher the queue has not seen yet starts at 1, as a new enqueuer
+// does in rabbit_fifo: taking whatever number came first would confirm
+// the lower ones, should they arrive later, as seen without storing them.
+// (The chaos harness lost confirmed messages that way: a burst re-sent to
+// a new leader whose first publishes were refused while it was still
+// taking office, and later ones accepted.)
 func (m *Machine) enqueue(index uint64, c *Command) {
 	var p publisher
 	tracked := c.Publisher != 0
 	if tracked {
 		known := false
-		p, known = m.publishers[c.Publisher]
-		if known && c.Seq != p.next {
+		if p, known = m.publishers[c.Publisher]; !known {
+			p.next = 1
+		}
+		if c.Seq != p.next {
 			switch {
 			case c.Seq > p.next:
 				m.emit(Effect{Kind: EffectOutOfSequence, Publisher: c.Publisher, Seq: c.Seq, Index: p.next})
