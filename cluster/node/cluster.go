@@ -388,8 +388,14 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 	var local *replica.Replica
 	if slices.Contains(members, c.self) {
 		var err error
-		bootstrap := rec.Leader == c.self || (rec.Leader == "" && members[0] == c.self)
-		if local, err = c.openReplica(rec.ID, cfg, members, bootstrap); err != nil {
+		// Every member bootstraps a new group with the same voters, so
+		// that the others can elect should the member chosen to lead
+		// die before it has replicated anything; only the chosen one
+		// campaigns at once, so it leads. (With the chosen member alone
+		// bootstrapping, a queue whose first leader died right after the
+		// declaration had no leader until that node came back.)
+		chosen := rec.Leader == c.self || (rec.Leader == "" && members[0] == c.self)
+		if local, err = c.openReplica(rec.ID, cfg, members, true, !chosen); err != nil {
 			return nil, err
 		}
 		rcfg.Local = local
@@ -407,8 +413,9 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 }
 
 // openReplica opens this node's member of group id, whose members are
-// members; bootstrap creates the group when the member has no state.
-func (c *clusterNode) openReplica(id string, cfg replica.Config, members []string, bootstrap bool) (*replica.Replica, error) {
+// members; bootstrap creates the group when the member has no state, and
+// follow leaves the first election to another member.
+func (c *clusterNode) openReplica(id string, cfg replica.Config, members []string, bootstrap, follow bool) (*replica.Replica, error) {
 	c.groupMu.Lock()
 	defer c.groupMu.Unlock()
 	trans, err := c.mux.Transport(id)
@@ -416,7 +423,7 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 		return nil, err
 	}
 	cfg.Transport = trans
-	cfg.Bootstrap = bootstrap
+	cfg.Bootstrap, cfg.Follow = bootstrap, follow
 	cfg.Peers = nil
 	for _, m := range members {
 		addr, _ := c.addrOf(m)

@@ -550,7 +550,7 @@ func (q *clusterQueue) MembersChanged(members []string) {
 	member := slices.Contains(members, c.self)
 	switch {
 	case member && !had:
-		r, err := c.openReplica(q.id, q.cfg, members, false)
+		r, err := c.openReplica(q.id, q.cfg, members, false, true)
 		if err != nil {
 			c.log.Error("cannot open the queue's new member", "queue", q.cfg.Name, "err", err)
 			q.Router.SetMembers(members, nil)

@@ -73,9 +73,12 @@ type Config struct {
 	// their Raft addresses. Ignored without a Transport.
 	Peers []Peer
 	// Bootstrap creates the group with Peers as voters when this node has
-	// no state for it yet. Only the member chosen to lead first does it:
-	// it then wins the first election, since the others start empty.
+	// no state for it yet, and then campaigns at once unless Follow is
+	// set: every member of a new group bootstraps it alike, and the one
+	// chosen to lead first campaigns, winning the first election while
+	// the others wait out their timeout.
 	Bootstrap bool
+	Follow    bool
 	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
 	// picks one second each.
 	HeartbeatTimeout, ElectionTimeout time.Duration
@@ -329,7 +332,7 @@ func Open(cfg Config) (*Replica, error) {
 			}
 		})
 	}
-	if !existing && bootstrap && cfg.Transport != nil {
+	if !existing && bootstrap && !cfg.Follow && cfg.Transport != nil {
 		go r.campaign() // failover.go
 	}
 	if existing && cfg.Transport != nil {
