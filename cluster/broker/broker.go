@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
@@ -81,6 +82,9 @@ type Watchable interface {
 	// CatchUp returns once every change committed before the call has
 	// been handed to the subscriber (and so applied to the model).
 	CatchUp(ctx context.Context) error
+	// MayBeStale reports, cheaply, whether the model may lack a change
+	// committed through another node.
+	MayBeStale() bool
 }
 
 // catchUp brings a cluster member's model up to every change committed
@@ -105,6 +109,39 @@ func (b *Broker) catchUp() bool {
 		return false
 	}
 	return true
+}
+
+// catchUpShared is catchUp for the publish path, where many channels may
+// miss at once: a caller is answered by any catch-up that started after it
+// arrived, so at most one runs at a time and each waits for at most two.
+func (b *Broker) catchUpShared() bool {
+	ticket := b.catchUps.arrived.Add(1)
+	b.catchUps.mu.Lock()
+	defer b.catchUps.mu.Unlock()
+	if b.catchUps.covered >= ticket {
+		return b.catchUps.ok
+	}
+	// Every caller with a ticket up to here arrived before this one starts.
+	covers := b.catchUps.arrived.Load()
+	ok := b.catchUp()
+	b.catchUps.covered, b.catchUps.ok = covers, ok
+	return ok
+}
+
+// mayBeStale reports whether a miss in the model (no such exchange, no
+// queue routed to) may be a change committed through another node that
+// this one has not applied yet.
+func (b *Broker) mayBeStale() bool {
+	w, ok := b.store.(Watchable)
+	return ok && w.MayBeStale()
+}
+
+// catchUps coordinates catchUpShared's callers.
+type catchUps struct {
+	arrived atomic.Uint64 // tickets handed out
+	mu      sync.Mutex    // held while a catch-up runs
+	covered uint64        // tickets the last catch-up answered
+	ok      bool          // its outcome
 }
 
 // Seed is the initial set of users, vhosts and permissions.
@@ -138,6 +175,8 @@ type Broker struct {
 	log   *slog.Logger
 	store metadata.Store
 	cfg   Config
+	// catchUps shares metadata catch-ups among publishes that miss.
+	catchUps catchUps
 
 	// memory counts message bytes held by in-memory queues.
 	memory *queue.Budget

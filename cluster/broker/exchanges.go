@@ -192,17 +192,37 @@ func (v *Vhost) dropExchangeLocked(x *exchange) []metadata.Change {
 // reaches. keys are its routing keys: the routing key, then those of its
 // CC and BCC headers (see RoutingKeys); headers are its headers, for
 // headers exchanges. The exchange must exist and not be internal.
+//
+// On a cluster every node routes from its own copy of the metadata. A
+// miss (no such exchange, or no queue reached) while that copy may be
+// behind (meta.Store.MayBeStale) first catches up with the metadata
+// leader and routes again: a client that declared and bound through
+// another node a moment ago must not have its confirmed publishes dropped
+// as unroutable. It happened when the metadata leader stopped right after
+// a declaration: the other nodes learnt of it seconds later, from the
+// next leader (found by jepsen/).
 func (v *Vhost) Route(exchangeName string, keys []string, headers amqp.Table, out []*Queue) ([]*Queue, error) {
+	n := len(out)
+	out, found, err := v.route(exchangeName, keys, headers, out)
+	if (found && (err != nil || len(out) > n)) || !v.b.mayBeStale() || !v.b.catchUpShared() {
+		return out, err
+	}
+	out, _, err = v.route(exchangeName, keys, headers, out[:n])
+	return out, err
+}
+
+// route is one routing attempt; found says the exchange exists.
+func (v *Vhost) route(exchangeName string, keys []string, headers amqp.Table, out []*Queue) ([]*Queue, bool, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	x, ok := v.exchanges[exchangeName]
 	if !ok {
-		return out, v.notFound("exchange", exchangeName)
+		return out, false, v.notFound("exchange", exchangeName)
 	}
 	if x.rec.Internal {
-		return out, amqp.Errorf(amqp.AccessRefused, "cannot publish to internal %s", describeExchange(exchangeName, v.name))
+		return out, true, amqp.Errorf(amqp.AccessRefused, "cannot publish to internal %s", describeExchange(exchangeName, v.name))
 	}
-	return v.routeLocked(x, keys, headers, out), nil
+	return v.routeLocked(x, keys, headers, out), true, nil
 }
 
 // routeLocked routes through x, on through exchange-to-exchange bindings

@@ -113,3 +113,51 @@ func (sv *service) ReadIndex(ctx context.Context, _ *metapb.ReadIndexRequest) (*
 	}
 	return &metapb.ReadIndexReply{Index: index}, nil
 }
+
+// staleAfter is how long a follower may go without hearing from the leader
+// before its copy counts as possibly stale. A leader heartbeats each
+// follower a tenth to a fifth of HeartbeatTimeout after the last
+// contact, so a live leader stays well within it.
+func (s *Store) staleAfter() time.Duration { return s.cfg.HeartbeatTimeout / 2 }
+
+// MayBeStale reports whether this node's copy may lack a change committed
+// through another node: it holds entries whose commit it has not learnt
+// yet, it knows no leader, or it has not heard from the leader lately
+// (the leader may have stopped right after a commit that only the other
+// followers hold; the next leader tells this node seconds later). Cheap:
+// for a caller deciding whether a miss deserves a CatchUp.
+func (s *Store) MayBeStale() bool {
+	if s.raft.State() == raft.Leader {
+		return s.raft.AppliedIndex() < s.raft.CommitIndex()
+	}
+	if _, addr := s.Leader(); addr == "" {
+		return true
+	}
+	if time.Since(s.raft.LastContact()) > s.staleAfter() {
+		return true
+	}
+	return s.unappliedChanges()
+}
+
+// unappliedChanges reports whether this follower holds a change (a
+// command or a configuration) whose commit it has not learnt yet.
+// Barriers do not count: the one after each commit (notice.go) and each
+// CatchUp's own are learnt committed only a CommitTimeout later, and
+// counting them would make every catch-up the cause of the next.
+func (s *Store) unappliedChanges() bool {
+	last := s.raft.LastIndex()
+	from := s.raft.AppliedIndex() + 1
+	if last >= from+8 {
+		return true // more than a few: not worth reading them
+	}
+	for i := from; i <= last; i++ {
+		var l raft.Log
+		if err := s.logs.GetLog(i, &l); err != nil {
+			return true
+		}
+		if l.Type != raft.LogBarrier && l.Type != raft.LogNoop {
+			return true
+		}
+	}
+	return false
+}

@@ -633,3 +633,37 @@ func TestAddServerCapsVoters(t *testing.T) {
 		return err == nil && len(servers) == 5
 	})
 }
+
+// MayBeStale is false on a follower in touch with its leader once it has
+// applied every change, even with barriers (the notices after commits, a
+// CatchUp's own) not yet known committed; it turns true when the leader
+// goes quiet, and a CatchUp then waits for the next leader.
+func TestMayBeStale(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
+		t.Fatal(err)
+	}
+	l, f := c.leader(), c.follower()
+	for i, ch := range []metadata.Change{metadata.Put(vhostA), metadata.Put(exchX)} {
+		if err := l.store.Apply(ch); err != nil {
+			t.Fatal(err)
+		}
+		f.updates.wait(t, i+1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.store.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.store.MayBeStale() || l.store.MayBeStale() {
+		t.Fatalf("stale after catching up: follower %v, leader %v", f.store.MayBeStale(), l.store.MayBeStale())
+	}
+	c.stop(l)
+	deadline := time.Now().Add(5 * time.Second)
+	for !f.store.MayBeStale() {
+		if time.Now().After(deadline) {
+			t.Fatal("a follower whose leader stopped still counts itself current")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
