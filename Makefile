@@ -100,6 +100,10 @@ N ?= 3
 cluster: build ## start N local nodes (default 3) on ports 5672+i, 25672+i, 7946+i; Ctrl-C stops them
 	N=$(N) DATA_DIR=$(DATA_DIR) BIN=$(BIN) ./scripts/cluster.sh
 
+.PHONY: jepsen
+jepsen: build ## chaos run: 3 nodes, every fault (partitions need root) and operation for DURATION (default 2m); exit 1 if a confirmed message was lost (jepsen/README.md)
+	$(GO) run ./jepsen --warren $(BIN)/warren --warrenctl $(BIN)/warrenctl --duration $(or $(DURATION),2m) $(JEPSEN_FLAGS)
+
 .PHONY: perf-compare
 perf-compare: build ## warren-perf against `make run`'s node and a 1-node RabbitMQ (see docs/performance.md)
 	./scripts/perf-compare.sh

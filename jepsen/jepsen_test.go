@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestChaos runs the harness briefly against real processes: every fault
+// (partitions where this machine can make them) and every operation, then
+// judges the history. `make jepsen` runs it for longer.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run of a process cluster")
+	}
+	bin := t.TempDir()
+	for _, cmd := range []string{"warren", "warrenctl"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, cmd), "github.com/warrenmq/warren/cmd/"+cmd).CombinedOutput()
+		if err != nil {
+			t.Fatalf("build %s: %v\n%s", cmd, err, out)
+		}
+	}
+	faults := []string{"kill", "stop", "pause"}
+	if why := labAvailable(); why == "" {
+		faults = append(faults, "partition")
+	} else {
+		t.Logf("no partitions: %s", why)
+	}
+	seed := uint64(time.Now().UnixNano())
+	cfg := config{
+		warren: filepath.Join(bin, "warren"), warrenctl: filepath.Join(bin, "warrenctl"),
+		dir: runDir(t), nodes: 3, queues: 3, rate: 50,
+		duration: 30 * time.Second, hold: 5 * time.Second,
+		faults: faults, ops: []string{"rebalance", "transfer", "drain", "member"},
+		seed: seed, drainLimit: 2 * time.Minute,
+	}
+	t.Logf("seed %d (go run ./jepsen --seed %d repeats the schedule)", seed, seed)
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	v, err := run(context.Background(), log, cfg)
+	if err != nil {
+		t.Fatalf("run: %v (nodes' logs under %s)", err, cfg.dir)
+	}
+	t.Logf("\n%s", v)
+	if !v.ok() {
+		t.Fatalf("the history shows a defect (nodes' logs and report.json under %s)", cfg.dir)
+	}
+	if v.Confirmed == 0 || v.Delivered == 0 {
+		t.Fatalf("nothing confirmed or delivered: the run tested nothing")
+	}
+}
+
+// runDir is the run's directory, removed afterwards unless the test
+// failed: the nodes' logs are then the post-mortem.
+func runDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "warren-jepsen-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+		}
+	})
+	return dir
+}
+
+// testWriter sends the harness's log to the test's.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}

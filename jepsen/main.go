@@ -1,0 +1,264 @@
+// Command jepsen is Warren's chaos harness: it starts a cluster of real
+// warren processes, runs producers with confirms and consumers with manual
+// acks against every node, breaks the cluster on a schedule (killed and
+// paused processes, graceful stops, links cut with nftables, operators'
+// leadership and membership commands), heals it, drains the queues and
+// checks what the clients saw: no confirmed message lost, none delivered
+// that was never published, and every repeated delivery flagged
+// redelivered. It exits 1 when the history shows a defect.
+//
+//	go run ./jepsen --duration 2m --faults kill,pause,partition --ops rebalance,drain
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// config is one run's settings.
+type config struct {
+	warren, warrenctl string
+	dir               string
+	nodes             int
+	queues            int
+	rate              int
+	duration          time.Duration
+	hold              time.Duration
+	faults, ops       []string
+	seed              uint64
+	drainLimit        time.Duration
+	// extra are more flags for every node.
+	extra []string
+}
+
+func main() {
+	os.Exit(mainExit(os.Args[1:]))
+}
+
+func mainExit(args []string) int {
+	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: jepsen [flags]
+
+Starts a Warren cluster of real processes, runs clients against every node
+while breaking the cluster, then checks that no confirmed message was lost,
+none was invented and every repeated delivery was flagged redelivered.
+Exit status: 0 the history is correct, 1 it shows a defect, 2 the run could
+not be made (bad flags, the cluster did not start).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	var cfg config
+	var faults, ops, extra string
+	fs.StringVar(&cfg.warren, "warren", "bin/warren", "the warren binary")
+	fs.StringVar(&cfg.warrenctl, "warrenctl", "bin/warrenctl", "the warrenctl binary (for the operations)")
+	fs.StringVar(&cfg.dir, "dir", "", "directory for the nodes' data and logs and the report (default: a new one under the system's temporary directory)")
+	fs.IntVar(&cfg.nodes, "nodes", 3, "cluster size (3 or 5)")
+	fs.IntVar(&cfg.queues, "queues", 3, "quorum queues the clients use")
+	fs.IntVar(&cfg.rate, "rate", 100, "messages per second each node's producer publishes")
+	fs.DurationVar(&cfg.duration, "duration", time.Minute, "how long the clients run and the nemesis breaks things")
+	fs.DurationVar(&cfg.hold, "hold", 8*time.Second, "longest a fault is held (and a pause between faults); each lasts between half this and this")
+	fs.StringVar(&faults, "faults", "kill,stop,pause,partition", "faults, comma-separated: kill, stop, pause, partition (partition needs root, ip, nft and iptables); empty for none")
+	fs.StringVar(&ops, "ops", "rebalance,transfer,drain,member", "operator commands between faults, comma-separated: rebalance, transfer, drain, member; empty for none")
+	fs.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices (printed, to repeat a schedule)")
+	fs.DurationVar(&cfg.drainLimit, "drain-limit", 2*time.Minute, "longest the consumers may take to empty the queues after the healing")
+	fs.StringVar(&extra, "node-flags", "", "more flags for every node, space-separated (e.g. \"--queue-raft-timeout 5s\")")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	cfg.faults, cfg.ops, cfg.extra = split(faults, ","), split(ops, ","), strings.Fields(extra)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Ctrl-C ends the run early, still stopping the nodes and removing
+	// the namespaces.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	v, err := run(ctx, log, cfg)
+	if err != nil {
+		log.Error("run failed", "err", err)
+		return 2
+	}
+	fmt.Println(v)
+	if !v.ok() {
+		return 1
+	}
+	return 0
+}
+
+func split(s, sep string) []string {
+	var out []string
+	for _, f := range strings.Split(s, sep) {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// report is what a run writes to report.json beside the nodes' logs.
+type report struct {
+	Seed    uint64   `json:"seed"`
+	Nodes   int      `json:"nodes"`
+	Faults  []string `json:"faults"`
+	Ops     []string `json:"ops"`
+	Events  []string `json:"events"`
+	Verdict verdict  `json:"verdict"`
+	// Queues and Replicas are warrenctl's list queues and quorum status
+	// after the drain.
+	Queues   []string `json:"queues"`
+	Replicas []string `json:"replicas"`
+}
+
+// run makes one run: cluster up, clients and nemesis for the duration,
+// heal, drain, check, cluster down.
+func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
+	for _, bin := range []*string{&cfg.warren, &cfg.warrenctl} {
+		abs, err := filepath.Abs(*bin)
+		if err != nil {
+			return verdict{}, err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return verdict{}, fmt.Errorf("%w (make build makes it)", err)
+		}
+		*bin = abs
+	}
+	if cfg.dir == "" {
+		d, err := os.MkdirTemp("", "warren-jepsen-")
+		if err != nil {
+			return verdict{}, err
+		}
+		cfg.dir = d
+	}
+	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
+		return verdict{}, err
+	}
+	log.Info("run", "dir", cfg.dir, "seed", cfg.seed, "nodes", cfg.nodes, "faults", cfg.faults, "ops", cfg.ops, "duration", cfg.duration)
+
+	var l *lab
+	for _, f := range cfg.faults {
+		if f != "partition" {
+			continue
+		}
+		if why := labAvailable(); why != "" {
+			return verdict{}, fmt.Errorf("the partition fault: %s", why)
+		}
+		var err error
+		if l, err = newLab(cfg.nodes, os.Getpid()%200); err != nil {
+			return verdict{}, fmt.Errorf("network namespaces: %w", err)
+		}
+		defer l.close()
+	}
+	c, err := startCluster(log, cfg.warren, cfg.dir, cfg.nodes, l, cfg.extra)
+	if err != nil {
+		return verdict{}, err
+	}
+	defer c.stopAll()
+
+	w := &workload{log: log, h: newHistory(), rate: cfg.rate}
+	for i := 0; i < cfg.queues; i++ {
+		w.queues = append(w.queues, fmt.Sprintf("jepsen-%d", i))
+	}
+	declareCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = w.declare(declareCtx, c)
+	cancel()
+	if err != nil {
+		return verdict{}, err
+	}
+	n, err := newNemesis(log, c, w, cfg.warrenctl, cfg.seed, cfg.hold, cfg.faults, cfg.ops)
+	if err != nil {
+		return verdict{}, err
+	}
+
+	// Consumers run until the queues are drained, producers and the
+	// nemesis for the duration.
+	consumeCtx, stopConsumers := context.WithCancel(ctx)
+	var consumers, producers sync.WaitGroup
+	for _, nd := range c.nodes {
+		consumers.Add(1)
+		go func() { defer consumers.Done(); w.consume(consumeCtx, nd) }()
+	}
+	runCtx, stop := context.WithTimeout(ctx, cfg.duration)
+	defer stop()
+	for _, nd := range c.nodes {
+		producers.Add(1)
+		go func() { defer producers.Done(); w.produce(runCtx, nd) }()
+	}
+	n.run(runCtx)
+	producers.Wait()
+
+	n.note("healing everything")
+	if err := c.heal(); err != nil {
+		stopConsumers()
+		consumers.Wait()
+		return verdict{}, fmt.Errorf("heal the cluster: %w", err)
+	}
+	drainErr := drain(ctx, c, w, cfg.drainLimit)
+	stopConsumers()
+	consumers.Wait()
+	if drainErr != nil {
+		n.note("drain: %v", drainErr)
+	}
+
+	v := w.h.check()
+	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, Verdict: v}
+	// The cluster's own account of the queues, for the post-mortem.
+	if out, err := c.ctl(ctx, cfg.warrenctl, "list", "queues"); err == nil {
+		rep.Queues = strings.Split(out, "\n")
+	}
+	for _, q := range w.queues {
+		if out, err := c.ctl(ctx, cfg.warrenctl, "quorum", "status", q); err == nil {
+			rep.Replicas = append(rep.Replicas, strings.Split(out, "\n")...)
+		}
+	}
+	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
+		os.WriteFile(filepath.Join(cfg.dir, "report.json"), b, 0o644)
+	}
+	log.Info("done", "report", filepath.Join(cfg.dir, "report.json"), "ok", v.ok())
+	if drainErr != nil && v.ok() {
+		// Messages still in a queue would be reported lost by a checker
+		// that stopped here; say why instead.
+		return v, drainErr
+	}
+	return v, nil
+}
+
+// drain waits until every queue is empty as each node reports it and no
+// delivery has come for a few seconds.
+func drain(ctx context.Context, c *cluster, w *workload, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	last, quietSince := -1, time.Now()
+	for time.Now().Before(deadline) {
+		n := w.h.deliveredCount()
+		if n != last {
+			last, quietSince = n, time.Now()
+		}
+		empty := true
+		for _, nd := range c.nodes {
+			ready, err := w.ready(nd)
+			if err != nil || ready > 0 {
+				empty = false
+				break
+			}
+		}
+		if empty && time.Since(quietSince) > 3*time.Second {
+			return nil
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
+	return fmt.Errorf("the queues were not drained within %s", limit)
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// A fault breaks the cluster and returns what heals it. At most one fault
+// is in force at a time and each touches one node, so a majority of every
+// three- or five-member queue lives throughout: Warren must lose no
+// confirmed message.
+type fault struct {
+	name string
+	// apply breaks node i and returns the undoing.
+	apply func(ctx context.Context, i int) (heal func() error, err error)
+}
+
+// nemesis breaks the cluster on a schedule: a fault on a random node, held
+// for a random time in [hold/2, hold], then healed, then a pause of the
+// same length; operators' commands (warrenctl) go between.
+type nemesis struct {
+	log       *slog.Logger
+	c         *cluster
+	w         *workload
+	warrenctl string
+	rng       *rand.Rand
+	faults    []fault
+	hold      time.Duration
+	// ops are the operator commands to interleave; empty for none.
+	ops []string
+	// events is the schedule as it happened, for the report.
+	events []string
+}
+
+// newNemesis builds the faults named (kill, stop, pause, partition) and
+// the operations (rebalance, transfer, drain, member).
+func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, seed uint64, hold time.Duration, faults, ops []string) (*nemesis, error) {
+	n := &nemesis{log: log, c: c, w: w, warrenctl: warrenctl, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), hold: hold}
+	for _, name := range faults {
+		f := fault{name: name}
+		switch name {
+		case "kill": // SIGKILL, then start again
+			f.apply = func(_ context.Context, i int) (func() error, error) {
+				nd := c.nodes[i]
+				return nd.restart, nd.kill()
+			}
+		case "stop": // graceful stop (leaderships handed off first), then start
+			f.apply = func(_ context.Context, i int) (func() error, error) {
+				nd := c.nodes[i]
+				return nd.restart, nd.stop()
+			}
+		case "pause": // SIGSTOP: a node that answers nothing but holds its connections
+			f.apply = func(_ context.Context, i int) (func() error, error) {
+				nd := c.nodes[i]
+				return nd.resume, nd.pause()
+			}
+		case "partition": // cut from the other nodes; clients still reach it
+			if c.lab == nil {
+				return nil, fmt.Errorf("the partition fault needs network namespaces: %s", labAvailable())
+			}
+			f.apply = func(_ context.Context, i int) (func() error, error) {
+				return func() error { c.lab.heal(i); return nil }, c.lab.cut(i)
+			}
+		default:
+			return nil, fmt.Errorf("unknown fault %q (kill, stop, pause, partition)", name)
+		}
+		n.faults = append(n.faults, f)
+	}
+	for _, op := range ops {
+		switch op {
+		case "rebalance", "transfer", "drain", "member":
+		default:
+			return nil, fmt.Errorf("unknown operation %q (rebalance, transfer, drain, member)", op)
+		}
+	}
+	n.ops = ops
+	return n, nil
+}
+
+func (n *nemesis) note(format string, args ...any) {
+	e := fmt.Sprintf(format, args...)
+	n.events = append(n.events, time.Now().Format("15:04:05.000")+" "+e)
+	n.log.Info("nemesis", "event", e)
+}
+
+// run breaks and heals until ctx ends, leaving no fault in force.
+func (n *nemesis) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if len(n.faults) > 0 {
+			f := n.faults[n.rng.IntN(len(n.faults))]
+			i := n.rng.IntN(len(n.c.nodes))
+			n.note("%s %s", f.name, n.c.nodes[i].name)
+			heal, err := f.apply(ctx, i)
+			if err != nil {
+				n.note("%s %s failed: %v", f.name, n.c.nodes[i].name, err)
+			}
+			sleep(ctx, n.span())
+			if heal != nil {
+				if err := heal(); err != nil {
+					n.note("healing %s %s failed: %v", f.name, n.c.nodes[i].name, err)
+				} else {
+					n.note("healed %s %s", f.name, n.c.nodes[i].name)
+				}
+			}
+		}
+		if len(n.ops) > 0 && ctx.Err() == nil {
+			n.operate(ctx, n.ops[n.rng.IntN(len(n.ops))])
+		}
+		sleep(ctx, n.span())
+	}
+}
+
+// span is a random time in [hold/2, hold].
+func (n *nemesis) span() time.Duration {
+	return n.hold/2 + time.Duration(n.rng.Int64N(int64(n.hold/2)+1))
+}
+
+// operate runs one operator command. Commands may fail while the cluster
+// recovers from the last fault (a node still joining, a leader not yet
+// elected); that is logged, not judged: the checker judges the messages.
+func (n *nemesis) operate(ctx context.Context, op string) {
+	q := n.w.queues[n.rng.IntN(len(n.w.queues))]
+	nd := n.c.nodes[n.rng.IntN(len(n.c.nodes))].name
+	var steps [][]string
+	switch op {
+	case "rebalance":
+		steps = [][]string{{"rebalance"}}
+	case "transfer":
+		steps = [][]string{{"transfer", "leadership", q, nd}}
+	case "drain":
+		steps = [][]string{{"drain", nd}, nil, {"undrain", nd}}
+	case "member":
+		// Out and back in: the new member joins as a non-voter and is
+		// promoted once it has caught up.
+		steps = [][]string{{"delete", "member", q, nd}, nil, {"add", "member", q, nd}}
+	}
+	for _, s := range steps {
+		if s == nil { // hold the state for a while
+			sleep(ctx, n.span())
+			continue
+		}
+		out, err := n.c.ctl(context.Background(), n.warrenctl, s...)
+		if err != nil {
+			n.note("warrenctl %s: %v: %s", strings.Join(s, " "), err, firstLine(out))
+		} else {
+			n.note("warrenctl %s: ok", strings.Join(s, " "))
+		}
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

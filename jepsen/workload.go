@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// workload is the clients: on every node a producer publishing persistent
+// messages with confirms to the queues in turn, and a consumer with manual
+// acks on every queue. Clients reconnect to their own node whenever their
+// connection fails, as an application would.
+type workload struct {
+	log    *slog.Logger
+	h      *history
+	queues []string
+	// rate is each producer's messages per second.
+	rate int
+}
+
+func (w *workload) dial(nd *node) (*amqp091.Connection, *amqp091.Channel, error) {
+	conn, err := amqp091.DialConfig(nd.uri(), amqp091.Config{
+		Dial:      amqp091.DefaultDial(2 * time.Second),
+		Heartbeat: 2 * time.Second,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, ch, nil
+}
+
+// declare creates the quorum queues through the first node that takes
+// the declarations.
+func (w *workload) declare(ctx context.Context, c *cluster) error {
+	var err error
+	for ctx.Err() == nil {
+		for _, nd := range c.nodes {
+			var conn *amqp091.Connection
+			var ch *amqp091.Channel
+			conn, ch, err = w.dial(nd)
+			if err != nil {
+				continue
+			}
+			for _, q := range w.queues {
+				if _, err = ch.QueueDeclare(q, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+					break
+				}
+			}
+			conn.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	return fmt.Errorf("declare the queues: %w", errors.Join(err, ctx.Err()))
+}
+
+// produce publishes through nd until ctx ends.
+func (w *workload) produce(ctx context.Context, nd *node) {
+	interval := time.Second / time.Duration(w.rate)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	n := 0
+	for ctx.Err() == nil {
+		conn, ch, err := w.dial(nd)
+		if err == nil {
+			err = ch.Confirm(false)
+		}
+		if err != nil {
+			if conn != nil {
+				conn.Close()
+			}
+			sleep(ctx, 500*time.Millisecond)
+			continue
+		}
+		// Confirms are judged in publish order by one goroutine per
+		// connection; closing the connection settles every pending one
+		// as not acked, so the goroutine ends with the connection.
+		pending := make(chan confirmWait, 4096)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for p := range pending {
+				<-p.dc.Done()
+				if p.dc.Acked() {
+					w.h.confirm(p.id)
+				}
+			}
+		}()
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			q := w.queues[n%len(w.queues)]
+			id := w.h.publish(q)
+			n++
+			body := strconv.FormatUint(id, 10)
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, amqp091.Publishing{
+				DeliveryMode: amqp091.Persistent, MessageId: body, Body: []byte(body),
+			})
+			if err != nil {
+				// Not sent, or not knowably: the ID stays unconfirmed.
+				break
+			}
+			pending <- confirmWait{id, dc}
+		}
+		// Give outstanding confirms a moment before closing settles them.
+		if ctx.Err() != nil {
+			sleep(context.Background(), 2*time.Second)
+		}
+		conn.Close()
+		close(pending)
+		<-done
+	}
+}
+
+type confirmWait struct {
+	id uint64
+	dc *amqp091.DeferredConfirmation
+}
+
+// consume takes every queue's messages through nd until ctx ends,
+// recording each delivery before acking it.
+func (w *workload) consume(ctx context.Context, nd *node) {
+	for ctx.Err() == nil {
+		conn, ch, err := w.dial(nd)
+		if err == nil {
+			err = ch.Qos(32, 0, false)
+		}
+		var merged chan amqp091.Delivery
+		if err == nil {
+			merged = make(chan amqp091.Delivery)
+			var wg sync.WaitGroup
+			for _, q := range w.queues {
+				var ds <-chan amqp091.Delivery
+				if ds, err = ch.ConsumeWithContext(ctx, q, "", false, false, false, false, nil); err != nil {
+					break
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for d := range ds {
+						merged <- d
+					}
+				}()
+			}
+			go func() { wg.Wait(); close(merged) }()
+		}
+		if err != nil {
+			if conn != nil {
+				conn.Close()
+			}
+			sleep(ctx, 500*time.Millisecond)
+			continue
+		}
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case d, ok := <-merged:
+				if !ok {
+					break loop
+				}
+				id, err := strconv.ParseUint(string(d.Body), 10, 64)
+				if err != nil {
+					w.log.Error("a delivery that no producer wrote", "body", string(d.Body))
+					id = 0 // an ID no producer hands out: unexpected
+				}
+				w.h.deliver(id, d.Redelivered)
+				d.Ack(false)
+			}
+		}
+		conn.Close()
+		for range merged { // let the forwarding goroutines end
+		}
+	}
+}
+
+// ready sums the queues' ready messages as one node reports them.
+func (w *workload) ready(nd *node) (int, error) {
+	conn, ch, err := w.dial(nd)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	total := 0
+	for _, q := range w.queues {
+		st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		if err != nil {
+			return 0, err
+		}
+		total += st.Messages
+	}
+	return total, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
