@@ -5,55 +5,68 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // history is what the clients saw: every message published (each with its
 // own ID, never republished), which of them the broker confirmed, and
 // every delivery. The checker judges the broker from it alone.
 type history struct {
-	mu        sync.Mutex
-	next      uint64
-	confirmed map[uint64]bool // every ID handed out is a key; true once acked
-	queue     map[uint64]string
-	delivered map[uint64]*deliveries
+	mu   sync.Mutex
+	next uint64
+	msgs map[uint64]*record
 }
 
-// deliveries is one message's deliveries: how many, and how many of them
-// carried the redelivered flag.
-type deliveries struct {
-	n, redelivered int
+// record is one message's story.
+type record struct {
+	queue, via  string // the queue, the node it was published through
+	published   time.Time
+	confirmed   time.Time // zero unless acked
+	deliveries  []delivery
+	redelivered int // deliveries flagged redelivered
+}
+
+// delivery is one delivery of a message: when, and through which node.
+type delivery struct {
+	at          time.Time
+	via         string
+	redelivered bool
 }
 
 func newHistory() *history {
-	return &history{confirmed: make(map[uint64]bool), queue: make(map[uint64]string), delivered: make(map[uint64]*deliveries)}
+	return &history{msgs: make(map[uint64]*record)}
 }
 
-// publish hands out the next message ID, recorded as attempted to queue.
-func (h *history) publish(queue string) uint64 {
+// publish hands out the next message ID, recorded as attempted to queue
+// through node via.
+func (h *history) publish(queue, via string) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.next++
-	h.confirmed[h.next] = false
-	h.queue[h.next] = queue
+	h.msgs[h.next] = &record{queue: queue, via: via, published: time.Now()}
 	return h.next
 }
 
 func (h *history) confirm(id uint64) {
 	h.mu.Lock()
-	h.confirmed[id] = true
+	if r := h.msgs[id]; r != nil {
+		r.confirmed = time.Now()
+	}
 	h.mu.Unlock()
 }
 
-func (h *history) deliver(id uint64, redelivered bool) {
+// deliver records a delivery through node via; an ID no producer handed
+// out gets a record of its own, without a publish.
+func (h *history) deliver(id uint64, via string, redelivered bool) {
 	h.mu.Lock()
-	d := h.delivered[id]
-	if d == nil {
-		d = &deliveries{}
-		h.delivered[id] = d
+	r := h.msgs[id]
+	if r == nil {
+		r = &record{}
+		h.msgs[id] = r
 	}
-	d.n++
+	r.deliveries = append(r.deliveries, delivery{at: time.Now(), via: via, redelivered: redelivered})
 	if redelivered {
-		d.redelivered++
+		r.redelivered++
 	}
 	h.mu.Unlock()
 }
@@ -64,8 +77,8 @@ func (h *history) deliveredCount() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
-	for _, d := range h.delivered {
-		n += d.n
+	for _, r := range h.msgs {
+		n += len(r.deliveries)
 	}
 	return n
 }
@@ -90,11 +103,11 @@ type verdict struct {
 	// Lost were confirmed and never delivered; Unexpected were delivered
 	// and never published; Unflagged came again without the redelivered
 	// flag. Each is a defect.
-	Lost []uint64 `json:"lost"`
-	// LostByQueue counts the lost messages of each queue.
-	LostByQueue map[string]int `json:"lost_by_queue,omitempty"`
-	Unexpected  []uint64       `json:"unexpected"`
-	Unflagged   []uint64       `json:"unflagged"`
+	Lost       []uint64 `json:"lost"`
+	Unexpected []uint64 `json:"unexpected"`
+	Unflagged  []uint64 `json:"unflagged"`
+	// Stories tell the defective messages' histories, for the post-mortem.
+	Stories []string `json:"stories,omitempty"`
 }
 
 func (v verdict) ok() bool {
@@ -105,35 +118,34 @@ func (v verdict) ok() bool {
 func (h *history) check() verdict {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	v := verdict{Attempted: len(h.confirmed), Delivered: len(h.delivered)}
-	for id, ok := range h.confirmed {
-		d := h.delivered[id]
+	var v verdict
+	for id, r := range h.msgs {
+		published := !r.published.IsZero()
+		if published {
+			v.Attempted++
+		}
+		if len(r.deliveries) > 0 {
+			v.Delivered++
+			v.Deliveries += len(r.deliveries)
+		}
 		switch {
-		case ok:
+		case !published:
+			v.Unexpected = append(v.Unexpected, id)
+		case !r.confirmed.IsZero():
 			v.Confirmed++
-			if d == nil {
+			if len(r.deliveries) == 0 {
 				v.Lost = append(v.Lost, id)
-				if v.LostByQueue == nil {
-					v.LostByQueue = make(map[string]int)
-				}
-				v.LostByQueue[h.queue[id]]++
 			}
 		default:
 			v.Indeterminate++
-			if d != nil {
+			if len(r.deliveries) > 0 {
 				v.IndeterminateDelivered++
 			}
 		}
-	}
-	for id, d := range h.delivered {
-		v.Deliveries += d.n
-		if _, ok := h.confirmed[id]; !ok {
-			v.Unexpected = append(v.Unexpected, id)
-		}
-		if d.n > 1 {
+		if n := len(r.deliveries); n > 1 {
 			// The first delivery is unflagged; every later one must say
 			// it is a redelivery.
-			if d.redelivered < d.n-1 {
+			if r.redelivered < n-1 {
 				v.Unflagged = append(v.Unflagged, id)
 			} else {
 				v.Redelivered++
@@ -142,8 +154,39 @@ func (h *history) check() verdict {
 	}
 	for _, ids := range [][]uint64{v.Lost, v.Unexpected, v.Unflagged} {
 		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		for i, id := range ids {
+			if i == 20 {
+				break
+			}
+			v.Stories = append(v.Stories, h.story(id))
+		}
 	}
 	return v
+}
+
+// story is one message's history as a line.
+func (h *history) story(id uint64) string {
+	r := h.msgs[id]
+	ts := func(t time.Time) string { return t.Format("15:04:05.000") }
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d:", id)
+	if !r.published.IsZero() {
+		fmt.Fprintf(&b, " published to %s via %s at %s;", r.queue, r.via, ts(r.published))
+	}
+	if !r.confirmed.IsZero() {
+		fmt.Fprintf(&b, " confirmed at %s;", ts(r.confirmed))
+	}
+	for _, d := range r.deliveries {
+		fmt.Fprintf(&b, " delivered via %s at %s", d.via, ts(d.at))
+		if d.redelivered {
+			b.WriteString(" (redelivered)")
+		}
+		b.WriteString(";")
+	}
+	if len(r.deliveries) == 0 {
+		b.WriteString(" never delivered")
+	}
+	return strings.TrimSuffix(b.String(), ";")
 }
 
 func (v verdict) String() string {
@@ -152,27 +195,11 @@ func (v verdict) String() string {
 		v.Attempted, v.Confirmed, v.Indeterminate, v.IndeterminateDelivered)
 	fmt.Fprintf(&b, "delivered %d distinct messages in %d deliveries; %d redelivered (flagged)\n",
 		v.Delivered, v.Deliveries, v.Redelivered)
-	fmt.Fprintf(&b, "lost (confirmed, never delivered): %d%s\n", len(v.Lost), sample(v.Lost))
-	if len(v.LostByQueue) > 0 {
-		fmt.Fprintf(&b, "  by queue: %v\n", v.LostByQueue)
+	fmt.Fprintf(&b, "lost (confirmed, never delivered): %d\n", len(v.Lost))
+	fmt.Fprintf(&b, "unexpected (delivered, never published): %d\n", len(v.Unexpected))
+	fmt.Fprintf(&b, "unflagged redeliveries: %d", len(v.Unflagged))
+	for _, s := range v.Stories {
+		fmt.Fprintf(&b, "\n  %s", s)
 	}
-	fmt.Fprintf(&b, "unexpected (delivered, never published): %d%s\n", len(v.Unexpected), sample(v.Unexpected))
-	fmt.Fprintf(&b, "unflagged redeliveries: %d%s", len(v.Unflagged), sample(v.Unflagged))
 	return b.String()
-}
-
-// sample lists the first few IDs of a non-empty list.
-func sample(ids []uint64) string {
-	if len(ids) == 0 {
-		return ""
-	}
-	var s []string
-	for i, id := range ids {
-		if i == 10 {
-			s = append(s, "…")
-			break
-		}
-		s = append(s, fmt.Sprint(id))
-	}
-	return " (" + strings.Join(s, " ") + ")"
 }

@@ -108,7 +108,7 @@ func (w *workload) produce(ctx context.Context, nd *node) {
 				break
 			}
 			q := w.queues[n%len(w.queues)]
-			id := w.h.publish(q)
+			id := w.h.publish(q, nd.name)
 			n++
 			body := strconv.FormatUint(id, 10)
 			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, amqp091.Publishing{
@@ -183,7 +183,7 @@ func (w *workload) consume(ctx context.Context, nd *node) {
 					w.log.Error("a delivery that no producer wrote", "body", string(d.Body))
 					id = 0 // an ID no producer hands out: unexpected
 				}
-				w.h.deliver(id, d.Redelivered)
+				w.h.deliver(id, nd.name, d.Redelivered)
 				d.Ack(false)
 			}
 		}
