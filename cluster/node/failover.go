@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/membership"
-	"github.com/warrenmq/warren/proto/memberpb"
 )
 
 // defaultQueueTimeout is the queue groups' heartbeat and election
@@ -45,50 +44,14 @@ func (c *clusterNode) queueTimeout() time.Duration {
 // memberEvent reacts to gossip: when a node fails, this node's followers
 // in every group that node led elect a new leader promptly instead of
 // after a full queue heartbeat timeout (replica.LeaderSuspected).
-//
-// Unless the node answers this one directly: after a partition heals, the
-// node that was cut off gossips that the others are dead, and a live node
-// may be declared failed before it refutes it. Its followers' prompt
-// elections then depose leaders that were serving, and a campaigner whose
-// log is behind cannot win: the chaos harness (jepsen/) and
-// TestClusterPartition saw queues without a leader for ten seconds and
-// more after a heal.
 func (c *clusterNode) memberEvent(ev membership.Event) {
 	if ev.Kind != membership.Failed || ev.Member.Name == c.self {
 		return
 	}
-	go func() {
-		if c.answers(ev.Member.Name) {
-			c.log.Info("gossip reports a node failed, but it answers; its queues keep their leaders", "node", ev.Member.Name)
-			return
-		}
-		for _, r := range c.allReplicas() {
-			r.LeaderSuspected(ev.Member.Name)
-		}
-		c.log.Info("node failed; its queues elect new leaders", "node", ev.Member.Name)
-	}()
-}
-
-// failProbeTimeout bounds memberEvent's call to a node gossip reports
-// failed. A killed node refuses at once; a paused or cut-off one costs
-// its queues this much more before they elect.
-const failProbeTimeout = time.Second
-
-// answers reports whether node answers a call on its internal port within
-// failProbeTimeout.
-func (c *clusterNode) answers(node string) bool {
-	addr, ok := c.addrOf(node)
-	if !ok {
-		return false
+	for _, r := range c.allReplicas() {
+		r.LeaderSuspected(ev.Member.Name)
 	}
-	cc, err := c.pool.Conn(addr)
-	if err != nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), failProbeTimeout)
-	defer cancel()
-	_, err = memberpb.NewMemberClient(cc).Status(ctx, &memberpb.StatusRequest{})
-	return err == nil
+	c.log.Info("node failed; its queues elect new leaders", "node", ev.Member.Name)
 }
 
 // Kill stops the node abruptly, as a crash would as far as the other
