@@ -388,12 +388,12 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 	var local *replica.Replica
 	if slices.Contains(members, c.self) {
 		var err error
-		// Every member bootstraps a new group with the same voters, so
-		// that the others can elect should the member chosen to lead
-		// die before it has replicated anything; only the chosen one
-		// campaigns at once, so it leads. (With the chosen member alone
-		// bootstrapping, a queue whose first leader died right after the
-		// declaration had no leader until that node came back.)
+		// The member chosen to lead bootstraps a new group and
+		// campaigns; the others keep the same configuration, to
+		// bootstrap with should it die before they have heard from it
+		// (replica's bootstrapLate): otherwise a queue whose first
+		// leader died right after the declaration had no leader until
+		// that node came back.
 		chosen := rec.Leader == c.self || (rec.Leader == "" && members[0] == c.self)
 		if local, err = c.openReplica(rec.ID, cfg, members, true, !chosen); err != nil {
 			return nil, err

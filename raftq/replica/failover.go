@@ -64,6 +64,31 @@ type failover struct {
 	// drained follower's timeouts are raised, and restoreTimeouts keeps
 	// them so.
 	drained, raised bool
+
+	// lateConf is a new group's configuration, kept by a member that was
+	// not chosen to lead first until it hears from the group (Config's
+	// Follow); nil once used or not needed.
+	lateConf atomic.Pointer[raft.Configuration]
+}
+
+// bootstrapLate writes the group's first configuration on a member that
+// has no state yet when the member chosen to lead first is reported
+// failed: killed right after the declaration, before it had sent its
+// configuration to anyone, it would otherwise leave the queue without a
+// leader until it came back. It is the configuration the chosen member
+// bootstrapped with, so this is as if every member had bootstrapped at
+// the start, which raft allows; and since nothing can have committed
+// without a second member holding state, nothing is lost by it.
+func (r *Replica) bootstrapLate() {
+	conf := r.fo.lateConf.Swap(nil)
+	if conf == nil || r.raft.LastIndex() != 0 {
+		return
+	}
+	if err := r.raft.BootstrapCluster(*conf).Error(); err != nil {
+		r.log.Warn("bootstrap after the first leader failed", "err", err)
+		return
+	}
+	r.log.Info("the member chosen to lead a new queue failed before it was heard from; bootstrapped its configuration here")
 }
 
 // init records the timeouts of a multi-member group's config.
@@ -79,6 +104,7 @@ func (r *Replica) LeaderSuspected(node string) {
 	if r.fo.base.HeartbeatTimeout == 0 || r.stopped.Load() || node == r.cfg.NodeID || r.Drained() {
 		return // a drained member leaves the election to the others
 	}
+	r.bootstrapLate()
 	if r.raft.State() == raft.Leader {
 		return
 	}

@@ -73,10 +73,12 @@ type Config struct {
 	// their Raft addresses. Ignored without a Transport.
 	Peers []Peer
 	// Bootstrap creates the group with Peers as voters when this node has
-	// no state for it yet, and then campaigns at once unless Follow is
-	// set: every member of a new group bootstraps it alike, and the one
-	// chosen to lead first campaigns, winning the first election while
-	// the others wait out their timeout.
+	// no state for it yet, and campaigns at once: the member chosen to
+	// lead first. With Follow, a new group's other members keep the same
+	// configuration unwritten, to bootstrap with only should the chosen
+	// member be reported failed before they have heard from it
+	// (failover.go's bootstrapLate); writing it at once cost every
+	// declaration a write on each of them.
 	Bootstrap bool
 	Follow    bool
 	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
@@ -312,7 +314,10 @@ func Open(cfg Config) (*Replica, error) {
 		closeStore()
 		return nil, fmt.Errorf("read raft state: %w", err)
 	}
-	if !existing && bootstrap {
+	if !existing && bootstrap && cfg.Follow {
+		// Kept, not written: see failover.go's bootstrapLate.
+		r.fo.lateConf.Store(&conf)
+	} else if !existing && bootstrap {
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
 			closeStore()
 			return nil, fmt.Errorf("bootstrap raft group: %w", err)
