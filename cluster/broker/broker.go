@@ -92,9 +92,28 @@ type Watchable interface {
 // not have yet: declared through another node a moment ago, it is
 // committed but maybe not applied here. It reports whether it caught up
 // (false on a standalone node, where the model is always current).
+//
+// Many channels may miss at once (publishes, passive declares): a caller
+// is answered by any catch-up that started after it arrived, so at most
+// one runs at a time and each caller waits for at most two.
+func (b *Broker) catchUp() bool {
+	ticket := b.catchUps.arrived.Add(1)
+	b.catchUps.mu.Lock()
+	defer b.catchUps.mu.Unlock()
+	if b.catchUps.covered >= ticket {
+		return b.catchUps.ok
+	}
+	// Every caller with a ticket up to here arrived before this one starts.
+	covers := b.catchUps.arrived.Load()
+	ok := b.catchUpOnce()
+	b.catchUps.covered, b.catchUps.ok = covers, ok
+	return ok
+}
+
 const catchUpTimeout = 10 * time.Second
 
-func (b *Broker) catchUp() bool {
+// catchUpOnce is one catch-up with the metadata leader.
+func (b *Broker) catchUpOnce() bool {
 	w, ok := b.store.(Watchable)
 	if !ok {
 		return false
@@ -111,23 +130,6 @@ func (b *Broker) catchUp() bool {
 	return true
 }
 
-// catchUpShared is catchUp for the publish path, where many channels may
-// miss at once: a caller is answered by any catch-up that started after it
-// arrived, so at most one runs at a time and each waits for at most two.
-func (b *Broker) catchUpShared() bool {
-	ticket := b.catchUps.arrived.Add(1)
-	b.catchUps.mu.Lock()
-	defer b.catchUps.mu.Unlock()
-	if b.catchUps.covered >= ticket {
-		return b.catchUps.ok
-	}
-	// Every caller with a ticket up to here arrived before this one starts.
-	covers := b.catchUps.arrived.Load()
-	ok := b.catchUp()
-	b.catchUps.covered, b.catchUps.ok = covers, ok
-	return ok
-}
-
 // mayBeStale reports whether a miss in the model (no such exchange, no
 // queue routed to) may be a change committed through another node that
 // this one has not applied yet.
@@ -136,7 +138,7 @@ func (b *Broker) mayBeStale() bool {
 	return ok && w.MayBeStale()
 }
 
-// catchUps coordinates catchUpShared's callers.
+// catchUps coordinates catchUp's callers.
 type catchUps struct {
 	arrived atomic.Uint64 // tickets handed out
 	mu      sync.Mutex    // held while a catch-up runs
@@ -175,7 +177,7 @@ type Broker struct {
 	log   *slog.Logger
 	store metadata.Store
 	cfg   Config
-	// catchUps shares metadata catch-ups among publishes that miss.
+	// catchUps shares metadata catch-ups among the callers that miss.
 	catchUps catchUps
 
 	// memory counts message bytes held by in-memory queues.

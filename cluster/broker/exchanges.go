@@ -204,7 +204,7 @@ func (v *Vhost) dropExchangeLocked(x *exchange) []metadata.Change {
 func (v *Vhost) Route(exchangeName string, keys []string, headers amqp.Table, out []*Queue) ([]*Queue, error) {
 	n := len(out)
 	out, found, err := v.route(exchangeName, keys, headers, out)
-	if (found && (err != nil || len(out) > n)) || !v.b.mayBeStale() || !v.b.catchUpShared() {
+	if (found && (err != nil || len(out) > n)) || !v.b.mayBeStale() || !v.b.catchUp() {
 		return out, err
 	}
 	out, _, err = v.route(exchangeName, keys, headers, out[:n])
