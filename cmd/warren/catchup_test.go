@@ -7,8 +7,6 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/warrenmq/warren/proto/adminpb"
 )
@@ -36,12 +34,7 @@ func TestClusterRestartedFollowerCatchesUp(t *testing.T) {
 		declareQuorum(t, c.nodes[0], names[i])
 	}
 	follower := c.nodes[2] // leads some queues until it stops (and hands them off)
-	conn, err := grpc.NewClient(c.nodes[0].internal, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	admin := adminpb.NewAdminClient(conn)
+	admin := adminClient(t, c.nodes[0])
 	// lag is how many committed entries of queue the follower's replica
 	// lacks (none when it leads), -1 while that is unknown (no leader
 	// answered, the node is down).

@@ -54,15 +54,11 @@ func TestClusterPublishAfterMetadataLeaderKilled(t *testing.T) {
 // metadataLeader is the index of the node leading the metadata group.
 func metadataLeader(t *testing.T, c *procCluster) int {
 	t.Helper()
-	conn, err := grpc.NewClient(c.nodes[0].internal, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	admin := adminClient(t, c.nodes[0])
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		st, err := adminpb.NewAdminClient(conn).ClusterStatus(ctx, &adminpb.ClusterStatusRequest{})
+		st, err := admin.ClusterStatus(ctx, &adminpb.ClusterStatusRequest{})
 		cancel()
 		if err == nil {
 			for i, nd := range c.nodes {
@@ -75,4 +71,16 @@ func metadataLeader(t *testing.T, c *procCluster) int {
 	}
 	t.Fatal("no metadata leader reported")
 	return 0
+}
+
+// adminClient is a client of nd's admin service (warrenctl's), closed
+// when the test ends.
+func adminClient(t *testing.T, nd *clusterNode) adminpb.AdminClient {
+	t.Helper()
+	conn, err := grpc.NewClient(nd.internal, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return adminpb.NewAdminClient(conn)
 }
