@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -150,10 +151,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	log.Info("run", "dir", cfg.dir, "seed", cfg.seed, "nodes", cfg.nodes, "faults", cfg.faults, "ops", cfg.ops, "duration", cfg.duration)
 
 	var l *lab
-	for _, f := range cfg.faults {
-		if f != "partition" {
-			continue
-		}
+	if slices.Contains(cfg.faults, "partition") {
 		if why := labAvailable(); why != "" {
 			return verdict{}, fmt.Errorf("the partition fault: %s", why)
 		}
