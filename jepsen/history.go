@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -202,4 +205,41 @@ func (v verdict) String() string {
 		fmt.Fprintf(&b, "\n  %s", s)
 	}
 	return b.String()
+}
+
+// writeTSV writes every message's story, one line each, ordered by ID: id,
+// queue, node published through, publish and confirm times, then each
+// delivery as node@time, a trailing "r" when flagged redelivered. It is
+// the whole history the verdict was drawn from, for a post-mortem.
+func (h *history) writeTSV(w io.Writer) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := make([]uint64, 0, len(h.msgs))
+	for id := range h.msgs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	bw := bufio.NewWriter(w)
+	stamp := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.Format("15:04:05.000")
+	}
+	fmt.Fprintln(bw, "id\tqueue\tvia\tpublished\tconfirmed\tdeliveries")
+	for _, id := range ids {
+		r := h.msgs[id]
+		fmt.Fprintf(bw, "%d\t%s\t%s\t%s\t%s\t", id, r.queue, r.via, stamp(r.published), stamp(r.confirmed))
+		for i, d := range r.deliveries {
+			if i > 0 {
+				bw.WriteByte(' ')
+			}
+			fmt.Fprintf(bw, "%s@%s", d.via, stamp(d.at))
+			if d.redelivered {
+				bw.WriteByte('r')
+			}
+		}
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
 }

@@ -226,6 +226,12 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.dir, "report.json"), b, 0o644)
 	}
+	if f, err := os.Create(filepath.Join(cfg.dir, "history.tsv")); err == nil {
+		if err := w.h.writeTSV(f); err != nil {
+			log.Warn("write the history", "err", err)
+		}
+		f.Close()
+	}
 	log.Info("done", "report", filepath.Join(cfg.dir, "report.json"), "ok", v.ok())
 	if drainErr != nil && v.ok() {
 		// Messages still in a queue would be reported lost by a checker
