@@ -412,11 +412,19 @@ func loginRefused(mechanism string) *amqp.Error {
 
 // Authenticate checks a username and password presented with mechanism
 // from addr.
+//
+// A cluster member that may be behind (restarted a moment ago) catches up
+// before refusing: the user, or its new password, may have been committed
+// through another node, and a client told ACCESS_REFUSED gives up rather
+// than retry.
 func (b *Broker) Authenticate(mechanism, username, password string, addr net.Addr) (*User, error) {
-	b.mu.RLock()
-	u, ok := b.users[username]
-	b.mu.RUnlock()
-	if !ok || u.PasswordHash == "" || !CheckPassword(u.PasswordHash, password) {
+	u, ok := b.user(username)
+	valid := ok && u.PasswordHash != "" && CheckPassword(u.PasswordHash, password)
+	if !valid && b.mayBeStale() && b.catchUp() {
+		u, ok = b.user(username)
+		valid = ok && u.PasswordHash != "" && CheckPassword(u.PasswordHash, password)
+	}
+	if !valid {
 		b.log.Warn("login refused: invalid credentials", "user", username, "mechanism", mechanism, "remote", addrString(addr))
 		return nil, loginRefused(mechanism)
 	}
@@ -451,18 +459,34 @@ func isLoopback(a net.Addr) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// OpenVhost returns the vhost a user may use (connection.open). The
-// refusal is connection-level NOT_ALLOWED, as in RabbitMQ.
-func (b *Broker) OpenVhost(u *User, name string) (*Vhost, error) {
+func (b *Broker) user(name string) (metadata.User, bool) {
 	b.mu.RLock()
-	v, ok := b.vhosts[name]
-	_, allowed := b.perms[permKey{u.Name, name}]
-	b.mu.RUnlock()
+	defer b.mu.RUnlock()
+	u, ok := b.users[name]
+	return u, ok
+}
+
+// OpenVhost returns the vhost a user may use (connection.open). The
+// refusal is connection-level NOT_ALLOWED, as in RabbitMQ; a node that may
+// be behind catches up first, as Authenticate does.
+func (b *Broker) OpenVhost(u *User, name string) (*Vhost, error) {
+	v, ok, allowed := b.vhostFor(u, name)
+	if (!ok || !allowed) && b.mayBeStale() && b.catchUp() {
+		v, ok, allowed = b.vhostFor(u, name)
+	}
 	if !ok || !allowed {
 		b.log.Warn("vhost access refused", "user", u.Name, "vhost", name, "exists", ok)
 		return nil, amqp.Errorf(amqp.NotAllowed, "access to vhost '%s' refused for user '%s'", name, u.Name)
 	}
 	return v, nil
+}
+
+func (b *Broker) vhostFor(u *User, name string) (v *Vhost, ok, allowed bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	v, ok = b.vhosts[name]
+	_, allowed = b.perms[permKey{u.Name, name}]
+	return v, ok, allowed
 }
 
 // check returns nil when u may perform a on the named resource of vhost.
@@ -560,8 +584,18 @@ func (b *Broker) Queues(vhost string) []QueueSummary {
 	return out
 }
 
-// QueueRecord is the record of queue name in vhost.
+// QueueRecord is the record of queue name in vhost. Not found on a node
+// that may be behind, it catches up and looks again (an operator's command
+// right after this node restarted must not find the queue missing).
 func (b *Broker) QueueRecord(vhost, name string) (metadata.Queue, bool) {
+	rec, ok := b.queueRecord(vhost, name)
+	if !ok && b.mayBeStale() && b.catchUp() {
+		rec, ok = b.queueRecord(vhost, name)
+	}
+	return rec, ok
+}
+
+func (b *Broker) queueRecord(vhost, name string) (metadata.Queue, bool) {
 	v := b.vhost(vhost)
 	if v == nil {
 		return metadata.Queue{}, false

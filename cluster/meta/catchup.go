@@ -53,6 +53,7 @@ func (s *Store) CatchUp(ctx context.Context) error {
 			reached = true
 		}
 		if reached && s.deliveredIndex() >= need {
+			s.caughtUp.Store(true)
 			return nil
 		}
 		select {
@@ -120,15 +121,30 @@ func (sv *service) ReadIndex(ctx context.Context, _ *metapb.ReadIndexRequest) (*
 // contact, so a live leader stays well within it.
 func (s *Store) staleAfter() time.Duration { return s.cfg.HeartbeatTimeout / 2 }
 
+// CaughtUp reports whether a CatchUp has succeeded since the store opened.
+func (s *Store) CaughtUp() bool { return s.caughtUp.Load() }
+
 // MayBeStale reports whether this node's copy may lack a change committed
-// through another node: it holds entries whose commit it has not learnt
-// yet, it knows no leader, or it has not heard from the leader lately
-// (the leader may have stopped right after a commit that only the other
-// followers hold; the next leader tells this node seconds later). Cheap:
-// for a caller deciding whether a miss deserves a CatchUp.
+// through another node. Anywhere: its subscriber has not yet been handed
+// everything applied (a restarted node's model opens the replicas of its
+// queues one by one, for seconds, and routes meanwhile). On the leader:
+// it has not applied everything committed. On a follower: it has not
+// caught up once since it started (a restarted node holds what it had
+// when it stopped until the leader tells it more), it holds entries whose
+// commit it has not learnt yet, it knows no leader, or it has not heard
+// from the leader lately (the leader may have stopped right after a
+// commit that only the other followers hold; the next leader tells this
+// node seconds later). Cheap: for a caller deciding whether a miss
+// deserves a CatchUp.
 func (s *Store) MayBeStale() bool {
+	if s.deliveredIndex() < s.fsm.applied.Load() {
+		return true
+	}
 	if s.raft.State() == raft.Leader {
 		return s.raft.AppliedIndex() < s.raft.CommitIndex()
+	}
+	if !s.caughtUp.Load() {
+		return true
 	}
 	if _, addr := s.Leader(); addr == "" {
 		return true

@@ -650,6 +650,9 @@ func TestMayBeStale(t *testing.T) {
 		}
 		f.updates.wait(t, i+1)
 	}
+	if !f.store.MayBeStale() {
+		t.Fatal("a follower that has not caught up since it started counts itself current")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := f.store.CatchUp(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -64,6 +65,10 @@ type Store struct {
 	// closes when runNotices returns.
 	notice      chan struct{}
 	noticesDone chan struct{}
+
+	// caughtUp is set by the first CatchUp that succeeds: until then the
+	// state is what this node held when it stopped, and MayBeStale says so.
+	caughtUp atomic.Bool
 
 	closeOnce sync.Once
 	closed    chan struct{}

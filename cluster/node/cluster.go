@@ -207,7 +207,8 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 // forming the cluster, and the metadata leader's duties.
 func (c *clusterNode) run(b *broker.Broker, dataDir string) {
 	c.model.Store(b) // drain.go
-	c.wg.Add(4)
+	c.wg.Add(5)
+	go c.catchUpOnStart()
 	go c.join()
 	go c.lead(b)
 	go c.reconcileLoop(b) // reconcile.go
@@ -613,10 +614,38 @@ func (c *clusterNode) removeOrphans(dataDir string) {
 }
 
 // ready reports whether the node has a metadata leader and a model with
-// at least one vhost: logins can succeed.
+// at least one vhost, caught up with the leader since it started: logins
+// can succeed and the model routes as the cluster does.
 func (c *clusterNode) ready(b *broker.Broker) bool {
 	leader, _ := c.meta.Leader()
-	return leader != "" && b.HasVhosts()
+	return leader != "" && b.HasVhosts() && c.meta.CaughtUp()
+}
+
+// catchUpOnStart brings the model up to the cluster's metadata as soon as
+// there is a leader to ask. A restarted node starts from what it held
+// when it stopped; until this returns, lookups that miss catch up first
+// (meta.Store.MayBeStale), and this makes the first of them cheap.
+func (c *clusterNode) catchUpOnStart() {
+	defer c.wg.Done()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		go func() {
+			select {
+			case <-c.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := c.meta.CatchUp(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		c.log.Debug("catching up with the metadata after start", "err", err)
+		if !c.sleep(time.Second) {
+			return
+		}
+	}
 }
 
 // close stops the cluster side; the broker (and with it the metadata
