@@ -23,8 +23,11 @@ const (
 type unconfirmed struct {
 	seq      uint64
 	m        *queue.Message
-	done     func(error) // nil once answered
+	done     func(error) // nil once the publisher has been answered
 	deadline time.Time
+	// settled: the leader answered. A publish answered by its deadline
+	// stays until then, sent again as often as needed under its number.
+	settled bool
 }
 
 type pathKind uint8
@@ -38,6 +41,14 @@ const (
 // publisher numbers a router's publishes (publisher ID random, seq 1, 2,
 // 3…) and keeps each until the leader answers it, to send it again after
 // a leader change: the group stores a re-sent (publisher, seq) once.
+//
+// A publish that waits past PublishTimeout is nacked but kept, and sent
+// on under its number until the leader answers: dropping it would leave a
+// gap the group refuses to skip, and numbering the rest afresh under a
+// new publisher ID would have the group store again those it already held
+// under the old one (the chaos harness saw messages stored three times
+// after a queue was leaderless for longer than the timeout). So the
+// nacked publish may still be stored; a nack promises no more.
 //
 // Goroutines: Enqueue callers append, and call Local.EnqueueAs themselves
 // while the local member leads and nothing waits to be (re)sent; run sends
@@ -178,6 +189,7 @@ func (p *publisher) answer(id uint64, answers func(yield func(uint64, error))) {
 				return // answered before (a publish sent twice)
 			}
 			u := p.q[seq-first]
+			u.settled = true
 			if u.done != nil {
 				calls = append(calls, call{u.done, err})
 				u.done = nil
@@ -191,10 +203,10 @@ func (p *publisher) answer(id uint64, answers func(yield func(uint64, error))) {
 	}
 }
 
-// popAnsweredLocked drops answered publishes from the front.
+// popAnsweredLocked drops the publishes the leader answered from the front.
 func (p *publisher) popAnsweredLocked() {
 	n := 0
-	for n < len(p.q) && p.q[n].done == nil {
+	for n < len(p.q) && p.q[n].settled {
 		p.bytes -= len(p.q[n].m.Body)
 		p.q[n] = nil
 		n++
@@ -228,8 +240,9 @@ func (p *publisher) resetLocked() {
 
 // restart takes a new publisher ID and numbers the unanswered publishes
 // from 1 again: the group refused a seq because one before it is missing
-// (it timed out here, or was lost), so the old numbering cannot continue.
-// A publish the group stored under the old ID may be stored twice.
+// (one that could not be encoded, or a group that lost its record), so
+// the old numbering cannot continue. A publish the group stored under the
+// old ID may be stored twice.
 func (p *publisher) restart(id uint64) {
 	p.mu.Lock()
 	if p.id == id {
@@ -248,24 +261,19 @@ func (p *publisher) renumberLocked() {
 	p.resetLocked()
 }
 
-// expire fails the publishes past their deadline.
+// expire nacks the publishes past their deadline; they stay queued, under
+// their numbers, until the leader answers them (see publisher).
 func (p *publisher) expire() {
 	now := time.Now()
 	var calls []func(error)
 	p.mu.Lock()
-	n := 0
-	for n < len(p.q) && !now.Before(p.q[n].deadline) {
-		if u := p.q[n]; u.done != nil {
+	for _, u := range p.q { // deadlines grow along the queue
+		if now.Before(u.deadline) {
+			break
+		}
+		if u.done != nil {
 			calls = append(calls, u.done)
 			u.done = nil
-		}
-		n++
-	}
-	if n > 0 {
-		p.popAnsweredLocked()
-		if len(calls) > 0 {
-			// A gap in the numbering: what follows must not wait for it.
-			p.renumberLocked()
 		}
 	}
 	p.mu.Unlock()
@@ -287,7 +295,7 @@ func (p *publisher) close(err error) {
 			calls = append(calls, u.done)
 		}
 	}
-	p.q, p.bytes, p.sent = nil, 0, 0
+	p.q, p.bytes, p.sent = nil, 0, 0 // nobody will answer them now
 	p.resetLocked()
 	close(p.space)
 	p.space = make(chan struct{})
