@@ -229,9 +229,19 @@ func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, na
 	addr, _ := c.addrOf(node)
 	if slices.Contains(rec.Members, node) {
 		// A member already, or an earlier AddMember stopped before
-		// promoting it: finish that.
-		st, err := c.memberStatus(ctx, node, rec.ID)
-		if err == nil && st.Present && st.Voter {
+		// promoting it, or an earlier DeleteMember before updating the
+		// record: finish the first, redo the others. The leader's
+		// configuration tells them apart; the node's own replica may
+		// still count itself a voter after the group removed it.
+		leader, err := c.queueLeader(ctx, rec.ID, rec.Members)
+		if err != nil {
+			return err
+		}
+		ls, err := c.memberStatus(ctx, leader, rec.ID)
+		if err != nil {
+			return fmt.Errorf("ask the leader of queue %q in vhost %q: %w", name, vhost, err)
+		}
+		if ls.Servers[node] {
 			return fmt.Errorf("node %s is already a member of queue %q in vhost %q: %w", node, name, vhost, ErrMembershipRefused)
 		}
 	}
@@ -493,9 +503,11 @@ func (s memberServer) Status(_ context.Context, req *memberpb.StatusRequest) (*m
 		return &memberpb.StatusReply{}, nil
 	}
 	st := r.Status()
+	servers, _ := r.Servers() // nil while the replica stops
 	return &memberpb.StatusReply{
 		Present: true, State: st.State, Term: st.Term, CommitIndex: st.CommitIndex,
 		AppliedIndex: st.AppliedIndex, LastLogIndex: st.LastLogIndex, Voter: st.Voter, Leader: r.Leader(),
+		Servers: servers,
 	}, nil
 }
 

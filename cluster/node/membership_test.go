@@ -335,3 +335,55 @@ func mapKeys(m map[string]bool) []string {
 	}
 	return ks
 }
+
+// TestAddMemberAfterInterruptedDelete: a DeleteMember that stopped after
+// taking a member out of the Raft group, before the record, leaves a
+// replica that still counts itself a voter. Adding that node back must
+// redo the member, not be refused as "already a member" by the stale
+// replica's own account (the chaos harness saw such a queue left with two
+// voters for good: the member's node was down while it was removed).
+func TestAddMemberAfterInterruptedDelete(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("q", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	members := membersOf(t, ms[0], "q")
+	waitMembers(t, ms, "q", members)
+	leader := leaderName(t, ms, "q")
+	var gone *nodetest.Member
+	for _, m := range ms {
+		if m.Name() != leader {
+			gone = m
+		}
+	}
+	lm := byName(ms, leader)
+	tr := startPublisher(t, lm, "q")
+	tr.consume(lm, "q")
+	tr.progress(50)
+
+	// Down while it is removed, so that it never hears of it.
+	goneName := gone.Name()
+	gone.Stop()
+	if err := lm.RemoveFromGroupOnly("/", "q", goneName); err != nil {
+		t.Fatal(err)
+	}
+	gone.Start()
+	nodetest.Eventually(t, "the group without "+gone.Name(), 10*time.Second, func() bool {
+		servers, ok := lm.QueueServers("/", "q")
+		_, in := servers[gone.Name()]
+		return ok && len(servers) == 2 && !in
+	})
+	tr.progress(50)
+
+	if err := lm.AddMember("/", "q", gone.Name()); err != nil {
+		t.Fatalf("add the removed member back: %v", err)
+	}
+	servers, ok := lm.QueueServers("/", "q")
+	if !ok || len(servers) != 3 || !servers[gone.Name()] {
+		t.Fatalf("group after adding %s back: %v", gone.Name(), servers)
+	}
+	waitMembers(t, ms, "q", members)
+	tr.progress(50)
+	tr.finish()
+}

@@ -132,14 +132,18 @@ func (x *StatusRequest) GetQueueId() string {
 type StatusReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// present is false when this node holds no replica of the queue.
-	Present       bool   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
-	State         string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // Leader, Follower, Candidate, Shutdown
-	Term          uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
-	CommitIndex   uint64 `protobuf:"varint,4,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
-	AppliedIndex  uint64 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	LastLogIndex  uint64 `protobuf:"varint,6,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
-	Voter         bool   `protobuf:"varint,7,opt,name=voter,proto3" json:"voter,omitempty"`
-	Leader        string `protobuf:"bytes,8,opt,name=leader,proto3" json:"leader,omitempty"`
+	Present      bool   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
+	State        string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // Leader, Follower, Candidate, Shutdown
+	Term         uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex  uint64 `protobuf:"varint,4,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	LastLogIndex uint64 `protobuf:"varint,6,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
+	Voter        bool   `protobuf:"varint,7,opt,name=voter,proto3" json:"voter,omitempty"`
+	Leader       string `protobuf:"bytes,8,opt,name=leader,proto3" json:"leader,omitempty"`
+	// servers is the group's configuration as this replica knows it: each
+	// member's node, true for a voter. A leader's is the one that counts
+	// (a member removed from the group may not know it).
+	Servers       map[string]bool `protobuf:"bytes,9,rep,name=servers,proto3" json:"servers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -228,6 +232,13 @@ func (x *StatusReply) GetLeader() string {
 		return x.Leader
 	}
 	return ""
+}
+
+func (x *StatusReply) GetServers() map[string]bool {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
 }
 
 type ChangeRequest struct {
@@ -367,7 +378,7 @@ const file_memberpb_member_proto_rawDesc = "" +
 	"\n" +
 	"\x15memberpb/member.proto\x12\rwarren.member\"*\n" +
 	"\rStatusRequest\x12\x19\n" +
-	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\xed\x01\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\xec\x02\n" +
 	"\vStatusReply\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x12\n" +
@@ -376,7 +387,11 @@ const file_memberpb_member_proto_rawDesc = "" +
 	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x12$\n" +
 	"\x0elast_log_index\x18\x06 \x01(\x04R\flastLogIndex\x12\x14\n" +
 	"\x05voter\x18\a \x01(\bR\x05voter\x12\x16\n" +
-	"\x06leader\x18\b \x01(\tR\x06leader\"{\n" +
+	"\x06leader\x18\b \x01(\tR\x06leader\x12A\n" +
+	"\aservers\x18\t \x03(\v2'.warren.member.StatusReply.ServersEntryR\aservers\x1a:\n" +
+	"\fServersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\"{\n" +
 	"\rChangeRequest\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12'\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x17.warren.member.ChangeOpR\x02op\x12\x12\n" +
@@ -410,25 +425,27 @@ func file_memberpb_member_proto_rawDescGZIP() []byte {
 }
 
 var file_memberpb_member_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_memberpb_member_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_memberpb_member_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_memberpb_member_proto_goTypes = []any{
 	(ChangeOp)(0),         // 0: warren.member.ChangeOp
 	(*StatusRequest)(nil), // 1: warren.member.StatusRequest
 	(*StatusReply)(nil),   // 2: warren.member.StatusReply
 	(*ChangeRequest)(nil), // 3: warren.member.ChangeRequest
 	(*ChangeReply)(nil),   // 4: warren.member.ChangeReply
+	nil,                   // 5: warren.member.StatusReply.ServersEntry
 }
 var file_memberpb_member_proto_depIdxs = []int32{
-	0, // 0: warren.member.ChangeRequest.op:type_name -> warren.member.ChangeOp
-	1, // 1: warren.member.Member.Status:input_type -> warren.member.StatusRequest
-	3, // 2: warren.member.Member.Change:input_type -> warren.member.ChangeRequest
-	2, // 3: warren.member.Member.Status:output_type -> warren.member.StatusReply
-	4, // 4: warren.member.Member.Change:output_type -> warren.member.ChangeReply
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	5, // 0: warren.member.StatusReply.servers:type_name -> warren.member.StatusReply.ServersEntry
+	0, // 1: warren.member.ChangeRequest.op:type_name -> warren.member.ChangeOp
+	1, // 2: warren.member.Member.Status:input_type -> warren.member.StatusRequest
+	3, // 3: warren.member.Member.Change:input_type -> warren.member.ChangeRequest
+	2, // 4: warren.member.Member.Status:output_type -> warren.member.StatusReply
+	4, // 5: warren.member.Member.Change:output_type -> warren.member.ChangeReply
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_memberpb_member_proto_init() }
@@ -442,7 +459,7 @@ func file_memberpb_member_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memberpb_member_proto_rawDesc), len(file_memberpb_member_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
