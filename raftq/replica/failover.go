@@ -15,16 +15,19 @@ import (
 // Queue groups run with long heartbeat and election timeouts (ten seconds
 // by default), so that idle groups send few heartbeats; raft alone would
 // elect a new leader only after the old one had been silent that long.
-// Two moments need an election sooner, and hashicorp/raft has no way to
+// Three moments need an election sooner, and hashicorp/raft has no way to
 // make a follower campaign at once except the TimeoutNow of a leadership
 // transfer, which the transport can hand to its own member (Campaign).
 //
 // A leader's node fails, as gossip reports it: LeaderSuspected makes one
-// surviving voter campaign at once. The voters are ranked by name (the
-// failed node left out) and the k-th campaigns after k times
-// campaignStagger if the group still has no leader, so that two do not
-// split the vote and one whose log is behind (it cannot win) is followed
-// by the next. Such an election skips pre-vote and is granted by voters
+// surviving voter campaign at once, if a majority of the voters answer it
+// at all (majorityReachable: a member cut off by a partition hears gossip
+// call every other node failed, and its campaign would only raise its
+// term, deposing the live leader when the partition heals). The voters
+// are ranked by name (the failed node left out) and the k-th campaigns
+// after k times campaignStagger if the group still has no leader, so that
+// two do not split the vote and one whose log is behind (it cannot win)
+// is followed by the next. Such an election skips pre-vote and is granted by voters
 // that still believe in the old leader; gossip has declared that leader's
 // node dead, after its own suspicion period. This is what makes a killed
 // leader's queues take publishes again within about the gossip's
@@ -41,6 +44,11 @@ import (
 // cluster that restarts as a whole, and the question is asked again, less
 // and less often, until the group has a leader. A group that has one
 // refuses, and the member waits for the leader's heartbeat as usual.
+//
+// A group loses its leader any other way (it stepped down, or a higher
+// term deposed it, such as a member's failed campaign): leaderLost asks
+// the same question as after a start, a second later, rather than leave
+// the group leaderless for raft's own timeout of ten to twenty seconds.
 //
 // Why it is safe: raft's safety never depends on timeouts or on who
 // campaigns, only its liveness does. A wrong suspicion of a live leader
@@ -114,7 +122,7 @@ func (r *Replica) LeaderSuspected(node string) {
 	if !r.fo.suspecting.CompareAndSwap(false, true) {
 		return
 	}
-	go r.awaitLeader(node, false)
+	go r.awaitLeader(node, false, 0)
 }
 
 // expectLeader makes a member that started on existing state campaign as
@@ -125,7 +133,25 @@ func (r *Replica) expectLeader() {
 	if r.fo.base.HeartbeatTimeout == 0 || !r.fo.suspecting.CompareAndSwap(false, true) {
 		return
 	}
-	go r.awaitLeader("", true)
+	go r.awaitLeader("", true, 0)
+}
+
+// leaderLostGrace is how long a member that lost its leader leaves raft's
+// own election (or a leadership transfer) to finish before it asks.
+const leaderLostGrace = time.Second
+
+// leaderLost makes a follower whose group has no leader any more (its
+// leader stepped down, or was deposed by a higher term) ask, as after a
+// start, whether a majority would vote for it, and campaign if so. Without
+// it the group waited out raft's own timeout, ten to twenty seconds with
+// the queue groups' long heartbeat timeout: the chaos harness saw a queue
+// leaderless for 40 s after a member's failed election deposed the leader
+// that had just won.
+func (r *Replica) leaderLost() {
+	if r.fo.base.HeartbeatTimeout == 0 || r.stopped.Load() || r.Drained() || !r.fo.suspecting.CompareAndSwap(false, true) {
+		return
+	}
+	go r.awaitLeader("", true, leaderLostGrace)
 }
 
 // setTimeouts sets the heartbeat and election timeouts to d.
@@ -189,15 +215,15 @@ const suspectPoll = 100 * time.Millisecond
 // this member's rank comes it campaigns (a failed leader) or, after a
 // start, asks whether a majority would vote for it and campaigns if so,
 // asking again later while nobody leads.
-func (r *Replica) awaitLeader(node string, started bool) {
+func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 	defer r.fo.suspecting.Store(false)
 	start := time.Now()
-	deadline := start.Add(4 * r.fo.base.HeartbeatTimeout)
+	deadline := start.Add(grace + 4*r.fo.base.HeartbeatTimeout)
 	rank := r.campaignRank(node)
 	if rank < 0 {
 		return // not a voter: it cannot lead
 	}
-	next := start.Add(time.Duration(rank) * campaignStagger)
+	next := start.Add(grace + time.Duration(rank)*campaignStagger)
 	gap := askGapFirst
 	for {
 		state := r.raft.State()
@@ -208,16 +234,30 @@ func (r *Replica) awaitLeader(node string, started bool) {
 		case state == raft.Leader, id != "" && string(id) != node:
 			r.log.Debug("leader found", "failed", node, "leader", string(id))
 			return
+		case node != "" && string(id) == node && r.raft.LastContact().After(start):
+			// Heard from the leader after gossip called its node
+			// failed: it is not (this node was cut off, or gossip
+			// wrong).
+			r.log.Debug("the suspected leader is alive", "leader", node)
+			return
 		case time.Now().After(deadline):
 			r.log.Debug("no leader found; raft's timeout elects", "failed", node)
 			return
 		}
 		if state == raft.Follower && !time.Now().Before(next) {
 			switch {
-			case !started:
+			case !started && r.majorityReachable():
 				r.log.Debug("campaigning: the leader's node failed", "failed", node)
 				go r.campaignNow("the leader's node failed")
 				next = deadline // once
+			case !started:
+				// Cut off from the others, most likely by the same
+				// partition that hides the leader. Not later either:
+				// once it heals, the leader is probably alive, and a
+				// campaign would depose it. raft's own timeout (and
+				// leaderLost) elect if it is not.
+				r.log.Debug("not campaigning: most voters do not answer", "failed", node)
+				next = deadline
 			case !r.Drained() && r.majorityWouldVote():
 				r.log.Debug("campaigning: no leader after start")
 				go r.campaignNow("no leader after start")
@@ -241,8 +281,31 @@ func (r *Replica) awaitLeader(node string, started bool) {
 // which changes nothing on the voter) and reports whether a majority of
 // the voters, this member included, would.
 func (r *Replica) majorityWouldVote() bool {
-	pv, ok := r.cfg.Transport.(raft.WithPreVote)
-	if !ok {
+	return r.preVoteQuorum(preVoteWait, func(resp *raft.RequestPreVoteResponse) bool { return resp.Granted })
+}
+
+// majorityReachable reports whether a majority of the group's voters, this
+// member included, answer a pre-vote question at all, whatever the answer.
+// A member cut off from the others by a partition must not campaign on
+// gossip's word that the leader's node failed (its own gossip cannot reach
+// that node either): the election it started would fail, and its higher
+// term would depose the live leader the moment the partition healed. The
+// survivors of a real failure answer at once, though they refuse (they
+// still believe in the old leader until their own timeout).
+func (r *Replica) majorityReachable() bool {
+	return r.preVoteQuorum(preVoteWait, func(*raft.RequestPreVoteResponse) bool { return true })
+}
+
+// preVoteWait bounds how long a pre-vote round waits for a majority: a
+// partitioned or stopped peer's call hangs until the transport gives up.
+const preVoteWait = time.Second
+
+// preVoteQuorum asks the group's other voters raft's pre-vote question
+// for this member and reports whether a majority of the voters, this
+// member included, gave an answer that ok accepts within wait.
+func (r *Replica) preVoteQuorum(wait time.Duration, ok func(*raft.RequestPreVoteResponse) bool) bool {
+	pv, isPV := r.cfg.Transport.(raft.WithPreVote)
+	if !isPV {
 		return false
 	}
 	f := r.raft.GetConfiguration()
@@ -250,7 +313,7 @@ func (r *Replica) majorityWouldVote() bool {
 		return false
 	}
 	req := r.preVoteRequest()
-	var voters int
+	voters, self := 0, false
 	answers := make(chan bool, len(f.Configuration().Servers))
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter {
@@ -258,22 +321,34 @@ func (r *Replica) majorityWouldVote() bool {
 		}
 		voters++
 		if string(s.ID) == r.cfg.NodeID {
-			answers <- true
+			self = true
 			continue
 		}
 		go func() {
 			var resp raft.RequestPreVoteResponse
 			err := pv.RequestPreVote(s.ID, s.Address, req, &resp)
-			answers <- err == nil && resp.Granted
+			answers <- err == nil && ok(&resp)
 		}()
 	}
-	granted := 0
-	for range voters {
-		if <-answers {
-			granted++
+	if !self {
+		return false // not a voter: it cannot lead
+	}
+	need, yes := voters/2+1, 1
+	timeout := time.NewTimer(wait)
+	defer timeout.Stop()
+	for asked := voters - 1; yes < need && asked > 0; asked-- {
+		select {
+		case a := <-answers:
+			if a {
+				yes++
+			}
+		case <-timeout.C:
+			return false
+		case <-r.done:
+			return false
 		}
 	}
-	return granted > voters/2
+	return yes >= need
 }
 
 // preVoteRequest is the pre-vote request raft itself would send: the next

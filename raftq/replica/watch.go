@@ -51,8 +51,13 @@ func (r *Replica) stateChanged() { r.wake(&r.w.wantApplied) }
 // observe is raft's observer hook (Open registers it with no channel): it
 // runs on raft's goroutines, so it only sets a flag.
 func (r *Replica) observe(o *raft.Observation) bool {
-	switch o.Data.(type) {
-	case raft.RaftState, raft.LeaderObservation:
+	switch d := o.Data.(type) {
+	case raft.LeaderObservation:
+		r.wake(&r.w.wantLook)
+		if d.LeaderID == "" && r.cfg.Transport != nil {
+			r.leaderLost() // failover.go
+		}
+	case raft.RaftState:
 		r.wake(&r.w.wantLook)
 	case raft.ResumedHeartbeatObservation, raft.RequestPreVoteRequest:
 		// A follower that was unreachable (restarted, or a new member
