@@ -72,6 +72,9 @@ func openTest(t *testing.T, node *testNode, dir string, args amqp.Table) *Replic
 	return r
 }
 
+// enqueue publishes n messages and waits for their answers. It reports
+// failures with t.Errorf, never t.Fatal, so that tests may call it from
+// goroutines of their own.
 func enqueue(t *testing.T, r *Replica, n int) {
 	t.Helper()
 	var wg sync.WaitGroup
@@ -84,7 +87,7 @@ func enqueue(t *testing.T, r *Replica, n int) {
 			}
 			wg.Done()
 		}); err != nil {
-			t.Fatal(err)
+			break // the callback has reported it
 		}
 	}
 	wg.Wait()
