@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/warrenmq/warren/amqp"
@@ -135,6 +136,10 @@ func (ch *channel) completePublish() error {
 	var err error
 	ch.routeBuf, err = ch.c.vhost.Route(pub.Exchange, ch.keyBuf, headers, ch.routeBuf[:0])
 	clear(ch.keyBuf)
+	if errors.Is(err, broker.ErrRouteUncertain) {
+		ch.refuseUncertain(pub)
+		return nil
+	}
 	if err != nil {
 		return withMethodErr(err, pub)
 	}
@@ -207,6 +212,19 @@ func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs 
 }
 
 func noConfirm(error) {}
+
+// refuseUncertain answers a publish this node could not route for sure
+// (broker.ErrRouteUncertain): basic.nack in confirm mode, so that the
+// publisher sends it again; without confirms there is nobody to tell.
+func (ch *channel) refuseUncertain(pub *amqp.BasicPublish) {
+	ch.c.log.Warn("publish refused: this node cannot tell where it goes", "channel", ch.id, "exchange", pub.Exchange, "routing_key", pub.RoutingKey, "confirm", ch.confirmMode)
+	if ch.confirmMode {
+		seq := ch.confirms.publish(1)
+		if ch.confirms.complete(seq, false) {
+			ch.c.out.confirmsReady(ch)
+		}
+	}
+}
 
 // withoutBCC is headers less its BCC entry, in a new table (only
 // messages carrying BCC pay for it).

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
@@ -201,15 +202,31 @@ func (v *Vhost) dropExchangeLocked(x *exchange) []metadata.Change {
 // as unroutable. It happened when the metadata leader stopped right after
 // a declaration: the other nodes learnt of it seconds later, from the
 // next leader (found by jepsen/).
+//
+// If that catch-up fails (no metadata leader within reach: a partition),
+// a message that reached no queue through an existing exchange gets
+// ErrRouteUncertain rather than being taken as unroutable: confirming it
+// would drop a message whose queue may well exist.
 func (v *Vhost) Route(exchangeName string, keys []string, headers amqp.Table, out []*Queue) ([]*Queue, error) {
 	n := len(out)
 	out, found, err := v.route(exchangeName, keys, headers, out)
-	if (found && (err != nil || len(out) > n)) || !v.b.mayBeStale() || !v.b.catchUp() {
+	if (found && (err != nil || len(out) > n)) || !v.b.mayBeStale() {
+		return out, err
+	}
+	if !v.b.catchUp() {
+		if found {
+			err = ErrRouteUncertain
+		}
 		return out, err
 	}
 	out, _, err = v.route(exchangeName, keys, headers, out[:n])
 	return out, err
 }
+
+// ErrRouteUncertain: a message reached no queue on a node whose metadata
+// may be behind and that could not catch up. The publisher gets
+// basic.nack: it may have been routable.
+var ErrRouteUncertain = errors.New("broker: no queue reached, and this node's metadata may be behind (the metadata leader is out of reach)")
 
 // route is one routing attempt; found says the exchange exists.
 func (v *Vhost) route(exchangeName string, keys []string, headers amqp.Table, out []*Queue) ([]*Queue, bool, error) {

@@ -735,3 +735,36 @@ func TestClusterPartitionedFollowerKeepsLeader(t *testing.T) {
 		t.Fatalf("leader %s at term %d before the cut, %s at term %d after the heal", leaderBefore, termBefore, leaderAfter, termAfter)
 	}
 }
+
+// TestClusterCutOffNodeNacksUnknownQueue: a node cut off from the others
+// cannot learn of a queue declared meanwhile, nor catch up to check. A
+// publish through it that reaches no queue must be nacked, not confirmed
+// as unroutable: the queue may exist, and a confirm would drop a message
+// the publisher then forgets.
+func TestClusterCutOffNodeNacksUnknownQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster process test")
+	}
+	lab := newNetnsLab(t, 3)
+	c := startProcCluster(t, 3, clusterOpts{hosts: lab.ips, netns: lab.ns, config: remoteUserConfig(t), user: "test"})
+	_, ch := c.nodes[0].channel(t) // connected before the cut: clients still reach it
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	lab.cut(0)
+	declareQuorum(t, c.nodes[1], "unseen")
+	dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "unseen", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ok, err := dc.WaitContext(ctx)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	if ok {
+		t.Fatal("a publish the cut-off node could not route was confirmed")
+	}
+	lab.heal(0)
+}
