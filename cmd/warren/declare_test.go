@@ -28,7 +28,7 @@ func TestClusterPublishAfterMetadataLeaderKilled(t *testing.T) {
 	declareQuorum(t, c.nodes[leader], "fresh")
 	c.nodes[leader].kill()
 	other := c.nodes[(leader+1)%3]
-	publishConfirmed(t, other, "fresh", 0, 50)
+	again := publishConfirmed(t, other, "fresh", 0, 50)
 
 	_, ch := other.channel(t)
 	seen := map[string]int{}
@@ -44,9 +44,12 @@ func TestClusterPublishAfterMetadataLeaderKilled(t *testing.T) {
 		}
 		seen[string(d.Body)]++
 	}
+	// Once each; twice only if it was published again after a nack (the
+	// queue's first leader was the node killed, and the publish timed out
+	// while the others elected): a nacked publish may still be stored.
 	for i := 0; i < 50; i++ {
-		if seen[strconv.Itoa(i)] != 1 {
-			t.Errorf("confirmed message %d delivered %d times", i, seen[strconv.Itoa(i)])
+		if n := seen[strconv.Itoa(i)]; n != 1 && !(again[i] && n == 2) {
+			t.Errorf("confirmed message %d delivered %d times (published again after a nack: %v)", i, n, again[i])
 		}
 	}
 }
