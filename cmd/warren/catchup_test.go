@@ -138,28 +138,7 @@ func TestClusterRestartedNodeRoutesNewQueues(t *testing.T) {
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
-	const n = 200
-	var confirms []*amqp091.DeferredConfirmation
-	for i := range n {
-		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "late", false, false,
-			amqp091.Publishing{DeliveryMode: 2, Body: []byte(fmt.Sprint(i))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		confirms = append(confirms, dc)
-	}
-	confirmed := make(map[string]bool)
-	for i, dc := range confirms {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		ok, err := dc.WaitContext(ctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("publish %d: no answer: %v", i, err)
-		}
-		if ok {
-			confirmed[fmt.Sprint(i)] = true
-		}
-	}
+	confirmed, _ := answers(t, publishNumbered(t, ch, "late", 200, 0))
 	if len(confirmed) == 0 {
 		t.Fatal("no publish confirmed")
 	}

@@ -540,6 +540,13 @@ func (lab *netnsLab) heal(i int) {
 // TestClusterPartition cuts one node off from the other two (gossip, Raft
 // and gRPC alike): the majority goes on confirming, the minority confirms
 // nothing, and once healed the minority catches up.
+// startNetnsCluster starts three nodes, each in a network namespace of its
+// own on a bridge (so that the test can cut one off), with the user test.
+func startNetnsCluster(t *testing.T) (*netnsLab, *procCluster) {
+	lab := newNetnsLab(t, 3)
+	return lab, startProcCluster(t, 3, clusterOpts{hosts: lab.ips, netns: lab.ns, config: remoteUserConfig(t), user: "test"})
+}
+
 // remoteUserConfig is a config file with user test (password test), who
 // may log in from other hosts, unlike guest: clients reach nodes in
 // network namespaces by their own addresses.
@@ -569,8 +576,7 @@ func TestClusterPartition(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster process test")
 	}
-	lab := newNetnsLab(t, 3)
-	c := startProcCluster(t, 3, clusterOpts{hosts: lab.ips, netns: lab.ns, config: remoteUserConfig(t), user: "test"})
+	lab, c := startNetnsCluster(t)
 	// Leader on warren-0 (see TestClusterLeaderKilled); cut it off.
 	declareQuorum(t, c.nodes[1], "split")
 	publishConfirmed(t, c.nodes[1], "split", 0, 100)
@@ -690,8 +696,7 @@ func TestClusterPartitionedFollowerKeepsLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster process test")
 	}
-	lab := newNetnsLab(t, 3)
-	c := startProcCluster(t, 3, clusterOpts{hosts: lab.ips, netns: lab.ns, config: remoteUserConfig(t), user: "test"})
+	lab, c := startNetnsCluster(t)
 	declareQuorum(t, c.nodes[0], "keep")
 	publishConfirmed(t, c.nodes[0], "keep", 0, 10)
 	leader := queueLeader(t, c, "keep")
@@ -745,8 +750,7 @@ func TestClusterCutOffNodeNacksUnknownQueue(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster process test")
 	}
-	lab := newNetnsLab(t, 3)
-	c := startProcCluster(t, 3, clusterOpts{hosts: lab.ips, netns: lab.ns, config: remoteUserConfig(t), user: "test"})
+	lab, c := startNetnsCluster(t)
 	_, ch := c.nodes[0].channel(t) // connected before the cut: clients still reach it
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)

@@ -42,34 +42,11 @@ func TestClusterTimedOutPublishesStoredOnce(t *testing.T) {
 	}
 	// Publishes over twice the test nodes' 5 s publish timeout, so that
 	// some time out while later ones still wait.
-	const n = 60
-	var confirms []*amqp091.DeferredConfirmation
-	for i := range n {
-		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "once", false, false,
-			amqp091.Publishing{DeliveryMode: 2, Body: []byte(fmt.Sprint(i))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		confirms = append(confirms, dc)
-		time.Sleep(200 * time.Millisecond)
-	}
+	confirms := publishNumbered(t, ch, "once", 60, 200*time.Millisecond)
 	for _, nd := range followers {
 		nd.stopProcess(syscall.SIGCONT)
 	}
-	confirmed, nacked := map[string]bool{}, 0
-	for i, dc := range confirms {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		ok, err := dc.WaitContext(ctx)
-		cancel()
-		switch {
-		case err != nil:
-			t.Fatalf("publish %d: no answer: %v", i, err)
-		case ok:
-			confirmed[fmt.Sprint(i)] = true
-		default:
-			nacked++
-		}
-	}
+	confirmed, nacked := answers(t, confirms)
 	if nacked == 0 {
 		t.Fatal("no publish timed out: the test did not test")
 	}
@@ -135,4 +112,42 @@ func queueLeader(t *testing.T, c *procCluster, queue string) *clusterNode {
 	}
 	t.Fatalf("queue %s has no leader", queue)
 	return nil
+}
+
+// publishNumbered publishes n persistent messages, bodies "0" to "n-1",
+// gap apart, and returns their confirmations.
+func publishNumbered(t *testing.T, ch *amqp091.Channel, queue string, n int, gap time.Duration) []*amqp091.DeferredConfirmation {
+	t.Helper()
+	confirms := make([]*amqp091.DeferredConfirmation, 0, n)
+	for i := range n {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", queue, false, false,
+			amqp091.Publishing{DeliveryMode: 2, Body: []byte(fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		confirms = append(confirms, dc)
+		time.Sleep(gap)
+	}
+	return confirms
+}
+
+// answers waits up to 30 s for each confirmation and returns the bodies
+// confirmed (publishNumbered's numbering) and how many were nacked.
+func answers(t *testing.T, confirms []*amqp091.DeferredConfirmation) (confirmed map[string]bool, nacked int) {
+	t.Helper()
+	confirmed = map[string]bool{}
+	for i, dc := range confirms {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ok, err := dc.WaitContext(ctx)
+		cancel()
+		switch {
+		case err != nil:
+			t.Fatalf("publish %d: no answer: %v", i, err)
+		case ok:
+			confirmed[fmt.Sprint(i)] = true
+		default:
+			nacked++
+		}
+	}
+	return confirmed, nacked
 }
