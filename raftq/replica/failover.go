@@ -27,9 +27,9 @@ import (
 // are ranked by name (the failed node left out) and the k-th campaigns
 // after k times campaignStagger if the group still has no leader, so that
 // two do not split the vote and one whose log is behind (it cannot win)
-// is followed by the next. Such an election skips pre-vote and is granted by voters
-// that still believe in the old leader; gossip has declared that leader's
-// node dead, after its own suspicion period. This is what makes a killed
+// is followed by the next. Such an election skips pre-vote and is
+// granted by voters that still believe in the old leader; gossip has
+// declared that leader's node dead, after its own suspicion period. This is what makes a killed
 // leader's queues take publishes again within about the gossip's
 // detection time, whatever the heartbeat timeout. Should none of them
 // win, raft's own timeout elects.
