@@ -25,7 +25,7 @@ type unconfirmed struct {
 	m        *queue.Message
 	done     func(error) // nil once the publisher has been answered
 	deadline time.Time
-	// settled: the leader answered. A publish answered by its deadline
+	// settled: the leader answered. A publish nacked at its deadline
 	// stays until then, sent again as often as needed under its number.
 	settled bool
 }
