@@ -424,6 +424,7 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 		return nil, err
 	}
 	cfg.Transport = trans
+	cfg.SeesAlive = c.seesAlive
 	cfg.Bootstrap, cfg.Follow = bootstrap, follow
 	cfg.Peers = nil
 	for _, m := range members {

@@ -18,6 +18,7 @@ import (
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/meta"
 	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/membership"
 	"github.com/warrenmq/warren/proto/memberpb"
 	"github.com/warrenmq/warren/raftq/replica"
 )
@@ -498,16 +499,17 @@ type memberServer struct {
 var _ memberpb.MemberServer = memberServer{}
 
 func (s memberServer) Status(_ context.Context, req *memberpb.StatusRequest) (*memberpb.StatusReply, error) {
+	aboutAlive := req.AboutNode != "" && s.c.gossipSeesAlive(req.AboutNode)
 	r, ok := s.c.replica(req.QueueId)
 	if !ok {
-		return &memberpb.StatusReply{}, nil
+		return &memberpb.StatusReply{AboutAlive: aboutAlive}, nil
 	}
 	st := r.Status()
 	servers, _ := r.Servers() // nil while the replica stops
 	return &memberpb.StatusReply{
 		Present: true, State: st.State, Term: st.Term, CommitIndex: st.CommitIndex,
 		AppliedIndex: st.AppliedIndex, LastLogIndex: st.LastLogIndex, Voter: st.Voter, Leader: r.Leader(),
-		Servers: servers,
+		Servers: servers, AboutAlive: aboutAlive,
 	}, nil
 }
 
@@ -601,4 +603,26 @@ func (n *Node) QueueServers(vhost, name string) (map[string]bool, bool) {
 	}
 	servers, err := r.Servers()
 	return servers, err == nil
+}
+
+// gossipSeesAlive reports whether this node's gossip sees node alive.
+func (c *clusterNode) gossipSeesAlive(node string) bool {
+	for _, m := range c.gossip.Members() {
+		if m.Name == node {
+			return m.State == membership.Alive
+		}
+	}
+	return false
+}
+
+// seesAlive asks peer whether its gossip sees node alive (replica.Config's
+// SeesAlive).
+func (c *clusterNode) seesAlive(ctx context.Context, peer, node string) (bool, error) {
+	rep, err := c.memberCall(ctx, peer, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
+		return cl.Status(ctx, &memberpb.StatusRequest{AboutNode: node})
+	})
+	if err != nil {
+		return false, err
+	}
+	return rep.(*memberpb.StatusReply).AboutAlive, nil
 }

@@ -86,8 +86,14 @@ func (ChangeOp) EnumDescriptor() ([]byte, []int) {
 }
 
 type StatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	QueueId       string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	QueueId string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// about_node, when set, asks whether the answering node's gossip sees
+	// that node alive (about_alive): a member about to campaign because its
+	// own gossip called the leader's node failed checks that the others'
+	// gossip agrees (a partition may hide the leader from it alone). The
+	// answer does not depend on the queue.
+	AboutNode     string `protobuf:"bytes,2,opt,name=about_node,json=aboutNode,proto3" json:"about_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -129,6 +135,13 @@ func (x *StatusRequest) GetQueueId() string {
 	return ""
 }
 
+func (x *StatusRequest) GetAboutNode() string {
+	if x != nil {
+		return x.AboutNode
+	}
+	return ""
+}
+
 type StatusReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// present is false when this node holds no replica of the queue.
@@ -143,7 +156,10 @@ type StatusReply struct {
 	// servers is the group's configuration as this replica knows it: each
 	// member's node, true for a voter. A leader's is the one that counts
 	// (a member removed from the group may not know it).
-	Servers       map[string]bool `protobuf:"bytes,9,rep,name=servers,proto3" json:"servers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Servers map[string]bool `protobuf:"bytes,9,rep,name=servers,proto3" json:"servers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// about_alive: the answering node's gossip sees the request's
+	// about_node alive.
+	AboutAlive    bool `protobuf:"varint,10,opt,name=about_alive,json=aboutAlive,proto3" json:"about_alive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +255,13 @@ func (x *StatusReply) GetServers() map[string]bool {
 		return x.Servers
 	}
 	return nil
+}
+
+func (x *StatusReply) GetAboutAlive() bool {
+	if x != nil {
+		return x.AboutAlive
+	}
+	return false
 }
 
 type ChangeRequest struct {
@@ -376,9 +399,11 @@ var File_memberpb_member_proto protoreflect.FileDescriptor
 
 const file_memberpb_member_proto_rawDesc = "" +
 	"\n" +
-	"\x15memberpb/member.proto\x12\rwarren.member\"*\n" +
+	"\x15memberpb/member.proto\x12\rwarren.member\"I\n" +
 	"\rStatusRequest\x12\x19\n" +
-	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\xec\x02\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x1d\n" +
+	"\n" +
+	"about_node\x18\x02 \x01(\tR\taboutNode\"\x8d\x03\n" +
 	"\vStatusReply\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x12\n" +
@@ -388,7 +413,10 @@ const file_memberpb_member_proto_rawDesc = "" +
 	"\x0elast_log_index\x18\x06 \x01(\x04R\flastLogIndex\x12\x14\n" +
 	"\x05voter\x18\a \x01(\bR\x05voter\x12\x16\n" +
 	"\x06leader\x18\b \x01(\tR\x06leader\x12A\n" +
-	"\aservers\x18\t \x03(\v2'.warren.member.StatusReply.ServersEntryR\aservers\x1a:\n" +
+	"\aservers\x18\t \x03(\v2'.warren.member.StatusReply.ServersEntryR\aservers\x12\x1f\n" +
+	"\vabout_alive\x18\n" +
+	" \x01(\bR\n" +
+	"aboutAlive\x1a:\n" +
 	"\fServersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\"{\n" +

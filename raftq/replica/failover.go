@@ -20,10 +20,11 @@ import (
 // transfer, which the transport can hand to its own member (Campaign).
 //
 // A leader's node fails, as gossip reports it: LeaderSuspected makes one
-// surviving voter campaign at once, if a majority of the voters answer it
-// at all (majorityReachable: a member cut off by a partition hears gossip
-// call every other node failed, and its campaign would only raise its
-// term, deposing the live leader when the partition heals). The voters
+// surviving voter campaign at once, once a majority of the voters' nodes
+// see the leader's node failed too (majorityAgreesFailed: a member cut off
+// by a partition hears its gossip call every other node failed, and its
+// campaign would only raise its term, deposing the live leader when the
+// partition heals). The voters
 // are ranked by name (the failed node left out) and the k-th campaigns
 // after k times campaignStagger if the group still has no leader, so that
 // two do not split the vote and one whose log is behind (it cannot win)
@@ -246,18 +247,17 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 		}
 		if state == raft.Follower && !time.Now().Before(next) {
 			switch {
-			case !started && r.majorityReachable():
+			case !started && r.majorityAgreesFailed(node):
 				r.log.Debug("campaigning: the leader's node failed", "failed", node)
 				go r.campaignNow("the leader's node failed")
 				next = deadline // once
 			case !started:
-				// Cut off from the others, most likely by the same
-				// partition that hides the leader. Not later either:
-				// once it heals, the leader is probably alive, and a
-				// campaign would depose it. raft's own timeout (and
-				// leaderLost) elect if it is not.
-				r.log.Debug("not campaigning: most voters do not answer", "failed", node)
-				next = deadline
+				// The others' gossip still sees the leader's node (or
+				// they do not answer: this member is cut off). Ask again,
+				// less and less often: their gossip may not have heard.
+				r.log.Debug("not campaigning: most voters do not see the leader's node failed", "failed", node)
+				next = time.Now().Add(gap)
+				gap = min(2*gap, askGapMax)
 			case !r.Drained() && r.majorityWouldVote():
 				r.log.Debug("campaigning: no leader after start")
 				go r.campaignNow("no leader after start")
@@ -284,16 +284,52 @@ func (r *Replica) majorityWouldVote() bool {
 	return r.preVoteQuorum(preVoteWait, func(resp *raft.RequestPreVoteResponse) bool { return resp.Granted })
 }
 
-// majorityReachable reports whether a majority of the group's voters, this
-// member included, answer a pre-vote question at all, whatever the answer.
-// A member cut off from the others by a partition must not campaign on
-// gossip's word that the leader's node failed (its own gossip cannot reach
-// that node either): the election it started would fail, and its higher
-// term would depose the live leader the moment the partition healed. The
-// survivors of a real failure answer at once, though they refuse (they
-// still believe in the old leader until their own timeout).
-func (r *Replica) majorityReachable() bool {
-	return r.preVoteQuorum(preVoteWait, func(*raft.RequestPreVoteResponse) bool { return true })
+// majorityAgreesFailed reports whether a majority of the group's voters,
+// this member included, see the leader's node failed: their nodes'
+// gossip does (Config.SeesAlive), or, without that question, they at
+// least answer a pre-vote. A member cut off from the others by a partition
+// hears its own gossip call every other node failed and must not campaign
+// on that word alone: its election would fail, and its higher term would
+// depose the live leader the moment the partition healed (and its gossip
+// may call the leader failed just after the heal, when everyone answers
+// again). The survivors of a real failure agree within a gossip round or
+// two; until their own timeout they still believe in the old leader and
+// would refuse a pre-vote.
+func (r *Replica) majorityAgreesFailed(node string) bool {
+	if r.cfg.SeesAlive == nil {
+		return r.preVoteQuorum(preVoteWait, func(*raft.RequestPreVoteResponse) bool { return true })
+	}
+	servers, err := r.Servers()
+	if err != nil || !servers[r.cfg.NodeID] {
+		return false
+	}
+	voters := 0
+	var others []string
+	for id, voter := range servers {
+		if !voter {
+			continue
+		}
+		voters++
+		if id != r.cfg.NodeID && id != node {
+			others = append(others, id)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), preVoteWait)
+	defer cancel()
+	answers := make(chan bool, len(others))
+	for _, peer := range others {
+		go func() {
+			alive, err := r.cfg.SeesAlive(ctx, peer, node)
+			answers <- err == nil && !alive
+		}()
+	}
+	agree := 1 // this member's gossip called it failed
+	for range others {
+		if <-answers {
+			agree++
+		}
+	}
+	return agree > voters/2
 }
 
 // preVoteWait bounds how long a pre-vote round waits for a majority: a

@@ -81,6 +81,11 @@ type Config struct {
 	// declaration a write on each of them.
 	Bootstrap bool
 	Follow    bool
+	// SeesAlive asks the node of member peer whether its gossip sees node
+	// alive. A member whose own gossip calls its leader's node failed
+	// campaigns only when a majority of the voters' nodes agree (failover.go);
+	// nil asks only whether they answer at all.
+	SeesAlive func(ctx context.Context, peer, node string) (bool, error)
 	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
 	// picks one second each.
 	HeartbeatTimeout, ElectionTimeout time.Duration
