@@ -24,13 +24,13 @@ import (
 // see the leader's node failed too (majorityAgreesFailed: a member cut off
 // by a partition hears its gossip call every other node failed, and its
 // campaign would only raise its term, deposing the live leader when the
-// partition heals). The voters
-// are ranked by name (the failed node left out) and the k-th campaigns
-// after k times campaignStagger if the group still has no leader, so that
-// two do not split the vote and one whose log is behind (it cannot win)
-// is followed by the next. Such an election skips pre-vote and is
-// granted by voters that still believe in the old leader; gossip has
-// declared that leader's node dead, after its own suspicion period. This is what makes a killed
+// partition heals). The voters are ranked by name (the failed node left
+// out) and the k-th campaigns k times campaignStagger after that
+// agreement if the group still has no leader, so that two do not split
+// the vote and one whose log is behind (it cannot win) is followed by the
+// next. Such an election skips pre-vote and is granted by voters that
+// still believe in the old leader; gossip has declared that leader's node
+// dead, after its own suspicion period. This is what makes a killed
 // leader's queues take publishes again within about the gossip's
 // detection time, whatever the heartbeat timeout. Should none of them
 // win, raft's own timeout elects.
@@ -224,8 +224,24 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 	if rank < 0 {
 		return // not a voter: it cannot lead
 	}
-	next := start.Add(grace + time.Duration(rank)*campaignStagger)
+	stagger := time.Duration(rank) * campaignStagger
+	next := start.Add(grace + stagger)
+	if !started {
+		// The rank's wait comes once the others agree the leader's
+		// node failed (below): they all learn it from the same gossip,
+		// and waits counted from the start would line up the ranks'
+		// first campaigns after a disagreement and split the vote.
+		next = start.Add(grace)
+	}
+	var agreed bool
 	gap := askGapFirst
+	if !started {
+		// Agreement is asked again soon, so that the ranks' campaigns
+		// stay campaignStagger apart: each counts its wait from when it
+		// saw agreement, and the first rank asking half a second late
+		// would campaign with the second.
+		gap = suspectPoll
+	}
 	for {
 		state := r.raft.State()
 		_, id := r.raft.LeaderWithID()
@@ -246,8 +262,16 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 			return
 		}
 		if state == raft.Follower && !time.Now().Before(next) {
+			if !started && !agreed {
+				agreed = r.majorityAgreesFailed(node)
+			}
 			switch {
-			case !started && r.majorityAgreesFailed(node):
+			case !started && agreed && stagger > 0:
+				// Agreed: this rank's wait, then campaign if still
+				// nobody leads.
+				next = time.Now().Add(stagger)
+				stagger = 0
+			case !started && agreed:
 				r.log.Debug("campaigning: the leader's node failed", "failed", node)
 				go r.campaignNow("the leader's node failed")
 				next = deadline // once
