@@ -46,6 +46,7 @@ func (r *Router) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 	if err != nil {
 		return err
 	}
+	a.Origin = r.cfg.Self
 	w := &consumer{r: r, c: c, opts: opts, attach: a, stop: make(chan struct{}), lost: make(chan struct{}, 1), exited: make(chan struct{})}
 	r.mu.Lock()
 	if r.closed {

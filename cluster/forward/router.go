@@ -25,6 +25,7 @@ type RouterConfig struct {
 	QueueID string   // the group's ID (what the Server's lookup takes)
 	Name    string   // "vhost/name", for logs
 	Members []string // node names of the group's members
+	Self    string   // this node's name, told to the leader as consumers' origin
 	// Local is this node's member, nil when this node is not a member.
 	// Members and Local are where the router starts; SetMembers changes
 	// them.

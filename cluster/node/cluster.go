@@ -382,7 +382,7 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 		members = []string{c.self} // a record from before clustering
 	}
 	rcfg := forward.RouterConfig{
-		QueueID: rec.ID, Name: cfg.Name, Members: members,
+		QueueID: rec.ID, Name: cfg.Name, Members: members, Self: c.self,
 		Addr: c.addrOf, Pool: c.pool, PublishTimeout: c.cfg.PublishTimeout,
 		Log: cfg.Log,
 	}

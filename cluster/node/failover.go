@@ -45,7 +45,15 @@ func (c *clusterNode) queueTimeout() time.Duration {
 // in every group that node led elect a new leader promptly instead of
 // after a full queue heartbeat timeout (replica.LeaderSuspected).
 func (c *clusterNode) memberEvent(ev membership.Event) {
-	if ev.Kind != membership.Failed || ev.Member.Name == c.self {
+	if ev.Member.Name == c.self {
+		return
+	}
+	if ev.Kind == membership.Failed || ev.Kind == membership.Departed {
+		// Its channels are gone: what its cancelled consumers held here
+		// goes back to the queues (forward.Server.NodeGone).
+		c.fwd.NodeGone(ev.Member.Name)
+	}
+	if ev.Kind != membership.Failed {
 		return
 	}
 	for _, r := range c.allReplicas() {

@@ -241,3 +241,57 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 	})
 	t.Logf("caught up %v after the restart", time.Since(back))
 }
+
+// TestCancelledConsumerNodeKilled: a consumer attached through one node
+// takes a message, is cancelled (basic.cancel: its unacked message stays
+// with the channel), and its node is killed before the channel settles.
+// The message must come back to the queue for another consumer; it
+// stayed unacked for good, held for a channel that no longer existed
+// (found by the chaos harness, with a graceful stop).
+func TestCancelledConsumerNodeKilled(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("held", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	leader := leaderName(t, ms, "held")
+	var via, other *nodetest.Member
+	for _, m := range ms {
+		if m.Name() != leader && via == nil {
+			via = m
+		} else if m.Name() != leader || other == nil {
+			other = m
+		}
+	}
+	if err := ch.Publish("", "held", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	vch := via.Channel()
+	ds, err := vch.Consume("held", "c", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ds:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery")
+	}
+	if err := vch.Cancel("c", false); err != nil {
+		t.Fatal(err)
+	}
+	via.Kill()
+
+	och := other.Channel()
+	again, err := och.Consume("held", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-again:
+		if !d.Redelivered {
+			t.Error("the returned message is not flagged redelivered")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the killed node's unacked message never came back")
+	}
+}

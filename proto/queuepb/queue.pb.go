@@ -594,14 +594,17 @@ func (x *Settlement) GetIds() []uint64 {
 }
 
 type Attach struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	QueueId       string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
-	Tag           string                 `protobuf:"bytes,2,opt,name=tag,proto3" json:"tag,omitempty"`
-	NoAck         bool                   `protobuf:"varint,3,opt,name=no_ack,json=noAck,proto3" json:"no_ack,omitempty"`
-	Exclusive     bool                   `protobuf:"varint,4,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
-	Prefetch      uint32                 `protobuf:"varint,5,opt,name=prefetch,proto3" json:"prefetch,omitempty"`
-	Priority      int32                  `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
-	Arguments     []byte                 `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"` // AMQP field table (amqp.AppendTable)
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	QueueId   string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Tag       string                 `protobuf:"bytes,2,opt,name=tag,proto3" json:"tag,omitempty"`
+	NoAck     bool                   `protobuf:"varint,3,opt,name=no_ack,json=noAck,proto3" json:"no_ack,omitempty"`
+	Exclusive bool                   `protobuf:"varint,4,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
+	Prefetch  uint32                 `protobuf:"varint,5,opt,name=prefetch,proto3" json:"prefetch,omitempty"`
+	Priority  int32                  `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
+	Arguments []byte                 `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"` // AMQP field table (amqp.AppendTable)
+	// origin is the node whose channel consumes: deliveries a cancelled
+	// consumer still holds go back to the queue if that node goes away.
+	Origin        string `protobuf:"bytes,8,opt,name=origin,proto3" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -683,6 +686,13 @@ func (x *Attach) GetArguments() []byte {
 		return x.Arguments
 	}
 	return nil
+}
+
+func (x *Attach) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
 }
 
 type ConsumeRequest struct {
@@ -1397,7 +1407,7 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"Settlement\x12&\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x16.warren.queue.SettleOpR\x02op\x12\x14\n" +
 	"\x05cause\x18\x02 \x01(\rR\x05cause\x12\x10\n" +
-	"\x03ids\x18\x03 \x03(\x04R\x03ids\"\xc0\x01\n" +
+	"\x03ids\x18\x03 \x03(\x04R\x03ids\"\xd8\x01\n" +
 	"\x06Attach\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x10\n" +
 	"\x03tag\x18\x02 \x01(\tR\x03tag\x12\x15\n" +
@@ -1405,7 +1415,8 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\texclusive\x18\x04 \x01(\bR\texclusive\x12\x1a\n" +
 	"\bprefetch\x18\x05 \x01(\rR\bprefetch\x12\x1a\n" +
 	"\bpriority\x18\x06 \x01(\x05R\bpriority\x12\x1c\n" +
-	"\targuments\x18\a \x01(\fR\targuments\"\x92\x01\n" +
+	"\targuments\x18\a \x01(\fR\targuments\x12\x16\n" +
+	"\x06origin\x18\b \x01(\tR\x06origin\"\x92\x01\n" +
 	"\x0eConsumeRequest\x12,\n" +
 	"\x06attach\x18\x01 \x01(\v2\x14.warren.queue.AttachR\x06attach\x12:\n" +
 	"\vsettlements\x18\x02 \x03(\v2\x18.warren.queue.SettlementR\vsettlements\x12\x16\n" +
