@@ -19,7 +19,7 @@ import (
 // "Open findings"), and CI must not pass or fail on a dice roll. After the
 // thirteenth session's fixes it passed twelve runs in a row, then CI's
 // run found a cancelled consumer's delivery stranded when its node
-// stopped; it moves into CI once that is mended and it passes reliably.
+// stopped (since mended); it moves into CI once it passes many more.
 func TestChaos(t *testing.T) {
 	if testing.Short() || os.Getenv("WARREN_CHAOS_TESTS") == "" {
 		t.Skip("chaos run of a process cluster: WARREN_CHAOS_TESTS=1 (make test-chaos)")
