@@ -323,41 +323,14 @@ func (r *Replica) majorityAgreesFailed(node string) bool {
 	if r.cfg.SeesAlive == nil {
 		return r.preVoteQuorum(preVoteWait, func(*raft.RequestPreVoteResponse) bool { return true })
 	}
-	servers, err := r.Servers()
-	if err != nil || !servers[r.cfg.NodeID] {
-		return false
-	}
-	voters := 0
-	var others []string
-	for id, voter := range servers {
-		if !voter {
-			continue
-		}
-		voters++
-		if id != r.cfg.NodeID && id != node {
-			others = append(others, id)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), preVoteWait)
-	defer cancel()
-	answers := make(chan bool, len(others))
-	for _, peer := range others {
-		go func() {
-			alive, err := r.cfg.SeesAlive(ctx, peer, node)
-			answers <- err == nil && !alive
-		}()
-	}
-	agree := 1 // this member's gossip called it failed
-	for range others {
-		if <-answers {
-			agree++
-		}
-	}
-	return agree > voters/2
+	return r.voterQuorum(preVoteWait, node, func(ctx context.Context, s raft.Server) bool {
+		alive, err := r.cfg.SeesAlive(ctx, string(s.ID), node)
+		return err == nil && !alive
+	})
 }
 
-// preVoteWait bounds how long a pre-vote round waits for a majority: a
-// partitioned or stopped peer's call hangs until the transport gives up.
+// preVoteWait bounds how long a round of questions waits for a majority:
+// a partitioned or stopped peer's call hangs until the transport gives up.
 const preVoteWait = time.Second
 
 // preVoteQuorum asks the group's other voters raft's pre-vote question
@@ -368,41 +341,52 @@ func (r *Replica) preVoteQuorum(wait time.Duration, ok func(*raft.RequestPreVote
 	if !isPV {
 		return false
 	}
+	req := r.preVoteRequest()
+	return r.voterQuorum(wait, "", func(_ context.Context, s raft.Server) bool {
+		var resp raft.RequestPreVoteResponse
+		err := pv.RequestPreVote(s.ID, s.Address, req, &resp)
+		return err == nil && ok(&resp)
+	})
+}
+
+// voterQuorum asks each of the group's voters other than this member and
+// skip, at once, and reports whether a majority of all the voters, this
+// member counted as yes, answered yes within wait. It returns as soon as
+// that majority is reached. This member must be a voter.
+func (r *Replica) voterQuorum(wait time.Duration, skip string, ask func(context.Context, raft.Server) bool) bool {
 	f := r.raft.GetConfiguration()
 	if f.Error() != nil {
 		return false
 	}
-	req := r.preVoteRequest()
-	voters, self := 0, false
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	voters, self, asked := 0, false, 0
 	answers := make(chan bool, len(f.Configuration().Servers))
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter {
 			continue
 		}
 		voters++
-		if string(s.ID) == r.cfg.NodeID {
+		switch string(s.ID) {
+		case r.cfg.NodeID:
 			self = true
-			continue
+		case skip:
+		default:
+			asked++
+			go func() { answers <- ask(ctx, s) }()
 		}
-		go func() {
-			var resp raft.RequestPreVoteResponse
-			err := pv.RequestPreVote(s.ID, s.Address, req, &resp)
-			answers <- err == nil && ok(&resp)
-		}()
 	}
 	if !self {
 		return false // not a voter: it cannot lead
 	}
 	need, yes := voters/2+1, 1
-	timeout := time.NewTimer(wait)
-	defer timeout.Stop()
-	for asked := voters - 1; yes < need && asked > 0; asked-- {
+	for ; yes < need && asked > 0; asked-- {
 		select {
 		case a := <-answers:
 			if a {
 				yes++
 			}
-		case <-timeout.C:
+		case <-ctx.Done():
 			return false
 		case <-r.done:
 			return false
