@@ -130,6 +130,10 @@ func (b *Broker) catchUpOnce() bool {
 	return true
 }
 
+// caughtUpAfterMiss is for a lookup that missed: if this node's model may
+// be behind, it catches up and reports true, and the caller looks again.
+func (b *Broker) caughtUpAfterMiss() bool { return b.mayBeStale() && b.catchUp() }
+
 // mayBeStale reports whether a miss in the model (no such exchange, no
 // queue routed to) may be a change committed through another node that
 // this one has not applied yet.
@@ -420,7 +424,7 @@ func loginRefused(mechanism string) *amqp.Error {
 func (b *Broker) Authenticate(mechanism, username, password string, addr net.Addr) (*User, error) {
 	u, ok := b.user(username)
 	valid := ok && u.PasswordHash != "" && CheckPassword(u.PasswordHash, password)
-	if !valid && b.mayBeStale() && b.catchUp() {
+	if !valid && b.caughtUpAfterMiss() {
 		u, ok = b.user(username)
 		valid = ok && u.PasswordHash != "" && CheckPassword(u.PasswordHash, password)
 	}
@@ -471,7 +475,7 @@ func (b *Broker) user(name string) (metadata.User, bool) {
 // be behind catches up first, as Authenticate does.
 func (b *Broker) OpenVhost(u *User, name string) (*Vhost, error) {
 	v, ok, allowed := b.vhostFor(u, name)
-	if (!ok || !allowed) && b.mayBeStale() && b.catchUp() {
+	if (!ok || !allowed) && b.caughtUpAfterMiss() {
 		v, ok, allowed = b.vhostFor(u, name)
 	}
 	if !ok || !allowed {
@@ -589,7 +593,7 @@ func (b *Broker) Queues(vhost string) []QueueSummary {
 // right after this node restarted must not find the queue missing).
 func (b *Broker) QueueRecord(vhost, name string) (metadata.Queue, bool) {
 	rec, ok := b.queueRecord(vhost, name)
-	if !ok && b.mayBeStale() && b.catchUp() {
+	if !ok && b.caughtUpAfterMiss() {
 		rec, ok = b.queueRecord(vhost, name)
 	}
 	return rec, ok

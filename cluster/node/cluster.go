@@ -628,15 +628,17 @@ func (c *clusterNode) ready(b *broker.Broker) bool {
 // (meta.Store.MayBeStale), and this makes the first of them cheap.
 func (c *clusterNode) catchUpOnStart() {
 	defer c.wg.Done()
+	stopped, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		select {
+		case <-c.stop:
+			stop()
+		case <-stopped.Done():
+		}
+	}()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		go func() {
-			select {
-			case <-c.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancel := context.WithTimeout(stopped, 10*time.Second)
 		err := c.meta.CatchUp(ctx)
 		cancel()
 		if err == nil {
