@@ -148,10 +148,20 @@ const (
 	RoleFollower  Role = "follower"
 	RoleCandidate Role = "candidate"
 	RoleNonVoter  Role = "non-voter"
+	// RoleAsleep: the replica is closed while its idle group hibernates
+	// (cluster/node's hibernate.go); the group elects when it is needed.
+	RoleAsleep Role = "asleep"
 	// RoleUnreachable is never reported by a replica itself: the asking
 	// node uses it for a member it could not ask.
 	RoleUnreachable Role = "unreachable"
 )
+
+// Waker is a Backend that can wake a hibernating queue group.
+type Waker interface {
+	// WakeQueue wakes group queueID wherever it sleeps and returns once
+	// it has a leader, or ctx ends.
+	WakeQueue(ctx context.Context, queueID string) error
+}
 
 // MemberStatus is a replica's own view of its Raft group.
 type MemberStatus struct {

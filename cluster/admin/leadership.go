@@ -50,6 +50,14 @@ func (s *Server) TransferLeadership(ctx context.Context, req *adminpb.TransferLe
 	resp := &adminpb.TransferLeadershipResponse{Vhost: req.Vhost, Name: req.Name, To: req.To}
 	for attempt := 0; ; attempt++ {
 		from := s.findLeader(ctx, id, members)
+		if w, ok := s.b.(Waker); ok && from == "" {
+			// A hibernating group elects its old leader on waking.
+			wctx, cancel := context.WithTimeout(ctx, maxTakeover)
+			if w.WakeQueue(wctx, id) == nil {
+				from = s.findLeader(ctx, id, members)
+			}
+			cancel()
+		}
 		if from == "" {
 			return nil, status.Errorf(codes.FailedPrecondition, "queue '%s' in vhost '%s' has no leader now", req.Name, req.Vhost)
 		}
@@ -340,9 +348,22 @@ func (s *Server) CheckLeaderless(ctx context.Context, req *adminpb.CheckLeaderle
 	survey := s.replicas(ctx)
 	resp := &adminpb.CheckResponse{}
 	for _, g := range groups {
-		if leader, _ := g.view(survey); leader == "" {
+		if leader, _ := g.view(survey); leader == "" && !g.asleep(survey) {
 			resp.Queues = append(resp.Queues, g.checked(survey))
 		}
 	}
 	return resp, nil
+}
+
+// asleep reports whether group g hibernates: a majority of its members
+// answered that their replica is closed while idle, so the group elects
+// a leader as soon as it is needed (cluster/node's hibernate.go).
+func (g group) asleep(survey map[string]map[string]*adminpb.Member) bool {
+	n := 0
+	for _, node := range g.members {
+		if m, ok := survey[node][g.id]; ok && m.Role == string(RoleAsleep) {
+			n++
+		}
+	}
+	return n >= len(g.members)/2+1
 }

@@ -45,6 +45,9 @@ func (s *Server) Rebalance(ctx context.Context, req *adminpb.RebalanceRequest) (
 		for _, n := range online {
 			counts[n] += 0
 		}
+		if leader == "" && g.asleep(survey) {
+			continue // hibernating: it leads nowhere, and wakes with its old leader
+		}
 		if leader == "" {
 			resp.Leaderless = append(resp.Leaderless, &adminpb.QueueRef{Vhost: g.vhost, Name: g.name})
 			continue

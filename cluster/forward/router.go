@@ -37,6 +37,11 @@ type RouterConfig struct {
 	// the publisher's basic.nack. Default 30 s.
 	PublishTimeout time.Duration
 	Log            *slog.Logger
+	// Wake opens this node's member again when it is closed while the
+	// group hibernates (the node's SetMembers then hands it over); Asleep
+	// reports whether it is. Nil for a node that never hibernates groups.
+	Wake   func()
+	Asleep func() bool
 }
 
 const (
@@ -135,6 +140,10 @@ func NewRouter(cfg RouterConfig) *Router {
 	}
 	r.origins.Store(&map[uint64]*origin{})
 	r.SetMembers(cfg.Members, cfg.Local)
+	// From here on they live in members and localMember only: a member
+	// closed and replaced (a hibernating group, cluster/node) must not
+	// stay reachable from the config.
+	r.cfg.Members, r.cfg.Local = nil, nil
 	r.pub = newPublisher(r)
 	return r
 }
@@ -167,6 +176,13 @@ func (r *Router) resolve(ctx context.Context) (target, error) {
 	}
 }
 
+// AwaitLeader resolves the group's leader, waking the group if it
+// hibernates, and returns once one is known or ctx ends.
+func (r *Router) AwaitLeader(ctx context.Context) error {
+	_, err := r.resolve(ctx)
+	return err
+}
+
 // sleep waits d, or returns why it cannot.
 func (r *Router) sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -182,6 +198,9 @@ func (r *Router) sleep(ctx context.Context, d time.Duration) error {
 }
 
 func (r *Router) tryResolve(ctx context.Context) (target, error) {
+	if r.member() == nil && r.cfg.Wake != nil {
+		r.cfg.Wake() // a hibernated member opens; a non-member's is a no-op
+	}
 	if l := r.member(); l != nil {
 		if l.IsLeader() {
 			return target{local: true}, nil
@@ -370,6 +389,9 @@ func (r *Router) Stats() queue.Stats {
 	if l := r.member(); l != nil && l.IsLeader() {
 		return l.Stats()
 	}
+	if r.asleep() {
+		return queue.Stats{} // hibernated: empty and unused, and left asleep
+	}
 	st, err := r.remoteStats()
 	if err != nil {
 		r.log.Debug("forward: stats unavailable", "err", err)
@@ -378,6 +400,50 @@ func (r *Router) Stats() queue.Stats {
 		}
 	}
 	return st
+}
+
+// asleep reports, without waking it, whether the group hibernates: this
+// node's member is closed, or for a non-member that knows no leader, a
+// member asked with a peek says so.
+func (r *Router) asleep() bool {
+	if r.member() != nil {
+		return false
+	}
+	if r.cfg.Asleep != nil && r.cfg.Asleep() {
+		return true
+	}
+	r.mu.Lock()
+	known := r.leader != ""
+	r.mu.Unlock()
+	if known {
+		return false // its Stats answer for a hibernated group without waking it
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, statsTimeout)
+	defer cancel()
+	for _, m := range r.memberNames() {
+		addr, ok := r.cfg.Addr(m)
+		if !ok {
+			continue
+		}
+		c, err := r.client(addr)
+		if err != nil {
+			continue
+		}
+		rep, err := c.Leader(ctx, &queuepb.LeaderRequest{QueueId: r.cfg.QueueID, Peek: true})
+		if err != nil {
+			continue
+		}
+		if rep.Leader != "" {
+			r.mu.Lock()
+			r.leader = rep.Leader
+			r.mu.Unlock()
+			return false
+		}
+		if rep.Asleep {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Router) remoteStats() (queue.Stats, error) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,6 +22,9 @@ import (
 type Server struct {
 	queuepb.UnimplementedForwardServer
 	lookup func(queueID string) (Local, bool)
+	// asleep reports whether this node's member of a queue is closed
+	// while its group is idle (SetAsleep); lookup opens it again.
+	asleep atomic.Pointer[func(queueID string) bool]
 	log    *slog.Logger
 
 	mu   sync.Mutex
@@ -33,6 +37,17 @@ func NewServer(lookup func(queueID string) (Local, bool), log *slog.Logger) *Ser
 		log = slog.Default()
 	}
 	return &Server{lookup: lookup, log: log, held: make(map[string]*heldSet)}
+}
+
+// SetAsleep gives the server the node's view of hibernated groups: a
+// count (Stats) or a peeking Leader question about such a group is
+// answered without waking it, while every other call finds the member
+// through lookup, which wakes it.
+func (s *Server) SetAsleep(fn func(queueID string) bool) { s.asleep.Store(&fn) }
+
+func (s *Server) isAsleep(queueID string) bool {
+	fn := s.asleep.Load()
+	return fn != nil && (*fn)(queueID)
 }
 
 // Register adds the Forward service to g.
@@ -138,6 +153,9 @@ func (s *Server) NodeGone(node string) {
 
 // Leader names the leader this node's member knows.
 func (s *Server) Leader(_ context.Context, req *queuepb.LeaderRequest) (*queuepb.LeaderReply, error) {
+	if req.Peek && s.isAsleep(req.QueueId) {
+		return &queuepb.LeaderReply{Asleep: true}, nil
+	}
 	l, err := s.member(req.QueueId, false)
 	if err != nil {
 		return nil, err
@@ -180,6 +198,9 @@ func (s *Server) Purge(_ context.Context, req *queuepb.PurgeRequest) (*queuepb.P
 
 // Stats answers with the leader's counts.
 func (s *Server) Stats(_ context.Context, req *queuepb.StatsRequest) (*queuepb.StatsReply, error) {
+	if s.isAsleep(req.QueueId) {
+		return &queuepb.StatsReply{}, nil // a hibernated queue is empty and unused
+	}
 	l, err := s.member(req.QueueId, true)
 	if err != nil {
 		return nil, err

@@ -131,11 +131,32 @@ func (a *adminBackend) QueueGroup(vhost, name string) (string, []string, error) 
 func (a *adminBackend) LocalMember(queueID string) (admin.MemberStatus, bool) {
 	a.c.mu.Lock()
 	r, ok := a.c.replicas[queueID]
+	z := a.c.asleep[queueID]
 	a.c.mu.Unlock()
+	if z != nil {
+		return asleepStatus(z), true
+	}
 	if !ok {
 		return admin.MemberStatus{}, false
 	}
 	return memberStatus(r), true
+}
+
+// asleepStatus is a hibernating replica's status: as it closed.
+func asleepStatus(z *sleeper) admin.MemberStatus {
+	return admin.MemberStatus{Role: admin.RoleAsleep, Term: z.term, CommitIndex: z.last, AppliedIndex: z.last, LastLogIndex: z.last}
+}
+
+// WakeQueue implements admin.Waker: the group wakes wherever it sleeps
+// and elects; it returns once a leader is known.
+func (a *adminBackend) WakeQueue(ctx context.Context, queueID string) error {
+	a.c.mu.Lock()
+	q := a.c.queues[queueID]
+	a.c.mu.Unlock()
+	if q == nil {
+		return fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
+	}
+	return q.Router.AwaitLeader(ctx)
 }
 
 func (a *adminBackend) LocalMembers() map[string]admin.MemberStatus {
@@ -144,8 +165,11 @@ func (a *adminBackend) LocalMembers() map[string]admin.MemberStatus {
 	for id, r := range a.c.replicas {
 		rs[id] = r
 	}
+	out := make(map[string]admin.MemberStatus, len(rs)+len(a.c.asleep))
+	for id, z := range a.c.asleep {
+		out[id] = asleepStatus(z)
+	}
 	a.c.mu.Unlock()
-	out := make(map[string]admin.MemberStatus, len(rs))
 	for id, r := range rs {
 		out[id] = memberStatus(r)
 	}
@@ -277,6 +301,12 @@ func (l *lateBackend) Policies(v string, op bool) []admin.PolicyInfo {
 	return l.get().Policies(v, op)
 }
 func (l *lateBackend) LocalMembers() map[string]admin.MemberStatus { return l.get().LocalMembers() }
+func (l *lateBackend) WakeQueue(ctx context.Context, id string) error {
+	if w, ok := l.get().(admin.Waker); ok {
+		return w.WakeQueue(ctx, id)
+	}
+	return fmt.Errorf("group %s: %w", id, admin.ErrNotFound)
+}
 func (l *lateBackend) TransferLeadership(ctx context.Context, id, to string) error {
 	return l.get().TransferLeadership(ctx, id, to)
 }

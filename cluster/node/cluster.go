@@ -73,6 +73,10 @@ type ClusterConfig struct {
 	// (zero: RabbitMQ's trigger_interval, 10 seconds, at most the interval).
 	NoQueueReconcile, NoRebalanceOnRejoin bool
 	ReconcileInterval, ReconcileDelay     time.Duration
+	// HibernateAfter is how long a queue group whose queue is empty and
+	// unused appends nothing before it closes on every member until it is
+	// needed again (hibernate.go); zero never closes one.
+	HibernateAfter time.Duration
 }
 
 // clusterNode is the node's part in a cluster: the internal gRPC server,
@@ -112,7 +116,14 @@ type clusterNode struct {
 	// groupMu keeps removeOrphans from dropping a group while a replica
 	// opens it: openReplica holds it throughout.
 	groupMu sync.Mutex
-	routers map[string]*forward.Router // by queue ID
+	queues  map[string]*clusterQueue // by queue ID
+	// asleep are this node's replicas closed while their group
+	// hibernates, by queue ID (hibernate.go); never in replicas as well.
+	asleep map[string]*sleeper
+	// slept counts the replicas closed since the hibernation loop last
+	// looked (hibernate.go); opened counts the replicas opened since.
+	slept  atomic.Int64
+	opened atomic.Int64
 
 	// model is the broker once run starts; placement reads the drained
 	// nodes from it (drain.go).
@@ -145,7 +156,8 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 		grpc:     grpc.NewServer(rpc.ServerOptions()...),
 		pool:     rpc.NewPool(),
 		replicas: make(map[string]*replica.Replica),
-		routers:  make(map[string]*forward.Router),
+		queues:   make(map[string]*clusterQueue),
+		asleep:   make(map[string]*sleeper),
 		stop:     make(chan struct{}),
 		rec:      newReconciler(),
 	}
@@ -170,6 +182,8 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 	}
 	c.meta.Register(c.grpc)
 	c.fwd = forward.NewServer(c.lookupReplica, log.With("component", "forward"))
+	c.fwd.SetAsleep(c.isAsleep) // hibernate.go
+	c.mux.SetOnMissing(func(group string) { c.wake(group) })
 	c.fwd.Register(c.grpc)
 	c.registerMember() // membership.go
 	c.adminSrv = admin.NewServer(&c.admin, c.pool, log.With("component", "admin"))
@@ -207,7 +221,8 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 // forming the cluster, and the metadata leader's duties.
 func (c *clusterNode) run(b *broker.Broker, dataDir string) {
 	c.model.Store(b) // drain.go
-	c.wg.Add(5)
+	c.wg.Add(6)
+	go c.hibernateLoop() // hibernate.go
 	go c.catchUpOnStart()
 	go c.join()
 	go c.lead(b)
@@ -384,7 +399,9 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 	rcfg := forward.RouterConfig{
 		QueueID: rec.ID, Name: cfg.Name, Members: members, Self: c.self,
 		Addr: c.addrOf, Pool: c.pool, PublishTimeout: c.cfg.PublishTimeout,
-		Log: cfg.Log,
+		Log:    cfg.Log,
+		Wake:   func() { c.wake(rec.ID) },
+		Asleep: func() bool { return c.isAsleep(rec.ID) },
 	}
 	var local *replica.Replica
 	if slices.Contains(members, c.self) {
@@ -402,15 +419,16 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 		rcfg.Local = local
 	}
 	r := forward.NewRouter(rcfg)
+	// cfg is kept to open a replica here later, should this node become
+	// a member (membership.go) or its group wake (hibernate.go).
+	q := &clusterQueue{Router: r, c: c, id: rec.ID, cfg: cfg, members: slices.Clone(members)}
 	c.mu.Lock()
 	if local != nil {
 		c.replicas[rec.ID] = local
 	}
-	c.routers[rec.ID] = r
+	c.queues[rec.ID] = q
 	c.mu.Unlock()
-	// cfg is kept to open a replica here later, should this node become
-	// a member (membership.go).
-	return &clusterQueue{Router: r, c: c, id: rec.ID, cfg: cfg}, nil
+	return q, nil
 }
 
 // openReplica opens this node's member of group id, whose members are
@@ -453,13 +471,14 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 		trans.Close()
 		return nil, err
 	}
+	c.opened.Add(1)
 	return local, nil
 }
 
+// lookupReplica is the forward service's lookup: this node's replica of
+// group id, woken if it hibernates.
 func (c *clusterNode) lookupReplica(id string) (forward.Local, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.replicas[id]
+	r, ok := c.wake(id)
 	if !ok {
 		return nil, false
 	}
@@ -469,7 +488,8 @@ func (c *clusterNode) lookupReplica(id string) (forward.Local, bool) {
 func (c *clusterNode) forget(id string) {
 	c.mu.Lock()
 	delete(c.replicas, id)
-	delete(c.routers, id)
+	delete(c.queues, id)
+	delete(c.asleep, id)
 	c.mu.Unlock()
 }
 
@@ -480,12 +500,18 @@ type clusterQueue struct {
 	c  *clusterNode
 	id string
 	// cfg opens this node's replica when the node joins the group
-	// (MembersChanged, membership.go); mu serializes such changes.
-	cfg replica.Config
-	mu  sync.Mutex
+	// (MembersChanged, membership.go) or the group wakes (hibernate.go);
+	// mu serializes such changes, and members, the group's members as
+	// last set, is under it.
+	cfg     replica.Config
+	mu      sync.Mutex
+	members []string
 }
 
 func (q *clusterQueue) Delete(ifUnused, ifEmpty bool) (uint32, error) {
+	// A hibernating member opens to be deleted with its files, and to
+	// count what the queue holds for delete-ok.
+	q.c.wake(q.id)
 	n, err := q.Router.Delete(ifUnused, ifEmpty)
 	if err == nil {
 		q.c.forget(q.id)

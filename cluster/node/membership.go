@@ -409,7 +409,8 @@ func (c *clusterNode) waitLeader(ctx context.Context, id string, members []strin
 	defer t.Stop()
 	for {
 		for _, m := range members {
-			st, err := c.memberStatus(ctx, m, id)
+			// A hibernating group wakes for the question (hibernate.go).
+			st, err := c.askStatus(ctx, &memberpb.StatusRequest{QueueId: id, Wake: true}, m)
 			if err == nil && st.Present && st.State == "Leader" && ok(m) {
 				return m, nil
 			}
@@ -452,8 +453,13 @@ func (c *clusterNode) change(ctx context.Context, id string, members []string, o
 
 // memberStatus is node's replica's own view of group id.
 func (c *clusterNode) memberStatus(ctx context.Context, node, id string) (*memberpb.StatusReply, error) {
+	return c.askStatus(ctx, &memberpb.StatusRequest{QueueId: id}, node)
+}
+
+// askStatus asks node's Member service for its replica's status.
+func (c *clusterNode) askStatus(ctx context.Context, req *memberpb.StatusRequest, node string) (*memberpb.StatusReply, error) {
 	rep, err := c.memberCall(ctx, node, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
-		return cl.Status(ctx, &memberpb.StatusRequest{QueueId: id})
+		return cl.Status(ctx, req)
 	})
 	if err != nil {
 		return nil, err
@@ -500,8 +506,19 @@ var _ memberpb.MemberServer = memberServer{}
 
 func (s memberServer) Status(_ context.Context, req *memberpb.StatusRequest) (*memberpb.StatusReply, error) {
 	aboutAlive := req.AboutNode != "" && s.c.gossipSeesAlive(req.AboutNode)
-	r, ok := s.c.replica(req.QueueId)
+	get := s.c.replica
+	if req.Wake {
+		get = s.c.wake
+	}
+	r, ok := get(req.QueueId)
 	if !ok {
+		if z, asleep := s.c.sleeping(req.QueueId); asleep {
+			// Not woken: a group's status is asked for its own sake.
+			return &memberpb.StatusReply{
+				Present: true, Asleep: true, State: "Asleep", Term: z.term, LastLogIndex: z.last,
+				CommitIndex: z.last, AppliedIndex: z.last, Voter: true, AboutAlive: aboutAlive,
+			}, nil
+		}
 		return &memberpb.StatusReply{AboutAlive: aboutAlive}, nil
 	}
 	st := r.Status()
@@ -514,7 +531,7 @@ func (s memberServer) Status(_ context.Context, req *memberpb.StatusRequest) (*m
 }
 
 func (s memberServer) Change(_ context.Context, req *memberpb.ChangeRequest) (*memberpb.ChangeReply, error) {
-	r, ok := s.c.replica(req.QueueId)
+	r, ok := s.c.wake(req.QueueId) // a change needs the group awake
 	if !ok {
 		return &memberpb.ChangeReply{NotLeader: true}, nil
 	}
@@ -552,6 +569,10 @@ func (l localMemberClient) Change(ctx context.Context, in *memberpb.ChangeReques
 	return l.s.Change(ctx, in)
 }
 
+func (l localMemberClient) Hibernate(ctx context.Context, in *memberpb.HibernateRequest, _ ...grpc.CallOption) (*memberpb.HibernateReply, error) {
+	return l.s.Hibernate(ctx, in)
+}
+
 // MembersChanged implements broker.MembersChanger: this node opens its
 // replica when it became a member (never bootstrapping: the leader sends
 // it the log), removes it with its files when it stopped being one, and
@@ -560,6 +581,8 @@ func (q *clusterQueue) MembersChanged(members []string) {
 	c := q.c
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	c.wakeLocked(q) // a hibernating member takes the change awake
+	q.members = slices.Clone(members)
 	local, had := c.replica(q.id)
 	member := slices.Contains(members, c.self)
 	switch {

@@ -253,6 +253,9 @@ func (s *server) Heartbeats(ctx context.Context, in *raftpb.HeartbeatBatch) (*ra
 	for i, req := range in.Requests {
 		t := s.mux.lookup(req.Group)
 		if t == nil {
+			// Not onMissing: a heartbeat does not wake a hibernated
+			// group (a leader that closes sends its last ones as it
+			// stops); the leader's next entry does.
 			out.Results[i] = statusResult(codes.NotFound, fmt.Sprintf("raft group %q not found on %s", req.Group, s.mux.local))
 			continue
 		}

@@ -71,6 +71,23 @@ type Mux struct {
 	// pipelinesServing counts the AppendEntriesPipeline streams being
 	// served, for tests.
 	pipelinesServing atomic.Int64
+
+	// missing, when set, is told of a request for a group that has no
+	// transport here (SetOnMissing).
+	missing atomic.Pointer[func(group string)]
+}
+
+// SetOnMissing has fn called, on the serving goroutine, when a request
+// arrives for a group with no transport on this node, before the request
+// waits for one: a node whose replica of an idle group is closed
+// (hibernated) opens it again, and the request is served by it.
+func (m *Mux) SetOnMissing(fn func(group string)) { m.missing.Store(&fn) }
+
+// onMissing tells the SetOnMissing function that group was asked for.
+func (m *Mux) onMissing(group string) {
+	if fn := m.missing.Load(); fn != nil {
+		(*fn)(group)
+	}
 }
 
 // NewMux returns a Mux for the node whose advertised internal address

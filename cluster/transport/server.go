@@ -27,6 +27,9 @@ type server struct {
 // before the group exists here. Failing them at once would leave the
 // sender backing off for as long as its timeouts, seconds.
 func (s *server) group(ctx context.Context, name string) (*Transport, error) {
+	if s.mux.lookup(name) == nil {
+		s.mux.onMissing(name)
+	}
 	if t := s.mux.awaitGroup(ctx, name, time.Duration(s.mux.groupWait.Load())); t != nil {
 		return t, nil
 	}

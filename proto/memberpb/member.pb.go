@@ -93,7 +93,10 @@ type StatusRequest struct {
 	// own gossip called the leader's node failed checks that the others'
 	// gossip agrees (a partition may hide the leader from it alone). The
 	// answer does not depend on the queue.
-	AboutNode     string `protobuf:"bytes,2,opt,name=about_node,json=aboutNode,proto3" json:"about_node,omitempty"`
+	AboutNode string `protobuf:"bytes,2,opt,name=about_node,json=aboutNode,proto3" json:"about_node,omitempty"`
+	// wake opens the replica first if its group hibernates: the one asking
+	// needs a leader (a membership change, a leadership transfer).
+	Wake          bool `protobuf:"varint,3,opt,name=wake,proto3" json:"wake,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -142,6 +145,13 @@ func (x *StatusRequest) GetAboutNode() string {
 	return ""
 }
 
+func (x *StatusRequest) GetWake() bool {
+	if x != nil {
+		return x.Wake
+	}
+	return false
+}
+
 type StatusReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// present is false when this node holds no replica of the queue.
@@ -159,7 +169,11 @@ type StatusReply struct {
 	Servers map[string]bool `protobuf:"bytes,9,rep,name=servers,proto3" json:"servers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// about_alive: the answering node's gossip sees the request's
 	// about_node alive.
-	AboutAlive    bool `protobuf:"varint,10,opt,name=about_alive,json=aboutAlive,proto3" json:"about_alive,omitempty"`
+	AboutAlive bool `protobuf:"varint,10,opt,name=about_alive,json=aboutAlive,proto3" json:"about_alive,omitempty"`
+	// asleep: the replica is closed while its group is idle (hibernated);
+	// term and last_log_index are those it closed with, and leader the
+	// member that led then and campaigns first when the group wakes.
+	Asleep        bool `protobuf:"varint,11,opt,name=asleep,proto3" json:"asleep,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -260,6 +274,13 @@ func (x *StatusReply) GetServers() map[string]bool {
 func (x *StatusReply) GetAboutAlive() bool {
 	if x != nil {
 		return x.AboutAlive
+	}
+	return false
+}
+
+func (x *StatusReply) GetAsleep() bool {
+	if x != nil {
+		return x.Asleep
 	}
 	return false
 }
@@ -395,15 +416,139 @@ func (x *ChangeReply) GetIndex() uint64 {
 	return 0
 }
 
+type HibernateRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	QueueId string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// leader is the asking member's node, term its term and last_index its
+	// last log index.
+	Leader        string `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	Term          uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	LastIndex     uint64 `protobuf:"varint,4,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HibernateRequest) Reset() {
+	*x = HibernateRequest{}
+	mi := &file_memberpb_member_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HibernateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HibernateRequest) ProtoMessage() {}
+
+func (x *HibernateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memberpb_member_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HibernateRequest.ProtoReflect.Descriptor instead.
+func (*HibernateRequest) Descriptor() ([]byte, []int) {
+	return file_memberpb_member_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HibernateRequest) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *HibernateRequest) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *HibernateRequest) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *HibernateRequest) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+type HibernateReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ok: the follower closed its replica. Otherwise reason says why not.
+	Ok            bool   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HibernateReply) Reset() {
+	*x = HibernateReply{}
+	mi := &file_memberpb_member_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HibernateReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HibernateReply) ProtoMessage() {}
+
+func (x *HibernateReply) ProtoReflect() protoreflect.Message {
+	mi := &file_memberpb_member_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HibernateReply.ProtoReflect.Descriptor instead.
+func (*HibernateReply) Descriptor() ([]byte, []int) {
+	return file_memberpb_member_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HibernateReply) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *HibernateReply) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_memberpb_member_proto protoreflect.FileDescriptor
 
 const file_memberpb_member_proto_rawDesc = "" +
 	"\n" +
-	"\x15memberpb/member.proto\x12\rwarren.member\"I\n" +
+	"\x15memberpb/member.proto\x12\rwarren.member\"]\n" +
 	"\rStatusRequest\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x1d\n" +
 	"\n" +
-	"about_node\x18\x02 \x01(\tR\taboutNode\"\x8d\x03\n" +
+	"about_node\x18\x02 \x01(\tR\taboutNode\x12\x12\n" +
+	"\x04wake\x18\x03 \x01(\bR\x04wake\"\xa5\x03\n" +
 	"\vStatusReply\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x12\n" +
@@ -416,7 +561,8 @@ const file_memberpb_member_proto_rawDesc = "" +
 	"\aservers\x18\t \x03(\v2'.warren.member.StatusReply.ServersEntryR\aservers\x12\x1f\n" +
 	"\vabout_alive\x18\n" +
 	" \x01(\bR\n" +
-	"aboutAlive\x1a:\n" +
+	"aboutAlive\x12\x16\n" +
+	"\x06asleep\x18\v \x01(\bR\x06asleep\x1a:\n" +
 	"\fServersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\"{\n" +
@@ -429,16 +575,26 @@ const file_memberpb_member_proto_rawDesc = "" +
 	"\n" +
 	"not_leader\x18\x01 \x01(\bR\tnotLeader\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index*r\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"x\n" +
+	"\x10HibernateRequest\x12\x19\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x04 \x01(\x04R\tlastIndex\"8\n" +
+	"\x0eHibernateReply\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason*r\n" +
 	"\bChangeOp\x12\x19\n" +
 	"\x15CHANGE_OP_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fADD_NONVOTER\x10\x01\x12\r\n" +
 	"\tADD_VOTER\x10\x02\x12\x11\n" +
 	"\rREMOVE_SERVER\x10\x03\x12\x17\n" +
-	"\x13TRANSFER_LEADERSHIP\x10\x042\x90\x01\n" +
+	"\x13TRANSFER_LEADERSHIP\x10\x042\xdd\x01\n" +
 	"\x06Member\x12B\n" +
 	"\x06Status\x12\x1c.warren.member.StatusRequest\x1a\x1a.warren.member.StatusReply\x12B\n" +
-	"\x06Change\x12\x1c.warren.member.ChangeRequest\x1a\x1a.warren.member.ChangeReplyB+Z)github.com/warrenmq/warren/proto/memberpbb\x06proto3"
+	"\x06Change\x12\x1c.warren.member.ChangeRequest\x1a\x1a.warren.member.ChangeReply\x12K\n" +
+	"\tHibernate\x12\x1f.warren.member.HibernateRequest\x1a\x1d.warren.member.HibernateReplyB+Z)github.com/warrenmq/warren/proto/memberpbb\x06proto3"
 
 var (
 	file_memberpb_member_proto_rawDescOnce sync.Once
@@ -453,24 +609,28 @@ func file_memberpb_member_proto_rawDescGZIP() []byte {
 }
 
 var file_memberpb_member_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_memberpb_member_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_memberpb_member_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_memberpb_member_proto_goTypes = []any{
-	(ChangeOp)(0),         // 0: warren.member.ChangeOp
-	(*StatusRequest)(nil), // 1: warren.member.StatusRequest
-	(*StatusReply)(nil),   // 2: warren.member.StatusReply
-	(*ChangeRequest)(nil), // 3: warren.member.ChangeRequest
-	(*ChangeReply)(nil),   // 4: warren.member.ChangeReply
-	nil,                   // 5: warren.member.StatusReply.ServersEntry
+	(ChangeOp)(0),            // 0: warren.member.ChangeOp
+	(*StatusRequest)(nil),    // 1: warren.member.StatusRequest
+	(*StatusReply)(nil),      // 2: warren.member.StatusReply
+	(*ChangeRequest)(nil),    // 3: warren.member.ChangeRequest
+	(*ChangeReply)(nil),      // 4: warren.member.ChangeReply
+	(*HibernateRequest)(nil), // 5: warren.member.HibernateRequest
+	(*HibernateReply)(nil),   // 6: warren.member.HibernateReply
+	nil,                      // 7: warren.member.StatusReply.ServersEntry
 }
 var file_memberpb_member_proto_depIdxs = []int32{
-	5, // 0: warren.member.StatusReply.servers:type_name -> warren.member.StatusReply.ServersEntry
+	7, // 0: warren.member.StatusReply.servers:type_name -> warren.member.StatusReply.ServersEntry
 	0, // 1: warren.member.ChangeRequest.op:type_name -> warren.member.ChangeOp
 	1, // 2: warren.member.Member.Status:input_type -> warren.member.StatusRequest
 	3, // 3: warren.member.Member.Change:input_type -> warren.member.ChangeRequest
-	2, // 4: warren.member.Member.Status:output_type -> warren.member.StatusReply
-	4, // 5: warren.member.Member.Change:output_type -> warren.member.ChangeReply
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
+	5, // 4: warren.member.Member.Hibernate:input_type -> warren.member.HibernateRequest
+	2, // 5: warren.member.Member.Status:output_type -> warren.member.StatusReply
+	4, // 6: warren.member.Member.Change:output_type -> warren.member.ChangeReply
+	6, // 7: warren.member.Member.Hibernate:output_type -> warren.member.HibernateReply
+	5, // [5:8] is the sub-list for method output_type
+	2, // [2:5] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
 	2, // [2:2] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
@@ -487,7 +647,7 @@ func file_memberpb_member_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memberpb_member_proto_rawDesc), len(file_memberpb_member_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,8 +23,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Member_Status_FullMethodName = "/warren.member.Member/Status"
-	Member_Change_FullMethodName = "/warren.member.Member/Change"
+	Member_Status_FullMethodName    = "/warren.member.Member/Status"
+	Member_Change_FullMethodName    = "/warren.member.Member/Change"
+	Member_Hibernate_FullMethodName = "/warren.member.Member/Hibernate"
 )
 
 // MemberClient is the client API for Member service.
@@ -40,6 +41,11 @@ type MemberClient interface {
 	// Change changes the group's Raft configuration. Only the leader can:
 	// another member answers not_leader with the leader it knows.
 	Change(ctx context.Context, in *ChangeRequest, opts ...grpc.CallOption) (*ChangeReply, error)
+	// Hibernate asks a follower to close its replica of an idle group
+	// (cluster/node's hibernate.go): the leader asks each follower, then
+	// closes its own. The follower agrees only if it follows that leader in
+	// that term and holds exactly the leader's log.
+	Hibernate(ctx context.Context, in *HibernateRequest, opts ...grpc.CallOption) (*HibernateReply, error)
 }
 
 type memberClient struct {
@@ -70,6 +76,16 @@ func (c *memberClient) Change(ctx context.Context, in *ChangeRequest, opts ...gr
 	return out, nil
 }
 
+func (c *memberClient) Hibernate(ctx context.Context, in *HibernateRequest, opts ...grpc.CallOption) (*HibernateReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HibernateReply)
+	err := c.cc.Invoke(ctx, Member_Hibernate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemberServer is the server API for Member service.
 // All implementations must embed UnimplementedMemberServer
 // for forward compatibility.
@@ -83,6 +99,11 @@ type MemberServer interface {
 	// Change changes the group's Raft configuration. Only the leader can:
 	// another member answers not_leader with the leader it knows.
 	Change(context.Context, *ChangeRequest) (*ChangeReply, error)
+	// Hibernate asks a follower to close its replica of an idle group
+	// (cluster/node's hibernate.go): the leader asks each follower, then
+	// closes its own. The follower agrees only if it follows that leader in
+	// that term and holds exactly the leader's log.
+	Hibernate(context.Context, *HibernateRequest) (*HibernateReply, error)
 	mustEmbedUnimplementedMemberServer()
 }
 
@@ -98,6 +119,9 @@ func (UnimplementedMemberServer) Status(context.Context, *StatusRequest) (*Statu
 }
 func (UnimplementedMemberServer) Change(context.Context, *ChangeRequest) (*ChangeReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Change not implemented")
+}
+func (UnimplementedMemberServer) Hibernate(context.Context, *HibernateRequest) (*HibernateReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Hibernate not implemented")
 }
 func (UnimplementedMemberServer) mustEmbedUnimplementedMemberServer() {}
 func (UnimplementedMemberServer) testEmbeddedByValue()                {}
@@ -156,6 +180,24 @@ func _Member_Change_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Member_Hibernate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HibernateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemberServer).Hibernate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Member_Hibernate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemberServer).Hibernate(ctx, req.(*HibernateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Member_ServiceDesc is the grpc.ServiceDesc for Member service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -170,6 +212,10 @@ var Member_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Change",
 			Handler:    _Member_Change_Handler,
+		},
+		{
+			MethodName: "Hibernate",
+			Handler:    _Member_Hibernate_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -195,8 +195,12 @@ func (x *Failure) GetLeader() string {
 }
 
 type LeaderRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	QueueId       string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	QueueId string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// peek asks without waking a hibernated group: a member whose replica
+	// is closed answers asleep instead of opening it (what a count needs,
+	// which is zero for such a queue).
+	Peek          bool `protobuf:"varint,2,opt,name=peek,proto3" json:"peek,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -238,9 +242,18 @@ func (x *LeaderRequest) GetQueueId() string {
 	return ""
 }
 
+func (x *LeaderRequest) GetPeek() bool {
+	if x != nil {
+		return x.Peek
+	}
+	return false
+}
+
 type LeaderReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Leader        string                 `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Leader string                 `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	// asleep: the answering member's group is hibernated (peek only).
+	Asleep        bool `protobuf:"varint,2,opt,name=asleep,proto3" json:"asleep,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -280,6 +293,13 @@ func (x *LeaderReply) GetLeader() string {
 		return x.Leader
 	}
 	return ""
+}
+
+func (x *LeaderReply) GetAsleep() bool {
+	if x != nil {
+		return x.Asleep
+	}
+	return false
 }
 
 // Message is a queue.Message. properties is the AMQP content header
@@ -1378,11 +1398,13 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\x13queuepb/queue.proto\x12\fwarren.queue\"O\n" +
 	"\aFailure\x12,\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x14.warren.queue.ReasonR\x06reason\x12\x16\n" +
-	"\x06leader\x18\x02 \x01(\tR\x06leader\"*\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\">\n" +
 	"\rLeaderRequest\x12\x19\n" +
-	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"%\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x12\n" +
+	"\x04peek\x18\x02 \x01(\bR\x04peek\"=\n" +
 	"\vLeaderReply\x12\x16\n" +
-	"\x06leader\x18\x01 \x01(\tR\x06leader\"z\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\x12\x16\n" +
+	"\x06asleep\x18\x02 \x01(\bR\x06asleep\"z\n" +
 	"\aMessage\x12\x1a\n" +
 	"\bexchange\x18\x01 \x01(\tR\bexchange\x12\x1f\n" +
 	"\vrouting_key\x18\x02 \x01(\tR\n" +

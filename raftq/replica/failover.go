@@ -192,7 +192,8 @@ const (
 )
 
 // campaignRank is this member's place among the group's voters other
-// than failed, by name; -1 if it is not one of them.
+// than failed, by name with Config.FirstCandidate first; -1 if it is not
+// one of them.
 func (r *Replica) campaignRank(failed string) int {
 	servers, err := r.Servers()
 	if err != nil {
@@ -205,6 +206,13 @@ func (r *Replica) campaignRank(failed string) int {
 		}
 	}
 	slices.Sort(voters)
+	if i := slices.Index(voters, r.cfg.FirstCandidate); i > 0 {
+		// The member that led before the group hibernated goes first
+		// (Config.FirstCandidate); the others keep their order.
+		first := voters[i]
+		copy(voters[1:i+1], voters[:i])
+		voters[0] = first
+	}
 	return slices.Index(voters, r.cfg.NodeID)
 }
 

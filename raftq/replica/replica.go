@@ -89,6 +89,14 @@ type Config struct {
 	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
 	// picks one second each.
 	HeartbeatTimeout, ElectionTimeout time.Duration
+	// FirstCandidate, when a voter, is ranked first among the members that
+	// campaign after a start on existing state (failover.go): a group
+	// woken from hibernation keeps the leader it had, so that leaders
+	// stay spread over the nodes.
+	FirstCandidate string
+	// Drained opens the member drained (SetDrained), so that it takes no
+	// part in the elections after its start.
+	Drained bool
 }
 
 // Peer is one member of a group: its node name (the Raft server ID) and
@@ -254,6 +262,9 @@ func Open(cfg Config) (*Replica, error) {
 		// are never shortened (failover.go).
 		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
 		r.fo.init(rc)
+		// Before raft starts: a member opened on existing state may ask
+		// to campaign at once (expectLeader), which a drained one must not.
+		r.fo.drained = cfg.Drained
 	}
 	rc.CommitTimeout = 5 * time.Millisecond
 	if cfg.Transport != nil {

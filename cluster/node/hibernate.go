@@ -1,0 +1,330 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/warrenmq/warren/proto/memberpb"
+	"github.com/warrenmq/warren/raftq/replica"
+)
+
+// Hibernation: idle queue groups close until they are needed.
+//
+// hashicorp/raft runs goroutines, channels and timers for every group
+// whether it has work or not: per member its main loop, state machine and
+// snapshot goroutines, per follower of a leader its replication and
+// heartbeat goroutines, each with timers. With a thousand queues that is
+// most of a node's idle CPU (the timers' wake-ups, the collector scanning
+// five thousand stacks) and most of the memory the queues add, and raft
+// offers no way to make an idle group cheaper. RabbitMQ's Ra has no such
+// cost (an idle Ra server is a sleeping process); Warren closes the group
+// instead: an idle queue's replicas shut raft down on every member and
+// keep only what reopening needs (its log and state are on disk already).
+//
+// When: the leader's replica has appended nothing for HibernateAfter and
+// MayHibernate holds (nothing stored, nobody consuming, no deadline ahead,
+// no membership change half done): there is nothing a closed group would
+// have to do by itself. How: the leader asks each follower's node
+// (Member.Hibernate) to close its replica, which it does only if it
+// follows that leader in that term and holds exactly the leader's log;
+// then the leader closes its own, if it still leads and appended nothing
+// meanwhile. Each member remembers the leader, which campaigns first when
+// the group wakes, so leaders stay where the rebalancer put them.
+//
+// Waking: any request for the group opens it again where it arrives: a
+// client's operation through a member's router (Router's Wake), a forwarded
+// call to a member's node (lookupReplica), a Raft request from a member
+// that is awake (the transport's SetOnMissing), a membership change. The
+// opened replica starts on its existing state, so it asks its group for a
+// leader at once (replica's expectLeader); the question itself, a Raft
+// request, wakes the members it reaches. Counting a queue (queue.declare's
+// message count, warrenctl's listing) and asking for its members' status
+// do not wake it: a hibernated queue is empty and unused.
+//
+// Why it is safe: closing a replica is what stopping its node does, and
+// raft's safety does not depend on which members run; reopening is what
+// starting it does. A follower that closes while its leader goes on (the
+// leader did not close after all) is opened again by the leader's next
+// request for an entry, or by its own first client request; the leader's
+// heartbeats alone do not wake it (a leader that closes sends its last
+// ones as it stops), and the leader appends a barrier when it gives up,
+// which does.
+
+const (
+	// hibernateWorkers bounds the groups put to sleep at once.
+	hibernateWorkers = 8
+	// minHibernateCheck is the shortest time between two looks for idle
+	// groups.
+	minHibernateCheck = 100 * time.Millisecond
+)
+
+// sleeper is a replica closed while its group hibernates.
+type sleeper struct {
+	leader     string // the member that led when the group went to sleep
+	term, last uint64 // the replica's term and last log index then
+}
+
+// idleMark is when a leading replica was first seen with its last log
+// index.
+type idleMark struct {
+	last  uint64
+	since time.Time
+}
+
+// hibernateLoop puts idle groups this node leads to sleep until the node
+// stops.
+func (c *clusterNode) hibernateLoop() {
+	defer c.wg.Done()
+	after := c.cfg.HibernateAfter
+	if after <= 0 {
+		return
+	}
+	seen := map[string]idleMark{}
+	var unreleased int
+	var released time.Time
+	for c.sleep(max(after/4, minHibernateCheck)) {
+		c.hibernateIdle(seen, after)
+		// Followers' replicas close on the leaders' requests: count
+		// those too (putToSleep).
+		unreleased += int(c.slept.Swap(0))
+		busy := c.opened.Swap(0) > 0
+		if unreleased > 0 && !busy && time.Since(released) >= releaseGap {
+			// What the closed groups held (their goroutines' stacks,
+			// raft's buffers and channels) goes back to the system now
+			// rather than as the runtime's scavenger gets to it, minutes
+			// later for a node whose heap stopped growing: one garbage
+			// collection, at most every releaseGap, and not while groups
+			// open (a burst of declarations would take it back).
+			debug.FreeOSMemory()
+			unreleased, released = 0, time.Now()
+		}
+	}
+}
+
+// releaseGap is the shortest time between two returns of memory to the
+// system after groups hibernated.
+const releaseGap = 5 * time.Second
+
+// hibernateIdle puts to sleep the groups this node leads that have
+// appended nothing for after and may hibernate.
+func (c *clusterNode) hibernateIdle(seen map[string]idleMark, after time.Duration) {
+	now := time.Now()
+	leading := map[string]bool{}
+	var due []string
+	for id, r := range c.replicasByID() {
+		if !r.IsLeader() {
+			continue
+		}
+		leading[id] = true
+		last := r.Status().LastLogIndex
+		if m, ok := seen[id]; !ok || m.last != last {
+			seen[id] = idleMark{last: last, since: now}
+			continue
+		}
+		if now.Sub(seen[id].since) >= after && r.MayHibernate() {
+			due = append(due, id)
+		}
+	}
+	for id := range seen {
+		if !leading[id] {
+			delete(seen, id)
+		}
+	}
+	sem := make(chan struct{}, hibernateWorkers)
+	var wg sync.WaitGroup
+	for _, id := range due {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := c.hibernate(id); err != nil {
+				c.log.Debug("queue group stays awake", "queue_id", id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// hibernate puts group id to sleep on every member, followers first; this
+// node's replica leads it.
+func (c *clusterNode) hibernate(id string) error {
+	r, ok := c.replica(id)
+	if !ok || !r.IsLeader() {
+		return errors.New("not leading")
+	}
+	st := r.Status()
+	servers, err := r.Servers()
+	if err != nil {
+		return err
+	}
+	req := &memberpb.HibernateRequest{QueueId: id, Leader: c.self, Term: st.Term, LastIndex: st.LastLogIndex}
+	errs := make(chan error, len(servers))
+	for node := range servers {
+		if node == c.self {
+			continue
+		}
+		go func() {
+			rep, err := c.memberCall(context.Background(), node, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
+				return cl.Hibernate(ctx, req)
+			})
+			if err == nil && !rep.(*memberpb.HibernateReply).Ok {
+				err = errors.New(rep.(*memberpb.HibernateReply).Reason)
+			}
+			if err != nil {
+				err = errors.Join(errors.New(node), err)
+			}
+			errs <- err
+		}()
+	}
+	var refused []error
+	for range len(servers) - 1 {
+		if err := <-errs; err != nil {
+			refused = append(refused, err)
+		}
+	}
+	asleep := len(refused) == 0 && c.putToSleep(id, sleeper{leader: c.self, term: st.Term, last: st.LastLogIndex}, func(r *replica.Replica) bool {
+		return r.IsLeader() && r.Status().LastLogIndex == st.LastLogIndex && r.MayHibernate()
+	})
+	if !asleep {
+		// Followers that closed reopen on the barrier's AppendEntries.
+		r.ResumeFollowers()
+		return errors.Join(append(refused, errors.New("the group changed or a follower refused"))...)
+	}
+	c.log.Debug("queue group hibernated", "queue_id", id, "term", st.Term, "index", st.LastLogIndex)
+	return nil
+}
+
+// putToSleep closes this node's replica of group id if ok holds for it,
+// keeping s to open it again.
+func (c *clusterNode) putToSleep(id string, s sleeper, ok func(*replica.Replica) bool) bool {
+	c.mu.Lock()
+	q := c.queues[id]
+	c.mu.Unlock()
+	if q == nil {
+		return false
+	}
+	// Under q.mu, which every change of the queue's replica holds, so
+	// that ok's calls into raft need not hold c.mu.
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r, open := c.replica(id)
+	if !open || !ok(r) {
+		return false
+	}
+	c.mu.Lock()
+	if c.replicas[id] != r { // the queue was deleted meanwhile
+		c.mu.Unlock()
+		return false
+	}
+	delete(c.replicas, id)
+	c.asleep[id] = &s
+	c.mu.Unlock()
+	q.Router.SetMembers(q.members, nil)
+	r.Close()
+	c.slept.Add(1)
+	return true
+}
+
+// wake opens this node's replica of group id if it hibernates; it returns
+// the replica open now, if any.
+func (c *clusterNode) wake(id string) (*replica.Replica, bool) {
+	c.mu.Lock()
+	q, r, open := c.queues[id], c.replicas[id], false
+	_, asleep := c.asleep[id]
+	if r != nil {
+		open = true
+	}
+	c.mu.Unlock()
+	if open || !asleep || q == nil {
+		return r, open
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return c.wakeLocked(q)
+}
+
+// wakeLocked is wake with q.mu held.
+func (c *clusterNode) wakeLocked(q *clusterQueue) (*replica.Replica, bool) {
+	c.mu.Lock()
+	r, open := c.replicas[q.id]
+	s := c.asleep[q.id]
+	c.mu.Unlock()
+	if open || s == nil {
+		return r, open
+	}
+	cfg := q.cfg
+	cfg.FirstCandidate = s.leader
+	cfg.Drained = c.drained(c.self)
+	r, err := c.openReplica(q.id, cfg, q.members, false, true)
+	if err != nil {
+		c.log.Error("cannot wake the queue's member", "queue", q.cfg.Name, "err", err)
+		return nil, false
+	}
+	c.mu.Lock()
+	c.replicas[q.id] = r
+	delete(c.asleep, q.id)
+	c.mu.Unlock()
+	q.Router.SetMembers(q.members, r)
+	if cfg.Drained {
+		r.SetDrained(true)
+	}
+	c.log.Debug("queue group woke", "queue", q.cfg.Name, "first_candidate", s.leader)
+	return r, true
+}
+
+// isAsleep reports whether this node's replica of group id hibernates.
+func (c *clusterNode) isAsleep(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.asleep[id] != nil
+}
+
+// sleeping is this node's record of its hibernating replica of id.
+func (c *clusterNode) sleeping(id string) (sleeper, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.asleep[id]
+	if s == nil {
+		return sleeper{}, false
+	}
+	return *s, true
+}
+
+// Hibernate implements memberpb.MemberServer: this node's replica closes
+// if it follows the asking leader in its term and holds exactly its log.
+func (s memberServer) Hibernate(_ context.Context, req *memberpb.HibernateRequest) (*memberpb.HibernateReply, error) {
+	why := "no open replica here"
+	ok := s.c.putToSleep(req.QueueId, sleeper{leader: req.Leader, term: req.Term, last: req.LastIndex}, func(r *replica.Replica) bool {
+		st := r.Status()
+		switch {
+		case st.State != "Follower" || r.Leader() != req.Leader:
+			why = "does not follow " + req.Leader
+		case st.Term != req.Term:
+			why = "another term"
+		case st.LastLogIndex != req.LastIndex:
+			why = "another log"
+		default:
+			return true
+		}
+		return false
+	})
+	if ok {
+		s.c.log.Debug("queue group hibernated", "queue_id", req.QueueId, "leader", req.Leader)
+		return &memberpb.HibernateReply{Ok: true}, nil
+	}
+	return &memberpb.HibernateReply{Reason: why}, nil
+}
+
+// replicasByID is this node's open replicas by queue ID, to act on
+// without c.mu held.
+func (c *clusterNode) replicasByID() map[string]*replica.Replica {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]*replica.Replica, len(c.replicas))
+	for id, r := range c.replicas {
+		out[id] = r
+	}
+	return out
+}

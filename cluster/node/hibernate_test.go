@@ -1,0 +1,275 @@
+package node_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+	"weak"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/cluster/node"
+	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/replica"
+)
+
+func hibernateAfter(d time.Duration) nodetest.Option {
+	return func(c *node.ClusterConfig) { c.HibernateAfter = d }
+}
+
+// groups counts the queue replicas of every node: open and hibernating.
+func groups(ms []*nodetest.Member) (open, asleep int) {
+	for _, m := range ms {
+		o, a := m.Groups()
+		open, asleep = open+o, asleep+a
+	}
+	return open, asleep
+}
+
+// leaderOf is the node whose replica leads queue name, "" if none does.
+func leaderOf(ms []*nodetest.Member, name string) string {
+	for _, m := range ms {
+		if m.QueueLeads("/", name) {
+			return m.Name()
+		}
+	}
+	return ""
+}
+
+// publishConfirmed publishes body to queue name and waits for its confirm.
+func publishConfirmed(t *testing.T, ch *amqp091.Channel, name, body string) {
+	t.Helper()
+	dc, err := ch.PublishWithDeferredConfirm("", name, false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(body)})
+	if err != nil {
+		t.Fatalf("publish to %s: %v", name, err)
+	}
+	ctx := callCtx(t, 20*time.Second)
+	ok, err := dc.WaitContext(ctx)
+	if err != nil || !ok {
+		t.Fatalf("confirm of %q on %s: ack %v, %v", body, name, ok, err)
+	}
+}
+
+// TestIdleQueuesHibernate: empty queues without consumers close their
+// groups on every member; one that holds a message stays open. A count
+// (passive declare, warrenctl's listing), quorum status (every member
+// asleep), the leaderless check and a rebalance (neither counts them
+// leaderless) leave them asleep; a publish through a node that does not lead wakes the group
+// with its old leader and is confirmed; the message is consumed through a
+// third node; emptied, the queue sleeps again.
+func TestIdleQueuesHibernate(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
+	ch := ms[0].Channel()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := ch.QueueDeclare(fmt.Sprintf("idle-%d", i), true, false, false, false, quorum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ch.QueueDeclare("holding", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, ch, "holding", "kept")
+	leaders := map[string]string{}
+	nodetest.Eventually(t, "leaders", 15*time.Second, func() bool {
+		for i := range 3 {
+			name := fmt.Sprintf("idle-%d", i)
+			if leaders[name] == "" {
+				leaders[name] = leaderOf(ms, name)
+			}
+			if leaders[name] == "" {
+				return false
+			}
+		}
+		return true
+	})
+
+	nodetest.Eventually(t, "the idle queues' groups asleep on every member", 20*time.Second, func() bool {
+		open, asleep := groups(ms)
+		return open == 3 && asleep == 9 // "holding" stays open
+	})
+	if leaderOf(ms, "holding") == "" {
+		t.Error("the queue holding a message has no leader")
+	}
+
+	// Counting and checking leave them asleep.
+	probe := ms[2].Channel()
+	q, err := probe.QueueDeclarePassive("idle-0", true, false, false, false, quorum)
+	if err != nil || q.Messages != 0 || q.Consumers != 0 {
+		t.Fatalf("passive declare of a hibernating queue: %+v, %v", q, err)
+	}
+	c := adminClient(t, ms[1])
+	list, err := c.ListQueues(callCtx(t, 10*time.Second), &adminpb.ListQueuesRequest{Vhost: "/"})
+	if err != nil || len(list.Queues) != 4 {
+		t.Fatalf("list queues: %v, %v", list, err)
+	}
+	leaderless, err := c.CheckLeaderless(callCtx(t, 10*time.Second), &adminpb.CheckLeaderlessRequest{})
+	if err != nil || len(leaderless.Queues) != 0 {
+		t.Fatalf("check leaderless with hibernating queues: %v, %v", leaderless, err)
+	}
+	st, err := c.QuorumStatus(callCtx(t, 10*time.Second), &adminpb.QuorumStatusRequest{Name: "idle-2"})
+	if err != nil || st.Leader != "" || len(st.Members) != 3 {
+		t.Fatalf("quorum status of a hibernating queue: %v, %v", st, err)
+	}
+	for _, m := range st.Members {
+		if m.Role != "asleep" {
+			t.Errorf("member %s of a hibernating queue: role %q", m.Node, m.Role)
+		}
+	}
+	rb, err := c.Rebalance(callCtx(t, 30*time.Second), &adminpb.RebalanceRequest{})
+	if err != nil || len(rb.Leaderless) != 0 {
+		t.Fatalf("rebalance with hibernating queues: %v, %v", rb, err)
+	}
+	if open, asleep := groups(ms); open != 3 || asleep != 9 {
+		t.Fatalf("after counting: %d groups open, %d asleep; want 3 and 9", open, asleep)
+	}
+
+	// A publish through a node that did not lead wakes the group.
+	var via *nodetest.Member
+	for _, m := range ms {
+		if m.Name() != leaders["idle-1"] {
+			via = m
+			break
+		}
+	}
+	pub := via.Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	publishConfirmed(t, pub, "idle-1", "woke")
+	t.Logf("publish to a hibernating queue confirmed in %v", time.Since(start))
+	if got := leaderOf(ms, "idle-1"); got != leaders["idle-1"] {
+		t.Errorf("idle-1 woke led by %q; it was led by %q", got, leaders["idle-1"])
+	}
+
+	// Consumed through another node; then the queue is empty again.
+	var other *nodetest.Member
+	for _, m := range ms {
+		if m != via {
+			other = m
+		}
+	}
+	sub := other.Channel()
+	d, ok, err := sub.Get("idle-1", false)
+	if err != nil || !ok || string(d.Body) != "woke" {
+		t.Fatalf("get from the woken queue: %q %v %v", d.Body, ok, err)
+	}
+	if err := d.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Eventually(t, "the emptied queue asleep again", 20*time.Second, func() bool {
+		open, asleep := groups(ms)
+		return open == 3 && asleep == 9
+	})
+	if _, ok, err := sub.Get("idle-1", false); err != nil || ok {
+		t.Fatalf("get from the emptied queue: %v %v", ok, err)
+	}
+}
+
+// TestHibernatingQueueWakesWithoutItsLeader: the node whose replica led a
+// hibernating queue stops; a publish through another node wakes the group
+// on the two members left, which elect, and the message is confirmed and
+// consumed.
+func TestHibernatingQueueWakesWithoutItsLeader(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
+	if _, err := ms[0].Channel().QueueDeclare("orphan", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	var leader string
+	nodetest.Eventually(t, "a leader", 15*time.Second, func() bool {
+		leader = leaderOf(ms, "orphan")
+		return leader != ""
+	})
+	nodetest.Eventually(t, "the group asleep", 20*time.Second, func() bool {
+		open, asleep := groups(ms)
+		return open == 0 && asleep == 3
+	})
+	var rest []*nodetest.Member
+	for _, m := range ms {
+		if m.Name() == leader {
+			m.Stop()
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	pub := rest[0].Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	publishConfirmed(t, pub, "orphan", "after")
+	t.Logf("confirmed without the old leader in %v", time.Since(start))
+	d, ok, err := rest[1].Channel().Get("orphan", true)
+	if err != nil || !ok || string(d.Body) != "after" {
+		t.Fatalf("get: %q %v %v", d.Body, ok, err)
+	}
+}
+
+// TestTransferLeadershipOfHibernatingQueue: warrenctl's transfer wakes the
+// group and moves its leadership as asked.
+func TestTransferLeadershipOfHibernatingQueue(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
+	if _, err := ms[0].Channel().QueueDeclare("asleep", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	var leader string
+	nodetest.Eventually(t, "a leader", 15*time.Second, func() bool {
+		leader = leaderOf(ms, "asleep")
+		return leader != ""
+	})
+	nodetest.Eventually(t, "the group asleep", 20*time.Second, func() bool {
+		open, asleep := groups(ms)
+		return open == 0 && asleep == 3
+	})
+	to := ms[0].Name()
+	if to == leader {
+		to = ms[1].Name()
+	}
+	resp, err := adminClient(t, ms[2]).TransferLeadership(callCtx(t, 30*time.Second), &adminpb.TransferLeadershipRequest{Name: "asleep", To: to})
+	if err != nil || resp.From != leader {
+		t.Fatalf("transfer: %v, %v (leader was %s)", resp, err, leader)
+	}
+	if got := leaderOf(ms, "asleep"); got != to {
+		t.Errorf("led by %q after the transfer to %s", got, to)
+	}
+}
+
+// TestHibernatedReplicasAreFreed: what a hibernating group's replicas held
+// (raft, its buffers, the queue's machine) becomes garbage: nothing on the
+// node still reaches a closed replica. (A router kept its first member in
+// its configuration, and with it everything raft had allocated.)
+func TestHibernatedReplicasAreFreed(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
+	ch := ms[0].Channel()
+	for i := range 10 {
+		if _, err := ch.QueueDeclare(fmt.Sprintf("freed-%d", i), true, false, false, false, quorum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ws []weak.Pointer[replica.Replica]
+	nodetest.Eventually(t, "every replica open", 15*time.Second, func() bool {
+		ws = ws[:0]
+		for _, m := range ms {
+			ws = append(ws, m.WeakReplicas()...)
+		}
+		return len(ws) == 30
+	})
+	nodetest.Eventually(t, "every group asleep", 20*time.Second, func() bool {
+		open, asleep := groups(ms)
+		return open == 0 && asleep == 30
+	})
+	nodetest.Eventually(t, "closed replicas collected", 10*time.Second, func() bool {
+		runtime.GC()
+		for _, w := range ws {
+			if w.Value() != nil {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,47 @@
+package replica
+
+import (
+	"maps"
+	"slices"
+)
+
+// MayHibernate reports whether this member leads a group that could close
+// on every member until it is needed again (cluster/node's hibernate.go):
+// the queue holds nothing (no message ready, checked out or awaiting
+// dead-letter confirmation), nobody consumes from it, nothing this member
+// proposed awaits its commit, the machine has no deadline ahead (an
+// x-expires queue has one), and every member of the configuration votes
+// (no membership change half done). A closed group runs no goroutine and
+// no timer, so anything that must happen later by itself rules it out.
+func (r *Replica) MayHibernate() bool {
+	if r.stopped.Load() || !r.isLeader() || !r.leaderApplied.Load() {
+		return false
+	}
+	r.fsm.mu.Lock()
+	st := r.fsm.m.Stats()
+	_, deadline := r.fsm.m.NextDeadline()
+	r.fsm.mu.Unlock()
+	if st.Ready+st.Unacked+st.DeadLettered+st.Consumers > 0 || deadline {
+		return false
+	}
+	r.pendMu.Lock()
+	pending := len(r.pending)
+	r.pendMu.Unlock()
+	r.mu.Lock()
+	consumers := len(r.consumers) + len(r.toSettle)
+	r.mu.Unlock()
+	if pending+consumers > 0 {
+		return false
+	}
+	servers, err := r.Servers()
+	return err == nil && len(servers) > 0 && !slices.Contains(slices.Collect(maps.Values(servers)), false)
+}
+
+// ResumeFollowers has a leading member append a barrier, whose AppendEntries
+// reaches every follower: a follower that closed for a hibernation its
+// leader then gave up opens again on it (cluster/node's hibernate.go).
+func (r *Replica) ResumeFollowers() {
+	if r.cfg.Transport != nil && !r.stopped.Load() {
+		r.wake(&r.w.wantBarrier)
+	}
+}
