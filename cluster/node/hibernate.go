@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -31,7 +32,10 @@ import (
 // (Member.Hibernate) to close its replica, which it does only if it
 // follows that leader in that term and holds exactly the leader's log;
 // then the leader closes its own, if it still leads and appended nothing
-// meanwhile. Each member remembers the leader, which campaigns first when
+// meanwhile. A follower whose node gossip calls failed is not asked (a
+// majority must be up): when its node starts again it opens every
+// replica, and its first question to the others wakes the group, which
+// then sleeps again with it. Each member remembers the leader, which campaigns first when
 // the group wakes, so leaders stay where the rebalancer put them.
 //
 // Waking: any request for the group opens it again where it arrives: a
@@ -160,7 +164,11 @@ func (c *clusterNode) hibernate(id string) error {
 		return err
 	}
 	req := &memberpb.HibernateRequest{QueueId: id, Leader: c.self, Term: st.Term, LastIndex: st.LastLogIndex}
-	errs := make(chan error, len(servers))
+	type answer struct {
+		down bool
+		err  error
+	}
+	answers := make(chan answer, len(servers))
 	for node := range servers {
 		if node == c.self {
 			continue
@@ -169,20 +177,31 @@ func (c *clusterNode) hibernate(id string) error {
 			rep, err := c.memberCall(context.Background(), node, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
 				return cl.Hibernate(ctx, req)
 			})
-			if err == nil && !rep.(*memberpb.HibernateReply).Ok {
-				err = errors.New(rep.(*memberpb.HibernateReply).Reason)
-			}
 			if err != nil {
-				err = errors.Join(errors.New(node), err)
+				// Unreachable, and down to gossip as well: its replica
+				// opens when its node starts again, and its first
+				// question to the others wakes the group.
+				answers <- answer{down: !c.gossipSeesAlive(node), err: errors.Join(errors.New(node), err)}
+				return
 			}
-			errs <- err
+			if r := rep.(*memberpb.HibernateReply); !r.Ok {
+				err = fmt.Errorf("%s: %s", node, r.Reason)
+			}
+			answers <- answer{err: err}
 		}()
 	}
 	var refused []error
+	down := 0
 	for range len(servers) - 1 {
-		if err := <-errs; err != nil {
-			refused = append(refused, err)
+		switch a := <-answers; {
+		case a.down:
+			down++
+		case a.err != nil:
+			refused = append(refused, a.err)
 		}
+	}
+	if len(servers)-down < len(servers)/2+1 {
+		refused = append(refused, errors.New("too few members up"))
 	}
 	asleep := len(refused) == 0 && c.putToSleep(id, sleeper{leader: c.self, term: st.Term, last: st.LastLogIndex}, func(r *replica.Replica) bool {
 		return r.IsLeader() && r.Status().LastLogIndex == st.LastLogIndex && r.MayHibernate()

@@ -273,3 +273,53 @@ func TestHibernatedReplicasAreFreed(t *testing.T) {
 		return true
 	})
 }
+
+// TestQueuesHibernateWithANodeDown: with one node stopped, idle queues
+// hibernate on the two others; the stopped node, started again, opens its
+// replicas, which wake their groups, and the groups go back to sleep with
+// all three members. A publish then is confirmed and consumed.
+func TestQueuesHibernateWithANodeDown(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
+	ch := ms[0].Channel()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("down-%d", i)
+		if _, err := ch.QueueDeclare(name, true, false, false, false, quorum); err != nil {
+			t.Fatal(err)
+		}
+		publishConfirmed(t, ch, name, "keeps it awake") // until taken below
+	}
+	nodetest.Eventually(t, "every replica open", 15*time.Second, func() bool {
+		open, _ := groups(ms)
+		return open == 9
+	})
+	ms[2].Stop()
+	for i := range 3 {
+		if _, ok, err := ch.Get(fmt.Sprintf("down-%d", i), true); err != nil || !ok {
+			t.Fatalf("get: %v %v", ok, err)
+		}
+	}
+	up := ms[:2]
+	nodetest.Eventually(t, "asleep on the two nodes up", 30*time.Second, func() bool {
+		open, asleep := groups(up)
+		return open == 0 && asleep == 6
+	})
+	start := time.Now()
+	ms[2].Start()
+	nodetest.Eventually(t, "asleep on all three again", 40*time.Second, func() bool {
+		open, asleep := groups(ms)
+		return open == 0 && asleep == 9
+	})
+	t.Logf("asleep on all three %v after the restart", time.Since(start))
+	pub := ms[2].Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, pub, "down-1", "back")
+	d, ok, err := ms[1].Channel().Get("down-1", true)
+	if err != nil || !ok || string(d.Body) != "back" {
+		t.Fatalf("get: %q %v %v", d.Body, ok, err)
+	}
+}
