@@ -33,6 +33,7 @@ type config struct {
 	dir               string
 	nodes             int
 	queues            int
+	sleepy            int
 	rate              int
 	duration          time.Duration
 	hold              time.Duration
@@ -69,6 +70,7 @@ Flags:
 	fs.StringVar(&cfg.dir, "dir", "", "directory for the nodes' data and logs and the report (default: a new one under the system's temporary directory)")
 	fs.IntVar(&cfg.nodes, "nodes", 3, "cluster size (3 or 5)")
 	fs.IntVar(&cfg.queues, "queues", 3, "quorum queues the clients use")
+	fs.IntVar(&cfg.sleepy, "sleepy-queues", 2, "more quorum queues used in bursts: every 7-12 s each node publishes a few messages with confirms to one of them, then empties them all with basic.get, so that between bursts they hibernate (--queue-hibernate-after, 5s by default) and each burst wakes them")
 	fs.IntVar(&cfg.rate, "rate", 100, "messages per second each node's producer publishes")
 	fs.DurationVar(&cfg.duration, "duration", time.Minute, "how long the clients run and the nemesis breaks things")
 	fs.DurationVar(&cfg.hold, "hold", 8*time.Second, "longest a fault is held (and a pause between faults); each lasts between half this and this")
@@ -171,6 +173,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	for i := 0; i < cfg.queues; i++ {
 		w.queues = append(w.queues, fmt.Sprintf("jepsen-%d", i))
 	}
+	for i := 0; i < cfg.sleepy; i++ {
+		w.sleepy = append(w.sleepy, fmt.Sprintf("jepsen-sleepy-%d", i))
+	}
 	declareCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = w.declare(declareCtx, c)
 	cancel()
@@ -186,12 +191,16 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	// nemesis for the duration.
 	consumeCtx, stopConsumers := context.WithCancel(ctx)
 	var consumers, producers sync.WaitGroup
-	for _, nd := range c.nodes {
-		consumers.Add(1)
-		go func() { defer consumers.Done(); w.consume(consumeCtx, nd) }()
-	}
 	runCtx, stop := context.WithTimeout(ctx, cfg.duration)
 	defer stop()
+	for i, nd := range c.nodes {
+		consumers.Add(1)
+		go func() { defer consumers.Done(); w.consume(consumeCtx, nd) }()
+		if len(w.sleepy) > 0 {
+			consumers.Add(1)
+			go func() { defer consumers.Done(); w.bursts(runCtx, consumeCtx, nd, cfg.seed+uint64(i)) }()
+		}
+	}
 	for _, nd := range c.nodes {
 		producers.Add(1)
 		go func() { defer producers.Done(); w.produce(runCtx, nd) }()
@@ -218,7 +227,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	if out, err := c.ctl(ctx, cfg.warrenctl, "list", "queues"); err == nil {
 		rep.Queues = strings.Split(out, "\n")
 	}
-	for _, q := range w.queues {
+	for _, q := range append(slices.Clone(w.queues), w.sleepy...) {
 		if out, err := c.ctl(ctx, cfg.warrenctl, "quorum", "status", q); err == nil {
 			rep.Replicas = append(rep.Replicas, strings.Split(out, "\n")...)
 		}

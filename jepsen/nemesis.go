@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -123,7 +124,10 @@ func (n *nemesis) span() time.Duration {
 // recovers from the last fault (a node still joining, a leader not yet
 // elected); that is logged, not judged: the checker judges the messages.
 func (n *nemesis) operate(ctx context.Context, op string) {
-	q := n.w.queues[n.rng.IntN(len(n.w.queues))]
+	// Any queue, the sleepy ones too: a transfer or membership change of
+	// a hibernating queue wakes it.
+	all := append(slices.Clone(n.w.queues), n.w.sleepy...)
+	q := all[n.rng.IntN(len(all))]
 	nd := n.c.nodes[n.rng.IntN(len(n.c.nodes))].name
 	var steps [][]string
 	switch op {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +22,9 @@ type workload struct {
 	log    *slog.Logger
 	h      *history
 	queues []string
+	// sleepy are queues used in bursts with idle gaps, long enough for
+	// them to hibernate in between (bursts).
+	sleepy []string
 	// rate is each producer's messages per second.
 	rate int
 }
@@ -52,7 +57,7 @@ func (w *workload) declare(ctx context.Context, c *cluster) error {
 			if err != nil {
 				continue
 			}
-			for _, q := range w.queues {
+			for _, q := range append(slices.Clone(w.queues), w.sleepy...) {
 				if _, err = ch.QueueDeclare(q, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
 					break
 				}
@@ -201,7 +206,7 @@ func (w *workload) ready(nd *node) (int, error) {
 	}
 	defer conn.Close()
 	total := 0
-	for _, q := range w.queues {
+	for _, q := range append(slices.Clone(w.queues), w.sleepy...) {
 		st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
 		if err != nil {
 			return 0, err
@@ -209,6 +214,79 @@ func (w *workload) ready(nd *node) (int, error) {
 		total += st.Messages
 	}
 	return total, nil
+}
+
+// burstSize is how many messages a burst publishes.
+const burstSize = 5
+
+// bursts uses the sleepy queues through nd: after a pause of 7 to 12 s it
+// publishes burstSize messages with confirms to one of them (while run
+// lasts), then empties every sleepy queue with basic.get, acking each
+// message, until ctx ends. Between bursts nothing uses them, so they
+// hibernate, and each burst, get or redeclare wakes them: the wake-ups
+// meet the nemesis's faults.
+func (w *workload) bursts(run, ctx context.Context, nd *node, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
+	for n := 0; ctx.Err() == nil; n++ {
+		sleep(ctx, 7*time.Second+time.Duration(rng.Int64N(int64(5*time.Second))))
+		if ctx.Err() != nil {
+			return
+		}
+		conn, ch, err := w.dial(nd)
+		if err != nil {
+			continue
+		}
+		if run.Err() == nil && ch.Confirm(false) == nil {
+			w.burst(run, ch, nd, w.sleepy[n%len(w.sleepy)])
+		}
+		w.getAll(ctx, ch, nd)
+		conn.Close()
+	}
+}
+
+// burst publishes burstSize messages to q and waits for their confirms.
+func (w *workload) burst(ctx context.Context, ch *amqp091.Channel, nd *node, q string) {
+	var waits []confirmWait
+	for range burstSize {
+		id := w.h.publish(q, nd.name)
+		body := strconv.FormatUint(id, 10)
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, amqp091.Publishing{
+			DeliveryMode: amqp091.Persistent, MessageId: body, Body: []byte(body),
+		})
+		if err != nil {
+			break // not sent, or not knowably: the ID stays unconfirmed
+		}
+		waits = append(waits, confirmWait{id, dc})
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	for _, p := range waits {
+		if ok, err := p.dc.WaitContext(wctx); err == nil && ok {
+			w.h.confirm(p.id)
+		}
+	}
+}
+
+// getAll empties the sleepy queues with basic.get, recording each
+// message before acking it.
+func (w *workload) getAll(ctx context.Context, ch *amqp091.Channel, nd *node) {
+	for _, q := range w.sleepy {
+		for ctx.Err() == nil {
+			d, ok, err := ch.Get(q, false)
+			if err != nil || !ok {
+				break
+			}
+			id, err := strconv.ParseUint(string(d.Body), 10, 64)
+			if err != nil {
+				w.log.Error("a delivery that no producer wrote", "body", string(d.Body))
+				id = 0
+			}
+			w.h.deliver(id, nd.name, d.Redelivered)
+			if d.Ack(false) != nil {
+				return
+			}
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {
