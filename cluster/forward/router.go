@@ -220,6 +220,17 @@ func (r *Router) tryResolve(ctx context.Context) (target, error) {
 			return r.remote(name)
 		}
 	}
+	leader, _, err := r.askLeader(ctx, false)
+	if leader == "" {
+		return target{}, errors.Join(err, errNoLeader)
+	}
+	return r.remote(leader)
+}
+
+// askLeader asks the members in turn which node leads, until one names
+// it (and it is remembered), or with peek until one says the group
+// hibernates; err gathers why the others did not answer.
+func (r *Router) askLeader(ctx context.Context, peek bool) (leader string, asleep bool, err error) {
 	var errs []error
 	for _, m := range r.memberNames() {
 		addr, ok := r.cfg.Addr(m)
@@ -232,7 +243,7 @@ func (r *Router) tryResolve(ctx context.Context) (target, error) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-		rep, err := c.Leader(cctx, &queuepb.LeaderRequest{QueueId: r.cfg.QueueID})
+		rep, err := c.Leader(cctx, &queuepb.LeaderRequest{QueueId: r.cfg.QueueID, Peek: peek})
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m, err))
@@ -242,10 +253,13 @@ func (r *Router) tryResolve(ctx context.Context) (target, error) {
 			r.mu.Lock()
 			r.leader = rep.Leader
 			r.mu.Unlock()
-			return r.remote(rep.Leader)
+			return rep.Leader, false, nil
+		}
+		if rep.Asleep {
+			return "", true, nil
 		}
 	}
-	return target{}, errors.Join(append(errs, errNoLeader)...)
+	return "", false, errors.Join(errs...)
 }
 
 func (r *Router) remote(node string) (target, error) {
@@ -420,30 +434,8 @@ func (r *Router) asleep() bool {
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, statsTimeout)
 	defer cancel()
-	for _, m := range r.memberNames() {
-		addr, ok := r.cfg.Addr(m)
-		if !ok {
-			continue
-		}
-		c, err := r.client(addr)
-		if err != nil {
-			continue
-		}
-		rep, err := c.Leader(ctx, &queuepb.LeaderRequest{QueueId: r.cfg.QueueID, Peek: true})
-		if err != nil {
-			continue
-		}
-		if rep.Leader != "" {
-			r.mu.Lock()
-			r.leader = rep.Leader
-			r.mu.Unlock()
-			return false
-		}
-		if rep.Asleep {
-			return true
-		}
-	}
-	return false
+	_, asleep, _ := r.askLeader(ctx, true)
+	return asleep
 }
 
 func (r *Router) remoteStats() (queue.Stats, error) {
