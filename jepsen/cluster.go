@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -119,22 +121,35 @@ read = ".*"
 	return c, nil
 }
 
-// freePorts asks the kernel for n ports that are free now.
+// freePorts finds n ports free now for TCP and UDP (gossip uses both),
+// below the kernel's ephemeral range: a port the kernel handed out for
+// ":0" can go to any outgoing connection's source before a node binds it
+// (the process tests saw "address already in use" so).
 func freePorts(n int) ([]int, error) {
 	var ports []int
-	var ls []net.Listener
+	var held []io.Closer
 	defer func() {
-		for _, l := range ls {
-			l.Close()
+		for _, c := range held {
+			c.Close()
 		}
 	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
+	for try := 0; len(ports) < n; try++ {
+		if try == 1000 {
+			return nil, errors.New("find a free port: none found")
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		port := 10000 + rand.IntN(22000) // below 32768, the usual ephemeral start
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		held = append(held, l) // held until all are found: no port twice
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			continue
+		}
+		held = append(held, pc)
+		ports = append(ports, port)
 	}
 	return ports, nil
 }
