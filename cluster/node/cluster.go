@@ -404,7 +404,15 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 		Asleep: func() bool { return c.isAsleep(rec.ID) },
 	}
 	var local *replica.Replica
-	if slices.Contains(members, c.self) {
+	var restored *sleeper
+	if slices.Contains(members, c.self) && c.cfg.HibernateAfter > 0 {
+		// Closed when the group hibernated, and nothing since: it stays
+		// closed until something needs it (hibernate.go).
+		if s, ok := c.restoredSleeper(cfg.WALGroup()); ok {
+			restored = &s
+		}
+	}
+	if slices.Contains(members, c.self) && restored == nil {
 		var err error
 		// The member chosen to lead bootstraps a new group and
 		// campaigns; the others keep the same configuration, to
@@ -425,6 +433,9 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 	c.mu.Lock()
 	if local != nil {
 		c.replicas[rec.ID] = local
+	}
+	if restored != nil {
+		c.asleep[rec.ID] = restored
 	}
 	c.queues[rec.ID] = q
 	c.mu.Unlock()

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -243,7 +244,46 @@ func (c *clusterNode) putToSleep(id string, s sleeper, ok func(*replica.Replica)
 	q.Router.SetMembers(q.members, nil)
 	r.Close()
 	c.slept.Add(1)
+	c.recordAsleep(q.cfg.WALGroup(), s)
 	return true
+}
+
+// asleepKey is where a member notes in its group's stable store (the
+// node's write-ahead log) that it closed while the group hibernated.
+var asleepKey = []byte("WarrenHibernated")
+
+// recordAsleep notes s in the group's stable store, so that the node,
+// restarted, leaves the replica closed (restoredSleeper): opening it would
+// ask the group for a leader, and a node that restarts would wake every
+// hibernating group it holds at once, a thousand elections in a storm
+// (some took a minute).
+func (c *clusterNode) recordAsleep(group string, s sleeper) {
+	g, err := c.qlog.Group(group)
+	if err == nil {
+		val := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, s.term), s.last)
+		err = g.Set(asleepKey, append(val, s.leader...))
+	}
+	if err != nil {
+		c.log.Warn("cannot note that a queue group hibernates", "group", group, "err", err)
+	}
+}
+
+// restoredSleeper is the note recordAsleep left for the group, if it still
+// holds: the replica's term and last log index are those it closed with
+// (its group has not elected or appended since, as far as it knows).
+func (c *clusterNode) restoredSleeper(group string) (sleeper, bool) {
+	g, err := c.qlog.Group(group)
+	if err != nil {
+		return sleeper{}, false
+	}
+	val, err := g.Get(asleepKey)
+	if err != nil || len(val) < 16 {
+		return sleeper{}, false
+	}
+	s := sleeper{term: binary.BigEndian.Uint64(val), last: binary.BigEndian.Uint64(val[8:]), leader: string(val[16:])}
+	term, terr := g.GetUint64([]byte("CurrentTerm")) // raft's key
+	last, lerr := g.LastIndex()
+	return s, terr == nil && lerr == nil && term == s.term && last == s.last
 }
 
 // wake opens this node's replica of group id if it hibernates; it returns

@@ -323,3 +323,42 @@ func TestQueuesHibernateWithANodeDown(t *testing.T) {
 		t.Fatalf("get: %q %v %v", d.Body, ok, err)
 	}
 }
+
+// TestRestartedNodeLeavesHibernatingQueuesAsleep: a node restarted while
+// its queues hibernate leaves them closed (it noted that they were), rather
+// than asking each group for a leader, which woke every group at once; a
+// publish through it then wakes one as usual.
+func TestRestartedNodeLeavesHibernatingQueuesAsleep(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
+	ch := ms[0].Channel()
+	for i := range 5 {
+		if _, err := ch.QueueDeclare(fmt.Sprintf("restful-%d", i), true, false, false, false, quorum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodetest.Eventually(t, "every group asleep", 20*time.Second, func() bool {
+		open, asleep := groups(ms)
+		return open == 0 && asleep == 15
+	})
+	ms[2].Stop()
+	ms[2].Start()
+	nodetest.Eventually(t, "the restarted node's queues restored", 20*time.Second, func() bool {
+		open, asleep := ms[2].Groups()
+		return open+asleep == 5
+	})
+	for range 10 { // two seconds: none wakes
+		if open, asleep := groups(ms); open != 0 || asleep != 15 {
+			t.Fatalf("after the restart: %d replicas open, %d asleep; want 0 and 15", open, asleep)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	pub := ms[2].Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, pub, "restful-3", "woken")
+	d, ok, err := ms[0].Channel().Get("restful-3", true)
+	if err != nil || !ok || string(d.Body) != "woken" {
+		t.Fatalf("get: %q %v %v", d.Body, ok, err)
+	}
+}

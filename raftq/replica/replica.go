@@ -414,6 +414,9 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
+// WALGroup is the group's name in the write-ahead log.
+func (cfg Config) WALGroup() string { return logGroup(cfg) }
+
 // logGroup is the group's name in the write-ahead log.
 func logGroup(cfg Config) string {
 	if cfg.LogGroup != "" {
