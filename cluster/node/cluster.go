@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -405,14 +406,15 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 	}
 	var local *replica.Replica
 	var restored *sleeper
-	if slices.Contains(members, c.self) && c.cfg.HibernateAfter > 0 {
+	member := slices.Contains(members, c.self)
+	if member && c.cfg.HibernateAfter > 0 {
 		// Closed when the group hibernated, and nothing since: it stays
 		// closed until something needs it (hibernate.go).
 		if s, ok := c.restoredSleeper(cfg.WALGroup()); ok {
 			restored = &s
 		}
 	}
-	if slices.Contains(members, c.self) && restored == nil {
+	if member && restored == nil {
 		var err error
 		// The member chosen to lead bootstraps a new group and
 		// campaigns; the others keep the same configuration, to
@@ -742,11 +744,5 @@ func (c *clusterNode) leadingReplicas() []*replica.Replica {
 
 // allReplicas is this node's replicas now, to act on without c.mu held.
 func (c *clusterNode) allReplicas() []*replica.Replica {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	reps := make([]*replica.Replica, 0, len(c.replicas))
-	for _, r := range c.replicas {
-		reps = append(reps, r)
-	}
-	return reps
+	return slices.Collect(maps.Values(c.replicasByID()))
 }

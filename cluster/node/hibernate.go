@@ -33,11 +33,14 @@ import (
 // (Member.Hibernate) to close its replica, which it does only if it
 // follows that leader in that term and holds exactly the leader's log;
 // then the leader closes its own, if it still leads and appended nothing
-// meanwhile. A follower whose node gossip calls failed is not asked (a
-// majority must be up): when its node starts again it opens every
-// replica, and its first question to the others wakes the group, which
-// then sleeps again with it. Each member remembers the leader, which campaigns first when
-// the group wakes, so leaders stay where the rebalancer put them.
+// meanwhile. A follower that cannot be reached and whose node gossip
+// calls failed is left out, as long as a majority closes: when its node
+// starts again it opens that replica, and its first question to the
+// others wakes the group, which then sleeps again with it. Each member
+// remembers the leader, which campaigns first when the group wakes, so
+// leaders stay where the rebalancer put them, and notes the closing in
+// its log, so that a node that restarts leaves the replica closed
+// (recordAsleep).
 //
 // Waking: any request for the group opens it again where it arrives: a
 // client's operation through a member's router (Router's Wake), a forwarded
@@ -124,7 +127,7 @@ func (c *clusterNode) hibernateIdle(seen map[string]idleMark, after time.Duratio
 			continue
 		}
 		leading[id] = true
-		last := r.Status().LastLogIndex
+		last := r.LastIndex()
 		if m, ok := seen[id]; !ok || m.last != last {
 			seen[id] = idleMark{last: last, since: now}
 			continue
@@ -290,11 +293,8 @@ func (c *clusterNode) restoredSleeper(group string) (sleeper, bool) {
 // the replica open now, if any.
 func (c *clusterNode) wake(id string) (*replica.Replica, bool) {
 	c.mu.Lock()
-	q, r, open := c.queues[id], c.replicas[id], false
-	_, asleep := c.asleep[id]
-	if r != nil {
-		open = true
-	}
+	q, asleep := c.queues[id], c.asleep[id] != nil
+	r, open := c.replicas[id]
 	c.mu.Unlock()
 	if open || !asleep || q == nil {
 		return r, open
@@ -335,9 +335,8 @@ func (c *clusterNode) wakeLocked(q *clusterQueue) (*replica.Replica, bool) {
 
 // isAsleep reports whether this node's replica of group id hibernates.
 func (c *clusterNode) isAsleep(id string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.asleep[id] != nil
+	_, ok := c.sleeping(id)
+	return ok
 }
 
 // sleeping is this node's record of its hibernating replica of id.

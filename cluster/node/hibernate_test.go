@@ -38,6 +38,26 @@ func leaderOf(ms []*nodetest.Member, name string) string {
 	return ""
 }
 
+// declareAsleep declares quorum queue name, the cluster's only one, and
+// waits until it has a leader, which it returns, and then until its
+// group hibernates on every member.
+func declareAsleep(t *testing.T, ms []*nodetest.Member, name string) string {
+	t.Helper()
+	if _, err := ms[0].Channel().QueueDeclare(name, true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	var leader string
+	nodetest.Eventually(t, "a leader", 15*time.Second, func() bool {
+		leader = leaderOf(ms, name)
+		return leader != ""
+	})
+	nodetest.Eventually(t, "the group asleep", 20*time.Second, func() bool {
+		open, asleep := groups(ms)
+		return open == 0 && asleep == 3
+	})
+	return leader
+}
+
 // publishConfirmed publishes body to queue name and waits for its confirm.
 func publishConfirmed(t *testing.T, ch *amqp091.Channel, name, body string) {
 	t.Helper()
@@ -177,18 +197,7 @@ func TestIdleQueuesHibernate(t *testing.T) {
 // consumed.
 func TestHibernatingQueueWakesWithoutItsLeader(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
-	if _, err := ms[0].Channel().QueueDeclare("orphan", true, false, false, false, quorum); err != nil {
-		t.Fatal(err)
-	}
-	var leader string
-	nodetest.Eventually(t, "a leader", 15*time.Second, func() bool {
-		leader = leaderOf(ms, "orphan")
-		return leader != ""
-	})
-	nodetest.Eventually(t, "the group asleep", 20*time.Second, func() bool {
-		open, asleep := groups(ms)
-		return open == 0 && asleep == 3
-	})
+	leader := declareAsleep(t, ms, "orphan")
 	var rest []*nodetest.Member
 	for _, m := range ms {
 		if m.Name() == leader {
@@ -214,18 +223,7 @@ func TestHibernatingQueueWakesWithoutItsLeader(t *testing.T) {
 // group and moves its leadership as asked.
 func TestTransferLeadershipOfHibernatingQueue(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
-	if _, err := ms[0].Channel().QueueDeclare("asleep", true, false, false, false, quorum); err != nil {
-		t.Fatal(err)
-	}
-	var leader string
-	nodetest.Eventually(t, "a leader", 15*time.Second, func() bool {
-		leader = leaderOf(ms, "asleep")
-		return leader != ""
-	})
-	nodetest.Eventually(t, "the group asleep", 20*time.Second, func() bool {
-		open, asleep := groups(ms)
-		return open == 0 && asleep == 3
-	})
+	leader := declareAsleep(t, ms, "asleep")
 	to := ms[0].Name()
 	if to == leader {
 		to = ms[1].Name()

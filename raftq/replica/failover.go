@@ -209,9 +209,7 @@ func (r *Replica) campaignRank(failed string) int {
 	if i := slices.Index(voters, r.cfg.FirstCandidate); i > 0 {
 		// The member that led before the group hibernated goes first
 		// (Config.FirstCandidate); the others keep their order.
-		first := voters[i]
-		copy(voters[1:i+1], voters[:i])
-		voters[0] = first
+		voters = slices.Insert(slices.Delete(voters, i, i+1), 0, r.cfg.FirstCandidate)
 	}
 	return slices.Index(voters, r.cfg.NodeID)
 }

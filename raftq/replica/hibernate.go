@@ -1,10 +1,5 @@
 package replica
 
-import (
-	"maps"
-	"slices"
-)
-
 // MayHibernate reports whether this member leads a group that could close
 // on every member until it is needed again (cluster/node's hibernate.go):
 // the queue holds nothing (no message ready, checked out or awaiting
@@ -34,8 +29,20 @@ func (r *Replica) MayHibernate() bool {
 		return false
 	}
 	servers, err := r.Servers()
-	return err == nil && len(servers) > 0 && !slices.Contains(slices.Collect(maps.Values(servers)), false)
+	if err != nil || len(servers) == 0 {
+		return false
+	}
+	for _, voter := range servers {
+		if !voter {
+			return false
+		}
+	}
+	return true
 }
+
+// LastIndex is the index of the last entry in this member's log: cheap
+// (no stats map), for watching whether a group is idle.
+func (r *Replica) LastIndex() uint64 { return r.raft.LastIndex() }
 
 // ResumeFollowers has a leading member append a barrier, whose AppendEntries
 // reaches every follower: a follower that closed for a hibernation its
