@@ -456,6 +456,7 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	}
 	cfg.Transport = trans
 	cfg.SeesAlive = c.seesAlive
+	cfg.LeadsAt = func(ctx context.Context, node string) (bool, error) { return c.leadsAt(ctx, node, id) }
 	cfg.Bootstrap, cfg.Follow = bootstrap, follow
 	cfg.Peers = nil
 	for _, m := range members {

@@ -638,6 +638,19 @@ func (c *clusterNode) gossipSeesAlive(node string) bool {
 	return false
 }
 
+// leadsAt asks node whether its member of group id leads (replica.Config's
+// LeadsAt). It does not wake a hibernating member: one that sleeps leads
+// nothing.
+func (c *clusterNode) leadsAt(ctx context.Context, node, id string) (bool, error) {
+	rep, err := c.memberCall(ctx, node, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
+		return cl.Status(ctx, &memberpb.StatusRequest{QueueId: id})
+	})
+	if err != nil {
+		return false, err
+	}
+	return rep.(*memberpb.StatusReply).State == "Leader", nil
+}
+
 // seesAlive asks peer whether its gossip sees node alive (replica.Config's
 // SeesAlive).
 func (c *clusterNode) seesAlive(ctx context.Context, peer, node string) (bool, error) {

@@ -500,9 +500,17 @@ func newNetnsLab(t *testing.T, n int) *netnsLab {
 		ns := fmt.Sprintf("wn%d-%d", id, i)
 		veth := fmt.Sprintf("wv%d-%d", id, i)
 		ip := fmt.Sprintf("%s.%d", subnet, i+1)
+		// The kernel tears a deleted namespace down in the background,
+		// and with it the veth's other end: a lab right after another
+		// would find the old veth still there. Deleting the veth itself
+		// is synchronous.
+		exec.Command("ip", "link", "del", veth).Run()
 		exec.Command("ip", "netns", "del", ns).Run()
 		runCmd(t, "ip", "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		t.Cleanup(func() {
+			exec.Command("ip", "link", "del", veth).Run()
+			exec.Command("ip", "netns", "del", ns).Run()
+		})
 		runCmd(t, "ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
 		runCmd(t, "ip", "link", "set", veth, "master", lab.bridge, "up")
 		runCmd(t, "ip", "-n", ns, "addr", "add", ip+"/24", "dev", "eth0")

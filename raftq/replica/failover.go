@@ -277,6 +277,9 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 				// nobody leads.
 				next = time.Now().Add(stagger)
 				stagger = 0
+			case !started && agreed && r.leaderAnswers(node):
+				r.log.Debug("the suspected leader answers that it leads", "leader", node)
+				return
 			case !started && agreed:
 				r.log.Debug("campaigning: the leader's node failed", "failed", node)
 				go r.campaignNow("the leader's node failed")
@@ -333,6 +336,26 @@ func (r *Replica) majorityAgreesFailed(node string) bool {
 		alive, err := r.cfg.SeesAlive(ctx, string(s.ID), node)
 		return err == nil && !alive
 	})
+}
+
+// leaderAnswers asks the suspected leader's node itself whether its
+// member still leads the group (Config.LeadsAt), the last word before a
+// campaign that skips pre-vote. The majority's gossip can be wrong about
+// a live leader for a moment: a node whose partition just healed pushes
+// its view that every other node failed to the others, and a survivor
+// that cannot get the leader's refutation in time (a loaded machine)
+// declares it failed too. A campaign then would depose a leader that
+// lost nothing. A leader that is really gone does not answer: a killed
+// process's node refuses the connection at once, a lost host or a
+// partition costs preVoteWait.
+func (r *Replica) leaderAnswers(node string) bool {
+	if r.cfg.LeadsAt == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), preVoteWait)
+	defer cancel()
+	leads, err := r.cfg.LeadsAt(ctx, node)
+	return err == nil && leads
 }
 
 // preVoteWait bounds how long a round of questions waits for a majority:

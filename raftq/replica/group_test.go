@@ -25,10 +25,15 @@ type group struct {
 	members map[string]*Replica
 	// nodes are the members' log storages (nil: a log per queue).
 	nodes map[string]*testNode
+	// configure, if set, adjusts each member's config before it opens.
+	configure func(n string, cfg *Config)
 }
 
-func newGroup(t *testing.T, st storage) *group {
-	g := &group{t: t, names: []string{"a", "b", "c"}, dirs: map[string]string{}, trans: map[string]*raft.InmemTransport{}, members: map[string]*Replica{}, nodes: map[string]*testNode{}}
+func newGroup(t *testing.T, st storage) *group { return newGroupWith(t, st, nil) }
+
+// newGroupWith is newGroup with configure applied to each member's config.
+func newGroupWith(t *testing.T, st storage, configure func(n string, cfg *Config)) *group {
+	g := &group{t: t, names: []string{"a", "b", "c"}, dirs: map[string]string{}, trans: map[string]*raft.InmemTransport{}, members: map[string]*Replica{}, nodes: map[string]*testNode{}, configure: configure}
 	for _, n := range g.names {
 		g.dirs[n] = t.TempDir()
 		g.nodes[n] = st.node(t)
@@ -65,6 +70,9 @@ func (g *group) start(n string, bootstrap bool) {
 		Log: testLog(n),
 	}
 	g.nodes[n].configure(&cfg)
+	if g.configure != nil {
+		g.configure(n, &cfg)
+	}
 	r, err := Open(cfg)
 	if err != nil {
 		g.t.Fatalf("open %s: %v", n, err)

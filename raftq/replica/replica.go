@@ -86,6 +86,12 @@ type Config struct {
 	// campaigns only when a majority of the voters' nodes agree (failover.go);
 	// nil asks only whether they answer at all.
 	SeesAlive func(ctx context.Context, peer, node string) (bool, error)
+	// LeadsAt asks node whether its member of this group leads it. Before
+	// campaigning because gossip called the leader's node failed, a member
+	// asks the leader itself (failover.go): gossip's verdict can be stale
+	// just after a partition heals, when the leader is alive and leading.
+	// Nil skips the question.
+	LeadsAt func(ctx context.Context, node string) (bool, error)
 	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
 	// picks one second each.
 	HeartbeatTimeout, ElectionTimeout time.Duration

@@ -1,0 +1,93 @@
+package replica
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// campaigningTransport is raft's in-memory transport with the gRPC
+// transport's Campaign: a TimeoutNow to the member itself.
+type campaigningTransport struct {
+	*raft.InmemTransport
+	self raft.ServerAddress
+}
+
+func (c campaigningTransport) Campaign(context.Context) error {
+	var resp raft.TimeoutNowResponse
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(c.self)}}
+	return c.TimeoutNow("", c.self, req, &resp)
+}
+
+// TestSuspectedLeaderThatAnswersKeepsItsRole: gossip on every node calls
+// the leader's node failed (as just after a partition heals, when the
+// node that was cut off pushes its view to the others), but the leader
+// answers that it still leads: no follower campaigns, so its term stays.
+// Once the leader is really gone, the same suspicion elects a new one
+// at once, long before the groups' 30 s timeout would.
+func TestSuspectedLeaderThatAnswersKeepsItsRole(t *testing.T) {
+	var mu sync.Mutex
+	leads := map[string]func() bool{} // by member: does it lead, as its node would answer
+	g := newGroupWith(t, perQueueFiles, func(n string, cfg *Config) {
+		tr := cfg.Transport.(*raft.InmemTransport)
+		tr.Connect(raft.ServerAddress(n), tr)
+		cfg.Transport = campaigningTransport{tr, raft.ServerAddress(n)}
+		// Long timeouts: neither raft's own election nor a heartbeat from
+		// the leader (raft.LastContact) gets in the way of the suspicion.
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout = 30*time.Second, 30*time.Second
+		cfg.SeesAlive = func(context.Context, string, string) (bool, error) { return false, nil }
+		cfg.LeadsAt = func(_ context.Context, node string) (bool, error) {
+			mu.Lock()
+			f := leads[node]
+			mu.Unlock()
+			if f == nil {
+				return false, context.DeadlineExceeded // the node does not answer
+			}
+			return f(), nil
+		}
+	})
+	mu.Lock()
+	for n, r := range g.members {
+		leads[n] = r.IsLeader
+	}
+	mu.Unlock()
+	leader, lr := g.leader()
+	publish(t, lr, 0, 10)
+	term := lr.Status().Term
+
+	for n, r := range g.members {
+		if n != leader {
+			r.LeaderSuspected(leader)
+		}
+	}
+	// Rank 0 would campaign at once and rank 1 half a second later.
+	time.Sleep(3 * time.Second)
+	for n, r := range g.members {
+		if st := r.Status(); st.Term != term {
+			t.Fatalf("%s at term %d after a suspicion of the live leader %s, was %d", n, st.Term, leader, term)
+		}
+	}
+	if now, _ := g.leader(); now != leader {
+		t.Fatalf("leader moved from %s to %s", leader, now)
+	}
+
+	mu.Lock()
+	delete(leads, leader)
+	mu.Unlock()
+	g.stop(leader)
+	start := time.Now()
+	for _, r := range g.members {
+		r.LeaderSuspected(leader)
+	}
+	next, nr := g.leader()
+	if next == leader || nr.Status().Term <= term {
+		t.Fatalf("leader %s at term %d after %s was stopped at term %d", next, nr.Status().Term, leader, term)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("a new leader took %v", d)
+	}
+	publish(t, nr, 10, 5)
+}
