@@ -101,7 +101,7 @@ def main(argv):
         r = json.loads(rest[i + 2]) if rest[i + 2] else None  # not measured (BROKERS=warren)
         if part not in PARTS:
             sys.exit(f"perf-table.py: unknown part {part!r} (one of {', '.join(PARTS)})")
-        rows = PARTS[part](w, r)
+        rows = PARTS[part](w or r, r)  # row names from whichever broker ran (BROKERS=rabbit)
         if len(rest) == 3 and part in ("single", "sustained"):  # one part: the prefix is noise
             rows = [(name.split(": ", 1)[1], get) for name, get in rows]
         for name, get in rows:

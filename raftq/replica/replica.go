@@ -200,6 +200,9 @@ type Replica struct {
 type consumerRef struct {
 	c     queue.Consumer
 	noAck bool
+	// credit is its prefetch as the machine counts it: a settlement the
+	// settler holds back keeps that much of it (settleDue).
+	credit uint32
 	// timeout is the consumer timeout that applies to it, for the
 	// channel's error text.
 	timeout time.Duration
@@ -679,14 +682,14 @@ func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 	if t, ok := consumerTimeout(opts.Arguments); ok {
 		timeout = t
 	}
-	r.mu.Lock()
-	r.consumers[id] = &consumerRef{c: c, noAck: opts.NoAck, timeout: time.Duration(timeout) * time.Millisecond}
-	r.byHandle[c] = id
-	r.mu.Unlock()
 	credit := opts.Prefetch
 	if credit == 0 || opts.NoAck {
 		credit = defaultCredit
 	}
+	r.mu.Lock()
+	r.consumers[id] = &consumerRef{c: c, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
+	r.byHandle[c] = id
+	r.mu.Unlock()
 	cmd := raftq.Command{Op: raftq.OpAttach, Consumer: id, Prefetch: credit, ConsumerPriority: opts.Priority, Exclusive: opts.Exclusive}
 	if t, ok := consumerTimeout(opts.Arguments); ok {
 		cmd.Timeout, cmd.HasTimeout = t, true

@@ -1,0 +1,83 @@
+package replica
+
+import (
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq"
+)
+
+// Acks that come one after another, as a consumer's basic.ack per message
+// at a steady rate do, are proposed together: here ten acks half a
+// millisecond apart (1,000 msg/s would space them a whole one) take one
+// entry, two if the settler's wait ends among them, not ten.
+func TestSettlementsGatherIntoOneEntry(t *testing.T) {
+	r := openTest(t, nil, t.TempDir(), nil)
+	defer r.Close()
+	enqueue(t, r, 10)
+	c := &fakeConsumer{}
+	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 256}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
+	waitFor(t, "the deliveries applied", func() bool { st := r.Stats(); return st.Ready == 0 && st.Unacked == 10 })
+	before := r.Status().LastLogIndex
+	for _, id := range c.ids() {
+		r.Settle([]uint64{id})
+		time.Sleep(500 * time.Microsecond)
+	}
+	waitFor(t, "10 settled", func() bool { return r.Stats().Unacked == 0 })
+	if after := r.Status().LastLogIndex; after > before+2 {
+		t.Fatalf("10 acks took %d log entries, want 1 or 2", after-before)
+	}
+}
+
+// A settlement holding back a quarter of its consumer's credit is due at
+// once: with a small prefetch the next delivery waits for it.
+func TestSettlementsDueWhenCreditRunsShort(t *testing.T) {
+	r := openTest(t, nil, t.TempDir(), nil)
+	defer r.Close()
+	small, large := &fakeConsumer{}, &fakeConsumer{}
+	for _, c := range []struct {
+		c        *fakeConsumer
+		prefetch uint32
+	}{{small, 4}, {large, 256}} {
+		if err := r.Consume(c.c, queue.ConsumeOptions{Prefetch: c.prefetch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.mu.Lock()
+	smallID, largeID := r.byHandle[small], r.byHandle[large]
+	r.mu.Unlock()
+	due := func(byConsumer map[uint64]int) bool {
+		r.mu.Lock()
+		clear(r.toSettle)
+		for c, n := range byConsumer {
+			for i := range n {
+				r.toSettle[raftq.ConsumerID(c)] = append(r.toSettle[raftq.ConsumerID(c)], uint64(i+1))
+			}
+		}
+		r.mu.Unlock()
+		return r.settleDue()
+	}
+	for _, tc := range []struct {
+		what  string
+		batch map[uint64]int
+		want  bool
+	}{
+		{"nothing", nil, false},
+		{"63 of prefetch 256", map[uint64]int{uint64(largeID): 63}, false},
+		{"64 of prefetch 256", map[uint64]int{uint64(largeID): 64}, true},
+		{"1 of prefetch 4", map[uint64]int{uint64(smallID): 1}, true},
+		{"basic.get's", map[uint64]int{uint64(r.getter): 100}, false},
+		{"maxSettleBatch of basic.get's", map[uint64]int{uint64(r.getter): maxSettleBatch}, true},
+	} {
+		if got := due(tc.batch); got != tc.want {
+			t.Errorf("%s: due %v, want %v", tc.what, got, tc.want)
+		}
+	}
+	r.mu.Lock()
+	clear(r.toSettle)
+	r.mu.Unlock()
+}
