@@ -264,7 +264,7 @@ func (w *consumer) attachRemote(ctx context.Context, addr string) failure {
 		scancel()
 		return failure{err: errors.New("forward: consume stream did not start with attached"), retry: true}
 	}
-	a := &attachment{w: w, addr: addr, stream: stream, ctx: sctx, cancel: scancel, wake: make(chan struct{}, 1)}
+	a := &attachment{w: w, addr: addr, stream: stream, ctx: sctx, cancel: scancel, wake: make(chan struct{}, 1), flushAt: flushAt(w.opts)}
 	w.mu.Lock()
 	if w.over {
 		w.mu.Unlock()
@@ -413,6 +413,8 @@ type attachment struct {
 
 	mu        sync.Mutex
 	out       []*queuepb.Settlement
+	held      int // ids in out
+	flushAt   int // held that makes out due at once (a quarter of the prefetch)
 	cancelReq bool
 	closed    bool
 }
@@ -424,6 +426,18 @@ func (a *attachment) signal() {
 	}
 }
 
+// Acknowledgements (SETTLE) gather for up to settleLinger before the
+// sender puts them on the stream, as the leader's settler gathers them
+// before it proposes them (raftq/replica): nobody waits for them, and a
+// stream message per basic.ack was a write here, a read and a wake-up on
+// the leader's node. Requeues, discards and a cancel go at once, taking
+// what gathered with them, and so do acknowledgements holding back a
+// quarter of the consumer's prefetch (its credit at the leader).
+const (
+	settleLinger   = 10 * time.Millisecond
+	maxSettleBatch = 1024
+)
+
 // settle queues settlements for the stream; false once it cannot take
 // them any more.
 func (a *attachment) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) bool {
@@ -434,11 +448,65 @@ func (a *attachment) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []
 	}
 	first := len(a.out) == 0
 	a.out = appendSettlement(a.out, op, cause, ids)
+	a.held += len(ids)
+	due := a.dueLocked()
 	a.mu.Unlock()
-	if first {
+	if first || due {
 		a.signal()
 	}
 	return true
+}
+
+// flushAt is how many acknowledgements make a batch due at once: a
+// quarter of the consumer's credit at the leader, which counts prefetch 0
+// (unlimited) as 2,000, as raftq/replica's settler does.
+func flushAt(opts queue.ConsumeOptions) int {
+	credit := int(opts.Prefetch)
+	if credit == 0 || opts.NoAck {
+		credit = 2000
+	}
+	return min(max(1, (credit+3)/4), maxSettleBatch)
+}
+
+// dueLocked reports whether what gathered should go now; a.mu is held.
+func (a *attachment) dueLocked() bool {
+	if a.cancelReq || a.held >= a.flushAt {
+		return true
+	}
+	for _, s := range a.out {
+		if s.Op != queuepb.SettleOp_SETTLE {
+			return true
+		}
+	}
+	return false
+}
+
+// gather waits until what the stream holds is due or settleLinger has
+// passed; false if the stream ended meanwhile.
+func (a *attachment) gather() bool {
+	a.mu.Lock()
+	due := a.dueLocked() || len(a.out) == 0
+	a.mu.Unlock()
+	if due {
+		return true
+	}
+	t := time.NewTimer(settleLinger)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-a.wake: // more came, or a cancel: due now?
+			a.mu.Lock()
+			due := a.dueLocked()
+			a.mu.Unlock()
+			if due {
+				return true
+			}
+		case <-a.ctx.Done():
+			return false
+		}
+	}
 }
 
 func (a *attachment) requestCancel() {
@@ -453,7 +521,7 @@ func (a *attachment) close() {
 	a.mu.Lock()
 	a.closed = true
 	out := a.out
-	a.out = nil
+	a.out, a.held = nil, 0
 	a.mu.Unlock()
 	a.cancel()
 	a.w.r.settleUnary(a.addr, out)
@@ -467,13 +535,16 @@ func (a *attachment) sender() {
 		case <-a.ctx.Done():
 			return
 		}
+		if !a.gather() {
+			return
+		}
 		a.mu.Lock()
 		if a.closed {
 			a.mu.Unlock()
 			return
 		}
 		out, cancel := a.out, a.cancelReq
-		a.out = nil
+		a.out, a.held = nil, 0
 		a.mu.Unlock()
 		if len(out) == 0 && !cancel {
 			continue
