@@ -155,13 +155,23 @@ func (r *Replica) settler() {
 		if !r.gatherSettlements() {
 			return
 		}
-		r.mu.Lock()
-		batch := r.toSettle
+		r.flushSettlements()
+	}
+}
+
+// flushSettlements proposes the settlements in hand, and returns once
+// every settlement taken before it, by it or by the settler, is proposed.
+func (r *Replica) flushSettlements() {
+	r.proposeMu.Lock()
+	defer r.proposeMu.Unlock()
+	r.mu.Lock()
+	batch := r.toSettle
+	if len(batch) > 0 {
 		r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
-		r.mu.Unlock()
-		for _, c := range sortedConsumers(batch) {
-			r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: batch[c]})
-		}
+	}
+	r.mu.Unlock()
+	for _, c := range sortedConsumers(batch) {
+		r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: batch[c]})
 	}
 }
 

@@ -180,6 +180,10 @@ type Replica struct {
 	// consumers), which the settler goroutine proposes in batches.
 	toSettle   map[raftq.ConsumerID][]uint64
 	settleWake chan struct{}
+	// proposeMu is held from taking settlements out of toSettle until they
+	// are proposed, so that flushSettlements returns only once everything
+	// acknowledged before it is in the log's order ahead of what follows.
+	proposeMu sync.Mutex
 	// w is the watcher of leadership and deadlines (watch.go).
 	w watcher
 	// settlerStarted, goMu and goStopped start the settler and the
@@ -749,6 +753,12 @@ func (r *Replica) Cancel(c queue.Consumer) {
 	if !ok {
 		return
 	}
+	// Its channel closes or it was cancelled: what it acknowledged goes
+	// into the log ahead of the detach, so that an ack followed by
+	// channel.close-ok is as durable as the detach (the settler's wait
+	// would otherwise leave it to a later entry, and a crash meanwhile
+	// would hand those messages out again).
+	r.flushSettlements()
 	r.wait(r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id}))
 	r.forget(c)
 }
