@@ -166,9 +166,11 @@ func (r *Replica) flushSettlements() {
 	defer r.proposeMu.Unlock()
 	r.mu.Lock()
 	batch := r.toSettle
-	if len(batch) > 0 {
-		r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
+	if len(batch) == 0 {
+		r.mu.Unlock() // batch is the live map: leave it alone
+		return
 	}
+	r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
 	r.mu.Unlock()
 	for _, c := range sortedConsumers(batch) {
 		r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: batch[c]})

@@ -81,3 +81,29 @@ func TestSettlementsDueWhenCreditRunsShort(t *testing.T) {
 	clear(r.toSettle)
 	r.mu.Unlock()
 }
+
+// Acks arriving while the settlements are flushed (a cancel's flush, the
+// settler's) race with nothing: the race detector watches this one.
+func TestSettleWhileFlushing(t *testing.T) {
+	r := openTest(t, nil, t.TempDir(), nil)
+	defer r.Close()
+	enqueue(t, r, 200)
+	c := &fakeConsumer{}
+	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "200 deliveries", func() bool { return len(c.ids()) == 200 })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, id := range c.ids() {
+			r.Settle([]uint64{id})
+		}
+	}()
+	for i := 0; i < 2000; i++ {
+		r.flushSettlements()
+	}
+	<-done
+	r.flushSettlements()
+	waitFor(t, "200 settled", func() bool { return r.Stats().Unacked == 0 })
+}
