@@ -202,13 +202,18 @@ func (r *Replica) gatherSettlements() bool {
 
 // settleDue reports whether the settlements in hand should be proposed
 // now rather than wait for company: they hold back a quarter of some
-// consumer's credit, or there are many.
+// consumer's credit, settle basic.get deliveries, or are many.
 func (r *Replica) settleDue() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	total := 0
 	for c, ids := range r.toSettle {
 		total += len(ids)
+		if c == r.getter {
+			// basic.get's: a get is a round trip through the log anyway,
+			// and no cancel would flush them when the channel closes.
+			return true
+		}
 		if ref := r.consumers[c]; ref != nil && uint64(len(ids))*4 >= uint64(ref.credit) {
 			return true
 		}
