@@ -137,7 +137,7 @@ func withCounts(m *queue.Message, e raftq.Effect) *queue.Message {
 // costs the cluster: at 1,000 msg/s on three nodes, one entry for ten
 // acks took a fifth off the CPU per message. Deliveries wait on it only
 // through credit, so the settler waits no longer once a consumer has a
-// quarter of its prefetch in the batch (a prefetch of 1 to 3 is settled at
+// quarter of its prefetch in the batch (a prefetch of 1 to 4 is settled at
 // once) or the batch holds maxSettleBatch.
 const (
 	settleLinger   = 10 * time.Millisecond
