@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/queuepb"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // cancelWait bounds how long Cancel waits for a remote consumer's last
@@ -264,7 +265,7 @@ func (w *consumer) attachRemote(ctx context.Context, addr string) failure {
 		scancel()
 		return failure{err: errors.New("forward: consume stream did not start with attached"), retry: true}
 	}
-	a := &attachment{w: w, addr: addr, stream: stream, ctx: sctx, cancel: scancel, wake: make(chan struct{}, 1), flushAt: flushAt(w.opts)}
+	a := &attachment{w: w, addr: addr, stream: stream, ctx: sctx, cancel: scancel, wake: make(chan struct{}, 1), flushAt: replica.SettleDueAt(replica.Credit(w.opts))}
 	w.mu.Lock()
 	if w.over {
 		w.mu.Unlock()
@@ -426,17 +427,13 @@ func (a *attachment) signal() {
 	}
 }
 
-// Acknowledgements (SETTLE) gather for up to settleLinger before the
-// sender puts them on the stream, as the leader's settler gathers them
-// before it proposes them (raftq/replica): nobody waits for them, and a
+// Acknowledgements (SETTLE) gather for up to replica.SettleLinger before
+// the sender puts them on the stream, by the rule the leader's settler
+// gathers them by before it proposes them: nobody waits for them, and a
 // stream message per basic.ack was a write here, a read and a wake-up on
 // the leader's node. Requeues, discards and a cancel go at once, taking
-// what gathered with them, and so do acknowledgements holding back a
-// quarter of the consumer's prefetch (its credit at the leader).
-const (
-	settleLinger   = 10 * time.Millisecond
-	maxSettleBatch = 1024
-)
+// what gathered with them, and so do replica.SettleDueAt acknowledgements
+// (a quarter of the consumer's credit at the leader).
 
 // settle queues settlements for the stream; false once it cannot take
 // them any more.
@@ -457,17 +454,6 @@ func (a *attachment) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []
 	return true
 }
 
-// flushAt is how many acknowledgements make a batch due at once: a
-// quarter of the consumer's credit at the leader, which counts prefetch 0
-// (unlimited) as 2,000, as raftq/replica's settler does.
-func flushAt(opts queue.ConsumeOptions) int {
-	credit := int(opts.Prefetch)
-	if credit == 0 || opts.NoAck {
-		credit = 2000
-	}
-	return min(max(1, (credit+3)/4), maxSettleBatch)
-}
-
 // dueLocked reports whether what gathered should go now; a.mu is held.
 func (a *attachment) dueLocked() bool {
 	if a.cancelReq || a.held >= a.flushAt {
@@ -481,7 +467,7 @@ func (a *attachment) dueLocked() bool {
 	return false
 }
 
-// gather waits until what the stream holds is due or settleLinger has
+// gather waits until what the stream holds is due or replica.SettleLinger has
 // passed; false if the stream ended meanwhile.
 func (a *attachment) gather() bool {
 	a.mu.Lock()
@@ -490,7 +476,7 @@ func (a *attachment) gather() bool {
 	if due {
 		return true
 	}
-	t := time.NewTimer(settleLinger)
+	t := time.NewTimer(replica.SettleLinger)
 	defer t.Stop()
 	for {
 		select {

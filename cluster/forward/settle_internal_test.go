@@ -11,23 +11,6 @@ import (
 // A consume stream holds acknowledgements back until a quarter of the
 // consumer's credit is in hand; anything else goes at once with them.
 func TestAttachmentHoldsAcksUntilDue(t *testing.T) {
-	for _, tc := range []struct {
-		opts queue.ConsumeOptions
-		want int
-	}{
-		{queue.ConsumeOptions{Prefetch: 1}, 1},
-		{queue.ConsumeOptions{Prefetch: 4}, 1},
-		{queue.ConsumeOptions{Prefetch: 10}, 3},
-		{queue.ConsumeOptions{Prefetch: 256}, 64},
-		{queue.ConsumeOptions{}, 500},
-		{queue.ConsumeOptions{Prefetch: 10, NoAck: true}, 500},
-		{queue.ConsumeOptions{Prefetch: 60000}, maxSettleBatch},
-	} {
-		if got := flushAt(tc.opts); got != tc.want {
-			t.Errorf("flushAt(prefetch %d, no-ack %v) = %d, want %d", tc.opts.Prefetch, tc.opts.NoAck, got, tc.want)
-		}
-	}
-
 	newAttachment := func() *attachment {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)

@@ -125,25 +125,41 @@ func withCounts(m *queue.Message, e raftq.Effect) *queue.Message {
 	return m
 }
 
-// settler proposes settlements in batches: acks, and no-ack deliveries
-// (which the machine counted against the consumer's credit when it handed
-// them out). It does not wait for a batch to commit: raft already writes
-// every entry proposed meanwhile with one fsync, and waiting would add a
-// commit to the time a consumer's credit takes to come back.
-// Settlements gather for up to settleLinger before the settler proposes
+// Settlements gather for up to SettleLinger before the settler proposes
 // them. Nobody waits for a settlement's commit (an ack gets no answer), so
 // this costs no latency, while a log entry per basic.ack, replicated and
 // synced on every member, is what a consumer at a steady rate mostly
 // costs the cluster: at 1,000 msg/s on three nodes, one entry for ten
 // acks took a fifth off the CPU per message. Deliveries wait on it only
-// through credit, so the settler waits no longer once a consumer has a
-// quarter of its prefetch in the batch (a prefetch of 1 to 4 is settled at
-// once) or the batch holds maxSettleBatch.
+// through credit, so the settler waits no longer once a consumer has
+// SettleDueAt of its acks in the batch (a prefetch of 1 to 4 is settled at
+// once) or the batch holds MaxSettleBatch. A consumer's node gathers its
+// acks by the same rule before it sends them to the leader
+// (cluster/forward).
 const (
-	settleLinger   = 10 * time.Millisecond
-	maxSettleBatch = 1024
+	SettleLinger   = 10 * time.Millisecond
+	MaxSettleBatch = 1024
 )
 
+// Credit is what the machine lets a consumer with opts hold unsettled.
+func Credit(opts queue.ConsumeOptions) uint32 {
+	if opts.Prefetch == 0 || opts.NoAck {
+		return defaultCredit
+	}
+	return opts.Prefetch
+}
+
+// SettleDueAt is how many of a consumer's acknowledgements, gathered,
+// should go at once: a quarter of its credit, which they hold back.
+func SettleDueAt(credit uint32) int {
+	return min(max(1, int((credit+3)/4)), MaxSettleBatch)
+}
+
+// settler proposes settlements in batches: acks, and no-ack deliveries
+// (which the machine counted against the consumer's credit when it handed
+// them out). It does not wait for a batch to commit: raft already writes
+// every entry proposed meanwhile with one fsync, and waiting would add a
+// commit to the time a consumer's credit takes to come back.
 func (r *Replica) settler() {
 	defer r.wg.Done()
 	for {
@@ -178,9 +194,9 @@ func (r *Replica) flushSettlements() {
 }
 
 // gatherSettlements waits until the settlements in hand are due
-// (settleDue) or settleLinger has passed; false if the replica stopped.
+// (settleDue) or SettleLinger has passed; false if the replica stopped.
 func (r *Replica) gatherSettlements() bool {
-	deadline := time.Now().Add(settleLinger)
+	deadline := time.Now().Add(SettleLinger)
 	for !r.settleDue() {
 		wait := time.Until(deadline)
 		if wait <= 0 {
@@ -214,11 +230,11 @@ func (r *Replica) settleDue() bool {
 			// and no cancel would flush them when the channel closes.
 			return true
 		}
-		if ref := r.consumers[c]; ref != nil && uint64(len(ids))*4 >= uint64(ref.credit) {
+		if ref := r.consumers[c]; ref != nil && len(ids) >= SettleDueAt(ref.credit) {
 			return true
 		}
 	}
-	return total >= maxSettleBatch
+	return total >= MaxSettleBatch
 }
 
 func sortedConsumers(m map[raftq.ConsumerID][]uint64) []raftq.ConsumerID {

@@ -686,10 +686,7 @@ func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 	if t, ok := consumerTimeout(opts.Arguments); ok {
 		timeout = t
 	}
-	credit := opts.Prefetch
-	if credit == 0 || opts.NoAck {
-		credit = defaultCredit
-	}
+	credit := Credit(opts)
 	r.mu.Lock()
 	r.consumers[id] = &consumerRef{c: c, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
 	r.byHandle[c] = id
