@@ -366,11 +366,11 @@ func (w *consumer) receive(a *attachment) bool {
 		if err != nil {
 			a.close()
 			if w.isOver() {
-				r.attachmentEnded(a, false)
+				r.attachmentEnded(a)
 				return false
 			}
 			f := fromStatus(err)
-			r.attachmentEnded(a, f.err == errNotLeader || f.err == errNoQueue)
+			r.attachmentEnded(a)
 			r.forgetLeader(f)
 			r.log.Debug("forward: consume stream ended; re-attaching", "consumer", w.opts.Tag, "err", err)
 			return true
@@ -389,12 +389,12 @@ func (w *consumer) receive(a *attachment) bool {
 		switch {
 		case rep.Gone:
 			a.close()
-			r.attachmentEnded(a, true)
+			r.attachmentEnded(a)
 			w.end(func(c queue.Consumer) { c.Gone() })
 			return false
 		case rep.TimedOut:
 			a.close()
-			r.attachmentEnded(a, false)
+			r.attachmentEnded(a)
 			timeout := time.Duration(rep.TimeoutMs) * time.Millisecond
 			w.end(func(c queue.Consumer) { c.TimedOut(timeout) })
 			return false
@@ -418,7 +418,22 @@ type attachment struct {
 	flushAt   int // held that makes out due at once (a quarter of the prefetch)
 	cancelReq bool
 	closed    bool
+	// sent is what went on the stream lately (sender only): a stream the
+	// leader ends may not have read the last of it, so close sends it again
+	// the unary way. Settling twice changes nothing: a member forgets a
+	// delivery's ID when it settles it.
+	sent []sentSettlements
 }
+
+// sentSettlements are settlements put on the stream at a time.
+type sentSettlements struct {
+	at   time.Time
+	list []*queuepb.Settlement
+}
+
+// resendWindow bounds how long settlements sent on a stream are kept for
+// close: far longer than a message takes to cross a live stream.
+const resendWindow = 250 * time.Millisecond
 
 func (a *attachment) signal() {
 	select {
@@ -508,9 +523,30 @@ func (a *attachment) close() {
 	a.closed = true
 	out := a.out
 	a.out, a.held = nil, 0
+	sent := a.sent
+	a.sent = nil
 	a.mu.Unlock()
 	a.cancel()
+	for _, s := range sent {
+		a.w.r.settleUnary(a.addr, s.list)
+	}
 	a.w.r.settleUnary(a.addr, out)
+}
+
+// noteSent keeps list, sent on the stream now, for close; older sends
+// beyond resendWindow are dropped.
+func (a *attachment) noteSent(list []*queuepb.Settlement) {
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	drop := 0
+	for drop < len(a.sent) && now.Sub(a.sent[drop].at) > resendWindow {
+		drop++
+	}
+	a.sent = append(a.sent[drop:], sentSettlements{at: now, list: list})
 }
 
 func (a *attachment) sender() {
@@ -538,6 +574,9 @@ func (a *attachment) sender() {
 		if err := a.stream.Send(&queuepb.ConsumeRequest{Settlements: out, Cancel: cancel}); err != nil {
 			a.w.r.settleUnary(a.addr, out)
 			return
+		}
+		if len(out) > 0 {
+			a.noteSent(out)
 		}
 		if cancel {
 			a.stream.CloseSend()

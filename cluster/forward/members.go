@@ -72,13 +72,14 @@ func (detached) Resume(queue.Consumer)                              {}
 func (detached) Get(bool) (queue.Delivery, uint32, bool, error) {
 	return queue.Delivery{}, 0, false, replica.ErrNotLeader
 }
-func (detached) Settle([]uint64)                     {}
-func (detached) Requeue([]uint64, queue.ReturnCause) {}
-func (detached) Discard([]uint64, queue.ReturnCause) {}
-func (detached) Purge() (uint32, error)              { return 0, replica.ErrNotLeader }
-func (detached) Delete(bool, bool) (uint32, error)   { return 0, nil }
-func (detached) Stats() queue.Stats                  { return queue.Stats{} }
-func (detached) Close()                              {}
-func (detached) IsLeader() bool                      { return false }
-func (detached) Leader() string                      { return "" }
-func (detached) Reconfigure(amqp.Table) error        { return replica.ErrNotLeader }
+func (detached) Settle([]uint64)                           {}
+func (detached) Requeue([]uint64, queue.ReturnCause)       {}
+func (detached) Discard([]uint64, queue.ReturnCause)       {}
+func (detached) Purge() (uint32, error)                    { return 0, replica.ErrNotLeader }
+func (detached) Delete(bool, bool) (uint32, error)         { return 0, nil }
+func (detached) Stats() queue.Stats                        { return queue.Stats{} }
+func (detached) Close()                                    {}
+func (detached) IsLeader() bool                            { return false }
+func (detached) Leader() string                            { return "" }
+func (detached) Reconfigure(amqp.Table) error              { return replica.ErrNotLeader }
+func (detached) SettleHeld([]replica.HeldSettlement) error { return replica.ErrNotLeader }

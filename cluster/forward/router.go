@@ -18,6 +18,7 @@ import (
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/queuepb"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // RouterConfig is what a Router needs.
@@ -112,10 +113,9 @@ type origin struct {
 	addr  string
 	// stream is a live consume stream to that member, which carries
 	// settlements; nil sends them with the unary Settle.
+	// Once that member stops leading, settlements still go to it: it
+	// passes them on to the leader (replica/former.go).
 	stream atomic.Pointer[attachment]
-	// gone: that member stopped leading; its deliveries came back to the
-	// queue and settling them is pointless.
-	gone atomic.Bool
 }
 
 var _ queue.Queue = (*Router)(nil)
@@ -518,9 +518,6 @@ func (r *Router) stop() []*consumer {
 func (r *Router) noteOrigin(id uint64, local bool, addr string, a *attachment) {
 	base := id >> 32
 	if o := (*r.origins.Load())[base]; o != nil && o.local == local && o.addr == addr {
-		if o.gone.Load() {
-			o.gone.Store(false)
-		}
 		if a != nil && o.stream.Load() == nil {
 			o.stream.CompareAndSwap(nil, a)
 		}
@@ -541,14 +538,10 @@ func (r *Router) noteOrigin(id uint64, local bool, addr string, a *attachment) {
 	r.origins.Store(&m)
 }
 
-// attachmentEnded unhooks a from the origins it carried settlements for;
-// leaderGone marks them gone.
-func (r *Router) attachmentEnded(a *attachment, leaderGone bool) {
+// attachmentEnded unhooks a from the origins it carried settlements for.
+func (r *Router) attachmentEnded(a *attachment) {
 	for _, o := range *r.origins.Load() {
 		o.stream.CompareAndSwap(a, nil)
-		if leaderGone && !o.local && o.addr == a.addr {
-			o.gone.Store(true)
-		}
 	}
 }
 
@@ -576,8 +569,8 @@ func (r *Router) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint
 		group := ids[:n]
 		ids = ids[n:]
 		o := origins[base]
-		if o == nil || o.gone.Load() {
-			continue // from a leader that is gone: the messages came back
+		if o == nil {
+			continue
 		}
 		if o.local {
 			if l := r.member(); l != nil {
@@ -591,6 +584,36 @@ func (r *Router) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint
 		}
 		r.settleUnary(o.addr, []*queuepb.Settlement{{Op: op, Cause: uint32(cause), Ids: group}})
 	}
+}
+
+// SettleHeld passes settlements that this node's member named by consumer
+// and message, as a former leader (replica/former.go), to the leader. It
+// returns at once; they are dropped if no leader takes them within
+// opTimeout, and their messages handed out again.
+func (r *Router) SettleHeld(list []replica.HeldSettlement) {
+	if len(list) == 0 {
+		return
+	}
+	r.goMu.Lock()
+	defer r.goMu.Unlock()
+	if r.goStopped {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+		defer cancel()
+		err := r.onLeader(ctx, func(l Local) error {
+			return l.SettleHeld(list)
+		}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
+			_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Held: encodeHeld(list)})
+			return err
+		})
+		if err != nil {
+			r.log.Debug("forward: a former leader's settlements dropped", "err", err)
+		}
+	}()
 }
 
 // settleUnary hands settlements to the settler goroutine.

@@ -229,9 +229,14 @@ func (s *Server) Reconfigure(_ context.Context, req *queuepb.ReconfigureRequest)
 // Settle applies settlements of deliveries this node's member handed out,
 // whether or not it still leads (a member that no longer leads ignores them).
 func (s *Server) Settle(_ context.Context, req *queuepb.SettleRequest) (*queuepb.SettleReply, error) {
-	l, err := s.member(req.QueueId, false)
+	l, err := s.member(req.QueueId, len(req.Held) > 0)
 	if err != nil {
 		return nil, err
+	}
+	if len(req.Held) > 0 {
+		if err := l.SettleHeld(decodeHeld(req.Held)); err != nil {
+			return nil, toStatus(err, l.Leader())
+		}
 	}
 	h := s.heldFor(req.QueueId)
 	for _, st := range req.Settlements {

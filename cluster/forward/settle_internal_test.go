@@ -2,7 +2,9 @@ package forward
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/queuepb"
@@ -60,5 +62,29 @@ func TestAttachmentHoldsAcksUntilDue(t *testing.T) {
 	a.cancel()
 	if a.gather() {
 		t.Fatal("gather went on after the stream ended")
+	}
+}
+
+// A stream the leader ends may not have read the last settlements sent on
+// it: close sends what went out within resendWindow again the unary way,
+// with what had not gone out yet.
+func TestAttachmentCloseResendsRecentSettlements(t *testing.T) {
+	r := &Router{unary: make(map[string][]*queuepb.Settlement), settleWake: make(chan struct{}, 1), ctx: context.Background()}
+	r.setStarted.Store(true) // no settler goroutine: the test reads r.unary
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &attachment{w: &consumer{r: r}, addr: "old-leader", ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), flushAt: 100}
+	a.noteSent([]*queuepb.Settlement{{Op: queuepb.SettleOp_SETTLE, Ids: []uint64{1}}})
+	a.mu.Lock()
+	a.sent = append([]sentSettlements{{at: time.Now().Add(-time.Second), list: []*queuepb.Settlement{{Ids: []uint64{99}}}}}, a.sent...)
+	a.mu.Unlock()
+	a.noteSent([]*queuepb.Settlement{{Op: queuepb.SettleOp_SETTLE, Ids: []uint64{2}}}) // drops 99: too old
+	a.settle(queuepb.SettleOp_SETTLE, 0, []uint64{3})                                  // not sent yet
+	a.close()
+	var got []uint64
+	for _, s := range r.unary["old-leader"] {
+		got = append(got, s.Ids...)
+	}
+	if !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("unary settlements after close: %v, want [1 2 3]", got)
 	}
 }

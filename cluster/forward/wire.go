@@ -29,6 +29,7 @@ import (
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/queuepb"
+	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -42,6 +43,10 @@ type Local interface {
 	// Reconfigure commits the queue's new effective x-arguments (a policy
 	// changed) to its log; only the leader can.
 	Reconfigure(args amqp.Table) error
+	// SettleHeld settles messages by the consumer holding them: what a
+	// former leader's member passed on (replica/former.go); only the
+	// leader can.
+	SettleHeld(list []replica.HeldSettlement) error
 }
 
 // ErrReconfigureUnsupported: the leading member's node cannot change a
@@ -208,4 +213,35 @@ func settleOn(q queue.Queue, s *queuepb.Settlement) {
 	case queuepb.SettleOp_DISCARD:
 		q.Discard(s.Ids, queue.ReturnCause(s.Cause))
 	}
+}
+
+// encodeHeld and decodeHeld carry replica.HeldSettlement.
+func encodeHeld(list []replica.HeldSettlement) []*queuepb.HeldSettlement {
+	out := make([]*queuepb.HeldSettlement, 0, len(list))
+	for _, h := range list {
+		op := queuepb.SettleOp_SETTLE
+		switch h.Op {
+		case raftq.OpReturn:
+			op = queuepb.SettleOp_REQUEUE
+		case raftq.OpDiscard:
+			op = queuepb.SettleOp_DISCARD
+		}
+		out = append(out, &queuepb.HeldSettlement{Op: op, Cause: uint32(h.Cause), Consumer: uint64(h.Consumer), Messages: h.Messages})
+	}
+	return out
+}
+
+func decodeHeld(list []*queuepb.HeldSettlement) []replica.HeldSettlement {
+	out := make([]replica.HeldSettlement, 0, len(list))
+	for _, h := range list {
+		op := raftq.OpSettle
+		switch h.Op {
+		case queuepb.SettleOp_REQUEUE:
+			op = raftq.OpReturn
+		case queuepb.SettleOp_DISCARD:
+			op = raftq.OpDiscard
+		}
+		out = append(out, replica.HeldSettlement{Op: op, Cause: queue.ReturnCause(h.Cause), Consumer: raftq.ConsumerID(h.Consumer), Messages: h.Messages})
+	}
+	return out
 }

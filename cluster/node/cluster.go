@@ -457,6 +457,7 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	cfg.Transport = trans
 	cfg.SeesAlive = c.seesAlive
 	cfg.LeadsAt = func(ctx context.Context, node string) (bool, error) { return c.leadsAt(ctx, node, id) }
+	cfg.SettleAtLeader = func(list []replica.HeldSettlement) { c.settleAtLeader(id, list) }
 	cfg.Bootstrap, cfg.Follow = bootstrap, follow
 	cfg.Peers = nil
 	for _, m := range members {
@@ -487,6 +488,18 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	}
 	c.opened.Add(1)
 	return local, nil
+}
+
+// settleAtLeader passes settlements of deliveries this node's member of
+// group id made while it led on to the group's leader, through the
+// queue's router.
+func (c *clusterNode) settleAtLeader(id string, list []replica.HeldSettlement) {
+	c.mu.Lock()
+	q := c.queues[id]
+	c.mu.Unlock()
+	if q != nil {
+		q.Router.SettleHeld(list)
+	}
 }
 
 // lookupReplica is the forward service's lookup: this node's replica of

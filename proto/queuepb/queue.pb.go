@@ -912,9 +912,12 @@ func (x *ConsumeReply) GetTimeoutMs() int64 {
 }
 
 type SettleRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	QueueId       string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
-	Settlements   []*Settlement          `protobuf:"bytes,2,rep,name=settlements,proto3" json:"settlements,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	QueueId     string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Settlements []*Settlement          `protobuf:"bytes,2,rep,name=settlements,proto3" json:"settlements,omitempty"`
+	// held: settlements of a former leader's deliveries, which its member
+	// turned into the consumer and messages they name, for the leader.
+	Held          []*HeldSettlement `protobuf:"bytes,3,rep,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -963,6 +966,81 @@ func (x *SettleRequest) GetSettlements() []*Settlement {
 	return nil
 }
 
+func (x *SettleRequest) GetHeld() []*HeldSettlement {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+type HeldSettlement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            SettleOp               `protobuf:"varint,1,opt,name=op,proto3,enum=warren.queue.SettleOp" json:"op,omitempty"`
+	Cause         uint32                 `protobuf:"varint,2,opt,name=cause,proto3" json:"cause,omitempty"`       // queue.ReturnCause
+	Consumer      uint64                 `protobuf:"varint,3,opt,name=consumer,proto3" json:"consumer,omitempty"` // raftq.ConsumerID
+	Messages      []uint64               `protobuf:"varint,4,rep,packed,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldSettlement) Reset() {
+	*x = HeldSettlement{}
+	mi := &file_queuepb_queue_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldSettlement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldSettlement) ProtoMessage() {}
+
+func (x *HeldSettlement) ProtoReflect() protoreflect.Message {
+	mi := &file_queuepb_queue_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldSettlement.ProtoReflect.Descriptor instead.
+func (*HeldSettlement) Descriptor() ([]byte, []int) {
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HeldSettlement) GetOp() SettleOp {
+	if x != nil {
+		return x.Op
+	}
+	return SettleOp_SETTLE
+}
+
+func (x *HeldSettlement) GetCause() uint32 {
+	if x != nil {
+		return x.Cause
+	}
+	return 0
+}
+
+func (x *HeldSettlement) GetConsumer() uint64 {
+	if x != nil {
+		return x.Consumer
+	}
+	return 0
+}
+
+func (x *HeldSettlement) GetMessages() []uint64 {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 type SettleReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -971,7 +1049,7 @@ type SettleReply struct {
 
 func (x *SettleReply) Reset() {
 	*x = SettleReply{}
-	mi := &file_queuepb_queue_proto_msgTypes[13]
+	mi := &file_queuepb_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1061,7 @@ func (x *SettleReply) String() string {
 func (*SettleReply) ProtoMessage() {}
 
 func (x *SettleReply) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[13]
+	mi := &file_queuepb_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1074,7 @@ func (x *SettleReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleReply.ProtoReflect.Descriptor instead.
 func (*SettleReply) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{13}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{14}
 }
 
 type GetRequest struct {
@@ -1009,7 +1087,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_queuepb_queue_proto_msgTypes[14]
+	mi := &file_queuepb_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1099,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[14]
+	mi := &file_queuepb_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1112,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{14}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetRequest) GetQueueId() string {
@@ -1062,7 +1140,7 @@ type GetReply struct {
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_queuepb_queue_proto_msgTypes[15]
+	mi := &file_queuepb_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1152,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[15]
+	mi := &file_queuepb_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1165,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{15}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetReply) GetOk() bool {
@@ -1120,7 +1198,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_queuepb_queue_proto_msgTypes[16]
+	mi := &file_queuepb_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1210,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[16]
+	mi := &file_queuepb_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1223,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{16}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PurgeRequest) GetQueueId() string {
@@ -1164,7 +1242,7 @@ type PurgeReply struct {
 
 func (x *PurgeReply) Reset() {
 	*x = PurgeReply{}
-	mi := &file_queuepb_queue_proto_msgTypes[17]
+	mi := &file_queuepb_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1254,7 @@ func (x *PurgeReply) String() string {
 func (*PurgeReply) ProtoMessage() {}
 
 func (x *PurgeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[17]
+	mi := &file_queuepb_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1267,7 @@ func (x *PurgeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeReply.ProtoReflect.Descriptor instead.
 func (*PurgeReply) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{17}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PurgeReply) GetCount() uint32 {
@@ -1208,7 +1286,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_queuepb_queue_proto_msgTypes[18]
+	mi := &file_queuepb_queue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1298,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[18]
+	mi := &file_queuepb_queue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1311,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{18}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatsRequest) GetQueueId() string {
@@ -1254,7 +1332,7 @@ type StatsReply struct {
 
 func (x *StatsReply) Reset() {
 	*x = StatsReply{}
-	mi := &file_queuepb_queue_proto_msgTypes[19]
+	mi := &file_queuepb_queue_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1344,7 @@ func (x *StatsReply) String() string {
 func (*StatsReply) ProtoMessage() {}
 
 func (x *StatsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[19]
+	mi := &file_queuepb_queue_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1357,7 @@ func (x *StatsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsReply.ProtoReflect.Descriptor instead.
 func (*StatsReply) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{19}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatsReply) GetReady() uint32 {
@@ -1313,7 +1391,7 @@ type ReconfigureRequest struct {
 
 func (x *ReconfigureRequest) Reset() {
 	*x = ReconfigureRequest{}
-	mi := &file_queuepb_queue_proto_msgTypes[20]
+	mi := &file_queuepb_queue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1403,7 @@ func (x *ReconfigureRequest) String() string {
 func (*ReconfigureRequest) ProtoMessage() {}
 
 func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[20]
+	mi := &file_queuepb_queue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1416,7 @@ func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureRequest.ProtoReflect.Descriptor instead.
 func (*ReconfigureRequest) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{20}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReconfigureRequest) GetQueueId() string {
@@ -1363,7 +1441,7 @@ type ReconfigureReply struct {
 
 func (x *ReconfigureReply) Reset() {
 	*x = ReconfigureReply{}
-	mi := &file_queuepb_queue_proto_msgTypes[21]
+	mi := &file_queuepb_queue_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1453,7 @@ func (x *ReconfigureReply) String() string {
 func (*ReconfigureReply) ProtoMessage() {}
 
 func (x *ReconfigureReply) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[21]
+	mi := &file_queuepb_queue_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1466,7 @@ func (x *ReconfigureReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureReply.ProtoReflect.Descriptor instead.
 func (*ReconfigureReply) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{21}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{22}
 }
 
 var File_queuepb_queue_proto protoreflect.FileDescriptor
@@ -1455,10 +1533,16 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\x04gone\x18\x03 \x01(\bR\x04gone\x12\x1b\n" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"f\n" +
+	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"\x98\x01\n" +
 	"\rSettleRequest\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12:\n" +
-	"\vsettlements\x18\x02 \x03(\v2\x18.warren.queue.SettlementR\vsettlements\"\r\n" +
+	"\vsettlements\x18\x02 \x03(\v2\x18.warren.queue.SettlementR\vsettlements\x120\n" +
+	"\x04held\x18\x03 \x03(\v2\x1c.warren.queue.HeldSettlementR\x04held\"\x86\x01\n" +
+	"\x0eHeldSettlement\x12&\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x16.warren.queue.SettleOpR\x02op\x12\x14\n" +
+	"\x05cause\x18\x02 \x01(\rR\x05cause\x12\x1a\n" +
+	"\bconsumer\x18\x03 \x01(\x04R\bconsumer\x12\x1a\n" +
+	"\bmessages\x18\x04 \x03(\x04R\bmessages\"\r\n" +
 	"\vSettleReply\">\n" +
 	"\n" +
 	"GetRequest\x12\x19\n" +
@@ -1524,7 +1608,7 @@ func file_queuepb_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_queuepb_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_queuepb_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_queuepb_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_queuepb_queue_proto_goTypes = []any{
 	(Reason)(0),                // 0: warren.queue.Reason
 	(SettleOp)(0),              // 1: warren.queue.SettleOp
@@ -1541,15 +1625,16 @@ var file_queuepb_queue_proto_goTypes = []any{
 	(*Delivery)(nil),           // 12: warren.queue.Delivery
 	(*ConsumeReply)(nil),       // 13: warren.queue.ConsumeReply
 	(*SettleRequest)(nil),      // 14: warren.queue.SettleRequest
-	(*SettleReply)(nil),        // 15: warren.queue.SettleReply
-	(*GetRequest)(nil),         // 16: warren.queue.GetRequest
-	(*GetReply)(nil),           // 17: warren.queue.GetReply
-	(*PurgeRequest)(nil),       // 18: warren.queue.PurgeRequest
-	(*PurgeReply)(nil),         // 19: warren.queue.PurgeReply
-	(*StatsRequest)(nil),       // 20: warren.queue.StatsRequest
-	(*StatsReply)(nil),         // 21: warren.queue.StatsReply
-	(*ReconfigureRequest)(nil), // 22: warren.queue.ReconfigureRequest
-	(*ReconfigureReply)(nil),   // 23: warren.queue.ReconfigureReply
+	(*HeldSettlement)(nil),     // 15: warren.queue.HeldSettlement
+	(*SettleReply)(nil),        // 16: warren.queue.SettleReply
+	(*GetRequest)(nil),         // 17: warren.queue.GetRequest
+	(*GetReply)(nil),           // 18: warren.queue.GetReply
+	(*PurgeRequest)(nil),       // 19: warren.queue.PurgeRequest
+	(*PurgeReply)(nil),         // 20: warren.queue.PurgeReply
+	(*StatsRequest)(nil),       // 21: warren.queue.StatsRequest
+	(*StatsReply)(nil),         // 22: warren.queue.StatsReply
+	(*ReconfigureRequest)(nil), // 23: warren.queue.ReconfigureRequest
+	(*ReconfigureReply)(nil),   // 24: warren.queue.ReconfigureReply
 }
 var file_queuepb_queue_proto_depIdxs = []int32{
 	0,  // 0: warren.queue.Failure.reason:type_name -> warren.queue.Reason
@@ -1561,28 +1646,30 @@ var file_queuepb_queue_proto_depIdxs = []int32{
 	5,  // 6: warren.queue.Delivery.message:type_name -> warren.queue.Message
 	12, // 7: warren.queue.ConsumeReply.deliveries:type_name -> warren.queue.Delivery
 	9,  // 8: warren.queue.SettleRequest.settlements:type_name -> warren.queue.Settlement
-	12, // 9: warren.queue.GetReply.delivery:type_name -> warren.queue.Delivery
-	3,  // 10: warren.queue.Forward.Leader:input_type -> warren.queue.LeaderRequest
-	6,  // 11: warren.queue.Forward.Publish:input_type -> warren.queue.PublishRequest
-	11, // 12: warren.queue.Forward.Consume:input_type -> warren.queue.ConsumeRequest
-	14, // 13: warren.queue.Forward.Settle:input_type -> warren.queue.SettleRequest
-	16, // 14: warren.queue.Forward.Get:input_type -> warren.queue.GetRequest
-	18, // 15: warren.queue.Forward.Purge:input_type -> warren.queue.PurgeRequest
-	20, // 16: warren.queue.Forward.Stats:input_type -> warren.queue.StatsRequest
-	22, // 17: warren.queue.Forward.Reconfigure:input_type -> warren.queue.ReconfigureRequest
-	4,  // 18: warren.queue.Forward.Leader:output_type -> warren.queue.LeaderReply
-	8,  // 19: warren.queue.Forward.Publish:output_type -> warren.queue.PublishReply
-	13, // 20: warren.queue.Forward.Consume:output_type -> warren.queue.ConsumeReply
-	15, // 21: warren.queue.Forward.Settle:output_type -> warren.queue.SettleReply
-	17, // 22: warren.queue.Forward.Get:output_type -> warren.queue.GetReply
-	19, // 23: warren.queue.Forward.Purge:output_type -> warren.queue.PurgeReply
-	21, // 24: warren.queue.Forward.Stats:output_type -> warren.queue.StatsReply
-	23, // 25: warren.queue.Forward.Reconfigure:output_type -> warren.queue.ReconfigureReply
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	15, // 9: warren.queue.SettleRequest.held:type_name -> warren.queue.HeldSettlement
+	1,  // 10: warren.queue.HeldSettlement.op:type_name -> warren.queue.SettleOp
+	12, // 11: warren.queue.GetReply.delivery:type_name -> warren.queue.Delivery
+	3,  // 12: warren.queue.Forward.Leader:input_type -> warren.queue.LeaderRequest
+	6,  // 13: warren.queue.Forward.Publish:input_type -> warren.queue.PublishRequest
+	11, // 14: warren.queue.Forward.Consume:input_type -> warren.queue.ConsumeRequest
+	14, // 15: warren.queue.Forward.Settle:input_type -> warren.queue.SettleRequest
+	17, // 16: warren.queue.Forward.Get:input_type -> warren.queue.GetRequest
+	19, // 17: warren.queue.Forward.Purge:input_type -> warren.queue.PurgeRequest
+	21, // 18: warren.queue.Forward.Stats:input_type -> warren.queue.StatsRequest
+	23, // 19: warren.queue.Forward.Reconfigure:input_type -> warren.queue.ReconfigureRequest
+	4,  // 20: warren.queue.Forward.Leader:output_type -> warren.queue.LeaderReply
+	8,  // 21: warren.queue.Forward.Publish:output_type -> warren.queue.PublishReply
+	13, // 22: warren.queue.Forward.Consume:output_type -> warren.queue.ConsumeReply
+	16, // 23: warren.queue.Forward.Settle:output_type -> warren.queue.SettleReply
+	18, // 24: warren.queue.Forward.Get:output_type -> warren.queue.GetReply
+	20, // 25: warren.queue.Forward.Purge:output_type -> warren.queue.PurgeReply
+	22, // 26: warren.queue.Forward.Stats:output_type -> warren.queue.StatsReply
+	24, // 27: warren.queue.Forward.Reconfigure:output_type -> warren.queue.ReconfigureReply
+	20, // [20:28] is the sub-list for method output_type
+	12, // [12:20] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_queuepb_queue_proto_init() }
@@ -1596,7 +1683,7 @@ func file_queuepb_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_queuepb_queue_proto_rawDesc), len(file_queuepb_queue_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

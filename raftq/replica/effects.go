@@ -177,20 +177,45 @@ func (r *Replica) settler() {
 
 // flushSettlements proposes the settlements in hand, and returns once
 // every settlement taken before it, by it or by the settler, is proposed.
+// Those the log refuses because the leadership moves are passed on to the
+// next leader in the background (former.go).
 func (r *Replica) flushSettlements() {
+	proposed := r.proposeSettlements()
+	if len(proposed) > 0 && r.cfg.SettleAtLeader != nil {
+		r.goTracked(func() {
+			defer r.wg.Done()
+			r.passOnRefused(proposed)
+		})
+	}
+}
+
+// proposeSettlements proposes the settlements in hand and returns the
+// entries (a future may be waited on by one goroutine only).
+func (r *Replica) proposeSettlements() []proposedSettlement {
 	r.proposeMu.Lock()
 	defer r.proposeMu.Unlock()
 	r.mu.Lock()
 	batch := r.toSettle
 	if len(batch) == 0 {
 		r.mu.Unlock() // batch is the live map: leave it alone
-		return
+		return nil
 	}
 	r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
 	r.mu.Unlock()
+	proposed := make([]proposedSettlement, 0, len(batch))
 	for _, c := range sortedConsumers(batch) {
-		r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: batch[c]})
+		f := r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: batch[c]})
+		proposed = append(proposed, proposedSettlement{f: f, s: HeldSettlement{Op: raftq.OpSettle, Consumer: c, Messages: batch[c]}})
 	}
+	return proposed
+}
+
+// settleBeforeTransfer commits the settlements in hand before this leader
+// asks raft to move the leadership: raft refuses entries while a transfer
+// runs, and the next leader knows nothing of this one's deliveries, so
+// acks left in hand would see their messages handed out again.
+func (r *Replica) settleBeforeTransfer() {
+	r.passOnRefused(r.proposeSettlements())
 }
 
 // gatherSettlements waits until the settlements in hand are due

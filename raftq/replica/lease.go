@@ -18,6 +18,9 @@ func (r *Replica) Touch() error {
 // returns the messages of consumers that were attached through an earlier
 // leader.
 func (r *Replica) onLeading() {
+	r.mu.Lock()
+	r.handouts.Clear() // a former leadership's: their consumers are gone
+	r.mu.Unlock()
 	r.dlOnce.Do(r.dl.start)
 	r.dl.resendPending()
 	r.fsm.mu.Lock()
@@ -33,16 +36,20 @@ func (r *Replica) onLeading() {
 // their commit are answered ErrNotLeader (forwarders send them to the new
 // leader, which stores each once), and every consumer attached here is
 // dropped: movable ones attach again to the new leader, which hands out
-// the messages they held once more, marked redelivered.
+// the messages they held once more, marked redelivered, unless they are
+// acknowledged within OrphanGrace (former.go). The settlements in hand go
+// to the new leader.
 func (r *Replica) onFollowing() {
+	r.orphansDetached.Store(false)
 	r.failPending(ErrNotLeader)
 	r.mu.Lock()
 	consumers := r.consumers
 	r.consumers = make(map[raftq.ConsumerID]*consumerRef)
 	r.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
-	r.handouts.Clear()
+	left := r.toSettle
 	r.toSettle = make(map[raftq.ConsumerID][]uint64)
 	r.mu.Unlock()
+	r.settleAtLeader(leftWhenLeading(left))
 	for _, ref := range consumers {
 		if m, ok := ref.c.(queue.Movable); ok {
 			go m.LeaderLost()
@@ -65,5 +72,6 @@ func (r *Replica) HandOff() error {
 	if !r.isLeader() {
 		return nil
 	}
+	r.settleBeforeTransfer()
 	return errorFor(r.wait(r.raft.LeadershipTransfer()))
 }

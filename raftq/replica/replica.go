@@ -92,6 +92,10 @@ type Config struct {
 	// just after a partition heals, when the leader is alive and leading.
 	// Nil skips the question.
 	LeadsAt func(ctx context.Context, node string) (bool, error)
+	// SettleAtLeader passes settlements of this member's deliveries from
+	// when it led on to the group's leader (former.go); it must not block.
+	// Nil drops them, and their messages are handed out again.
+	SettleAtLeader func([]HeldSettlement)
 	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
 	// picks one second each.
 	HeartbeatTimeout, ElectionTimeout time.Duration
@@ -178,8 +182,11 @@ type Replica struct {
 	handouts raftq.Handouts
 	// toSettle collects acknowledged deliveries (and deliveries to no-ack
 	// consumers), which the settler goroutine proposes in batches.
-	toSettle   map[raftq.ConsumerID][]uint64
-	settleWake chan struct{}
+	toSettle map[raftq.ConsumerID][]uint64
+	// orphansDetached: leading, and the consumers of the previous leader
+	// are detached in the log (former.go).
+	orphansDetached atomic.Bool
+	settleWake      chan struct{}
 	// proposeMu is held from taking settlements out of toSettle until they
 	// are proposed, so that flushSettlements returns only once everything
 	// acknowledged before it is in the log's order ahead of what follows.
@@ -493,27 +500,6 @@ func (r *Replica) awaitLeadership(timeout time.Duration) error {
 	return nil
 }
 
-// reapConsumers tells the machine that consumers attached through an
-// earlier leader, or an earlier run of this node, are gone, so that their
-// checked-out messages come back (redelivered). Consumers attached here
-// since are kept.
-func (r *Replica) reapConsumers() {
-	r.fsm.mu.Lock()
-	ids := r.fsm.m.AppendConsumerIDs(nil)
-	r.fsm.mu.Unlock()
-	r.mu.Lock()
-	gone := ids[:0]
-	for _, id := range ids {
-		if _, mine := r.consumers[id]; !mine && id != r.getter {
-			gone = append(gone, id)
-		}
-	}
-	r.mu.Unlock()
-	for _, id := range gone {
-		r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
-	}
-}
-
 // propose stamps the leader's time into cmd and appends it to the log.
 func (r *Replica) propose(cmd *raftq.Command) raft.ApplyFuture {
 	cmd.Now = time.Now().UnixMilli()
@@ -817,6 +803,9 @@ func (r *Replica) byHolder(ids []uint64) ([]raftq.ConsumerID, map[raftq.Consumer
 // acks are not confirmed to anyone, so a log entry per basic.ack would
 // only cost.
 func (r *Replica) Settle(ids []uint64) {
+	if r.settleAsFormer(raftq.OpSettle, 0, ids) {
+		return
+	}
 	r.mu.Lock()
 	order, groups := r.handouts.Take(ids)
 	for _, c := range order {
@@ -847,6 +836,9 @@ func (r *Replica) wakeSettler() {
 
 // Requeue returns deliveries; the cause decides the delivery-count.
 func (r *Replica) Requeue(ids []uint64, cause queue.ReturnCause) {
+	if r.settleAsFormer(raftq.OpReturn, cause, ids) {
+		return
+	}
 	order, groups := r.byHolder(ids)
 	for _, c := range order {
 		r.propose(&raftq.Command{Op: raftq.OpReturn, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
@@ -855,6 +847,9 @@ func (r *Replica) Requeue(ids []uint64, cause queue.ReturnCause) {
 
 // Discard drops (or dead-letters) rejected deliveries.
 func (r *Replica) Discard(ids []uint64, cause queue.ReturnCause) {
+	if r.settleAsFormer(raftq.OpDiscard, cause, ids) {
+		return
+	}
 	order, groups := r.byHolder(ids)
 	for _, c := range order {
 		r.propose(&raftq.Command{Op: raftq.OpDiscard, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
@@ -997,6 +992,7 @@ func (r *Replica) TransferLeadership(id, addr string) error {
 	if !r.isLeader() {
 		return ErrNotLeader
 	}
+	r.settleBeforeTransfer()
 	return errorFor(r.wait(r.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))))
 }
 

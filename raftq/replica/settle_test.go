@@ -131,3 +131,85 @@ func TestSettleWhileFlushing(t *testing.T) {
 	r.flushSettlements()
 	waitFor(t, "200 settled", func() bool { return r.Stats().Unacked == 0 })
 }
+
+// Acks gathered when a leadership transfer is asked for (a rebalance, a
+// drain, a node's graceful stop) go into the log before the transfer
+// starts: raft refuses entries during a transfer and the new leader knows
+// nothing of this one's deliveries, so acks left in hand would hand their
+// messages out again.
+func TestHandOffSettlesGatheredAcks(t *testing.T) { eachStorage(t, testHandOffSettlesGatheredAcks) }
+
+func testHandOffSettlesGatheredAcks(t *testing.T, st storage) {
+	g := newGroup(t, st)
+	_, lead := g.leader()
+	c := &movable{lost: make(chan struct{}, 1)}
+	if err := lead.Consume(c, queue.ConsumeOptions{Prefetch: 256}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, lead, 0, 10)
+	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
+	lead.Settle(c.ids()) // 10 of prefetch 256: gathered, not due
+	if err := lead.HandOff(); err != nil {
+		t.Fatal(err)
+	}
+	n, next := g.leader()
+	if next == lead {
+		t.Fatal("the leadership did not move")
+	}
+	waitFor(t, "the new leader caught up", func() bool { return next.Status().AppliedIndex >= lead.Status().CommitIndex })
+	if st := next.Stats(); st.Unacked != 0 || st.Ready != 0 {
+		t.Fatalf("new leader %s: %d unacked, %d ready; want the 10 acked messages settled", n, st.Unacked, st.Ready)
+	}
+}
+
+// Acks of a former leader's deliveries that reach it after the leadership
+// moved are passed on to the new leader (Config.SettleAtLeader), which
+// settles them; the messages acked nowhere come back once OrphanGrace is
+// over.
+func TestFormerLeaderPassesAcksOn(t *testing.T) { eachStorage(t, testFormerLeaderPassesAcksOn) }
+
+func testFormerLeaderPassesAcksOn(t *testing.T, st storage) {
+	var g *group
+	g = newGroupWith(t, st, func(_ string, cfg *Config) {
+		cfg.SettleAtLeader = func(list []HeldSettlement) {
+			go func() { // as the router does: to the leader, until it takes them
+				for range 500 {
+					_, lead := g.leader()
+					if lead.SettleHeld(list) == nil {
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				t.Errorf("no leader took %v", list)
+			}()
+		}
+	})
+	_, old := g.leader()
+	c := &movable{lost: make(chan struct{}, 1)}
+	if err := old.Consume(c, queue.ConsumeOptions{Prefetch: 256}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, old, 0, 10)
+	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
+	if err := old.HandOff(); err != nil {
+		t.Fatal(err)
+	}
+	<-c.lost
+	_, next := g.leader()
+	if next == old {
+		t.Fatal("the leadership did not move")
+	}
+	ids := c.ids()
+	old.Settle(ids[:6])                     // acked after the move
+	old.Requeue(ids[6:7], queue.ReturnNack) // nacked with requeue
+	// The new leader holds nothing back for the consumer it never saw...
+	waitFor(t, "6 settled and 1 requeued at the new leader", func() bool {
+		st := next.Stats()
+		return st.Unacked == 3 && st.Ready == 1
+	})
+	// ...and returns what it held once the grace is over.
+	waitLong(t, "the 3 unacknowledged messages back in the queue", func() bool {
+		st := next.Stats()
+		return st.Unacked == 0 && st.Ready == 4
+	})
+}
