@@ -227,7 +227,9 @@ func (s *Server) Reconfigure(_ context.Context, req *queuepb.ReconfigureRequest)
 }
 
 // Settle applies settlements of deliveries this node's member handed out,
-// whether or not it still leads (a member that no longer leads ignores them).
+// whether or not it still leads (a member that no longer leads passes them
+// on to the leader, replica/former.go), and, on the leader, the held
+// settlements such a member passed on.
 func (s *Server) Settle(_ context.Context, req *queuepb.SettleRequest) (*queuepb.SettleReply, error) {
 	l, err := s.member(req.QueueId, len(req.Held) > 0)
 	if err != nil {
