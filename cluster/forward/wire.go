@@ -215,16 +215,25 @@ func settleOn(q queue.Queue, s *queuepb.Settlement) {
 	}
 }
 
+// heldOps pairs the wire's settle operations with the machine's.
+var heldOps = [...]struct {
+	wire queuepb.SettleOp
+	op   raftq.Op
+}{
+	{queuepb.SettleOp_SETTLE, raftq.OpSettle},
+	{queuepb.SettleOp_REQUEUE, raftq.OpReturn},
+	{queuepb.SettleOp_DISCARD, raftq.OpDiscard},
+}
+
 // encodeHeld and decodeHeld carry replica.HeldSettlement.
 func encodeHeld(list []replica.HeldSettlement) []*queuepb.HeldSettlement {
 	out := make([]*queuepb.HeldSettlement, 0, len(list))
 	for _, h := range list {
 		op := queuepb.SettleOp_SETTLE
-		switch h.Op {
-		case raftq.OpReturn:
-			op = queuepb.SettleOp_REQUEUE
-		case raftq.OpDiscard:
-			op = queuepb.SettleOp_DISCARD
+		for _, p := range heldOps {
+			if p.op == h.Op {
+				op = p.wire
+			}
 		}
 		out = append(out, &queuepb.HeldSettlement{Op: op, Cause: uint32(h.Cause), Consumer: uint64(h.Consumer), Messages: h.Messages})
 	}
@@ -235,11 +244,10 @@ func decodeHeld(list []*queuepb.HeldSettlement) []replica.HeldSettlement {
 	out := make([]replica.HeldSettlement, 0, len(list))
 	for _, h := range list {
 		op := raftq.OpSettle
-		switch h.Op {
-		case queuepb.SettleOp_REQUEUE:
-			op = raftq.OpReturn
-		case queuepb.SettleOp_DISCARD:
-			op = raftq.OpDiscard
+		for _, p := range heldOps {
+			if p.wire == h.Op {
+				op = p.op
+			}
 		}
 		out = append(out, replica.HeldSettlement{Op: op, Cause: queue.ReturnCause(h.Cause), Consumer: raftq.ConsumerID(h.Consumer), Messages: h.Messages})
 	}

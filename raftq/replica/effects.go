@@ -202,10 +202,11 @@ func (r *Replica) proposeSettlements() []proposedSettlement {
 	}
 	r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
 	r.mu.Unlock()
-	proposed := make([]proposedSettlement, 0, len(batch))
-	for _, c := range sortedConsumers(batch) {
-		f := r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: c, IDs: batch[c]})
-		proposed = append(proposed, proposedSettlement{f: f, s: HeldSettlement{Op: raftq.OpSettle, Consumer: c, Messages: batch[c]}})
+	acks := acksOf(batch)
+	proposed := make([]proposedSettlement, 0, len(acks))
+	for _, s := range acks {
+		f := r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: s.Consumer, IDs: s.Messages})
+		proposed = append(proposed, proposedSettlement{f: f, s: s})
 	}
 	return proposed
 }

@@ -50,9 +50,7 @@ func (r *Replica) settleAsFormer(op raftq.Op, cause queue.ReturnCause, ids []uin
 	if r.isLeader() {
 		return false
 	}
-	r.mu.Lock()
-	order, groups := r.handouts.Take(ids)
-	r.mu.Unlock()
+	order, groups := r.byHolder(ids)
 	list := make([]HeldSettlement, 0, len(order))
 	for _, c := range order {
 		list = append(list, HeldSettlement{Op: op, Cause: cause, Consumer: c, Messages: groups[c]})
@@ -137,9 +135,8 @@ func (r *Replica) goTracked(fn func()) bool {
 	return true
 }
 
-// leftWhenLeading passes the settlements in hand when the leadership was
-// lost on to the new leader: they name consumer and message already.
-func leftWhenLeading(toSettle map[raftq.ConsumerID][]uint64) []HeldSettlement {
+// acksOf lists toSettle's acknowledgements by consumer, in consumer order.
+func acksOf(toSettle map[raftq.ConsumerID][]uint64) []HeldSettlement {
 	list := make([]HeldSettlement, 0, len(toSettle))
 	for _, c := range sortedConsumers(toSettle) {
 		list = append(list, HeldSettlement{Op: raftq.OpSettle, Consumer: c, Messages: toSettle[c]})

@@ -49,7 +49,7 @@ func (r *Replica) onFollowing() {
 	left := r.toSettle
 	r.toSettle = make(map[raftq.ConsumerID][]uint64)
 	r.mu.Unlock()
-	r.settleAtLeader(leftWhenLeading(left))
+	r.settleAtLeader(acksOf(left)) // they name consumer and message already
 	for _, ref := range consumers {
 		if m, ok := ref.c.(queue.Movable); ok {
 			go m.LeaderLost()
