@@ -44,12 +44,13 @@ func TestClusterPublishAfterMetadataLeaderKilled(t *testing.T) {
 		}
 		seen[string(d.Body)]++
 	}
-	// Once each; twice only if it was published again after a nack (the
+	// Once each; more only if it was published again after a nack, at most
+	// once per send (the
 	// queue's first leader was the node killed, and the publish timed out
 	// while the others elected): a nacked publish may still be stored.
 	for i := 0; i < 50; i++ {
-		if n := seen[strconv.Itoa(i)]; n != 1 && !(again[i] && n == 2) {
-			t.Errorf("confirmed message %d delivered %d times (published again after a nack: %v)", i, n, again[i])
+		if n := seen[strconv.Itoa(i)]; n < 1 || n > 1+again[i] {
+			t.Errorf("confirmed message %d delivered %d times (published %d more times after a nack)", i, n, again[i])
 		}
 	}
 }
