@@ -20,6 +20,9 @@ func (m *Machine) attach(index uint64, cmd *Command) {
 		m.emit(Effect{Kind: EffectConsumerRefused, Consumer: cmd.Consumer, Reason: ReasonExclusive})
 		return
 	}
+	if c != nil && cmd.Resume {
+		m.returnUnreceived(c, cmd.LastDelivery)
+	}
 	switch {
 	case c == nil:
 		c = &consumer{id: cmd.Consumer, since: index}
@@ -53,6 +56,24 @@ func (m *Machine) attach(index uint64, cmd *Command) {
 	}
 	m.lineup.join(c)
 	m.lineup.offer(c)
+}
+
+// returnUnreceived returns, oldest delivery first, the messages c holds
+// whose deliveries are numbered above last: a consumer attaching again
+// through a new leader never received them (the old leader failed before
+// sending them). They were not delivered, so no failed delivery counts
+// (rabbit_fifo_client instead asks the leader for the missing deliveries).
+func (m *Machine) returnUnreceived(c *consumer, last uint64) {
+	for i := 0; i < c.order.len(); i++ {
+		d := *c.order.at(i)
+		if d.seq <= last {
+			continue
+		}
+		if x, ok := m.take(c, d); ok {
+			m.putBack(x, ReturnNack)
+		}
+	}
+	m.tidy(c)
 }
 
 // detach cancels a consumer: it receives nothing more, but its checked-out

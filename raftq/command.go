@@ -160,6 +160,12 @@ type Command struct {
 	// HasTimeout (Attach); otherwise the queue's applies.
 	Timeout    int64
 	HasTimeout bool
+	// Resume: the consumer attaches again, through a new leader, and has
+	// received its deliveries up to LastDelivery (Effect.Delivery); the
+	// ones it holds numbered above were lost with the old leader and come
+	// back to the queue first (Attach).
+	Resume       bool
+	LastDelivery uint64
 
 	// Cause is why messages come back (Return) or were refused (Discard:
 	// ReturnReject raises delivery-count, ReturnNack does not).
@@ -187,6 +193,7 @@ const (
 	flagTTL       = 1 << 1 // Enqueue
 	flagExclusive = 1 << 0 // Attach
 	flagTimeout   = 1 << 1 // Attach
+	flagResume    = 1 << 2 // Attach
 	flagNoAck     = 1 << 0 // Get
 )
 
@@ -237,9 +244,15 @@ func (c *Command) Append(buf []byte) []byte {
 		if c.HasTimeout {
 			flags |= flagTimeout
 		}
+		if c.Resume {
+			flags |= flagResume
+		}
 		buf = append(buf, flags)
 		if c.HasTimeout {
 			buf = binary.AppendVarint(buf, c.Timeout)
+		}
+		if c.Resume {
+			buf = binary.AppendUvarint(buf, c.LastDelivery)
 		}
 	case OpDetach, OpConsumerDown:
 		buf = binary.AppendUvarint(buf, uint64(c.Consumer))
@@ -324,13 +337,16 @@ func Decode(data []byte, c *Command) error {
 			d.fail("consumer priority %d out of range", p)
 		}
 		c.ConsumerPriority = int32(p)
-		flags := d.flags(flagExclusive | flagTimeout)
+		flags := d.flags(flagExclusive | flagTimeout | flagResume)
 		c.Exclusive = flags&flagExclusive != 0
 		if flags&flagTimeout != 0 {
 			c.HasTimeout, c.Timeout = true, d.varint()
 			if d.err == nil && c.Timeout < 0 {
 				d.fail("negative consumer timeout %d", c.Timeout)
 			}
+		}
+		if flags&flagResume != 0 {
+			c.Resume, c.LastDelivery = true, d.uvarint()
 		}
 	case OpDetach, OpConsumerDown:
 		c.Consumer = ConsumerID(d.uvarint())

@@ -17,6 +17,8 @@ func sampleCommands() []Command {
 		{Op: OpPublisherDown, Now: 3, Publisher: 1<<64 - 1},
 		{Op: OpAttach, Now: 4, Consumer: 12, Prefetch: 250, ConsumerPriority: -3, Exclusive: true, Timeout: 5000, HasTimeout: true},
 		{Op: OpAttach, Now: 4, Consumer: 13, ConsumerPriority: 1<<31 - 1},
+		{Op: OpAttach, Now: 4, Consumer: 14, Prefetch: 10, Resume: true, LastDelivery: 1 << 40},
+		{Op: OpAttach, Now: 4, Consumer: 15, HasTimeout: true, Timeout: 7, Resume: true},
 		{Op: OpDetach, Now: 5, Consumer: 12},
 		{Op: OpConsumerDown, Now: 6, Consumer: 1 << 60},
 		{Op: OpSettle, Now: 7, Consumer: 12, IDs: []uint64{10, 11, 12, 9, 1<<64 - 1, 3}},

@@ -45,6 +45,7 @@ func (m *Machine) deliver(c *consumer, x msg) {
 		Kind:          EffectDeliver,
 		Consumer:      c.id,
 		Index:         x.index,
+		Delivery:      m.deliveries,
 		Redelivered:   before > 0,
 		DeliveryCount: x.delivery,
 		AcquiredCount: before,
@@ -61,6 +62,7 @@ func (m *Machine) hold(c *consumer, x msg) {
 	deadline = max(deadline, c.lastDeadline)
 	c.lastDeadline = deadline
 	m.held[x.index] = held{msg: x, owner: c, deadline: deadline, seq: m.deliveries}
+	m.handedOut[m.deliveries] = x.index
 	c.held++
 	c.order.push(delivery{index: x.index, seq: m.deliveries})
 }

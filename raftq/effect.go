@@ -137,7 +137,11 @@ type Effect struct {
 	Consumer ConsumerID
 	// Index is the message's ID, the log index of its enqueue, from which
 	// the runtime reads it. For EffectOutOfSequence, the expected Seq.
-	Index     uint64
+	Index uint64
+	// Delivery numbers a handing-out (Deliver, and GetResult unless
+	// no-ack) on every member alike: the ID the consumer settles it by,
+	// which Machine.HeldBy turns back into consumer and message.
+	Delivery  uint64
 	Publisher uint64
 	Seq       uint64
 	// DeliveryCount is the message's delivery-count (x-delivery-count):

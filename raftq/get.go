@@ -35,10 +35,15 @@ func (m *Machine) get(index uint64, id ConsumerID, noAck bool) {
 		}
 		m.hold(c, x)
 	}
+	var delivery uint64
+	if !noAck {
+		delivery = m.deliveries
+	}
 	m.emit(Effect{
 		Kind:          EffectGetResult,
 		Consumer:      id,
 		Index:         x.index,
+		Delivery:      delivery,
 		Redelivered:   before > 0,
 		DeliveryCount: x.delivery,
 		AcquiredCount: before,

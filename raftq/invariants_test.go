@@ -126,6 +126,12 @@ func check(m *Machine, settled bool) error {
 		if err := place(i, fmt.Sprintf("checked out to %d", h.owner.id)); err != nil {
 			return err
 		}
+		if c, idx, ok := m.HeldBy(h.seq); !ok || c != h.owner.id || idx != i {
+			return fmt.Errorf("checked-out m%d: delivery %d not found by its number", i, h.seq)
+		}
+	}
+	if len(m.handedOut) != len(m.held) {
+		return fmt.Errorf("%d deliveries numbered, %d checked out", len(m.handedOut), len(m.held))
 	}
 	if x := m.exclusive; x != nil && (m.consumers[x.id] != x || !x.attached || m.attached != 1) {
 		return fmt.Errorf("exclusive consumer %d not alone", x.id)

@@ -33,7 +33,12 @@ type Machine struct {
 
 	ready ready
 	// held is every checked-out message, by ID.
-	held      map[uint64]held
+	held map[uint64]held
+	// handedOut finds a checked-out message by the number of its
+	// handing-out (held.seq), which is the delivery's ID outside the
+	// machine: every member knows it, so a delivery one leader made can
+	// be settled at the next. Derived from held; not in snapshots.
+	handedOut map[uint64]uint64
 	consumers map[ConsumerID]*consumer
 	// attached counts consumers attached (not detached, not getters).
 	attached int
@@ -60,6 +65,7 @@ func New(cfg Config, created int64) *Machine {
 		clock:      created,
 		lastActive: created,
 		held:       make(map[uint64]held),
+		handedOut:  make(map[uint64]uint64),
 		consumers:  make(map[ConsumerID]*consumer),
 		dead:       deadLetters{byIndex: make(map[uint64]deadLetter)},
 		publishers: make(map[uint64]publisher),

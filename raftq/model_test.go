@@ -228,6 +228,18 @@ func (h *harness) attach(t *rapid.T) {
 	if rapid.IntRange(0, 3).Draw(t, "has timeout") == 0 {
 		c.HasTimeout, c.Timeout = true, int64(rapid.SampledFrom([]int{0, 5, 25, 500}).Draw(t, "timeout"))
 	}
+	if k := h.model.cons[c.Consumer]; k != nil && rapid.IntRange(0, 2).Draw(t, "resume") == 0 {
+		// Attaching again through a new leader, having received the
+		// deliveries up to some point.
+		c.Resume = true
+		var last uint64
+		for _, id := range k.order {
+			if d := h.model.held[id].delivery; rapid.Bool().Draw(t, "received") {
+				last = max(last, d)
+			}
+		}
+		c.LastDelivery = last
+	}
 	h.apply(c)
 }
 
@@ -356,6 +368,9 @@ func (h *harness) check(t *rapid.T) {
 				if hm.msg != hd.x.toMsg() || hm.deadline != hd.deadline {
 					t.Fatalf("m%d checked out: machine %+v, model %+v", d.index, hm, hd)
 				}
+				if c, i, ok := m.HeldBy(hd.delivery); !ok || c != id || i != d.index {
+					t.Fatalf("delivery %d: HeldBy says %d m%d %v, model %d m%d", hd.delivery, c, i, ok, id, d.index)
+				}
 			}
 		}
 		if !slices.Equal(order, mc.order) {
@@ -420,6 +435,7 @@ type mheld struct {
 	x        mmsg
 	owner    ConsumerID
 	deadline int64
+	delivery uint64 // which handing-out: Effect.Delivery
 }
 
 type mcons struct {
@@ -461,6 +477,8 @@ type model struct {
 	active  ConsumerID
 	dead    []mdead
 	pubs    map[uint64]*mpub
+
+	deliveries uint64 // handings-out so far
 
 	stored []uint64          // every message ever stored
 	gone   map[uint64]Reason // and why each one left
@@ -669,6 +687,13 @@ func (m *model) attach(index uint64, c *Command) {
 			return
 		}
 	}
+	if k != nil && c.Resume {
+		for _, id := range slices.Clone(k.order) {
+			if m.held[id].delivery > c.LastDelivery {
+				m.putBack(m.take(k, id), ReturnNack)
+			}
+		}
+	}
 	if k == nil {
 		k = &mcons{id: c.Consumer, since: index}
 		m.cons[k.id] = k
@@ -829,14 +854,19 @@ func (m *model) get(index uint64, c *Command) {
 		}
 		m.hold(k, x)
 	}
-	m.emit(Effect{Kind: EffectGetResult, Consumer: c.Consumer, Index: x.id, Redelivered: before > 0,
+	var delivery uint64
+	if !c.NoAck {
+		delivery = m.deliveries
+	}
+	m.emit(Effect{Kind: EffectGetResult, Consumer: c.Consumer, Index: x.id, Delivery: delivery, Redelivered: before > 0,
 		DeliveryCount: x.dc, AcquiredCount: before, Count: uint32(m.readyLen())})
 }
 
 func (m *model) hold(k *mcons, x mmsg) {
+	m.deliveries++
 	deadline := max(addSat(m.clock, k.timeout), k.lastDeadline)
 	k.lastDeadline = deadline
-	m.held[x.id] = &mheld{x: x, owner: k.id, deadline: deadline}
+	m.held[x.id] = &mheld{x: x, owner: k.id, deadline: deadline, delivery: m.deliveries}
 	k.order = append(k.order, x.id)
 }
 
@@ -966,7 +996,7 @@ func (m *model) dispatch(t *rapid.T) {
 		before := x.ac
 		x.ac++
 		m.hold(k, x)
-		m.emit(Effect{Kind: EffectDeliver, Consumer: k.id, Index: x.id, Redelivered: before > 0,
+		m.emit(Effect{Kind: EffectDeliver, Consumer: k.id, Index: x.id, Delivery: m.deliveries, Redelivered: before > 0,
 			DeliveryCount: x.dc, AcquiredCount: before})
 		m.offer(k)
 	}

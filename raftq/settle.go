@@ -55,6 +55,7 @@ func (m *Machine) takeID(c *consumer, i uint64) (msg, bool) {
 		return msg{}, false
 	}
 	delete(m.held, i)
+	delete(m.handedOut, h.seq)
 	c.held--
 	return h.msg, true
 }
@@ -105,4 +106,51 @@ func inc(n uint32) uint32 {
 		return n
 	}
 	return n + 1
+}
+
+// HoldersOf turns deliveries (Effect.Delivery) into the IDs of their
+// messages grouped by the consumer holding them, the consumers in the
+// order they first appear: what Settle, Return and Discard commands name.
+// Deliveries no longer checked out (settled, returned, taken back by a
+// timeout, or unknown) are left out, so a late or repeated settlement of
+// one changes nothing.
+func (m *Machine) HoldersOf(deliveries []uint64) (order []ConsumerID, groups map[ConsumerID][]uint64) {
+	groups = make(map[ConsumerID][]uint64, 1)
+	for _, d := range deliveries {
+		c, index, ok := m.HeldBy(d)
+		if !ok {
+			continue
+		}
+		if _, seen := groups[c]; !seen {
+			order = append(order, c)
+		}
+		groups[c] = append(groups[c], index)
+	}
+	return order, groups
+}
+
+// HeldBy names the consumer holding the message of delivery (a
+// Effect.Delivery) and the message's ID; false once that handing-out is
+// settled, returned or discarded.
+func (m *Machine) HeldBy(delivery uint64) (ConsumerID, uint64, bool) {
+	i, ok := m.handedOut[delivery]
+	if !ok {
+		return 0, 0, false
+	}
+	return m.held[i].owner.id, i, true
+}
+
+// AppendDeliveries appends the deliveries (Effect.Delivery) consumer id
+// holds, oldest first.
+func (m *Machine) AppendDeliveries(id ConsumerID, dst []uint64) []uint64 {
+	c := m.consumers[id]
+	if c == nil {
+		return dst
+	}
+	for i := 0; i < c.order.len(); i++ {
+		if d := *c.order.at(i); m.live(c, d) {
+			dst = append(dst, d.seq)
+		}
+	}
+	return dst
 }

@@ -322,7 +322,8 @@ func (r *restorer) machine() *Machine {
 		for j := 0; j < nheld && r.err == nil; j++ {
 			x := r.msg()
 			deadline, seq := r.varint(), r.uvarint()
-			if r.err == nil && (m.held[x.index].owner != nil || seq == 0 || seq > m.deliveries ||
+			_, dup := m.handedOut[seq]
+			if r.err == nil && (m.held[x.index].owner != nil || seq == 0 || seq > m.deliveries || dup ||
 				deadline > c.lastDeadline || deadline < prevDeadline) {
 				r.fail("bad checked-out message %d", x.index)
 			}
@@ -332,6 +333,7 @@ func (r *restorer) machine() *Machine {
 			prevDeadline = deadline
 			all = append(all, x.index)
 			m.held[x.index] = held{msg: x, owner: c, deadline: deadline, seq: seq}
+			m.handedOut[seq] = x.index
 			c.held++
 			c.order.push(delivery{index: x.index, seq: seq})
 		}

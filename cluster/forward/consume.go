@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/cluster/queue"
@@ -31,6 +32,10 @@ type consumer struct {
 	stop   chan struct{} // closed once over
 	lost   chan struct{} // LeaderLost of a local attachment
 	exited chan struct{} // run returned
+	// last is the greatest delivery ID handed to c: attaching to a new
+	// leader, it says which of the deliveries held for it arrived.
+	// Deliveries reach a consumer in the order of their IDs.
+	last atomic.Uint64
 
 	mu   sync.Mutex
 	over bool // cancelled, closed, or told Gone/TimedOut: never attach again
@@ -43,6 +48,13 @@ var _ queue.Movable = (*consumer)(nil)
 // Consume attaches c to the leader; it follows the leader from then on,
 // until Cancel, Close or Delete.
 func (r *Router) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
+	if opts.ID == 0 && !opts.NoAck {
+		// Its ID in the queue, the same at every leader it follows, so
+		// that it keeps the messages it holds when the leader moves. (A
+		// no-ack consumer holds nothing its channel knows of: the
+		// leader settles each delivery as it sends it.)
+		opts.ID = randomID()
+	}
 	a, err := encodeOptions(r.cfg.QueueID, opts)
 	if err != nil {
 		return err
@@ -132,7 +144,8 @@ func (r *Router) Resume(c queue.Consumer) {
 // Deliver implements queue.Consumer for a local attachment.
 func (w *consumer) Deliver(d queue.Delivery) bool {
 	if d.ID != 0 {
-		w.r.noteOrigin(d.ID, true, "", nil)
+		w.r.noteOrigin(true, "", nil)
+		w.last.Store(d.ID)
 	}
 	return w.c.Deliver(d)
 }
@@ -189,6 +202,10 @@ func (w *consumer) isOver() bool {
 // "not leader" or unavailable, until ctx is done.
 func (w *consumer) connect(ctx context.Context) error {
 	r := w.r
+	if w.opts.ID != 0 {
+		w.opts.LastDelivery = w.last.Load()
+		w.attach.LastDelivery = w.opts.LastDelivery
+	}
 	backoff := minBackoff
 	for {
 		t, err := r.resolve(ctx)
@@ -382,7 +399,8 @@ func (w *consumer) receive(a *attachment) bool {
 				continue
 			}
 			if d.ID != 0 {
-				r.noteOrigin(d.ID, false, a.addr, a)
+				r.noteOrigin(false, a.addr, a)
+				w.last.Store(d.ID)
 			}
 			w.c.Deliver(d)
 		}

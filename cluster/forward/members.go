@@ -83,3 +83,4 @@ func (detached) IsLeader() bool                            { return false }
 func (detached) Leader() string                            { return "" }
 func (detached) Reconfigure(amqp.Table) error              { return replica.ErrNotLeader }
 func (detached) SettleHeld([]replica.HeldSettlement) error { return replica.ErrNotLeader }
+func (detached) Deliveries(uint64) []uint64                { return nil }

@@ -90,11 +90,13 @@ type Router struct {
 	leader    string // the leader node as last learned (non-members)
 	consumers map[queue.Consumer]*consumer
 
-	// origins maps a delivery ID's upper 32 bits, which a member keeps
-	// the same for all its deliveries, to where such deliveries came from,
-	// so that settling needs no per-delivery bookkeeping. Copy on write
-	// under mu; read without a lock.
-	origins atomic.Pointer[map[uint64]*origin]
+	// source is where the latest delivery came from: the leader, as far
+	// as this node can tell without asking. Settlements go there; a
+	// delivery's ID means the same to every member (the machine numbers
+	// its handings-out), so the leader settles what its predecessors
+	// handed out, and a member that no longer leads passes them on
+	// (replica/former.go). Replaced, never changed, so read without a lock.
+	source atomic.Pointer[origin]
 
 	settleMu   sync.Mutex
 	unary      map[string][]*queuepb.Settlement // by node address, for the settler
@@ -107,14 +109,12 @@ type Router struct {
 	localMember atomic.Pointer[localBox]
 }
 
-// origin is where deliveries with one ID base came from.
+// origin is where deliveries came from.
 type origin struct {
 	local bool
 	addr  string
 	// stream is a live consume stream to that member, which carries
 	// settlements; nil sends them with the unary Settle.
-	// Once that member stops leading, settlements still go to it: it
-	// passes them on to the leader (replica/former.go).
 	stream atomic.Pointer[attachment]
 }
 
@@ -138,7 +138,6 @@ func NewRouter(cfg RouterConfig) *Router {
 		unary:      make(map[string][]*queuepb.Settlement),
 		settleWake: make(chan struct{}, 1),
 	}
-	r.origins.Store(&map[uint64]*origin{})
 	r.SetMembers(cfg.Members, cfg.Local)
 	// From here on they live in members and localMember only: a member
 	// closed and replaced (a hibernating group, cluster/node) must not
@@ -349,7 +348,7 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 		var err error
 		d, remaining, ok, err = l.Get(noAck)
 		if err == nil && ok && d.ID != 0 {
-			r.noteOrigin(d.ID, true, "", nil)
+			r.noteOrigin(true, "", nil)
 		}
 		return err
 	}, func(ctx context.Context, c queuepb.ForwardClient, addr string) error {
@@ -365,7 +364,7 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 			return err
 		}
 		if d.ID != 0 {
-			r.noteOrigin(d.ID, false, addr, nil)
+			r.noteOrigin(false, addr, nil)
 		}
 		return nil
 	})
@@ -512,40 +511,32 @@ func (r *Router) stop() []*consumer {
 	return ws
 }
 
-// noteOrigin records where deliveries with id's base come from; a is the
-// remote stream that carried it, if any. It is called per delivery, so
-// the usual case (known base) takes no lock.
-func (r *Router) noteOrigin(id uint64, local bool, addr string, a *attachment) {
-	base := id >> 32
-	if o := (*r.origins.Load())[base]; o != nil && o.local == local && o.addr == addr {
-		if a != nil && o.stream.Load() == nil {
-			o.stream.CompareAndSwap(nil, a)
+// noteOrigin records where a delivery came from; a is the remote stream
+// that carried it, if any. It is called per delivery, so the usual case
+// (the same source) takes no lock and allocates nothing.
+func (r *Router) noteOrigin(local bool, addr string, a *attachment) {
+	if o := r.source.Load(); o != nil && o.local == local && o.addr == addr {
+		if a != nil && o.stream.Load() != a {
+			o.stream.Store(a)
 		}
 		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old := *r.origins.Load()
-	m := make(map[uint64]*origin, len(old)+1)
-	for k, v := range old {
-		m[k] = v
 	}
 	o := &origin{local: local, addr: addr}
 	if a != nil {
 		o.stream.Store(a)
 	}
-	m[base] = o
-	r.origins.Store(&m)
+	r.source.Store(o)
 }
 
-// attachmentEnded unhooks a from the origins it carried settlements for.
+// attachmentEnded stops settlements going through a's stream.
 func (r *Router) attachmentEnded(a *attachment) {
-	for _, o := range *r.origins.Load() {
+	if o := r.source.Load(); o != nil {
 		o.stream.CompareAndSwap(a, nil)
 	}
 }
 
-// Settle acknowledges deliveries at the member that handed them out.
+// Settle acknowledges deliveries at the leader, as far as this node knows
+// it (where the latest delivery came from).
 func (r *Router) Settle(ids []uint64) { r.settle(queuepb.SettleOp_SETTLE, 0, ids) }
 
 // Requeue returns deliveries to the queue.
@@ -559,31 +550,21 @@ func (r *Router) Discard(ids []uint64, cause queue.ReturnCause) {
 }
 
 func (r *Router) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) {
-	origins := *r.origins.Load()
-	for len(ids) > 0 {
-		base := ids[0] >> 32
-		n := 1
-		for n < len(ids) && ids[n]>>32 == base {
-			n++
-		}
-		group := ids[:n]
-		ids = ids[n:]
-		o := origins[base]
-		if o == nil {
-			continue
-		}
-		if o.local {
-			if l := r.member(); l != nil {
-				settleOn(l, &queuepb.Settlement{Op: op, Cause: uint32(cause), Ids: group})
-			}
-			continue
-		}
-		group = append([]uint64(nil), group...)
-		if a := o.stream.Load(); a != nil && a.settle(op, cause, group) {
-			continue
-		}
-		r.settleUnary(o.addr, []*queuepb.Settlement{{Op: op, Cause: uint32(cause), Ids: group}})
+	o := r.source.Load()
+	if o == nil || len(ids) == 0 {
+		return // nothing was delivered through this node
 	}
+	if o.local {
+		if l := r.member(); l != nil {
+			settleOn(l, &queuepb.Settlement{Op: op, Cause: uint32(cause), Ids: ids})
+		}
+		return
+	}
+	ids = append([]uint64(nil), ids...)
+	if a := o.stream.Load(); a != nil && a.settle(op, cause, ids) {
+		return
+	}
+	r.settleUnary(o.addr, []*queuepb.Settlement{{Op: op, Cause: uint32(cause), Ids: ids}})
 }
 
 // SettleHeld passes settlements that this node's member named by consumer
@@ -665,10 +646,42 @@ func (r *Router) settler() {
 				cancel()
 			}
 			if err != nil {
-				r.log.Debug("forward: settlements dropped", "addr", addr, "err", err)
+				r.settleAtLeader(addr, list, err)
 			}
 		}
 	}
+}
+
+// settleAtLeader sends settlements that addr did not take (its node is
+// gone, say) to the leader, which knows every delivery's ID. It returns at
+// once; they are dropped if no leader takes them within opTimeout, and the
+// consumer's messages come back when its channel closes.
+func (r *Router) settleAtLeader(addr string, list []*queuepb.Settlement, cause error) {
+	r.goMu.Lock()
+	defer r.goMu.Unlock()
+	if r.goStopped {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+		defer cancel()
+		err := r.onLeader(ctx, func(l Local) error {
+			for _, s := range list {
+				settleOn(l, s)
+			}
+			return nil
+		}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
+			_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Settlements: list})
+			return err
+		})
+		if err != nil {
+			r.log.Debug("forward: settlements dropped", "addr", addr, "cause", cause, "err", err)
+			return
+		}
+		r.log.Debug("forward: settlements sent to the leader instead", "addr", addr, "cause", cause)
+	}()
 }
 
 // startOnce runs fn on a goroutine of the router's wait group the first

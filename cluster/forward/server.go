@@ -226,9 +226,9 @@ func (s *Server) Reconfigure(_ context.Context, req *queuepb.ReconfigureRequest)
 	return &queuepb.ReconfigureReply{}, nil
 }
 
-// Settle applies settlements of deliveries this node's member handed out,
-// whether or not it still leads (a member that no longer leads passes them
-// on to the leader, replica/former.go), and, on the leader, the held
+// Settle applies settlements of deliveries to this node's member, whether
+// or not it still leads (a member that no longer leads passes on those it
+// knows to the leader, replica/former.go), and, on the leader, the held
 // settlements such a member passed on.
 func (s *Server) Settle(_ context.Context, req *queuepb.SettleRequest) (*queuepb.SettleReply, error) {
 	l, err := s.member(req.QueueId, len(req.Held) > 0)
@@ -462,6 +462,17 @@ func (s *Server) Consume(stream queuepb.Forward_ConsumeServer) error {
 	sc := &serverConsumer{held: s.heldFor(req.Attach.QueueId), wake: make(chan struct{}, 1), origin: req.Attach.Origin}
 	if err := l.Consume(sc, opts); err != nil {
 		return toStatus(err, l.Leader())
+	}
+	if opts.ID != 0 {
+		// A consumer attaching again after a leader change keeps what an
+		// earlier leader handed it: this stream answers for those too.
+		if ids := l.Deliveries(opts.ID); len(ids) > 0 {
+			sc.held.mu.Lock()
+			for _, id := range ids {
+				sc.held.by[id] = sc
+			}
+			sc.held.mu.Unlock()
+		}
 	}
 	clean := false
 	defer func() {

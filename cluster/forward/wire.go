@@ -47,6 +47,9 @@ type Local interface {
 	// former leader's member passed on (replica/former.go); only the
 	// leader can.
 	SettleHeld(list []replica.HeldSettlement) error
+	// Deliveries lists the deliveries the consumer with this ID holds,
+	// whichever leader handed them out.
+	Deliveries(consumer uint64) []uint64
 }
 
 // ErrReconfigureUnsupported: the leading member's node cannot change a
@@ -180,7 +183,7 @@ func decodeDelivery(pd *queuepb.Delivery) (queue.Delivery, error) {
 }
 
 func encodeOptions(queueID string, o queue.ConsumeOptions) (*queuepb.Attach, error) {
-	a := &queuepb.Attach{QueueId: queueID, Tag: o.Tag, NoAck: o.NoAck, Exclusive: o.Exclusive, Prefetch: o.Prefetch, Priority: o.Priority}
+	a := &queuepb.Attach{QueueId: queueID, Tag: o.Tag, NoAck: o.NoAck, Exclusive: o.Exclusive, Prefetch: o.Prefetch, Priority: o.Priority, ConsumerId: o.ID, LastDelivery: o.LastDelivery}
 	if len(o.Arguments) > 0 {
 		b, err := amqp.AppendTable(nil, o.Arguments)
 		if err != nil {
@@ -192,7 +195,7 @@ func encodeOptions(queueID string, o queue.ConsumeOptions) (*queuepb.Attach, err
 }
 
 func decodeOptions(a *queuepb.Attach) (queue.ConsumeOptions, error) {
-	o := queue.ConsumeOptions{Tag: a.Tag, NoAck: a.NoAck, Exclusive: a.Exclusive, Prefetch: a.Prefetch, Priority: a.Priority}
+	o := queue.ConsumeOptions{Tag: a.Tag, NoAck: a.NoAck, Exclusive: a.Exclusive, Prefetch: a.Prefetch, Priority: a.Priority, ID: a.ConsumerId, LastDelivery: a.LastDelivery}
 	if len(a.Arguments) > 0 {
 		t, _, err := amqp.DecodeTable(a.Arguments)
 		if err != nil {

@@ -70,6 +70,15 @@ type ConsumeOptions struct {
 	// Priority is x-priority: higher priority consumers are served first.
 	Priority  int32
 	Arguments amqp.Table
+	// ID, when not 0, is the consumer's ID in a replicated queue, chosen
+	// by the node whose channel consumes and kept as the consumer follows
+	// the leadership: a new leader finds the consumer, and the messages
+	// it holds, under the same ID (0: the queue picks one).
+	ID uint64
+	// LastDelivery, with ID, is the greatest delivery ID the consumer
+	// has received: the messages it holds under greater IDs never reached
+	// it and go back to the queue when it attaches.
+	LastDelivery uint64
 }
 
 // Stats is a point-in-time count of a queue's contents.

@@ -624,7 +624,14 @@ type Attach struct {
 	Arguments []byte                 `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"` // AMQP field table (amqp.AppendTable)
 	// origin is the node whose channel consumes: deliveries a cancelled
 	// consumer still holds go back to the queue if that node goes away.
-	Origin        string `protobuf:"bytes,8,opt,name=origin,proto3" json:"origin,omitempty"`
+	Origin string `protobuf:"bytes,8,opt,name=origin,proto3" json:"origin,omitempty"`
+	// consumer_id is the consumer's ID in the queue, chosen by the
+	// consuming node and kept when it attaches to a new leader, which finds
+	// the consumer and the messages it holds under it.
+	ConsumerId uint64 `protobuf:"varint,9,opt,name=consumer_id,json=consumerId,proto3" json:"consumer_id,omitempty"`
+	// last_delivery is the greatest delivery ID the consumer has received:
+	// what it holds under greater IDs was lost with the old leader.
+	LastDelivery  uint64 `protobuf:"varint,10,opt,name=last_delivery,json=lastDelivery,proto3" json:"last_delivery,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -713,6 +720,20 @@ func (x *Attach) GetOrigin() string {
 		return x.Origin
 	}
 	return ""
+}
+
+func (x *Attach) GetConsumerId() uint64 {
+	if x != nil {
+		return x.ConsumerId
+	}
+	return 0
+}
+
+func (x *Attach) GetLastDelivery() uint64 {
+	if x != nil {
+		return x.LastDelivery
+	}
+	return 0
 }
 
 type ConsumeRequest struct {
@@ -1507,7 +1528,7 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"Settlement\x12&\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x16.warren.queue.SettleOpR\x02op\x12\x14\n" +
 	"\x05cause\x18\x02 \x01(\rR\x05cause\x12\x10\n" +
-	"\x03ids\x18\x03 \x03(\x04R\x03ids\"\xd8\x01\n" +
+	"\x03ids\x18\x03 \x03(\x04R\x03ids\"\x9e\x02\n" +
 	"\x06Attach\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x10\n" +
 	"\x03tag\x18\x02 \x01(\tR\x03tag\x12\x15\n" +
@@ -1516,7 +1537,11 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\bprefetch\x18\x05 \x01(\rR\bprefetch\x12\x1a\n" +
 	"\bpriority\x18\x06 \x01(\x05R\bpriority\x12\x1c\n" +
 	"\targuments\x18\a \x01(\fR\targuments\x12\x16\n" +
-	"\x06origin\x18\b \x01(\tR\x06origin\"\x92\x01\n" +
+	"\x06origin\x18\b \x01(\tR\x06origin\x12\x1f\n" +
+	"\vconsumer_id\x18\t \x01(\x04R\n" +
+	"consumerId\x12#\n" +
+	"\rlast_delivery\x18\n" +
+	" \x01(\x04R\flastDelivery\"\x92\x01\n" +
 	"\x0eConsumeRequest\x12,\n" +
 	"\x06attach\x18\x01 \x01(\v2\x14.warren.queue.AttachR\x06attach\x12:\n" +
 	"\vsettlements\x18\x02 \x03(\v2\x18.warren.queue.SettlementR\vsettlements\x12\x16\n" +

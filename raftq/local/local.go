@@ -121,8 +121,6 @@ type Queue struct {
 	getter       raftq.ConsumerID
 	consumers    map[raftq.ConsumerID]*consumerRef
 	byHandle     map[queue.Consumer]raftq.ConsumerID
-	// handouts maps a delivery ID to the message and its holder.
-	handouts raftq.Handouts
 	// noAckSettle are deliveries to no-ack consumers to settle once the
 	// current command's effects are carried out.
 	noAckSettle  map[raftq.ConsumerID][]uint64
@@ -329,7 +327,7 @@ func (q *Queue) deliver(e raftq.Effect) {
 	if ref.noAck {
 		q.noAckSettle[e.Consumer] = append(q.noAckSettle[e.Consumer], e.Index)
 	} else {
-		id = q.handouts.Add(e.Index, e.Consumer)
+		id = e.Delivery
 	}
 	if !ref.c.Deliver(queue.Delivery{ID: id, Message: m, Redelivered: e.Redelivered}) && !ref.paused {
 		ref.paused = true
@@ -589,21 +587,19 @@ func (q *Queue) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 			continue
 		}
 		m := q.msgs[e.Index]
-		var id uint64
 		if noAck {
 			q.forget(e.Index)
-		} else {
-			id = q.handouts.Add(e.Index, q.getter)
 		}
-		return queue.Delivery{ID: id, Message: m, Redelivered: e.Redelivered}, e.Count, m != nil, nil
+		return queue.Delivery{ID: e.Delivery, Message: m, Redelivered: e.Redelivered}, e.Count, m != nil, nil
 	}
 	return queue.Delivery{}, 0, false, nil
 }
 
-// byHolder turns delivery IDs into message IDs by consumer, in a stable
-// order (the order the first delivery of each holder appears in ids).
+// byHolder turns delivery IDs (the machine's, raftq.Effect.Delivery) into
+// message IDs by consumer, in a stable order (the order the first delivery
+// of each holder appears in ids). q.mu is held.
 func (q *Queue) byHolder(ids []uint64) ([]raftq.ConsumerID, map[raftq.ConsumerID][]uint64) {
-	return q.handouts.Take(ids)
+	return q.m.HoldersOf(ids)
 }
 
 // Settle acknowledges deliveries.
@@ -716,7 +712,6 @@ func (q *Queue) stopLocked() {
 	q.msgs = make(map[uint64]*queue.Message)
 	q.consumers = make(map[raftq.ConsumerID]*consumerRef)
 	q.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
-	q.handouts.Reset()
 	q.noAckSettle = make(map[raftq.ConsumerID][]uint64)
 	q.dl.stop()
 }

@@ -57,7 +57,7 @@ func (r *Replica) deliver(e raftq.Effect) {
 		if ref.noAck {
 			r.toSettle[e.Consumer] = append(r.toSettle[e.Consumer], e.Index)
 		} else {
-			id = r.handouts.Add(e.Index, e.Consumer)
+			id = e.Delivery
 		}
 	}
 	r.mu.Unlock()

@@ -2,7 +2,6 @@ package replica
 
 import (
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -11,27 +10,30 @@ import (
 	"github.com/warrenmq/warren/raftq"
 )
 
-// A delivery's ID means something only to the member that handed it out
-// while it led (raftq.Handouts). When the leadership moves (a transfer, a
-// rebalance, a drain, a node stopping, a failover) acknowledgements of
-// its deliveries still arrive: in flight from the client, gathered on the
-// consumer's node or in the settler, or sent later for messages the
-// application was still working on. Dropped, they handed those messages
-// out again after the application had acknowledged them. Instead:
+// When the leadership moves (a transfer, a rebalance, a drain, a node
+// stopping, a failover), the consumers attached through the old leader
+// follow it, and acknowledgements of the old leader's deliveries still
+// arrive: in flight from the client, gathered on the consumer's node or in
+// the settler, or sent later for messages the application was still
+// working on. RabbitMQ keeps a consumer's messages with it through a
+// leader change; so does Warren:
 //
-//   - a former leader keeps its hand-outs, turns the settlements it gets
-//     into the consumer and messages they name, and passes them on to the
-//     leader (Config.SettleAtLeader), which settles them as its own
-//     (SettleHeld); so do settlements the log refused because the
-//     leadership was moving;
+//   - a delivery's ID is the machine's number for it (raftq.Effect.Delivery),
+//     the same on every member, so any leader settles it;
+//   - a consumer attaches to the new leader under its ID
+//     (queue.ConsumeOptions.ID), keeping the messages it holds; the ones it
+//     says it never received (lost with the old leader) return to the
+//     queue first (raftq.Command.Resume);
 //   - a new leader stops delivering to its predecessor's consumers at once
-//     (they attach again, under new IDs) but leaves the messages they hold
-//     with them for OrphanGrace before it returns them to the queue, as
-//     RabbitMQ returns a consumer's messages only once its channel is gone.
+//     (reapConsumers) and declares down, after OrphanGrace, those that did
+//     not come back: their node is gone;
+//   - a former leader passes the settlements it still gets, and those the
+//     log refused because the leadership was moving, on to the leader
+//     (Config.SettleAtLeader), named by consumer and message (SettleHeld).
 
-// OrphanGrace is how long a new leader leaves the messages its
-// predecessor's consumers hold with them, for their acknowledgements to
-// come through the former leader, before it hands them out again.
+// OrphanGrace is how long a new leader waits for its predecessor's
+// consumers to attach again before it returns the messages they hold to
+// the queue.
 const OrphanGrace = 2 * time.Second
 
 // HeldSettlement settles messages that Consumer holds, by message: Op is
@@ -95,6 +97,15 @@ func (r *Replica) SettleHeld(list []HeldSettlement) error {
 	return nil
 }
 
+// Deliveries lists the deliveries consumer holds, whichever leader made
+// them: a consume stream that attaches a consumer again takes them in its
+// charge, to return them if the consumer's node goes away.
+func (r *Replica) Deliveries(consumer uint64) []uint64 {
+	r.fsm.mu.Lock()
+	defer r.fsm.mu.Unlock()
+	return r.fsm.m.AppendDeliveries(raftq.ConsumerID(consumer), nil)
+}
+
 // proposedSettlement is a settlement entry the settler proposed.
 type proposedSettlement struct {
 	f raft.ApplyFuture
@@ -147,10 +158,14 @@ func acksOf(toSettle map[raftq.ConsumerID][]uint64) []HeldSettlement {
 // reapConsumers runs when this member starts leading: the consumers in the
 // machine that are not attached here were attached to the previous
 // leader. They are detached at once, so that nothing more is delivered to
-// them, and after OrphanGrace those still holding messages are declared
-// down, which returns the messages to the queue. Without a way for
-// settlements to be passed on (a single member), they are down at once.
+// them until they attach here again, under the same ID, keeping the
+// messages they hold (Consume). After OrphanGrace those that did not are
+// declared down, which returns their messages to the queue: their node is
+// gone, or their channel closed meanwhile. Without a way for settlements
+// to be passed on (a single member), they are down at once.
 func (r *Replica) reapConsumers() {
+	r.attachMu.Lock()
+	defer r.attachMu.Unlock()
 	orphans := r.orphanConsumers()
 	if len(orphans) == 0 {
 		r.orphansDetached.Store(true)
@@ -165,9 +180,14 @@ func (r *Replica) reapConsumers() {
 		r.orphansDetached.Store(true)
 		return
 	}
+	set := &orphanSet{ids: make(map[raftq.ConsumerID]bool, len(orphans))}
 	for _, id := range orphans {
+		set.ids[id] = true
 		r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id})
 	}
+	r.mu.Lock()
+	r.orphans = set
+	r.mu.Unlock()
 	r.orphansDetached.Store(true) // raft appends in the order proposed
 	r.goTracked(func() {
 		defer r.wg.Done()
@@ -181,14 +201,27 @@ func (r *Replica) reapConsumers() {
 		if !r.isLeader() {
 			return // the next leader does this again
 		}
-		still := r.orphanConsumers()
+		r.mu.Lock()
+		if r.orphans != set {
+			r.mu.Unlock()
+			return // a later leadership's reap owns them now
+		}
+		var down []raftq.ConsumerID
 		for _, id := range orphans {
-			if slices.Contains(still, id) {
-				r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
+			if set.ids[id] {
+				down = append(down, id)
 			}
+		}
+		r.orphans = nil
+		r.mu.Unlock()
+		for _, id := range down {
+			r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
 		}
 	})
 }
+
+// orphanSet is one reap's detached consumers still to come back.
+type orphanSet struct{ ids map[raftq.ConsumerID]bool }
 
 // orphanConsumers lists the machine's consumers that are not attached
 // here (other than this member's basic.get consumer).

@@ -18,9 +18,6 @@ func (r *Replica) Touch() error {
 // returns the messages of consumers that were attached through an earlier
 // leader.
 func (r *Replica) onLeading() {
-	r.mu.Lock()
-	r.handouts.Clear() // a former leadership's: their consumers are gone
-	r.mu.Unlock()
 	r.dlOnce.Do(r.dl.start)
 	r.dl.resendPending()
 	r.fsm.mu.Lock()
@@ -35,10 +32,9 @@ func (r *Replica) onLeading() {
 // onFollowing runs when the replica stops leading. Publishes waiting for
 // their commit are answered ErrNotLeader (forwarders send them to the new
 // leader, which stores each once), and every consumer attached here is
-// dropped: movable ones attach again to the new leader, which hands out
-// the messages they held once more, marked redelivered, unless they are
-// acknowledged within OrphanGrace (former.go). The settlements in hand go
-// to the new leader.
+// dropped: movable ones attach again to the new leader, under the same
+// IDs, keeping the messages they hold (former.go). The settlements in
+// hand go to the new leader.
 func (r *Replica) onFollowing() {
 	r.orphansDetached.Store(false)
 	r.failPending(ErrNotLeader)

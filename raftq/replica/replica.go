@@ -177,9 +177,13 @@ type Replica struct {
 	mu        sync.Mutex
 	consumers map[raftq.ConsumerID]*consumerRef
 	byHandle  map[queue.Consumer]raftq.ConsumerID
-	// handouts maps delivery IDs (queue.Delivery.ID) to messages and
-	// the consumers holding them.
-	handouts raftq.Handouts
+	// attachMu orders a consumer attaching under its own ID
+	// (ConsumeOptions.ID) with a new leader detaching its predecessor's
+	// consumers (former.go): the detach must not follow the attach.
+	attachMu sync.Mutex
+	// orphans are the consumers reapConsumers detached and will declare
+	// down after OrphanGrace unless they attach here again meanwhile.
+	orphans *orphanSet
 	// toSettle collects acknowledged deliveries (and deliveries to no-ack
 	// consumers), which the settler goroutine proposes in batches.
 	toSettle map[raftq.ConsumerID][]uint64
@@ -258,7 +262,6 @@ func Open(cfg Config) (*Replica, error) {
 	r.w.looking.Store(true)     // wakes wait for startWatching
 	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet
 	r.getter = r.newConsumerID()
-	r.handouts.StartAt(randomID() &^ 0xffffffff)
 	r.fsm = &fsm{r: r, m: raftq.New(mcfg, cfg.Created)}
 	r.dl = newDeadLetterer(r)
 
@@ -666,22 +669,41 @@ func (r *Replica) wait(f raft.Future) error {
 }
 
 // Consume attaches c through the log; deliveries start once committed.
+// A consumer that attached through an earlier leader comes back under its
+// ID (opts.ID) and keeps the messages it holds, as a RabbitMQ consumer
+// keeps them when its queue's leader changes.
 func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
-	id := r.newConsumerID()
+	id := raftq.ConsumerID(opts.ID)
+	if id == 0 {
+		id = r.newConsumerID()
+	}
 	timeout := r.queueConfig().ConsumerTimeout
 	if t, ok := consumerTimeout(opts.Arguments); ok {
 		timeout = t
 	}
 	credit := Credit(opts)
-	r.mu.Lock()
-	r.consumers[id] = &consumerRef{c: c, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
-	r.byHandle[c] = id
-	r.mu.Unlock()
 	cmd := raftq.Command{Op: raftq.OpAttach, Consumer: id, Prefetch: credit, ConsumerPriority: opts.Priority, Exclusive: opts.Exclusive}
 	if t, ok := consumerTimeout(opts.Arguments); ok {
 		cmd.Timeout, cmd.HasTimeout = t, true
 	}
+	if opts.ID != 0 {
+		cmd.Resume, cmd.LastDelivery = true, opts.LastDelivery
+	}
+	r.attachMu.Lock()
+	r.mu.Lock()
+	if _, taken := r.consumers[id]; taken || id == r.getter {
+		r.mu.Unlock()
+		r.attachMu.Unlock()
+		return fmt.Errorf("queue %s: consumer %d is attached already", r.name, id)
+	}
+	r.consumers[id] = &consumerRef{c: c, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
+	r.byHandle[c] = id
+	if r.orphans != nil {
+		delete(r.orphans.ids, id)
+	}
+	r.mu.Unlock()
 	f := r.propose(&cmd)
+	r.attachMu.Unlock()
 	err := errorFor(r.wait(f))
 	if err == nil {
 		if res, _ := f.Response().(*result); res != nil {
@@ -773,30 +795,21 @@ func (r *Replica) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 			if err != nil {
 				return queue.Delivery{}, 0, false, err
 			}
-			var id uint64
-			if !noAck {
-				id = r.handOut(e.Index, r.getter)
-			}
-			return queue.Delivery{ID: id, Message: withCounts(msg, e), Redelivered: e.Redelivered}, e.Count, true, nil
+			return queue.Delivery{ID: e.Delivery, Message: withCounts(msg, e), Redelivered: e.Redelivered}, e.Count, true, nil
 		}
 	}
 	return queue.Delivery{}, 0, false, nil
 }
 
-// handOut records a delivery of message index to consumer and returns
-// the delivery's ID.
-func (r *Replica) handOut(index uint64, consumer raftq.ConsumerID) uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.handouts.Add(index, consumer)
-}
-
 // byHolder turns delivery IDs into message IDs grouped by the consumer
-// they were delivered to.
+// holding them (raftq.Machine.HoldersOf). A delivery's ID is the machine's
+// number for the handing-out, the same on every member, so a leader
+// settles what its predecessors handed out; a member that has not applied
+// a delivery yet does not know it.
 func (r *Replica) byHolder(ids []uint64) ([]raftq.ConsumerID, map[raftq.ConsumerID][]uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.handouts.Take(ids)
+	r.fsm.mu.Lock()
+	defer r.fsm.mu.Unlock()
+	return r.fsm.m.HoldersOf(ids)
 }
 
 // Settle acknowledges deliveries. The settler proposes them in batches:
@@ -806,8 +819,8 @@ func (r *Replica) Settle(ids []uint64) {
 	if r.settleAsFormer(raftq.OpSettle, 0, ids) {
 		return
 	}
+	order, groups := r.byHolder(ids)
 	r.mu.Lock()
-	order, groups := r.handouts.Take(ids)
 	for _, c := range order {
 		r.toSettle[c] = append(r.toSettle[c], groups[c]...)
 	}

@@ -42,6 +42,12 @@ func (f *fakeConsumer) TimedOut(time.Duration) {
 	f.mu.Unlock()
 }
 
+func (f *fakeConsumer) deliveries() []queue.Delivery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.got)
+}
+
 func (f *fakeConsumer) ids() []uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()

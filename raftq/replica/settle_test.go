@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -212,4 +213,68 @@ func testFormerLeaderPassesAcksOn(t *testing.T, st storage) {
 		st := next.Stats()
 		return st.Unacked == 0 && st.Ready == 4
 	})
+}
+
+// A consumer that attaches to the new leader under its ID keeps the
+// messages the old leader handed it, past OrphanGrace, and the new leader
+// settles those deliveries by the IDs the old one gave them: a delivery's
+// ID is the machine's, the same on every member. Deliveries it says it
+// never received come back to the queue, and to it, first.
+func TestConsumerFollowsTheLeaderWithItsMessages(t *testing.T) {
+	eachStorage(t, testConsumerFollowsTheLeaderWithItsMessages)
+}
+
+func testConsumerFollowsTheLeaderWithItsMessages(t *testing.T, st storage) {
+	g := newGroupWith(t, st, func(_ string, cfg *Config) {
+		cfg.SettleAtLeader = func([]HeldSettlement) {} // a member passing settlements on exists
+	})
+	_, old := g.leader()
+	const id = 0x5eed0001
+	c := &movable{lost: make(chan struct{}, 1)}
+	if err := old.Consume(c, queue.ConsumeOptions{Prefetch: 10, ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, old, 0, 10)
+	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
+	if err := old.HandOff(); err != nil {
+		t.Fatal(err)
+	}
+	<-c.lost
+	_, next := g.leader()
+	if next == old {
+		t.Fatal("the leadership did not move")
+	}
+	// As if the last 3 deliveries had been lost on the way.
+	received := c.ids()[:7]
+	again := &movable{lost: make(chan struct{}, 1)}
+	if err := next.Consume(again, queue.ConsumeOptions{Prefetch: 10, ID: id, LastDelivery: received[6]}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the 3 lost deliveries made again", func() bool { return len(again.ids()) == 3 })
+	for i, m := range again.deliveries() {
+		if want := fmt.Sprintf("m%d", 7+i); string(m.Message.Body) != want || !m.Redelivered {
+			t.Fatalf("delivery %d at the new leader: %q redelivered=%v, want %s redelivered", i, m.Message.Body, m.Redelivered, want)
+		}
+	}
+	publish(t, next, 10, 5) // the consumer's credit is spent: they wait
+	time.Sleep(OrphanGrace + time.Second)
+	if st := next.Stats(); st.Unacked != 10 || st.Ready != 5 {
+		t.Fatalf("after the grace: %d unacked, %d ready; want the consumer to keep its 10", st.Unacked, st.Ready)
+	}
+	if n := len(again.ids()); n != 3 {
+		t.Fatalf("%d deliveries at the new leader before any ack; want 3", n)
+	}
+	if got, want := next.Deliveries(id), append(slices.Clone(received), again.ids()...); !slices.Equal(got, want) {
+		t.Fatalf("the new leader lists deliveries %v, want %v", got, want)
+	}
+	next.Settle(received[:4]) // the old leader's IDs, settled at the new one
+	waitFor(t, "4 settled, 4 more delivered", func() bool {
+		st := next.Stats()
+		return st.Unacked == 10 && st.Ready == 1 && len(again.ids()) == 7
+	})
+	for _, d := range again.ids() {
+		if slices.Contains(c.ids(), d) {
+			t.Fatalf("delivery ID %d handed out twice", d)
+		}
+	}
 }

@@ -1,0 +1,203 @@
+package node_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/replica"
+)
+
+// slowConsumer holds what it is given without acknowledging it.
+type slowConsumer struct {
+	mu   sync.Mutex
+	got  []amqp091.Delivery
+	seen map[string]int
+}
+
+func consumeSlowly(t *testing.T, ch *amqp091.Channel, queue string, prefetch int) *slowConsumer {
+	t.Helper()
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(queue, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &slowConsumer{seen: map[string]int{}}
+	go func() {
+		for d := range ds {
+			s.mu.Lock()
+			s.got = append(s.got, d)
+			s.seen[string(d.Body)]++
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *slowConsumer) deliveries() []amqp091.Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+func publishConfirmedN(t *testing.T, ch *amqp091.Channel, queue string, from, n int) {
+	t.Helper()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for i := from; i < from+n; i++ {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(callCtx(t, 30*time.Second), "", queue, false, false,
+			amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(fmt.Sprintf("m%d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := dc.WaitContext(callCtx(t, 30*time.Second)); err != nil || !ok {
+			t.Fatalf("publish m%d: confirmed %v, %v", i, ok, err)
+		}
+	}
+}
+
+// checkKept checks that the slow consumer still has exactly the n
+// messages it was first given, none of them again, and that nobody else
+// got them.
+func (s *slowConsumer) checkKept(t *testing.T, n int, what string) {
+	t.Helper()
+	got := s.deliveries()
+	if len(got) != n {
+		var bodies []string
+		for _, d := range got {
+			bodies = append(bodies, fmt.Sprintf("%s(redelivered=%v)", d.Body, d.Redelivered))
+		}
+		t.Fatalf("%s: the consumer holding %d messages was given %d: %v", what, n, len(got), bodies)
+	}
+}
+
+// TestConsumerKeepsItsMessagesWhenTheLeaderMoves: a consumer working
+// slowly on the messages it holds keeps them while the queue's leadership
+// moves (to its own node, then away), past the grace a new leader gives
+// consumers to come back, as a RabbitMQ consumer keeps them; nobody else
+// gets them, it is not given them again, and its acknowledgements, sent
+// after the moves for deliveries the first leader made, settle them.
+func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	if _, err := ms[0].Channel().QueueDeclare("slow", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	c := adminClient(t, ms[0])
+	leader := queueLeader(t, c, "slow")
+	byName := map[string]*nodetest.Member{}
+	var others []*nodetest.Member
+	for _, m := range ms {
+		byName[m.Name()] = m
+		if m.Name() != leader {
+			others = append(others, m)
+		}
+	}
+	consumerNode, third := others[0], others[1]
+	slow := consumeSlowly(t, consumerNode.Channel(), "slow", 5)
+	publishConfirmedN(t, byName[leader].Channel(), "slow", 0, 20)
+	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(slow.deliveries()) == 5 })
+
+	transfer := func(to string) {
+		t.Helper()
+		resp, err := c.TransferLeadership(callCtx(t, 30*time.Second), &adminpb.TransferLeadershipRequest{Name: "slow", To: to})
+		if err != nil || !resp.Moved {
+			t.Fatalf("transfer to %s: %v, %v", to, resp, err)
+		}
+		if got := queueLeader(t, c, "slow"); got != to {
+			t.Fatalf("leader %s after the transfer to %s", got, to)
+		}
+	}
+	transfer(consumerNode.Name()) // the consumer's stream ends; it attaches locally
+	time.Sleep(replica.OrphanGrace + time.Second)
+	slow.checkKept(t, 5, "after a move to its node")
+	transfer(third.Name()) // and from local to remote
+	time.Sleep(replica.OrphanGrace + time.Second)
+	slow.checkKept(t, 5, "after a move away from its node")
+
+	// A second consumer gets the other 15, none of the 5.
+	other := consumeSlowly(t, ms[0].Channel(), "slow", 100)
+	nodetest.Eventually(t, "the other 15 delivered", 10*time.Second, func() bool { return len(other.deliveries()) == 15 })
+	held := map[string]bool{}
+	for _, d := range slow.deliveries() {
+		held[string(d.Body)] = true
+		if d.Redelivered {
+			t.Errorf("%s marked redelivered", d.Body)
+		}
+	}
+	for _, d := range other.deliveries() {
+		if held[string(d.Body)] {
+			t.Errorf("%s, held by the slow consumer, delivered to another", d.Body)
+		}
+		d.Ack(false)
+	}
+	for _, d := range slow.deliveries() {
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodetest.Eventually(t, "the queue empty once both acknowledged", 15*time.Second, func() bool {
+		q, err := third.Channel().QueueDeclarePassive("slow", true, false, false, false, quorum)
+		return err == nil && q.Messages == 0 && q.Consumers == 2
+	})
+	time.Sleep(replica.OrphanGrace)
+	if n := len(slow.deliveries()) + len(other.deliveries()); n != 20 {
+		t.Errorf("%d deliveries of 20 messages", n)
+	}
+}
+
+// TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled: the same when the
+// leader's node is killed. The consumer, on a node that lives, attaches
+// to the new leader with what it holds, and its acknowledgements of the
+// dead leader's deliveries settle them at the new one.
+func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	if _, err := ms[0].Channel().QueueDeclare("slow", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	c := adminClient(t, ms[0])
+	leader := queueLeader(t, c, "slow")
+	var victim *nodetest.Member
+	var others []*nodetest.Member
+	for _, m := range ms {
+		if m.Name() == leader {
+			victim = m
+		} else {
+			others = append(others, m)
+		}
+	}
+	slow := consumeSlowly(t, others[0].Channel(), "slow", 5)
+	publishConfirmedN(t, others[1].Channel(), "slow", 0, 20)
+	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(slow.deliveries()) == 5 })
+
+	dead := victim.Name()
+	victim.Kill()
+	c = adminClient(t, others[1])
+	nodetest.Eventually(t, "a new leader", 30*time.Second, func() bool {
+		st, err := c.QuorumStatus(callCtx(t, 5*time.Second), &adminpb.QuorumStatusRequest{Name: "slow"})
+		return err == nil && st.Leader != "" && st.Leader != dead
+	})
+	time.Sleep(replica.OrphanGrace + time.Second)
+	slow.checkKept(t, 5, "after the leader was killed")
+	for _, d := range slow.deliveries() {
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodetest.Eventually(t, "the next 5 delivered, the acknowledged ones not again", 15*time.Second, func() bool {
+		return len(slow.deliveries()) == 10
+	})
+	for b, n := range slow.seen {
+		if n > 1 {
+			t.Errorf("%s delivered %d times", b, n)
+		}
+	}
+}
