@@ -52,6 +52,9 @@ func (r *Replica) execute(e raftq.Effect) {
 func (r *Replica) deliver(e raftq.Effect) {
 	r.mu.Lock()
 	ref := r.consumers[e.Consumer]
+	if ref != nil && !ref.attached {
+		ref = nil // an earlier leader's delivery
+	}
 	var id uint64
 	if ref != nil {
 		if ref.noAck {

@@ -50,11 +50,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 		panic(fmt.Sprintf("replica %s: entry %d: %v", f.r.name, l.Index, err))
 	}
 	leader := f.r.isLeader()
-	// A delivery in an entry of an earlier term was its leader's to send.
-	// A consumer that follows the leadership here says what it received
-	// when it attaches (Command.Resume), and what it did not comes back
-	// to the queue; sending those again from here would duplicate them.
-	current := leader && l.Term == f.r.leaderOf.Load().CurrentTerm()
+	if leader && f.cmd.Op == raftq.OpAttach && l.Term == f.r.leaderOf.Load().CurrentTerm() {
+		// The attach this member proposed (an earlier term's is another
+		// leader's): deliveries to the consumer are this member's to
+		// send from here on.
+		f.r.markAttached(f.cmd.Consumer)
+	}
 	if leader && f.cmd.Op == raftq.OpEnqueue {
 		// Keep the message at hand: it is usually delivered moments later.
 		f.r.recent.put(l.Index, f.cmd.Payload)
@@ -87,10 +88,6 @@ func (f *fsm) Apply(l *raft.Log) any {
 				answer = res
 			}
 			res.effects = append(res.effects, e)
-		case raftq.EffectDeliver:
-			if current {
-				f.r.execute(e)
-			}
 		default:
 			if leader {
 				f.r.execute(e)

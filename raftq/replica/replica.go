@@ -221,6 +221,11 @@ type consumerRef struct {
 	// timeout is the consumer timeout that applies to it, for the
 	// channel's error text.
 	timeout time.Duration
+	// attached: its attach entry, proposed here, is applied. A delivery
+	// to it before that is in an entry the machine applied for an earlier
+	// leader, which sent it, or did not and the consumer's attach
+	// (Command.Resume) returns it; sending it from here would make two.
+	attached bool
 }
 
 var _ queue.Queue = (*Replica)(nil)
@@ -826,6 +831,15 @@ func (r *Replica) Settle(ids []uint64) {
 	}
 	r.mu.Unlock()
 	r.wakeSettler()
+}
+
+// markAttached records that consumer's attach, proposed here, is applied.
+func (r *Replica) markAttached(consumer raftq.ConsumerID) {
+	r.mu.Lock()
+	if ref := r.consumers[consumer]; ref != nil {
+		ref.attached = true
+	}
+	r.mu.Unlock()
 }
 
 func (r *Replica) wakeSettler() {
