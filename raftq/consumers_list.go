@@ -14,3 +14,12 @@ func (m *Machine) AppendConsumerIDs(dst []ConsumerID) []ConsumerID {
 	slices.Sort(dst[start:])
 	return dst
 }
+
+// Keeps says whether consumer id must keep its place while it is away,
+// attaching again through a new leader: it is the exclusive consumer, or
+// the single active one. Detaching it would let another take its place
+// while it still works on what it holds.
+func (m *Machine) Keeps(id ConsumerID) bool {
+	c := m.consumers[id]
+	return c != nil && c.attached && (m.exclusive == c || m.active == c)
+}

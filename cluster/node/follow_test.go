@@ -201,3 +201,49 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
 		}
 	}
 }
+
+// TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves: the single
+// active consumer of a queue stays the active one through leadership
+// moves while it works on its messages; the waiting consumer gets
+// nothing meanwhile, as with RabbitMQ.
+func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	args := amqp091.Table{"x-queue-type": "quorum", "x-single-active-consumer": true}
+	if _, err := ms[0].Channel().QueueDeclare("sac", true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	c := adminClient(t, ms[0])
+	leader := queueLeader(t, c, "sac")
+	var others []*nodetest.Member
+	for _, m := range ms {
+		if m.Name() != leader {
+			others = append(others, m)
+		}
+	}
+	active := consumeSlowly(t, others[0].Channel(), "sac", 5)
+	time.Sleep(200 * time.Millisecond) // the first to attach is the active one
+	waiting := consumeSlowly(t, others[1].Channel(), "sac", 5)
+	publishConfirmedN(t, ms[0].Channel(), "sac", 0, 20)
+	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(active.deliveries()) == 5 })
+
+	for _, to := range []string{others[1].Name(), leader} {
+		resp, err := c.TransferLeadership(callCtx(t, 30*time.Second), &adminpb.TransferLeadershipRequest{Name: "sac", To: to})
+		if err != nil || !resp.Moved {
+			t.Fatalf("transfer to %s: %v, %v", to, resp, err)
+		}
+		time.Sleep(replica.OrphanGrace + time.Second)
+		active.checkKept(t, 5, "after a move to "+to)
+		if n := len(waiting.deliveries()); n != 0 {
+			t.Fatalf("after a move to %s: the waiting consumer got %d messages", to, n)
+		}
+	}
+	for _, d := range active.deliveries() {
+		d.Ack(false)
+	}
+	nodetest.Eventually(t, "the active consumer given the next 5", 15*time.Second, func() bool {
+		return len(active.deliveries()) == 10
+	})
+	if n := len(waiting.deliveries()); n != 0 {
+		t.Fatalf("the waiting consumer got %d messages", n)
+	}
+}

@@ -181,8 +181,23 @@ func (r *Replica) reapConsumers() {
 		return
 	}
 	set := &orphanSet{ids: make(map[raftq.ConsumerID]bool, len(orphans))}
+	r.fsm.mu.Lock()
+	keep := make(map[raftq.ConsumerID]bool)
+	for _, id := range orphans {
+		if r.fsm.m.Keeps(id) {
+			keep[id] = true
+		}
+	}
+	r.fsm.mu.Unlock()
 	for _, id := range orphans {
 		set.ids[id] = true
+		if keep[id] {
+			// The exclusive or single active consumer stays attached, so
+			// that nobody takes its place meanwhile (RabbitMQ keeps it
+			// active); what the machine hands it before it is back, it
+			// never receives, and its resume returns.
+			continue
+		}
 		r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id})
 	}
 	r.mu.Lock()
