@@ -217,6 +217,9 @@ func (s *script) run(where, line string) []string {
 		if _, ok := args["timeout"]; ok {
 			c.HasTimeout, c.Timeout = true, num("timeout", 0)
 		}
+		if _, ok := args["resume"]; ok {
+			c.Resume, c.LastDelivery = true, uint64(num("resume", 0))
+		}
 	case "detach":
 		c.Op = OpDetach
 	case "down":
