@@ -247,3 +247,56 @@ func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
 		t.Fatalf("the waiting consumer got %d messages", n)
 	}
 }
+
+// TestDeadLettersNotRepeatedByANewLeader: a member that leads again
+// applies the entries the leader before it committed; the at-most-once
+// dead letters those entries made were that leader's to publish, and are
+// not published twice.
+func TestDeadLettersNotRepeatedByANewLeader(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("dlq", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	args := amqp091.Table{"x-queue-type": "quorum", "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}
+	if _, err := ch.QueueDeclare("rejects", true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	c := adminClient(t, ms[0])
+	first := queueLeader(t, c, "rejects")
+	var second string
+	for _, m := range ms {
+		if m.Name() != first {
+			second = m.Name()
+			break
+		}
+	}
+	transfer := func(to string) {
+		t.Helper()
+		resp, err := c.TransferLeadership(callCtx(t, 30*time.Second), &adminpb.TransferLeadershipRequest{Name: "rejects", To: to})
+		if err != nil || !resp.Moved {
+			t.Fatalf("transfer to %s: %v, %v", to, resp, err)
+		}
+	}
+	transfer(second)
+	publishConfirmedN(t, ms[1].Channel(), "rejects", 0, 10)
+	sub := ms[2].Channel()
+	ds, err := sub.Consume("rejects", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		d := <-ds
+		d.Reject(false)
+	}
+	nodetest.Eventually(t, "10 dead letters", 15*time.Second, func() bool {
+		q, err := ms[0].Channel().QueueDeclarePassive("dlq", true, false, false, false, quorum)
+		return err == nil && q.Messages == 10
+	})
+	transfer(first) // it has not applied the rejects yet: followers apply lazily
+	time.Sleep(3 * time.Second)
+	q, err := ms[0].Channel().QueueDeclarePassive("dlq", true, false, false, false, quorum)
+	if err != nil || q.Messages != 10 {
+		t.Fatalf("dlq: %d messages, %v; want the 10 dead letters once", q.Messages, err)
+	}
+}

@@ -50,10 +50,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 		panic(fmt.Sprintf("replica %s: entry %d: %v", f.r.name, l.Index, err))
 	}
 	leader := f.r.isLeader()
-	if leader && f.cmd.Op == raftq.OpAttach && l.Term == f.r.leaderOf.Load().CurrentTerm() {
-		// The attach this member proposed (an earlier term's is another
-		// leader's): deliveries to the consumer are this member's to
-		// send from here on.
+	// current: an entry this member proposed as leader. One of an earlier
+	// term was another leader's, which carried out its effects (or failed
+	// first: see the cases below).
+	current := leader && l.Term == f.r.leaderOf.Load().CurrentTerm()
+	if current && f.cmd.Op == raftq.OpAttach {
+		// Deliveries to the consumer are this member's to send from
+		// here on.
 		f.r.markAttached(f.cmd.Consumer)
 	}
 	if leader && f.cmd.Op == raftq.OpEnqueue {
@@ -76,7 +79,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 				err = ErrOutOfSequence
 			}
 			f.r.completeEnqueue(e.Publisher, e.Seq, err)
-			if e.Kind == raftq.EffectReject && f.r.dlxOnReject && leader && f.cmd.Op == raftq.OpEnqueue {
+			if e.Kind == raftq.EffectReject && f.r.dlxOnReject && current && f.cmd.Op == raftq.OpEnqueue {
 				// x-overflow=reject-publish-dlx (classic queues): the
 				// refused message is dead-lettered too, from its entry.
 				f.r.dl.effect(raftq.Effect{Kind: raftq.EffectDeadLetter, Index: l.Index, Reason: raftq.ReasonMaxLen, Time: f.m.Clock()})
@@ -88,6 +91,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 				answer = res
 			}
 			res.effects = append(res.effects, e)
+		case raftq.EffectDeadLetter:
+			// At most once: publishing an earlier leader's again would
+			// duplicate it, and losing it if that leader failed first is
+			// what at-most-once allows. An at-least-once one stays
+			// pending in the machine until settled, so sending it again
+			// is harmless.
+			if current || (leader && e.AtLeastOnce) {
+				f.r.execute(e)
+			}
 		default:
 			if leader {
 				f.r.execute(e)
