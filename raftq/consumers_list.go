@@ -23,3 +23,11 @@ func (m *Machine) Keeps(id ConsumerID) bool {
 	c := m.consumers[id]
 	return c != nil && c.attached && (m.exclusive == c || m.active == c)
 }
+
+// Cancelled says whether consumer id is known, detached and not a
+// basic.get owner: a consumer cancelled with messages still checked out,
+// which its channel may yet settle.
+func (m *Machine) Cancelled(id ConsumerID) bool {
+	c := m.consumers[id]
+	return c != nil && !c.getter && !c.attached
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // defaultQueueTimeout is the queue groups' heartbeat and election
@@ -52,6 +53,9 @@ func (c *clusterNode) memberEvent(ev membership.Event) {
 		// Its channels are gone: what its cancelled consumers held here
 		// goes back to the queues (forward.Server.NodeGone).
 		c.fwd.NodeGone(ev.Member.Name)
+		for _, r := range c.allReplicas() {
+			r.NodeGone(ev.Member.Name)
+		}
 	}
 	if ev.Kind != membership.Failed {
 		return
@@ -83,4 +87,15 @@ func (n *Node) Kill() {
 		c.closeTransport()
 		_ = c.qlog.Close() // a crash releases the file as well
 	}
+}
+
+// nodeTagAlive says whether gossip sees a node with this consumer-ID tag
+// (replica.NodeTag) alive.
+func (c *clusterNode) nodeTagAlive(tag uint32) bool {
+	for _, m := range c.aliveMembers() {
+		if replica.NodeTag(m.Name) == tag {
+			return true
+		}
+	}
+	return false
 }

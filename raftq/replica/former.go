@@ -183,14 +183,21 @@ func (r *Replica) reapConsumers() {
 	set := &orphanSet{ids: make(map[raftq.ConsumerID]bool, len(orphans))}
 	r.fsm.mu.Lock()
 	keep := make(map[raftq.ConsumerID]bool)
+	cancelled := make(map[raftq.ConsumerID]bool)
 	for _, id := range orphans {
-		if r.fsm.m.Keeps(id) {
+		switch {
+		case r.fsm.m.Keeps(id):
 			keep[id] = true
+		case r.fsm.m.Cancelled(id):
+			cancelled[id] = true
 		}
 	}
 	r.fsm.mu.Unlock()
 	for _, id := range orphans {
 		set.ids[id] = true
+		if cancelled[id] {
+			continue // detached already
+		}
 		if keep[id] {
 			// The exclusive or single active consumer stays attached, so
 			// that nobody takes its place meanwhile (RabbitMQ keeps it
@@ -223,9 +230,15 @@ func (r *Replica) reapConsumers() {
 		}
 		var down []raftq.ConsumerID
 		for _, id := range orphans {
-			if set.ids[id] {
-				down = append(down, id)
+			if !set.ids[id] {
+				continue // attached again
 			}
+			if cancelled[id] && r.consumerNodeAlive(id) {
+				// Cancelled, its messages with its channel, whose node
+				// is up: they stay until it settles them or NodeGone.
+				continue
+			}
+			down = append(down, id)
 		}
 		r.orphans = nil
 		r.mu.Unlock()
@@ -233,6 +246,37 @@ func (r *Replica) reapConsumers() {
 			r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
 		}
 	})
+}
+
+// consumerNodeAlive says whether the node that chose consumer's ID is up.
+func (r *Replica) consumerNodeAlive(consumer raftq.ConsumerID) bool {
+	return r.cfg.ConsumerNodeAlive != nil && r.cfg.ConsumerNodeAlive(consumerNode(uint64(consumer)))
+}
+
+// NodeGone lets go of the cancelled consumers of a node gossip reports
+// failed or gone, if this member leads: their channels are gone, and the
+// messages they held return to the queue. (Consumers attached here are
+// declared down when their streams end.)
+func (r *Replica) NodeGone(node string) {
+	if !r.isLeader() {
+		return
+	}
+	tag := NodeTag(node)
+	r.fsm.mu.Lock()
+	ids := r.fsm.m.AppendConsumerIDs(nil)
+	gone := ids[:0]
+	for _, id := range ids {
+		if consumerNode(uint64(id)) == tag && r.fsm.m.Cancelled(id) {
+			gone = append(gone, id)
+		}
+	}
+	r.fsm.mu.Unlock()
+	for _, id := range gone {
+		r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
+	}
+	if len(gone) > 0 {
+		r.log.Info("returned the messages of a gone node's cancelled consumers", "node", node, "consumers", len(gone))
+	}
 }
 
 // orphanSet is one reap's detached consumers still to come back.

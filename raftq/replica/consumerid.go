@@ -1,0 +1,29 @@
+package replica
+
+import "hash/fnv"
+
+// A consumer that attaches through a node other than the leader's, or
+// that follows the leadership, has an ID its own node chose
+// (ConsumerIDFor): the top 24 bits name that node (NodeTag), the rest are
+// random. A new leader tells from it whether a consumer its predecessor
+// had, cancelled but still holding messages for its channel to settle,
+// lives on a node that is still up (Config.ConsumerNodeAlive), and which
+// consumers to let go of when gossip reports a node gone (NodeGone).
+
+const nodeTagShift = 40
+
+// NodeTag is node's 24-bit tag in the consumer IDs it chooses.
+func NodeTag(node string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	s := h.Sum32()
+	return (s ^ s>>24) & 0xffffff
+}
+
+// ConsumerIDFor returns a new consumer ID for a consumer on node.
+func ConsumerIDFor(node string) uint64 {
+	return uint64(NodeTag(node))<<nodeTagShift | randomID()&(1<<nodeTagShift-1) | 1
+}
+
+// consumerNode is the tag of the node that chose consumer ID id.
+func consumerNode(id uint64) uint32 { return uint32(id >> nodeTagShift) }
