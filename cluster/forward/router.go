@@ -575,6 +575,20 @@ func (r *Router) SettleHeld(list []replica.HeldSettlement) {
 	if len(list) == 0 {
 		return
 	}
+	r.atLeaderLater(func(l Local) error {
+		return l.SettleHeld(list)
+	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
+		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Held: encodeHeld(list)})
+		return err
+	}, func(err error) {
+		r.log.Debug("forward: a former leader's settlements dropped", "err", err)
+	})
+}
+
+// atLeaderLater runs onLeader on a goroutine of the router's wait group,
+// for up to opTimeout, and failed with its error if it fails; nothing
+// once the router is stopping.
+func (r *Router) atLeaderLater(local func(Local) error, remote func(context.Context, queuepb.ForwardClient, string) error, failed func(error)) {
 	r.goMu.Lock()
 	defer r.goMu.Unlock()
 	if r.goStopped {
@@ -585,14 +599,8 @@ func (r *Router) SettleHeld(list []replica.HeldSettlement) {
 		defer r.wg.Done()
 		ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 		defer cancel()
-		err := r.onLeader(ctx, func(l Local) error {
-			return l.SettleHeld(list)
-		}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
-			_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Held: encodeHeld(list)})
-			return err
-		})
-		if err != nil {
-			r.log.Debug("forward: a former leader's settlements dropped", "err", err)
+		if err := r.onLeader(ctx, local, remote); err != nil {
+			failed(err)
 		}
 	}()
 }
@@ -657,31 +665,17 @@ func (r *Router) settler() {
 // once; they are dropped if no leader takes them within opTimeout, and the
 // consumer's messages come back when its channel closes.
 func (r *Router) settleAtLeader(addr string, list []*queuepb.Settlement, cause error) {
-	r.goMu.Lock()
-	defer r.goMu.Unlock()
-	if r.goStopped {
-		return
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
-		defer cancel()
-		err := r.onLeader(ctx, func(l Local) error {
-			for _, s := range list {
-				settleOn(l, s)
-			}
-			return nil
-		}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
-			_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Settlements: list})
-			return err
-		})
-		if err != nil {
-			r.log.Debug("forward: settlements dropped", "addr", addr, "cause", cause, "err", err)
-			return
+	r.atLeaderLater(func(l Local) error {
+		for _, s := range list {
+			settleOn(l, s)
 		}
-		r.log.Debug("forward: settlements sent to the leader instead", "addr", addr, "cause", cause)
-	}()
+		return nil
+	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
+		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Settlements: list})
+		return err
+	}, func(err error) {
+		r.log.Debug("forward: settlements dropped", "addr", addr, "cause", cause, "err", err)
+	})
 }
 
 // startOnce runs fn on a goroutine of the router's wait group the first
