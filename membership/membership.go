@@ -23,6 +23,10 @@ type Meta struct {
 	Internal string `json:"internal"` // Raft and forwarding address
 	Gossip   string `json:"gossip"`
 	Version  string `json:"version"`
+	// Boot is random for each start of the node's process: consumers
+	// cancelled on a node keep their messages while it is up, and a node
+	// that restarted (its channels gone) is another boot.
+	Boot string `json:"boot,omitempty"`
 	// Leaving is announced just before a graceful leave: memberlist
 	// reports a goodbye and a failure alike, and the metadata group must
 	// tell a node that left for good from one that may come back.

@@ -53,7 +53,7 @@ func (r *Router) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 		// that it keeps the messages it holds when the leader moves. (A
 		// no-ack consumer holds nothing its channel knows of: the
 		// leader settles each delivery as it sends it.)
-		opts.ID = replica.ConsumerIDFor(r.cfg.Self)
+		opts.ID = replica.ConsumerIDFor(r.cfg.SelfBoot)
 	}
 	a, err := encodeOptions(r.cfg.QueueID, opts)
 	if err != nil {

@@ -27,6 +27,9 @@ type RouterConfig struct {
 	Name    string   // "vhost/name", for logs
 	Members []string // node names of the group's members
 	Self    string   // this node's name, told to the leader as consumers' origin
+	// SelfBoot names this start of the node (replica.BootOf): the
+	// consumers it attaches carry it in their IDs.
+	SelfBoot string
 	// Local is this node's member, nil when this node is not a member.
 	// Members and Local are where the router starts; SetMembers changes
 	// them.

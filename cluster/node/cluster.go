@@ -84,17 +84,23 @@ type ClusterConfig struct {
 // the peers' connections, the Raft transport shared by every group, the
 // metadata group, gossip membership, and this node's queue replicas.
 type clusterNode struct {
-	cfg    ClusterConfig
-	log    *slog.Logger
-	self   string
-	addr   string // advertised internal address
-	ln     net.Listener
-	grpc   *grpc.Server
-	pool   *rpc.Pool
-	mux    *transport.Mux
-	meta   *meta.Store
-	gossip *membership.Membership
-	fwd    *forward.Server
+	cfg  ClusterConfig
+	log  *slog.Logger
+	self string
+	// boot is this start of the node (membership.Meta.Boot); the
+	// consumers of its channels carry it in their IDs (replica.NodeTag).
+	boot string
+	// boots is the boot gossip last reported for each node (failover.go).
+	bootsMu sync.Mutex
+	boots   map[string]string
+	addr    string // advertised internal address
+	ln      net.Listener
+	grpc    *grpc.Server
+	pool    *rpc.Pool
+	mux     *transport.Mux
+	meta    *meta.Store
+	gossip  *membership.Membership
+	fwd     *forward.Server
 	// admin answers warrenctl once the broker exists (run).
 	admin lateBackend
 
@@ -152,6 +158,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 		cfg:      cfg,
 		log:      log.With("component", "cluster"),
 		self:     cfg.NodeName,
+		boot:     newBoot(),
 		addr:     addr,
 		ln:       ln,
 		grpc:     grpc.NewServer(rpc.ServerOptions()...),
@@ -196,7 +203,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 		gossipAddr = "127.0.0.1:0"
 	}
 	c.gossip, err = membership.Start(membership.Config{
-		Meta:          membership.Meta{Name: c.self, AMQP: amqpAddr, Internal: addr, Gossip: gossipAddr, Version: cfg.Version},
+		Meta:          membership.Meta{Name: c.self, AMQP: amqpAddr, Internal: addr, Gossip: gossipAddr, Version: cfg.Version, Boot: c.boot},
 		BindAddr:      gossipAddr,
 		SecretKey:     cfg.GossipKey,
 		ProbeInterval: cfg.ProbeInterval,
@@ -398,7 +405,7 @@ func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Q
 		members = []string{c.self} // a record from before clustering
 	}
 	rcfg := forward.RouterConfig{
-		QueueID: rec.ID, Name: cfg.Name, Members: members, Self: c.self,
+		QueueID: rec.ID, Name: cfg.Name, Members: members, Self: c.self, SelfBoot: replica.BootOf(c.self, c.boot),
 		Addr: c.addrOf, Pool: c.pool, PublishTimeout: c.cfg.PublishTimeout,
 		Log:    cfg.Log,
 		Wake:   func() { c.wake(rec.ID) },

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"time"
 
 	"github.com/warrenmq/warren/membership"
@@ -49,12 +51,18 @@ func (c *clusterNode) memberEvent(ev membership.Event) {
 	if ev.Member.Name == c.self {
 		return
 	}
-	if ev.Kind == membership.Failed || ev.Kind == membership.Departed {
-		// Its channels are gone: what its cancelled consumers held here
-		// goes back to the queues (forward.Server.NodeGone).
+	restartedFrom := c.noteBoot(ev)
+	if ev.Kind == membership.Failed || ev.Kind == membership.Departed || restartedFrom != "" {
+		// Its channels are gone: what its cancelled consumers held goes
+		// back to the queues (forward.Server.NodeGone for those attached
+		// here, Replica.NodeGone for those an earlier leader had).
 		c.fwd.NodeGone(ev.Member.Name)
+		boot := ev.Member.Boot
+		if restartedFrom != "" {
+			boot = restartedFrom
+		}
 		for _, r := range c.allReplicas() {
-			r.NodeGone(ev.Member.Name)
+			r.NodeGone(replica.BootOf(ev.Member.Name, boot))
 		}
 	}
 	if ev.Kind != membership.Failed {
@@ -89,13 +97,39 @@ func (n *Node) Kill() {
 	}
 }
 
-// nodeTagAlive says whether gossip sees a node with this consumer-ID tag
-// (replica.NodeTag) alive.
+// nodeTagAlive says whether gossip sees the node start with this
+// consumer-ID tag (replica.NodeTag of replica.BootOf) alive.
 func (c *clusterNode) nodeTagAlive(tag uint32) bool {
 	for _, m := range c.aliveMembers() {
-		if replica.NodeTag(m.Name) == tag {
+		if replica.NodeTag(replica.BootOf(m.Name, m.Boot)) == tag {
 			return true
 		}
 	}
 	return false
+}
+
+// noteBoot remembers the boot gossip reports for a node and returns the
+// one before it when the node restarted since (a restart quicker than
+// gossip's failure detection shows only as new metadata).
+func (c *clusterNode) noteBoot(ev membership.Event) (restartedFrom string) {
+	c.bootsMu.Lock()
+	defer c.bootsMu.Unlock()
+	if c.boots == nil {
+		c.boots = make(map[string]string)
+	}
+	prev, seen := c.boots[ev.Member.Name]
+	if ev.Member.Boot != "" {
+		c.boots[ev.Member.Name] = ev.Member.Boot
+	}
+	if seen && prev != "" && ev.Member.Boot != "" && prev != ev.Member.Boot {
+		return prev
+	}
+	return ""
+}
+
+// newBoot is a random name for this start of the node.
+func newBoot() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -362,3 +362,43 @@ func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledConsumerNodeRestarted: a cancelled consumer's node that
+// restarts quicker than gossip calls it failed has lost its channels all
+// the same: its new boot tells, and what the consumer held returns.
+func TestCancelledConsumerNodeRestarted(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	if _, err := ms[0].Channel().QueueDeclare("restarted", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	c := adminClient(t, ms[0])
+	leader := queueLeader(t, c, "restarted")
+	var others []*nodetest.Member
+	for _, m := range ms {
+		if m.Name() != leader {
+			others = append(others, m)
+		}
+	}
+	victim := others[0]
+	ch := victim.Channel()
+	if err := ch.Qos(5, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume("restarted", "worker", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmedN(t, others[1].Channel(), "restarted", 0, 5)
+	for range 5 {
+		<-ds
+	}
+	if err := ch.Cancel("worker", false); err != nil {
+		t.Fatal(err)
+	}
+	victim.Kill()
+	victim.Start()
+	other := consumeSlowly(t, others[1].Channel(), "restarted", 100)
+	nodetest.Eventually(t, "the restarted node's cancelled consumer's 5 delivered again", 30*time.Second, func() bool {
+		return len(other.deliveries()) == 5
+	})
+}

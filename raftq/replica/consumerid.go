@@ -4,15 +4,20 @@ import "hash/fnv"
 
 // A consumer that attaches through a node other than the leader's, or
 // that follows the leadership, has an ID its own node chose
-// (ConsumerIDFor): the top 24 bits name that node (NodeTag), the rest are
-// random. A new leader tells from it whether a consumer its predecessor
-// had, cancelled but still holding messages for its channel to settle,
-// lives on a node that is still up (Config.ConsumerNodeAlive), and which
-// consumers to let go of when gossip reports a node gone (NodeGone).
+// (ConsumerIDFor): the top 24 bits name that start of that node (NodeTag
+// of BootOf), the rest are random. A new leader tells from it whether a
+// consumer its predecessor had, cancelled but still holding messages for
+// its channel to settle, lives on a node that is still up and has not
+// restarted since (Config.ConsumerNodeAlive), and which consumers to let
+// go of when gossip reports a node gone or restarted (NodeGone).
 
 const nodeTagShift = 40
 
-// NodeTag is node's 24-bit tag in the consumer IDs it chooses.
+// BootOf names one start of a node: its name and its gossip Boot.
+func BootOf(name, boot string) string { return name + "/" + boot }
+
+// NodeTag is the 24-bit tag of a node's start (BootOf) in the consumer
+// IDs it chooses.
 func NodeTag(node string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(node))

@@ -253,10 +253,11 @@ func (r *Replica) consumerNodeAlive(consumer raftq.ConsumerID) bool {
 	return r.cfg.ConsumerNodeAlive != nil && r.cfg.ConsumerNodeAlive(consumerNode(uint64(consumer)))
 }
 
-// NodeGone lets go of the cancelled consumers of a node gossip reports
-// failed or gone, if this member leads: their channels are gone, and the
-// messages they held return to the queue. (Consumers attached here are
-// declared down when their streams end.)
+// NodeGone lets go of the cancelled consumers of a node's start (BootOf)
+// that gossip reports failed, gone or restarted, if this member leads:
+// their channels are gone, and the messages they held return to the
+// queue. (Consumers attached here are declared down when their streams
+// end.)
 func (r *Replica) NodeGone(node string) {
 	if !r.isLeader() {
 		return
