@@ -103,6 +103,9 @@ type verdict struct {
 	// redelivered: at-least-once delivery after a consumer or its node
 	// went away before acking.
 	Redelivered int `json:"redelivered"`
+	// Stranded messages were still unacknowledged, in queues without
+	// consumers, 10 s after every consumer had gone: nobody would get them.
+	Stranded int `json:"stranded"`
 	// Lost were confirmed and never delivered; Unexpected were delivered
 	// and never published; Unflagged came again without the redelivered
 	// flag. Each is a defect.
@@ -114,7 +117,7 @@ type verdict struct {
 }
 
 func (v verdict) ok() bool {
-	return len(v.Lost) == 0 && len(v.Unexpected) == 0 && len(v.Unflagged) == 0
+	return len(v.Lost) == 0 && len(v.Unexpected) == 0 && len(v.Unflagged) == 0 && v.Stranded == 0
 }
 
 // check judges the history, once every client has stopped.
@@ -200,7 +203,8 @@ func (v verdict) String() string {
 		v.Delivered, v.Deliveries, v.Redelivered)
 	fmt.Fprintf(&b, "lost (confirmed, never delivered): %d\n", len(v.Lost))
 	fmt.Fprintf(&b, "unexpected (delivered, never published): %d\n", len(v.Unexpected))
-	fmt.Fprintf(&b, "unflagged redeliveries: %d", len(v.Unflagged))
+	fmt.Fprintf(&b, "unflagged redeliveries: %d\n", len(v.Unflagged))
+	fmt.Fprintf(&b, "stranded (unacknowledged, no consumer, 10 s after the end): %d", v.Stranded)
 	for _, s := range v.Stories {
 		fmt.Fprintf(&b, "\n  %s", s)
 	}

@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -221,12 +222,16 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 		n.note("drain: %v", drainErr)
 	}
 
-	v := w.h.check()
-	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, Verdict: v}
-	// The cluster's own account of the queues, for the post-mortem.
-	if out, err := c.ctl(ctx, cfg.warrenctl, "list", "queues"); err == nil {
-		rep.Queues = strings.Split(out, "\n")
+	// The cluster's own account of the queues, for the post-mortem, once
+	// the consumers' last settlements are in: with every consumer gone,
+	// a message still unacknowledged after that is stranded.
+	listing, stranded := settledListing(ctx, c, cfg.warrenctl, 10*time.Second)
+	if stranded > 0 {
+		n.note("%d messages still unacknowledged in queues without consumers", stranded)
 	}
+	v := w.h.check()
+	v.Stranded = stranded
+	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, Verdict: v, Queues: listing}
 	for _, q := range append(slices.Clone(w.queues), w.sleepy...) {
 		if out, err := c.ctl(ctx, cfg.warrenctl, "quorum", "status", q); err == nil {
 			rep.Replicas = append(rep.Replicas, strings.Split(out, "\n")...)
@@ -274,4 +279,46 @@ func drain(ctx context.Context, c *cluster, w *workload, limit time.Duration) er
 		sleep(ctx, 500*time.Millisecond)
 	}
 	return fmt.Errorf("the queues were not drained within %s", limit)
+}
+
+// settledListing is warrenctl's list of queues once no queue without
+// consumers holds unacknowledged messages, or after wait; stranded counts
+// those left then.
+func settledListing(ctx context.Context, c *cluster, warrenctl string, wait time.Duration) (lines []string, stranded int) {
+	deadline := time.Now().Add(wait)
+	for {
+		out, err := c.ctl(ctx, warrenctl, "list", "queues")
+		if err == nil {
+			lines = strings.Split(out, "\n")
+			stranded = unackedWithoutConsumers(lines)
+		}
+		if (err == nil && stranded == 0) || time.Now().After(deadline) {
+			return lines, stranded
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// unackedWithoutConsumers adds up the UNACKED column of the queues whose
+// CONSUMERS column is 0 in warrenctl's list of queues.
+func unackedWithoutConsumers(lines []string) int {
+	if len(lines) == 0 {
+		return 0
+	}
+	head := strings.Fields(lines[0])
+	unacked, consumers := slices.Index(head, "UNACKED"), slices.Index(head, "CONSUMERS")
+	if unacked < 0 || consumers < 0 {
+		return 0
+	}
+	total := 0
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) <= max(unacked, consumers) || f[consumers] != "0" {
+			continue
+		}
+		if n, err := strconv.Atoi(f[unacked]); err == nil {
+			total += n
+		}
+	}
+	return total
 }

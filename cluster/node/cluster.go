@@ -465,7 +465,6 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	cfg.SeesAlive = c.seesAlive
 	cfg.LeadsAt = func(ctx context.Context, node string) (bool, error) { return c.leadsAt(ctx, node, id) }
 	cfg.SettleAtLeader = func(list []replica.HeldSettlement) { c.settleAtLeader(id, list) }
-	cfg.ConsumerNodeAlive = c.nodeTagAlive
 	cfg.Bootstrap, cfg.Follow = bootstrap, follow
 	cfg.Peers = nil
 	for _, m := range members {

@@ -97,17 +97,6 @@ func (n *Node) Kill() {
 	}
 }
 
-// nodeTagAlive says whether gossip sees the node start with this
-// consumer-ID tag (replica.NodeTag of replica.BootOf) alive.
-func (c *clusterNode) nodeTagAlive(tag uint32) bool {
-	for _, m := range c.aliveMembers() {
-		if replica.NodeTag(replica.BootOf(m.Name, m.Boot)) == tag {
-			return true
-		}
-	}
-	return false
-}
-
 // noteBoot remembers the boot gossip reports for a node and returns the
 // one before it when the node restarted since (a restart quicker than
 // gossip's failure detection shows only as new metadata).

@@ -301,68 +301,6 @@ func TestDeadLettersNotRepeatedByANewLeader(t *testing.T) {
 	}
 }
 
-// TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves: a consumer
-// cancelled with basic.cancel keeps the messages it holds for its channel
-// to settle, as in RabbitMQ, also when the queue's leader moves meanwhile;
-// once its node is gone, they return to the queue.
-func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
-	ms := nodetest.StartCluster(t, 3)
-	if _, err := ms[0].Channel().QueueDeclare("cancelled", true, false, false, false, quorum); err != nil {
-		t.Fatal(err)
-	}
-	c := adminClient(t, ms[0])
-	leader := queueLeader(t, c, "cancelled")
-	var others []*nodetest.Member
-	for _, m := range ms {
-		if m.Name() != leader {
-			others = append(others, m)
-		}
-	}
-	consumerNode, third := others[0], others[1]
-	ch := consumerNode.Channel()
-	if err := ch.Qos(5, 0, false); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := ch.Consume("cancelled", "worker", false, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	publishConfirmedN(t, ms[0].Channel(), "cancelled", 0, 10)
-	var held []amqp091.Delivery
-	for range 5 {
-		held = append(held, <-ds)
-	}
-	if err := ch.Cancel("worker", false); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := c.TransferLeadership(callCtx(t, 30*time.Second), &adminpb.TransferLeadershipRequest{Name: "cancelled", To: third.Name()})
-	if err != nil || !resp.Moved {
-		t.Fatalf("transfer: %v, %v", resp, err)
-	}
-	time.Sleep(replica.OrphanGrace + time.Second)
-
-	other := consumeSlowly(t, ms[0].Channel(), "cancelled", 100)
-	nodetest.Eventually(t, "the 5 others delivered", 10*time.Second, func() bool { return len(other.deliveries()) == 5 })
-	time.Sleep(500 * time.Millisecond)
-	for _, d := range other.deliveries() {
-		for _, h := range held {
-			if string(d.Body) == string(h.Body) {
-				t.Fatalf("%s, held by the cancelled consumer's channel, delivered to another", d.Body)
-			}
-		}
-	}
-	// Its node goes: the leader returns what it held.
-	consumerNode.Kill()
-	nodetest.Eventually(t, "the cancelled consumer's 5 delivered again", 30*time.Second, func() bool {
-		return len(other.deliveries()) == 10
-	})
-	for _, d := range other.deliveries()[5:] {
-		if !d.Redelivered {
-			t.Errorf("%s returned from a gone node, not marked redelivered", d.Body)
-		}
-	}
-}
-
 // TestCancelledConsumerNodeRestarted: a cancelled consumer's node that
 // restarts quicker than gossip calls it failed has lost its channels all
 // the same: its new boot tells, and what the consumer held returns.

@@ -5,11 +5,9 @@ import "hash/fnv"
 // A consumer that attaches through a node other than the leader's, or
 // that follows the leadership, has an ID its own node chose
 // (ConsumerIDFor): the top 24 bits name that start of that node (NodeTag
-// of BootOf), the rest are random. A new leader tells from it whether a
-// consumer its predecessor had, cancelled but still holding messages for
-// its channel to settle, lives on a node that is still up and has not
-// restarted since (Config.ConsumerNodeAlive), and which consumers to let
-// go of when gossip reports a node gone or restarted (NodeGone).
+// of BootOf), the rest are random. When gossip reports a node failed,
+// gone or restarted, a leader lets go at once of that start's cancelled
+// consumers, whose channels are gone (NodeGone).
 
 const nodeTagShift = 40
 

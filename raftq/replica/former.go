@@ -233,11 +233,10 @@ func (r *Replica) reapConsumers() {
 			if !set.ids[id] {
 				continue // attached again
 			}
-			if cancelled[id] && r.consumerNodeAlive(id) {
-				// Cancelled, its messages with its channel, whose node
-				// is up: they stay until it settles them or NodeGone.
-				continue
-			}
+			// A cancelled one too, though its channel may still settle
+			// what it holds: that settlement (a requeue on the channel's
+			// close among them) can be lost in the move, and nothing
+			// else would return those messages.
 			down = append(down, id)
 		}
 		r.orphans = nil
@@ -246,11 +245,6 @@ func (r *Replica) reapConsumers() {
 			r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
 		}
 	})
-}
-
-// consumerNodeAlive says whether the node that chose consumer's ID is up.
-func (r *Replica) consumerNodeAlive(consumer raftq.ConsumerID) bool {
-	return r.cfg.ConsumerNodeAlive != nil && r.cfg.ConsumerNodeAlive(consumerNode(uint64(consumer)))
 }
 
 // NodeGone lets go of the cancelled consumers of a node's start (BootOf)

@@ -96,10 +96,6 @@ type Config struct {
 	// when it led on to the group's leader (former.go); it must not block.
 	// Nil drops them, and their messages are handed out again.
 	SettleAtLeader func([]HeldSettlement)
-	// ConsumerNodeAlive says whether a node with this tag (NodeTag) is up:
-	// a consumer of a former leader that was cancelled but holds messages
-	// keeps them while its node is (former.go). Nil: none is.
-	ConsumerNodeAlive func(tag uint32) bool
 	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
 	// picks one second each.
 	HeartbeatTimeout, ElectionTimeout time.Duration
