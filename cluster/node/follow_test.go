@@ -65,6 +65,27 @@ func publishConfirmedN(t *testing.T, ch *amqp091.Channel, queue string, from, n 
 	}
 }
 
+// threeNodesWithQueue starts three nodes and declares queue name on the
+// first; it returns the nodes, an admin client, the queue's leader and
+// the other two nodes.
+func threeNodesWithQueue(t *testing.T, name string, args amqp091.Table) (ms []*nodetest.Member, c adminpb.AdminClient, leader *nodetest.Member, others []*nodetest.Member) {
+	t.Helper()
+	ms = nodetest.StartCluster(t, 3)
+	if _, err := ms[0].Channel().QueueDeclare(name, true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	c = adminClient(t, ms[0])
+	lead := queueLeader(t, c, name)
+	for _, m := range ms {
+		if m.Name() == lead {
+			leader = m
+		} else {
+			others = append(others, m)
+		}
+	}
+	return ms, c, leader, others
+}
+
 // checkKept checks that the slow consumer still has exactly the n
 // messages it was first given, none of them again, and that nobody else
 // got them.
@@ -87,23 +108,10 @@ func (s *slowConsumer) checkKept(t *testing.T, n int, what string) {
 // gets them, it is not given them again, and its acknowledgements, sent
 // after the moves for deliveries the first leader made, settle them.
 func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
-	ms := nodetest.StartCluster(t, 3)
-	if _, err := ms[0].Channel().QueueDeclare("slow", true, false, false, false, quorum); err != nil {
-		t.Fatal(err)
-	}
-	c := adminClient(t, ms[0])
-	leader := queueLeader(t, c, "slow")
-	byName := map[string]*nodetest.Member{}
-	var others []*nodetest.Member
-	for _, m := range ms {
-		byName[m.Name()] = m
-		if m.Name() != leader {
-			others = append(others, m)
-		}
-	}
+	ms, c, leader, others := threeNodesWithQueue(t, "slow", quorum)
 	consumerNode, third := others[0], others[1]
 	slow := consumeSlowly(t, consumerNode.Channel(), "slow", 5)
-	publishConfirmedN(t, byName[leader].Channel(), "slow", 0, 20)
+	publishConfirmedN(t, leader.Channel(), "slow", 0, 20)
 	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(slow.deliveries()) == 5 })
 
 	transfer := func(to string) {
@@ -159,21 +167,7 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 // to the new leader with what it holds, and its acknowledgements of the
 // dead leader's deliveries settle them at the new one.
 func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
-	ms := nodetest.StartCluster(t, 3)
-	if _, err := ms[0].Channel().QueueDeclare("slow", true, false, false, false, quorum); err != nil {
-		t.Fatal(err)
-	}
-	c := adminClient(t, ms[0])
-	leader := queueLeader(t, c, "slow")
-	var victim *nodetest.Member
-	var others []*nodetest.Member
-	for _, m := range ms {
-		if m.Name() == leader {
-			victim = m
-		} else {
-			others = append(others, m)
-		}
-	}
+	_, c, victim, others := threeNodesWithQueue(t, "slow", quorum)
 	slow := consumeSlowly(t, others[0].Channel(), "slow", 5)
 	publishConfirmedN(t, others[1].Channel(), "slow", 0, 20)
 	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(slow.deliveries()) == 5 })
@@ -207,26 +201,15 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
 // moves while it works on its messages; the waiting consumer gets
 // nothing meanwhile, as with RabbitMQ.
 func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
-	ms := nodetest.StartCluster(t, 3)
-	args := amqp091.Table{"x-queue-type": "quorum", "x-single-active-consumer": true}
-	if _, err := ms[0].Channel().QueueDeclare("sac", true, false, false, false, args); err != nil {
-		t.Fatal(err)
-	}
-	c := adminClient(t, ms[0])
-	leader := queueLeader(t, c, "sac")
-	var others []*nodetest.Member
-	for _, m := range ms {
-		if m.Name() != leader {
-			others = append(others, m)
-		}
-	}
+	ms, c, leader, others := threeNodesWithQueue(t, "sac",
+		amqp091.Table{"x-queue-type": "quorum", "x-single-active-consumer": true})
 	active := consumeSlowly(t, others[0].Channel(), "sac", 5)
 	time.Sleep(200 * time.Millisecond) // the first to attach is the active one
 	waiting := consumeSlowly(t, others[1].Channel(), "sac", 5)
 	publishConfirmedN(t, ms[0].Channel(), "sac", 0, 20)
 	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(active.deliveries()) == 5 })
 
-	for _, to := range []string{others[1].Name(), leader} {
+	for _, to := range []string{others[1].Name(), leader.Name()} {
 		resp, err := c.TransferLeadership(callCtx(t, 30*time.Second), &adminpb.TransferLeadershipRequest{Name: "sac", To: to})
 		if err != nil || !resp.Moved {
 			t.Fatalf("transfer to %s: %v, %v", to, resp, err)
@@ -305,18 +288,7 @@ func TestDeadLettersNotRepeatedByANewLeader(t *testing.T) {
 // restarts quicker than gossip calls it failed has lost its channels all
 // the same: its new boot tells, and what the consumer held returns.
 func TestCancelledConsumerNodeRestarted(t *testing.T) {
-	ms := nodetest.StartCluster(t, 3)
-	if _, err := ms[0].Channel().QueueDeclare("restarted", true, false, false, false, quorum); err != nil {
-		t.Fatal(err)
-	}
-	c := adminClient(t, ms[0])
-	leader := queueLeader(t, c, "restarted")
-	var others []*nodetest.Member
-	for _, m := range ms {
-		if m.Name() != leader {
-			others = append(others, m)
-		}
-	}
+	_, _, _, others := threeNodesWithQueue(t, "restarted", quorum)
 	victim := others[0]
 	ch := victim.Channel()
 	if err := ch.Qos(5, 0, false); err != nil {
