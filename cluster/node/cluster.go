@@ -159,6 +159,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 		log:      log.With("component", "cluster"),
 		self:     cfg.NodeName,
 		boot:     newBoot(),
+		boots:    make(map[string]string),
 		addr:     addr,
 		ln:       ln,
 		grpc:     grpc.NewServer(rpc.ServerOptions()...),

@@ -103,9 +103,6 @@ func (n *Node) Kill() {
 func (c *clusterNode) noteBoot(ev membership.Event) (restartedFrom string) {
 	c.bootsMu.Lock()
 	defer c.bootsMu.Unlock()
-	if c.boots == nil {
-		c.boots = make(map[string]string)
-	}
 	prev, seen := c.boots[ev.Member.Name]
 	if ev.Member.Boot != "" {
 		c.boots[ev.Member.Name] = ev.Member.Boot

@@ -65,7 +65,7 @@ func (r *Replica) deliver(e raftq.Effect) {
 	}
 	r.mu.Unlock()
 	if ref == nil {
-		return // the consumer's channel is going; ConsumerDown follows
+		return // its channel is going (ConsumerDown follows), or an earlier leader's delivery
 	}
 	msg, err := r.readMessage(e.Index)
 	if err != nil {
@@ -216,8 +216,8 @@ func (r *Replica) proposeSettlements() []proposedSettlement {
 
 // settleBeforeTransfer commits the settlements in hand before this leader
 // asks raft to move the leadership: raft refuses entries while a transfer
-// runs, and the next leader knows nothing of this one's deliveries, so
-// acks left in hand would see their messages handed out again.
+// runs, and acks left in hand would otherwise reach the next leader only
+// by being passed on.
 func (r *Replica) settleBeforeTransfer() {
 	r.passOnRefused(r.proposeSettlements())
 }

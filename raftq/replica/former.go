@@ -181,30 +181,21 @@ func (r *Replica) reapConsumers() {
 		return
 	}
 	set := &orphanSet{ids: make(map[raftq.ConsumerID]bool, len(orphans))}
+	var detach []raftq.ConsumerID
 	r.fsm.mu.Lock()
-	keep := make(map[raftq.ConsumerID]bool)
-	cancelled := make(map[raftq.ConsumerID]bool)
 	for _, id := range orphans {
-		switch {
-		case r.fsm.m.Keeps(id):
-			keep[id] = true
-		case r.fsm.m.Cancelled(id):
-			cancelled[id] = true
+		set.ids[id] = true
+		// Not a cancelled one (detached already), nor the exclusive or
+		// single active consumer: it stays attached, so that nobody takes
+		// its place meanwhile (RabbitMQ keeps it active); what the
+		// machine hands it before it is back, it never receives, and its
+		// resume returns.
+		if !r.fsm.m.Cancelled(id) && !r.fsm.m.Keeps(id) {
+			detach = append(detach, id)
 		}
 	}
 	r.fsm.mu.Unlock()
-	for _, id := range orphans {
-		set.ids[id] = true
-		if cancelled[id] {
-			continue // detached already
-		}
-		if keep[id] {
-			// The exclusive or single active consumer stays attached, so
-			// that nobody takes its place meanwhile (RabbitMQ keeps it
-			// active); what the machine hands it before it is back, it
-			// never receives, and its resume returns.
-			continue
-		}
+	for _, id := range detach {
 		r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id})
 	}
 	r.mu.Lock()

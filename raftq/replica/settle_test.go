@@ -163,6 +163,29 @@ func testHandOffSettlesGatheredAcks(t *testing.T, st storage) {
 	}
 }
 
+// consumedThenMoved attaches a consumer with opts to g's leader, has it
+// handed 10 messages, and moves the leadership to another member; it
+// returns the old leader, the new one and the consumer.
+func consumedThenMoved(t *testing.T, g *group, opts queue.ConsumeOptions) (old, next *Replica, c *movable) {
+	t.Helper()
+	_, old = g.leader()
+	c = &movable{lost: make(chan struct{}, 1)}
+	if err := old.Consume(c, opts); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, old, 0, 10)
+	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
+	if err := old.HandOff(); err != nil {
+		t.Fatal(err)
+	}
+	<-c.lost
+	_, next = g.leader()
+	if next == old {
+		t.Fatal("the leadership did not move")
+	}
+	return old, next, c
+}
+
 // Acks of a former leader's deliveries that reach it after the leadership
 // moved are passed on to the new leader (Config.SettleAtLeader), which
 // settles them; the messages acked nowhere come back once OrphanGrace is
@@ -185,21 +208,7 @@ func testFormerLeaderPassesAcksOn(t *testing.T, st storage) {
 			}()
 		}
 	})
-	_, old := g.leader()
-	c := &movable{lost: make(chan struct{}, 1)}
-	if err := old.Consume(c, queue.ConsumeOptions{Prefetch: 256}); err != nil {
-		t.Fatal(err)
-	}
-	publish(t, old, 0, 10)
-	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
-	if err := old.HandOff(); err != nil {
-		t.Fatal(err)
-	}
-	<-c.lost
-	_, next := g.leader()
-	if next == old {
-		t.Fatal("the leadership did not move")
-	}
+	old, next, c := consumedThenMoved(t, g, queue.ConsumeOptions{Prefetch: 256})
 	ids := c.ids()
 	old.Settle(ids[:6])                     // acked after the move
 	old.Requeue(ids[6:7], queue.ReturnNack) // nacked with requeue
@@ -228,22 +237,8 @@ func testConsumerFollowsTheLeaderWithItsMessages(t *testing.T, st storage) {
 	g := newGroupWith(t, st, func(_ string, cfg *Config) {
 		cfg.SettleAtLeader = func([]HeldSettlement) {} // a member passing settlements on exists
 	})
-	_, old := g.leader()
 	const id = 0x5eed0001
-	c := &movable{lost: make(chan struct{}, 1)}
-	if err := old.Consume(c, queue.ConsumeOptions{Prefetch: 10, ID: id}); err != nil {
-		t.Fatal(err)
-	}
-	publish(t, old, 0, 10)
-	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
-	if err := old.HandOff(); err != nil {
-		t.Fatal(err)
-	}
-	<-c.lost
-	_, next := g.leader()
-	if next == old {
-		t.Fatal("the leadership did not move")
-	}
+	_, next, c := consumedThenMoved(t, g, queue.ConsumeOptions{Prefetch: 10, ID: id})
 	// As if the last 3 deliveries had been lost on the way.
 	received := c.ids()[:7]
 	again := &movable{lost: make(chan struct{}, 1)}
