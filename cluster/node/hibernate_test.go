@@ -191,6 +191,44 @@ func TestIdleQueuesHibernate(t *testing.T) {
 	}
 }
 
+// TestPublisherOfAFollowerNodeOutlastsHibernation: a node that does not
+// lead forwards its publishes to the leader on a stream that stays open
+// while the group sleeps and wakes, twice; every publish through it is
+// confirmed and stored. (That stream held on to the replica the leader
+// closed when the group hibernated, which refused every later publish as
+// if the queue had been deleted: all nacked, until the node restarted.)
+func TestPublisherOfAFollowerNodeOutlastsHibernation(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
+	leader := declareAsleep(t, ms, "napper")
+	var via *nodetest.Member
+	for _, m := range ms {
+		if m.Name() != leader {
+			via = m
+			break
+		}
+	}
+	pub := via.Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	sub := ms[0].Channel()
+	for round := range 3 {
+		body := fmt.Sprintf("round %d", round)
+		publishConfirmed(t, pub, "napper", body)
+		d, ok, err := sub.Get("napper", false)
+		if err != nil || !ok || string(d.Body) != body {
+			t.Fatalf("round %d: get %q %v %v", round, d.Body, ok, err)
+		}
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+		nodetest.Eventually(t, "the emptied queue asleep again", 20*time.Second, func() bool {
+			open, asleep := groups(ms)
+			return open == 0 && asleep == 3
+		})
+	}
+}
+
 // TestHibernatingQueueWakesWithoutItsLeader: the node whose replica led a
 // hibernating queue stops; a publish through another node wakes the group
 // on the two members left, which elect, and the message is confirmed and

@@ -168,6 +168,11 @@ type Replica struct {
 	nextID  atomic.Uint64
 	getter  raftq.ConsumerID
 	stopped atomic.Bool
+	// stopErr is why it stopped: queue.ErrDeleted once deleted, else
+	// ErrNotLeader (closed with its node, or while its group hibernates),
+	// which tells a forwarder to send the publish again to whichever
+	// member leads. Set before stopped.
+	stopErr atomic.Pointer[error]
 	// leaderApplied is set while this member leads and has applied
 	// every entry committed before its election (watch.go's barrier).
 	leaderApplied atomic.Bool
@@ -564,8 +569,9 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 		done = func(error) {}
 	}
 	if r.stopped.Load() {
-		done(queue.ErrDeleted)
-		return queue.ErrDeleted
+		err := r.stoppedErr()
+		done(err)
+		return err
 	}
 	if !r.isLeader() {
 		done(ErrNotLeader)
@@ -587,8 +593,9 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 		done(ctx.Err())
 		return ctx.Err()
 	case <-r.done:
-		done(queue.ErrDeleted)
-		return queue.ErrDeleted
+		err := r.stoppedErr()
+		done(err)
+		return err
 	}
 	r.pubMu.Lock()
 	if publisher == 0 {
@@ -975,6 +982,7 @@ type lingerer interface {
 
 // shutdown stops the replica and answers waiting publishes with pendingErr.
 func (r *Replica) shutdown(pendingErr error) {
+	r.stopErr.CompareAndSwap(nil, &pendingErr)
 	if !r.stopped.CompareAndSwap(false, true) {
 		return
 	}
@@ -995,6 +1003,17 @@ func (r *Replica) shutdown(pendingErr error) {
 	if err := r.closeStore(); err != nil {
 		r.log.Warn("close raft log", "err", err)
 	}
+}
+
+// stoppedErr is the answer to a publish that reaches the replica once it
+// has stopped. A Publish stream opened before a hibernation holds the
+// closed replica: "not the leader" ends that stream, and the forwarder
+// finds the reopened one.
+func (r *Replica) stoppedErr() error {
+	if err := r.stopErr.Load(); err != nil {
+		return *err
+	}
+	return queue.ErrDeleted
 }
 
 // IsLeader reports whether this member leads the group now.
