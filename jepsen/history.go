@@ -106,6 +106,10 @@ type verdict struct {
 	// Stranded messages were still unacknowledged, in queues without
 	// consumers, 10 s after every consumer had gone: nobody would get them.
 	Stranded int `json:"stranded"`
+	// RefusedAfterHeal publishes were nacked or not confirmed in time
+	// once the cluster was healed and drained (workload.afterwards): a
+	// healed cluster takes every publish.
+	RefusedAfterHeal int `json:"refused_after_heal"`
 	// Lost were confirmed and never delivered; Unexpected were delivered
 	// and never published; Unflagged came again without the redelivered
 	// flag. Each is a defect.
@@ -117,7 +121,7 @@ type verdict struct {
 }
 
 func (v verdict) ok() bool {
-	return len(v.Lost) == 0 && len(v.Unexpected) == 0 && len(v.Unflagged) == 0 && v.Stranded == 0
+	return len(v.Lost) == 0 && len(v.Unexpected) == 0 && len(v.Unflagged) == 0 && v.Stranded == 0 && v.RefusedAfterHeal == 0
 }
 
 // check judges the history, once every client has stopped.
@@ -204,7 +208,8 @@ func (v verdict) String() string {
 	fmt.Fprintf(&b, "lost (confirmed, never delivered): %d\n", len(v.Lost))
 	fmt.Fprintf(&b, "unexpected (delivered, never published): %d\n", len(v.Unexpected))
 	fmt.Fprintf(&b, "unflagged redeliveries: %d\n", len(v.Unflagged))
-	fmt.Fprintf(&b, "stranded (unacknowledged, no consumer, 10 s after the end): %d", v.Stranded)
+	fmt.Fprintf(&b, "stranded (unacknowledged, no consumer, 10 s after the end): %d\n", v.Stranded)
+	fmt.Fprintf(&b, "refused after healing (publishes nacked or unconfirmed): %d", v.RefusedAfterHeal)
 	for _, s := range v.Stories {
 		fmt.Fprintf(&b, "\n  %s", s)
 	}

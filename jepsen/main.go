@@ -222,6 +222,12 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 		n.note("drain: %v", drainErr)
 	}
 
+	n.note("publishing through every node to every queue, %d rounds %s apart", afterwardsRounds, afterwardsPause)
+	refusedAfter, why := w.afterwards(ctx, c)
+	for _, line := range why {
+		n.note("afterwards: %s", line)
+	}
+
 	// The cluster's own account of the queues, for the post-mortem, once
 	// the consumers' last settlements are in: with every consumer gone,
 	// a message still unacknowledged after that is stranded.
@@ -231,6 +237,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	}
 	v := w.h.check()
 	v.Stranded = stranded
+	v.RefusedAfterHeal = refusedAfter
 	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, Verdict: v, Queues: listing}
 	for _, q := range append(slices.Clone(w.queues), w.sleepy...) {
 		if out, err := c.ctl(ctx, cfg.warrenctl, "quorum", "status", q); err == nil {
