@@ -18,6 +18,9 @@ type history struct {
 	mu   sync.Mutex
 	next uint64
 	msgs map[uint64]*record
+	// deadLettering are the queues whose messages are dead-lettered
+	// at-least-once (workload.expiring).
+	deadLettering map[string]bool
 }
 
 // record is one message's story.
@@ -36,8 +39,27 @@ type delivery struct {
 	redelivered bool
 }
 
-func newHistory() *history {
-	return &history{msgs: make(map[uint64]*record)}
+func newHistory(deadLettering []string) *history {
+	h := &history{msgs: make(map[uint64]*record), deadLettering: map[string]bool{}}
+	for _, q := range deadLettering {
+		h.deadLettering[q] = true
+	}
+	return h
+}
+
+// awaitingDeadLetters counts the messages confirmed to a dead-lettering
+// queue and not delivered yet: once the producers have stopped, the drain
+// waits for them.
+func (h *history) awaitingDeadLetters() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.msgs {
+		if h.deadLettering[r.queue] && !r.confirmed.IsZero() && len(r.deliveries) == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // publish hands out the next message ID, recorded as attempted to queue
@@ -110,6 +132,14 @@ type verdict struct {
 	// once the cluster was healed and drained (workload.afterwards): a
 	// healed cluster takes every publish.
 	RefusedAfterHeal int `json:"refused_after_heal"`
+	// DeadLettered messages were published to a queue that dead-letters
+	// and delivered from its dead-letter queue; DeadLetterCopies are the
+	// deliveries of them beyond the first, unflagged: at-least-once
+	// dead-lettering publishes a message again when it is not sure the
+	// dead-letter queue took it (RabbitMQ's does the same), and each copy
+	// is a new message there. Counted, not judged.
+	DeadLettered     int `json:"dead_lettered"`
+	DeadLetterCopies int `json:"dead_letter_copies"`
 	// Lost were confirmed and never delivered; Unexpected were delivered
 	// and never published; Unflagged came again without the redelivered
 	// flag. Each is a defect.
@@ -150,6 +180,15 @@ func (h *history) check() verdict {
 			v.Indeterminate++
 			if len(r.deliveries) > 0 {
 				v.IndeterminateDelivered++
+			}
+		}
+		if h.deadLettering[r.queue] && len(r.deliveries) > 0 {
+			v.DeadLettered++
+			// Copies the dead-letter queue received more than once come
+			// unflagged; a copy's own redeliveries are flagged.
+			v.DeadLetterCopies += max(0, len(r.deliveries)-1-r.redelivered)
+			if n := len(r.deliveries); n > 1 && r.redelivered < n-1 {
+				continue
 			}
 		}
 		if n := len(r.deliveries); n > 1 {
@@ -205,6 +244,8 @@ func (v verdict) String() string {
 		v.Attempted, v.Confirmed, v.Indeterminate, v.IndeterminateDelivered)
 	fmt.Fprintf(&b, "delivered %d distinct messages in %d deliveries; %d redelivered (flagged)\n",
 		v.Delivered, v.Deliveries, v.Redelivered)
+	fmt.Fprintf(&b, "dead-lettered %d, delivered from their dead-letter queues; %d more copies (at-least-once)\n",
+		v.DeadLettered, v.DeadLetterCopies)
 	fmt.Fprintf(&b, "lost (confirmed, never delivered): %d\n", len(v.Lost))
 	fmt.Fprintf(&b, "unexpected (delivered, never published): %d\n", len(v.Unexpected))
 	fmt.Fprintf(&b, "unflagged redeliveries: %d\n", len(v.Unflagged))

@@ -40,7 +40,7 @@ func TestChaos(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	cfg := config{
 		warren: filepath.Join(bin, "warren"), warrenctl: filepath.Join(bin, "warrenctl"),
-		dir: runDir(t), nodes: 3, queues: 3, rate: 50,
+		dir: runDir(t), nodes: 3, queues: 3, deadLetter: 1, rate: 50,
 		duration: 30 * time.Second, hold: 5 * time.Second,
 		faults: faults, ops: []string{"rebalance", "transfer", "drain", "member"},
 		seed: seed, drainLimit: 2 * time.Minute,

@@ -35,12 +35,15 @@ type config struct {
 	nodes             int
 	queues            int
 	sleepy            int
-	rate              int
-	duration          time.Duration
-	hold              time.Duration
-	faults, ops       []string
-	seed              uint64
-	drainLimit        time.Duration
+	// deadLetter is the number of queue pairs that dead-letter
+	// (workload.expiring and workload.dead).
+	deadLetter  int
+	rate        int
+	duration    time.Duration
+	hold        time.Duration
+	faults, ops []string
+	seed        uint64
+	drainLimit  time.Duration
 	// extra are more flags for every node.
 	extra []string
 }
@@ -72,6 +75,7 @@ Flags:
 	fs.IntVar(&cfg.nodes, "nodes", 3, "cluster size (3 or 5)")
 	fs.IntVar(&cfg.queues, "queues", 3, "quorum queues the clients use")
 	fs.IntVar(&cfg.sleepy, "sleepy-queues", 2, "more quorum queues used in bursts: every 7-12 s each node publishes a few messages with confirms to one of them, then empties them all with basic.get, so that between bursts they hibernate (--queue-hibernate-after, 5s by default) and each burst wakes them")
+	fs.IntVar(&cfg.deadLetter, "dead-letter-queues", 1, "pairs of quorum queues that dead-letter: the producers publish to the first of each too, whose messages expire after 200 ms with nobody consuming it and are dead-lettered at-least-once to the second, which the consumers empty")
 	fs.IntVar(&cfg.rate, "rate", 100, "messages per second each node's producer publishes")
 	fs.DurationVar(&cfg.duration, "duration", time.Minute, "how long the clients run and the nemesis breaks things")
 	fs.DurationVar(&cfg.hold, "hold", 8*time.Second, "longest a fault is held (and a pause between faults); each lasts between half this and this")
@@ -170,10 +174,15 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	}
 	defer c.stopAll()
 
-	w := &workload{log: log, h: newHistory(), rate: cfg.rate}
+	w := &workload{log: log, rate: cfg.rate}
 	for i := 0; i < cfg.queues; i++ {
 		w.queues = append(w.queues, fmt.Sprintf("jepsen-%d", i))
 	}
+	for i := 0; i < cfg.deadLetter; i++ {
+		w.expiring = append(w.expiring, fmt.Sprintf("jepsen-expiring-%d", i))
+		w.dead = append(w.dead, fmt.Sprintf("jepsen-dead-%d", i))
+	}
+	w.h = newHistory(w.expiring)
 	for i := 0; i < cfg.sleepy; i++ {
 		w.sleepy = append(w.sleepy, fmt.Sprintf("jepsen-sleepy-%d", i))
 	}
@@ -239,7 +248,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	v.Stranded = stranded
 	v.RefusedAfterHeal = refusedAfter
 	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, Verdict: v, Queues: listing}
-	for _, q := range append(slices.Clone(w.queues), w.sleepy...) {
+	for _, q := range w.all() {
 		if out, err := c.ctl(ctx, cfg.warrenctl, "quorum", "status", q); err == nil {
 			rep.Replicas = append(rep.Replicas, strings.Split(out, "\n")...)
 		}
@@ -279,6 +288,12 @@ func drain(ctx context.Context, c *cluster, w *workload, limit time.Duration) er
 				empty = false
 				break
 			}
+		}
+		// Dead letters come later than the rest: a message expires, then
+		// its queue's leader publishes it to the dead-letter queue,
+		// trying again every second until that is confirmed.
+		if empty && w.h.awaitingDeadLetters() > 0 {
+			empty = false
 		}
 		if empty && time.Since(quietSince) > 3*time.Second {
 			return nil

@@ -25,6 +25,11 @@ type workload struct {
 	// sleepy are queues used in bursts with idle gaps, long enough for
 	// them to hibernate in between (bursts).
 	sleepy []string
+	// expiring are queues the producers publish to and nobody consumes:
+	// their messages expire (x-message-ttl) and are dead-lettered,
+	// at-least-once, to the queue of the same position in dead, which
+	// the consumers empty.
+	expiring, dead []string
 	// rate is each producer's messages per second.
 	rate int
 }
@@ -45,8 +50,37 @@ func (w *workload) dial(nd *node) (*amqp091.Connection, *amqp091.Channel, error)
 	return conn, ch, nil
 }
 
+// expiringTTL is how long a message waits in an expiring queue before it
+// is dead-lettered.
+const expiringTTL = 200
+
+// all is every queue the workload uses.
+func (w *workload) all() []string {
+	return slices.Concat(w.queues, w.sleepy, w.expiring, w.dead)
+}
+
+// produced are the queues the producers publish to in turn.
+func (w *workload) produced() []string { return slices.Concat(w.queues, w.expiring) }
+
+// consumed are the queues the consumers take messages from.
+func (w *workload) consumed() []string { return slices.Concat(w.queues, w.dead) }
+
+// arguments are queue q's declaration arguments.
+func (w *workload) arguments(q string) amqp091.Table {
+	args := amqp091.Table{"x-queue-type": "quorum"}
+	if i := slices.Index(w.expiring, q); i >= 0 {
+		args["x-message-ttl"] = int32(expiringTTL)
+		args["x-dead-letter-exchange"] = ""
+		args["x-dead-letter-routing-key"] = w.dead[i]
+		args["x-dead-letter-strategy"] = "at-least-once"
+		args["x-overflow"] = "reject-publish" // at-least-once needs it
+	}
+	return args
+}
+
 // declare creates the quorum queues through the first node that takes
-// the declarations.
+// the declarations (the dead-letter queues before the queues that
+// dead-letter to them).
 func (w *workload) declare(ctx context.Context, c *cluster) error {
 	var err error
 	for ctx.Err() == nil {
@@ -57,8 +91,8 @@ func (w *workload) declare(ctx context.Context, c *cluster) error {
 			if err != nil {
 				continue
 			}
-			for _, q := range append(slices.Clone(w.queues), w.sleepy...) {
-				if _, err = ch.QueueDeclare(q, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+			for _, q := range w.all() {
+				if _, err = ch.QueueDeclare(q, true, false, false, false, w.arguments(q)); err != nil {
 					break
 				}
 			}
@@ -112,7 +146,8 @@ func (w *workload) produce(ctx context.Context, nd *node) {
 			if ctx.Err() != nil {
 				break
 			}
-			q := w.queues[n%len(w.queues)]
+			produced := w.produced()
+			q := produced[n%len(produced)]
 			id := w.h.publish(q, nd.name)
 			n++
 			body := strconv.FormatUint(id, 10)
@@ -152,7 +187,7 @@ func (w *workload) consume(ctx context.Context, nd *node) {
 		if err == nil {
 			merged = make(chan amqp091.Delivery)
 			var wg sync.WaitGroup
-			for _, q := range w.queues {
+			for _, q := range w.consumed() {
 				var ds <-chan amqp091.Delivery
 				if ds, err = ch.ConsumeWithContext(ctx, q, "", false, false, false, false, nil); err != nil {
 					break
@@ -206,7 +241,7 @@ func (w *workload) ready(nd *node) (int, error) {
 	}
 	defer conn.Close()
 	total := 0
-	for _, q := range append(slices.Clone(w.queues), w.sleepy...) {
+	for _, q := range w.all() {
 		st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
 		if err != nil {
 			return 0, err
