@@ -138,6 +138,9 @@ type QueueInfo struct {
 	Ready       uint64
 	Unacked     uint64
 	Consumers   int
+	// DeadLettered are at-least-once dead letters awaiting their
+	// targets' confirms.
+	DeadLettered uint64
 }
 
 // Role is a replica's place in its queue's Raft group.

@@ -76,6 +76,7 @@ func (s *Server) ListQueues(_ context.Context, req *adminpb.ListQueuesRequest) (
 			Ready:         q.Ready,
 			Unacked:       q.Unacked,
 			Consumers:     uint32(q.Consumers),
+			DeadLettered:  q.DeadLettered,
 		})
 	}
 	slices.SortFunc(resp.Queues, func(a, b *adminpb.Queue) int {

@@ -206,7 +206,7 @@ func (s *Server) Stats(_ context.Context, req *queuepb.StatsRequest) (*queuepb.S
 		return nil, err
 	}
 	st := l.Stats()
-	return &queuepb.StatsReply{Ready: st.Ready, Unacked: st.Unacked, Consumers: st.Consumers}, nil
+	return &queuepb.StatsReply{Ready: st.Ready, Unacked: st.Unacked, Consumers: st.Consumers, DeadLettered: st.DeadLettered}, nil
 }
 
 // Reconfigure hands the leading member the queue's new effective

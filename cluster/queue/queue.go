@@ -86,6 +86,9 @@ type Stats struct {
 	Ready     uint32 // messages waiting for a consumer (declare-ok's message-count)
 	Unacked   uint32 // delivered and not yet settled
 	Consumers uint32
+	// DeadLettered are at-least-once dead letters the queue still holds
+	// until their targets confirm them (RabbitMQ's messages_dlx).
+	DeadLettered uint32
 }
 
 // ReturnCause says why a delivered message came back to its queue.

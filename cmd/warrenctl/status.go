@@ -119,6 +119,9 @@ type queueReport struct {
 	Ready         uint64   `json:"ready"`
 	Unacked       uint64   `json:"unacked"`
 	Consumers     uint32   `json:"consumers"`
+	// DeadLettered: at-least-once dead letters waiting for their
+	// targets' confirms (RabbitMQ's messages_dlx).
+	DeadLettered uint64 `json:"dead_lettered"`
 }
 
 func listQueues(fs *flag.FlagSet) body {
@@ -132,7 +135,7 @@ func listQueues(fs *flag.FlagSet) body {
 		for _, q := range resp.Queues {
 			r.Queues = append(r.Queues, queueReport{Vhost: q.Vhost, Name: q.Name, Type: q.Type, Leader: q.Leader,
 				Members: nonNil(q.Members), OnlineMembers: nonNil(q.OnlineMembers),
-				Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers})
+				Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, DeadLettered: q.DeadLettered})
 		}
 		return r, nil
 	}
@@ -150,9 +153,9 @@ func (r *queuesReport) writeText(w io.Writer) {
 	var rows [][]string
 	for _, q := range r.Queues {
 		rows = append(rows, []string{q.Vhost, q.Name, q.Type, orDash(q.Leader), u64(q.Messages), u64(q.Ready), u64(q.Unacked),
-			strconv.Itoa(int(q.Consumers)), fmt.Sprintf("%d/%d", len(q.OnlineMembers), len(q.Members)), strings.Join(q.Members, ",")})
+			u64(q.DeadLettered), strconv.Itoa(int(q.Consumers)), fmt.Sprintf("%d/%d", len(q.OnlineMembers), len(q.Members)), strings.Join(q.Members, ",")})
 	}
-	table(w, []string{"VHOST", "NAME", "TYPE", "LEADER", "MESSAGES", "READY", "UNACKED", "CONSUMERS", "ONLINE", "MEMBERS"}, rows)
+	table(w, []string{"VHOST", "NAME", "TYPE", "LEADER", "MESSAGES", "READY", "UNACKED", "DLX", "CONSUMERS", "ONLINE", "MEMBERS"}, rows)
 }
 
 // quorum status

@@ -582,10 +582,13 @@ type Queue struct {
 	// Members whose node gossip sees alive.
 	OnlineMembers []string `protobuf:"bytes,6,rep,name=online_members,json=onlineMembers,proto3" json:"online_members,omitempty"`
 	// ready + unacked.
-	Messages      uint64 `protobuf:"varint,7,opt,name=messages,proto3" json:"messages,omitempty"`
-	Ready         uint64 `protobuf:"varint,8,opt,name=ready,proto3" json:"ready,omitempty"`
-	Unacked       uint64 `protobuf:"varint,9,opt,name=unacked,proto3" json:"unacked,omitempty"`
-	Consumers     uint32 `protobuf:"varint,10,opt,name=consumers,proto3" json:"consumers,omitempty"`
+	Messages  uint64 `protobuf:"varint,7,opt,name=messages,proto3" json:"messages,omitempty"`
+	Ready     uint64 `protobuf:"varint,8,opt,name=ready,proto3" json:"ready,omitempty"`
+	Unacked   uint64 `protobuf:"varint,9,opt,name=unacked,proto3" json:"unacked,omitempty"`
+	Consumers uint32 `protobuf:"varint,10,opt,name=consumers,proto3" json:"consumers,omitempty"`
+	// At-least-once dead letters the queue holds until their targets
+	// confirm them (RabbitMQ's messages_dlx); not in messages.
+	DeadLettered  uint64 `protobuf:"varint,11,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,6 +689,13 @@ func (x *Queue) GetUnacked() uint64 {
 func (x *Queue) GetConsumers() uint32 {
 	if x != nil {
 		return x.Consumers
+	}
+	return 0
+}
+
+func (x *Queue) GetDeadLettered() uint64 {
+	if x != nil {
+		return x.DeadLettered
 	}
 	return 0
 }
@@ -2564,7 +2574,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x11ListQueuesRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"A\n" +
 	"\x12ListQueuesResponse\x12+\n" +
-	"\x06queues\x18\x01 \x03(\v2\x13.warren.admin.QueueR\x06queues\"\x88\x02\n" +
+	"\x06queues\x18\x01 \x03(\v2\x13.warren.admin.QueueR\x06queues\"\xad\x02\n" +
 	"\x05Queue\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -2576,7 +2586,8 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x05ready\x18\b \x01(\x04R\x05ready\x12\x18\n" +
 	"\aunacked\x18\t \x01(\x04R\aunacked\x12\x1c\n" +
 	"\tconsumers\x18\n" +
-	" \x01(\rR\tconsumers\"?\n" +
+	" \x01(\rR\tconsumers\x12#\n" +
+	"\rdead_lettered\x18\v \x01(\x04R\fdeadLettered\"?\n" +
 	"\x13QuorumStatusRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\xa3\x01\n" +

@@ -664,7 +664,7 @@ func (q *Queue) Stats() queue.Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := q.m.Stats()
-	return queue.Stats{Ready: uint32(st.Ready), Unacked: uint32(st.Unacked), Consumers: uint32(st.Consumers)}
+	return queue.Stats{Ready: uint32(st.Ready), Unacked: uint32(st.Unacked), Consumers: uint32(st.Consumers), DeadLettered: uint32(st.DeadLettered)}
 }
 
 // Delete removes the queue's contents and stops it; consumers get Gone.

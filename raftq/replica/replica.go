@@ -912,7 +912,7 @@ func (r *Replica) Stats() queue.Stats {
 	r.fsm.mu.Lock()
 	st := r.fsm.m.Stats()
 	r.fsm.mu.Unlock()
-	return queue.Stats{Ready: uint32(st.Ready), Unacked: uint32(st.Unacked), Consumers: uint32(st.Consumers)}
+	return queue.Stats{Ready: uint32(st.Ready), Unacked: uint32(st.Unacked), Consumers: uint32(st.Consumers), DeadLettered: uint32(st.DeadLettered)}
 }
 
 // statsWait bounds how long Stats waits for a new leader to apply what

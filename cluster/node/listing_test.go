@@ -1,0 +1,82 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/proto/adminpb"
+)
+
+// listedQueue is queue name in the admin listing as node m answers it.
+func listedQueue(t *testing.T, c adminpb.AdminClient, name string) *adminpb.Queue {
+	t.Helper()
+	list, err := c.ListQueues(callCtx(t, 10*time.Second), &adminpb.ListQueuesRequest{Vhost: "/"})
+	if err != nil {
+		t.Fatalf("list queues: %v", err)
+	}
+	for _, q := range list.Queues {
+		if q.Name == name {
+			return q
+		}
+	}
+	t.Fatalf("queue %s not listed", name)
+	return nil
+}
+
+// TestListingCountsDeadLetters: at-least-once dead letters that wait for
+// a route to their target show in the queue listing of every node (the
+// DLX column, RabbitMQ's messages_dlx), apart from ready and unacked; once
+// the target exists they reach it and the count drops to zero.
+func TestListingCountsDeadLetters(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	args := amqp091.Table{
+		"x-queue-type":           "quorum",
+		"x-dead-letter-exchange": "held.dlx", // not declared yet
+		"x-dead-letter-strategy": "at-least-once",
+		"x-overflow":             "reject-publish",
+	}
+	if _, err := ch.QueueDeclare("held", true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	pub := ms[0].Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"a", "b"} {
+		publishConfirmed(t, pub, "held", body)
+	}
+	for range 2 {
+		d, ok, err := ch.Get("held", false)
+		if err != nil || !ok {
+			t.Fatalf("get: %v %v", ok, err)
+		}
+		if err := d.Reject(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range ms {
+		c := adminClient(t, m)
+		nodetest.Eventually(t, "two dead letters listed by "+m.Name(), 10*time.Second, func() bool {
+			q := listedQueue(t, c, "held")
+			return q.DeadLettered == 2 && q.Ready == 0 && q.Unacked == 0 && q.Messages == 0
+		})
+	}
+
+	if err := ch.ExchangeDeclare("held.dlx", "fanout", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("held.target", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("held.target", "", "held.dlx", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := adminClient(t, ms[2])
+	nodetest.Eventually(t, "the dead letters delivered and settled", 15*time.Second, func() bool {
+		return listedQueue(t, c, "held").DeadLettered == 0 && listedQueue(t, c, "held.target").Ready == 2
+	})
+}
