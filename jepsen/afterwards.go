@@ -51,14 +51,8 @@ func (w *workload) afterwards(ctx context.Context, c *cluster) (refused int, not
 // each confirm before the next publish; it returns how many were not
 // acked, and why.
 func (w *workload) publishEach(ctx context.Context, nd *node, queues []string) (refused int, notes []string) {
-	conn, ch, err := w.dial(nd)
-	if err == nil {
-		err = ch.Confirm(false)
-	}
+	conn, ch, err := w.dialConfirm(nd)
 	if err != nil {
-		if conn != nil {
-			conn.Close()
-		}
 		return len(queues), []string{fmt.Sprintf("%s: no confirm channel: %v", nd.name, err)}
 	}
 	defer conn.Close()
@@ -88,32 +82,12 @@ func (w *workload) publishEach(ctx context.Context, nd *node, queues []string) (
 	return refused, notes
 }
 
-// takeBack empties queues through nd with basic.get, recording each
-// delivery before acking it.
+// takeBack empties queues through nd with basic.get (getAll).
 func (w *workload) takeBack(ctx context.Context, nd *node, queues []string) error {
 	conn, ch, err := w.dial(nd)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	for _, q := range queues {
-		for ctx.Err() == nil {
-			d, ok, err := ch.Get(q, false)
-			if err != nil {
-				return fmt.Errorf("get from %s: %w", q, err)
-			}
-			if !ok {
-				break
-			}
-			id, err := strconv.ParseUint(string(d.Body), 10, 64)
-			if err != nil {
-				id = 0
-			}
-			w.h.deliver(id, nd.name, d.Redelivered)
-			if err := d.Ack(false); err != nil {
-				return fmt.Errorf("ack on %s: %w", q, err)
-			}
-		}
-	}
-	return ctx.Err()
+	return w.getAll(ctx, ch, nd, queues)
 }

@@ -78,6 +78,31 @@ func (w *workload) arguments(q string) amqp091.Table {
 	return args
 }
 
+// dialConfirm is dial with the channel in confirm mode.
+func (w *workload) dialConfirm(nd *node) (*amqp091.Connection, *amqp091.Channel, error) {
+	conn, ch, err := w.dial(nd)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, ch, nil
+}
+
+// messageID is the ID a producer wrote in a message's body; 0, which no
+// producer hands out (so the checker calls it unexpected), for a body that
+// holds none.
+func (w *workload) messageID(body []byte) uint64 {
+	id, err := strconv.ParseUint(string(body), 10, 64)
+	if err != nil {
+		w.log.Error("a delivery that no producer wrote", "body", string(body))
+		return 0
+	}
+	return id
+}
+
 // declare creates the quorum queues through the first node that takes
 // the declarations (the dead-letter queues before the queues that
 // dead-letter to them).
@@ -113,14 +138,8 @@ func (w *workload) produce(ctx context.Context, nd *node) {
 	defer tick.Stop()
 	n := 0
 	for ctx.Err() == nil {
-		conn, ch, err := w.dial(nd)
-		if err == nil {
-			err = ch.Confirm(false)
-		}
+		conn, ch, err := w.dialConfirm(nd)
 		if err != nil {
-			if conn != nil {
-				conn.Close()
-			}
 			sleep(ctx, 500*time.Millisecond)
 			continue
 		}
@@ -218,12 +237,7 @@ func (w *workload) consume(ctx context.Context, nd *node) {
 				if !ok {
 					break loop
 				}
-				id, err := strconv.ParseUint(string(d.Body), 10, 64)
-				if err != nil {
-					w.log.Error("a delivery that no producer wrote", "body", string(d.Body))
-					id = 0 // an ID no producer hands out: unexpected
-				}
-				w.h.deliver(id, nd.name, d.Redelivered)
+				w.h.deliver(w.messageID(d.Body), nd.name, d.Redelivered)
 				d.Ack(false)
 			}
 		}
@@ -274,7 +288,7 @@ func (w *workload) bursts(run, ctx context.Context, nd *node, seed uint64) {
 		if run.Err() == nil && ch.Confirm(false) == nil {
 			w.burst(run, ch, nd, w.sleepy[n%len(w.sleepy)])
 		}
-		w.getAll(ctx, ch, nd)
+		w.getAll(ctx, ch, nd, w.sleepy) // a failure ends this round; the next dials again
 		conn.Close()
 	}
 }
@@ -302,26 +316,25 @@ func (w *workload) burst(ctx context.Context, ch *amqp091.Channel, nd *node, q s
 	}
 }
 
-// getAll empties the sleepy queues with basic.get, recording each
-// message before acking it.
-func (w *workload) getAll(ctx context.Context, ch *amqp091.Channel, nd *node) {
-	for _, q := range w.sleepy {
+// getAll empties queues through ch with basic.get, recording each
+// message before acking it, until a get or an ack fails.
+func (w *workload) getAll(ctx context.Context, ch *amqp091.Channel, nd *node, queues []string) error {
+	for _, q := range queues {
 		for ctx.Err() == nil {
 			d, ok, err := ch.Get(q, false)
-			if err != nil || !ok {
+			if err != nil {
+				return fmt.Errorf("get from %s: %w", q, err)
+			}
+			if !ok {
 				break
 			}
-			id, err := strconv.ParseUint(string(d.Body), 10, 64)
-			if err != nil {
-				w.log.Error("a delivery that no producer wrote", "body", string(d.Body))
-				id = 0
-			}
-			w.h.deliver(id, nd.name, d.Redelivered)
-			if d.Ack(false) != nil {
-				return
+			w.h.deliver(w.messageID(d.Body), nd.name, d.Redelivered)
+			if err := d.Ack(false); err != nil {
+				return fmt.Errorf("ack on %s: %w", q, err)
 			}
 		}
 	}
+	return ctx.Err()
 }
 
 func sleep(ctx context.Context, d time.Duration) {
