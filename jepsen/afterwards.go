@@ -30,7 +30,7 @@ const (
 // them as well. (It found a queue that, once it had hibernated, refused
 // every publish forwarded by a node that had published to it before.)
 func (w *workload) afterwards(ctx context.Context, c *cluster) (refused int, notes []string) {
-	queues := append(slices.Clone(w.queues), w.sleepy...)
+	queues := slices.Concat(w.queues, w.sleepy)
 	for round := range afterwardsRounds {
 		if round > 0 {
 			sleep(ctx, afterwardsPause)
