@@ -186,8 +186,8 @@ func (h *history) check() verdict {
 			v.DeadLettered++
 			// Copies the dead-letter queue received more than once come
 			// unflagged; a copy's own redeliveries are flagged.
-			v.DeadLetterCopies += max(0, len(r.deliveries)-1-r.redelivered)
-			if n := len(r.deliveries); n > 1 && r.redelivered < n-1 {
+			if copies := len(r.deliveries) - 1 - r.redelivered; copies > 0 {
+				v.DeadLetterCopies += copies
 				continue
 			}
 		}

@@ -54,9 +54,10 @@ func (w *workload) dial(nd *node) (*amqp091.Connection, *amqp091.Channel, error)
 // is dead-lettered.
 const expiringTTL = 200
 
-// all is every queue the workload uses.
+// all is every queue the workload uses, each dead-letter queue before
+// the queues that dead-letter to it.
 func (w *workload) all() []string {
-	return slices.Concat(w.queues, w.sleepy, w.expiring, w.dead)
+	return slices.Concat(w.queues, w.sleepy, w.dead, w.expiring)
 }
 
 // produced are the queues the producers publish to in turn.
@@ -137,6 +138,7 @@ func (w *workload) produce(ctx context.Context, nd *node) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	n := 0
+	produced := w.produced()
 	for ctx.Err() == nil {
 		conn, ch, err := w.dialConfirm(nd)
 		if err != nil {
@@ -165,7 +167,6 @@ func (w *workload) produce(ctx context.Context, nd *node) {
 			if ctx.Err() != nil {
 				break
 			}
-			produced := w.produced()
 			q := produced[n%len(produced)]
 			id := w.h.publish(q, nd.name)
 			n++

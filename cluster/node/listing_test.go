@@ -10,7 +10,7 @@ import (
 	"github.com/warrenmq/warren/proto/adminpb"
 )
 
-// listedQueue is queue name in the admin listing as node m answers it.
+// listedQueue is queue name in the admin listing as c's node answers it.
 func listedQueue(t *testing.T, c adminpb.AdminClient, name string) *adminpb.Queue {
 	t.Helper()
 	list, err := c.ListQueues(callCtx(t, 10*time.Second), &adminpb.ListQueuesRequest{Vhost: "/"})
