@@ -31,3 +31,9 @@ func (m *Machine) Cancelled(id ConsumerID) bool {
 	c := m.consumers[id]
 	return c != nil && !c.getter && !c.attached
 }
+
+// Getter says whether consumer id is a basic.get owner.
+func (m *Machine) Getter(id ConsumerID) bool {
+	c := m.consumers[id]
+	return c != nil && c.getter
+}

@@ -8,12 +8,16 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/queue"
@@ -40,6 +44,11 @@ type node struct {
 	mu     sync.Mutex
 	queues map[string]forward.Local
 	g      *grpc.Server
+	// Faults on the link into this node: the answers of the next
+	// loseGetAnswers Gets are lost after the get ran (the caller sees the
+	// link fail), and Settle calls fail unread while refuseSettles.
+	loseGetAnswers atomic.Int32
+	refuseSettles  atomic.Bool
 }
 
 func newNode(t *testing.T, name string) *node {
@@ -62,13 +71,32 @@ func (n *node) start(addr string) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	g := grpc.NewServer(rpc.ServerOptions()...)
+	g := grpc.NewServer(append(rpc.ServerOptions(), grpc.ChainUnaryInterceptor(n.faults))...)
 	forward.NewServer(n.lookup, testLog).Register(g)
 	n.mu.Lock()
 	n.addr = lis.Addr().String()
 	n.g = g
 	n.mu.Unlock()
 	go g.Serve(lis)
+}
+
+// faults cuts the link for the calls loseGetAnswers and refuseSettles
+// name, as a partition would: the caller gets Unavailable.
+func (n *node) faults(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	cut := status.Error(codes.Unavailable, "test: link cut")
+	switch path.Base(info.FullMethod) {
+	case "Settle":
+		if n.refuseSettles.Load() {
+			return nil, cut
+		}
+	case "Get":
+		rep, err := handler(ctx, req)
+		if err == nil && n.loseGetAnswers.Add(-1) >= 0 {
+			return nil, cut
+		}
+		return rep, err
+	}
+	return handler(ctx, req)
 }
 
 func (n *node) stop() {

@@ -84,3 +84,7 @@ func (detached) Leader() string                            { return "" }
 func (detached) Reconfigure(amqp.Table) error              { return replica.ErrNotLeader }
 func (detached) SettleHeld([]replica.HeldSettlement) error { return replica.ErrNotLeader }
 func (detached) Deliveries(uint64) []uint64                { return nil }
+func (detached) GetAs(uint64, bool) (queue.Delivery, uint32, bool, error) {
+	return queue.Delivery{}, 0, false, replica.ErrNotLeader
+}
+func (detached) SettleGets([]replica.GetSettlement) error { return replica.ErrNotLeader }

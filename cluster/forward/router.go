@@ -105,6 +105,10 @@ type Router struct {
 	unary      map[string][]*queuepb.Settlement // by node address, for the settler
 	settleWake chan struct{}
 
+	// gets are the forwarded basic.get deliveries this node's channels
+	// hold, by delivery ID, with their getters (gets.go).
+	gets getSettler
+
 	// members and localMember start as cfg.Members and cfg.Local;
 	// SetMembers replaces them when the group gains or loses a member
 	// (members.go). Read them through memberNames, member and local.
@@ -141,6 +145,7 @@ func NewRouter(cfg RouterConfig) *Router {
 		unary:      make(map[string][]*queuepb.Settlement),
 		settleWake: make(chan struct{}, 1),
 	}
+	r.gets.init()
 	r.SetMembers(cfg.Members, cfg.Local)
 	// From here on they live in members and localMember only: a member
 	// closed and replaced (a hibernating group, cluster/node) must not
@@ -340,7 +345,10 @@ func (r *Router) Enqueue(ctx context.Context, m *queue.Message, done func(error)
 	return r.pub.enqueue(ctx, m, done)
 }
 
-// Get takes one message for basic.get from the leader.
+// Get takes one message for basic.get from the leader. A get forwarded to
+// another node's leader is checked out to a getter ID of its own (gets.go),
+// which this router settles until a leader commits it, and releases when
+// the answer is lost.
 func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
@@ -355,8 +363,12 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 		}
 		return err
 	}, func(ctx context.Context, c queuepb.ForwardClient, addr string) error {
-		rep, err := c.Get(ctx, &queuepb.GetRequest{QueueId: r.cfg.QueueID, NoAck: noAck})
+		getter := replica.ConsumerIDFor(r.cfg.SelfBoot)
+		rep, err := c.Get(ctx, &queuepb.GetRequest{QueueId: r.cfg.QueueID, NoAck: noAck, Getter: getter})
 		if err != nil {
+			// Perhaps committed, its answer lost: whatever the getter
+			// holds goes back. (Nothing, if the get never reached the log.)
+			r.releaseGetter(getter)
 			return err
 		}
 		ok, remaining = rep.Ok, rep.Remaining
@@ -364,9 +376,13 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 			return nil
 		}
 		if d, err = decodeDelivery(rep.Delivery); err != nil {
+			r.releaseGetter(getter)
 			return err
 		}
 		if d.ID != 0 {
+			if rep.Owned {
+				r.noteGet(d.ID, getter)
+			}
 			r.noteOrigin(false, addr, nil)
 		}
 		return nil
@@ -553,6 +569,7 @@ func (r *Router) Discard(ids []uint64, cause queue.ReturnCause) {
 }
 
 func (r *Router) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) {
+	ids = r.settleGets(opOf(op), cause, ids)
 	o := r.source.Load()
 	if o == nil || len(ids) == 0 {
 		return // nothing was delivered through this node

@@ -169,7 +169,14 @@ func (s *Server) Get(_ context.Context, req *queuepb.GetRequest) (*queuepb.GetRe
 	if err != nil {
 		return nil, err
 	}
-	d, remaining, ok, err := l.Get(req.NoAck)
+	var d queue.Delivery
+	var remaining uint32
+	var ok bool
+	if req.Getter != 0 {
+		d, remaining, ok, err = l.GetAs(req.Getter, req.NoAck)
+	} else {
+		d, remaining, ok, err = l.Get(req.NoAck)
+	}
 	if err != nil {
 		return nil, toStatus(err, l.Leader())
 	}
@@ -180,7 +187,7 @@ func (s *Server) Get(_ context.Context, req *queuepb.GetRequest) (*queuepb.GetRe
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return &queuepb.GetReply{Ok: true, Remaining: remaining, Delivery: pd}, nil
+	return &queuepb.GetReply{Ok: true, Remaining: remaining, Delivery: pd, Owned: req.Getter != 0}, nil
 }
 
 // Purge serves queue.purge.
@@ -231,9 +238,14 @@ func (s *Server) Reconfigure(_ context.Context, req *queuepb.ReconfigureRequest)
 // knows to the leader, replica/former.go), and, on the leader, the held
 // settlements such a member passed on.
 func (s *Server) Settle(_ context.Context, req *queuepb.SettleRequest) (*queuepb.SettleReply, error) {
-	l, err := s.member(req.QueueId, len(req.Held) > 0)
+	l, err := s.member(req.QueueId, len(req.Held) > 0 || len(req.Getters) > 0)
 	if err != nil {
 		return nil, err
+	}
+	if len(req.Getters) > 0 {
+		if err := l.SettleGets(decodeGetSettlements(req.Getters)); err != nil {
+			return nil, toStatus(err, l.Leader())
+		}
 	}
 	if len(req.Held) > 0 {
 		if err := l.SettleHeld(decodeHeld(req.Held)); err != nil {

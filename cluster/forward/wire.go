@@ -50,6 +50,12 @@ type Local interface {
 	// Deliveries lists the deliveries the consumer with this ID holds,
 	// whichever leader handed them out.
 	Deliveries(consumer uint64) []uint64
+	// GetAs is Get with the message checked out to getter, an ID the
+	// asking node chose (replica/gets.go).
+	GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool, error)
+	// SettleGets commits settlements of forwarded gets' messages, named
+	// by getter; only the leader can.
+	SettleGets(list []replica.GetSettlement) error
 }
 
 // ErrReconfigureUnsupported: the leading member's node cannot change a
@@ -232,13 +238,7 @@ var heldOps = [...]struct {
 func encodeHeld(list []replica.HeldSettlement) []*queuepb.HeldSettlement {
 	out := make([]*queuepb.HeldSettlement, 0, len(list))
 	for _, h := range list {
-		op := queuepb.SettleOp_SETTLE
-		for _, p := range heldOps {
-			if p.op == h.Op {
-				op = p.wire
-			}
-		}
-		out = append(out, &queuepb.HeldSettlement{Op: op, Cause: uint32(h.Cause), Consumer: uint64(h.Consumer), Messages: h.Messages})
+		out = append(out, &queuepb.HeldSettlement{Op: opWire(h.Op), Cause: uint32(h.Cause), Consumer: uint64(h.Consumer), Messages: h.Messages})
 	}
 	return out
 }
@@ -246,13 +246,44 @@ func encodeHeld(list []replica.HeldSettlement) []*queuepb.HeldSettlement {
 func decodeHeld(list []*queuepb.HeldSettlement) []replica.HeldSettlement {
 	out := make([]replica.HeldSettlement, 0, len(list))
 	for _, h := range list {
-		op := raftq.OpSettle
-		for _, p := range heldOps {
-			if p.wire == h.Op {
-				op = p.op
-			}
+		out = append(out, replica.HeldSettlement{Op: opOf(h.Op), Cause: queue.ReturnCause(h.Cause), Consumer: raftq.ConsumerID(h.Consumer), Messages: h.Messages})
+	}
+	return out
+}
+
+// opWire is the wire's settle operation for a machine's (settle when op
+// is none of them).
+func opWire(op raftq.Op) queuepb.SettleOp {
+	for _, p := range heldOps {
+		if p.op == op {
+			return p.wire
 		}
-		out = append(out, replica.HeldSettlement{Op: op, Cause: queue.ReturnCause(h.Cause), Consumer: raftq.ConsumerID(h.Consumer), Messages: h.Messages})
+	}
+	return queuepb.SettleOp_SETTLE
+}
+
+// opOf is the machine's operation for a wire's (settle when unknown).
+func opOf(op queuepb.SettleOp) raftq.Op {
+	for _, p := range heldOps {
+		if p.wire == op {
+			return p.op
+		}
+	}
+	return raftq.OpSettle
+}
+
+func encodeGetSettlements(list []replica.GetSettlement) []*queuepb.GetterSettlement {
+	out := make([]*queuepb.GetterSettlement, 0, len(list))
+	for _, g := range list {
+		out = append(out, &queuepb.GetterSettlement{Op: opWire(g.Op), Cause: uint32(g.Cause), Getter: uint64(g.Getter), Delivery: g.Delivery})
+	}
+	return out
+}
+
+func decodeGetSettlements(list []*queuepb.GetterSettlement) []replica.GetSettlement {
+	out := make([]replica.GetSettlement, 0, len(list))
+	for _, g := range list {
+		out = append(out, replica.GetSettlement{Op: opOf(g.Op), Cause: queue.ReturnCause(g.Cause), Getter: raftq.ConsumerID(g.Getter), Delivery: g.Delivery})
 	}
 	return out
 }

@@ -295,3 +295,46 @@ func TestCancelledConsumerNodeKilled(t *testing.T) {
 		t.Fatal("the killed node's unacked message never came back")
 	}
 }
+
+// TestGotMessageNodeKilled: a channel on a node that does not lead takes a
+// message with basic.get and its node is killed before it settles it. The
+// message must come back to the queue for another consumer: it stayed
+// checked out to the leader's own getter, which nothing returns, until
+// the consumer timeout (found by the chaos harness, with a cut link).
+func TestGotMessageNodeKilled(t *testing.T) {
+	ms, _, _, others := threeNodesWithQueue(t, "got", quorum)
+	via, other := others[0], others[1]
+	if err := ms[0].Channel().Publish("", "got", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	vch := via.Channel()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, ok, err := vch.Get("got", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("basic.get found nothing")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	via.Kill()
+
+	och := other.Channel()
+	again, err := och.Consume("got", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-again:
+		if !d.Redelivered {
+			t.Error("the returned message is not flagged redelivered")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the killed node's got message never came back")
+	}
+}

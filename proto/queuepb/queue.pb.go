@@ -938,7 +938,11 @@ type SettleRequest struct {
 	Settlements []*Settlement          `protobuf:"bytes,2,rep,name=settlements,proto3" json:"settlements,omitempty"`
 	// held: settlements of a former leader's deliveries, which its member
 	// turned into the consumer and messages they name, for the leader.
-	Held          []*HeldSettlement `protobuf:"bytes,3,rep,name=held,proto3" json:"held,omitempty"`
+	Held []*HeldSettlement `protobuf:"bytes,3,rep,name=held,proto3" json:"held,omitempty"`
+	// getters: settlements of forwarded basic.get deliveries, each named
+	// by the getter that holds it; the leader answers once they are
+	// committed, so the asking node can send them again until then.
+	Getters       []*GetterSettlement `protobuf:"bytes,4,rep,name=getters,proto3" json:"getters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -994,6 +998,84 @@ func (x *SettleRequest) GetHeld() []*HeldSettlement {
 	return nil
 }
 
+func (x *SettleRequest) GetGetters() []*GetterSettlement {
+	if x != nil {
+		return x.Getters
+	}
+	return nil
+}
+
+// GetterSettlement settles what one getter (GetRequest.getter) holds:
+// delivery's message, or everything it holds (returned as its channel's
+// close would) when delivery is 0: the get's answer was lost.
+type GetterSettlement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            SettleOp               `protobuf:"varint,1,opt,name=op,proto3,enum=warren.queue.SettleOp" json:"op,omitempty"`
+	Cause         uint32                 `protobuf:"varint,2,opt,name=cause,proto3" json:"cause,omitempty"`   // queue.ReturnCause
+	Getter        uint64                 `protobuf:"varint,3,opt,name=getter,proto3" json:"getter,omitempty"` // raftq.ConsumerID
+	Delivery      uint64                 `protobuf:"varint,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetterSettlement) Reset() {
+	*x = GetterSettlement{}
+	mi := &file_queuepb_queue_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetterSettlement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetterSettlement) ProtoMessage() {}
+
+func (x *GetterSettlement) ProtoReflect() protoreflect.Message {
+	mi := &file_queuepb_queue_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetterSettlement.ProtoReflect.Descriptor instead.
+func (*GetterSettlement) Descriptor() ([]byte, []int) {
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetterSettlement) GetOp() SettleOp {
+	if x != nil {
+		return x.Op
+	}
+	return SettleOp_SETTLE
+}
+
+func (x *GetterSettlement) GetCause() uint32 {
+	if x != nil {
+		return x.Cause
+	}
+	return 0
+}
+
+func (x *GetterSettlement) GetGetter() uint64 {
+	if x != nil {
+		return x.Getter
+	}
+	return 0
+}
+
+func (x *GetterSettlement) GetDelivery() uint64 {
+	if x != nil {
+		return x.Delivery
+	}
+	return 0
+}
+
 type HeldSettlement struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Op            SettleOp               `protobuf:"varint,1,opt,name=op,proto3,enum=warren.queue.SettleOp" json:"op,omitempty"`
@@ -1006,7 +1088,7 @@ type HeldSettlement struct {
 
 func (x *HeldSettlement) Reset() {
 	*x = HeldSettlement{}
-	mi := &file_queuepb_queue_proto_msgTypes[13]
+	mi := &file_queuepb_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1100,7 @@ func (x *HeldSettlement) String() string {
 func (*HeldSettlement) ProtoMessage() {}
 
 func (x *HeldSettlement) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[13]
+	mi := &file_queuepb_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1113,7 @@ func (x *HeldSettlement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldSettlement.ProtoReflect.Descriptor instead.
 func (*HeldSettlement) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{13}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeldSettlement) GetOp() SettleOp {
@@ -1070,7 +1152,7 @@ type SettleReply struct {
 
 func (x *SettleReply) Reset() {
 	*x = SettleReply{}
-	mi := &file_queuepb_queue_proto_msgTypes[14]
+	mi := &file_queuepb_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1164,7 @@ func (x *SettleReply) String() string {
 func (*SettleReply) ProtoMessage() {}
 
 func (x *SettleReply) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[14]
+	mi := &file_queuepb_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,20 +1177,24 @@ func (x *SettleReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleReply.ProtoReflect.Descriptor instead.
 func (*SettleReply) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{14}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{15}
 }
 
 type GetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	QueueId       string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
-	NoAck         bool                   `protobuf:"varint,2,opt,name=no_ack,json=noAck,proto3" json:"no_ack,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	QueueId string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	NoAck   bool                   `protobuf:"varint,2,opt,name=no_ack,json=noAck,proto3" json:"no_ack,omitempty"`
+	// getter, when not 0, is the consumer ID (replica.ConsumerIDFor of the
+	// asking node) the message is checked out to, one per get: its node
+	// settles it by that ID, and returns it if the answer is lost.
+	Getter        uint64 `protobuf:"varint,3,opt,name=getter,proto3" json:"getter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_queuepb_queue_proto_msgTypes[15]
+	mi := &file_queuepb_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1206,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[15]
+	mi := &file_queuepb_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1219,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{15}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRequest) GetQueueId() string {
@@ -1150,18 +1236,28 @@ func (x *GetRequest) GetNoAck() bool {
 	return false
 }
 
+func (x *GetRequest) GetGetter() uint64 {
+	if x != nil {
+		return x.Getter
+	}
+	return 0
+}
+
 type GetReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
-	Remaining     uint32                 `protobuf:"varint,2,opt,name=remaining,proto3" json:"remaining,omitempty"`
-	Delivery      *Delivery              `protobuf:"bytes,3,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Ok        bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Remaining uint32                 `protobuf:"varint,2,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Delivery  *Delivery              `protobuf:"bytes,3,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	// owned: the message is checked out to the request's getter (a node
+	// that predates getter leaves it with its member's own).
+	Owned         bool `protobuf:"varint,4,opt,name=owned,proto3" json:"owned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetReply) Reset() {
 	*x = GetReply{}
-	mi := &file_queuepb_queue_proto_msgTypes[16]
+	mi := &file_queuepb_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1269,7 @@ func (x *GetReply) String() string {
 func (*GetReply) ProtoMessage() {}
 
 func (x *GetReply) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[16]
+	mi := &file_queuepb_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1282,7 @@ func (x *GetReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReply.ProtoReflect.Descriptor instead.
 func (*GetReply) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{16}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetReply) GetOk() bool {
@@ -1210,6 +1306,13 @@ func (x *GetReply) GetDelivery() *Delivery {
 	return nil
 }
 
+func (x *GetReply) GetOwned() bool {
+	if x != nil {
+		return x.Owned
+	}
+	return false
+}
+
 type PurgeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	QueueId       string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
@@ -1219,7 +1322,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_queuepb_queue_proto_msgTypes[17]
+	mi := &file_queuepb_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1334,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[17]
+	mi := &file_queuepb_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1347,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{17}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PurgeRequest) GetQueueId() string {
@@ -1263,7 +1366,7 @@ type PurgeReply struct {
 
 func (x *PurgeReply) Reset() {
 	*x = PurgeReply{}
-	mi := &file_queuepb_queue_proto_msgTypes[18]
+	mi := &file_queuepb_queue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1378,7 @@ func (x *PurgeReply) String() string {
 func (*PurgeReply) ProtoMessage() {}
 
 func (x *PurgeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[18]
+	mi := &file_queuepb_queue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1391,7 @@ func (x *PurgeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeReply.ProtoReflect.Descriptor instead.
 func (*PurgeReply) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{18}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PurgeReply) GetCount() uint32 {
@@ -1307,7 +1410,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_queuepb_queue_proto_msgTypes[19]
+	mi := &file_queuepb_queue_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1422,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[19]
+	mi := &file_queuepb_queue_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1435,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{19}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatsRequest) GetQueueId() string {
@@ -1355,7 +1458,7 @@ type StatsReply struct {
 
 func (x *StatsReply) Reset() {
 	*x = StatsReply{}
-	mi := &file_queuepb_queue_proto_msgTypes[20]
+	mi := &file_queuepb_queue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1470,7 @@ func (x *StatsReply) String() string {
 func (*StatsReply) ProtoMessage() {}
 
 func (x *StatsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[20]
+	mi := &file_queuepb_queue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1483,7 @@ func (x *StatsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsReply.ProtoReflect.Descriptor instead.
 func (*StatsReply) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{20}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatsReply) GetReady() uint32 {
@@ -1421,7 +1524,7 @@ type ReconfigureRequest struct {
 
 func (x *ReconfigureRequest) Reset() {
 	*x = ReconfigureRequest{}
-	mi := &file_queuepb_queue_proto_msgTypes[21]
+	mi := &file_queuepb_queue_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1536,7 @@ func (x *ReconfigureRequest) String() string {
 func (*ReconfigureRequest) ProtoMessage() {}
 
 func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[21]
+	mi := &file_queuepb_queue_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1549,7 @@ func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureRequest.ProtoReflect.Descriptor instead.
 func (*ReconfigureRequest) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{21}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReconfigureRequest) GetQueueId() string {
@@ -1471,7 +1574,7 @@ type ReconfigureReply struct {
 
 func (x *ReconfigureReply) Reset() {
 	*x = ReconfigureReply{}
-	mi := &file_queuepb_queue_proto_msgTypes[22]
+	mi := &file_queuepb_queue_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1586,7 @@ func (x *ReconfigureReply) String() string {
 func (*ReconfigureReply) ProtoMessage() {}
 
 func (x *ReconfigureReply) ProtoReflect() protoreflect.Message {
-	mi := &file_queuepb_queue_proto_msgTypes[22]
+	mi := &file_queuepb_queue_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1599,7 @@ func (x *ReconfigureReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureReply.ProtoReflect.Descriptor instead.
 func (*ReconfigureReply) Descriptor() ([]byte, []int) {
-	return file_queuepb_queue_proto_rawDescGZIP(), []int{22}
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{23}
 }
 
 var File_queuepb_queue_proto protoreflect.FileDescriptor
@@ -1567,25 +1670,33 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\x04gone\x18\x03 \x01(\bR\x04gone\x12\x1b\n" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"\x98\x01\n" +
+	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"\xd2\x01\n" +
 	"\rSettleRequest\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12:\n" +
 	"\vsettlements\x18\x02 \x03(\v2\x18.warren.queue.SettlementR\vsettlements\x120\n" +
-	"\x04held\x18\x03 \x03(\v2\x1c.warren.queue.HeldSettlementR\x04held\"\x86\x01\n" +
+	"\x04held\x18\x03 \x03(\v2\x1c.warren.queue.HeldSettlementR\x04held\x128\n" +
+	"\agetters\x18\x04 \x03(\v2\x1e.warren.queue.GetterSettlementR\agetters\"\x84\x01\n" +
+	"\x10GetterSettlement\x12&\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x16.warren.queue.SettleOpR\x02op\x12\x14\n" +
+	"\x05cause\x18\x02 \x01(\rR\x05cause\x12\x16\n" +
+	"\x06getter\x18\x03 \x01(\x04R\x06getter\x12\x1a\n" +
+	"\bdelivery\x18\x04 \x01(\x04R\bdelivery\"\x86\x01\n" +
 	"\x0eHeldSettlement\x12&\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x16.warren.queue.SettleOpR\x02op\x12\x14\n" +
 	"\x05cause\x18\x02 \x01(\rR\x05cause\x12\x1a\n" +
 	"\bconsumer\x18\x03 \x01(\x04R\bconsumer\x12\x1a\n" +
 	"\bmessages\x18\x04 \x03(\x04R\bmessages\"\r\n" +
-	"\vSettleReply\">\n" +
+	"\vSettleReply\"V\n" +
 	"\n" +
 	"GetRequest\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x15\n" +
-	"\x06no_ack\x18\x02 \x01(\bR\x05noAck\"l\n" +
+	"\x06no_ack\x18\x02 \x01(\bR\x05noAck\x12\x16\n" +
+	"\x06getter\x18\x03 \x01(\x04R\x06getter\"\x82\x01\n" +
 	"\bGetReply\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\rR\tremaining\x122\n" +
-	"\bdelivery\x18\x03 \x01(\v2\x16.warren.queue.DeliveryR\bdelivery\")\n" +
+	"\bdelivery\x18\x03 \x01(\v2\x16.warren.queue.DeliveryR\bdelivery\x12\x14\n" +
+	"\x05owned\x18\x04 \x01(\bR\x05owned\")\n" +
 	"\fPurgeRequest\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\"\n" +
 	"\n" +
@@ -1643,7 +1754,7 @@ func file_queuepb_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_queuepb_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_queuepb_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_queuepb_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_queuepb_queue_proto_goTypes = []any{
 	(Reason)(0),                // 0: warren.queue.Reason
 	(SettleOp)(0),              // 1: warren.queue.SettleOp
@@ -1660,16 +1771,17 @@ var file_queuepb_queue_proto_goTypes = []any{
 	(*Delivery)(nil),           // 12: warren.queue.Delivery
 	(*ConsumeReply)(nil),       // 13: warren.queue.ConsumeReply
 	(*SettleRequest)(nil),      // 14: warren.queue.SettleRequest
-	(*HeldSettlement)(nil),     // 15: warren.queue.HeldSettlement
-	(*SettleReply)(nil),        // 16: warren.queue.SettleReply
-	(*GetRequest)(nil),         // 17: warren.queue.GetRequest
-	(*GetReply)(nil),           // 18: warren.queue.GetReply
-	(*PurgeRequest)(nil),       // 19: warren.queue.PurgeRequest
-	(*PurgeReply)(nil),         // 20: warren.queue.PurgeReply
-	(*StatsRequest)(nil),       // 21: warren.queue.StatsRequest
-	(*StatsReply)(nil),         // 22: warren.queue.StatsReply
-	(*ReconfigureRequest)(nil), // 23: warren.queue.ReconfigureRequest
-	(*ReconfigureReply)(nil),   // 24: warren.queue.ReconfigureReply
+	(*GetterSettlement)(nil),   // 15: warren.queue.GetterSettlement
+	(*HeldSettlement)(nil),     // 16: warren.queue.HeldSettlement
+	(*SettleReply)(nil),        // 17: warren.queue.SettleReply
+	(*GetRequest)(nil),         // 18: warren.queue.GetRequest
+	(*GetReply)(nil),           // 19: warren.queue.GetReply
+	(*PurgeRequest)(nil),       // 20: warren.queue.PurgeRequest
+	(*PurgeReply)(nil),         // 21: warren.queue.PurgeReply
+	(*StatsRequest)(nil),       // 22: warren.queue.StatsRequest
+	(*StatsReply)(nil),         // 23: warren.queue.StatsReply
+	(*ReconfigureRequest)(nil), // 24: warren.queue.ReconfigureRequest
+	(*ReconfigureReply)(nil),   // 25: warren.queue.ReconfigureReply
 }
 var file_queuepb_queue_proto_depIdxs = []int32{
 	0,  // 0: warren.queue.Failure.reason:type_name -> warren.queue.Reason
@@ -1681,30 +1793,32 @@ var file_queuepb_queue_proto_depIdxs = []int32{
 	5,  // 6: warren.queue.Delivery.message:type_name -> warren.queue.Message
 	12, // 7: warren.queue.ConsumeReply.deliveries:type_name -> warren.queue.Delivery
 	9,  // 8: warren.queue.SettleRequest.settlements:type_name -> warren.queue.Settlement
-	15, // 9: warren.queue.SettleRequest.held:type_name -> warren.queue.HeldSettlement
-	1,  // 10: warren.queue.HeldSettlement.op:type_name -> warren.queue.SettleOp
-	12, // 11: warren.queue.GetReply.delivery:type_name -> warren.queue.Delivery
-	3,  // 12: warren.queue.Forward.Leader:input_type -> warren.queue.LeaderRequest
-	6,  // 13: warren.queue.Forward.Publish:input_type -> warren.queue.PublishRequest
-	11, // 14: warren.queue.Forward.Consume:input_type -> warren.queue.ConsumeRequest
-	14, // 15: warren.queue.Forward.Settle:input_type -> warren.queue.SettleRequest
-	17, // 16: warren.queue.Forward.Get:input_type -> warren.queue.GetRequest
-	19, // 17: warren.queue.Forward.Purge:input_type -> warren.queue.PurgeRequest
-	21, // 18: warren.queue.Forward.Stats:input_type -> warren.queue.StatsRequest
-	23, // 19: warren.queue.Forward.Reconfigure:input_type -> warren.queue.ReconfigureRequest
-	4,  // 20: warren.queue.Forward.Leader:output_type -> warren.queue.LeaderReply
-	8,  // 21: warren.queue.Forward.Publish:output_type -> warren.queue.PublishReply
-	13, // 22: warren.queue.Forward.Consume:output_type -> warren.queue.ConsumeReply
-	16, // 23: warren.queue.Forward.Settle:output_type -> warren.queue.SettleReply
-	18, // 24: warren.queue.Forward.Get:output_type -> warren.queue.GetReply
-	20, // 25: warren.queue.Forward.Purge:output_type -> warren.queue.PurgeReply
-	22, // 26: warren.queue.Forward.Stats:output_type -> warren.queue.StatsReply
-	24, // 27: warren.queue.Forward.Reconfigure:output_type -> warren.queue.ReconfigureReply
-	20, // [20:28] is the sub-list for method output_type
-	12, // [12:20] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	16, // 9: warren.queue.SettleRequest.held:type_name -> warren.queue.HeldSettlement
+	15, // 10: warren.queue.SettleRequest.getters:type_name -> warren.queue.GetterSettlement
+	1,  // 11: warren.queue.GetterSettlement.op:type_name -> warren.queue.SettleOp
+	1,  // 12: warren.queue.HeldSettlement.op:type_name -> warren.queue.SettleOp
+	12, // 13: warren.queue.GetReply.delivery:type_name -> warren.queue.Delivery
+	3,  // 14: warren.queue.Forward.Leader:input_type -> warren.queue.LeaderRequest
+	6,  // 15: warren.queue.Forward.Publish:input_type -> warren.queue.PublishRequest
+	11, // 16: warren.queue.Forward.Consume:input_type -> warren.queue.ConsumeRequest
+	14, // 17: warren.queue.Forward.Settle:input_type -> warren.queue.SettleRequest
+	18, // 18: warren.queue.Forward.Get:input_type -> warren.queue.GetRequest
+	20, // 19: warren.queue.Forward.Purge:input_type -> warren.queue.PurgeRequest
+	22, // 20: warren.queue.Forward.Stats:input_type -> warren.queue.StatsRequest
+	24, // 21: warren.queue.Forward.Reconfigure:input_type -> warren.queue.ReconfigureRequest
+	4,  // 22: warren.queue.Forward.Leader:output_type -> warren.queue.LeaderReply
+	8,  // 23: warren.queue.Forward.Publish:output_type -> warren.queue.PublishReply
+	13, // 24: warren.queue.Forward.Consume:output_type -> warren.queue.ConsumeReply
+	17, // 25: warren.queue.Forward.Settle:output_type -> warren.queue.SettleReply
+	19, // 26: warren.queue.Forward.Get:output_type -> warren.queue.GetReply
+	21, // 27: warren.queue.Forward.Purge:output_type -> warren.queue.PurgeReply
+	23, // 28: warren.queue.Forward.Stats:output_type -> warren.queue.StatsReply
+	25, // 29: warren.queue.Forward.Reconfigure:output_type -> warren.queue.ReconfigureReply
+	22, // [22:30] is the sub-list for method output_type
+	14, // [14:22] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_queuepb_queue_proto_init() }
@@ -1718,7 +1832,7 @@ func file_queuepb_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_queuepb_queue_proto_rawDesc), len(file_queuepb_queue_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -238,11 +238,11 @@ func (r *Replica) reapConsumers() {
 	})
 }
 
-// NodeGone lets go of the cancelled consumers of a node's start (BootOf)
-// that gossip reports failed, gone or restarted, if this member leads:
-// their channels are gone, and the messages they held return to the
-// queue. (Consumers attached here are declared down when their streams
-// end.)
+// NodeGone lets go of the cancelled consumers and the getters (gets.go)
+// of a node's start (BootOf) that gossip reports failed, gone or
+// restarted, if this member leads: their channels are gone, and the
+// messages they held return to the queue. (Consumers attached here are
+// declared down when their streams end.)
 func (r *Replica) NodeGone(node string) {
 	if !r.isLeader() {
 		return
@@ -252,7 +252,7 @@ func (r *Replica) NodeGone(node string) {
 	ids := r.fsm.m.AppendConsumerIDs(nil)
 	gone := ids[:0]
 	for _, id := range ids {
-		if consumerNode(uint64(id)) == tag && r.fsm.m.Cancelled(id) {
+		if consumerNode(uint64(id)) == tag && id != r.getter && (r.fsm.m.Cancelled(id) || r.fsm.m.Getter(id)) {
 			gone = append(gone, id)
 		}
 	}
@@ -261,7 +261,7 @@ func (r *Replica) NodeGone(node string) {
 		r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
 	}
 	if len(gone) > 0 {
-		r.log.Info("returned the messages of a gone node's cancelled consumers", "node", node, "consumers", len(gone))
+		r.log.Info("returned the messages of a gone node's cancelled consumers and gets", "node", node, "consumers", len(gone))
 	}
 }
 

@@ -784,13 +784,20 @@ func (r *Replica) Cancel(c queue.Consumer) {
 // consumer's credit in the machine, not by the runtime.
 func (r *Replica) Resume(queue.Consumer) {}
 
-// Get takes one message for basic.get through the log.
+// Get takes one message for basic.get through the log, checked out to
+// this member's own getter (a channel of this node asks).
 func (r *Replica) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
+	return r.GetAs(uint64(r.getter), noAck)
+}
+
+// GetAs takes one message for basic.get through the log, checked out to
+// getter: a forwarded get names the ID its node chose (gets.go).
+func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool, error) {
 	if r.queueConfig().SingleActiveConsumer {
 		// Refused before the log, as RabbitMQ's channel does (405).
 		return queue.Delivery{}, 0, false, queue.ErrGetUnsupported
 	}
-	f := r.propose(&raftq.Command{Op: raftq.OpGet, Consumer: r.getter, NoAck: noAck})
+	f := r.propose(&raftq.Command{Op: raftq.OpGet, Consumer: raftq.ConsumerID(getter), NoAck: noAck})
 	if err := errorFor(r.wait(f)); err != nil {
 		return queue.Delivery{}, 0, false, err
 	}

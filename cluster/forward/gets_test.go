@@ -1,0 +1,78 @@
+package forward_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/cluster/queue"
+)
+
+// A basic.get forwarded to the leader whose answer is lost on the way
+// back (the link broke after the get was committed) leaves its message
+// checked out to nobody unless the asking node gives it back: it must
+// return to the queue and reach the next get, marked redelivered.
+func TestLostGetAnswerReturnsTheMessage(t *testing.T) {
+	c, rep := twoNodes(t)
+	r := c.router(t, "a", "q1", nil, 0)
+	var conf confirms
+	publish(t, r, 0, 1, &conf)
+	waitFor(t, 10*time.Second, "confirm", func() bool { ok, _ := conf.counts(); return ok == 1 })
+
+	c["b"].loseGetAnswers.Store(1)
+	d, _, ok, err := r.Get(false)
+	if err != nil || !ok {
+		// The retry found the queue empty, or failed: the message went
+		// to the lost answer's getter, which the router releases.
+		waitFor(t, 10*time.Second, "the lost get's message back in the queue", func() bool {
+			st := rep.Stats()
+			return st.Ready == 1 && st.Unacked == 0
+		})
+		d, _, ok, err = r.Get(false)
+	}
+	if err != nil || !ok || string(d.Message.Body) != "m0" || !d.Redelivered {
+		t.Fatalf("get after the lost answer: %+v ok %v err %v", d, ok, err)
+	}
+	if st := rep.Stats(); st.Ready != 0 || st.Unacked != 1 {
+		t.Fatalf("stats while the channel holds it: %+v", st)
+	}
+	r.Settle([]uint64{d.ID})
+	waitFor(t, 10*time.Second, "the get settled", func() bool { return rep.Stats() == queue.Stats{} })
+}
+
+// Settlements of forwarded gets are sent until the leader takes them: an
+// ack and a closing channel's requeue made while the link to the leader
+// is cut for longer than any single attempt lasts (opTimeout, 10 s) still
+// take effect once it heals. Nothing else would settle or return those
+// messages: a getter has no stream whose end returns what it holds.
+func TestGetSettlementsOutlastACutLink(t *testing.T) {
+	c, rep := twoNodes(t)
+	r := c.router(t, "a", "q1", nil, 0)
+	var conf confirms
+	publish(t, r, 0, 2, &conf)
+	waitFor(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == 2 })
+	var got []queue.Delivery
+	for range 2 {
+		d, _, ok, err := r.Get(false)
+		if err != nil || !ok {
+			t.Fatalf("get: ok %v err %v", ok, err)
+		}
+		got = append(got, d)
+	}
+
+	c["b"].refuseSettles.Store(true)
+	r.Settle([]uint64{got[0].ID})
+	r.Requeue([]uint64{got[1].ID}, queue.ReturnConsumerGone)
+	time.Sleep(12 * time.Second)
+	if st := rep.Stats(); st.Unacked != 2 || st.Ready != 0 {
+		t.Fatalf("stats with the link cut: %+v", st)
+	}
+	c["b"].refuseSettles.Store(false)
+	waitFor(t, 15*time.Second, "the ack and the requeue after the link heals", func() bool {
+		st := rep.Stats()
+		return st.Ready == 1 && st.Unacked == 0
+	})
+	d, _, ok, err := r.Get(true)
+	if err != nil || !ok || string(d.Message.Body) != "m1" || !d.Redelivered {
+		t.Fatalf("get of the requeued message: %+v ok %v err %v", d, ok, err)
+	}
+}
