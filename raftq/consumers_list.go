@@ -32,6 +32,10 @@ func (m *Machine) Cancelled(id ConsumerID) bool {
 	return c != nil && !c.getter && !c.attached
 }
 
+// Known says whether the machine knows consumer id: attached, or holding
+// messages.
+func (m *Machine) Known(id ConsumerID) bool { return m.consumers[id] != nil }
+
 // Getter says whether consumer id is a basic.get owner.
 func (m *Machine) Getter(id ConsumerID) bool {
 	c := m.consumers[id]

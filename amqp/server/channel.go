@@ -171,7 +171,7 @@ func (ch *channel) release() {
 	}
 	ch.mu.Unlock()
 	for _, k := range consumers {
-		k.cancel()
+		k.release()
 	}
 	ch.mu.Lock()
 	ch.unacked.takeAll(&ch.settle)

@@ -54,6 +54,21 @@ func (k *consumer) cancel() {
 	k.q.Engine().Cancel(k)
 }
 
+// release is cancel for a closing channel: a queue that can (a quorum
+// queue) returns everything k still holds once its acknowledgements are
+// in (queue.Releaser).
+func (k *consumer) release() {
+	if k.q == nil {
+		k.ch.c.s.replies.remove(k)
+		return
+	}
+	if r, ok := k.q.Engine().(queue.Releaser); ok {
+		r.Release(k)
+		return
+	}
+	k.q.Engine().Cancel(k)
+}
+
 // earlyLimit bounds deliveries held back before consume-ok.
 const earlyLimit = 256
 

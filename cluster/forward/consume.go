@@ -89,13 +89,33 @@ func (r *Router) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 }
 
 // Cancel detaches c. Its unsettled deliveries stay settleable.
-func (r *Router) Cancel(c queue.Consumer) {
+func (r *Router) Cancel(c queue.Consumer) { r.stopConsumer(c, false) }
+
+// Release detaches c, whose channel is closing, and then declares it
+// down at the leader (owned.go) after releaseGrace: the acknowledgements
+// its channel sent before closing, on this consumer's stream or another's
+// (a node's settlements of a queue go to the stream of the latest
+// delivery), are applied first, and whatever it still holds returns.
+func (r *Router) Release(c queue.Consumer) { r.stopConsumer(c, true) }
+
+// releaseGrace is how long a released consumer's acknowledgements have to
+// reach the leader before what it holds is returned: a settlement
+// lingers up to replica.SettleLinger on a stream and is one round trip
+// away.
+const releaseGrace = time.Second
+
+func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 	r.mu.Lock()
 	w := r.consumers[c]
 	delete(r.consumers, c)
 	r.mu.Unlock()
 	if w == nil {
 		return
+	}
+	if id := w.opts.ID; release && id != 0 {
+		// Whatever path the consumer is on, or none (between leaders: a
+		// new leader declares it down after its own grace anyway).
+		defer time.AfterFunc(releaseGrace, func() { r.releaseOwner(id) })
 	}
 	w.mu.Lock()
 	if w.over {

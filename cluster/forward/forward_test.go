@@ -22,6 +22,7 @@ import (
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/proto/queuepb"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -49,6 +50,9 @@ type node struct {
 	// link fail), and Settle calls fail unread while refuseSettles.
 	loseGetAnswers atomic.Int32
 	refuseSettles  atomic.Bool
+	// loseStreamSettlements drops the settlements consume streams carry
+	// in, as a leader that lost them with its leadership would.
+	loseStreamSettlements atomic.Bool
 }
 
 func newNode(t *testing.T, name string) *node {
@@ -71,7 +75,7 @@ func (n *node) start(addr string) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	g := grpc.NewServer(append(rpc.ServerOptions(), grpc.ChainUnaryInterceptor(n.faults))...)
+	g := grpc.NewServer(append(rpc.ServerOptions(), grpc.ChainUnaryInterceptor(n.faults), grpc.ChainStreamInterceptor(n.streamFaults))...)
 	forward.NewServer(n.lookup, testLog).Register(g)
 	n.mu.Lock()
 	n.addr = lis.Addr().String()
@@ -97,6 +101,23 @@ func (n *node) faults(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		return rep, err
 	}
 	return handler(ctx, req)
+}
+
+func (n *node) streamFaults(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, &faultyStream{ServerStream: ss, n: n})
+}
+
+type faultyStream struct {
+	grpc.ServerStream
+	n *node
+}
+
+func (s *faultyStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if req, ok := m.(*queuepb.ConsumeRequest); ok && err == nil && s.n.loseStreamSettlements.Load() {
+		req.Settlements = nil
+	}
+	return err
 }
 
 func (n *node) stop() {

@@ -87,4 +87,4 @@ func (detached) Deliveries(uint64) []uint64                { return nil }
 func (detached) GetAs(uint64, bool) (queue.Delivery, uint32, bool, error) {
 	return queue.Delivery{}, 0, false, replica.ErrNotLeader
 }
-func (detached) SettleGets([]replica.GetSettlement) error { return replica.ErrNotLeader }
+func (detached) SettleOwned([]replica.OwnedSettlement) error { return replica.ErrNotLeader }

@@ -105,9 +105,9 @@ type Router struct {
 	unary      map[string][]*queuepb.Settlement // by node address, for the settler
 	settleWake chan struct{}
 
-	// gets are the forwarded basic.get deliveries this node's channels
-	// hold, by delivery ID, with their getters (gets.go).
-	gets getSettler
+	// owned carries settlements by holder: of forwarded gets, and the
+	// release of closed channels' consumers (owned.go).
+	owned ownedSettler
 
 	// members and localMember start as cfg.Members and cfg.Local;
 	// SetMembers replaces them when the group gains or loses a member
@@ -125,7 +125,10 @@ type origin struct {
 	stream atomic.Pointer[attachment]
 }
 
-var _ queue.Queue = (*Router)(nil)
+var (
+	_ queue.Queue    = (*Router)(nil)
+	_ queue.Releaser = (*Router)(nil)
+)
 
 // NewRouter starts a router.
 func NewRouter(cfg RouterConfig) *Router {
@@ -145,7 +148,7 @@ func NewRouter(cfg RouterConfig) *Router {
 		unary:      make(map[string][]*queuepb.Settlement),
 		settleWake: make(chan struct{}, 1),
 	}
-	r.gets.init()
+	r.owned.init()
 	r.SetMembers(cfg.Members, cfg.Local)
 	// From here on they live in members and localMember only: a member
 	// closed and replaced (a hibernating group, cluster/node) must not
@@ -346,7 +349,7 @@ func (r *Router) Enqueue(ctx context.Context, m *queue.Message, done func(error)
 }
 
 // Get takes one message for basic.get from the leader. A get forwarded to
-// another node's leader is checked out to a getter ID of its own (gets.go),
+// another node's leader is checked out to a getter ID of its own (owned.go),
 // which this router settles until a leader commits it, and releases when
 // the answer is lost.
 func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
@@ -368,7 +371,7 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 		if err != nil {
 			// Perhaps committed, its answer lost: whatever the getter
 			// holds goes back. (Nothing, if the get never reached the log.)
-			r.releaseGetter(getter)
+			r.releaseOwner(getter)
 			return err
 		}
 		ok, remaining = rep.Ok, rep.Remaining
@@ -376,7 +379,7 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 			return nil
 		}
 		if d, err = decodeDelivery(rep.Delivery); err != nil {
-			r.releaseGetter(getter)
+			r.releaseOwner(getter)
 			return err
 		}
 		if d.ID != 0 {

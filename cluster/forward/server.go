@@ -238,12 +238,12 @@ func (s *Server) Reconfigure(_ context.Context, req *queuepb.ReconfigureRequest)
 // knows to the leader, replica/former.go), and, on the leader, the held
 // settlements such a member passed on.
 func (s *Server) Settle(_ context.Context, req *queuepb.SettleRequest) (*queuepb.SettleReply, error) {
-	l, err := s.member(req.QueueId, len(req.Held) > 0 || len(req.Getters) > 0)
+	l, err := s.member(req.QueueId, len(req.Held) > 0 || len(req.Owned) > 0)
 	if err != nil {
 		return nil, err
 	}
-	if len(req.Getters) > 0 {
-		if err := l.SettleGets(decodeGetSettlements(req.Getters)); err != nil {
+	if len(req.Owned) > 0 {
+		if err := l.SettleOwned(decodeOwned(req.Owned)); err != nil {
 			return nil, toStatus(err, l.Leader())
 		}
 	}

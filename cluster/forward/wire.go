@@ -51,11 +51,12 @@ type Local interface {
 	// whichever leader handed them out.
 	Deliveries(consumer uint64) []uint64
 	// GetAs is Get with the message checked out to getter, an ID the
-	// asking node chose (replica/gets.go).
+	// asking node chose (replica/owned.go).
 	GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool, error)
-	// SettleGets commits settlements of forwarded gets' messages, named
-	// by getter; only the leader can.
-	SettleGets(list []replica.GetSettlement) error
+	// SettleOwned commits settlements named by the consumer ID holding
+	// the message (forwarded gets, closed channels' consumers); only the
+	// leader can.
+	SettleOwned(list []replica.OwnedSettlement) error
 }
 
 // ErrReconfigureUnsupported: the leading member's node cannot change a
@@ -272,18 +273,18 @@ func opOf(op queuepb.SettleOp) raftq.Op {
 	return raftq.OpSettle
 }
 
-func encodeGetSettlements(list []replica.GetSettlement) []*queuepb.GetterSettlement {
-	out := make([]*queuepb.GetterSettlement, 0, len(list))
+func encodeOwned(list []replica.OwnedSettlement) []*queuepb.OwnedSettlement {
+	out := make([]*queuepb.OwnedSettlement, 0, len(list))
 	for _, g := range list {
-		out = append(out, &queuepb.GetterSettlement{Op: opWire(g.Op), Cause: uint32(g.Cause), Getter: uint64(g.Getter), Delivery: g.Delivery})
+		out = append(out, &queuepb.OwnedSettlement{Op: opWire(g.Op), Cause: uint32(g.Cause), Owner: uint64(g.Owner), Delivery: g.Delivery})
 	}
 	return out
 }
 
-func decodeGetSettlements(list []*queuepb.GetterSettlement) []replica.GetSettlement {
-	out := make([]replica.GetSettlement, 0, len(list))
+func decodeOwned(list []*queuepb.OwnedSettlement) []replica.OwnedSettlement {
+	out := make([]replica.OwnedSettlement, 0, len(list))
 	for _, g := range list {
-		out = append(out, replica.GetSettlement{Op: opOf(g.Op), Cause: queue.ReturnCause(g.Cause), Getter: raftq.ConsumerID(g.Getter), Delivery: g.Delivery})
+		out = append(out, replica.OwnedSettlement{Op: opOf(g.Op), Cause: queue.ReturnCause(g.Cause), Owner: raftq.ConsumerID(g.Owner), Delivery: g.Delivery})
 	}
 	return out
 }

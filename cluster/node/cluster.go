@@ -543,6 +543,9 @@ type clusterQueue struct {
 	members []string
 }
 
+// A closing channel releases its consumers through the router.
+var _ queue.Releaser = (*clusterQueue)(nil)
+
 func (q *clusterQueue) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	// A hibernating member opens to be deleted with its files, and to
 	// count what the queue holds for delete-ok.

@@ -177,3 +177,15 @@ type Movable interface {
 	Consumer
 	LeaderLost()
 }
+
+// Releaser is implemented by queues whose consumers can hold messages
+// their channel no longer knows of: a replicated queue's consumer that
+// followed the leadership holds those whose acknowledgement was lost with
+// an old leader. Release is Cancel for a closing channel: once the
+// acknowledgements the channel sent had time to arrive, everything the
+// consumer still holds returns to the queue, as RabbitMQ returns what a
+// consumer whose channel went down held. The channel requeues the
+// deliveries it knows of itself, as after Cancel.
+type Releaser interface {
+	Release(c Consumer)
+}

@@ -939,10 +939,11 @@ type SettleRequest struct {
 	// held: settlements of a former leader's deliveries, which its member
 	// turned into the consumer and messages they name, for the leader.
 	Held []*HeldSettlement `protobuf:"bytes,3,rep,name=held,proto3" json:"held,omitempty"`
-	// getters: settlements of forwarded basic.get deliveries, each named
-	// by the getter that holds it; the leader answers once they are
-	// committed, so the asking node can send them again until then.
-	Getters       []*GetterSettlement `protobuf:"bytes,4,rep,name=getters,proto3" json:"getters,omitempty"`
+	// owned: settlements by the consumer ID that holds the message (a
+	// forwarded get's getter, or a consumer whose channel closed); the
+	// leader answers once they are committed, so the asking node can send
+	// them again until then.
+	Owned         []*OwnedSettlement `protobuf:"bytes,4,rep,name=owned,proto3" json:"owned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -998,40 +999,40 @@ func (x *SettleRequest) GetHeld() []*HeldSettlement {
 	return nil
 }
 
-func (x *SettleRequest) GetGetters() []*GetterSettlement {
+func (x *SettleRequest) GetOwned() []*OwnedSettlement {
 	if x != nil {
-		return x.Getters
+		return x.Owned
 	}
 	return nil
 }
 
-// GetterSettlement settles what one getter (GetRequest.getter) holds:
-// delivery's message, or everything it holds (returned as its channel's
-// close would) when delivery is 0: the get's answer was lost.
-type GetterSettlement struct {
+// OwnedSettlement settles what owner holds: delivery's message, or, when
+// delivery is 0, everything it holds, returned as a closed channel's is
+// (the get's answer was lost, or the consumer's channel closed).
+type OwnedSettlement struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Op            SettleOp               `protobuf:"varint,1,opt,name=op,proto3,enum=warren.queue.SettleOp" json:"op,omitempty"`
-	Cause         uint32                 `protobuf:"varint,2,opt,name=cause,proto3" json:"cause,omitempty"`   // queue.ReturnCause
-	Getter        uint64                 `protobuf:"varint,3,opt,name=getter,proto3" json:"getter,omitempty"` // raftq.ConsumerID
+	Cause         uint32                 `protobuf:"varint,2,opt,name=cause,proto3" json:"cause,omitempty"` // queue.ReturnCause
+	Owner         uint64                 `protobuf:"varint,3,opt,name=owner,proto3" json:"owner,omitempty"` // raftq.ConsumerID
 	Delivery      uint64                 `protobuf:"varint,4,opt,name=delivery,proto3" json:"delivery,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *GetterSettlement) Reset() {
-	*x = GetterSettlement{}
+func (x *OwnedSettlement) Reset() {
+	*x = OwnedSettlement{}
 	mi := &file_queuepb_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *GetterSettlement) String() string {
+func (x *OwnedSettlement) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*GetterSettlement) ProtoMessage() {}
+func (*OwnedSettlement) ProtoMessage() {}
 
-func (x *GetterSettlement) ProtoReflect() protoreflect.Message {
+func (x *OwnedSettlement) ProtoReflect() protoreflect.Message {
 	mi := &file_queuepb_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1043,33 +1044,33 @@ func (x *GetterSettlement) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use GetterSettlement.ProtoReflect.Descriptor instead.
-func (*GetterSettlement) Descriptor() ([]byte, []int) {
+// Deprecated: Use OwnedSettlement.ProtoReflect.Descriptor instead.
+func (*OwnedSettlement) Descriptor() ([]byte, []int) {
 	return file_queuepb_queue_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *GetterSettlement) GetOp() SettleOp {
+func (x *OwnedSettlement) GetOp() SettleOp {
 	if x != nil {
 		return x.Op
 	}
 	return SettleOp_SETTLE
 }
 
-func (x *GetterSettlement) GetCause() uint32 {
+func (x *OwnedSettlement) GetCause() uint32 {
 	if x != nil {
 		return x.Cause
 	}
 	return 0
 }
 
-func (x *GetterSettlement) GetGetter() uint64 {
+func (x *OwnedSettlement) GetOwner() uint64 {
 	if x != nil {
-		return x.Getter
+		return x.Owner
 	}
 	return 0
 }
 
-func (x *GetterSettlement) GetDelivery() uint64 {
+func (x *OwnedSettlement) GetDelivery() uint64 {
 	if x != nil {
 		return x.Delivery
 	}
@@ -1670,16 +1671,16 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\x04gone\x18\x03 \x01(\bR\x04gone\x12\x1b\n" +
 	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"\xd2\x01\n" +
+	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\"\xcd\x01\n" +
 	"\rSettleRequest\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12:\n" +
 	"\vsettlements\x18\x02 \x03(\v2\x18.warren.queue.SettlementR\vsettlements\x120\n" +
-	"\x04held\x18\x03 \x03(\v2\x1c.warren.queue.HeldSettlementR\x04held\x128\n" +
-	"\agetters\x18\x04 \x03(\v2\x1e.warren.queue.GetterSettlementR\agetters\"\x84\x01\n" +
-	"\x10GetterSettlement\x12&\n" +
+	"\x04held\x18\x03 \x03(\v2\x1c.warren.queue.HeldSettlementR\x04held\x123\n" +
+	"\x05owned\x18\x04 \x03(\v2\x1d.warren.queue.OwnedSettlementR\x05owned\"\x81\x01\n" +
+	"\x0fOwnedSettlement\x12&\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x16.warren.queue.SettleOpR\x02op\x12\x14\n" +
-	"\x05cause\x18\x02 \x01(\rR\x05cause\x12\x16\n" +
-	"\x06getter\x18\x03 \x01(\x04R\x06getter\x12\x1a\n" +
+	"\x05cause\x18\x02 \x01(\rR\x05cause\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\x04R\x05owner\x12\x1a\n" +
 	"\bdelivery\x18\x04 \x01(\x04R\bdelivery\"\x86\x01\n" +
 	"\x0eHeldSettlement\x12&\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x16.warren.queue.SettleOpR\x02op\x12\x14\n" +
@@ -1771,7 +1772,7 @@ var file_queuepb_queue_proto_goTypes = []any{
 	(*Delivery)(nil),           // 12: warren.queue.Delivery
 	(*ConsumeReply)(nil),       // 13: warren.queue.ConsumeReply
 	(*SettleRequest)(nil),      // 14: warren.queue.SettleRequest
-	(*GetterSettlement)(nil),   // 15: warren.queue.GetterSettlement
+	(*OwnedSettlement)(nil),    // 15: warren.queue.OwnedSettlement
 	(*HeldSettlement)(nil),     // 16: warren.queue.HeldSettlement
 	(*SettleReply)(nil),        // 17: warren.queue.SettleReply
 	(*GetRequest)(nil),         // 18: warren.queue.GetRequest
@@ -1794,8 +1795,8 @@ var file_queuepb_queue_proto_depIdxs = []int32{
 	12, // 7: warren.queue.ConsumeReply.deliveries:type_name -> warren.queue.Delivery
 	9,  // 8: warren.queue.SettleRequest.settlements:type_name -> warren.queue.Settlement
 	16, // 9: warren.queue.SettleRequest.held:type_name -> warren.queue.HeldSettlement
-	15, // 10: warren.queue.SettleRequest.getters:type_name -> warren.queue.GetterSettlement
-	1,  // 11: warren.queue.GetterSettlement.op:type_name -> warren.queue.SettleOp
+	15, // 10: warren.queue.SettleRequest.owned:type_name -> warren.queue.OwnedSettlement
+	1,  // 11: warren.queue.OwnedSettlement.op:type_name -> warren.queue.SettleOp
 	1,  // 12: warren.queue.HeldSettlement.op:type_name -> warren.queue.SettleOp
 	12, // 13: warren.queue.GetReply.delivery:type_name -> warren.queue.Delivery
 	3,  // 14: warren.queue.Forward.Leader:input_type -> warren.queue.LeaderRequest

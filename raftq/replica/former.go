@@ -238,7 +238,7 @@ func (r *Replica) reapConsumers() {
 	})
 }
 
-// NodeGone lets go of the cancelled consumers and the getters (gets.go)
+// NodeGone lets go of the cancelled consumers and the getters (owned.go)
 // of a node's start (BootOf) that gossip reports failed, gone or
 // restarted, if this member leads: their channels are gone, and the
 // messages they held return to the queue. (Consumers attached here are

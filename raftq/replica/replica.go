@@ -791,7 +791,7 @@ func (r *Replica) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 }
 
 // GetAs takes one message for basic.get through the log, checked out to
-// getter: a forwarded get names the ID its node chose (gets.go).
+// getter: a forwarded get names the ID its node chose (owned.go).
 func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool, error) {
 	if r.queueConfig().SingleActiveConsumer {
 		// Refused before the log, as RabbitMQ's channel does (405).

@@ -13,30 +13,32 @@ import (
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
-// getSettler carries the settlements of the messages this node's channels
-// took with basic.get from a leader on another node. Each such get is
-// checked out to a getter ID of its own (replica/gets.go), and each
-// settlement is sent, again and again, until a leader has committed it:
-// unlike a consumer's, nothing else would return a get's message whose
-// ack or requeue was lost on the way (a consumer's channel, or its
-// stream's end, gives back what it holds; a getter has neither), and it
-// would stay checked out to nobody until its consumer timeout.
-type getSettler struct {
+// ownedSettler carries the settlements this node makes by the ID of the
+// holder (replica/owned.go): of the messages its channels took with
+// basic.get from a leader on another node, each checked out to a getter
+// ID of its own, and the release of a closed channel's consumers. Each is
+// sent, again and again, until a leader has committed it: unlike a live
+// consumer's, nothing else would return a message whose settlement was
+// lost on the way (a getter has no stream whose end gives back what it
+// holds, and a cancelled consumer keeps what it holds for a channel that
+// is gone), and it would stay checked out to nobody until its consumer
+// timeout.
+type ownedSettler struct {
 	mu      sync.Mutex
 	held    map[uint64]uint64 // getter of each delivery the node's channels hold
-	pending []replica.GetSettlement
+	pending []replica.OwnedSettlement
 	wake    chan struct{}
 	started atomic.Bool
 }
 
 const (
-	// getRetryMin and getRetryMax bound the wait before settlements of
-	// gets are sent again after no leader took them.
+	// getRetryMin and getRetryMax bound the wait before owned
+	// settlements are sent again after no leader took them.
 	getRetryMin = 250 * time.Millisecond
 	getRetryMax = 5 * time.Second
 )
 
-func (g *getSettler) init() {
+func (g *ownedSettler) init() {
 	g.held = make(map[uint64]uint64)
 	g.wake = make(chan struct{}, 1)
 }
@@ -44,27 +46,28 @@ func (g *getSettler) init() {
 // noteGet records that a channel of this node holds delivery, checked out
 // to getter.
 func (r *Router) noteGet(delivery, getter uint64) {
-	r.gets.mu.Lock()
-	r.gets.held[delivery] = getter
-	r.gets.mu.Unlock()
+	r.owned.mu.Lock()
+	r.owned.held[delivery] = getter
+	r.owned.mu.Unlock()
 }
 
-// releaseGetter returns whatever getter holds: its get's answer was lost.
-func (r *Router) releaseGetter(getter uint64) {
-	r.queueGetSettlements([]replica.GetSettlement{{Getter: raftq.ConsumerID(getter)}})
+// releaseOwner returns whatever owner holds: a getter whose get's answer
+// was lost, or a consumer whose channel closed.
+func (r *Router) releaseOwner(owner uint64) {
+	r.queueOwned([]replica.OwnedSettlement{{Owner: raftq.ConsumerID(owner)}})
 }
 
 // settleGets takes the deliveries of forwarded gets out of ids, queues
 // their settlements with op and cause, and returns the rest (ids itself
 // when there were none).
 func (r *Router) settleGets(op raftq.Op, cause queue.ReturnCause, ids []uint64) []uint64 {
-	g := &r.gets
+	g := &r.owned
 	g.mu.Lock()
 	if len(g.held) == 0 {
 		g.mu.Unlock()
 		return ids
 	}
-	var list []replica.GetSettlement
+	var list []replica.OwnedSettlement
 	var rest []uint64
 	for i, id := range ids {
 		getter, ok := g.held[id]
@@ -78,35 +81,36 @@ func (r *Router) settleGets(op raftq.Op, cause queue.ReturnCause, ids []uint64) 
 			rest = append(rest, ids[:i]...) // a copy: ids is the caller's
 		}
 		delete(g.held, id)
-		list = append(list, replica.GetSettlement{Op: op, Cause: cause, Getter: raftq.ConsumerID(getter), Delivery: id})
+		list = append(list, replica.OwnedSettlement{Op: op, Cause: cause, Owner: raftq.ConsumerID(getter), Delivery: id})
 	}
 	g.mu.Unlock()
 	if list == nil {
 		return ids
 	}
-	r.queueGetSettlements(list)
+	r.queueOwned(list)
 	return rest
 }
 
-func (r *Router) queueGetSettlements(list []replica.GetSettlement) {
-	g := &r.gets
+func (r *Router) queueOwned(list []replica.OwnedSettlement) {
+	g := &r.owned
 	g.mu.Lock()
 	g.pending = append(g.pending, list...)
 	g.mu.Unlock()
-	r.startOnce(&g.started, r.runGetSettler)
+	r.startOnce(&g.started, r.runOwnedSettler)
 	select {
 	case g.wake <- struct{}{}:
 	default:
 	}
 }
 
-// runGetSettler sends the queued settlements of gets to the leader until
+// runOwnedSettler sends the queued owned settlements to the leader until
 // one commits them, backing off while none does, until the router closes.
 // A node that stops with some unsent leaves them to the leader, which
-// returns a gone node's getters' messages (Replica.NodeGone).
-func (r *Router) runGetSettler() {
+// returns what a gone node's getters and cancelled consumers hold
+// (Replica.NodeGone).
+func (r *Router) runOwnedSettler() {
 	defer r.wg.Done()
-	g := &r.gets
+	g := &r.owned
 	var retry time.Duration
 	for {
 		if retry == 0 {
@@ -126,12 +130,12 @@ func (r *Router) runGetSettler() {
 			retry = 0
 			continue
 		}
-		err := r.sendGetSettlements(batch)
+		err := r.sendOwned(batch)
 		if err == nil || errors.Is(err, queue.ErrDeleted) {
 			retry = 0
 			continue
 		}
-		r.log.Debug("forward: settlements of gets not taken yet; sending them again", "count", len(batch), "err", err)
+		r.log.Debug("forward: owned settlements not taken yet; sending them again", "count", len(batch), "err", err)
 		g.mu.Lock()
 		g.pending = append(batch, g.pending...)
 		g.mu.Unlock()
@@ -139,13 +143,13 @@ func (r *Router) runGetSettler() {
 	}
 }
 
-func (r *Router) sendGetSettlements(list []replica.GetSettlement) error {
+func (r *Router) sendOwned(list []replica.OwnedSettlement) error {
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
 	return r.onLeader(ctx, func(l Local) error {
-		return l.SettleGets(list)
+		return l.SettleOwned(list)
 	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
-		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Getters: encodeGetSettlements(list)})
+		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Owned: encodeOwned(list)})
 		return err
 	})
 }

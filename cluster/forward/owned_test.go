@@ -1,0 +1,148 @@
+package forward_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/cluster/queue"
+)
+
+// A basic.get forwarded to the leader whose answer is lost on the way
+// back (the link broke after the get was committed) leaves its message
+// checked out to nobody unless the asking node gives it back: it must
+// return to the queue and reach the next get, marked redelivered.
+func TestLostGetAnswerReturnsTheMessage(t *testing.T) {
+	c, rep := twoNodes(t)
+	r := c.router(t, "a", "q1", nil, 0)
+	var conf confirms
+	publish(t, r, 0, 1, &conf)
+	waitFor(t, 10*time.Second, "confirm", func() bool { ok, _ := conf.counts(); return ok == 1 })
+
+	c["b"].loseGetAnswers.Store(1)
+	d, _, ok, err := r.Get(false)
+	if err != nil || !ok {
+		// The retry found the queue empty, or failed: the message went
+		// to the lost answer's getter, which the router releases.
+		waitFor(t, 10*time.Second, "the lost get's message back in the queue", func() bool {
+			st := rep.Stats()
+			return st.Ready == 1 && st.Unacked == 0
+		})
+		d, _, ok, err = r.Get(false)
+	}
+	if err != nil || !ok || string(d.Message.Body) != "m0" || !d.Redelivered {
+		t.Fatalf("get after the lost answer: %+v ok %v err %v", d, ok, err)
+	}
+	if st := rep.Stats(); st.Ready != 0 || st.Unacked != 1 {
+		t.Fatalf("stats while the channel holds it: %+v", st)
+	}
+	r.Settle([]uint64{d.ID})
+	waitFor(t, 10*time.Second, "the get settled", func() bool { return rep.Stats() == queue.Stats{} })
+}
+
+// Settlements of forwarded gets are sent until the leader takes them: an
+// ack and a closing channel's requeue made while the link to the leader
+// is cut for longer than any single attempt lasts (opTimeout, 10 s) still
+// take effect once it heals. Nothing else would settle or return those
+// messages: a getter has no stream whose end returns what it holds.
+func TestOwnedSettlementsOutlastACutLink(t *testing.T) {
+	c, rep := twoNodes(t)
+	r := c.router(t, "a", "q1", nil, 0)
+	var conf confirms
+	publish(t, r, 0, 2, &conf)
+	waitFor(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == 2 })
+	var got []queue.Delivery
+	for range 2 {
+		d, _, ok, err := r.Get(false)
+		if err != nil || !ok {
+			t.Fatalf("get: ok %v err %v", ok, err)
+		}
+		got = append(got, d)
+	}
+
+	c["b"].refuseSettles.Store(true)
+	r.Settle([]uint64{got[0].ID})
+	r.Requeue([]uint64{got[1].ID}, queue.ReturnConsumerGone)
+	time.Sleep(12 * time.Second)
+	if st := rep.Stats(); st.Unacked != 2 || st.Ready != 0 {
+		t.Fatalf("stats with the link cut: %+v", st)
+	}
+	c["b"].refuseSettles.Store(false)
+	waitFor(t, 15*time.Second, "the ack and the requeue after the link heals", func() bool {
+		st := rep.Stats()
+		return st.Ready == 1 && st.Unacked == 0
+	})
+	d, _, ok, err := r.Get(true)
+	if err != nil || !ok || string(d.Message.Body) != "m1" || !d.Redelivered {
+		t.Fatalf("get of the requeued message: %+v ok %v err %v", d, ok, err)
+	}
+}
+
+// A consumer whose channel closes may hold a message whose
+// acknowledgement was lost (sent to a leader that lost it with its
+// leadership): its channel no longer knows of it, so neither the cancel
+// nor the channel's requeue returns it. Release returns everything the
+// consumer holds once its acknowledgements had time to arrive, as
+// RabbitMQ does for a consumer whose channel went down; the
+// acknowledgement that did arrive stays applied.
+func TestReleasedConsumerReturnsWhatItsLostAckLeft(t *testing.T) {
+	c, rep := twoNodes(t)
+	r := c.router(t, "a", "q1", nil, 0)
+	tc := &testConsumer{}
+	if err := r.Consume(tc, queue.ConsumeOptions{Tag: "c", Prefetch: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var conf confirms
+	publish(t, r, 0, 2, &conf)
+	waitFor(t, 10*time.Second, "deliveries", func() bool { return tc.count() == 2 })
+	ds := tc.deliveries()
+
+	c["b"].loseStreamSettlements.Store(true)
+	r.Settle(ids(ds[:1]))
+	// Past the stream's linger (sent, and lost) and its resend window (a
+	// stream that ends sends what it sent lately again).
+	time.Sleep(500 * time.Millisecond)
+	c["b"].loseStreamSettlements.Store(false)
+	r.Settle(ids(ds[1:]))
+	r.Release(tc)
+
+	waitFor(t, 10*time.Second, "the message of the lost ack back in the queue", func() bool {
+		st := rep.Stats()
+		return st.Ready == 1 && st.Unacked == 0 && st.Consumers == 0
+	})
+	d, _, ok, err := r.Get(true)
+	if err != nil || !ok || string(d.Message.Body) != "m0" || !d.Redelivered {
+		t.Fatalf("get of the returned message: %+v ok %v err %v", d, ok, err)
+	}
+}
+
+// A node's settlements of a queue travel on the stream of its latest
+// delivery, which may be another consumer's: an acknowledgement sent just
+// before the channel closes must still be applied before the release
+// returns what the consumer holds, or the acknowledged message would be
+// delivered again.
+func TestReleaseAppliesAcksSentOnAnotherStream(t *testing.T) {
+	c, rep := twoNodes(t)
+	r := c.router(t, "a", "q1", nil, 0)
+	first, second := &testConsumer{}, &testConsumer{}
+	if err := r.Consume(first, queue.ConsumeOptions{Tag: "first", Prefetch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var conf confirms
+	publish(t, r, 0, 1, &conf)
+	waitFor(t, 10*time.Second, "the first consumer's delivery", func() bool { return first.count() == 1 })
+	if err := r.Consume(second, queue.ConsumeOptions{Tag: "second", Prefetch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, r, 1, 1, &conf)
+	waitFor(t, 10*time.Second, "the second consumer's delivery", func() bool { return second.count() == 1 })
+
+	r.Settle(ids(first.deliveries())) // on the second's stream, lingering
+	r.Release(first)
+	time.Sleep(2 * time.Second) // past the release's grace
+	if st := rep.Stats(); st.Ready != 0 || st.Unacked != 1 || st.Consumers != 1 {
+		t.Fatalf("stats after the release: %+v (the acknowledged message came back?)", st)
+	}
+	if second.count() != 1 {
+		t.Fatalf("the second consumer got %d deliveries", second.count())
+	}
+}
