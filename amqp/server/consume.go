@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -261,7 +262,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 		if err == queue.ErrExclusiveConsumer {
 			return amqp.Errorf(amqp.AccessRefused, "queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.Name())
 		}
-		return amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", name, ch.c.vhost.Name())
+		return ch.queueFailed("basic.consume", "consuming from", q, err)
 	}
 
 	ch.mu.Lock()
@@ -333,10 +334,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 		return amqp.Errorf(amqp.ResourceLocked, "cannot obtain access to locked queue '%s' in vhost '%s'. basic.get operations are not supported by <<\"%s\">> queues with single active consumer", name, ch.c.vhost.Name(), q.Type())
 	}
 	if err != nil {
-		if !errors.Is(err, queue.ErrDeleted) {
-			ch.c.log.Warn("basic.get failed", "channel", ch.id, "queue", name, "err", err)
-		}
-		return amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", name, ch.c.vhost.Name())
+		return ch.queueFailed("basic.get", "getting from", q, err)
 	}
 	if !ok {
 		ch.reply(&amqp.BasicGetEmpty{})
@@ -361,6 +359,24 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	})
 	ch.mu.Unlock()
 	return nil
+}
+
+// queueFailed answers a basic.consume or basic.get whose queue failed
+// (what says the operation, in RabbitMQ's words): 404 if the queue went
+// away meanwhile, else 541 INTERNAL_ERROR, which closes the connection,
+// as rabbit_quorum_queue's consume_error does for a queue without a
+// leader in time ("timed out consuming from quorum queue ..."). A 404
+// would tell the application that a queue which exists does not.
+func (ch *channel) queueFailed(method, what string, q *broker.Queue, err error) error {
+	name := q.Name()
+	if errors.Is(err, queue.ErrDeleted) {
+		return amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", name, ch.c.vhost.Name())
+	}
+	ch.c.log.Warn(method+" failed", "channel", ch.id, "queue", name, "err", err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return amqp.Errorf(amqp.InternalError, "timed out %s %s queue '%s' in vhost '%s'", what, q.Type(), name, ch.c.vhost.Name())
+	}
+	return amqp.Errorf(amqp.InternalError, "failed %s %s queue '%s' in vhost '%s': %v", what, q.Type(), name, ch.c.vhost.Name(), err)
 }
 
 // settleTags takes the deliveries an ack, nack or reject names, or

@@ -1,8 +1,10 @@
 package node_test
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -336,5 +338,32 @@ func TestGotMessageNodeKilled(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the killed node's got message never came back")
+	}
+}
+
+// TestLeaderlessQueueIsNotReportedMissing: a quorum queue whose group has
+// lost its majority still exists. basic.get and basic.consume that find
+// no leader in time close the connection with 541 INTERNAL_ERROR, as
+// RabbitMQ's "timed out consuming from quorum queue", rather than the 404
+// an application would take for a queue that is gone.
+func TestLeaderlessQueueIsNotReportedMissing(t *testing.T) {
+	ms, _, _, _ := threeNodesWithQueue(t, "lonely", quorum)
+	ms[1].Kill()
+	ms[2].Kill()
+	for _, op := range []string{"basic.get", "basic.consume"} {
+		ch := ms[0].Channel()
+		var err error
+		if op == "basic.get" {
+			_, _, err = ch.Get("lonely", false)
+		} else {
+			_, err = ch.Consume("lonely", "", false, false, false, false, nil)
+		}
+		var ae *amqp091.Error
+		if !errors.As(err, &ae) || ae.Code != amqp091.InternalError || !ae.Server {
+			t.Fatalf("%s without a leader: %v, want 541 INTERNAL_ERROR", op, err)
+		}
+		if !strings.Contains(ae.Reason, "quorum queue 'lonely'") {
+			t.Errorf("%s: reason %q does not name the queue", op, ae.Reason)
+		}
 	}
 }
