@@ -32,10 +32,10 @@ type ownedSettler struct {
 }
 
 const (
-	// getRetryMin and getRetryMax bound the wait before owned
+	// ownedRetryMin and ownedRetryMax bound the wait before owned
 	// settlements are sent again after no leader took them.
-	getRetryMin = 250 * time.Millisecond
-	getRetryMax = 5 * time.Second
+	ownedRetryMin = 250 * time.Millisecond
+	ownedRetryMax = 5 * time.Second
 )
 
 func (g *ownedSettler) init() {
@@ -139,7 +139,7 @@ func (r *Router) runOwnedSettler() {
 		g.mu.Lock()
 		g.pending = append(batch, g.pending...)
 		g.mu.Unlock()
-		retry = min(max(2*retry, getRetryMin), getRetryMax)
+		retry = min(max(2*retry, ownedRetryMin), ownedRetryMax)
 	}
 }
 

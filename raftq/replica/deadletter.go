@@ -36,7 +36,9 @@ const maxDeadLetterBacklog = 64 << 20
 //     confirmed it. A message that could not be routed, or that a target
 //     refused, is sent again every deadLetterRetry; a replica that becomes
 //     leader sends again everything the machine still holds
-//     (AppendPendingDeadLetters), so targets may see a message twice.
+//     (AppendPendingDeadLetters), so targets may see a message twice (one
+//     on its way when the leadership moved); a replica that no longer
+//     leads sends none of those it still has queued.
 //
 // Entries applied before the replica finished opening are replays of a
 // log whose effects an earlier run carried out already: their dead letters
@@ -263,6 +265,15 @@ func (d *deadLetterer) publish(j deadLetterJob) {
 	d.mu.Lock()
 	forgotten := d.forgotten[e.Index]
 	delete(d.forgotten, e.Index)
+	if !forgotten && !d.r.isLeader() {
+		// The leadership moved while it was queued: the new leader sends
+		// again everything the machine holds, and sending it from here
+		// as well would deliver it twice. Should this member lead again,
+		// the retry sends it (failed).
+		delete(d.inflight, e.Index)
+		d.failed = true
+		forgotten = true
+	}
 	d.mu.Unlock()
 	if forgotten {
 		return

@@ -2,8 +2,11 @@ package replica
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,6 +54,76 @@ func TestDeadLetterOffTheFSM(t *testing.T) {
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("no dead letter %q", want)
+		}
+	}
+}
+
+// TestOldLeaderStopsSendingQueuedDeadLetters: at-least-once dead letters
+// queued at a leader behind a slow target are the new leader's to send
+// once the leadership moves (it sends again everything the machine still
+// holds); the old leader sending its queue as well made every one of them
+// a copy in the target (the chaos harness counted 802 in one run).
+func TestOldLeaderStopsSendingQueuedDeadLetters(t *testing.T) {
+	var mu sync.Mutex
+	sent := map[string]int{}
+	block := make(chan struct{})
+	var blocked atomic.Bool
+	isBlocked := make(chan struct{})
+	g := newGroupWith(t, perQueueFiles, func(n string, cfg *Config) {
+		cfg.Arguments = amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"}
+		cfg.DeadLetter = func(ctx context.Context, m *queue.Message, _ raftq.Reason, _ int64, done func(error)) {
+			if blocked.CompareAndSwap(false, true) {
+				close(isBlocked)
+				select { // a target with no room, for a while
+				case <-block:
+				case <-ctx.Done():
+					return
+				}
+			}
+			mu.Lock()
+			sent[string(m.Body)]++
+			mu.Unlock()
+			done(nil)
+		}
+	})
+	old, l := g.leader()
+	publish(t, l, 0, 10)
+	fc := &fakeConsumer{}
+	if err := l.Consume(fc, queue.ConsumeOptions{Tag: "c", Prefetch: 100}); err != nil {
+		t.Fatal(err)
+	}
+	waitLong(t, "10 deliveries", func() bool { return len(fc.deliveries()) == 10 })
+	var ids []uint64
+	for _, d := range fc.deliveries() {
+		ids = append(ids, d.ID)
+	}
+	l.Discard(ids, queue.ReturnReject) // ten dead letters, the first stuck
+	select {
+	case <-isBlocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no dead letter sent")
+	}
+	to := "a"
+	if old == "a" {
+		to = "b"
+	}
+	if err := l.TransferLeadership(to, to); err != nil {
+		t.Fatal(err)
+	}
+	_, nl := g.leader()
+	waitLong(t, "the new leader to send the dead letters", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(sent) == 10
+	})
+	close(block) // the old leader's stuck send completes
+	waitLong(t, "every dead letter settled", func() bool { return nl.Stats().DeadLettered == 0 })
+	time.Sleep(time.Second) // the old leader's queue, were it still sending
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < 10; i++ { // m0 was on its way at the move: it may arrive twice
+		if n := sent[fmt.Sprintf("m%d", i)]; n != 1 {
+			t.Errorf("m%d sent %d times, want once", i, n)
 		}
 	}
 }
