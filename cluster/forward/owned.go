@@ -32,10 +32,10 @@ type ownedSettler struct {
 }
 
 const (
-	// ownedRetryMin and ownedRetryMax bound the wait before owned
-	// settlements are sent again after no leader took them.
-	ownedRetryMin = 250 * time.Millisecond
-	ownedRetryMax = 5 * time.Second
+	// settleRetryMin and settleRetryMax bound the wait before settlements
+	// are sent again after no leader took them.
+	settleRetryMin = 250 * time.Millisecond
+	settleRetryMax = 5 * time.Second
 )
 
 func (g *ownedSettler) init() {
@@ -139,7 +139,7 @@ func (r *Router) runOwnedSettler() {
 		g.mu.Lock()
 		g.pending = append(batch, g.pending...)
 		g.mu.Unlock()
-		retry = min(max(2*retry, ownedRetryMin), ownedRetryMax)
+		retry = min(max(2*retry, settleRetryMin), settleRetryMax)
 	}
 }
 

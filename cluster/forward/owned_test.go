@@ -146,3 +146,30 @@ func TestReleaseAppliesAcksSentOnAnotherStream(t *testing.T) {
 		t.Fatalf("the second consumer got %d deliveries", second.count())
 	}
 }
+
+// An acknowledgement that cannot reach the leader for longer than one try
+// lasts (opTimeout, 10 s) is sent until it does: dropped, it left the
+// message checked out to a consumer whose channel believes it settled,
+// using up its prefetch for good (here a cancelled consumer's, whose acks
+// go the unary way).
+func TestAcksOutlastACutLink(t *testing.T) {
+	c, rep := twoNodes(t)
+	r := c.router(t, "a", "q1", nil, 0)
+	tc := &testConsumer{}
+	if err := r.Consume(tc, queue.ConsumeOptions{Tag: "c", Prefetch: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var conf confirms
+	publish(t, r, 0, 1, &conf)
+	waitFor(t, 10*time.Second, "the delivery", func() bool { return tc.count() == 1 })
+	r.Cancel(tc) // basic.cancel: the message stays with the channel
+
+	c["b"].refuseSettles.Store(true)
+	r.Settle(ids(tc.deliveries()))
+	time.Sleep(12 * time.Second)
+	if st := rep.Stats(); st.Unacked != 1 {
+		t.Fatalf("stats with the link cut: %+v", st)
+	}
+	c["b"].refuseSettles.Store(false)
+	waitFor(t, 15*time.Second, "the ack after the link heals", func() bool { return rep.Stats() == queue.Stats{} })
+}

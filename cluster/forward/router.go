@@ -592,8 +592,8 @@ func (r *Router) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint
 
 // SettleHeld passes settlements that this node's member named by consumer
 // and message, as a former leader (replica/former.go), to the leader. It
-// returns at once; they are dropped if no leader takes them within
-// opTimeout, and their messages handed out again.
+// returns at once; they are sent until a leader takes them
+// (atLeaderLater).
 func (r *Router) SettleHeld(list []replica.HeldSettlement) {
 	if len(list) == 0 {
 		return
@@ -609,8 +609,12 @@ func (r *Router) SettleHeld(list []replica.HeldSettlement) {
 }
 
 // atLeaderLater runs onLeader on a goroutine of the router's wait group,
-// for up to opTimeout, and failed with its error if it fails; nothing
-// once the router is stopping.
+// again and again (each try for up to opTimeout) until it succeeds, and
+// failed with its error once it cannot any more: the queue is gone or the
+// router is closing. Nothing once the router is stopping. Settlements are
+// idempotent (a message its holder no longer holds is left alone), so a
+// late one is harmless, while a dropped one leaves a message checked out
+// to a consumer that believes it settled it, using up its prefetch.
 func (r *Router) atLeaderLater(local func(Local) error, remote func(context.Context, queuepb.ForwardClient, string) error, failed func(error)) {
 	r.goMu.Lock()
 	defer r.goMu.Unlock()
@@ -620,10 +624,20 @@ func (r *Router) atLeaderLater(local func(Local) error, remote func(context.Cont
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
-		defer cancel()
-		if err := r.onLeader(ctx, local, remote); err != nil {
-			failed(err)
+		retry := settleRetryMin
+		for {
+			ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+			err := r.onLeader(ctx, local, remote)
+			cancel()
+			if err == nil {
+				return
+			}
+			if errors.Is(err, queue.ErrDeleted) || r.sleep(r.ctx, retry) != nil {
+				failed(err)
+				return
+			}
+			r.log.Debug("forward: settlements not taken yet; sending them again", "err", err)
+			retry = min(2*retry, settleRetryMax)
 		}
 	}()
 }
@@ -685,8 +699,7 @@ func (r *Router) settler() {
 
 // settleAtLeader sends settlements that addr did not take (its node is
 // gone, say) to the leader, which knows every delivery's ID. It returns at
-// once; they are dropped if no leader takes them within opTimeout, and the
-// consumer's messages come back when its channel closes.
+// once; they are sent until a leader takes them (atLeaderLater).
 func (r *Router) settleAtLeader(addr string, list []*queuepb.Settlement, cause error) {
 	r.atLeaderLater(func(l Local) error {
 		for _, s := range list {
