@@ -233,6 +233,7 @@ var heldOps = [...]struct {
 	{queuepb.SettleOp_SETTLE, raftq.OpSettle},
 	{queuepb.SettleOp_REQUEUE, raftq.OpReturn},
 	{queuepb.SettleOp_DISCARD, raftq.OpDiscard},
+	{queuepb.SettleOp_DEAD_LETTERED, raftq.OpDeadLetterSettled},
 }
 
 // encodeHeld and decodeHeld carry replica.HeldSettlement.

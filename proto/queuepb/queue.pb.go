@@ -99,6 +99,9 @@ const (
 	SettleOp_SETTLE  SettleOp = 0
 	SettleOp_REQUEUE SettleOp = 1
 	SettleOp_DISCARD SettleOp = 2
+	// DEAD_LETTERED: at-least-once dead letters (HeldSettlement.messages)
+	// that every target confirmed to a member that no longer leads.
+	SettleOp_DEAD_LETTERED SettleOp = 3
 )
 
 // Enum value maps for SettleOp.
@@ -107,11 +110,13 @@ var (
 		0: "SETTLE",
 		1: "REQUEUE",
 		2: "DISCARD",
+		3: "DEAD_LETTERED",
 	}
 	SettleOp_value = map[string]int32{
-		"SETTLE":  0,
-		"REQUEUE": 1,
-		"DISCARD": 2,
+		"SETTLE":        0,
+		"REQUEUE":       1,
+		"DISCARD":       2,
+		"DEAD_LETTERED": 3,
 	}
 )
 
@@ -1726,12 +1731,13 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\tNOT_EMPTY\x10\x05\x12\v\n" +
 	"\aDELETED\x10\x06\x12\f\n" +
 	"\bREJECTED\x10\a\x12\x13\n" +
-	"\x0fGET_UNSUPPORTED\x10\b*0\n" +
+	"\x0fGET_UNSUPPORTED\x10\b*C\n" +
 	"\bSettleOp\x12\n" +
 	"\n" +
 	"\x06SETTLE\x10\x00\x12\v\n" +
 	"\aREQUEUE\x10\x01\x12\v\n" +
-	"\aDISCARD\x10\x022\xa7\x04\n" +
+	"\aDISCARD\x10\x02\x12\x11\n" +
+	"\rDEAD_LETTERED\x10\x032\xa7\x04\n" +
 	"\aForward\x12@\n" +
 	"\x06Leader\x12\x1b.warren.queue.LeaderRequest\x1a\x19.warren.queue.LeaderReply\x12G\n" +
 	"\aPublish\x12\x1c.warren.queue.PublishRequest\x1a\x1a.warren.queue.PublishReply(\x010\x01\x12G\n" +

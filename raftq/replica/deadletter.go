@@ -2,9 +2,13 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
@@ -36,9 +40,10 @@ const maxDeadLetterBacklog = 64 << 20
 //     confirmed it. A message that could not be routed, or that a target
 //     refused, is sent again every deadLetterRetry; a replica that becomes
 //     leader sends again everything the machine still holds
-//     (AppendPendingDeadLetters), so targets may see a message twice (one
-//     on its way when the leadership moved); a replica that no longer
-//     leads sends none of those it still has queued.
+//     (AppendPendingDeadLetters), after a grace in which its predecessor
+//     passes on the confirms it still gets, and a replica that no longer
+//     leads sends none of those it still has queued; a target may still
+//     see a message twice (its confirm lost or later than the grace).
 //
 // Entries applied before the replica finished opening are replays of a
 // log whose effects an earlier run carried out already: their dead letters
@@ -80,6 +85,9 @@ type deadLetterer struct {
 	forgotten map[uint64]bool
 
 	runOnce sync.Once
+	// resendAt is when a new leader's resend of the pending dead letters
+	// is due (unix nanoseconds): none before it (resendPendingSoon).
+	resendAt atomic.Int64
 }
 
 type deadLetterJob struct {
@@ -108,8 +116,40 @@ func (d *deadLetterer) start() {
 	d.r.fsm.mu.Unlock()
 }
 
+// resendGrace is how long a new leader waits before it sends again the
+// at-least-once dead letters the machine holds: its predecessor may have
+// sent them already, and passes on the confirms it still gets (settle).
+const resendGrace = OrphanGrace
+
+// resendPendingSoon has a new leader send again, after resendGrace, the
+// at-least-once dead letters the machine holds; at once when no member
+// passes confirms on (one node).
+func (d *deadLetterer) resendPendingSoon() {
+	if d.r.cfg.DeadLetter == nil {
+		return
+	}
+	if d.r.cfg.SettleAtLeader == nil {
+		d.resendPending()
+		return
+	}
+	d.resendAt.Store(time.Now().Add(resendGrace).UnixNano())
+	d.r.goTracked(func() {
+		defer d.r.wg.Done()
+		t := time.NewTimer(resendGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-d.r.done:
+			return
+		}
+		if d.r.isLeader() {
+			d.resendPending()
+		}
+	})
+}
+
 // resendPending queues again the at-least-once dead letters the machine
-// holds that are not on their way; a new leader calls it.
+// holds that are not on their way.
 func (d *deadLetterer) resendPending() {
 	if d.r.cfg.DeadLetter == nil {
 		return
@@ -211,13 +251,16 @@ func (d *deadLetterer) run() {
 		case <-t.C:
 			wasLeader := leader
 			leader = d.r.isLeader()
+			// Not while a new leader waits for its predecessor's
+			// confirms (resendPendingSoon, which resends after).
+			held := time.Now().UnixNano() < d.resendAt.Load()
 			d.mu.Lock()
-			retry := d.failed && leader
+			retry := d.failed && leader && !held
 			if retry {
 				d.failed = false
 			}
 			d.mu.Unlock()
-			if leader && (!wasLeader || retry) {
+			if leader && !held && (!wasLeader || retry) {
 				d.r.fsm.mu.Lock()
 				pending := d.r.fsm.m.AppendPendingDeadLetters(nil)
 				d.r.fsm.mu.Unlock()
@@ -308,10 +351,18 @@ func (d *deadLetterer) publish(j deadLetterJob) {
 
 // settle tells the machine that dead letters reached all their targets.
 // They stay in flight until that is committed, so that a resend meanwhile
-// does not duplicate them.
+// does not duplicate them. A member that no longer leads passes them on to
+// the leader (Config.SettleAtLeader), which holds back its own resend of
+// the machine's pending dead letters for a while (resendPending) so that
+// these arrive first: sent by the old leader and confirmed, they would
+// otherwise be sent again.
 func (d *deadLetterer) settle(ids []uint64) {
 	slices.Sort(ids)
 	err := d.r.wait(d.r.propose(&raftq.Command{Op: raftq.OpDeadLetterSettled, IDs: ids}))
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		d.r.settleAtLeader([]HeldSettlement{{Op: raftq.OpDeadLetterSettled, Messages: ids}})
+	}
 	d.mu.Lock()
 	for _, i := range ids {
 		delete(d.inflight, i)

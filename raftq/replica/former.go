@@ -37,7 +37,9 @@ import (
 const OrphanGrace = 2 * time.Second
 
 // HeldSettlement settles messages that Consumer holds, by message: Op is
-// raftq.OpSettle, OpReturn or OpDiscard (with Cause).
+// raftq.OpSettle, OpReturn or OpDiscard (with Cause); or, with Op
+// raftq.OpDeadLetterSettled, it names at-least-once dead letters that
+// every target confirmed (deadletter.go), and no consumer.
 type HeldSettlement struct {
 	Op       raftq.Op
 	Cause    queue.ReturnCause
@@ -89,6 +91,8 @@ func (r *Replica) SettleHeld(list []HeldSettlement) error {
 			acks = true
 		case raftq.OpReturn, raftq.OpDiscard:
 			r.propose(&raftq.Command{Op: s.Op, Consumer: s.Consumer, IDs: s.Messages, Cause: raftq.ReturnCause(s.Cause)})
+		case raftq.OpDeadLetterSettled:
+			r.propose(&raftq.Command{Op: raftq.OpDeadLetterSettled, IDs: s.Messages})
 		}
 	}
 	if acks {

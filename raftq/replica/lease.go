@@ -19,7 +19,7 @@ func (r *Replica) Touch() error {
 // leader.
 func (r *Replica) onLeading() {
 	r.dlOnce.Do(r.dl.start)
-	r.dl.resendPending()
+	r.dl.resendPendingSoon()
 	r.fsm.mu.Lock()
 	deleting := r.fsm.m.DeleteRequested()
 	r.fsm.mu.Unlock()
