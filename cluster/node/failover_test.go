@@ -282,9 +282,14 @@ func TestCancelledConsumerNodeKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	via.Kill()
+	expectRedelivery(t, other, "held")
+}
 
-	och := other.Channel()
-	again, err := och.Consume("held", "", false, false, false, false, nil)
+// expectRedelivery consumes queue through m and expects a message, flagged
+// redelivered, within 30 s: one a killed node's channel held.
+func expectRedelivery(t *testing.T, m *nodetest.Member, queue string) {
+	t.Helper()
+	again, err := m.Channel().Consume(queue, "", false, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +299,7 @@ func TestCancelledConsumerNodeKilled(t *testing.T) {
 			t.Error("the returned message is not flagged redelivered")
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("the killed node's unacked message never came back")
+		t.Fatal("the message the killed node's channel held never came back")
 	}
 }
 
@@ -325,20 +330,7 @@ func TestGotMessageNodeKilled(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	via.Kill()
-
-	och := other.Channel()
-	again, err := och.Consume("got", "", false, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case d := <-again:
-		if !d.Redelivered {
-			t.Error("the returned message is not flagged redelivered")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the killed node's got message never came back")
-	}
+	expectRedelivery(t, other, "got")
 }
 
 // TestLeaderlessQueueIsNotReportedMissing: a quorum queue whose group has

@@ -88,18 +88,7 @@ func TestOldLeaderStopsSendingQueuedDeadLetters(t *testing.T) {
 			mu.Unlock()
 			done(nil)
 		}
-		cfg.SettleAtLeader = func(list []HeldSettlement) {
-			go func() { // as the router does: to the leader, until it takes them
-				for range 500 {
-					_, lead := g.leader()
-					if lead.SettleHeld(list) == nil {
-						return
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-				t.Errorf("no leader took %v", list)
-			}()
-		}
+		cfg.SettleAtLeader = passToLeader(t, &g)
 	})
 	old, l := g.leader()
 	publish(t, l, 0, 10)

@@ -110,6 +110,24 @@ func (g *group) leader() (string, *Replica) {
 	return "", nil
 }
 
+// passToLeader is a Config.SettleAtLeader that hands settlements to the
+// group's leader until it takes them, as the router does; *g is set once
+// the group is made.
+func passToLeader(t *testing.T, g **group) func([]HeldSettlement) {
+	return func(list []HeldSettlement) {
+		go func() {
+			for range 500 {
+				_, lead := (*g).leader()
+				if lead.SettleHeld(list) == nil {
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			t.Errorf("no leader took %v", list)
+		}()
+	}
+}
+
 // movable is a consumer that records deliveries and leadership losses.
 type movable struct {
 	fakeConsumer

@@ -195,18 +195,7 @@ func TestFormerLeaderPassesAcksOn(t *testing.T) { eachStorage(t, testFormerLeade
 func testFormerLeaderPassesAcksOn(t *testing.T, st storage) {
 	var g *group
 	g = newGroupWith(t, st, func(_ string, cfg *Config) {
-		cfg.SettleAtLeader = func(list []HeldSettlement) {
-			go func() { // as the router does: to the leader, until it takes them
-				for range 500 {
-					_, lead := g.leader()
-					if lead.SettleHeld(list) == nil {
-						return
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-				t.Errorf("no leader took %v", list)
-			}()
-		}
+		cfg.SettleAtLeader = passToLeader(t, &g)
 	})
 	old, next, c := consumedThenMoved(t, g, queue.ConsumeOptions{Prefetch: 256})
 	ids := c.ids()
