@@ -466,6 +466,7 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	cfg.SeesAlive = c.seesAlive
 	cfg.LeadsAt = func(ctx context.Context, node string) (bool, error) { return c.leadsAt(ctx, node, id) }
 	cfg.SettleAtLeader = func(list []replica.HeldSettlement) { c.settleAtLeader(id, list) }
+	cfg.StartAlive = c.startAlive
 	cfg.Bootstrap, cfg.Follow = bootstrap, follow
 	cfg.Peers = nil
 	for _, m := range members {

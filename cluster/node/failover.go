@@ -113,6 +113,20 @@ func (c *clusterNode) noteBoot(ev membership.Event) (restartedFrom string) {
 	return ""
 }
 
+// startAlive reports whether gossip sees alive the start of a node whose
+// replica.NodeTag is tag (this node's own among them).
+func (c *clusterNode) startAlive(tag uint32) bool {
+	if c.gossip == nil {
+		return false
+	}
+	for _, m := range c.gossip.Members() {
+		if m.State == membership.Alive && m.Boot != "" && replica.NodeTag(replica.BootOf(m.Name, m.Boot)) == tag {
+			return true
+		}
+	}
+	return false
+}
+
 // newBoot is a random name for this start of the node.
 func newBoot() string {
 	var b [8]byte

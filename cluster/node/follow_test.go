@@ -312,3 +312,64 @@ func TestCancelledConsumerNodeRestarted(t *testing.T) {
 		return len(other.deliveries()) == 5
 	})
 }
+
+// TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves: a consumer
+// cancelled with basic.cancel keeps its unacknowledged messages for its
+// channel to settle, through leader moves too, as in RabbitMQ; a new leader
+// returned them after OrphanGrace, and the channel's late acknowledgement
+// then had the message delivered again. The same holds for a message taken
+// with basic.get through a node that does not lead.
+func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
+	ms, c, leader, others := threeNodesWithQueue(t, "kept", quorum)
+	consumerNode := others[0]
+	publishConfirmedN(t, leader.Channel(), "kept", 0, 2)
+	ch := consumerNode.Channel()
+	ds, err := ch.Consume("kept", "c", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first amqp091.Delivery
+	select {
+	case first = <-ds:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery")
+	}
+	if err := ch.Cancel("c", false); err != nil {
+		t.Fatal(err)
+	}
+	// The second message, if the consumer got it before the cancel, goes
+	// back with a nack; then a get through the same node takes it.
+	for d := range ds {
+		d.Nack(false, true)
+	}
+	var got amqp091.Delivery
+	nodetest.Eventually(t, "a basic.get", 10*time.Second, func() bool {
+		var ok bool
+		got, ok, err = ch.Get("kept", false)
+		return err == nil && ok
+	})
+
+	resp, err := c.TransferLeadership(callCtx(t, 30*time.Second), &adminpb.TransferLeadershipRequest{Name: "kept", To: others[1].Name()})
+	if err != nil || !resp.Moved {
+		t.Fatalf("transfer: %v, %v", resp, err)
+	}
+	time.Sleep(replica.OrphanGrace + time.Second)
+	if q := listedQueue(t, c, "kept"); q.Ready != 0 || q.Unacked != 2 {
+		t.Fatalf("after the move: %d ready, %d unacknowledged; want both still held", q.Ready, q.Unacked)
+	}
+	watch := consumeSlowly(t, ms[0].Channel(), "kept", 10)
+	if err := first.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := got.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Eventually(t, "the queue empty after the late acks", 15*time.Second, func() bool {
+		q := listedQueue(t, c, "kept")
+		return q.Messages == 0 && q.Unacked == 0
+	})
+	time.Sleep(time.Second)
+	if n := len(watch.deliveries()); n != 0 {
+		t.Fatalf("%d of the held messages delivered to another consumer", n)
+	}
+}

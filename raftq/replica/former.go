@@ -165,8 +165,10 @@ func acksOf(toSettle map[raftq.ConsumerID][]uint64) []HeldSettlement {
 // them until they attach here again, under the same ID, keeping the
 // messages they hold (Consume). After OrphanGrace those that did not are
 // declared down, which returns their messages to the queue: their node is
-// gone, or their channel closed meanwhile. Without a way for settlements
-// to be passed on (a single member), they are down at once.
+// gone, or their channel closed meanwhile. Cancelled consumers and getters
+// (owned.go) of a node start that is alive keep theirs for their channels
+// (Config.StartAlive). Without a way for settlements to be passed on (a
+// single member), they are down at once.
 func (r *Replica) reapConsumers() {
 	r.attachMu.Lock()
 	defer r.attachMu.Unlock()
@@ -186,15 +188,21 @@ func (r *Replica) reapConsumers() {
 	}
 	set := &orphanSet{ids: make(map[raftq.ConsumerID]bool, len(orphans))}
 	var detach []raftq.ConsumerID
+	// held: cancelled consumers and getters, whose messages wait for
+	// their channels to settle them.
+	held := make(map[raftq.ConsumerID]bool)
 	r.fsm.mu.Lock()
 	for _, id := range orphans {
 		set.ids[id] = true
-		// Not a cancelled one (detached already), nor the exclusive or
-		// single active consumer: it stays attached, so that nobody takes
-		// its place meanwhile (RabbitMQ keeps it active); what the
-		// machine hands it before it is back, it never receives, and its
-		// resume returns.
-		if !r.fsm.m.Cancelled(id) && !r.fsm.m.Keeps(id) {
+		if r.fsm.m.Cancelled(id) || r.fsm.m.Getter(id) {
+			held[id] = true
+			continue
+		}
+		// Not the exclusive or single active consumer either: it stays
+		// attached, so that nobody takes its place meanwhile (RabbitMQ
+		// keeps it active); what the machine hands it before it is back,
+		// it never receives, and its resume returns.
+		if !r.fsm.m.Keeps(id) {
 			detach = append(detach, id)
 		}
 	}
@@ -228,10 +236,14 @@ func (r *Replica) reapConsumers() {
 			if !set.ids[id] {
 				continue // attached again
 			}
-			// A cancelled one too, though its channel may still settle
-			// what it holds: that settlement (a requeue on the channel's
-			// close among them) can be lost in the move, and nothing
-			// else would return those messages.
+			if held[id] && r.cfg.StartAlive != nil && r.cfg.StartAlive(consumerNode(uint64(id))) {
+				// Its node is up, so its channel may still settle what it
+				// holds, as RabbitMQ lets it: those settlements, and the
+				// release when the channel closes, are sent until a leader
+				// takes them, and NodeGone returns them should the node
+				// go.
+				continue
+			}
 			down = append(down, id)
 		}
 		r.orphans = nil

@@ -96,6 +96,12 @@ type Config struct {
 	// when it led on to the group's leader (former.go); it must not block.
 	// Nil drops them, and their messages are handed out again.
 	SettleAtLeader func([]HeldSettlement)
+	// StartAlive reports whether the start of a node whose NodeTag is tag
+	// is alive as gossip sees it. A new leader keeps the messages of its
+	// predecessor's cancelled consumers and getters of such a node for
+	// their channels to settle (former.go); nil returns them after
+	// OrphanGrace.
+	StartAlive func(tag uint32) bool
 	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
 	// picks one second each.
 	HeartbeatTimeout, ElectionTimeout time.Duration
