@@ -283,7 +283,14 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 			case !started && agreed:
 				r.log.Debug("campaigning: the leader's node failed", "failed", node)
 				go r.campaignNow("the leader's node failed")
-				next = deadline // once
+				// Once. Should it fail, or a rival that cannot win depose
+				// it with a higher term before this loop sees it lead,
+				// nobody would campaign until raft's own timeout (the
+				// rival's leaderLost waits behind this loop): ask as after
+				// a start, from leaderLostGrace on.
+				started = true
+				next = time.Now().Add(leaderLostGrace)
+				gap = askGapFirst
 			case !started:
 				// The others' gossip still sees the leader's node (or
 				// they do not answer: this member is cut off). Ask again,

@@ -91,3 +91,62 @@ func TestSuspectedLeaderThatAnswersKeepsItsRole(t *testing.T) {
 	}
 	publish(t, nr, 10, 5)
 }
+
+// TestFailoverSurvivesARivalsHopelessCampaign: the member that campaigns
+// when gossip calls the leader's node failed wins, and a rival whose log
+// is behind (it cannot win) campaigns at once after and deposes it with a
+// higher term. Its one campaign spent, the winner used to wait out raft's
+// own timeout (30 s for queue groups) with the group leaderless, and the
+// rival's question was blocked behind it: the chaos harness saw publishes
+// wait 30 s after a partition healed. It asks again, as after a start.
+func TestFailoverSurvivesARivalsHopelessCampaign(t *testing.T) {
+	g := newGroupWith(t, perQueueFiles, func(n string, cfg *Config) {
+		tr := cfg.Transport.(*raft.InmemTransport)
+		tr.Connect(raft.ServerAddress(n), tr)
+		cfg.Transport = campaigningTransport{tr, raft.ServerAddress(n)}
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout = 30*time.Second, 30*time.Second
+		cfg.SeesAlive = func(context.Context, string, string) (bool, error) { return false, nil }
+	})
+	leader, lr := g.leader()
+	var rest []string
+	for _, n := range g.names {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	best, behind := rest[0], rest[1] // rank 0 campaigns first
+	g.stop(behind)
+	publish(t, lr, 0, 5) // the leader and best have them; behind does not
+	g.stop(leader)
+	g.start(behind, false)
+
+	g.members[best].LeaderSuspected(leader)
+	deadline := time.Now().Add(10 * time.Second)
+	for !g.members[best].IsLeader() {
+		if time.Now().After(deadline) {
+			t.Fatal("the suspicion elected nobody")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Deposes best; it cannot win, unless best's leadership caught it up
+	// meanwhile (then it leads, which is as good).
+	g.members[behind].campaignNow("a rival's hopeless campaign")
+	start := time.Now()
+	var now string
+	for now == "" && time.Since(start) < 10*time.Second {
+		for n, r := range g.members {
+			other := best
+			if n == best {
+				other = behind
+			}
+			if _, id := g.members[other].raft.LeaderWithID(); r.IsLeader() && string(id) == n {
+				now = n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if now == "" {
+		t.Fatalf("no leader within 10 s of the rival's campaign (best %s: %s)", best, g.members[best].Status().State)
+	}
+	publish(t, g.members[now], 5, 5)
+}
