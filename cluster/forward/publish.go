@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/cluster/queue"
@@ -72,6 +73,11 @@ type publisher struct {
 	space   chan struct{}
 	waiters int
 	wake    chan struct{}
+	// refused counts the streams in a row that ended without an answer
+	// (the member named as leader is not, or not yet): connect backs off
+	// by it, rather than open stream after stream while the members'
+	// views of the leadership disagree (a chaos run saw 840 a second).
+	refused atomic.Int32
 }
 
 type pubStream struct {
@@ -376,6 +382,11 @@ func (p *publisher) pump() (more bool, err error) {
 // connect finds the leader and opens the path to it. It tries once: run
 // retries with backoff, and expires publishes meanwhile.
 func (p *publisher) connect() error {
+	if n := p.refused.Load(); n > 0 {
+		if err := p.r.sleep(p.r.ctx, min(minBackoff<<min(n-1, 10), maxBackoff)); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(p.r.ctx, opTimeout)
 	defer cancel()
 	t, err := p.r.tryResolve(ctx)
@@ -502,6 +513,7 @@ func (p *publisher) receive(s *pubStream) {
 			p.streamEnded(s, err)
 			return
 		}
+		p.refused.Store(0)
 		p.answer(s.id, func(yield func(uint64, error)) {
 			for _, seq := range rep.Confirmed {
 				yield(seq, nil)
@@ -530,6 +542,7 @@ func (p *publisher) streamEnded(s *pubStream, err error) {
 	p.mu.Unlock()
 	s.cancel()
 	if current {
+		p.refused.Add(1)
 		p.r.forgetLeader(f)
 		p.r.log.Debug("forward: publish stream ended", "err", err)
 		p.signal()
