@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/queue"
 )
 
@@ -71,10 +72,7 @@ func TestOwnedSettlementsOutlastACutLink(t *testing.T) {
 		st := rep.Stats()
 		return st.Ready == 1 && st.Unacked == 0
 	})
-	d, _, ok, err := r.Get(true)
-	if err != nil || !ok || string(d.Message.Body) != "m1" || !d.Redelivered {
-		t.Fatalf("get of the requeued message: %+v ok %v err %v", d, ok, err)
-	}
+	getRedelivered(t, r, "m1")
 }
 
 // A consumer whose channel closes may hold a message whose
@@ -109,10 +107,7 @@ func TestReleasedConsumerReturnsWhatItsLostAckLeft(t *testing.T) {
 		st := rep.Stats()
 		return st.Ready == 1 && st.Unacked == 0 && st.Consumers == 0
 	})
-	d, _, ok, err := r.Get(true)
-	if err != nil || !ok || string(d.Message.Body) != "m0" || !d.Redelivered {
-		t.Fatalf("get of the returned message: %+v ok %v err %v", d, ok, err)
-	}
+	getRedelivered(t, r, "m0")
 }
 
 // A node's settlements of a queue travel on the stream of its latest
@@ -172,4 +167,14 @@ func TestAcksOutlastACutLink(t *testing.T) {
 	}
 	c["b"].refuseSettles.Store(false)
 	waitFor(t, 15*time.Second, "the ack after the link heals", func() bool { return rep.Stats() == queue.Stats{} })
+}
+
+// getRedelivered takes the next message with basic.get (no ack) and
+// expects it to be body, marked redelivered: one that came back.
+func getRedelivered(t *testing.T, r *forward.Router, body string) {
+	t.Helper()
+	d, _, ok, err := r.Get(true)
+	if err != nil || !ok || string(d.Message.Body) != body || !d.Redelivered {
+		t.Fatalf("get of the returned %s: %+v ok %v err %v", body, d, ok, err)
+	}
 }

@@ -22,6 +22,18 @@ func (c campaigningTransport) Campaign(context.Context) error {
 	return c.TimeoutNow("", c.self, req, &resp)
 }
 
+// suspicious configures member n for the failover tests: it campaigns
+// through its transport, every node's gossip calls the others failed,
+// and the timeouts are long, so that neither raft's own election nor a
+// heartbeat from the leader (raft.LastContact) gets in the way.
+func suspicious(n string, cfg *Config) {
+	tr := cfg.Transport.(*raft.InmemTransport)
+	tr.Connect(raft.ServerAddress(n), tr)
+	cfg.Transport = campaigningTransport{tr, raft.ServerAddress(n)}
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout = 30*time.Second, 30*time.Second
+	cfg.SeesAlive = func(context.Context, string, string) (bool, error) { return false, nil }
+}
+
 // TestSuspectedLeaderThatAnswersKeepsItsRole: gossip on every node calls
 // the leader's node failed (as just after a partition heals, when the
 // node that was cut off pushes its view to the others), but the leader
@@ -32,13 +44,7 @@ func TestSuspectedLeaderThatAnswersKeepsItsRole(t *testing.T) {
 	var mu sync.Mutex
 	leads := map[string]func() bool{} // by member: does it lead, as its node would answer
 	g := newGroupWith(t, perQueueFiles, func(n string, cfg *Config) {
-		tr := cfg.Transport.(*raft.InmemTransport)
-		tr.Connect(raft.ServerAddress(n), tr)
-		cfg.Transport = campaigningTransport{tr, raft.ServerAddress(n)}
-		// Long timeouts: neither raft's own election nor a heartbeat from
-		// the leader (raft.LastContact) gets in the way of the suspicion.
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout = 30*time.Second, 30*time.Second
-		cfg.SeesAlive = func(context.Context, string, string) (bool, error) { return false, nil }
+		suspicious(n, cfg)
 		cfg.LeadsAt = func(_ context.Context, node string) (bool, error) {
 			mu.Lock()
 			f := leads[node]
@@ -100,13 +106,7 @@ func TestSuspectedLeaderThatAnswersKeepsItsRole(t *testing.T) {
 // rival's question was blocked behind it: the chaos harness saw publishes
 // wait 30 s after a partition healed. It asks again, as after a start.
 func TestFailoverSurvivesARivalsHopelessCampaign(t *testing.T) {
-	g := newGroupWith(t, perQueueFiles, func(n string, cfg *Config) {
-		tr := cfg.Transport.(*raft.InmemTransport)
-		tr.Connect(raft.ServerAddress(n), tr)
-		cfg.Transport = campaigningTransport{tr, raft.ServerAddress(n)}
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout = 30*time.Second, 30*time.Second
-		cfg.SeesAlive = func(context.Context, string, string) (bool, error) { return false, nil }
-	})
+	g := newGroupWith(t, perQueueFiles, suspicious)
 	leader, lr := g.leader()
 	var rest []string
 	for _, n := range g.names {
