@@ -344,3 +344,27 @@ func (t *Transport) Campaign(ctx context.Context) error {
 	}
 	return rpcErr
 }
+
+// RaiseTerm makes this node's member of the group, id in its
+// configuration, adopt term if it is behind it, as a vote request of that
+// term does: a follower or candidate becomes a follower at term. The
+// request asks for a vote on an empty log, which a member with any entry
+// refuses, so it votes for nobody (one with none votes for itself); a
+// member that knows a leader ignores it. raft has no API for it; the
+// replica uses it before a campaign whose term the voters may have voted
+// in already (raftq/replica's failover.go).
+func (t *Transport) RaiseTerm(ctx context.Context, id string, term uint64) error {
+	req := &raft.RequestVoteRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(t.mux.local)},
+		Term:      term,
+	}
+	respCh, err := t.dispatch(ctx, req, nil, false)
+	if err != nil {
+		return err
+	}
+	_, rpcErr, err := t.wait(ctx, respCh)
+	if err != nil {
+		return err
+	}
+	return rpcErr
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -291,4 +292,65 @@ func TestIdlePipelineCatchesUp(t *testing.T) {
 		t.Fatalf("barrier: %v", err)
 	}
 	h.convergedWithin("burst", 1+burst, 30*time.Second)
+}
+
+// RaiseTerm makes a candidate adopt the term and step down without
+// voting, and a member that follows a leader ignores it. Long timeouts
+// keep raft's own elections out of the way; Campaign elects.
+func TestRaiseTerm(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 3, []string{"q"}, func(c *raft.Config) {
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 30*time.Second, 30*time.Second, 30*time.Second
+	})
+	ctx := context.Background()
+	if err := h.nodes[0].member("q").trans.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.apply("q", 3, 10)
+	h.converged("q", 3)
+	nd := h.nodes[2]
+	m := nd.member("q")
+	term := func() uint64 {
+		n, _ := strconv.ParseUint(m.raft.Stats()["term"], 10, 64)
+		return n
+	}
+	t0 := term()
+
+	if err := m.trans.RaiseTerm(ctx, string(nd.id), t0+5); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.raft.LeaderWithID(); term() != t0 || got == "" {
+		t.Fatalf("a follower of %q raised its term to %d (was %d)", got, term(), t0)
+	}
+
+	h.stop(h.nodes[0])
+	h.stop(h.nodes[1])
+	if err := m.trans.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a candidate", func() error {
+		if m.raft.State() != raft.Candidate {
+			return errors.New(m.raft.State().String())
+		}
+		return nil
+	})
+	voted := term() // it voted for itself
+	if err := m.trans.RaiseTerm(ctx, string(nd.id), voted+10); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.raft.State(); st != raft.Follower || term() != voted+10 {
+		t.Fatalf("after RaiseTerm(%d): %s at term %d", voted+10, st, term())
+	}
+	if last, _ := m.logs.GetUint64([]byte("LastVoteTerm")); last != voted {
+		t.Fatalf("last vote at term %d, want %d (its own candidacy's)", last, voted)
+	}
+	if err := m.trans.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a campaign above the raised term", func() error {
+		if term() != voted+11 {
+			return fmt.Errorf("term %d", term())
+		}
+		return nil
+	})
 }

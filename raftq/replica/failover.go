@@ -51,6 +51,16 @@ import (
 // the same question as after a start, a second later, rather than leave
 // the group leaderless for raft's own timeout of ten to twenty seconds.
 //
+// An election fails: raft's candidate asks each voter once and then waits
+// for its election timeout, 30 s or more for queue groups, so a split
+// vote, a refusal or an answer lost with a link would leave the group
+// leaderless that long. A member whose candidacy has stayed open for
+// candidateStall (plus its rank's wait) asks as after a start and
+// campaigns again. And every campaign first adopts the highest term the
+// voters answered the pre-vote question with (campaignAbove): raft
+// campaigns at its own term plus one, which can be a term the voters have
+// voted in already, and they refuse a second candidate there.
+//
 // Why it is safe: raft's safety never depends on timeouts or on who
 // campaigns, only its liveness does. A wrong suspicion of a live leader
 // costs one election; the restart question disturbs nobody, since a
@@ -142,8 +152,10 @@ func (r *Replica) expectLeader() {
 const leaderLostGrace = time.Second
 
 // leaderLost makes a follower whose group has no leader any more (its
-// leader stepped down, or was deposed by a higher term) ask, as after a
-// start, whether a majority would vote for it, and campaign if so. Without
+// leader stepped down, or was deposed by a higher term), or a member that
+// became a candidate, ask, as after a start, whether a majority would
+// vote for it, and campaign if so (a candidate: once its candidacy
+// stalls). Without
 // it the group waited out raft's own timeout, ten to twenty seconds with
 // the queue groups' long heartbeat timeout: the chaos harness saw a queue
 // leaderless for 40 s after a member's failed election deposed the leader
@@ -183,6 +195,13 @@ func (r *Replica) restoreTimeouts() {
 // campaignStagger is how long the k-th ranked voter waits, times k,
 // before campaigning (or, after a start, asking whether it may).
 const campaignStagger = 500 * time.Millisecond
+
+// candidateStall is how long a candidacy may stay open before this
+// member counts it failed (awaitLeader). An election takes a round trip
+// to a majority; a voter that refuses, or an answer lost with a link,
+// leaves raft's candidate waiting for its election timeout, which for
+// queue groups is 30 s or more.
+const candidateStall = 2 * time.Second
 
 // Restart questions: the first after the member's rank's stagger, each
 // later one twice as long after the last, up to askGapMax.
@@ -230,7 +249,8 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 	if rank < 0 {
 		return // not a voter: it cannot lead
 	}
-	stagger := time.Duration(rank) * campaignStagger
+	rankWait := time.Duration(rank) * campaignStagger
+	stagger := rankWait
 	next := start.Add(grace + stagger)
 	if !started {
 		// The rank's wait comes once the others agree the leader's
@@ -240,6 +260,10 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 		next = start.Add(grace)
 	}
 	var agreed bool
+	// candidateSince is when this member was first seen a candidate in
+	// its current candidacy, or last campaigned (a restart's moment as a
+	// follower is too short for the loop to see).
+	var candidateSince time.Time
 	gap := askGapFirst
 	if !started {
 		// Agreement is asked again soon, so that the ranks' campaigns
@@ -267,7 +291,21 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 			r.log.Debug("no leader found; raft's timeout elects", "failed", node)
 			return
 		}
-		if state == raft.Follower && !time.Now().Before(next) {
+		now := time.Now()
+		if state != raft.Candidate {
+			candidateSince = time.Time{}
+		} else if candidateSince.IsZero() {
+			candidateSince = now
+		}
+		// A candidacy still open after candidateStall (and the rank's
+		// wait, so that split candidates restart apart) was refused or
+		// lost its answers, and raft would not try again for 30 s or more:
+		// ask, as after a start, and campaign again above it.
+		stalled := state == raft.Candidate && now.Sub(candidateSince) >= candidateStall+rankWait
+		if stalled && !started {
+			started, gap = true, askGapFirst
+		}
+		if (state == raft.Follower || stalled) && !now.Before(next) {
 			if !started && !agreed {
 				agreed = r.majorityAgreesFailed(node)
 			}
@@ -282,7 +320,13 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 				return
 			case !started && agreed:
 				r.log.Debug("campaigning: the leader's node failed", "failed", node)
-				go r.campaignNow("the leader's node failed")
+				go func() {
+					// The voters believe in the old leader and refuse a
+					// pre-vote, but their answers still tell their terms.
+					_, seen := r.preVoteQuorum(preVoteWait, anyAnswer)
+					r.campaignAbove("the leader's node failed", seen)
+				}()
+				candidateSince = time.Now()
 				// Once. Should it fail, or a rival that cannot win depose
 				// it with a higher term before this loop sees it lead,
 				// nobody would campaign until raft's own timeout (the
@@ -298,11 +342,15 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 				r.log.Debug("not campaigning: most voters do not see the leader's node failed", "failed", node)
 				next = time.Now().Add(gap)
 				gap = min(2*gap, askGapMax)
-			case !r.Drained() && r.majorityWouldVote():
-				r.log.Debug("campaigning: no leader after start")
-				go r.campaignNow("no leader after start")
-				fallthrough
 			default:
+				// A drained member leaves the election to the others.
+				if !r.Drained() {
+					if yes, seen := r.majorityWouldVote(); yes {
+						r.log.Debug("campaigning: no leader after start", "stalled", stalled)
+						go r.campaignAbove("no leader after start", seen)
+						candidateSince = time.Now()
+					}
+				}
 				next = time.Now().Add(gap)
 				gap = min(2*gap, askGapMax)
 			}
@@ -319,8 +367,9 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 // majorityWouldVote asks the group's other voters whether they would
 // grant this member a vote at the next term (raft's pre-vote question,
 // which changes nothing on the voter) and reports whether a majority of
-// the voters, this member included, would.
-func (r *Replica) majorityWouldVote() bool {
+// the voters, this member included, would; seen is the highest term in
+// the answers (campaignAbove).
+func (r *Replica) majorityWouldVote() (yes bool, seen uint64) {
 	return r.preVoteQuorum(preVoteWait, func(resp *raft.RequestPreVoteResponse) bool { return resp.Granted })
 }
 
@@ -337,7 +386,8 @@ func (r *Replica) majorityWouldVote() bool {
 // would refuse a pre-vote.
 func (r *Replica) majorityAgreesFailed(node string) bool {
 	if r.cfg.SeesAlive == nil {
-		return r.preVoteQuorum(preVoteWait, func(*raft.RequestPreVoteResponse) bool { return true })
+		yes, _ := r.preVoteQuorum(preVoteWait, anyAnswer)
+		return yes
 	}
 	return r.voterQuorum(preVoteWait, node, func(ctx context.Context, s raft.Server) bool {
 		alive, err := r.cfg.SeesAlive(ctx, string(s.ID), node)
@@ -371,19 +421,30 @@ const preVoteWait = time.Second
 
 // preVoteQuorum asks the group's other voters raft's pre-vote question
 // for this member and reports whether a majority of the voters, this
-// member included, gave an answer that ok accepts within wait.
-func (r *Replica) preVoteQuorum(wait time.Duration, ok func(*raft.RequestPreVoteResponse) bool) bool {
+// member included, gave an answer that ok accepts within wait, and the
+// highest term among the answers it got.
+func (r *Replica) preVoteQuorum(wait time.Duration, ok func(*raft.RequestPreVoteResponse) bool) (yes bool, seen uint64) {
 	pv, isPV := r.cfg.Transport.(raft.WithPreVote)
 	if !isPV {
-		return false
+		return false, 0
 	}
 	req := r.preVoteRequest()
-	return r.voterQuorum(wait, "", func(_ context.Context, s raft.Server) bool {
+	var high atomic.Uint64
+	yes = r.voterQuorum(wait, "", func(_ context.Context, s raft.Server) bool {
 		var resp raft.RequestPreVoteResponse
-		err := pv.RequestPreVote(s.ID, s.Address, req, &resp)
-		return err == nil && ok(&resp)
+		if err := pv.RequestPreVote(s.ID, s.Address, req, &resp); err != nil {
+			return false
+		}
+		for cur := high.Load(); resp.Term > cur && !high.CompareAndSwap(cur, resp.Term); cur = high.Load() {
+		}
+		return ok(&resp)
 	})
+	return yes, high.Load()
 }
+
+// anyAnswer accepts every pre-vote answer: the question is only whether
+// the voter answers, and at which term.
+func anyAnswer(*raft.RequestPreVoteResponse) bool { return true }
 
 // voterQuorum asks each of the group's voters other than this member and
 // skip, at once, and reports whether a majority of all the voters, this
@@ -465,6 +526,51 @@ func (r *Replica) campaign() {
 		return
 	}
 	r.campaignNow("first election")
+}
+
+// termRaiser is a transport that can make this member adopt a higher
+// term (cluster/transport's Transport.RaiseTerm).
+type termRaiser interface {
+	RaiseTerm(ctx context.Context, id string, term uint64) error
+}
+
+// campaignAbove makes this member campaign at a term above seen, the
+// highest term the voters answered a pre-vote with, and above its own
+// candidacy if it is stuck in one. raft campaigns at its current term
+// plus one, and its current term can be behind the voters': a leader that
+// steps down because a follower answered with a higher term keeps its
+// own (raft's handleStaleTerm), and a member cut off while the others
+// campaigned never heard their terms. The voters may have voted at that
+// term plus one already (for themselves, in a split vote); they refuse a
+// second candidate there, and a refused candidate waits out raft's
+// election timeout, 30 to 60 s for queue groups, before it tries again.
+// The chaos harness saw exactly that: a deposed leader, told by the
+// pre-vote that both others would vote for it, campaigned at the term
+// they had split their votes in, and the queue had no leader for 33 s.
+func (r *Replica) campaignAbove(why string, seen uint64) {
+	term := raftStats(r.raft)("term")
+	switch state := r.raft.State(); {
+	case state == raft.Candidate:
+		r.raiseTerm(max(seen, term+1)) // steps down, so that it can campaign again
+	case state == raft.Follower && seen > term:
+		r.raiseTerm(seen)
+	case state != raft.Follower:
+		return // leads, or shut down
+	}
+	r.campaignNow(why)
+}
+
+// raiseTerm makes this member adopt term, voting for nobody.
+func (r *Replica) raiseTerm(term uint64) {
+	tr, ok := r.cfg.Transport.(termRaiser)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.RaiseTerm(ctx, r.cfg.NodeID, term); err != nil {
+		r.log.Debug("raise term", "term", term, "err", err)
+	}
 }
 
 // campaignNow makes this member start an election at once, as a

@@ -2,11 +2,14 @@ package replica
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/cluster/queue"
 )
 
 // campaigningTransport is raft's in-memory transport with the gRPC
@@ -20,6 +23,12 @@ func (c campaigningTransport) Campaign(context.Context) error {
 	var resp raft.TimeoutNowResponse
 	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(c.self)}}
 	return c.TimeoutNow("", c.self, req, &resp)
+}
+
+func (c campaigningTransport) RaiseTerm(_ context.Context, id string, term uint64) error {
+	var resp raft.RequestVoteResponse
+	req := &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(c.self)}, Term: term}
+	return c.RequestVote(raft.ServerID(id), c.self, req, &resp)
 }
 
 // suspicious configures member n for the failover tests: it campaigns
@@ -149,4 +158,149 @@ func TestFailoverSurvivesARivalsHopelessCampaign(t *testing.T) {
 		t.Fatalf("no leader within 10 s of the rival's campaign (best %s: %s)", best, g.members[best].Status().State)
 	}
 	publish(t, g.members[now], 5, 5)
+}
+
+// cut breaks the link between members a and b both ways; join mends it.
+func (g *group) cut(a, b string) {
+	g.trans[a].Disconnect(raft.ServerAddress(b))
+	g.trans[b].Disconnect(raft.ServerAddress(a))
+}
+
+func (g *group) join(a, b string) {
+	g.trans[a].Connect(raft.ServerAddress(b), g.trans[b])
+	g.trans[b].Connect(raft.ServerAddress(a), g.trans[a])
+}
+
+// splitVote makes members a and b campaign at once while they cannot
+// reach each other (nor anyone else), so that each votes for itself and
+// hears no other vote, and waits until both are candidates. raft's
+// candidate asks each voter once and then waits for its election timeout
+// (30 s or more here).
+func (g *group) splitVote(t *testing.T, a, b string) {
+	t.Helper()
+	g.cut(a, b)
+	go g.members[a].campaignNow("a split vote")
+	go g.members[b].campaignNow("a split vote")
+	waitLong(t, "both candidates", func() bool {
+		return g.members[a].raft.State() == raft.Candidate && g.members[b].raft.State() == raft.Candidate
+	})
+	g.join(a, b)
+}
+
+// agreedLeader waits up to limit for a member that leads and that every
+// other member follows, and returns it ("" if none).
+func (g *group) agreedLeader(limit time.Duration) string {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for n, r := range g.members {
+			if !r.IsLeader() {
+				continue
+			}
+			all := true
+			for m, o := range g.members {
+				if _, id := o.raft.LeaderWithID(); m != n && string(id) != n {
+					all = false
+				}
+			}
+			if all {
+				return n
+			}
+		}
+	}
+	return ""
+}
+
+// TestSplitVoteEndsWithinSeconds: the two survivors of a leader's node
+// campaign at the same moment and split the vote. raft leaves a candidate
+// waiting for its election timeout, 30 s or more for queue groups; a
+// candidacy that has stayed open for seconds is started again, the
+// members' ranks keeping the second tries apart.
+func TestSplitVoteEndsWithinSeconds(t *testing.T) {
+	g := newGroupWith(t, perQueueFiles, suspicious)
+	leader, lr := g.leader()
+	publish(t, lr, 0, 3)
+	var rest []string
+	for _, n := range g.names {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	g.stop(leader)
+	start := time.Now()
+	g.splitVote(t, rest[0], rest[1])
+	now := g.agreedLeader(10 * time.Second)
+	if now == "" {
+		t.Fatalf("no leader %v after the split vote (%s: %s, %s: %s)", time.Since(start).Round(time.Millisecond),
+			rest[0], g.members[rest[0]].Status().State, rest[1], g.members[rest[1]].Status().State)
+	}
+	publish(t, g.members[now], 3, 2)
+}
+
+// TestCutOffLeaderHealsIntoASplitVote is the chaos harness's 33 s
+// leaderless queue: the leader is cut off long enough to append entries
+// nobody else has, and the two others, cut off from each other too,
+// campaign at once and split the vote at term T. When the links heal,
+// the old leader's next publish meets term T and it steps down, keeping
+// its own term (raft's handleStaleTerm); asked whether they would vote
+// for it at its next term, T, the others say yes (its log is the
+// longest), yet they have voted at T already and refuse the campaign.
+// Everyone waited out the candidates' election timeout. A campaign now
+// first adopts the highest term the voters answered with: the old leader
+// wins (a second after it stepped down, before the candidacies count as
+// stalled) and its log, publishes included, stands. (Their callers heard
+// "not the leader" when it stepped down, as raft fails whatever a leader
+// that loses its leadership has pending; the router sends such a publish
+// again under the same number, stored once.)
+func TestCutOffLeaderHealsIntoASplitVote(t *testing.T) {
+	g := newGroupWith(t, perQueueFiles, suspicious)
+	leader, lr := g.leader()
+	publish(t, lr, 0, 3)
+	var rest []string
+	for _, n := range g.names {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	g.cut(leader, rest[0])
+	g.cut(leader, rest[1])
+	var mu sync.Mutex
+	answered := map[int]error{}
+	publishOne := func(i int) {
+		msg := &queue.Message{RoutingKey: "q", Body: []byte(fmt.Sprintf("m%d", i))}
+		lr.Enqueue(context.Background(), msg, func(err error) {
+			mu.Lock()
+			answered[i] = err
+			mu.Unlock()
+		})
+	}
+	for i := 3; i < 8; i++ {
+		publishOne(i)
+	}
+	before := lr.raft.LastIndex()
+	waitLong(t, "the cut-off leader's entries", func() bool { return lr.raft.LastIndex() > before })
+	g.splitVote(t, rest[0], rest[1])
+	g.join(leader, rest[0])
+	g.join(leader, rest[1])
+	start := time.Now()
+	publishOne(8) // meets term T: the old leader steps down
+	now := g.agreedLeader(10 * time.Second)
+	if now == "" {
+		var states []string
+		for _, n := range g.names {
+			st := g.members[n].Status()
+			states = append(states, fmt.Sprintf("%s: %s at term %d", n, st.State, st.Term))
+		}
+		t.Fatalf("no leader %v after the links healed (%v)", time.Since(start).Round(time.Millisecond), states)
+	}
+	if now != leader {
+		t.Fatalf("%s leads, not %s, whose log is the longest", now, leader)
+	}
+	publish(t, g.members[now], 9, 2)
+	waitLong(t, "answers to the cut-off leader's publishes", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(answered) == 6
+	})
+	if st := g.members[now].Stats(); st.Ready != 3+6+2 {
+		t.Fatalf("%d messages ready, want %d", st.Ready, 3+6+2)
+	}
 }

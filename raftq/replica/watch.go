@@ -59,6 +59,9 @@ func (r *Replica) observe(o *raft.Observation) bool {
 		}
 	case raft.RaftState:
 		r.wake(&r.w.wantLook)
+		if d == raft.Candidate && r.cfg.Transport != nil {
+			r.leaderLost() // watches the candidacy (failover.go)
+		}
 	case raft.ResumedHeartbeatObservation, raft.RequestPreVoteRequest:
 		// A follower that was unreachable (restarted, or a new member
 		// whose group was not open yet) answers heartbeats again, or asks
