@@ -304,3 +304,40 @@ func TestCutOffLeaderHealsIntoASplitVote(t *testing.T) {
 		t.Fatalf("%d messages ready, want %d", st.Ready, 3+6+2)
 	}
 }
+
+// TestLeaderRemovingItselfHandsOff: asked to remove itself, the leader
+// hands its leadership off and answers "not the leader" rather than
+// commit its removal and fall silent, which left the others leaderless
+// until their heartbeat timeout (30 s or more for queue groups). The
+// removal then goes through at the new leader, and the queue keeps its
+// messages.
+func TestLeaderRemovingItselfHandsOff(t *testing.T) {
+	g := newGroup(t, perQueueFiles)
+	leader, lr := g.leader()
+	publish(t, lr, 0, 3)
+	if _, err := lr.RemoveServer(leader); err != ErrNotLeader {
+		t.Fatalf("the leader removing itself: %v, want ErrNotLeader", err)
+	}
+	if lr.IsLeader() {
+		t.Fatalf("%s still leads after removing itself", leader)
+	}
+	now := g.agreedLeader(5 * time.Second)
+	if now == "" || now == leader {
+		t.Fatalf("no new leader within 5 s of %s handing off (got %q)", leader, now)
+	}
+	nr := g.members[now]
+	if _, err := nr.RemoveServer(leader); err != nil {
+		t.Fatalf("remove %s at the new leader %s: %v", leader, now, err)
+	}
+	servers, err := nr.Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, in := servers[leader]; in || len(servers) != 2 {
+		t.Fatalf("configuration after the removal: %v", servers)
+	}
+	publish(t, nr, 3, 2)
+	if st := nr.Stats(); st.Ready != 5 {
+		t.Fatalf("%d messages ready, want 5", st.Ready)
+	}
+}

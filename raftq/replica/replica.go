@@ -1126,10 +1126,22 @@ func (r *Replica) AddVoter(id, addr string) (index uint64, err error) {
 	return f.Index(), nil
 }
 
-// RemoveServer removes node id from the group. The leader removing
-// itself steps down once it is committed; hand the leadership off first.
+// RemoveServer removes node id from the group. Asked to remove itself,
+// the leader hands its leadership off instead and answers ErrNotLeader,
+// so that the caller asks the new leader: a leader that commits its own
+// removal steps down without telling anyone, and the others wait out
+// their heartbeat timeout, 30 s or more for queue groups, before they
+// elect a new one. The chaos harness saw it, when a member's removal
+// found a leader that had moved a moment before.
 func (r *Replica) RemoveServer(id string) (index uint64, err error) {
 	if !r.isLeader() {
+		return 0, ErrNotLeader
+	}
+	if id == r.cfg.NodeID {
+		r.settleBeforeTransfer()
+		if err := errorFor(r.wait(r.raft.LeadershipTransfer())); err != nil {
+			r.log.Debug("hand off before removing this member", "err", err)
+		}
 		return 0, ErrNotLeader
 	}
 	f := r.raft.RemoveServer(raft.ServerID(id), 0, 0)
