@@ -260,6 +260,9 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 		next = start.Add(grace)
 	}
 	var agreed bool
+	// termAtStart tells whether an election has been held since the
+	// suspicion began (electedSince).
+	termAtStart := raftStats(r.raft)("term")
 	// candidateSince is when this member was first seen a candidate in
 	// its current candidacy, or last campaigned (a restart's moment as a
 	// follower is too short for the loop to see).
@@ -318,6 +321,16 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 			case !started && agreed && r.leaderAnswers(node):
 				r.log.Debug("the suspected leader answers that it leads", "leader", node)
 				return
+			case !started && agreed && r.electedSince(node, termAtStart):
+				// The questions above take up to a second each, and
+				// another member may have campaigned meanwhile: a
+				// campaign now would depose a leader just elected (the
+				// chaos harness saw a queue leaderless for 2 s that
+				// way). Ask as after a start, which a leader refuses.
+				r.log.Debug("not campaigning: an election was held since the leader's node failed", "failed", node)
+				started = true
+				next = time.Now().Add(leaderLostGrace)
+				gap = askGapFirst
 			case !started && agreed:
 				r.log.Debug("campaigning: the leader's node failed", "failed", node)
 				go func() {
@@ -362,6 +375,17 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// electedSince reports whether this member has heard of a leader other
+// than one on node, or moved past term, its term when the suspicion of
+// node began: some member campaigned since (a campaign raises the
+// voters' terms whether it wins or not).
+func (r *Replica) electedSince(node string, term uint64) bool {
+	if _, id := r.raft.LeaderWithID(); id != "" && string(id) != node {
+		return true
+	}
+	return raftStats(r.raft)("term") > term
 }
 
 // majorityWouldVote asks the group's other voters whether they would

@@ -341,3 +341,37 @@ func TestLeaderRemovingItselfHandsOff(t *testing.T) {
 		t.Fatalf("%d messages ready, want 5", st.Ready)
 	}
 }
+
+// TestSlowQuestionKeepsTheNewLeader: before campaigning because the
+// leader's node failed, a member asks that node whether it still leads,
+// which takes up to a second when the node cannot be reached (a dial
+// that times out, as just after a partition heals). Meanwhile the member
+// ranked before it campaigned and won; a campaign after the answer
+// deposed the new leader, and the chaos harness saw the queue leaderless
+// for 2 s when the deposer's log was behind. A member that hears of a
+// new leader, or of a higher term, while it asks leaves it be.
+func TestSlowQuestionKeepsTheNewLeader(t *testing.T) {
+	g := newGroupWith(t, perQueueFiles, func(n string, cfg *Config) {
+		suspicious(n, cfg)
+		cfg.LeadsAt = func(ctx context.Context, _ string) (bool, error) {
+			<-ctx.Done() // the failed node does not answer
+			return false, ctx.Err()
+		}
+	})
+	leader, lr := g.leader()
+	publish(t, lr, 0, 3)
+	g.stop(leader)
+	for _, r := range g.members {
+		r.LeaderSuspected(leader)
+	}
+	first, fr := g.leader()
+	term := fr.Status().Term
+	// The second rank's question ends about half a second after the
+	// first rank campaigned; give it time to do harm.
+	time.Sleep(3 * time.Second)
+	now, nr := g.leader()
+	if st := nr.Status(); now != first || st.Term != term {
+		t.Fatalf("%s led at term %d, then %s at term %d", first, term, now, st.Term)
+	}
+	publish(t, nr, 3, 2)
+}
