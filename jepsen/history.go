@@ -140,6 +140,11 @@ type verdict struct {
 	// is a new message there. Counted, not judged.
 	DeadLettered     int `json:"dead_lettered"`
 	DeadLetterCopies int `json:"dead_letter_copies"`
+	// ConfirmWait is how long confirmed publishes waited for their
+	// confirm: the availability the faults left. Reported, not judged (a
+	// queue whose majority is down waits as long as the fault lasts); a
+	// slowest wait far beyond the faults' length is worth a look.
+	ConfirmWait waits `json:"confirm_wait"`
 	// Lost were confirmed and never delivered; Unexpected were delivered
 	// and never published; Unflagged came again without the redelivered
 	// flag. Each is a defect.
@@ -148,6 +153,16 @@ type verdict struct {
 	Unflagged  []uint64 `json:"unflagged"`
 	// Stories tell the defective messages' histories, for the post-mortem.
 	Stories []string `json:"stories,omitempty"`
+}
+
+// waits summarises confirm waits, in seconds; Slowest is the slowest
+// publish's story.
+type waits struct {
+	P50     float64 `json:"p50_s"`
+	P99     float64 `json:"p99_s"`
+	Max     float64 `json:"max_s"`
+	Over10s int     `json:"over_10s"`
+	Slowest string  `json:"slowest,omitempty"`
 }
 
 func (v verdict) ok() bool {
@@ -159,8 +174,17 @@ func (h *history) check() verdict {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var v verdict
+	var wait []time.Duration
+	var slowest uint64
 	for id, r := range h.msgs {
 		published := !r.published.IsZero()
+		if published && !r.confirmed.IsZero() {
+			d := r.confirmed.Sub(r.published)
+			wait = append(wait, d)
+			if slowest == 0 || d > h.msgs[slowest].confirmed.Sub(h.msgs[slowest].published) {
+				slowest = id
+			}
+		}
 		if published {
 			v.Attempted++
 		}
@@ -198,6 +222,16 @@ func (h *history) check() verdict {
 				v.Unflagged = append(v.Unflagged, id)
 			} else {
 				v.Redelivered++
+			}
+		}
+	}
+	if len(wait) > 0 {
+		slices.Sort(wait)
+		at := func(q float64) float64 { return wait[int(q*float64(len(wait)-1))].Seconds() }
+		v.ConfirmWait = waits{P50: at(0.5), P99: at(0.99), Max: at(1), Slowest: h.story(slowest)}
+		for _, d := range wait {
+			if d > 10*time.Second {
+				v.ConfirmWait.Over10s++
 			}
 		}
 	}
@@ -246,6 +280,11 @@ func (v verdict) String() string {
 		v.Delivered, v.Deliveries, v.Redelivered)
 	fmt.Fprintf(&b, "dead-lettered %d, delivered from their dead-letter queues; %d more copies (at-least-once)\n",
 		v.DeadLettered, v.DeadLetterCopies)
+	w := v.ConfirmWait
+	fmt.Fprintf(&b, "confirm wait: p50 %.3f s, p99 %.3f s, max %.3f s, %d over 10 s\n", w.P50, w.P99, w.Max, w.Over10s)
+	if w.Slowest != "" {
+		fmt.Fprintf(&b, "  slowest: %s\n", w.Slowest)
+	}
 	fmt.Fprintf(&b, "lost (confirmed, never delivered): %d\n", len(v.Lost))
 	fmt.Fprintf(&b, "unexpected (delivered, never published): %d\n", len(v.Unexpected))
 	fmt.Fprintf(&b, "unflagged redeliveries: %d\n", len(v.Unflagged))

@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 // TestCheckJudgesHistories: the checker's verdict on small histories,
 // one kind of story each.
@@ -65,5 +69,27 @@ func TestCheckJudgesHistories(t *testing.T) {
 	clean.RefusedAfterHeal = 1
 	if clean.ok() {
 		t.Error("a publish refused after healing judged correct")
+	}
+}
+
+// TestCheckSummarisesConfirmWaits: the verdict tells how long confirms
+// took and which publish waited longest, so that a queue leaderless for
+// half a minute shows in the report and not only in the logs.
+func TestCheckSummarisesConfirmWaits(t *testing.T) {
+	h := newHistory(nil)
+	start := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	for i, wait := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 31 * time.Second, 12 * time.Second} {
+		id := h.publish("q", "n0")
+		h.msgs[id].published = start.Add(time.Duration(i) * time.Second)
+		h.msgs[id].confirmed = h.msgs[id].published.Add(wait)
+		h.deliver(id, "n1", false)
+	}
+	h.publish("q", "n0") // unconfirmed: no wait
+	w := h.check().ConfirmWait
+	if w.P50 != 0.003 || w.Max != 31 || w.Over10s != 2 {
+		t.Errorf("waits %+v; want p50 0.003 s, max 31 s, 2 over 10 s", w)
+	}
+	if !strings.Contains(w.Slowest, "published to q via n0 at 12:00:03.000; confirmed at 12:00:34.000") {
+		t.Errorf("slowest: %q", w.Slowest)
 	}
 }
