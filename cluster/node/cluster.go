@@ -707,6 +707,7 @@ func (c *clusterNode) catchUpOnStart() {
 		err := c.meta.CatchUp(ctx)
 		cancel()
 		if err == nil {
+			c.removeFormerMembers() // membership.go
 			return
 		}
 		c.log.Debug("catching up with the metadata after start", "err", err)

@@ -577,6 +577,16 @@ func (l localMemberClient) Hibernate(ctx context.Context, in *memberpb.Hibernate
 // replica when it became a member (never bootstrapping: the leader sends
 // it the log), removes it with its files when it stopped being one, and
 // routes to the new members.
+//
+// Not while the node's metadata is catching up after a start: it then
+// replays changes it may have applied before it stopped, and a member
+// removed and added again (delete member, add member) would see its
+// replica removed, files and all, and a new empty one opened, though the
+// files were those of the member added again. The chaos harness saw it:
+// the restarted node had just been elected leader of the queue, and its
+// log, its votes and the entries only it and a dead node held were gone.
+// Such a replica stays open, and is removed once the node has caught up
+// if it is still not a member (removeFormerMembers).
 func (q *clusterQueue) MembersChanged(members []string) {
 	c := q.c
 	q.mu.Lock()
@@ -598,17 +608,49 @@ func (q *clusterQueue) MembersChanged(members []string) {
 		c.mu.Unlock()
 		q.Router.SetMembers(members, r)
 		c.log.Info("this node became a member of the queue", "queue", q.cfg.Name)
-	case !member && had:
+	case !member && had && !c.meta.CaughtUp():
 		q.Router.SetMembers(members, nil)
-		c.mu.Lock()
-		delete(c.replicas, q.id)
-		c.mu.Unlock()
-		local.Remove()
-		c.log.Info("this node's member of the queue was removed", "queue", q.cfg.Name)
+		c.log.Debug("not removing this node's member of the queue before catching up", "queue", q.cfg.Name)
+	case !member && had:
+		q.removeLocalLocked(members, local)
 	case had:
 		q.Router.SetMembers(members, local)
 	default:
 		q.Router.SetMembers(members, nil)
+	}
+}
+
+// removeLocalLocked removes this node's replica of the queue, with its
+// files, and routes to members; q.mu held.
+func (q *clusterQueue) removeLocalLocked(members []string, local *replica.Replica) {
+	c := q.c
+	q.Router.SetMembers(members, nil)
+	c.mu.Lock()
+	delete(c.replicas, q.id)
+	c.mu.Unlock()
+	local.Remove()
+	c.log.Info("this node's member of the queue was removed", "queue", q.cfg.Name)
+}
+
+// removeFormerMembers removes the replicas MembersChanged kept while the
+// node caught up with the metadata: those of queues whose record, now
+// current, does not name this node.
+func (c *clusterNode) removeFormerMembers() {
+	c.mu.Lock()
+	qs := make([]*clusterQueue, 0, len(c.queues))
+	for _, q := range c.queues {
+		qs = append(qs, q)
+	}
+	c.mu.Unlock()
+	for _, q := range qs {
+		q.mu.Lock()
+		if !slices.Contains(q.members, c.self) {
+			// A hibernating one wakes to go, as in MembersChanged.
+			if local, had := c.wakeLocked(q); had {
+				q.removeLocalLocked(q.members, local)
+			}
+		}
+		q.mu.Unlock()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 )
 
@@ -386,4 +387,87 @@ func TestAddMemberAfterInterruptedDelete(t *testing.T) {
 	waitMembers(t, ms, "q", members)
 	tr.progress(50)
 	tr.finish()
+}
+
+// TestMemberAddedAgainKeepsItsLogOverRestart: a member removed and added
+// again (delete member, add member) holds the group's log; when its node
+// restarts, the metadata it replays removes the member and adds it again.
+// Applied as they came, that deleted the member's files (its log, its
+// votes) and opened an empty one, so that messages only it and a stopped
+// node held were lost (the chaos harness saw a restarted node's member,
+// just elected leader, vanish so). Here the messages are published while
+// the third member is down and confirmed by the leader and the member
+// added again; then the leader stops and the member's node restarts: the
+// member and the third elect a leader, and every confirmed message is
+// there.
+func TestMemberAddedAgainKeepsItsLogOverRestart(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3, func(c *node.ClusterConfig) { c.NoQueueReconcile, c.NoRebalanceOnRejoin = true, true })
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("again", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	leader := byName(ms, leaderName(t, ms, "again"))
+	var again, third *nodetest.Member
+	for _, m := range ms {
+		switch {
+		case m == leader:
+		case again == nil:
+			again = m
+		default:
+			third = m
+		}
+	}
+	all := membersOf(t, ms[0], "again")
+	if err := leader.DeleteMember("/", "again", again.Name(), false); err != nil {
+		t.Fatalf("delete member %s: %v", again.Name(), err)
+	}
+	waitMembers(t, ms, "again", slices.DeleteFunc(slices.Clone(all), func(m string) bool { return m == again.Name() }))
+	if err := leader.AddMember("/", "again", again.Name()); err != nil {
+		t.Fatalf("add member %s again: %v", again.Name(), err)
+	}
+	waitMembers(t, ms, "again", all)
+
+	third.Stop()
+	pub := leader.Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		dc, err := pub.PublishWithDeferredConfirm("", "again", false, false, amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dc.Wait() {
+			t.Fatalf("publish %d nacked", i)
+		}
+	}
+	again.Stop()
+	leader.Stop()
+	again.Start()
+	third.Start()
+
+	got, lastSeen := 0, -1
+	nodetest.Eventually(t, "every confirmed message back", 60*time.Second, func() bool {
+		conn, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", again.AMQPAddr()))
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err != nil {
+			return false
+		}
+		for {
+			_, ok, err := ch.Get("again", true)
+			if err != nil || !ok {
+				if err == nil && got != n && got != lastSeen {
+					t.Logf("the queue answers, with %d of %d messages so far", got, n)
+					lastSeen = got
+				}
+				return got == n
+			}
+			got++
+		}
+	})
 }
