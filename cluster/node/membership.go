@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -637,10 +638,7 @@ func (q *clusterQueue) removeLocalLocked(members []string, local *replica.Replic
 // current, does not name this node.
 func (c *clusterNode) removeFormerMembers() {
 	c.mu.Lock()
-	qs := make([]*clusterQueue, 0, len(c.queues))
-	for _, q := range c.queues {
-		qs = append(qs, q)
-	}
+	qs := slices.Collect(maps.Values(c.queues))
 	c.mu.Unlock()
 	for _, q := range qs {
 		q.mu.Lock()

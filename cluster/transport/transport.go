@@ -333,16 +333,7 @@ func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }
 // bootstrapped here, which has no leader to disturb: with long heartbeat
 // timeouts its first election would otherwise wait one.
 func (t *Transport) Campaign(ctx context.Context) error {
-	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(t.mux.local)}}
-	respCh, err := t.dispatch(ctx, req, nil, false)
-	if err != nil {
-		return err
-	}
-	_, rpcErr, err := t.wait(ctx, respCh)
-	if err != nil {
-		return err
-	}
-	return rpcErr
+	return t.toSelf(ctx, &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(t.mux.local)}})
 }
 
 // RaiseTerm makes this node's member of the group, id in its
@@ -354,10 +345,15 @@ func (t *Transport) Campaign(ctx context.Context) error {
 // replica uses it before a campaign whose term the voters may have voted
 // in already (raftq/replica's failover.go).
 func (t *Transport) RaiseTerm(ctx context.Context, id string, term uint64) error {
-	req := &raft.RequestVoteRequest{
+	return t.toSelf(ctx, &raft.RequestVoteRequest{
 		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(t.mux.local)},
 		Term:      term,
-	}
+	})
+}
+
+// toSelf hands req to this node's own member of the group, as if a peer
+// had sent it, and returns its error.
+func (t *Transport) toSelf(ctx context.Context, req any) error {
 	respCh, err := t.dispatch(ctx, req, nil, false)
 	if err != nil {
 		return err

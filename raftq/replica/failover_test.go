@@ -209,21 +209,27 @@ func (g *group) agreedLeader(limit time.Duration) string {
 	return ""
 }
 
+// suspiciousGroupWithMessages is a group of suspicious members whose
+// leader holds three messages, and the two other members.
+func suspiciousGroupWithMessages(t *testing.T) (g *group, leader string, lr *Replica, rest []string) {
+	g = newGroupWith(t, perQueueFiles, suspicious)
+	leader, lr = g.leader()
+	publish(t, lr, 0, 3)
+	for _, n := range g.names {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	return g, leader, lr, rest
+}
+
 // TestSplitVoteEndsWithinSeconds: the two survivors of a leader's node
 // campaign at the same moment and split the vote. raft leaves a candidate
 // waiting for its election timeout, 30 s or more for queue groups; a
 // candidacy that has stayed open for seconds is started again, the
 // members' ranks keeping the second tries apart.
 func TestSplitVoteEndsWithinSeconds(t *testing.T) {
-	g := newGroupWith(t, perQueueFiles, suspicious)
-	leader, lr := g.leader()
-	publish(t, lr, 0, 3)
-	var rest []string
-	for _, n := range g.names {
-		if n != leader {
-			rest = append(rest, n)
-		}
-	}
+	g, leader, _, rest := suspiciousGroupWithMessages(t)
 	g.stop(leader)
 	start := time.Now()
 	g.splitVote(t, rest[0], rest[1])
@@ -251,15 +257,7 @@ func TestSplitVoteEndsWithinSeconds(t *testing.T) {
 // that loses its leadership has pending; the router sends such a publish
 // again under the same number, stored once.)
 func TestCutOffLeaderHealsIntoASplitVote(t *testing.T) {
-	g := newGroupWith(t, perQueueFiles, suspicious)
-	leader, lr := g.leader()
-	publish(t, lr, 0, 3)
-	var rest []string
-	for _, n := range g.names {
-		if n != leader {
-			rest = append(rest, n)
-		}
-	}
+	g, leader, lr, rest := suspiciousGroupWithMessages(t)
 	g.cut(leader, rest[0])
 	g.cut(leader, rest[1])
 	var mu sync.Mutex
