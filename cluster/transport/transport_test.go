@@ -328,20 +328,30 @@ func TestRaiseTerm(t *testing.T) {
 	if err := m.trans.Campaign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "a candidate", func() error {
+	lastVote := func() uint64 {
+		n, _ := m.logs.GetUint64([]byte("LastVoteTerm"))
+		return n
+	}
+	// raft becomes a candidate before it moves to the new term and votes
+	// for itself there.
+	waitFor(t, 5*time.Second, "a candidate that voted for itself", func() error {
 		if m.raft.State() != raft.Candidate {
 			return errors.New(m.raft.State().String())
 		}
+		// (A vote at t0 is the one it gave the first leader.)
+		if cur := term(); cur == t0 || lastVote() != cur {
+			return fmt.Errorf("term %d, last vote at %d", cur, lastVote())
+		}
 		return nil
 	})
-	voted := term() // it voted for itself
+	voted := term()
 	if err := m.trans.RaiseTerm(ctx, string(nd.id), voted+10); err != nil {
 		t.Fatal(err)
 	}
 	if st := m.raft.State(); st != raft.Follower || term() != voted+10 {
 		t.Fatalf("after RaiseTerm(%d): %s at term %d", voted+10, st, term())
 	}
-	if last, _ := m.logs.GetUint64([]byte("LastVoteTerm")); last != voted {
+	if last := lastVote(); last != voted {
 		t.Fatalf("last vote at term %d, want %d (its own candidacy's)", last, voted)
 	}
 	if err := m.trans.Campaign(ctx); err != nil {
