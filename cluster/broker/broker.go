@@ -85,6 +85,10 @@ type Watchable interface {
 	// MayBeStale reports, cheaply, whether the model may lack a change
 	// committed through another node.
 	MayBeStale() bool
+	// CaughtUp reports whether a CatchUp has succeeded since the store
+	// opened: until then a restarted node's model may be replaying
+	// changes long superseded.
+	CaughtUp() bool
 }
 
 // catchUp brings a cluster member's model up to every change committed
@@ -140,6 +144,14 @@ func (b *Broker) caughtUpAfterMiss() bool { return b.mayBeStale() && b.catchUp()
 func (b *Broker) mayBeStale() bool {
 	w, ok := b.store.(Watchable)
 	return ok && w.MayBeStale()
+}
+
+// replaying reports whether the model may still be replaying the
+// metadata after a start (Watchable.CaughtUp): what it holds may have
+// been replaced long ago.
+func (b *Broker) replaying() bool {
+	w, ok := b.store.(Watchable)
+	return ok && !w.CaughtUp()
 }
 
 // catchUps coordinates catchUp's callers.

@@ -321,8 +321,15 @@ func (v *Vhost) pushConfigs(qs []*Queue) {
 // leads the queue and has not handed over the current version yet. At
 // most one hand-over per queue runs at a time; a newer version that
 // arrives meanwhile follows it.
+//
+// Not from a model still replaying the metadata after a start: a node
+// that restarts holds the policies of its last snapshot and replays those
+// set and cleared since, and a queue it leads meanwhile (or at once, as
+// the only member with the longest log) would run with each in turn; a
+// max-length long replaced would drop messages for good. The reconcile
+// loop hands the arguments over once the node has caught up.
 func (v *Vhost) pushConfig(q *Queue) {
-	if q.engine == nil || !v.b.leadsHere(q.engine) {
+	if q.engine == nil || !v.b.leadsHere(q.engine) || v.b.replaying() {
 		return
 	}
 	v.mu.Lock()
