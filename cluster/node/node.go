@@ -45,6 +45,8 @@ type Node struct {
 
 	served   chan struct{} // closed when Serve returns
 	serveErr error
+	// stopWaiting ends a cluster member's wait to serve (Start).
+	stopWaiting context.CancelFunc
 }
 
 // Start opens the node's data and starts listening.
@@ -110,9 +112,26 @@ func Start(cfg Config) (*Node, error) {
 		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
 		n.startMaintenance() // drain.go
 	}
+	waitCtx, stopWaiting := context.WithCancel(context.Background())
+	n.stopWaiting = stopWaiting
 	go func() {
+		defer close(n.served)
+		// A cluster member accepts clients once it is ready, as RabbitMQ
+		// listens only once booted: until it has caught up, a restarted
+		// node's model is its last metadata snapshot replaying what
+		// changed since, and it would log in users deleted since, route
+		// by bindings removed since, and so on. Their connections wait in
+		// the listen backlog meanwhile (about a second after a restart).
+		if cn != nil {
+			if err := n.Ready(waitCtx); err != nil {
+				n.serveErr = server.ErrServerClosed
+				ln.Close()
+				return
+			}
+		}
 		n.serveErr = n.server.Serve(ln)
-		close(n.served)
+		// Shut down before Serve took the listener: it is still open.
+		ln.Close()
 	}()
 	return n, nil
 }
@@ -129,6 +148,7 @@ func (n *Node) Done() <-chan struct{} { return n.served }
 // Close closes client connections, waits for them within ctx, and closes
 // the node's data.
 func (n *Node) Close(ctx context.Context) error {
+	n.stopWaiting()
 	err := n.server.Shutdown(ctx)
 	<-n.served
 	if n.cluster != nil {
