@@ -176,13 +176,14 @@ func (h *history) check() verdict {
 	var v verdict
 	var wait []time.Duration
 	var slowest uint64
+	var slowestWait time.Duration
 	for id, r := range h.msgs {
 		published := !r.published.IsZero()
 		if published && !r.confirmed.IsZero() {
 			d := r.confirmed.Sub(r.published)
 			wait = append(wait, d)
-			if slowest == 0 || d > h.msgs[slowest].confirmed.Sub(h.msgs[slowest].published) {
-				slowest = id
+			if slowest == 0 || d > slowestWait {
+				slowest, slowestWait = id, d
 			}
 		}
 		if published {

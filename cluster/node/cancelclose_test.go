@@ -27,13 +27,7 @@ func TestCancelThenCloseStrandsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	leader := leaderName(t, ms, "cc")
-	var via *nodetest.Member
-	for _, m := range ms {
-		if m.Name() != leader {
-			via = m
-			break
-		}
-	}
+	via := notNamed(ms, leader)
 	const n = 400
 	publishSome(t, byName(ms, leader), "cc", n)
 	for range 30 {

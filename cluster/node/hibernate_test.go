@@ -200,13 +200,7 @@ func TestIdleQueuesHibernate(t *testing.T) {
 func TestPublisherOfAFollowerNodeOutlastsHibernation(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
 	leader := declareAsleep(t, ms, "napper")
-	var via *nodetest.Member
-	for _, m := range ms {
-		if m.Name() != leader {
-			via = m
-			break
-		}
-	}
+	via := notNamed(ms, leader)
 	pub := via.Channel()
 	if err := pub.Confirm(false); err != nil {
 		t.Fatal(err)

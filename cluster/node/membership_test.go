@@ -155,6 +155,17 @@ func byName(ms []*nodetest.Member, name string) *nodetest.Member {
 	return nil
 }
 
+// notNamed is the first running member of ms other than the one named
+// name: a node that does not lead, for a client to go through.
+func notNamed(ms []*nodetest.Member, name string) *nodetest.Member {
+	for _, m := range ms {
+		if m.Node != nil && m.Name() != name {
+			return m
+		}
+	}
+	return nil
+}
+
 func membersOf(t *testing.T, m *nodetest.Member, queue string) []string {
 	t.Helper()
 	rec, ok := m.Broker().QueueRecord("/", queue)
