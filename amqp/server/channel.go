@@ -38,6 +38,11 @@ type channel struct {
 	keyBuf      []string // a publish's routing keys (CC, BCC)
 	ctx         context.Context
 	cancel      context.CancelFunc
+	// cancelled are consumers cancelled with basic.cancel whose queues
+	// release consumers (queue.Releaser): the channel's close releases
+	// them too, as RabbitMQ's channel going down returns what its
+	// cancelled consumers still hold. At most maxCancelled, newest kept.
+	cancelled []*consumer
 
 	// mu guards delivery tags, unacked deliveries and the consumer table,
 	// which deliveries from queue goroutines touch.
@@ -173,6 +178,10 @@ func (ch *channel) release() {
 	for _, k := range consumers {
 		k.release()
 	}
+	for _, k := range ch.cancelled {
+		k.release()
+	}
+	ch.cancelled = nil
 	ch.mu.Lock()
 	ch.unacked.takeAll(&ch.settle)
 	// Acks held by an open transaction are undone: those deliveries are
@@ -183,6 +192,9 @@ func (ch *channel) release() {
 	ch.txCounted = 0
 	ch.mu.Unlock()
 	ch.tx.reset()
+	if len(ch.settle.groups) > 0 {
+		ch.c.log.Debug("channel released", "channel", ch.id, "consumers", len(consumers), "requeued", ch.settle.count())
+	}
 	ch.settle.requeue(queue.ReturnConsumerGone)
 	ch.confirms.reset()
 }

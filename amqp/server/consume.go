@@ -70,6 +70,26 @@ func (k *consumer) release() {
 	k.q.Engine().Cancel(k)
 }
 
+// maxCancelled bounds the cancelled consumers a channel keeps for its
+// close to release (channel.cancelled).
+const maxCancelled = 256
+
+// keepCancelled remembers k, just cancelled, for the channel's close to
+// release, if its queue releases consumers: a cancelled consumer of a
+// quorum queue keeps what it holds until then.
+func (ch *channel) keepCancelled(k *consumer) {
+	if k.q == nil {
+		return
+	}
+	if _, ok := k.q.Engine().(queue.Releaser); !ok {
+		return
+	}
+	if len(ch.cancelled) >= maxCancelled {
+		ch.cancelled = append(ch.cancelled[:0], ch.cancelled[1:]...)
+	}
+	ch.cancelled = append(ch.cancelled, k)
+}
+
 // earlyLimit bounds deliveries held back before consume-ok.
 const earlyLimit = 256
 
@@ -311,6 +331,7 @@ func (ch *channel) basicCancel(m *amqp.BasicCancel) error {
 			ch.replyConsumer, ch.replyTo = nil, ""
 		}
 		ch.mu.Unlock()
+		ch.keepCancelled(k)
 	}
 	if !m.NoWait {
 		ch.reply(&amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})

@@ -171,6 +171,15 @@ func (b *settleBatch) each(fn func(q queue.Queue, ids []uint64)) {
 	b.groups = b.groups[:0]
 }
 
+// count is the deliveries b holds.
+func (b *settleBatch) count() int {
+	n := 0
+	for _, g := range b.groups {
+		n += len(g.ids)
+	}
+	return n
+}
+
 func (b *settleBatch) ack() {
 	b.each(func(q queue.Queue, ids []uint64) { q.Settle(ids) })
 }

@@ -88,14 +88,16 @@ func (r *Router) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 	return nil
 }
 
-// Cancel detaches c. Its unsettled deliveries stay settleable.
+// Cancel detaches c. Its unsettled deliveries stay settleable, and it
+// keeps what it holds until its channel closes (Release).
 func (r *Router) Cancel(c queue.Consumer) { r.stopConsumer(c, false) }
 
 // Release detaches c, whose channel is closing, and then declares it
 // down at the leader (owned.go) after releaseGrace: the acknowledgements
 // its channel sent before closing, on this consumer's stream or another's
 // (a node's settlements of a queue go to the stream of the latest
-// delivery), are applied first, and whatever it still holds returns.
+// delivery), are applied first, and whatever it still holds returns. c
+// may have been cancelled before: it is declared down the same way.
 func (r *Router) Release(c queue.Consumer) { r.stopConsumer(c, true) }
 
 // releaseGrace is how long a released consumer's acknowledgements have to
@@ -108,6 +110,17 @@ func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 	r.mu.Lock()
 	w := r.consumers[c]
 	delete(r.consumers, c)
+	switch {
+	case w == nil && release:
+		if id, ok := r.cancelled.take(c); ok {
+			r.mu.Unlock()
+			r.log.Debug("forward: releasing a cancelled consumer", "id", id)
+			time.AfterFunc(releaseGrace, func() { r.releaseOwner(id) })
+			return
+		}
+	case w != nil && !release && w.opts.ID != 0:
+		r.cancelled.add(c, w.opts.ID)
+	}
 	r.mu.Unlock()
 	if w == nil {
 		return
@@ -142,6 +155,7 @@ func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 		}
 		t.Stop()
 	}
+	r.log.Debug("forward: consumer stopped", "consumer", w.opts.Tag, "id", w.opts.ID, "release", release, "path", mode, "last_delivery", w.last.Load())
 }
 
 // Resume passes a local attachment's resume on. A remote leader's

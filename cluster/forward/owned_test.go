@@ -110,6 +110,43 @@ func TestReleasedConsumerReturnsWhatItsLostAckLeft(t *testing.T) {
 	getRedelivered(t, r, "m0")
 }
 
+// The same lost acknowledgement, for a consumer cancelled before its
+// channel closes (amqp091's ConsumeWithContext sends basic.cancel, then
+// the application closes the connection): a cancelled consumer keeps what
+// it holds, so the channel's close must release it too, or the message
+// stays checked out to nobody for as long as the consumer's node lives
+// (jepsen's "stranded").
+func TestCancelledConsumerReleasedWithItsChannel(t *testing.T) {
+	c, rep := twoNodes(t)
+	r := c.router(t, "a", "q1", nil, 0)
+	tc := &testConsumer{}
+	if err := r.Consume(tc, queue.ConsumeOptions{Tag: "c", Prefetch: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var conf confirms
+	publish(t, r, 0, 2, &conf)
+	waitFor(t, 10*time.Second, "deliveries", func() bool { return tc.count() == 2 })
+	ds := tc.deliveries()
+
+	c["b"].loseStreamSettlements.Store(true)
+	r.Settle(ids(ds[:1]))
+	time.Sleep(500 * time.Millisecond) // past the linger and the resend window
+	c["b"].loseStreamSettlements.Store(false)
+	r.Settle(ids(ds[1:]))
+	r.Cancel(tc)
+	time.Sleep(2 * time.Second) // a cancel alone returns nothing
+	if st := rep.Stats(); st.Ready != 0 || st.Unacked != 1 {
+		t.Fatalf("stats after the cancel: %+v", st)
+	}
+	r.Release(tc) // its channel closes
+
+	waitFor(t, 10*time.Second, "the message of the lost ack back in the queue", func() bool {
+		st := rep.Stats()
+		return st.Ready == 1 && st.Unacked == 0 && st.Consumers == 0
+	})
+	getRedelivered(t, r, "m0")
+}
+
 // A node's settlements of a queue travel on the stream of its latest
 // delivery, which may be another consumer's: an acknowledgement sent just
 // before the channel closes must still be applied before the release

@@ -92,6 +92,9 @@ type Router struct {
 	closed    bool
 	leader    string // the leader node as last learned (non-members)
 	consumers map[queue.Consumer]*consumer
+	// cancelled holds the IDs of consumers cancelled while their channel
+	// stays open, until the channel closes and releases them (Release).
+	cancelled cancelledSet
 
 	// source is where the latest delivery came from: the leader, as far
 	// as this node can tell without asking. Settlements go there; a
@@ -145,6 +148,7 @@ func NewRouter(cfg RouterConfig) *Router {
 		ctx:        ctx,
 		cancel:     cancel,
 		consumers:  make(map[queue.Consumer]*consumer),
+		cancelled:  newCancelledSet(),
 		unary:      make(map[string][]*queuepb.Settlement),
 		settleWake: make(chan struct{}, 1),
 	}

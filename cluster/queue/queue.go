@@ -186,6 +186,11 @@ type Movable interface {
 // consumer still holds returns to the queue, as RabbitMQ returns what a
 // consumer whose channel went down held. The channel requeues the
 // deliveries it knows of itself, as after Cancel.
+//
+// A closing channel releases the consumers it cancelled before as well
+// (a cancelled consumer keeps what it holds, RabbitMQ's too, until its
+// channel goes down), each once: Release of a consumer cancelled earlier
+// returns what it still holds the same way.
 type Releaser interface {
 	Release(c Consumer)
 }
