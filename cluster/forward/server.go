@@ -94,6 +94,19 @@ func (h *heldSet) remove(ids []uint64) {
 	h.mu.Unlock()
 }
 
+// countFor counts the deliveries sc answers for.
+func (h *heldSet) countFor(sc *serverConsumer) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.by {
+		if c == sc {
+			n++
+		}
+	}
+	return n
+}
+
 // takeFor removes and returns the IDs sc holds.
 func (h *heldSet) takeFor(sc *serverConsumer) []uint64 {
 	h.mu.Lock()
@@ -559,6 +572,7 @@ func (s *Server) Consume(stream queuepb.Forward_ConsumeServer) error {
 		switch end {
 		case endCancelled:
 			clean = true
+			s.log.Debug("forward: consume stream cancelled", "queue", req.Attach.QueueId, "consumer", opts.ID, "origin", sc.origin, "held", sc.held.countFor(sc))
 			return nil
 		case endGone:
 			clean = true

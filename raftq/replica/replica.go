@@ -833,8 +833,20 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 // a delivery yet does not know it.
 func (r *Replica) byHolder(ids []uint64) ([]raftq.ConsumerID, map[raftq.ConsumerID][]uint64) {
 	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	return r.fsm.m.HoldersOf(ids)
+	order, groups := r.fsm.m.HoldersOf(ids)
+	r.fsm.mu.Unlock()
+	if r.log.Enabled(context.Background(), slog.LevelDebug) {
+		known := 0
+		for _, g := range groups {
+			known += len(g)
+		}
+		if known < len(ids) {
+			// Settled already (a repeat), or handed out in an entry this
+			// member has not applied: the second would strand a message.
+			r.log.Debug("settlement names deliveries this member does not hold", "count", len(ids)-known, "of", len(ids), "leader", r.isLeader(), "applied", r.leaderApplied.Load())
+		}
+	}
+	return order, groups
 }
 
 // Settle acknowledges deliveries. The settler proposes them in batches:
