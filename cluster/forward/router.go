@@ -18,6 +18,7 @@ import (
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/queuepb"
+	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -610,6 +611,18 @@ func (r *Router) SettleHeld(list []replica.HeldSettlement) {
 	}, func(err error) {
 		r.log.Debug("forward: a former leader's settlements dropped", "err", err)
 	})
+}
+
+// SettleDeliveriesAtLeader passes settlements, by delivery ID, that this
+// node's member could not resolve (it has not applied the entries that
+// handed them out) on to the leader. It returns at once; they are sent
+// until a leader takes them (atLeaderLater).
+func (r *Router) SettleDeliveriesAtLeader(op raftq.Op, cause queue.ReturnCause, deliveries []uint64) {
+	if len(deliveries) == 0 {
+		return
+	}
+	list := []*queuepb.Settlement{{Op: opWire(op), Cause: uint32(cause), Ids: append([]uint64(nil), deliveries...)}}
+	r.settleAtLeader("", list, nil)
 }
 
 // atLeaderLater runs onLeader on a goroutine of the router's wait group,

@@ -26,6 +26,7 @@ import (
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/cluster/transport"
 	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/replica"
 	"github.com/warrenmq/warren/raftq/wal"
 )
@@ -466,6 +467,11 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	cfg.SeesAlive = c.seesAlive
 	cfg.LeadsAt = func(ctx context.Context, node string) (bool, error) { return c.leadsAt(ctx, node, id) }
 	cfg.SettleAtLeader = func(list []replica.HeldSettlement) { c.settleAtLeader(id, list) }
+	cfg.SettleDeliveriesAtLeader = func(op raftq.Op, cause queue.ReturnCause, deliveries []uint64) {
+		if q := c.router(id); q != nil {
+			q.Router.SettleDeliveriesAtLeader(op, cause, deliveries)
+		}
+	}
 	cfg.StartAlive = c.startAlive
 	cfg.Bootstrap, cfg.Follow = bootstrap, follow
 	cfg.Peers = nil
@@ -503,12 +509,16 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 // group id made while it led on to the group's leader, through the
 // queue's router.
 func (c *clusterNode) settleAtLeader(id string, list []replica.HeldSettlement) {
-	c.mu.Lock()
-	q := c.queues[id]
-	c.mu.Unlock()
-	if q != nil {
+	if q := c.router(id); q != nil {
 		q.Router.SettleHeld(list)
 	}
+}
+
+// router is group id's router on this node, nil if none.
+func (c *clusterNode) router(id string) *clusterQueue {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queues[id]
 }
 
 // lookupReplica is the forward service's lookup: this node's replica of

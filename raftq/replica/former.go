@@ -54,12 +54,13 @@ func (r *Replica) settleAsFormer(op raftq.Op, cause queue.ReturnCause, ids []uin
 	if r.isLeader() {
 		return false
 	}
-	order, groups := r.byHolder(ids)
+	order, groups, unknown := r.byHolder(ids)
 	list := make([]HeldSettlement, 0, len(order))
 	for _, c := range order {
 		list = append(list, HeldSettlement{Op: op, Cause: cause, Consumer: c, Messages: groups[c]})
 	}
 	r.settleAtLeader(list)
+	r.settleUnknown(op, cause, unknown)
 	return true
 }
 

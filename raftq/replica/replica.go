@@ -96,6 +96,11 @@ type Config struct {
 	// when it led on to the group's leader (former.go); it must not block.
 	// Nil drops them, and their messages are handed out again.
 	SettleAtLeader func([]HeldSettlement)
+	// SettleDeliveriesAtLeader passes settlements of deliveries this
+	// member does not know of (handed out in entries it has not applied)
+	// on to the group's leader, by delivery ID (unknown.go); it must not
+	// block. Nil drops them.
+	SettleDeliveriesAtLeader func(op raftq.Op, cause queue.ReturnCause, deliveries []uint64)
 	// StartAlive reports whether the start of a node whose NodeTag is tag
 	// is alive as gossip sees it. A new leader keeps the messages of its
 	// predecessor's cancelled consumers and getters of such a node for
@@ -826,29 +831,6 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 	return queue.Delivery{}, 0, false, nil
 }
 
-// byHolder turns delivery IDs into message IDs grouped by the consumer
-// holding them (raftq.Machine.HoldersOf). A delivery's ID is the machine's
-// number for the handing-out, the same on every member, so a leader
-// settles what its predecessors handed out; a member that has not applied
-// a delivery yet does not know it.
-func (r *Replica) byHolder(ids []uint64) ([]raftq.ConsumerID, map[raftq.ConsumerID][]uint64) {
-	r.fsm.mu.Lock()
-	order, groups := r.fsm.m.HoldersOf(ids)
-	r.fsm.mu.Unlock()
-	if r.log.Enabled(context.Background(), slog.LevelDebug) {
-		known := 0
-		for _, g := range groups {
-			known += len(g)
-		}
-		if known < len(ids) {
-			// Settled already (a repeat), or handed out in an entry this
-			// member has not applied: the second would strand a message.
-			r.log.Debug("settlement names deliveries this member does not hold", "count", len(ids)-known, "of", len(ids), "leader", r.isLeader(), "applied", r.leaderApplied.Load())
-		}
-	}
-	return order, groups
-}
-
 // Settle acknowledges deliveries. The settler proposes them in batches:
 // acks are not confirmed to anyone, so a log entry per basic.ack would
 // only cost.
@@ -856,13 +838,14 @@ func (r *Replica) Settle(ids []uint64) {
 	if r.settleAsFormer(raftq.OpSettle, 0, ids) {
 		return
 	}
-	order, groups := r.byHolder(ids)
+	order, groups, unknown := r.byHolder(ids)
 	r.mu.Lock()
 	for _, c := range order {
 		r.toSettle[c] = append(r.toSettle[c], groups[c]...)
 	}
 	r.mu.Unlock()
 	r.wakeSettler()
+	r.settleUnknown(raftq.OpSettle, 0, unknown)
 }
 
 // markAttached records that consumer's attach, proposed here, is applied.
@@ -898,10 +881,11 @@ func (r *Replica) Requeue(ids []uint64, cause queue.ReturnCause) {
 	if r.settleAsFormer(raftq.OpReturn, cause, ids) {
 		return
 	}
-	order, groups := r.byHolder(ids)
+	order, groups, unknown := r.byHolder(ids)
 	for _, c := range order {
 		r.propose(&raftq.Command{Op: raftq.OpReturn, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
 	}
+	r.settleUnknown(raftq.OpReturn, cause, unknown)
 }
 
 // Discard drops (or dead-letters) rejected deliveries.
@@ -909,10 +893,11 @@ func (r *Replica) Discard(ids []uint64, cause queue.ReturnCause) {
 	if r.settleAsFormer(raftq.OpDiscard, cause, ids) {
 		return
 	}
-	order, groups := r.byHolder(ids)
+	order, groups, unknown := r.byHolder(ids)
 	for _, c := range order {
 		r.propose(&raftq.Command{Op: raftq.OpDiscard, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
 	}
+	r.settleUnknown(raftq.OpDiscard, cause, unknown)
 }
 
 // Purge removes the ready messages through the log.

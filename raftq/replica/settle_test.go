@@ -262,3 +262,63 @@ func testConsumerFollowsTheLeaderWithItsMessages(t *testing.T, st storage) {
 		}
 	}
 }
+
+// passDeliveriesToLeader is a Config.SettleDeliveriesAtLeader that hands
+// settlements by delivery ID to the group's leader, as the router does;
+// *g is set once the group is made.
+func passDeliveriesToLeader(g **group) func(raftq.Op, queue.ReturnCause, []uint64) {
+	return func(op raftq.Op, cause queue.ReturnCause, ids []uint64) {
+		go func() {
+			_, lead := (*g).leader()
+			switch op {
+			case raftq.OpSettle:
+				lead.Settle(ids)
+			case raftq.OpReturn:
+				lead.Requeue(ids, cause)
+			case raftq.OpDiscard:
+				lead.Discard(ids, cause)
+			}
+		}()
+	}
+}
+
+// A member behind the log does not know the deliveries its leader made
+// since; settlements of them that reach it (a router whose leader was
+// stale, a new leader's stream ended by a quick second change) go on to
+// the leader by delivery ID. Dropped, they left acknowledged messages
+// checked out to their consumer, and rejected ones neither requeued nor
+// dead-lettered, until the consumer's channel closed.
+func TestLaggingMemberPassesUnknownSettlementsOn(t *testing.T) {
+	var g *group
+	g = newGroupWith(t, sharedLog, func(_ string, cfg *Config) {
+		cfg.SettleAtLeader = passToLeader(t, &g)
+		cfg.SettleDeliveriesAtLeader = passDeliveriesToLeader(&g)
+	})
+	ln, lead := g.leader()
+	var behind string
+	for _, n := range g.names {
+		if n != ln {
+			behind = n
+		}
+	}
+	for _, n := range g.names {
+		if n != behind {
+			g.cut(n, behind)
+		}
+	}
+	c := &fakeConsumer{}
+	if err := lead.Consume(c, queue.ConsumeOptions{Prefetch: 10}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, lead, 0, 10)
+	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
+	ids := c.ids()
+
+	lagging := g.members[behind]
+	lagging.Settle(ids[:6])
+	lagging.Requeue(ids[6:7], queue.ReturnNack)
+	// The requeued message goes to the consumer again.
+	waitFor(t, "6 settled and 1 requeued at the leader", func() bool {
+		return lead.Stats().Unacked == 4 && len(c.ids()) == 11
+	})
+}

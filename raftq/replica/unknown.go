@@ -1,0 +1,103 @@
+package replica
+
+import (
+	"time"
+
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq"
+)
+
+// A settlement names deliveries by their IDs, which a member resolves to
+// the consumer and message they stand for from what it has applied
+// (byHolder). A member that has not applied the entry that handed a
+// delivery out does not know it, and dropping its settlement there leaves
+// the message checked out to a consumer whose channel believes it
+// settled: the acknowledged message is neither gone nor handed out again,
+// and holds a prefetch slot, until the consumer's channel closes. That
+// happens to a new leader still applying its predecessors' entries, and
+// to a follower behind the log that gets a settlement meant for the
+// leader (a router whose leader was stale, a new leader's stream ended by
+// a quick second change). So (settleUnknown):
+//
+//   - a leader that has not applied every committed entry yet settles
+//     them again once it has (settleWhenApplied);
+//   - a member that does not lead passes them to the leader by delivery ID
+//     (Config.SettleDeliveriesAtLeader);
+//   - a leader that has applied everything drops them: they were settled
+//     already (settlements are sent again after a stream ends) or taken
+//     back (a consumer timeout, a consumer declared down).
+
+// appliedWait bounds how long a new leader's settlements of deliveries it
+// does not know wait for it to apply its predecessors' entries.
+const appliedWait = 10 * time.Second
+
+// byHolder turns delivery IDs into message IDs grouped by the consumer
+// holding them, in the order the consumers first appear, and lists the
+// deliveries this member does not know as held (unknown, nil when none).
+func (r *Replica) byHolder(ids []uint64) (order []raftq.ConsumerID, groups map[raftq.ConsumerID][]uint64, unknown []uint64) {
+	groups = make(map[raftq.ConsumerID][]uint64, 1)
+	r.fsm.mu.Lock()
+	defer r.fsm.mu.Unlock()
+	for _, d := range ids {
+		c, msg, ok := r.fsm.m.HeldBy(d)
+		if !ok {
+			unknown = append(unknown, d)
+			continue
+		}
+		if _, seen := groups[c]; !seen {
+			order = append(order, c)
+		}
+		groups[c] = append(groups[c], msg)
+	}
+	return order, groups, unknown
+}
+
+// settleUnknown settles deliveries byHolder did not know, as the comment
+// at the top of this file says.
+func (r *Replica) settleUnknown(op raftq.Op, cause queue.ReturnCause, unknown []uint64) {
+	if len(unknown) == 0 {
+		return
+	}
+	switch {
+	case !r.isLeader():
+		if r.cfg.SettleDeliveriesAtLeader == nil {
+			return
+		}
+		r.log.Debug("passing settlements of deliveries this member does not know to the leader", "op", op, "count", len(unknown))
+		r.cfg.SettleDeliveriesAtLeader(op, cause, unknown)
+	case !r.leaderApplied.Load():
+		r.log.Debug("settlements of deliveries not applied yet wait for the new leader to apply them", "op", op, "count", len(unknown))
+		ids := append([]uint64(nil), unknown...)
+		r.goTracked(func() {
+			defer r.wg.Done()
+			r.settleWhenApplied(op, cause, ids)
+		})
+	}
+}
+
+// settleWhenApplied settles ids once this leader has applied every entry
+// committed before its election, or, if it stops leading first, passes
+// them on as a member that does not lead would.
+func (r *Replica) settleWhenApplied(op raftq.Op, cause queue.ReturnCause, ids []uint64) {
+	deadline := time.Now().Add(appliedWait)
+	for r.isLeader() && !r.leaderApplied.Load() {
+		if r.stopped.Load() || time.Now().After(deadline) {
+			r.log.Warn("settlements of deliveries dropped: the new leader did not apply its predecessors' entries in time", "op", op, "count", len(ids))
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r.isLeader() {
+		if _, _, unknown := r.byHolder(ids); len(unknown) == len(ids) {
+			return // settled meanwhile, or never held: nothing to do
+		}
+	}
+	switch op {
+	case raftq.OpSettle:
+		r.Settle(ids)
+	case raftq.OpReturn:
+		r.Requeue(ids, cause)
+	case raftq.OpDiscard:
+		r.Discard(ids, cause)
+	}
+}
