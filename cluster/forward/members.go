@@ -88,3 +88,4 @@ func (detached) GetAs(uint64, bool) (queue.Delivery, uint32, bool, error) {
 	return queue.Delivery{}, 0, false, replica.ErrNotLeader
 }
 func (detached) SettleOwned([]replica.OwnedSettlement) error { return replica.ErrNotLeader }
+func (detached) Knows([]uint64) bool                         { return false }

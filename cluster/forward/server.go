@@ -266,9 +266,22 @@ func (s *Server) Settle(_ context.Context, req *queuepb.SettleRequest) (*queuepb
 		}
 	}
 	h := s.heldFor(req.QueueId)
+	// A member that does not lead settles what it knows as a former
+	// leader (passing it on by consumer and message) and refuses the
+	// rest, which the sender then sends to the leader: passing those on
+	// itself could send them back and forth between two members that each
+	// think the other leads.
+	refused := false
 	for _, st := range req.Settlements {
+		if !l.IsLeader() && !l.Knows(st.Ids) {
+			refused = true
+			continue
+		}
 		h.remove(st.Ids)
 		settleOn(l, st)
+	}
+	if refused {
+		return nil, toStatus(errNotLeader, l.Leader())
 	}
 	return &queuepb.SettleReply{}, nil
 }

@@ -57,6 +57,9 @@ type Local interface {
 	// the message (forwarded gets, closed channels' consumers); only the
 	// leader can.
 	SettleOwned(list []replica.OwnedSettlement) error
+	// Knows reports whether the member knows every delivery in ids as
+	// held: it has applied their handing-out, and they are not settled.
+	Knows(ids []uint64) bool
 }
 
 // ErrReconfigureUnsupported: the leading member's node cannot change a

@@ -52,6 +52,19 @@ func (r *Replica) byHolder(ids []uint64) (order []raftq.ConsumerID, groups map[r
 	return order, groups, unknown
 }
 
+// Knows reports whether this member has applied the handing-out of every
+// delivery in ids and none of them is settled yet.
+func (r *Replica) Knows(ids []uint64) bool {
+	r.fsm.mu.Lock()
+	defer r.fsm.mu.Unlock()
+	for _, d := range ids {
+		if _, _, ok := r.fsm.m.HeldBy(d); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // settleUnknown settles deliveries byHolder did not know, as the comment
 // at the top of this file says.
 func (r *Replica) settleUnknown(op raftq.Op, cause queue.ReturnCause, unknown []uint64) {
