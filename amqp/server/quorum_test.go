@@ -16,6 +16,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/broker"
 )
 
 // declareQuorum declares a durable quorum queue with args added.
@@ -687,11 +688,26 @@ func TestQuorumConsumerPriority(t *testing.T) {
 	if string(h[0].Body) != "0" || string(h[1].Body) != "1" || !slices.Equal(l, []string{"2", "3", "4", "5"}) {
 		t.Fatalf("high got %q %q, low got %q", h[0].Body, h[1].Body, l)
 	}
-	// An ack gives the high-priority consumer room: the next is its.
+	// An ack gives the high-priority consumer room: the next is its. The
+	// ack reaches the log through the settler, after the channel has
+	// handled it (a barrier is not enough): wait until it is applied, or
+	// the next message may go to the low-priority consumer first.
 	if err := h[0].Ack(false); err != nil {
 		t.Fatal(err)
 	}
-	barrier(t, ch)
+	v, err := n.Broker().OpenVhost(&broker.User{Name: "guest"}, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bq, err := v.LookupQueue(nil, 0, "cp", broker.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); bq.Engine().Stats().Unacked != 5; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the ack not applied: %+v", bq.Engine().Stats())
+		}
+	}
 	mustPublishConfirmed(t, pub, "", "cp", "6")
 	if d := receive(t, high); string(d.Body) != "6" {
 		t.Fatalf("high got %q", d.Body)
