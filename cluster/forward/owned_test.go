@@ -6,6 +6,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // A basic.get forwarded to the leader whose answer is lost on the way
@@ -75,14 +76,11 @@ func TestOwnedSettlementsOutlastACutLink(t *testing.T) {
 	getRedelivered(t, r, "m1")
 }
 
-// A consumer whose channel closes may hold a message whose
-// acknowledgement was lost (sent to a leader that lost it with its
-// leadership): its channel no longer knows of it, so neither the cancel
-// nor the channel's requeue returns it. Release returns everything the
-// consumer holds once its acknowledgements had time to arrive, as
-// RabbitMQ does for a consumer whose channel went down; the
-// acknowledgement that did arrive stays applied.
-func TestReleasedConsumerReturnsWhatItsLostAckLeft(t *testing.T) {
+// lostFirstAck has a consumer attached through node a handed two
+// messages by the leader on b, and acknowledge both: the first's
+// acknowledgement is lost on the way, the second's arrives.
+func lostFirstAck(t *testing.T) (*replica.Replica, *forward.Router, *testConsumer) {
+	t.Helper()
 	c, rep := twoNodes(t)
 	r := c.router(t, "a", "q1", nil, 0)
 	tc := &testConsumer{}
@@ -101,6 +99,18 @@ func TestReleasedConsumerReturnsWhatItsLostAckLeft(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	c["b"].loseStreamSettlements.Store(false)
 	r.Settle(ids(ds[1:]))
+	return rep, r, tc
+}
+
+// A consumer whose channel closes may hold a message whose
+// acknowledgement was lost (sent to a leader that lost it with its
+// leadership): its channel no longer knows of it, so neither the cancel
+// nor the channel's requeue returns it. Release returns everything the
+// consumer holds once its acknowledgements had time to arrive, as
+// RabbitMQ does for a consumer whose channel went down; the
+// acknowledgement that did arrive stays applied.
+func TestReleasedConsumerReturnsWhatItsLostAckLeft(t *testing.T) {
+	rep, r, tc := lostFirstAck(t)
 	r.Release(tc)
 
 	waitFor(t, 10*time.Second, "the message of the lost ack back in the queue", func() bool {
@@ -117,22 +127,7 @@ func TestReleasedConsumerReturnsWhatItsLostAckLeft(t *testing.T) {
 // stays checked out to nobody for as long as the consumer's node lives
 // (jepsen's "stranded").
 func TestCancelledConsumerReleasedWithItsChannel(t *testing.T) {
-	c, rep := twoNodes(t)
-	r := c.router(t, "a", "q1", nil, 0)
-	tc := &testConsumer{}
-	if err := r.Consume(tc, queue.ConsumeOptions{Tag: "c", Prefetch: 10}); err != nil {
-		t.Fatal(err)
-	}
-	var conf confirms
-	publish(t, r, 0, 2, &conf)
-	waitFor(t, 10*time.Second, "deliveries", func() bool { return tc.count() == 2 })
-	ds := tc.deliveries()
-
-	c["b"].loseStreamSettlements.Store(true)
-	r.Settle(ids(ds[:1]))
-	time.Sleep(500 * time.Millisecond) // past the linger and the resend window
-	c["b"].loseStreamSettlements.Store(false)
-	r.Settle(ids(ds[1:]))
+	rep, r, tc := lostFirstAck(t)
 	r.Cancel(tc)
 	time.Sleep(2 * time.Second) // a cancel alone returns nothing
 	if st := rep.Stats(); st.Ready != 0 || st.Unacked != 1 {

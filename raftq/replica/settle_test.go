@@ -270,14 +270,7 @@ func passDeliveriesToLeader(g **group) func(raftq.Op, queue.ReturnCause, []uint6
 	return func(op raftq.Op, cause queue.ReturnCause, ids []uint64) {
 		go func() {
 			_, lead := (*g).leader()
-			switch op {
-			case raftq.OpSettle:
-				lead.Settle(ids)
-			case raftq.OpReturn:
-				lead.Requeue(ids, cause)
-			case raftq.OpDiscard:
-				lead.Discard(ids, cause)
-			}
+			lead.settleByOp(op, cause, ids)
 		}()
 	}
 }

@@ -105,6 +105,11 @@ func (r *Replica) settleWhenApplied(op raftq.Op, cause queue.ReturnCause, ids []
 			return // settled meanwhile, or never held: nothing to do
 		}
 	}
+	r.settleByOp(op, cause, ids)
+}
+
+// settleByOp is Settle, Requeue or Discard, as op says.
+func (r *Replica) settleByOp(op raftq.Op, cause queue.ReturnCause, ids []uint64) {
 	switch op {
 	case raftq.OpSettle:
 		r.Settle(ids)
