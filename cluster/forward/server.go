@@ -585,7 +585,9 @@ func (s *Server) Consume(stream queuepb.Forward_ConsumeServer) error {
 		switch end {
 		case endCancelled:
 			clean = true
-			s.log.Debug("forward: consume stream cancelled", "queue", req.Attach.QueueId, "consumer", opts.ID, "origin", sc.origin, "held", sc.held.countFor(sc))
+			if s.log.Enabled(ctx, slog.LevelDebug) { // countFor reads every held delivery of the queue
+				s.log.Debug("forward: consume stream cancelled", "queue", req.Attach.QueueId, "consumer", opts.ID, "origin", sc.origin, "held", sc.held.countFor(sc))
+			}
 			return nil
 		case endGone:
 			clean = true
