@@ -203,6 +203,9 @@ type Replica struct {
 	// toSettle collects acknowledged deliveries (and deliveries to no-ack
 	// consumers), which the settler goroutine proposes in batches.
 	toSettle map[raftq.ConsumerID][]uint64
+	// unapplied holds settlements of deliveries a new leader has not
+	// applied yet (unknown.go).
+	unapplied unappliedSettlements
 	// orphansDetached: leading, and the consumers of the previous leader
 	// are detached in the log (former.go).
 	orphansDetached atomic.Bool

@@ -315,3 +315,29 @@ func TestLaggingMemberPassesUnknownSettlementsOn(t *testing.T) {
 		return lead.Stats().Unacked == 4 && len(c.ids()) == 11
 	})
 }
+
+// A new leader that has not applied its predecessors' entries holds the
+// settlements of deliveries it does not know yet, however many, on one
+// waiting goroutine, and settles them once it has applied them.
+func TestUnappliedLeaderSettlesOnceApplied(t *testing.T) {
+	r, c := consuming(t, 6, 10)
+	ids := c.ids()
+	r.leaderApplied.Store(false) // as just after an election
+	for i := range 3 {
+		// As byHolder reports deliveries handed out in entries not
+		// applied yet.
+		r.settleUnknown(raftq.OpSettle, 0, ids[2*i:2*i+2])
+	}
+	time.Sleep(100 * time.Millisecond)
+	if st := r.Stats(); st.Unacked != 6 {
+		t.Fatalf("settled before the leader applied its log: %+v", st)
+	}
+	r.unapplied.mu.Lock()
+	held := len(r.unapplied.list)
+	r.unapplied.mu.Unlock()
+	if held != 3 {
+		t.Fatalf("%d settlements held, want 3", held)
+	}
+	r.leaderApplied.Store(true)
+	waitFor(t, "the held settlements applied", func() bool { return r.Stats().Unacked == 0 })
+}

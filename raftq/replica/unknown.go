@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"sync"
 	"time"
 
 	"github.com/warrenmq/warren/cluster/queue"
@@ -80,32 +81,59 @@ func (r *Replica) settleUnknown(op raftq.Op, cause queue.ReturnCause, unknown []
 		r.cfg.SettleDeliveriesAtLeader(op, cause, unknown)
 	case !r.leaderApplied.Load():
 		r.log.Debug("settlements of deliveries not applied yet wait for the new leader to apply them", "op", op, "count", len(unknown))
-		ids := append([]uint64(nil), unknown...)
-		r.goTracked(func() {
-			defer r.wg.Done()
-			r.settleWhenApplied(op, cause, ids)
-		})
+		r.unapplied.mu.Lock()
+		r.unapplied.list = append(r.unapplied.list, unknownSettlement{op: op, cause: cause, ids: append([]uint64(nil), unknown...)})
+		start := !r.unapplied.waiting
+		r.unapplied.waiting = true
+		r.unapplied.mu.Unlock()
+		if start && !r.goTracked(r.settleWhenApplied) {
+			r.unapplied.mu.Lock()
+			r.unapplied.list, r.unapplied.waiting = nil, false
+			r.unapplied.mu.Unlock()
+		}
 	}
 }
 
-// settleWhenApplied settles ids once this leader has applied every entry
-// committed before its election, or, if it stops leading first, passes
-// them on as a member that does not lead would.
-func (r *Replica) settleWhenApplied(op raftq.Op, cause queue.ReturnCause, ids []uint64) {
+// unknownSettlement is a settlement a new leader holds until it has
+// applied its predecessors' entries.
+type unknownSettlement struct {
+	op    raftq.Op
+	cause queue.ReturnCause
+	ids   []uint64
+}
+
+// unappliedSettlements gathers them; one goroutine (settleWhenApplied)
+// waits for the leader to catch up, however many arrive meanwhile.
+type unappliedSettlements struct {
+	mu      sync.Mutex
+	list    []unknownSettlement
+	waiting bool
+}
+
+// settleWhenApplied settles what unapplied gathered once this leader has
+// applied every entry committed before its election, or, if it stops
+// leading first, passes it on as a member that does not lead would. It
+// runs on the replica's wait group.
+func (r *Replica) settleWhenApplied() {
+	defer r.wg.Done()
 	deadline := time.Now().Add(appliedWait)
-	for r.isLeader() && !r.leaderApplied.Load() {
-		if r.stopped.Load() || time.Now().After(deadline) {
-			r.log.Warn("settlements of deliveries dropped: the new leader did not apply its predecessors' entries in time", "op", op, "count", len(ids))
-			return
-		}
+	for r.isLeader() && !r.leaderApplied.Load() && !r.stopped.Load() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if r.isLeader() {
-		if _, _, unknown := r.byHolder(ids); len(unknown) == len(ids) {
-			return // settled meanwhile, or never held: nothing to do
-		}
+	r.unapplied.mu.Lock()
+	list := r.unapplied.list
+	r.unapplied.list, r.unapplied.waiting = nil, false
+	r.unapplied.mu.Unlock()
+	if r.stopped.Load() {
+		return
 	}
-	r.settleByOp(op, cause, ids)
+	if r.isLeader() && !r.leaderApplied.Load() {
+		r.log.Warn("settlements of deliveries dropped: the new leader did not apply its predecessors' entries in time", "settlements", len(list))
+		return
+	}
+	for _, s := range list {
+		r.settleByOp(s.op, s.cause, s.ids)
+	}
 }
 
 // settleByOp is Settle, Requeue or Discard, as op says.
