@@ -113,12 +113,14 @@ func inc(n uint32) uint32 {
 // order they first appear: what Settle, Return and Discard commands name.
 // Deliveries no longer checked out (settled, returned, taken back by a
 // timeout, or unknown) are left out, so a late or repeated settlement of
-// one changes nothing.
-func (m *Machine) HoldersOf(deliveries []uint64) (order []ConsumerID, groups map[ConsumerID][]uint64) {
+// one changes nothing; unknown lists them (nil when none), for a member
+// that may not have applied their handing-out yet.
+func (m *Machine) HoldersOf(deliveries []uint64) (order []ConsumerID, groups map[ConsumerID][]uint64, unknown []uint64) {
 	groups = make(map[ConsumerID][]uint64, 1)
 	for _, d := range deliveries {
 		c, index, ok := m.HeldBy(d)
 		if !ok {
+			unknown = append(unknown, d)
 			continue
 		}
 		if _, seen := groups[c]; !seen {
@@ -126,7 +128,7 @@ func (m *Machine) HoldersOf(deliveries []uint64) (order []ConsumerID, groups map
 		}
 		groups[c] = append(groups[c], index)
 	}
-	return order, groups
+	return order, groups, unknown
 }
 
 // HeldBy names the consumer holding the message of delivery (a

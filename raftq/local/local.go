@@ -599,7 +599,8 @@ func (q *Queue) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 // message IDs by consumer, in a stable order (the order the first delivery
 // of each holder appears in ids). q.mu is held.
 func (q *Queue) byHolder(ids []uint64) ([]raftq.ConsumerID, map[raftq.ConsumerID][]uint64) {
-	return q.m.HoldersOf(ids)
+	order, groups, _ := q.m.HoldersOf(ids) // one member: unknown is settled
+	return order, groups
 }
 
 // Settle acknowledges deliveries.

@@ -33,24 +33,12 @@ import (
 const appliedWait = 10 * time.Second
 
 // byHolder turns delivery IDs into message IDs grouped by the consumer
-// holding them, in the order the consumers first appear, and lists the
-// deliveries this member does not know as held (unknown, nil when none).
+// holding them, and lists those this member does not know as held
+// (raftq.Machine.HoldersOf).
 func (r *Replica) byHolder(ids []uint64) (order []raftq.ConsumerID, groups map[raftq.ConsumerID][]uint64, unknown []uint64) {
-	groups = make(map[raftq.ConsumerID][]uint64, 1)
 	r.fsm.mu.Lock()
 	defer r.fsm.mu.Unlock()
-	for _, d := range ids {
-		c, msg, ok := r.fsm.m.HeldBy(d)
-		if !ok {
-			unknown = append(unknown, d)
-			continue
-		}
-		if _, seen := groups[c]; !seen {
-			order = append(order, c)
-		}
-		groups[c] = append(groups[c], msg)
-	}
-	return order, groups, unknown
+	return r.fsm.m.HoldersOf(ids)
 }
 
 // Knows reports whether this member has applied the handing-out of every
