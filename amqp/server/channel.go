@@ -57,6 +57,9 @@ type channel struct {
 	globalPrefetch uint32
 	txCounted      int
 	replyConsumer  *consumer // the direct reply-to consumer, if any
+	// shown copies the reader's settings that listings show
+	// (Server.Connections), which cannot take op.
+	shown shownSettings
 
 	confirms confirmTracker
 	settle   settleBatch // scratch for grouping settlements by queue
@@ -155,10 +158,10 @@ func (ch *channel) whileClosing(f amqp.Frame) error {
 	}
 	switch m.(type) {
 	case *amqp.ChannelCloseOk:
-		delete(ch.c.channels, ch.id)
+		ch.c.removeChannel(ch.id)
 	case *amqp.ChannelClose:
 		ch.c.out.push(outItem{channel: ch.id, method: &amqp.ChannelCloseOk{}})
-		delete(ch.c.channels, ch.id)
+		ch.c.removeChannel(ch.id)
 	}
 	return nil
 }
@@ -211,7 +214,7 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 	case *amqp.ChannelClose:
 		ch.release()
 		ch.reply(&amqp.ChannelCloseOk{})
-		delete(ch.c.channels, ch.id)
+		ch.c.removeChannel(ch.id)
 		return nil
 	case *amqp.ChannelCloseOk:
 		return nil
@@ -268,6 +271,9 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 			return amqp.Errorf(amqp.PreconditionFailed, "cannot switch from tx to confirm mode")
 		}
 		ch.confirmMode = true
+		ch.mu.Lock()
+		ch.shown.confirm = true
+		ch.mu.Unlock()
 		if !m.NoWait {
 			ch.reply(&amqp.ConfirmSelectOk{})
 		}

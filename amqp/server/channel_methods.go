@@ -134,6 +134,9 @@ func (ch *channel) txSelect() error {
 		return amqp.Errorf(amqp.PreconditionFailed, "cannot switch from confirm to tx mode")
 	}
 	ch.txMode = true
+	ch.mu.Lock()
+	ch.shown.transactional = true
+	ch.mu.Unlock()
 	ch.reply(&amqp.TxSelectOk{})
 	return nil
 }

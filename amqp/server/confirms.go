@@ -89,6 +89,13 @@ func (t *confirmTracker) appendConfirms(items []outItem, channel uint16) []outIt
 	return items
 }
 
+// unconfirmed is the number of publishes waiting for their confirm.
+func (t *confirmTracker) unconfirmed() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.pending)
+}
+
 // reset forgets every pending confirm (the channel is closing).
 func (t *confirmTracker) reset() {
 	t.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
@@ -33,13 +34,23 @@ type conn struct {
 	channelMax uint16
 	heartbeat  time.Duration
 
+	// channels is written by the reader only, under chMu, so that the
+	// reader reads it without the lock and listings (Connections) under it.
 	channels   map[uint16]*channel
+	chMu       sync.Mutex
 	writerDone chan struct{}
 
 	closeOnce sync.Once
 	// forced carries a server-initiated close (shutdown) to the reader.
 	forced chan *amqp.Error
 	live   *liveReader
+
+	// For listings (listing.go): who the connection is, once the
+	// handshake is done; whether the memory alarm holds it; bytes each way.
+	accepted  time.Time
+	ident     atomic.Pointer[connIdent]
+	blocked   atomic.Bool
+	sentBytes atomic.Uint64
 }
 
 // capabilities the client announced in connection.start-ok. RabbitMQ
@@ -53,13 +64,12 @@ type capabilities struct {
 func newConn(s *Server, nc net.Conn) *conn {
 	forced := make(chan *amqp.Error, 1)
 	live := &liveReader{nc: nc, forced: forced}
-	return &conn{
+	c := &conn{
 		live:       live,
 		s:          s,
 		nc:         nc,
 		log:        s.log.With("remote", nc.RemoteAddr().String()),
 		r:          amqp.NewReader(live),
-		w:          amqp.NewWriter(nc),
 		out:        newOutbox(),
 		owner:      broker.NewOwnerID(),
 		frameMax:   s.cfg.FrameMax,
@@ -67,7 +77,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 		channels:   make(map[uint16]*channel),
 		writerDone: make(chan struct{}),
 		forced:     forced,
+		accepted:   time.Now(),
 	}
+	c.w = amqp.NewWriter(countingWriter{nc, &c.sentBytes})
+	return c
 }
 
 // errClientClosed ends the read loop after a client's connection.close.
@@ -203,9 +216,18 @@ func (c *conn) openChannel(f amqp.Frame) error {
 		return withMethod(amqp.Errorf(amqp.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax), m)
 	}
 	ch := newChannel(c, f.Channel)
+	c.chMu.Lock()
 	c.channels[f.Channel] = ch
+	c.chMu.Unlock()
 	c.out.push(outItem{channel: f.Channel, method: &amqp.ChannelOpenOk{}})
 	return nil
+}
+
+// removeChannel forgets a closed channel.
+func (c *conn) removeChannel(id uint16) {
+	c.chMu.Lock()
+	delete(c.channels, id)
+	c.chMu.Unlock()
 }
 
 // sendDirect writes a method bypassing the outbox, for the handshake and
@@ -270,7 +292,7 @@ func (c *conn) cleanup() {
 		ch.op.Lock()
 		ch.release()
 		ch.op.Unlock()
-		delete(c.channels, id)
+		c.removeChannel(id)
 	}
 	c.stopWriter()
 	if c.vhost != nil {
@@ -292,6 +314,7 @@ type liveReader struct {
 	nc      net.Conn
 	timeout time.Duration    // owned by the reader goroutine
 	forced  chan *amqp.Error // conn.forced
+	read    atomic.Uint64    // bytes read, for listings
 }
 
 func (l *liveReader) Read(p []byte) (int, error) {
@@ -303,5 +326,7 @@ func (l *liveReader) Read(p []byte) (int, error) {
 	if len(l.forced) > 0 {
 		return 0, os.ErrDeadlineExceeded
 	}
-	return l.nc.Read(p)
+	n, err := l.nc.Read(p)
+	l.read.Add(uint64(n))
+	return n, err
 }

@@ -34,6 +34,8 @@ type consumer struct {
 	// token names a direct reply-to consumer (q is nil) in the server's
 	// registry.
 	token string
+	// opts are the consumer's basic.consume settings, for listings.
+	opts queue.ConsumeOptions
 }
 
 // blockedLocked reports whether deliveries to k must wait: the channel's
@@ -227,6 +229,9 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 	// Prefetch applies to consumers created after it, per consumer, as
 	// RabbitMQ's per_consumer_qos does.
 	ch.prefetch = uint32(m.PrefetchCount)
+	ch.mu.Lock()
+	ch.shown.prefetch = ch.prefetch
+	ch.mu.Unlock()
 	ch.reply(&amqp.BasicQosOk{})
 	return nil
 }
@@ -269,7 +274,6 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 		return err
 	}
 
-	k := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck}
 	opts := queue.ConsumeOptions{
 		Tag:       tag,
 		NoAck:     m.NoAck,
@@ -278,6 +282,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 		Priority:  priority,
 		Arguments: m.Arguments,
 	}
+	k := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, opts: opts}
 	if err := q.Engine().Consume(k, opts); err != nil {
 		if err == queue.ErrExclusiveConsumer {
 			return amqp.Errorf(amqp.AccessRefused, "queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.Name())

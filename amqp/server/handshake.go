@@ -107,6 +107,7 @@ func (c *conn) handshake() error {
 		return err
 	}
 	c.vhost = v
+	c.ident.Store(newConnIdent(c, startOk.ClientProperties))
 	return c.sendDirect(0, &amqp.ConnectionOpenOk{})
 }
 

@@ -14,6 +14,8 @@ func (c *conn) waitForMemory() error {
 		return nil
 	}
 	c.log.Warn("publisher blocked by the memory alarm", "held_bytes", c.s.broker.MemoryUsed())
+	c.blocked.Store(true)
+	defer c.blocked.Store(false)
 	if c.caps.connectionBlocked {
 		c.out.push(outItem{method: &amqp.ConnectionBlocked{Reason: "low on memory"}})
 	}

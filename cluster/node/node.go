@@ -142,6 +142,10 @@ func (n *Node) AMQPAddr() net.Addr { return n.ln.Addr() }
 // Broker is the node's broker model.
 func (n *Node) Broker() *broker.Broker { return n.broker }
 
+// Connections lists the node's client connections with their channels
+// and consumers (warrenctl list connections, channels, consumers).
+func (n *Node) Connections() []server.ConnectionInfo { return n.server.Connections() }
+
 // Done is closed when the node stops accepting connections.
 func (n *Node) Done() <-chan struct{} { return n.served }
 
