@@ -246,17 +246,13 @@ func (s *Server) askLocalMembers(ctx context.Context, node string) (map[string]*
 	if node == s.b.Self() {
 		resp, _ = s.LocalMembers(ctx, nil)
 	} else {
-		addr, ok := s.b.NodeAddr(node)
-		if !ok {
-			return nil, errors.New("address unknown")
-		}
-		conn, err := s.pool.Conn(addr)
+		c, err := s.peer(node)
 		if err != nil {
 			return nil, err
 		}
 		ctx, cancel := context.WithTimeout(ctx, memberWait(ctx))
 		defer cancel()
-		if resp, err = adminpb.NewAdminClient(conn).LocalMembers(ctx, &adminpb.LocalMembersRequest{}); err != nil {
+		if resp, err = c.LocalMembers(ctx, &adminpb.LocalMembersRequest{}); err != nil {
 			return nil, err
 		}
 	}

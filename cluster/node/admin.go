@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/meta"
@@ -311,6 +312,12 @@ func (l *lateBackend) WakeQueue(ctx context.Context, id string) error {
 func (l *lateBackend) TransferLeadership(ctx context.Context, id, to string) error {
 	return l.get().TransferLeadership(ctx, id, to)
 }
+func (l *lateBackend) Connections() []server.ConnectionInfo {
+	if cb, ok := l.get().(admin.ConnectionsBackend); ok {
+		return cb.Connections()
+	}
+	return nil // starting: no clients yet
+}
 
 // startingBackend answers before the broker is up.
 type startingBackend struct{}
@@ -408,3 +415,10 @@ func (startingBackend) Grow(context.Context, string, string, string) ([]string, 
 	return nil, errStarting
 }
 func (startingBackend) Shrink(context.Context, string) ([]string, error) { return nil, errStarting }
+
+var (
+	_ admin.ConnectionsBackend = (*adminBackend)(nil)
+	_ admin.ConnectionsBackend = (*lateBackend)(nil)
+)
+
+func (a *adminBackend) Connections() []server.ConnectionInfo { return a.n.Connections() }

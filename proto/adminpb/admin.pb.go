@@ -2537,6 +2537,529 @@ func (x *MembershipResponse) GetFailed() []string {
 	return nil
 }
 
+type ListConnectionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only connections to this vhost; empty means every vhost.
+	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConnectionsRequest) Reset() {
+	*x = ListConnectionsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConnectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConnectionsRequest) ProtoMessage() {}
+
+func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
+func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListConnectionsRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+type ListConnectionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By node, then oldest first.
+	Connections []*Connection `protobuf:"bytes,1,rep,name=connections,proto3" json:"connections,omitempty"`
+	// Alive nodes that could not be asked, with why.
+	Unreachable   []*NodeError `protobuf:"bytes,2,rep,name=unreachable,proto3" json:"unreachable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConnectionsResponse) Reset() {
+	*x = ListConnectionsResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConnectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConnectionsResponse) ProtoMessage() {}
+
+func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
+func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListConnectionsResponse) GetConnections() []*Connection {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
+func (x *ListConnectionsResponse) GetUnreachable() []*NodeError {
+	if x != nil {
+		return x.Unreachable
+	}
+	return nil
+}
+
+type NodeError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeError) Reset() {
+	*x = NodeError{}
+	mi := &file_adminpb_admin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeError) ProtoMessage() {}
+
+func (x *NodeError) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
+func (*NodeError) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *NodeError) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeError) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// Connection is one AMQP client connection.
+type Connection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node the client is connected to.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// "client address -> server address", as RabbitMQ names connections.
+	Name  string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	User  string `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	Vhost string `protobuf:"bytes,4,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	// The client's connection_name, product, version and platform
+	// properties (connection.start-ok), each empty if not sent.
+	ClientName        string `protobuf:"bytes,5,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	ClientProduct     string `protobuf:"bytes,6,opt,name=client_product,json=clientProduct,proto3" json:"client_product,omitempty"`
+	ClientVersion     string `protobuf:"bytes,7,opt,name=client_version,json=clientVersion,proto3" json:"client_version,omitempty"`
+	ClientPlatform    string `protobuf:"bytes,8,opt,name=client_platform,json=clientPlatform,proto3" json:"client_platform,omitempty"`
+	ConnectedAtUnixMs int64  `protobuf:"varint,9,opt,name=connected_at_unix_ms,json=connectedAtUnixMs,proto3" json:"connected_at_unix_ms,omitempty"`
+	FrameMax          uint32 `protobuf:"varint,10,opt,name=frame_max,json=frameMax,proto3" json:"frame_max,omitempty"`
+	ChannelMax        uint32 `protobuf:"varint,11,opt,name=channel_max,json=channelMax,proto3" json:"channel_max,omitempty"`
+	HeartbeatSeconds  uint32 `protobuf:"varint,12,opt,name=heartbeat_seconds,json=heartbeatSeconds,proto3" json:"heartbeat_seconds,omitempty"`
+	// The memory alarm holds the connection's publishes.
+	Blocked   bool   `protobuf:"varint,13,opt,name=blocked,proto3" json:"blocked,omitempty"`
+	RecvBytes uint64 `protobuf:"varint,14,opt,name=recv_bytes,json=recvBytes,proto3" json:"recv_bytes,omitempty"`
+	SentBytes uint64 `protobuf:"varint,15,opt,name=sent_bytes,json=sentBytes,proto3" json:"sent_bytes,omitempty"`
+	// By number.
+	Channels      []*Channel `protobuf:"bytes,16,rep,name=channels,proto3" json:"channels,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Connection) Reset() {
+	*x = Connection{}
+	mi := &file_adminpb_admin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Connection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Connection) ProtoMessage() {}
+
+func (x *Connection) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Connection.ProtoReflect.Descriptor instead.
+func (*Connection) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *Connection) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Connection) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Connection) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Connection) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *Connection) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *Connection) GetClientProduct() string {
+	if x != nil {
+		return x.ClientProduct
+	}
+	return ""
+}
+
+func (x *Connection) GetClientVersion() string {
+	if x != nil {
+		return x.ClientVersion
+	}
+	return ""
+}
+
+func (x *Connection) GetClientPlatform() string {
+	if x != nil {
+		return x.ClientPlatform
+	}
+	return ""
+}
+
+func (x *Connection) GetConnectedAtUnixMs() int64 {
+	if x != nil {
+		return x.ConnectedAtUnixMs
+	}
+	return 0
+}
+
+func (x *Connection) GetFrameMax() uint32 {
+	if x != nil {
+		return x.FrameMax
+	}
+	return 0
+}
+
+func (x *Connection) GetChannelMax() uint32 {
+	if x != nil {
+		return x.ChannelMax
+	}
+	return 0
+}
+
+func (x *Connection) GetHeartbeatSeconds() uint32 {
+	if x != nil {
+		return x.HeartbeatSeconds
+	}
+	return 0
+}
+
+func (x *Connection) GetBlocked() bool {
+	if x != nil {
+		return x.Blocked
+	}
+	return false
+}
+
+func (x *Connection) GetRecvBytes() uint64 {
+	if x != nil {
+		return x.RecvBytes
+	}
+	return 0
+}
+
+func (x *Connection) GetSentBytes() uint64 {
+	if x != nil {
+		return x.SentBytes
+	}
+	return 0
+}
+
+func (x *Connection) GetChannels() []*Channel {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+// Channel is one open channel of a connection.
+type Channel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        uint32                 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Confirm       bool                   `protobuf:"varint,2,opt,name=confirm,proto3" json:"confirm,omitempty"`
+	Transactional bool                   `protobuf:"varint,3,opt,name=transactional,proto3" json:"transactional,omitempty"`
+	// basic.qos: per consumer for the channel's next consumers, and shared
+	// by its consumers (global).
+	PrefetchCount       uint32 `protobuf:"varint,4,opt,name=prefetch_count,json=prefetchCount,proto3" json:"prefetch_count,omitempty"`
+	GlobalPrefetchCount uint32 `protobuf:"varint,5,opt,name=global_prefetch_count,json=globalPrefetchCount,proto3" json:"global_prefetch_count,omitempty"`
+	// Deliveries and basic.get messages not yet acknowledged.
+	Unacked uint32 `protobuf:"varint,6,opt,name=unacked,proto3" json:"unacked,omitempty"`
+	// Publishes in confirm mode not yet confirmed.
+	Unconfirmed uint32 `protobuf:"varint,7,opt,name=unconfirmed,proto3" json:"unconfirmed,omitempty"`
+	// By tag.
+	Consumers     []*Consumer `protobuf:"bytes,8,rep,name=consumers,proto3" json:"consumers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Channel) Reset() {
+	*x = Channel{}
+	mi := &file_adminpb_admin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Channel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Channel) ProtoMessage() {}
+
+func (x *Channel) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Channel.ProtoReflect.Descriptor instead.
+func (*Channel) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *Channel) GetNumber() uint32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *Channel) GetConfirm() bool {
+	if x != nil {
+		return x.Confirm
+	}
+	return false
+}
+
+func (x *Channel) GetTransactional() bool {
+	if x != nil {
+		return x.Transactional
+	}
+	return false
+}
+
+func (x *Channel) GetPrefetchCount() uint32 {
+	if x != nil {
+		return x.PrefetchCount
+	}
+	return 0
+}
+
+func (x *Channel) GetGlobalPrefetchCount() uint32 {
+	if x != nil {
+		return x.GlobalPrefetchCount
+	}
+	return 0
+}
+
+func (x *Channel) GetUnacked() uint32 {
+	if x != nil {
+		return x.Unacked
+	}
+	return 0
+}
+
+func (x *Channel) GetUnconfirmed() uint32 {
+	if x != nil {
+		return x.Unconfirmed
+	}
+	return 0
+}
+
+func (x *Channel) GetConsumers() []*Consumer {
+	if x != nil {
+		return x.Consumers
+	}
+	return nil
+}
+
+// Consumer is one basic.consume of a channel.
+type Consumer struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Queue       string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tag         string                 `protobuf:"bytes,2,opt,name=tag,proto3" json:"tag,omitempty"`
+	AckRequired bool                   `protobuf:"varint,3,opt,name=ack_required,json=ackRequired,proto3" json:"ack_required,omitempty"`
+	Exclusive   bool                   `protobuf:"varint,4,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
+	// The consumer's own prefetch limit; 0 is none.
+	PrefetchCount uint32 `protobuf:"varint,5,opt,name=prefetch_count,json=prefetchCount,proto3" json:"prefetch_count,omitempty"`
+	Priority      int32  `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
+	// basic.consume's arguments as a JSON object.
+	Arguments     string `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Consumer) Reset() {
+	*x = Consumer{}
+	mi := &file_adminpb_admin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Consumer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Consumer) ProtoMessage() {}
+
+func (x *Consumer) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
+func (*Consumer) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *Consumer) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Consumer) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *Consumer) GetAckRequired() bool {
+	if x != nil {
+		return x.AckRequired
+	}
+	return false
+}
+
+func (x *Consumer) GetExclusive() bool {
+	if x != nil {
+		return x.Exclusive
+	}
+	return false
+}
+
+func (x *Consumer) GetPrefetchCount() uint32 {
+	if x != nil {
+		return x.PrefetchCount
+	}
+	return 0
+}
+
+func (x *Consumer) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Consumer) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
 var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
@@ -2705,7 +3228,55 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"F\n" +
 	"\x12MembershipResponse\x12\x18\n" +
 	"\achanged\x18\x01 \x03(\tR\achanged\x12\x16\n" +
-	"\x06failed\x18\x02 \x03(\tR\x06failed2\xf7\r\n" +
+	"\x06failed\x18\x02 \x03(\tR\x06failed\".\n" +
+	"\x16ListConnectionsRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"\x90\x01\n" +
+	"\x17ListConnectionsResponse\x12:\n" +
+	"\vconnections\x18\x01 \x03(\v2\x18.warren.admin.ConnectionR\vconnections\x129\n" +
+	"\vunreachable\x18\x02 \x03(\v2\x17.warren.admin.NodeErrorR\vunreachable\"5\n" +
+	"\tNodeError\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\x9d\x04\n" +
+	"\n" +
+	"Connection\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x14\n" +
+	"\x05vhost\x18\x04 \x01(\tR\x05vhost\x12\x1f\n" +
+	"\vclient_name\x18\x05 \x01(\tR\n" +
+	"clientName\x12%\n" +
+	"\x0eclient_product\x18\x06 \x01(\tR\rclientProduct\x12%\n" +
+	"\x0eclient_version\x18\a \x01(\tR\rclientVersion\x12'\n" +
+	"\x0fclient_platform\x18\b \x01(\tR\x0eclientPlatform\x12/\n" +
+	"\x14connected_at_unix_ms\x18\t \x01(\x03R\x11connectedAtUnixMs\x12\x1b\n" +
+	"\tframe_max\x18\n" +
+	" \x01(\rR\bframeMax\x12\x1f\n" +
+	"\vchannel_max\x18\v \x01(\rR\n" +
+	"channelMax\x12+\n" +
+	"\x11heartbeat_seconds\x18\f \x01(\rR\x10heartbeatSeconds\x12\x18\n" +
+	"\ablocked\x18\r \x01(\bR\ablocked\x12\x1d\n" +
+	"\n" +
+	"recv_bytes\x18\x0e \x01(\x04R\trecvBytes\x12\x1d\n" +
+	"\n" +
+	"sent_bytes\x18\x0f \x01(\x04R\tsentBytes\x121\n" +
+	"\bchannels\x18\x10 \x03(\v2\x15.warren.admin.ChannelR\bchannels\"\xae\x02\n" +
+	"\aChannel\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\rR\x06number\x12\x18\n" +
+	"\aconfirm\x18\x02 \x01(\bR\aconfirm\x12$\n" +
+	"\rtransactional\x18\x03 \x01(\bR\rtransactional\x12%\n" +
+	"\x0eprefetch_count\x18\x04 \x01(\rR\rprefetchCount\x122\n" +
+	"\x15global_prefetch_count\x18\x05 \x01(\rR\x13globalPrefetchCount\x12\x18\n" +
+	"\aunacked\x18\x06 \x01(\rR\aunacked\x12 \n" +
+	"\vunconfirmed\x18\a \x01(\rR\vunconfirmed\x124\n" +
+	"\tconsumers\x18\b \x03(\v2\x16.warren.admin.ConsumerR\tconsumers\"\xd4\x01\n" +
+	"\bConsumer\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03tag\x18\x02 \x01(\tR\x03tag\x12!\n" +
+	"\fack_required\x18\x03 \x01(\bR\vackRequired\x12\x1c\n" +
+	"\texclusive\x18\x04 \x01(\bR\texclusive\x12%\n" +
+	"\x0eprefetch_count\x18\x05 \x01(\rR\rprefetchCount\x12\x1a\n" +
+	"\bpriority\x18\x06 \x01(\x05R\bpriority\x12\x1c\n" +
+	"\targuments\x18\a \x01(\tR\targuments2\xb8\x0f\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -2729,7 +3300,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\aUndrain\x12\x1a.warren.admin.DrainRequest\x1a\x1b.warren.admin.DrainResponse\x12d\n" +
 	"\x11MemberMaintenance\x12&.warren.admin.MemberMaintenanceRequest\x1a'.warren.admin.MemberMaintenanceResponse\x12O\n" +
 	"\n" +
-	"ForgetNode\x12\x1f.warren.admin.ForgetNodeRequest\x1a .warren.admin.MembershipResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
+	"ForgetNode\x12\x1f.warren.admin.ForgetNodeRequest\x1a .warren.admin.MembershipResponse\x12^\n" +
+	"\x0fListConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponse\x12_\n" +
+	"\x10LocalConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
 
 var (
 	file_adminpb_admin_proto_rawDescOnce sync.Once
@@ -2743,7 +3316,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*DrainRequest)(nil),                     // 0: warren.admin.DrainRequest
 	(*DrainResponse)(nil),                    // 1: warren.admin.DrainResponse
@@ -2788,6 +3361,12 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*GrowRequest)(nil),                      // 40: warren.admin.GrowRequest
 	(*ShrinkRequest)(nil),                    // 41: warren.admin.ShrinkRequest
 	(*MembershipResponse)(nil),               // 42: warren.admin.MembershipResponse
+	(*ListConnectionsRequest)(nil),           // 43: warren.admin.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 44: warren.admin.ListConnectionsResponse
+	(*NodeError)(nil),                        // 45: warren.admin.NodeError
+	(*Connection)(nil),                       // 46: warren.admin.Connection
+	(*Channel)(nil),                          // 47: warren.admin.Channel
+	(*Consumer)(nil),                         // 48: warren.admin.Consumer
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
 	31, // 0: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
@@ -2802,53 +3381,61 @@ var file_adminpb_admin_proto_depIdxs = []int32{
 	32, // 9: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
 	33, // 10: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
 	37, // 11: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	5,  // 12: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	8,  // 13: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	11, // 14: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	13, // 15: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	16, // 16: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	18, // 17: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	20, // 18: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	22, // 19: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	24, // 20: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	26, // 21: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	29, // 22: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	34, // 23: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	35, // 24: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	38, // 25: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	39, // 26: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	40, // 27: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	41, // 28: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	0,  // 29: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	0,  // 30: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	2,  // 31: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	4,  // 32: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	6,  // 33: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	9,  // 34: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	12, // 35: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	14, // 36: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	17, // 37: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	19, // 38: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	21, // 39: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	23, // 40: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	25, // 41: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	27, // 42: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	30, // 43: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	36, // 44: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	36, // 45: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	42, // 46: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	42, // 47: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	42, // 48: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	42, // 49: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	1,  // 50: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	1,  // 51: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	3,  // 52: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	42, // 53: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	33, // [33:54] is the sub-list for method output_type
-	12, // [12:33] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	46, // 12: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	45, // 13: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	47, // 14: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	48, // 15: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	5,  // 16: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	8,  // 17: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	11, // 18: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	13, // 19: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	16, // 20: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	18, // 21: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	20, // 22: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	22, // 23: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	24, // 24: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	26, // 25: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	29, // 26: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	34, // 27: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	35, // 28: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	38, // 29: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	39, // 30: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	40, // 31: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	41, // 32: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	0,  // 33: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	0,  // 34: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	2,  // 35: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	4,  // 36: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	43, // 37: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	43, // 38: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	6,  // 39: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	9,  // 40: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	12, // 41: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	14, // 42: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	17, // 43: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	19, // 44: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	21, // 45: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	23, // 46: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	25, // 47: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	27, // 48: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	30, // 49: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	36, // 50: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	36, // 51: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	42, // 52: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	42, // 53: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	42, // 54: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	42, // 55: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	1,  // 56: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	1,  // 57: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	3,  // 58: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	42, // 59: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	44, // 60: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	44, // 61: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	39, // [39:62] is the sub-list for method output_type
+	16, // [16:39] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -2863,7 +3450,7 @@ func file_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

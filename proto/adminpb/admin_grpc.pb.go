@@ -40,6 +40,8 @@ const (
 	Admin_Undrain_FullMethodName                  = "/warren.admin.Admin/Undrain"
 	Admin_MemberMaintenance_FullMethodName        = "/warren.admin.Admin/MemberMaintenance"
 	Admin_ForgetNode_FullMethodName               = "/warren.admin.Admin/ForgetNode"
+	Admin_ListConnections_FullMethodName          = "/warren.admin.Admin/ListConnections"
+	Admin_LocalConnections_FullMethodName         = "/warren.admin.Admin/LocalConnections"
 )
 
 // AdminClient is the client API for Admin service.
@@ -138,6 +140,15 @@ type AdminClient interface {
 	// quorum queue's members and from the metadata group. Refused while
 	// the node is alive.
 	ForgetNode(ctx context.Context, in *ForgetNodeRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
+	// ListConnections lists the AMQP client connections of every alive
+	// node, with their channels and consumers: what rabbitmqctl's
+	// list_connections, list_channels and list_consumers show between them.
+	// Each node is asked for its own (LocalConnections); nodes that cannot
+	// be asked are named in the answer, not an error.
+	ListConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error)
+	// LocalConnections is internal, node to node: the answering node's own
+	// client connections.
+	LocalConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error)
 }
 
 type adminClient struct {
@@ -358,6 +369,26 @@ func (c *adminClient) ForgetNode(ctx context.Context, in *ForgetNodeRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) ListConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConnectionsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListConnections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) LocalConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConnectionsResponse)
+	err := c.cc.Invoke(ctx, Admin_LocalConnections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -454,6 +485,15 @@ type AdminServer interface {
 	// quorum queue's members and from the metadata group. Refused while
 	// the node is alive.
 	ForgetNode(context.Context, *ForgetNodeRequest) (*MembershipResponse, error)
+	// ListConnections lists the AMQP client connections of every alive
+	// node, with their channels and consumers: what rabbitmqctl's
+	// list_connections, list_channels and list_consumers show between them.
+	// Each node is asked for its own (LocalConnections); nodes that cannot
+	// be asked are named in the answer, not an error.
+	ListConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error)
+	// LocalConnections is internal, node to node: the answering node's own
+	// client connections.
+	LocalConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -526,6 +566,12 @@ func (UnimplementedAdminServer) MemberMaintenance(context.Context, *MemberMainte
 }
 func (UnimplementedAdminServer) ForgetNode(context.Context, *ForgetNodeRequest) (*MembershipResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ForgetNode not implemented")
+}
+func (UnimplementedAdminServer) ListConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListConnections not implemented")
+}
+func (UnimplementedAdminServer) LocalConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LocalConnections not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -926,6 +972,42 @@ func _Admin_ForgetNode_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ListConnections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConnectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListConnections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListConnections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListConnections(ctx, req.(*ListConnectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_LocalConnections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConnectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).LocalConnections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_LocalConnections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).LocalConnections(ctx, req.(*ListConnectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1016,6 +1098,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForgetNode",
 			Handler:    _Admin_ForgetNode_Handler,
+		},
+		{
+			MethodName: "ListConnections",
+			Handler:    _Admin_ListConnections_Handler,
+		},
+		{
+			MethodName: "LocalConnections",
+			Handler:    _Admin_LocalConnections_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
