@@ -41,3 +41,65 @@ func (m *Machine) Getter(id ConsumerID) bool {
 	c := m.consumers[id]
 	return c != nil && c.getter
 }
+
+// ConsumerStatus is what a consumer is doing, for operators: RabbitMQ's
+// activity_status, plus the records a quorum queue keeps for consumers
+// that no longer receive.
+type ConsumerStatus string
+
+const (
+	// StatusUp: attached, competing for messages with the others.
+	StatusUp ConsumerStatus = "up"
+	// StatusSingleActive: the single active consumer.
+	StatusSingleActive ConsumerStatus = "single active"
+	// StatusQuiescing: the single active consumer, receiving nothing more
+	// while a higher-priority consumer waits for it to settle what it holds.
+	StatusQuiescing ConsumerStatus = "quiescing"
+	// StatusWaiting: attached to a single-active-consumer queue, waiting
+	// for its turn.
+	StatusWaiting ConsumerStatus = "waiting"
+	// StatusCancelled: detached, still holding checked-out messages that
+	// its channel may settle.
+	StatusCancelled ConsumerStatus = "cancelled"
+	// StatusGet: a channel's basic.get messages not yet settled.
+	StatusGet ConsumerStatus = "basic.get"
+)
+
+// ConsumerView is one consumer record as the machine has it.
+type ConsumerView struct {
+	ID       ConsumerID
+	Status   ConsumerStatus
+	Prefetch uint32 // its credit; the machine's largest for no limit
+	Priority int32
+	// Held counts its checked-out messages.
+	Held      uint32
+	Exclusive bool
+}
+
+// AppendConsumers appends a view of every consumer record (attached,
+// detached with messages checked out, basic.get owners), by ID.
+func (m *Machine) AppendConsumers(dst []ConsumerView) []ConsumerView {
+	start := len(dst)
+	for _, c := range m.consumers {
+		dst = append(dst, ConsumerView{ID: c.id, Status: m.status(c), Prefetch: c.prefetch, Priority: c.priority,
+			Held: c.held, Exclusive: c.exclusive})
+	}
+	slices.SortFunc(dst[start:], func(a, b ConsumerView) int { return cmpID(a.ID, b.ID) })
+	return dst
+}
+
+func (m *Machine) status(c *consumer) ConsumerStatus {
+	switch {
+	case c.getter:
+		return StatusGet
+	case !c.attached:
+		return StatusCancelled
+	case !m.cfg.SingleActiveConsumer:
+		return StatusUp
+	case m.active != c:
+		return StatusWaiting
+	case c.quiescing:
+		return StatusQuiescing
+	}
+	return StatusSingleActive
+}

@@ -32,7 +32,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	discard c=C m=I [cause=reject|nack]
 //	get c=C [noack] | purge | tick | touch | dl-settled m=I,J
 //	update [x-arg=value...]            UpdateConfig with those arguments
-//	state | live | deadline | pending | config   inspect, changing nothing
+//	state | live | deadline | pending | config | consumers   inspect, changing nothing
 //
 // After every command the harness checks the invariants and that a
 // snapshot restores to a machine that snapshots to the same bytes.
@@ -174,6 +174,15 @@ func (s *script) run(where, line string) []string {
 		return dump(s.m)
 	case "live":
 		return []string{fmtIDs(s.m.AppendLiveIndexes(nil))}
+	case "consumers":
+		var out []string
+		for _, v := range s.m.AppendConsumers(nil) {
+			out = append(out, fmt.Sprintf("c%d %s held=%d prefetch=%d priority=%d exclusive=%t", v.ID, v.Status, v.Held, v.Prefetch, v.Priority, v.Exclusive))
+		}
+		if len(out) == 0 {
+			out = []string{"(none)"}
+		}
+		return out
 	case "pending":
 		var out []string
 		for _, e := range s.m.AppendPendingDeadLetters(nil) {

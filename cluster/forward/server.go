@@ -469,6 +469,9 @@ func (sc *serverConsumer) Gone() { sc.ended(endGone, 0) }
 // TimedOut implements queue.Consumer.
 func (sc *serverConsumer) TimedOut(timeout time.Duration) { sc.ended(endTimedOut, timeout) }
 
+// Origin implements queue.Origin.
+func (sc *serverConsumer) Origin() string { return sc.origin }
+
 // LeaderLost implements queue.Movable: the stream ends with NOT_LEADER and
 // the router attaches again to the new leader.
 func (sc *serverConsumer) LeaderLost() { sc.ended(endLeaderLost, 0) }

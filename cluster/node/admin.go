@@ -312,6 +312,12 @@ func (l *lateBackend) WakeQueue(ctx context.Context, id string) error {
 func (l *lateBackend) TransferLeadership(ctx context.Context, id, to string) error {
 	return l.get().TransferLeadership(ctx, id, to)
 }
+func (l *lateBackend) QueueConsumers(id string) ([]admin.QueueConsumer, error) {
+	if cb, ok := l.get().(admin.ConsumersBackend); ok {
+		return cb.QueueConsumers(id)
+	}
+	return nil, fmt.Errorf("node starting: %w", admin.ErrNotFound)
+}
 func (l *lateBackend) Connections() []server.ConnectionInfo {
 	if cb, ok := l.get().(admin.ConnectionsBackend); ok {
 		return cb.Connections()
@@ -419,6 +425,32 @@ func (startingBackend) Shrink(context.Context, string) ([]string, error) { retur
 var (
 	_ admin.ConnectionsBackend = (*adminBackend)(nil)
 	_ admin.ConnectionsBackend = (*lateBackend)(nil)
+	_ admin.ConsumersBackend   = (*adminBackend)(nil)
+	_ admin.ConsumersBackend   = (*lateBackend)(nil)
 )
 
 func (a *adminBackend) Connections() []server.ConnectionInfo { return a.n.Connections() }
+
+func (a *adminBackend) QueueConsumers(queueID string) ([]admin.QueueConsumer, error) {
+	a.c.mu.Lock()
+	r, ok := a.c.replicas[queueID]
+	a.c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
+	}
+	cs, err := r.Consumers()
+	if errors.Is(err, replica.ErrNotLeader) {
+		return nil, fmt.Errorf("group %s: %w", queueID, admin.ErrNotLeader)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]admin.QueueConsumer, len(cs))
+	for i, c := range cs {
+		out[i] = admin.QueueConsumer{
+			ID: uint64(c.ID), Status: string(c.Status), AttachedHere: c.Here, Node: c.Origin, Tag: c.Tag,
+			AckRequired: c.AckRequired, Held: c.Held, Credit: c.Prefetch, Priority: c.Priority, Exclusive: c.Exclusive,
+		}
+	}
+	return out, nil
+}

@@ -194,3 +194,10 @@ type Movable interface {
 type Releaser interface {
 	Release(c Consumer)
 }
+
+// Origin is implemented by consumers attached on behalf of another node (a
+// forwarded consume stream): Origin is the node whose channel consumes,
+// for listings.
+type Origin interface {
+	Origin() string
+}

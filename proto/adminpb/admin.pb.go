@@ -3060,6 +3060,309 @@ func (x *Consumer) GetArguments() string {
 	return ""
 }
 
+type QuorumConsumersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty means "/".
+	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuorumConsumersRequest) Reset() {
+	*x = QuorumConsumersRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuorumConsumersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuorumConsumersRequest) ProtoMessage() {}
+
+func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
+func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *QuorumConsumersRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *QuorumConsumersRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type MemberConsumersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	QueueId       string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberConsumersRequest) Reset() {
+	*x = MemberConsumersRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberConsumersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberConsumersRequest) ProtoMessage() {}
+
+func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
+func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *MemberConsumersRequest) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+type QuorumConsumersResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Vhost   string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	QueueId string                 `protobuf:"bytes,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// The node whose replica answered, the leader.
+	Leader string `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// By ID.
+	Consumers     []*QueueConsumer `protobuf:"bytes,5,rep,name=consumers,proto3" json:"consumers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuorumConsumersResponse) Reset() {
+	*x = QuorumConsumersResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuorumConsumersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuorumConsumersResponse) ProtoMessage() {}
+
+func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
+func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *QuorumConsumersResponse) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *QuorumConsumersResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *QuorumConsumersResponse) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *QuorumConsumersResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *QuorumConsumersResponse) GetConsumers() []*QueueConsumer {
+	if x != nil {
+		return x.Consumers
+	}
+	return nil
+}
+
+// QueueConsumer is one consumer record of a quorum queue's state machine.
+type QueueConsumer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's ID for the consumer.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// up (competing), single active, quiescing (single active, receiving
+	// nothing while a higher-priority consumer waits for it), waiting (for
+	// its turn as single active consumer), cancelled (detached, still
+	// holding messages), basic.get (a channel's unsettled basic.get
+	// messages).
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// Known if the consumer attached through the current leader: the node
+	// whose channel consumes, its consumer tag and acknowledgement mode.
+	AttachedHere bool   `protobuf:"varint,3,opt,name=attached_here,json=attachedHere,proto3" json:"attached_here,omitempty"`
+	Node         string `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	Tag          string `protobuf:"bytes,5,opt,name=tag,proto3" json:"tag,omitempty"`
+	AckRequired  bool   `protobuf:"varint,6,opt,name=ack_required,json=ackRequired,proto3" json:"ack_required,omitempty"`
+	// Messages checked out to it, not yet settled.
+	Held uint32 `protobuf:"varint,7,opt,name=held,proto3" json:"held,omitempty"`
+	// The most it may hold: its prefetch, or the queue's default credit
+	// for a consumer without one.
+	Credit        uint32 `protobuf:"varint,8,opt,name=credit,proto3" json:"credit,omitempty"`
+	Priority      int32  `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
+	Exclusive     bool   `protobuf:"varint,10,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueConsumer) Reset() {
+	*x = QueueConsumer{}
+	mi := &file_adminpb_admin_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueConsumer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueConsumer) ProtoMessage() {}
+
+func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
+func (*QueueConsumer) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *QueueConsumer) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *QueueConsumer) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *QueueConsumer) GetAttachedHere() bool {
+	if x != nil {
+		return x.AttachedHere
+	}
+	return false
+}
+
+func (x *QueueConsumer) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *QueueConsumer) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *QueueConsumer) GetAckRequired() bool {
+	if x != nil {
+		return x.AckRequired
+	}
+	return false
+}
+
+func (x *QueueConsumer) GetHeld() uint32 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *QueueConsumer) GetCredit() uint32 {
+	if x != nil {
+		return x.Credit
+	}
+	return 0
+}
+
+func (x *QueueConsumer) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *QueueConsumer) GetExclusive() bool {
+	if x != nil {
+		return x.Exclusive
+	}
+	return false
+}
+
 var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
@@ -3276,7 +3579,30 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\texclusive\x18\x04 \x01(\bR\texclusive\x12%\n" +
 	"\x0eprefetch_count\x18\x05 \x01(\rR\rprefetchCount\x12\x1a\n" +
 	"\bpriority\x18\x06 \x01(\x05R\bpriority\x12\x1c\n" +
-	"\targuments\x18\a \x01(\tR\targuments2\xb8\x0f\n" +
+	"\targuments\x18\a \x01(\tR\targuments\"B\n" +
+	"\x16QuorumConsumersRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"3\n" +
+	"\x16MemberConsumersRequest\x12\x19\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\xb1\x01\n" +
+	"\x17QuorumConsumersResponse\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
+	"\bqueue_id\x18\x03 \x01(\tR\aqueueId\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\tR\x06leader\x129\n" +
+	"\tconsumers\x18\x05 \x03(\v2\x1b.warren.admin.QueueConsumerR\tconsumers\"\x8b\x02\n" +
+	"\rQueueConsumer\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12#\n" +
+	"\rattached_here\x18\x03 \x01(\bR\fattachedHere\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x10\n" +
+	"\x03tag\x18\x05 \x01(\tR\x03tag\x12!\n" +
+	"\fack_required\x18\x06 \x01(\bR\vackRequired\x12\x12\n" +
+	"\x04held\x18\a \x01(\rR\x04held\x12\x16\n" +
+	"\x06credit\x18\b \x01(\rR\x06credit\x12\x1a\n" +
+	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x1c\n" +
+	"\texclusive\x18\n" +
+	" \x01(\bR\texclusive2\xf8\x10\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -3302,7 +3628,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"ForgetNode\x12\x1f.warren.admin.ForgetNodeRequest\x1a .warren.admin.MembershipResponse\x12^\n" +
 	"\x0fListConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponse\x12_\n" +
-	"\x10LocalConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
+	"\x10LocalConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponse\x12^\n" +
+	"\x0fQuorumConsumers\x12$.warren.admin.QuorumConsumersRequest\x1a%.warren.admin.QuorumConsumersResponse\x12^\n" +
+	"\x0fMemberConsumers\x12$.warren.admin.MemberConsumersRequest\x1a%.warren.admin.QuorumConsumersResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
 
 var (
 	file_adminpb_admin_proto_rawDescOnce sync.Once
@@ -3316,7 +3644,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*DrainRequest)(nil),                     // 0: warren.admin.DrainRequest
 	(*DrainResponse)(nil),                    // 1: warren.admin.DrainResponse
@@ -3367,6 +3695,10 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*Connection)(nil),                       // 46: warren.admin.Connection
 	(*Channel)(nil),                          // 47: warren.admin.Channel
 	(*Consumer)(nil),                         // 48: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 49: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 50: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 51: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 52: warren.admin.QueueConsumer
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
 	31, // 0: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
@@ -3385,57 +3717,62 @@ var file_adminpb_admin_proto_depIdxs = []int32{
 	45, // 13: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
 	47, // 14: warren.admin.Connection.channels:type_name -> warren.admin.Channel
 	48, // 15: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	5,  // 16: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	8,  // 17: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	11, // 18: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	13, // 19: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	16, // 20: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	18, // 21: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	20, // 22: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	22, // 23: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	24, // 24: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	26, // 25: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	29, // 26: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	34, // 27: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	35, // 28: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	38, // 29: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	39, // 30: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	40, // 31: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	41, // 32: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	0,  // 33: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	0,  // 34: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	2,  // 35: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	4,  // 36: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	43, // 37: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	43, // 38: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	6,  // 39: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	9,  // 40: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	12, // 41: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	14, // 42: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	17, // 43: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	19, // 44: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	21, // 45: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	23, // 46: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	25, // 47: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	27, // 48: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	30, // 49: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	36, // 50: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	36, // 51: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	42, // 52: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	42, // 53: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	42, // 54: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	42, // 55: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	1,  // 56: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	1,  // 57: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	3,  // 58: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	42, // 59: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	44, // 60: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	44, // 61: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	39, // [39:62] is the sub-list for method output_type
-	16, // [16:39] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	52, // 16: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	5,  // 17: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	8,  // 18: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	11, // 19: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	13, // 20: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	16, // 21: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	18, // 22: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	20, // 23: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	22, // 24: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	24, // 25: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	26, // 26: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	29, // 27: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	34, // 28: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	35, // 29: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	38, // 30: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	39, // 31: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	40, // 32: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	41, // 33: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	0,  // 34: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	0,  // 35: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	2,  // 36: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	4,  // 37: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	43, // 38: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	43, // 39: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	49, // 40: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	50, // 41: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	6,  // 42: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	9,  // 43: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	12, // 44: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	14, // 45: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	17, // 46: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	19, // 47: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	21, // 48: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	23, // 49: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	25, // 50: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	27, // 51: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	30, // 52: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	36, // 53: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	36, // 54: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	42, // 55: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	42, // 56: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	42, // 57: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	42, // 58: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	1,  // 59: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	1,  // 60: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	3,  // 61: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	42, // 62: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	44, // 63: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	44, // 64: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	51, // 65: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	51, // 66: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	42, // [42:67] is the sub-list for method output_type
+	17, // [17:42] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -3450,7 +3787,7 @@ func file_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   49,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,8 @@ const (
 	Admin_ForgetNode_FullMethodName               = "/warren.admin.Admin/ForgetNode"
 	Admin_ListConnections_FullMethodName          = "/warren.admin.Admin/ListConnections"
 	Admin_LocalConnections_FullMethodName         = "/warren.admin.Admin/LocalConnections"
+	Admin_QuorumConsumers_FullMethodName          = "/warren.admin.Admin/QuorumConsumers"
+	Admin_MemberConsumers_FullMethodName          = "/warren.admin.Admin/MemberConsumers"
 )
 
 // AdminClient is the client API for Admin service.
@@ -149,6 +151,19 @@ type AdminClient interface {
 	// LocalConnections is internal, node to node: the answering node's own
 	// client connections.
 	LocalConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error)
+	// QuorumConsumers lists a quorum queue's consumer records as its
+	// leader's state machine keeps them: attached consumers with their
+	// single-active status, cancelled ones still holding messages, basic.get
+	// owners, each with what it holds. Any node can be asked: it finds the
+	// leader and asks its node (MemberConsumers). NOT_FOUND if there is no
+	// such queue, FAILED_PRECONDITION if it is not a quorum queue or has no
+	// leader now.
+	QuorumConsumers(ctx context.Context, in *QuorumConsumersRequest, opts ...grpc.CallOption) (*QuorumConsumersResponse, error)
+	// MemberConsumers is internal, node to node: the consumer records of
+	// the answering node's replica, which must lead its group.
+	// FAILED_PRECONDITION if it does not lead, NOT_FOUND if the node holds no
+	// replica of the group.
+	MemberConsumers(ctx context.Context, in *MemberConsumersRequest, opts ...grpc.CallOption) (*QuorumConsumersResponse, error)
 }
 
 type adminClient struct {
@@ -389,6 +404,26 @@ func (c *adminClient) LocalConnections(ctx context.Context, in *ListConnectionsR
 	return out, nil
 }
 
+func (c *adminClient) QuorumConsumers(ctx context.Context, in *QuorumConsumersRequest, opts ...grpc.CallOption) (*QuorumConsumersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QuorumConsumersResponse)
+	err := c.cc.Invoke(ctx, Admin_QuorumConsumers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) MemberConsumers(ctx context.Context, in *MemberConsumersRequest, opts ...grpc.CallOption) (*QuorumConsumersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QuorumConsumersResponse)
+	err := c.cc.Invoke(ctx, Admin_MemberConsumers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -494,6 +529,19 @@ type AdminServer interface {
 	// LocalConnections is internal, node to node: the answering node's own
 	// client connections.
 	LocalConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error)
+	// QuorumConsumers lists a quorum queue's consumer records as its
+	// leader's state machine keeps them: attached consumers with their
+	// single-active status, cancelled ones still holding messages, basic.get
+	// owners, each with what it holds. Any node can be asked: it finds the
+	// leader and asks its node (MemberConsumers). NOT_FOUND if there is no
+	// such queue, FAILED_PRECONDITION if it is not a quorum queue or has no
+	// leader now.
+	QuorumConsumers(context.Context, *QuorumConsumersRequest) (*QuorumConsumersResponse, error)
+	// MemberConsumers is internal, node to node: the consumer records of
+	// the answering node's replica, which must lead its group.
+	// FAILED_PRECONDITION if it does not lead, NOT_FOUND if the node holds no
+	// replica of the group.
+	MemberConsumers(context.Context, *MemberConsumersRequest) (*QuorumConsumersResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -572,6 +620,12 @@ func (UnimplementedAdminServer) ListConnections(context.Context, *ListConnection
 }
 func (UnimplementedAdminServer) LocalConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method LocalConnections not implemented")
+}
+func (UnimplementedAdminServer) QuorumConsumers(context.Context, *QuorumConsumersRequest) (*QuorumConsumersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method QuorumConsumers not implemented")
+}
+func (UnimplementedAdminServer) MemberConsumers(context.Context, *MemberConsumersRequest) (*QuorumConsumersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MemberConsumers not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -1008,6 +1062,42 @@ func _Admin_LocalConnections_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_QuorumConsumers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QuorumConsumersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).QuorumConsumers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_QuorumConsumers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).QuorumConsumers(ctx, req.(*QuorumConsumersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_MemberConsumers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MemberConsumersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).MemberConsumers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_MemberConsumers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).MemberConsumers(ctx, req.(*MemberConsumersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1106,6 +1196,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LocalConnections",
 			Handler:    _Admin_LocalConnections_Handler,
+		},
+		{
+			MethodName: "QuorumConsumers",
+			Handler:    _Admin_QuorumConsumers_Handler,
+		},
+		{
+			MethodName: "MemberConsumers",
+			Handler:    _Admin_MemberConsumers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

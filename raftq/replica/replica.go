@@ -233,6 +233,7 @@ type Replica struct {
 
 type consumerRef struct {
 	c     queue.Consumer
+	tag   string
 	noAck bool
 	// credit is its prefetch as the machine counts it: a settlement the
 	// settler holds back keeps that much of it (settleDue).
@@ -722,7 +723,7 @@ func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 		r.attachMu.Unlock()
 		return fmt.Errorf("queue %s: consumer %d is attached already", r.name, id)
 	}
-	r.consumers[id] = &consumerRef{c: c, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
+	r.consumers[id] = &consumerRef{c: c, tag: opts.Tag, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
 	r.byHandle[c] = id
 	if r.orphans != nil {
 		delete(r.orphans.ids, id)

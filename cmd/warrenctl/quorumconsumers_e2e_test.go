@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/cluster/node/nodetest"
+)
+
+// TestQuorumConsumersAgainstRealCluster: a single-active-consumer quorum
+// queue with its active consumer on warren-1 and a waiting one on
+// warren-2, as its leader lists them, asked through warren-0; then
+// the active consumer is cancelled holding its messages and the waiting
+// one takes over.
+func TestQuorumConsumersAgainstRealCluster(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("jobs", true, false, false, false,
+		amqp091.Table{"x-queue-type": "quorum", "x-single-active-consumer": true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for range 7 {
+		dc, err := ch.PublishWithDeferredConfirm("", "jobs", false, false, amqp091.Publishing{Body: []byte("x")})
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	consume := func(m *nodetest.Member, tag string) (*amqp091.Channel, <-chan amqp091.Delivery) {
+		c := m.Channel()
+		if err := c.Qos(2, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		d, err := c.Consume("jobs", tag, false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, d
+	}
+	a, aDeliveries := consume(ms[1], "worker-a")
+	for range 2 {
+		<-aDeliveries
+	}
+	_, bDeliveries := consume(ms[2], "worker-b")
+	node := ms[0].InternalAddr().String()
+
+	type row struct {
+		ID          uint64
+		Status      string
+		Node        *string
+		Tag         *string `json:"consumer_tag"`
+		AckRequired *bool   `json:"ack_required"`
+		Held        uint32
+		Credit      uint32
+	}
+	var r struct {
+		Leader    string
+		Consumers []row
+	}
+	list := func() map[string]row {
+		code, out, errOut := warrenctl(t, "--node", node, "--json", "quorum", "consumers", "jobs")
+		if code != 0 {
+			t.Fatalf("quorum consumers: exit %d: %s", code, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		byStatus := map[string]row{}
+		for _, k := range r.Consumers {
+			byStatus[k.Status] = k
+		}
+		return byStatus
+	}
+	var got map[string]row
+	nodetest.Eventually(t, "an active consumer holding 2 and one waiting", 10*time.Second, func() bool {
+		got = list()
+		return len(r.Consumers) == 2 && got["single active"].Held == 2 && got["waiting"].Status != ""
+	})
+	if r.Leader == "" {
+		t.Errorf("no leader named")
+	}
+	active, waiting := got["single active"], got["waiting"]
+	if active.Tag == nil || *active.Tag != "worker-a" || *active.Node != ms[1].Name() || !*active.AckRequired || active.Credit != 2 {
+		t.Errorf("active consumer: %+v", active)
+	}
+	if waiting.Tag == nil || *waiting.Tag != "worker-b" || *waiting.Node != ms[2].Name() || waiting.Held != 0 {
+		t.Errorf("waiting consumer: %+v", waiting)
+	}
+
+	// Cancelled, worker-a keeps its two messages until its channel
+	// settles them or closes; worker-b becomes active and takes two more.
+	if err := a.Cancel("worker-a", false); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		<-bDeliveries
+	}
+	nodetest.Eventually(t, "worker-a cancelled holding 2, worker-b active holding 2", 10*time.Second, func() bool {
+		got = list()
+		return got["cancelled"].Held == 2 && got["single active"].Held == 2 && got["single active"].ID == waiting.ID
+	})
+	if got["cancelled"].ID != active.ID || got["cancelled"].Tag != nil {
+		t.Errorf("cancelled consumer: %+v (was %+v)", got["cancelled"], active)
+	}
+
+	code, out, _ := warrenctl(t, "--node", node, "quorum", "consumers", "jobs")
+	if code != 0 {
+		t.Fatalf("quorum consumers: exit %d", code)
+	}
+	t.Logf("\n%s", out)
+	code, _, errOut := warrenctl(t, "--node", node, "quorum", "consumers", "nope")
+	if code != 1 || errOut != "warrenctl: queue 'nope' in vhost '/' not found\n" {
+		t.Errorf("unknown queue: exit %d, %q", code, errOut)
+	}
+}
