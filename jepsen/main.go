@@ -126,10 +126,12 @@ type report struct {
 	Ops     []string `json:"ops"`
 	Events  []string `json:"events"`
 	Verdict verdict  `json:"verdict"`
-	// Queues and Replicas are warrenctl's list queues and quorum status
-	// after the drain.
-	Queues   []string `json:"queues"`
-	Replicas []string `json:"replicas"`
+	// Queues, Replicas and Consumers are warrenctl's list queues, quorum
+	// status and quorum consumers after the drain: a stranded message's
+	// consumer record (its ID, which debug logs name) is in Consumers.
+	Queues    []string `json:"queues"`
+	Replicas  []string `json:"replicas"`
+	Consumers []string `json:"consumers"`
 }
 
 // run makes one run: cluster up, clients and nemesis for the duration,
@@ -251,6 +253,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	for _, q := range w.all() {
 		if out, err := c.ctl(ctx, cfg.warrenctl, "quorum", "status", q); err == nil {
 			rep.Replicas = append(rep.Replicas, strings.Split(out, "\n")...)
+		}
+		if out, err := c.ctl(ctx, cfg.warrenctl, "quorum", "consumers", q); err == nil {
+			rep.Consumers = append(rep.Consumers, strings.Split(out, "\n")...)
 		}
 	}
 	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
