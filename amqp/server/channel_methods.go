@@ -222,7 +222,7 @@ func (ch *channel) txCommit() error {
 		}
 		switch {
 		case s.kind == txAck:
-			ch.settle.ack()
+			ch.ackSettled()
 		case s.requeue:
 			ch.settle.requeue(cause)
 		default:

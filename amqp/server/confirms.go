@@ -58,7 +58,7 @@ func (t *confirmTracker) complete(seq uint64, ok bool) bool {
 
 // appendConfirms appends the frames for every completed publish at the
 // head of the sequence.
-func (t *confirmTracker) appendConfirms(items []outItem, channel uint16) []outItem {
+func (t *confirmTracker) appendConfirms(items []outItem, channel uint16, stats *counters) []outItem {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.queued = false
@@ -77,6 +77,8 @@ func (t *confirmTracker) appendConfirms(items []outItem, channel uint16) []outIt
 		var m amqp.Method = &amqp.BasicAck{DeliveryTag: tag, Multiple: multiple}
 		if t.pending[i].nack {
 			m = &amqp.BasicNack{DeliveryTag: tag, Multiple: multiple}
+		} else {
+			stats.add(cConfirmed, uint64(j-i+1))
 		}
 		items = append(items, outItem{channel: channel, method: m})
 		i = j + 1

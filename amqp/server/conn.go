@@ -48,6 +48,7 @@ type conn struct {
 	// For listings (listing.go): who the connection is, once the
 	// handshake is done; whether the memory alarm holds it; bytes each way.
 	accepted  time.Time
+	stats     counters // counters.go
 	ident     atomic.Pointer[connIdent]
 	blocked   atomic.Bool
 	sentBytes atomic.Uint64
@@ -219,6 +220,7 @@ func (c *conn) openChannel(f amqp.Frame) error {
 	c.chMu.Lock()
 	c.channels[f.Channel] = ch
 	c.chMu.Unlock()
+	c.stats.add(cChannelsOpened, 1)
 	c.out.push(outItem{channel: f.Channel, method: &amqp.ChannelOpenOk{}})
 	return nil
 }
@@ -228,6 +230,7 @@ func (c *conn) removeChannel(id uint16) {
 	c.chMu.Lock()
 	delete(c.channels, id)
 	c.chMu.Unlock()
+	c.stats.add(cChannelsClosed, 1)
 }
 
 // sendDirect writes a method bypassing the outbox, for the handshake and

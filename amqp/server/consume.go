@@ -189,6 +189,12 @@ func (ch *channel) deliverLocked(k *consumer, d queue.Delivery) bool {
 	ch.nextTag++
 	if !k.noAck {
 		ch.unacked.add(ch.nextTag, k.q, d.ID, true)
+		ch.c.stats.add(cDeliveredManualAck, 1)
+	} else {
+		ch.c.stats.add(cDeliveredAutoAck, 1)
+	}
+	if d.Redelivered {
+		ch.c.stats.add(cRedelivered, 1)
 	}
 	return ch.c.out.push(outItem{
 		channel: ch.id,
@@ -363,6 +369,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 		return ch.queueFailed("basic.get", "getting from", q, err)
 	}
 	if !ok {
+		ch.c.stats.add(cGetEmpty, 1)
 		ch.reply(&amqp.BasicGetEmpty{})
 		return nil
 	}
@@ -370,6 +377,12 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	ch.nextTag++
 	if !m.NoAck {
 		ch.unacked.add(ch.nextTag, q, d.ID, false)
+		ch.c.stats.add(cGetManualAck, 1)
+	} else {
+		ch.c.stats.add(cGetAutoAck, 1)
+	}
+	if d.Redelivered {
+		ch.c.stats.add(cRedelivered, 1)
 	}
 	ch.c.out.push(outItem{
 		channel: ch.id,
@@ -424,7 +437,7 @@ func (ch *channel) basicAck(m *amqp.BasicAck) error {
 	if err := ch.settleTags(m.DeliveryTag, m.Multiple); err != nil {
 		return err
 	}
-	ch.settle.ack()
+	ch.ackSettled()
 	ch.unblock()
 	return nil
 }

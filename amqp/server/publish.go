@@ -112,6 +112,10 @@ func (ch *channel) completePublish() error {
 	if err := ch.checkPublish(pub.Exchange); err != nil {
 		return withMethod(err.(*amqp.Error), pub)
 	}
+	ch.c.stats.add(cReceived, 1)
+	if ch.confirmMode {
+		ch.c.stats.add(cReceivedConfirm, 1)
+	}
 	// Direct reply-to: the requester's reply_to is rewritten to name this
 	// channel's reply consumer; a reply to such a name bypasses routing.
 	if msg.Properties.ReplyTo == replyToQueue {
@@ -165,6 +169,7 @@ func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs 
 		k.Deliver(queue.Delivery{Message: msg})
 	}
 	if len(qs) == 0 && len(replies) > 0 {
+		ch.c.stats.add(cRouted, 1)
 		if ch.confirmMode {
 			ch.confirms.publish(0)
 			ch.c.out.confirmsReady(ch)
@@ -173,6 +178,7 @@ func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs 
 	}
 	if len(qs) == 0 {
 		if pub.Mandatory {
+			ch.c.stats.add(cUnroutableReturned, 1)
 			// Pushed before the confirm is even registered: the writer
 			// may collect this channel's completed confirms at any moment
 			// (an earlier publish put the channel on its list), so a
@@ -184,6 +190,8 @@ func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs 
 				props:   &msg.Properties,
 				body:    msg.Body,
 			})
+		} else {
+			ch.c.stats.add(cUnroutableDropped, 1)
 		}
 		if ch.confirmMode {
 			ch.confirms.publish(0)
@@ -191,6 +199,7 @@ func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs 
 		}
 		return
 	}
+	ch.c.stats.add(cRouted, 1)
 	var seq uint64
 	if ch.confirmMode {
 		seq = ch.confirms.publish(len(qs))

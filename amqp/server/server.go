@@ -65,6 +65,11 @@ type Server struct {
 	wg        sync.WaitGroup
 
 	replies replyRegistry // direct reply-to consumers (channel_methods.go)
+
+	// For Counters (counters.go), under mu: connections opened and
+	// closed, and the counts of the closed ones.
+	opened, closedConns uint64
+	closed              counters
 }
 
 // New returns a server for b.
@@ -90,6 +95,9 @@ func New(cfg Config, b *broker.Broker, log *slog.Logger) *Server {
 	}
 	if cfg.Version == "" {
 		cfg.Version = def.Version
+	}
+	if cfg.ClusterName == "" {
+		cfg.ClusterName = def.ClusterName
 	}
 	return &Server{
 		cfg:       cfg,
@@ -149,6 +157,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		s.conns[c] = struct{}{}
+		s.opened++
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
@@ -156,6 +165,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			c.serve()
 			s.mu.Lock()
 			delete(s.conns, c)
+			s.closedConns++
+			s.closed.fold(&c.stats)
 			s.mu.Unlock()
 		}()
 	}
@@ -195,6 +206,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// ClusterName is the cluster's name as clients are told it.
+func (s *Server) ClusterName() string { return s.cfg.ClusterName }
 
 // ConnectionCount is the number of open client connections.
 func (s *Server) ConnectionCount() int {

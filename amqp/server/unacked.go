@@ -180,6 +180,13 @@ func (b *settleBatch) count() int {
 	return n
 }
 
+// ackSettled acknowledges the deliveries the channel's settle batch holds,
+// counting them.
+func (ch *channel) ackSettled() {
+	ch.c.stats.add(cAcknowledged, uint64(ch.settle.count()))
+	ch.settle.ack()
+}
+
 func (b *settleBatch) ack() {
 	b.each(func(q queue.Queue, ids []uint64) { q.Settle(ids) })
 }
