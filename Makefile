@@ -4,6 +4,7 @@ GO        ?= go
 BIN       ?= bin
 DATA_DIR  ?= ./data
 AMQP_ADDR ?= :5672
+PROMETHEUS_ADDR ?= 127.0.0.1:15692
 SPEC      ?= ../shared/spec/amqp-rabbitmq-0.9.1.json
 FUZZTIME  ?= 30s
 
@@ -18,8 +19,8 @@ build: ## build the binaries into ./bin
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: run
-run: build ## start one node: data in ./data, AMQP on port 5672 (guest/guest from localhost)
-	$(BIN)/warren --data-dir $(DATA_DIR) --amqp $(AMQP_ADDR)
+run: build ## start one node: data in ./data, AMQP on port 5672 (guest/guest from localhost), metrics on 127.0.0.1:15692
+	$(BIN)/warren --data-dir $(DATA_DIR) --amqp $(AMQP_ADDR) --prometheus-addr $(PROMETHEUS_ADDR)
 
 .PHONY: test
 test: ## vet, then every test with the race detector (fuzz seed corpora included)
@@ -101,7 +102,7 @@ verify-generate: ## fail if the committed generated code is stale
 N ?= 3
 
 .PHONY: cluster
-cluster: build ## start N local nodes (default 3) on ports 5672+i, 25672+i, 7946+i; Ctrl-C stops them
+cluster: build ## start N local nodes (default 3) on ports 5672+i, 25672+i, 7946+i, metrics 15692+i; Ctrl-C stops them
 	N=$(N) DATA_DIR=$(DATA_DIR) BIN=$(BIN) ./scripts/cluster.sh
 
 .PHONY: jepsen

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cluster.sh — N Warren nodes on this machine, for trying clustering out (`make cluster`,
 # `make cluster N=5`). Node i (0..N-1) listens on 127.0.0.1 with AMQP port 5672+i, internal
-# gRPC port 25672+i (Raft, forwarding, warrenctl) and gossip port 7946+i; its data is in
+# gRPC port 25672+i (Raft, forwarding, warrenctl), gossip port 7946+i and Prometheus metrics
+# port 15692+i; its data is in
 # $DATA_DIR/cluster/warren-i and its log in $DATA_DIR/cluster/warren-i.log (the previous run's
 # log is kept as warren-i.log.1). The logs are followed here, each line prefixed with its node.
 # Ctrl-C (or SIGTERM) stops every node: SIGTERM, then SIGKILL after STOP_TIMEOUT seconds
@@ -39,7 +40,7 @@ listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 join=""
 for ((i = 0; i < N; i++)); do
   join+="${join:+,}127.0.0.1:$((7946 + i))"
-  for port in $((5672 + i)) $((25672 + i)) $((7946 + i)); do
+  for port in $((5672 + i)) $((25672 + i)) $((7946 + i)) $((15692 + i)); do
     if listening "$port"; then
       echo "cluster.sh: port $port is in use (another cluster, or \`make run\`?)" >&2
       exit 1
@@ -113,6 +114,7 @@ for ((i = 0; i < N; i++)); do
     --amqp "127.0.0.1:$((5672 + i))" \
     --internal-addr "127.0.0.1:$((25672 + i))" \
     --gossip-addr "127.0.0.1:$((7946 + i))" \
+    --prometheus-addr "127.0.0.1:$((15692 + i))" \
     --join "$join" \
     --bootstrap-expect "$N" \
     --data-dir "$dir/$name" \
@@ -144,7 +146,7 @@ done
   echo
   echo "== $N Warren nodes are running (data and logs in $dir/)"
   for ((i = 0; i < N; i++)); do
-    echo "   ${names[$i]}: amqp://guest:guest@127.0.0.1:$((5672 + i))/   internal 127.0.0.1:$((25672 + i))   log $dir/${names[$i]}.log"
+    echo "   ${names[$i]}: amqp://guest:guest@127.0.0.1:$((5672 + i))/   internal 127.0.0.1:$((25672 + i))   metrics http://127.0.0.1:$((15692 + i))/metrics   log $dir/${names[$i]}.log"
   done
   echo "   $BIN/warrenctl cluster status            (any node: --node 127.0.0.1:2567x)"
   echo "   $BIN/warrenctl list queues"

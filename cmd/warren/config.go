@@ -40,6 +40,7 @@ type config struct {
 	clusterName      string
 	memoryLimit      string
 	debugAddr        string
+	prometheusAddr   string
 	transientQueues  string
 
 	// Clustering: a node is a cluster member when --internal-addr is set.
@@ -101,6 +102,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.loopbackUsers, "loopback-users", "guest", "comma-separated users that may only connect from loopback addresses")
 	fs.StringVar(&c.clusterName, "cluster-name", "warren", "cluster name reported to clients")
 	fs.StringVar(&c.transientQueues, "transient-queues", "permit", "non-durable, non-exclusive queues: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3, a 541 connection error)")
+	fs.StringVar(&c.prometheusAddr, "prometheus-addr", "", "if set, serve Prometheus metrics on this address (RabbitMQ's port is 15692) under /metrics (per node) and /metrics/per-object (per queue), with rabbitmq_prometheus's metric names")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060) under /debug/pprof/")
 	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "message bytes in-memory queues may hold before publishers are blocked: a fraction of RAM (0.4) or a byte count (1073741824); 0 disables")
 	fs.StringVar(&c.nodeName, "node-name", "", "this node's name in the cluster, stable across restarts (default warren@<hostname>)")

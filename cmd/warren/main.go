@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warrenmq/warren/cluster/exporter"
 	"github.com/warrenmq/warren/cluster/node"
 )
 
@@ -48,6 +51,15 @@ func run(args []string) int {
 	if err != nil {
 		log.Error("cannot start node", "err", err)
 		return 1
+	}
+	if cfg.prometheusAddr != "" {
+		stop, err := serveMetrics(n, cfg.prometheusAddr, log)
+		if err != nil {
+			log.Error("cannot serve metrics", "addr", cfg.prometheusAddr, "err", err)
+			n.Close(context.Background())
+			return 1
+		}
+		defer stop()
 	}
 	if n.Name() != "" {
 		log.Info("warren started as a cluster member", "node", n.Name(), "amqp", n.AMQPAddr().String(), "internal", n.InternalAddr().String(), "data_dir", cfg.dataDir)
@@ -108,6 +120,22 @@ func tuneGC() {
 			current = want
 		}
 	}
+}
+
+// serveMetrics serves n's Prometheus metrics on addr until stop.
+func serveMetrics(n *node.Node, addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for metrics: %w", err)
+	}
+	srv := &http.Server{Handler: exporter.Handler(n, version), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", "addr", addr, "err", err)
+		}
+	}()
+	log.Info("serving Prometheus metrics", "addr", ln.Addr().String(), "paths", "/metrics /metrics/per-object")
+	return func() { srv.Close() }, nil
 }
 
 // version is reported to clients and to the other nodes; set at build

@@ -1,0 +1,237 @@
+package exporter_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/exporter"
+	"github.com/warrenmq/warren/cluster/node"
+	"github.com/warrenmq/warren/cluster/node/nodetest"
+)
+
+// scrape reads one endpoint: every series (name with its labels, as the
+// text format writes them) and its value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", url, line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A standalone node counts what a real client does, under RabbitMQ's
+// metric names: publishes with confirms, an unroutable mandatory publish,
+// deliveries and their acks, an empty basic.get, and the queue's depth.
+func TestNodeMetrics(t *testing.T) {
+	n, err := node.Start(node.Config{
+		DataDir: t.TempDir(), AMQPAddr: "127.0.0.1:0",
+		Log:    slog.New(slog.DiscardHandler),
+		Broker: broker.Config{Seed: broker.DefaultSeed()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	srv := httptest.NewServer(exporter.Handler(n, "test"))
+	defer srv.Close()
+
+	c, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", n.AMQPAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("orders", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	returns := ch.NotifyReturn(make(chan amqp091.Return, 1))
+	for range 10 {
+		dc, err := ch.PublishWithDeferredConfirm("", "orders", false, false, amqp091.Publishing{Body: []byte("x")})
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	dc, err := ch.PublishWithDeferredConfirm("", "nowhere", true, false, amqp091.Publishing{Body: []byte("x")})
+	if err != nil || !dc.Wait() {
+		t.Fatalf("unroutable publish: %v", err)
+	}
+	<-returns
+
+	sub, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Qos(4, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Consume("orders", "worker", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Acknowledge six, with one multiple ack for the last three, and keep
+	// four unacknowledged: the consumer's prefetch.
+	for i := range 10 {
+		d := <-ds
+		if i < 3 {
+			d.Ack(false)
+		} else if i == 5 {
+			d.Ack(true)
+		}
+	}
+
+	m := map[string]float64{}
+	g := func(name string) float64 { return m[name+`{protocol="amqp091"}`] }
+	waitFor(t, "six acknowledgements counted and four unacked", func() bool {
+		m = scrape(t, srv.URL+"/metrics")
+		return g("rabbitmq_global_messages_acknowledged_total") == 6 && m["rabbitmq_queue_messages_unacked"] == 4
+	})
+	want := map[string]float64{
+		"rabbitmq_global_messages_received_total":                     11,
+		"rabbitmq_global_messages_received_confirm_total":             11,
+		"rabbitmq_global_messages_routed_total":                       10,
+		"rabbitmq_global_messages_unroutable_returned_total":          1,
+		"rabbitmq_global_messages_unroutable_dropped_total":           0,
+		"rabbitmq_global_messages_confirmed_total":                    11,
+		"rabbitmq_global_messages_delivered_total":                    10,
+		"rabbitmq_global_messages_delivered_consume_manual_ack_total": 10,
+		"rabbitmq_global_messages_delivered_consume_auto_ack_total":   0,
+	}
+	for name, v := range want {
+		if got := g(name); got != v {
+			t.Errorf("%s = %v, want %v", name, got, v)
+		}
+	}
+	for name, v := range map[string]float64{
+		"rabbitmq_connections": 1, "rabbitmq_channels": 2, "rabbitmq_consumers": 1,
+		"rabbitmq_channel_messages_unacked": 4, "rabbitmq_connections_opened_total": 1,
+		"rabbitmq_queues": 1, "rabbitmq_queue_messages_ready": 0, "rabbitmq_queue_messages": 4, "rabbitmq_queue_consumers": 1,
+	} {
+		if got := m[name]; got != v {
+			t.Errorf("%s = %v, want %v", name, got, v)
+		}
+	}
+	if m[`rabbitmq_identity_info{rabbitmq_cluster="warren",rabbitmq_endpoint="default",rabbitmq_node="standalone"}`] != 1 {
+		t.Errorf("no identity info: %v", m)
+	}
+	if m["go_goroutines"] == 0 || m["process_resident_memory_bytes"] == 0 {
+		t.Errorf("no Go or process metrics")
+	}
+
+	// An empty basic.get, and the queue's own series per object.
+	if _, ok, err := ch.Get("orders", false); err != nil || ok {
+		t.Fatalf("get from an empty queue: ok %v, err %v", ok, err)
+	}
+	m = scrape(t, srv.URL+"/metrics/per-object")
+	if g("rabbitmq_global_messages_get_empty_total") != 1 {
+		t.Errorf("get_empty = %v, want 1", g("rabbitmq_global_messages_get_empty_total"))
+	}
+	if v := m[`rabbitmq_queue_messages_unacked{queue="orders",vhost="/"}`]; v != 4 {
+		t.Errorf("per-object unacked of orders = %v, want 4", v)
+	}
+
+	// Closing the connection keeps the totals and counts the close.
+	c.Close()
+	waitFor(t, "the connection to close", func() bool {
+		m = scrape(t, srv.URL+"/metrics")
+		return m["rabbitmq_connections"] == 0 && m["rabbitmq_connections_closed_total"] == 1
+	})
+	if g("rabbitmq_global_messages_received_total") != 11 || m["rabbitmq_channels_closed_total"] != 2 {
+		t.Errorf("after close: received %v, channels closed %v", g("rabbitmq_global_messages_received_total"), m["rabbitmq_channels_closed_total"])
+	}
+}
+
+// In a cluster each quorum queue's counts come from its leader's node
+// only, and every member reports its Raft view; the leader's says so.
+func TestClusterQueueMetrics(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("jobs", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		dc, err := ch.PublishWithDeferredConfirm("", "jobs", false, false, amqp91Msg)
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	var urls []string
+	for _, m := range ms {
+		srv := httptest.NewServer(exporter.Handler(m.Node, "test"))
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL+"/metrics/per-object")
+	}
+	const ready = `rabbitmq_queue_messages_ready{queue="jobs",vhost="/"}`
+	const leader = `warren_raft_leader{queue="jobs",vhost="/"}`
+	const commit = `rabbitmq_raft_log_commit_index{queue="jobs",vhost="/"}`
+	waitFor(t, "one node counting 5 ready, three replicas, one leading", func() bool {
+		counted, leaders, replicas := 0, 0.0, 0
+		for _, u := range urls {
+			m := scrape(t, u)
+			if v, ok := m[ready]; ok {
+				if v != 5 {
+					return false
+				}
+				counted++
+			}
+			if _, ok := m[commit]; ok {
+				replicas++
+			}
+			leaders += m[leader]
+		}
+		return counted == 1 && replicas == 3 && leaders == 1
+	})
+}
+
+var amqp91Msg = amqp091.Publishing{Body: []byte("x")}

@@ -1,0 +1,78 @@
+package node
+
+import (
+	"github.com/warrenmq/warren/amqp/server"
+	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/replica"
+)
+
+// QueueMetrics is what this node's metrics say of one queue
+// (cluster/exporter). Like RabbitMQ's, a queue's counts come from the node
+// that hosts it (leads it, for a quorum queue), so that summing over
+// nodes counts each queue once; every node with a replica reports its
+// Raft view.
+type QueueMetrics struct {
+	Vhost, Name, Type string
+	// Hosted: this node leads the queue (holds it, for a classic queue;
+	// led it when it went to sleep, for a hibernating quorum queue), and
+	// Stats are its counts.
+	Hosted bool
+	Stats  queue.Stats
+	// Raft is this node's replica's view of the queue's group, if it
+	// holds an open one.
+	Raft *replica.MemberStatus
+}
+
+// QueueMetrics lists every queue this node hosts or holds a replica of.
+// It asks no other node: counts come from the local replica or queue.
+func (n *Node) QueueMetrics() []QueueMetrics {
+	var out []QueueMetrics
+	for _, q := range n.broker.Queues("") {
+		m := QueueMetrics{Vhost: q.Record.Vhost, Name: q.Record.Name, Type: q.Record.Type}
+		var r *replica.Replica
+		var asleep *sleeper
+		if n.cluster != nil && q.Record.Type == broker.QueueTypeQuorum {
+			n.cluster.mu.Lock()
+			r = n.cluster.replicas[q.Record.ID]
+			asleep = n.cluster.asleep[q.Record.ID]
+			n.cluster.mu.Unlock()
+		}
+		switch {
+		case r != nil:
+			st := r.Status()
+			m.Raft = &st
+			m.Hosted = st.State == "Leader"
+		case asleep != nil:
+			// A hibernating queue is empty and unused: its counts are
+			// zero, and no replica runs to ask.
+			m.Hosted = asleep.leader == n.cluster.self
+		case n.cluster != nil && q.Record.Type == broker.QueueTypeQuorum:
+			// A member elsewhere: its leader's node reports it.
+		default:
+			m.Hosted = n.hosts(q.Engine)
+		}
+		if m.Hosted && asleep == nil {
+			m.Stats = q.Engine.Stats()
+		}
+		if m.Hosted || m.Raft != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// hosts says whether a classic (or standalone) queue's engine is this
+// node's own: a cluster's classic queue lives on one node, and the
+// others reach it through a router that names that node as leader.
+func (n *Node) hosts(e queue.Queue) bool {
+	l, ok := e.(interface{ Leader() string })
+	return !ok || n.cluster == nil || l.Leader() == n.cluster.self
+}
+
+// MessageCounters are the node's AMQP message and connection totals.
+func (n *Node) MessageCounters() server.Counters { return n.server.Counters() }
+
+// ClusterName is the name the node gives its cluster in AMQP's server
+// properties.
+func (n *Node) ClusterName() string { return n.server.ClusterName() }
