@@ -190,7 +190,8 @@ func TestNodeMetrics(t *testing.T) {
 }
 
 // In a cluster each quorum queue's counts come from its leader's node
-// only, and every member reports its Raft view; the leader's says so.
+// only, and every member reports its Raft view; the leader's says so, and
+// how long its entries took to commit.
 func TestClusterQueueMetrics(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
@@ -215,10 +216,17 @@ func TestClusterQueueMetrics(t *testing.T) {
 	const ready = `rabbitmq_queue_messages_ready{queue="jobs",vhost="/"}`
 	const leader = `warren_raft_leader{queue="jobs",vhost="/"}`
 	const commit = `rabbitmq_raft_log_commit_index{queue="jobs",vhost="/"}`
+	const latency = `rabbitmq_raft_entry_commit_latency_seconds{queue="jobs",vhost="/"}`
 	waitFor(t, "one node counting 5 ready, three replicas, one leading", func() bool {
-		counted, leaders, replicas := 0, 0.0, 0
+		counted, leaders, replicas, latencies := 0, 0.0, 0, 0
 		for _, u := range urls {
 			m := scrape(t, u)
+			if v, ok := m[latency]; ok {
+				if v <= 0 || v > 10 || m[leader] != 1 {
+					t.Errorf("commit latency %v s on a node whose replica leads: %v", v, m[leader])
+				}
+				latencies++
+			}
 			if v, ok := m[ready]; ok {
 				if v != 5 {
 					return false
@@ -230,7 +238,7 @@ func TestClusterQueueMetrics(t *testing.T) {
 			}
 			leaders += m[leader]
 		}
-		return counted == 1 && replicas == 3 && leaders == 1
+		return counted == 1 && replicas == 3 && leaders == 1 && latencies == 1
 	})
 }
 

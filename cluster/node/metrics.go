@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/queue"
@@ -22,6 +24,9 @@ type QueueMetrics struct {
 	// Raft is this node's replica's view of the queue's group, if it
 	// holds an open one.
 	Raft *replica.MemberStatus
+	// CommitLatency is, for a replica that leads, how long its last own
+	// entry took from append to apply; zero if none yet.
+	CommitLatency time.Duration
 }
 
 // QueueMetrics lists every queue this node hosts or holds a replica of.
@@ -43,6 +48,9 @@ func (n *Node) QueueMetrics() []QueueMetrics {
 			st := r.Status()
 			m.Raft = &st
 			m.Hosted = st.State == "Leader"
+			if d, ok := r.CommitLatency(); ok {
+				m.CommitLatency = d
+			}
 		case asleep != nil:
 			// A hibernating queue is empty and unused: its counts are
 			// zero, and no replica runs to ask.

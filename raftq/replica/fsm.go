@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -54,6 +55,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 	// term was another leader's, which carried out its effects (or failed
 	// first: see the cases below).
 	current := leader && l.Term == f.r.leaderOf.Load().CurrentTerm()
+	if current && !l.AppendedAt.IsZero() {
+		f.r.commitLatency.Store(int64(time.Since(l.AppendedAt)))
+	}
 	if current && f.cmd.Op == raftq.OpAttach {
 		// Deliveries to the consumer are this member's to send from
 		// here on.

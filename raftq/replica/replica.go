@@ -187,6 +187,10 @@ type Replica struct {
 	// leaderApplied is set while this member leads and has applied
 	// every entry committed before its election (watch.go's barrier).
 	leaderApplied atomic.Bool
+	// commitLatency is the time from appending to applying of the last
+	// entry this member applied as the leader that appended it, in
+	// nanoseconds (CommitLatency).
+	commitLatency atomic.Int64
 	done          chan struct{}
 	wg            sync.WaitGroup
 
