@@ -544,6 +544,10 @@ func (b *Broker) MemoryAlarm() <-chan struct{} { return b.memory.Alarm() }
 // MemoryUsed is the message bytes held by in-memory queues.
 func (b *Broker) MemoryUsed() int64 { return b.memory.Used() }
 
+// MemoryLimit is the memory high watermark (Config.MemoryLimit); zero if
+// none.
+func (b *Broker) MemoryLimit() int64 { return b.cfg.MemoryLimit }
+
 // Close stops every queue and closes the store.
 func (b *Broker) Close() error {
 	b.stopReconcile()

@@ -67,6 +67,23 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.clients(&e)
 	c.counters(&e)
 	c.queues(&e)
+	c.memory(&e)
+}
+
+// memory is the node's memory alarm: RabbitMQ's alarm gauge, and the
+// message bytes in-memory queues hold against the watermark (Warren's
+// watermark counts those bytes, not the process's memory).
+func (c *collector) memory(e *emitter) {
+	b := c.n.Broker()
+	alarm := 0.0
+	if b.MemoryAlarm() != nil {
+		alarm = 1
+	}
+	e.gauge("rabbitmq_alarms_memory_used_watermark", "Is the memory alarm in effect? (publishers blocked)", alarm)
+	e.gauge("warren_memory_message_bytes", "Message bytes held by in-memory (classic) queues, which the memory alarm counts", float64(b.MemoryUsed()))
+	if limit := b.MemoryLimit(); limit > 0 {
+		e.gauge("warren_memory_message_bytes_limit", "The memory high watermark: message bytes in-memory queues may hold before publishers are blocked", float64(limit))
+	}
 }
 
 // clients are the node's connections, channels and consumers now.

@@ -243,3 +243,77 @@ func TestClusterQueueMetrics(t *testing.T) {
 }
 
 var amqp91Msg = amqp091.Publishing{Body: []byte("x")}
+
+// Past the memory high watermark the alarm shows, with the message bytes
+// held and the limit, and the blocked connection counts as such.
+func TestMemoryAlarmMetrics(t *testing.T) {
+	const limit = 64 << 10
+	n, err := node.Start(node.Config{
+		DataDir: t.TempDir(), AMQPAddr: "127.0.0.1:0",
+		Log:    slog.New(slog.DiscardHandler),
+		Broker: broker.Config{Seed: broker.DefaultSeed(), MemoryLimit: limit},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	srv := httptest.NewServer(exporter.Handler(n, "test"))
+	defer srv.Close()
+
+	m := scrape(t, srv.URL+"/metrics")
+	if m["rabbitmq_alarms_memory_used_watermark"] != 0 || m["warren_memory_message_bytes_limit"] != limit {
+		t.Fatalf("before: alarm %v, limit %v", m["rabbitmq_alarms_memory_used_watermark"], m["warren_memory_message_bytes_limit"])
+	}
+	c, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", n.AMQPAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("fill", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 16<<10)
+	go func() {
+		// 96 KiB: past the limit by the fifth, blocked at the sixth,
+		// which alone fits once the queue is purged.
+		for range 6 {
+			if ch.PublishWithContext(context.Background(), "", "fill", false, false, amqp091.Publishing{Body: body}) != nil {
+				return
+			}
+		}
+	}()
+	waitFor(t, "the memory alarm", func() bool {
+		m = scrape(t, srv.URL+"/metrics")
+		return m["rabbitmq_alarms_memory_used_watermark"] == 1
+	})
+	if m["warren_memory_message_bytes"] < limit {
+		t.Errorf("message bytes %v under the limit %v with the alarm on", m["warren_memory_message_bytes"], limit)
+	}
+	waitFor(t, "the publisher's connection to show blocked", func() bool {
+		conns := n.Connections()
+		return len(conns) == 1 && conns[0].Blocked
+	})
+
+	// The blocked connection's reader waits for the alarm to clear: purge
+	// through another connection, as an operator would.
+	other, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", n.AMQPAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	och, err := other.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := och.QueuePurge("fill", false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the alarm to clear", func() bool {
+		m = scrape(t, srv.URL+"/metrics")
+		return m["rabbitmq_alarms_memory_used_watermark"] == 0 && !n.Connections()[0].Blocked
+	})
+}
