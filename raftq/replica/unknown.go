@@ -104,10 +104,7 @@ type unappliedSettlements struct {
 // runs on the replica's wait group.
 func (r *Replica) settleWhenApplied() {
 	defer r.wg.Done()
-	deadline := time.Now().Add(appliedWait)
-	for r.isLeader() && !r.leaderApplied.Load() && !r.stopped.Load() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	r.awaitApplied(appliedWait)
 	r.unapplied.mu.Lock()
 	list := r.unapplied.list
 	r.unapplied.list, r.unapplied.waiting = nil, false
