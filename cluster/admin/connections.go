@@ -68,7 +68,7 @@ func (s *Server) askConnections(ctx context.Context, node string, req *adminpb.L
 		}
 		return resp.Connections, nil
 	}
-	c, err := s.peer(node)
+	c, _, err := s.peer(node)
 	if err != nil {
 		return nil, err
 	}
@@ -94,19 +94,6 @@ func (s *Server) LocalConnections(_ context.Context, req *adminpb.ListConnection
 		}
 	}
 	return resp, nil
-}
-
-// peer is node's admin service.
-func (s *Server) peer(node string) (adminpb.AdminClient, error) {
-	addr, ok := s.b.NodeAddr(node)
-	if !ok {
-		return nil, errors.New("address unknown")
-	}
-	conn, err := s.pool.Conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	return adminpb.NewAdminClient(conn), nil
 }
 
 func connectionPB(node string, c server.ConnectionInfo) *adminpb.Connection {

@@ -77,7 +77,7 @@ func (s *Server) askConsumers(ctx context.Context, id, leader string) (*adminpb.
 	if leader == s.b.Self() {
 		return s.MemberConsumers(ctx, req)
 	}
-	c, err := s.peer(leader)
+	c, _, err := s.peer(leader)
 	if err != nil {
 		return nil, err
 	}

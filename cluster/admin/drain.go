@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -137,15 +136,11 @@ func (s *Server) maintainAt(ctx context.Context, node string, draining bool) (ui
 		}
 		return resp.ConnectionsClosed, nil
 	}
-	addr, ok := s.b.NodeAddr(node)
-	if !ok {
-		return 0, fmt.Errorf("address of %s unknown", node)
-	}
-	conn, err := s.pool.Conn(addr)
+	c, _, err := s.peer(node)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := adminpb.NewAdminClient(conn).MemberMaintenance(ctx, req)
+	resp, err := c.MemberMaintenance(ctx, req)
 	if err != nil {
 		return 0, errors.New(status.Convert(err).Message())
 	}

@@ -165,15 +165,11 @@ func (s *Server) transferAt(ctx context.Context, id, leader, to string) error {
 		}
 		return err
 	}
-	addr, ok := s.b.NodeAddr(leader)
-	if !ok {
-		return fmt.Errorf("address of %s unknown", leader)
-	}
-	conn, err := s.pool.Conn(addr)
+	c, _, err := s.peer(leader)
 	if err != nil {
 		return err
 	}
-	_, err = adminpb.NewAdminClient(conn).MemberTransferLeadership(ctx, &adminpb.MemberTransferLeadershipRequest{QueueId: id, To: to})
+	_, err = c.MemberTransferLeadership(ctx, &adminpb.MemberTransferLeadershipRequest{QueueId: id, To: to})
 	if status.Code(err) == codes.FailedPrecondition {
 		return errMoved
 	}
@@ -246,7 +242,7 @@ func (s *Server) askLocalMembers(ctx context.Context, node string) (map[string]*
 	if node == s.b.Self() {
 		resp, _ = s.LocalMembers(ctx, nil)
 	} else {
-		c, err := s.peer(node)
+		c, _, err := s.peer(node)
 		if err != nil {
 			return nil, err
 		}

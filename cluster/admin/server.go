@@ -153,17 +153,13 @@ func (s *Server) askMember(ctx context.Context, id, node string) *adminpb.Member
 		}
 		return memberPB(node, st)
 	}
-	addr, ok := s.b.NodeAddr(node)
-	if !ok {
-		return unreachable(errors.New("address unknown"))
-	}
-	conn, err := s.pool.Conn(addr)
+	c, addr, err := s.peer(node)
 	if err != nil {
 		return unreachable(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, memberWait(ctx))
 	defer cancel()
-	m, err := adminpb.NewAdminClient(conn).MemberStatus(ctx, &adminpb.MemberStatusRequest{QueueId: id})
+	m, err := c.MemberStatus(ctx, &adminpb.MemberStatusRequest{QueueId: id})
 	if err != nil {
 		return unreachable(fmt.Errorf("%s: %s", addr, status.Convert(err).Message()))
 	}
@@ -171,6 +167,19 @@ func (s *Server) askMember(ctx context.Context, id, node string) *adminpb.Member
 	// asker's to compute, once every member has answered.
 	m.Node, m.Lag, m.Error = node, nil, ""
 	return m
+}
+
+// peer is another node's admin service, and its address.
+func (s *Server) peer(node string) (adminpb.AdminClient, string, error) {
+	addr, ok := s.b.NodeAddr(node)
+	if !ok {
+		return nil, "", fmt.Errorf("address of %s unknown", node)
+	}
+	conn, err := s.pool.Conn(addr)
+	if err != nil {
+		return nil, addr, err
+	}
+	return adminpb.NewAdminClient(conn), addr, nil
 }
 
 // memberWait is how long to wait for one member: at most maxMemberWait and
