@@ -28,7 +28,6 @@ type channel struct {
 	released    bool // consumers cancelled and deliveries requeued: the channel is done
 	content     contentAssembly
 	lastQueue   string // the most recently declared queue, for "" names
-	prefetch    uint32
 	confirmMode bool
 	txMode      bool
 	tx          txBuffer
@@ -53,8 +52,10 @@ type channel struct {
 	// flowOff (channel.flow active=false) and globalPrefetch (basic.qos
 	// global) hold back deliveries; txCounted is the consumer deliveries
 	// whose acks a transaction holds, still counted against the prefetch.
+	// prefetch (basic.qos) is for the channel's next consumers.
 	flowOff        bool
 	globalPrefetch uint32
+	prefetch       uint32
 	txCounted      int
 	replyConsumer  *consumer // the direct reply-to consumer, if any
 	// shown copies the reader's settings that listings show

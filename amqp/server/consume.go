@@ -234,9 +234,8 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 	}
 	// Prefetch applies to consumers created after it, per consumer, as
 	// RabbitMQ's per_consumer_qos does.
-	ch.prefetch = uint32(m.PrefetchCount)
 	ch.mu.Lock()
-	ch.shown.prefetch = ch.prefetch
+	ch.prefetch = uint32(m.PrefetchCount)
 	ch.mu.Unlock()
 	ch.reply(&amqp.BasicQosOk{})
 	return nil
@@ -267,7 +266,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 		return err
 	}
 	ch.mu.Lock()
-	global := ch.globalPrefetch > 0
+	global, prefetch := ch.globalPrefetch > 0, ch.prefetch
 	ch.mu.Unlock()
 	if global && q.Type() != broker.QueueTypeClassic {
 		// rabbit_quorum_queue:consume refuses an active limiter
@@ -284,7 +283,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 		Tag:       tag,
 		NoAck:     m.NoAck,
 		Exclusive: m.Exclusive,
-		Prefetch:  ch.prefetch,
+		Prefetch:  prefetch,
 		Priority:  priority,
 		Arguments: m.Arguments,
 	}

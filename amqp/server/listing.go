@@ -92,7 +92,6 @@ func newConnIdent(c *conn, props amqp.Table) *connIdent {
 // shownSettings are the reader's channel settings that listings show,
 // copied under channel.mu when a method changes them.
 type shownSettings struct {
-	prefetch      uint32
 	confirm       bool
 	transactional bool
 }
@@ -160,7 +159,7 @@ func (ch *channel) info() ChannelInfo {
 		Number:         ch.id,
 		Confirm:        ch.shown.confirm,
 		Transactional:  ch.shown.transactional,
-		Prefetch:       ch.shown.prefetch,
+		Prefetch:       ch.prefetch,
 		GlobalPrefetch: ch.globalPrefetch,
 		Unacked:        ch.unacked.len(),
 	}
