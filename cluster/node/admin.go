@@ -80,11 +80,7 @@ func (a *adminBackend) Queues(vhost string, counts bool) []admin.QueueInfo {
 	for i, q := range qs {
 		rec := q.Record
 		info := admin.QueueInfo{Vhost: rec.Vhost, Name: rec.Name, Type: rec.Type, Members: rec.Members}
-		if lq, ok := q.Engine.(interface{ Leader() string }); ok {
-			info.Leader = lq.Leader()
-		} else {
-			info.Leader = a.c.self // an in-memory queue of this node
-		}
+		info.Leader = a.n.queueLeader(q.Engine)
 		if len(info.Members) == 0 {
 			info.Members = []string{a.c.self}
 		}

@@ -58,7 +58,7 @@ func (n *Node) QueueMetrics() []QueueMetrics {
 		case n.cluster != nil && q.Record.Type == broker.QueueTypeQuorum:
 			// A member elsewhere: its leader's node reports it.
 		default:
-			m.Hosted = n.hosts(q.Engine)
+			m.Hosted = n.cluster == nil || n.queueLeader(q.Engine) == n.cluster.self
 		}
 		if m.Hosted && asleep == nil {
 			m.Stats = q.Engine.Stats()
@@ -70,12 +70,14 @@ func (n *Node) QueueMetrics() []QueueMetrics {
 	return out
 }
 
-// hosts says whether a classic (or standalone) queue's engine is this
-// node's own: a cluster's classic queue lives on one node, and the
-// others reach it through a router that names that node as leader.
-func (n *Node) hosts(e queue.Queue) bool {
-	l, ok := e.(interface{ Leader() string })
-	return !ok || n.cluster == nil || l.Leader() == n.cluster.self
+// queueLeader names the node that holds queue engine e: the leader its
+// router knows (a quorum queue's, or the one node of a cluster's classic
+// queue), else this node (an in-memory queue of its own).
+func (n *Node) queueLeader(e queue.Queue) string {
+	if l, ok := e.(interface{ Leader() string }); ok {
+		return l.Leader()
+	}
+	return n.Name()
 }
 
 // MessageCounters are the node's AMQP message and connection totals.
