@@ -62,31 +62,46 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A standalone node counts what a real client does, under RabbitMQ's
-// metric names: publishes with confirms, an unroutable mandatory publish,
-// deliveries and their acks, an empty basic.get, and the queue's depth.
-func TestNodeMetrics(t *testing.T) {
+// startNode starts a standalone node (memoryLimit: its memory high
+// watermark, 0 for none) and serves its metrics; it returns the node and
+// the metrics server's URL.
+func startNode(t *testing.T, memoryLimit int64) (*node.Node, string) {
+	t.Helper()
 	n, err := node.Start(node.Config{
 		DataDir: t.TempDir(), AMQPAddr: "127.0.0.1:0",
 		Log:    slog.New(slog.DiscardHandler),
-		Broker: broker.Config{Seed: broker.DefaultSeed()},
+		Broker: broker.Config{Seed: broker.DefaultSeed(), MemoryLimit: memoryLimit},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close(context.Background()) })
 	srv := httptest.NewServer(exporter.Handler(n, "test"))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return n, srv.URL
+}
 
+// dial connects a client to n and opens a channel on it.
+func dial(t *testing.T, n *node.Node) (*amqp091.Connection, *amqp091.Channel) {
+	t.Helper()
 	c, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", n.AMQPAddr()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	ch, err := c.Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, ch
+}
+
+// A standalone node counts what a real client does, under RabbitMQ's
+// metric names: publishes with confirms, an unroutable mandatory publish,
+// deliveries and their acks, an empty basic.get, and the queue's depth.
+func TestNodeMetrics(t *testing.T) {
+	n, url := startNode(t, 0)
+	c, ch := dial(t, n)
 	if _, err := ch.QueueDeclare("orders", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +146,7 @@ func TestNodeMetrics(t *testing.T) {
 	m := map[string]float64{}
 	g := func(name string) float64 { return m[name+`{protocol="amqp091"}`] }
 	waitFor(t, "six acknowledgements counted and four unacked", func() bool {
-		m = scrape(t, srv.URL+"/metrics")
+		m = scrape(t, url+"/metrics")
 		return g("rabbitmq_global_messages_acknowledged_total") == 6 && m["rabbitmq_queue_messages_unacked"] == 4
 	})
 	want := map[string]float64{
@@ -170,7 +185,7 @@ func TestNodeMetrics(t *testing.T) {
 	if _, ok, err := ch.Get("orders", false); err != nil || ok {
 		t.Fatalf("get from an empty queue: ok %v, err %v", ok, err)
 	}
-	m = scrape(t, srv.URL+"/metrics/per-object")
+	m = scrape(t, url+"/metrics/per-object")
 	if g("rabbitmq_global_messages_get_empty_total") != 1 {
 		t.Errorf("get_empty = %v, want 1", g("rabbitmq_global_messages_get_empty_total"))
 	}
@@ -181,7 +196,7 @@ func TestNodeMetrics(t *testing.T) {
 	// Closing the connection keeps the totals and counts the close.
 	c.Close()
 	waitFor(t, "the connection to close", func() bool {
-		m = scrape(t, srv.URL+"/metrics")
+		m = scrape(t, url+"/metrics")
 		return m["rabbitmq_connections"] == 0 && m["rabbitmq_connections_closed_total"] == 1
 	})
 	if g("rabbitmq_global_messages_received_total") != 11 || m["rabbitmq_channels_closed_total"] != 2 {
@@ -248,31 +263,13 @@ var amqp91Msg = amqp091.Publishing{Body: []byte("x")}
 // held and the limit, and the blocked connection counts as such.
 func TestMemoryAlarmMetrics(t *testing.T) {
 	const limit = 64 << 10
-	n, err := node.Start(node.Config{
-		DataDir: t.TempDir(), AMQPAddr: "127.0.0.1:0",
-		Log:    slog.New(slog.DiscardHandler),
-		Broker: broker.Config{Seed: broker.DefaultSeed(), MemoryLimit: limit},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close(context.Background()) })
-	srv := httptest.NewServer(exporter.Handler(n, "test"))
-	defer srv.Close()
+	n, url := startNode(t, limit)
 
-	m := scrape(t, srv.URL+"/metrics")
+	m := scrape(t, url+"/metrics")
 	if m["rabbitmq_alarms_memory_used_watermark"] != 0 || m["warren_memory_message_bytes_limit"] != limit {
 		t.Fatalf("before: alarm %v, limit %v", m["rabbitmq_alarms_memory_used_watermark"], m["warren_memory_message_bytes_limit"])
 	}
-	c, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", n.AMQPAddr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ch, err := c.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := dial(t, n)
 	if _, err := ch.QueueDeclare("fill", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +284,7 @@ func TestMemoryAlarmMetrics(t *testing.T) {
 		}
 	}()
 	waitFor(t, "the memory alarm", func() bool {
-		m = scrape(t, srv.URL+"/metrics")
+		m = scrape(t, url+"/metrics")
 		return m["rabbitmq_alarms_memory_used_watermark"] == 1
 	})
 	if m["warren_memory_message_bytes"] < limit {
@@ -300,20 +297,12 @@ func TestMemoryAlarmMetrics(t *testing.T) {
 
 	// The blocked connection's reader waits for the alarm to clear: purge
 	// through another connection, as an operator would.
-	other, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", n.AMQPAddr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	och, err := other.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, och := dial(t, n)
 	if _, err := och.QueuePurge("fill", false); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the alarm to clear", func() bool {
-		m = scrape(t, srv.URL+"/metrics")
+		m = scrape(t, url+"/metrics")
 		return m["rabbitmq_alarms_memory_used_watermark"] == 0 && !n.Connections()[0].Blocked
 	})
 }
