@@ -84,9 +84,10 @@ type clientsReport struct {
 	Channels    []channelRow    `json:"channels,omitempty"`
 	Consumers   []consumerRow   `json:"consumers,omitempty"`
 	Unreachable []nodeError     `json:"unreachable"`
-	kind        string          // "connections", "channels" or "consumers", for text
-	rows        func() [][]string
-	header      []string
+	// For text: "connections", "channels" or "consumers", and the table.
+	kind   string
+	header []string
+	rows   [][]string
 }
 
 type nodeError struct {
@@ -157,17 +158,13 @@ func flattenConnections(r *clientsReport, conns []*adminpb.Connection) {
 		})
 	}
 	r.header = []string{"NODE", "CONNECTION", "USER", "VHOST", "CHANNELS", "CLIENT", "STATE", "RECV", "SENT", "CONNECTED"}
-	r.rows = func() [][]string {
-		var rows [][]string
-		for _, c := range r.Connections {
-			client := c.ClientName
-			if client == "" {
-				client = strings.TrimSpace(c.ClientProduct + " " + c.ClientVersion)
-			}
-			rows = append(rows, []string{c.Node, c.Name, c.User, c.Vhost, strconv.Itoa(c.Channels), orDash(client), c.State,
-				u64(c.RecvBytes), u64(c.SentBytes), c.ConnectedAt})
+	for _, c := range r.Connections {
+		client := c.ClientName
+		if client == "" {
+			client = strings.TrimSpace(c.ClientProduct + " " + c.ClientVersion)
 		}
-		return rows
+		r.rows = append(r.rows, []string{c.Node, c.Name, c.User, c.Vhost, strconv.Itoa(c.Channels), orDash(client), c.State,
+			u64(c.RecvBytes), u64(c.SentBytes), c.ConnectedAt})
 	}
 }
 
@@ -190,13 +187,9 @@ func flattenChannels(r *clientsReport, conns []*adminpb.Connection) {
 		}
 	}
 	r.header = []string{"NODE", "CONNECTION", "CHANNEL", "USER", "VHOST", "MODE", "CONSUMERS", "UNACKED", "UNCONFIRMED", "PREFETCH", "GLOBAL"}
-	r.rows = func() [][]string {
-		var rows [][]string
-		for _, ch := range r.Channels {
-			rows = append(rows, []string{ch.Node, ch.Connection, u32(ch.Number), ch.User, ch.Vhost, ch.Mode, strconv.Itoa(ch.Consumers),
-				u32(ch.Unacked), u32(ch.Unconfirmed), u32(ch.PrefetchCount), u32(ch.GlobalPrefetchCount)})
-		}
-		return rows
+	for _, ch := range r.Channels {
+		r.rows = append(r.rows, []string{ch.Node, ch.Connection, u32(ch.Number), ch.User, ch.Vhost, ch.Mode, strconv.Itoa(ch.Consumers),
+			u32(ch.Unacked), u32(ch.Unconfirmed), u32(ch.PrefetchCount), u32(ch.GlobalPrefetchCount)})
 	}
 }
 
@@ -214,25 +207,21 @@ func flattenConsumers(r *clientsReport, conns []*adminpb.Connection) {
 		}
 	}
 	r.header = []string{"VHOST", "QUEUE", "TAG", "NODE", "CONNECTION", "CHANNEL", "ACK", "PREFETCH", "EXCLUSIVE", "PRIORITY", "ARGUMENTS"}
-	r.rows = func() [][]string {
-		var rows [][]string
-		for _, k := range r.Consumers {
-			rows = append(rows, []string{k.Vhost, k.Queue, k.Tag, k.Node, k.Connection, u32(k.Channel), strconv.FormatBool(k.AckRequired),
-				u32(k.PrefetchCount), strconv.FormatBool(k.Exclusive), strconv.Itoa(int(k.Priority)), orDash(k.Arguments)})
-		}
-		return rows
+	for _, k := range r.Consumers {
+		r.rows = append(r.rows, []string{k.Vhost, k.Queue, k.Tag, k.Node, k.Connection, u32(k.Channel), strconv.FormatBool(k.AckRequired),
+			u32(k.PrefetchCount), strconv.FormatBool(k.Exclusive), strconv.Itoa(int(k.Priority)), orDash(k.Arguments)})
 	}
 }
 
 func (r *clientsReport) writeText(w io.Writer) {
-	if rows := r.rows(); len(rows) == 0 {
+	if len(r.rows) == 0 {
 		if r.Vhost != "" {
 			fmt.Fprintf(w, "No %s in vhost '%s'.\n", r.kind, r.Vhost)
 		} else {
 			fmt.Fprintf(w, "No %s.\n", r.kind)
 		}
 	} else {
-		table(w, r.header, rows)
+		table(w, r.header, r.rows)
 	}
 	for i, u := range r.Unreachable {
 		if i == 0 {
