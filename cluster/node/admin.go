@@ -175,9 +175,7 @@ func (a *adminBackend) LocalMembers() map[string]admin.MemberStatus {
 }
 
 func (a *adminBackend) TransferLeadership(ctx context.Context, queueID, to string) error {
-	a.c.mu.Lock()
-	r, ok := a.c.replicas[queueID]
-	a.c.mu.Unlock()
+	r, ok := a.c.replica(queueID)
 	if !ok {
 		return fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
 	}
@@ -428,9 +426,7 @@ var (
 func (a *adminBackend) Connections() []server.ConnectionInfo { return a.n.Connections() }
 
 func (a *adminBackend) QueueConsumers(queueID string) ([]admin.QueueConsumer, error) {
-	a.c.mu.Lock()
-	r, ok := a.c.replicas[queueID]
-	a.c.mu.Unlock()
+	r, ok := a.c.replica(queueID)
 	if !ok {
 		return nil, fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
 	}
