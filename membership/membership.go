@@ -31,6 +31,9 @@ type Meta struct {
 	// reports a goodbye and a failure alike, and the metadata group must
 	// tell a node that left for good from one that may come back.
 	Leaving bool `json:"leaving,omitempty"`
+	// Alarms are the node's resource alarms in effect ("memory",
+	// "disk"): while any node has one, every node blocks its publishers.
+	Alarms []string `json:"alarms,omitempty"`
 }
 
 // State is a member's liveness as gossip sees it.
@@ -92,9 +95,14 @@ type Config struct {
 // Membership is this node's view of the cluster.
 type Membership struct {
 	ml     *memberlist.Memberlist
-	local  Meta
+	addr   string // gossip address, fixed at Start
 	events chan Event
 	log    *slog.Logger
+
+	// localMu serializes changes of local, this node's metadata, and
+	// their announcements.
+	localMu sync.Mutex
+	local   Meta
 
 	// metaMu guards meta, which memberlist reads (NodeMeta) while it
 	// holds its own locks: nothing else may be held with it.
@@ -147,8 +155,12 @@ func Start(cfg Config) (*Membership, error) {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.BindAddr, err)
 	}
 	m.ml = ml
-	cfg.Meta.Gossip = ml.LocalNode().Address()
+	// Read once: memberlist rewrites its local node on every UpdateNode.
+	m.addr = ml.LocalNode().Address()
+	cfg.Meta.Gossip = m.addr
+	m.localMu.Lock()
 	m.local = cfg.Meta
+	m.localMu.Unlock()
 	meta, err := json.Marshal(cfg.Meta)
 	if err != nil {
 		ml.Shutdown()
@@ -196,19 +208,40 @@ func (m *Membership) Members() []Member {
 }
 
 // LocalAddr is the gossip address other nodes reach this one at.
-func (m *Membership) LocalAddr() string { return m.ml.LocalNode().Address() }
+func (m *Membership) LocalAddr() string { return m.addr }
 
 // Leave announces a graceful departure and stops gossiping.
 func (m *Membership) Leave(timeout time.Duration) error {
-	m.local.Leaving = true
-	meta, err := json.Marshal(m.local)
-	if err == nil {
-		m.metaMu.Lock()
-		m.meta = meta
-		m.metaMu.Unlock()
-		err = m.ml.UpdateNode(timeout)
-	}
+	err := m.announce(func(meta *Meta) { meta.Leaving = true }, timeout)
 	return errors.Join(err, m.ml.Leave(timeout), m.ml.Shutdown())
+}
+
+// SetAlarms announces this node's resource alarms in effect (none: nil).
+// The others learn of them as of any metadata change, within a gossip
+// round or two; waiting for that is up to timeout.
+func (m *Membership) SetAlarms(alarms []string, timeout time.Duration) error {
+	return m.announce(func(meta *Meta) { meta.Alarms = slices.Clone(alarms) }, timeout)
+}
+
+// announce changes this node's metadata and gossips it.
+func (m *Membership) announce(change func(*Meta), timeout time.Duration) error {
+	m.localMu.Lock()
+	defer m.localMu.Unlock()
+	change(&m.local)
+	meta, err := json.Marshal(m.local)
+	if err != nil {
+		return fmt.Errorf("encode node metadata: %w", err)
+	}
+	m.metaMu.Lock()
+	m.meta = meta
+	m.metaMu.Unlock()
+	m.mu.Lock()
+	m.members[m.local.Name] = Member{Meta: m.local, State: Alive}
+	m.mu.Unlock()
+	if err := m.ml.UpdateNode(timeout); err != nil {
+		return fmt.Errorf("announce node metadata: %w", err)
+	}
+	return nil
 }
 
 // Stop stops gossiping without a goodbye (others will see a failure).

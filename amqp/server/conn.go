@@ -46,7 +46,7 @@ type conn struct {
 	live   *liveReader
 
 	// For listings (listing.go): who the connection is, once the
-	// handshake is done; whether the memory alarm holds it; bytes each way.
+	// handshake is done; whether a resource alarm holds it; bytes each way.
 	accepted  time.Time
 	stats     counters // counters.go
 	ident     atomic.Pointer[connIdent]

@@ -31,7 +31,7 @@ type ConnectionInfo struct {
 	FrameMax                                                 uint32
 	ChannelMax                                               uint16
 	Heartbeat                                                time.Duration
-	// Blocked: the memory alarm holds the connection's publishes (its
+	// Blocked: a resource alarm holds the connection's publishes (its
 	// reader waits), RabbitMQ's state "blocked".
 	Blocked bool
 	// RecvBytes and SentBytes count the socket's bytes each way.

@@ -7,6 +7,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/node"
 )
 
@@ -92,5 +93,68 @@ func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("only %d of %d publishes confirmed after unblocking", got, total)
 		}
+	}
+}
+
+// TestDiskAlarmBlocksPublishers starts a node whose disk free limit is
+// above the free space of its data directory's file system: its first
+// publish is held (connection.blocked, "low on disk") and nothing reaches
+// the queue, while a consumer on another connection is served; lowering
+// the limit, as warrenctl set disk-free-limit does, lets it through.
+func TestDiskAlarmBlocksPublishers(t *testing.T) {
+	n := startNode(t, func(c *node.Config) { c.DiskFreeLimit = 1 << 62 })
+	if free := n.DiskMonitor().Free(); free <= 0 || free >= 1<<62 {
+		t.Fatalf("free space %d", free)
+	}
+
+	consumer := openChannel(t, n.dial(t))
+	if _, err := consumer.QueueDeclare("disk", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	pubConn := n.dial(t)
+	blocked := pubConn.NotifyBlocked(make(chan amqp091.Blocking, 4))
+	pub := openChannel(t, pubConn)
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := pub.PublishWithDeferredConfirm("", "disk", false, false, amqp091.Publishing{Body: []byte("held")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-blocked:
+		if !b.Active || b.Reason != "low on disk" {
+			t.Fatalf("blocking notification %+v", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("publisher was not blocked")
+	}
+	select {
+	case <-dc.Done():
+		t.Fatal("a publish was confirmed during the disk alarm")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if q, err := consumer.QueueDeclarePassive("disk", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil || q.Messages != 0 {
+		t.Fatalf("during the alarm: queue %+v, %v (the consumer's connection must be served, the queue empty)", q, err)
+	}
+
+	if err := n.SetWatermark(alarm.Disk, "50MB"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-blocked:
+		if b.Active {
+			t.Fatalf("second notification %+v, want unblocked", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("publisher was not unblocked")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ok, err := dc.WaitContext(ctx); !ok || err != nil {
+		t.Fatalf("held publish: ack %v, %v", ok, err)
+	}
+	if msg, ok, err := consumer.Get("disk", true); err != nil || !ok || string(msg.Body) != "held" {
+		t.Fatalf("get after the alarm: %q %v %v", msg.Body, ok, err)
 	}
 }

@@ -36,8 +36,8 @@ func (ch *channel) basicPublish(m *amqp.BasicPublish) error {
 	if m.Immediate {
 		return amqp.Errorf(amqp.NotImplemented, "immediate=true")
 	}
-	// Hold a publisher while the memory alarm is on (memory.go).
-	if err := ch.c.waitForMemory(); err != nil {
+	// Hold a publisher while a resource alarm is in effect (alarms.go).
+	if err := ch.c.waitForAlarms(); err != nil {
 		return err
 	}
 	ch.content.publish = m

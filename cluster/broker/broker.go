@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq/replica"
@@ -196,7 +197,10 @@ type Broker struct {
 	// catchUps shares metadata catch-ups among the callers that miss.
 	catchUps catchUps
 
-	// memory counts message bytes held by in-memory queues.
+	// alarms are the resource alarms in effect across the cluster.
+	alarms *alarm.Set
+	// memory counts message bytes held by in-memory queues, and raises
+	// the memory alarm.
 	memory *queue.Budget
 	// wal holds a standalone node's replicated queues' Raft logs; nil on
 	// a cluster member, whose Cluster provides its own.
@@ -242,9 +246,8 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 		closing:    make(chan struct{}),
 		reconciled: make(chan struct{}),
 	}
-	if cfg.MemoryLimit > 0 {
-		b.memory = queue.NewBudget(cfg.MemoryLimit)
-	}
+	b.alarms = alarm.NewSet(cfg.NodeID, log.With("component", "alarm"))
+	b.memory = queue.NewBudget(cfg.MemoryLimit, b.alarms)
 	if cfg.Cluster == nil {
 		// A standalone node's replicated queues share one write-ahead
 		// log (a cluster node's comes with its Cluster).
@@ -536,17 +539,33 @@ func (b *Broker) stopReconcile() {
 	<-b.reconciled
 }
 
-// MemoryAlarm returns nil while queues hold less than the memory limit,
-// else a channel closed when they are back under it. Publishing
-// connections wait on it.
-func (b *Broker) MemoryAlarm() <-chan struct{} { return b.memory.Alarm() }
+// Alarms is the node's view of the resource alarms in effect across the
+// cluster (this node's memory alarm among them; the node adds its disk
+// monitor and the other nodes' alarms).
+func (b *Broker) Alarms() *alarm.Set { return b.alarms }
+
+// Blocking is "" and nil while publishers may go on; otherwise the reason
+// connection.blocked gives and a channel closed when the alarms change
+// (alarm.Set.Blocking). Publishing connections wait on it.
+func (b *Broker) Blocking() (reason string, changed <-chan struct{}) { return b.alarms.Blocking() }
+
+// MemoryAlarm reports whether this node's memory alarm is on.
+func (b *Broker) MemoryAlarm() bool { return b.memory.On() }
 
 // MemoryUsed is the message bytes held by in-memory queues.
 func (b *Broker) MemoryUsed() int64 { return b.memory.Used() }
 
-// MemoryLimit is the memory high watermark (Config.MemoryLimit); zero if
-// none.
-func (b *Broker) MemoryLimit() int64 { return b.cfg.MemoryLimit }
+// MemoryLimit is the memory high watermark (Config.MemoryLimit, or what
+// SetMemoryLimit set since); zero if none.
+func (b *Broker) MemoryLimit() int64 { return b.memory.Limit() }
+
+// SetMemoryLimit changes the memory high watermark until the node stops,
+// as rabbitmqctl set_vm_memory_high_watermark; zero or less is none. The
+// alarm follows at once.
+func (b *Broker) SetMemoryLimit(limit int64) {
+	b.memory.SetLimit(limit)
+	b.log.Info("memory high watermark set", "limit_bytes", limit, "held_bytes", b.memory.Used())
+}
 
 // Close stops every queue and closes the store.
 func (b *Broker) Close() error {

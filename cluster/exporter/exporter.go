@@ -76,7 +76,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 func (c *collector) memory(e *emitter) {
 	b := c.n.Broker()
 	alarm := 0.0
-	if b.MemoryAlarm() != nil {
+	if b.MemoryAlarm() {
 		alarm = 1
 	}
 	e.gauge("rabbitmq_alarms_memory_used_watermark", "Is the memory alarm in effect? (publishers blocked)", alarm)

@@ -231,8 +231,9 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 // forming the cluster, and the metadata leader's duties.
 func (c *clusterNode) run(b *broker.Broker, dataDir string) {
 	c.model.Store(b) // drain.go
-	c.wg.Add(6)
-	go c.hibernateLoop() // hibernate.go
+	c.wg.Add(7)
+	go c.announceAlarms(b.Alarms()) // alarms.go
+	go c.hibernateLoop()            // hibernate.go
 	go c.catchUpOnStart()
 	go c.join()
 	go c.lead(b)
@@ -312,6 +313,7 @@ func (c *clusterNode) lead(b *broker.Broker) {
 		case <-t.C:
 		case ev := <-c.gossip.Events():
 			c.memberEvent(ev)
+			alarmEvent(b.Alarms(), ev)
 			c.reconcileEvent(ev) // reconcile.go: joins and rejoins trigger it
 		}
 		if !c.meta.IsLeader() {

@@ -88,6 +88,7 @@ func (n *Node) Kill() {
 	defer cancel()
 	_ = n.server.Shutdown(ctx)
 	<-n.served
+	n.disk.Close()
 	_ = n.broker.Close()
 	if c != nil {
 		close(c.stop)

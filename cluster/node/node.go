@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp/server"
+	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/raftq/replica"
@@ -27,7 +28,11 @@ type Config struct {
 	AMQPAddr string
 	Server   server.Config
 	Broker   broker.Config
-	Log      *slog.Logger
+	// DiskFreeLimit raises the node's disk alarm while the file system
+	// of DataDir has less free space (RabbitMQ's disk_free_limit); zero
+	// or less never does.
+	DiskFreeLimit int64
+	Log           *slog.Logger
 	// Cluster makes the node a cluster member; nil is a standalone node
 	// (its metadata in a local file, its queues' groups of one member).
 	Cluster *ClusterConfig
@@ -42,6 +47,7 @@ type Node struct {
 	cluster *clusterNode
 	server  *server.Server
 	ln      net.Listener
+	disk    *alarm.DiskMonitor
 
 	served   chan struct{} // closed when Serve returns
 	serveErr error
@@ -87,11 +93,13 @@ func Start(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
+	disk := alarm.StartDiskMonitor(cfg.DataDir, cfg.DiskFreeLimit, b.Alarms(), log.With("component", "alarm"))
 	if cn != nil {
 		cn.run(b, cfg.Broker.DataDir)
 	}
 	ln, err := net.Listen("tcp", cfg.AMQPAddr)
 	if err != nil {
+		disk.Close()
 		b.Close()
 		if cn != nil {
 			cn.close()
@@ -106,6 +114,7 @@ func Start(cfg Config) (*Node, error) {
 		cluster: cn,
 		server:  server.New(cfg.Server, b, log.With("component", "amqp")),
 		ln:      ln,
+		disk:    disk,
 		served:  make(chan struct{}),
 	}
 	if cn != nil {
@@ -161,12 +170,16 @@ func (n *Node) Close(ctx context.Context) error {
 	if n.serveErr != nil && !errors.Is(n.serveErr, server.ErrServerClosed) {
 		err = errors.Join(err, n.serveErr)
 	}
+	n.disk.Close()
 	err = errors.Join(err, n.broker.Close())
 	if n.cluster != nil {
 		err = errors.Join(err, n.cluster.close())
 	}
 	return err
 }
+
+// DiskMonitor watches the free space of the node's data directory.
+func (n *Node) DiskMonitor() *alarm.DiskMonitor { return n.disk }
 
 // Ready waits until the node can serve clients: on a cluster member, until
 // the cluster has formed and this node holds its metadata. A standalone

@@ -3,25 +3,33 @@ package queue
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/warrenmq/warren/cluster/alarm"
 )
 
-// Budget counts the message bytes a node's queues hold in memory and raises
-// an alarm above a limit, like RabbitMQ's memory high watermark: while the
-// alarm is on, publishing connections are blocked (connection.blocked, and
+// Budget counts the message bytes a node's queues hold in memory and keeps
+// the node's memory alarm on while they are at or above a limit, like
+// RabbitMQ's memory high watermark: while the alarm is on, publishing
+// connections across the cluster are blocked (connection.blocked, and
 // their sockets are no longer read) until consumers or purges bring the
-// total back under the limit. A nil *Budget counts nothing.
+// total back under the limit. A limit of zero or less never raises it; a
+// nil *Budget counts nothing.
 type Budget struct {
-	limit int64
-	used  atomic.Int64
-	on    atomic.Bool
+	limit  atomic.Int64
+	used   atomic.Int64
+	on     atomic.Bool
+	alarms *alarm.Set // nil: the state is only kept here
 
-	mu    sync.Mutex
-	clear chan struct{} // closed when the current alarm clears
+	// mu serializes the alarm's transitions.
+	mu sync.Mutex
 }
 
-// NewBudget returns a budget of limit bytes.
-func NewBudget(limit int64) *Budget {
-	return &Budget{limit: limit}
+// NewBudget returns a budget of limit bytes that raises and clears
+// alarms' memory alarm (alarms may be nil).
+func NewBudget(limit int64, alarms *alarm.Set) *Budget {
+	b := &Budget{alarms: alarms}
+	b.limit.Store(limit)
+	return b
 }
 
 // Add counts n more bytes held.
@@ -29,13 +37,10 @@ func (b *Budget) Add(n int64) {
 	if b == nil || n == 0 {
 		return
 	}
-	if b.used.Add(n) >= b.limit && !b.on.Load() {
-		b.mu.Lock()
-		if !b.on.Load() && b.used.Load() >= b.limit {
-			b.clear = make(chan struct{})
-			b.on.Store(true)
+	if used := b.used.Add(n); !b.on.Load() {
+		if limit := b.limit.Load(); limit > 0 && used >= limit {
+			b.update()
 		}
-		b.mu.Unlock()
 	}
 }
 
@@ -44,13 +49,39 @@ func (b *Budget) Release(n int64) {
 	if b == nil || n == 0 {
 		return
 	}
-	if b.used.Add(-n) < b.limit && b.on.Load() {
-		b.mu.Lock()
-		if b.on.Load() && b.used.Load() < b.limit {
-			close(b.clear)
-			b.on.Store(false)
+	if used := b.used.Add(-n); b.on.Load() && used < b.limit.Load() {
+		b.update()
+	}
+}
+
+// SetLimit changes the limit (rabbitmqctl set_vm_memory_high_watermark);
+// the alarm follows at once.
+func (b *Budget) SetLimit(limit int64) {
+	b.limit.Store(limit)
+	b.update()
+}
+
+// update puts the alarm where the counts say. It looks again after each
+// flip: an add or release racing it may have read the old state and left
+// the flip to it.
+func (b *Budget) update() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		limit := b.limit.Load()
+		on := limit > 0 && b.used.Load() >= limit
+		if on == b.on.Load() {
+			return
 		}
-		b.mu.Unlock()
+		b.on.Store(on)
+		if b.alarms == nil {
+			continue
+		}
+		if on {
+			b.alarms.Raise(alarm.Memory)
+		} else {
+			b.alarms.Clear(alarm.Memory)
+		}
 	}
 }
 
@@ -62,16 +93,13 @@ func (b *Budget) Used() int64 {
 	return b.used.Load()
 }
 
-// Alarm returns nil when there is room, or a channel that is closed when
-// the alarm clears.
-func (b *Budget) Alarm() <-chan struct{} {
-	if b == nil || !b.on.Load() {
-		return nil
+// Limit is the limit in bytes; zero or less is none.
+func (b *Budget) Limit() int64 {
+	if b == nil {
+		return 0
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.on.Load() {
-		return nil
-	}
-	return b.clear
+	return b.limit.Load()
 }
+
+// On reports whether the memory alarm is on.
+func (b *Budget) On() bool { return b != nil && b.on.Load() }

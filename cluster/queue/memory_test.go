@@ -1,39 +1,51 @@
 package queue
 
 import (
+	"slices"
 	"sync"
 	"testing"
+
+	"github.com/warrenmq/warren/cluster/alarm"
 )
 
 func TestBudgetAlarm(t *testing.T) {
-	b := NewBudget(100)
+	set := alarm.NewSet("n1", nil)
+	b := NewBudget(100, set)
 	b.Add(60)
-	if b.Alarm() != nil {
+	if b.On() || len(set.Local()) != 0 {
 		t.Fatal("alarm below the limit")
 	}
 	b.Add(40)
-	alarm := b.Alarm()
-	if alarm == nil {
-		t.Fatal("no alarm at the limit")
+	if !b.On() || !slices.Equal(set.Local(), []alarm.Resource{alarm.Memory}) {
+		t.Fatalf("at the limit: on %v, alarms %v", b.On(), set.Local())
 	}
 	b.Release(1)
-	select {
-	case <-alarm:
-	default:
-		t.Fatal("alarm did not clear below the limit")
+	if b.On() || len(set.Local()) != 0 || b.Used() != 99 {
+		t.Fatalf("below the limit again: on %v, alarms %v, used %d", b.On(), set.Local(), b.Used())
 	}
-	if b.Alarm() != nil || b.Used() != 99 {
-		t.Fatalf("after clearing: alarm %v, used %d", b.Alarm(), b.Used())
+	// A lower limit raises the alarm at once, and none clears it.
+	b.SetLimit(50)
+	if !b.On() || len(set.Local()) != 1 {
+		t.Fatalf("after lowering the limit under the use: on %v, alarms %v", b.On(), set.Local())
+	}
+	b.SetLimit(0)
+	if b.On() || len(set.Local()) != 0 {
+		t.Fatalf("with no limit: on %v, alarms %v", b.On(), set.Local())
+	}
+	b.Add(1 << 40)
+	if b.On() {
+		t.Fatal("alarm with no limit")
 	}
 	var nilBudget *Budget
 	nilBudget.Add(1 << 40)
-	if nilBudget.Alarm() != nil {
-		t.Fatal("nil budget raised an alarm")
+	if nilBudget.On() || nilBudget.Used() != 0 {
+		t.Fatal("nil budget counted")
 	}
 }
 
 func TestBudgetConcurrent(t *testing.T) {
-	b := NewBudget(1000)
+	set := alarm.NewSet("n1", nil)
+	b := NewBudget(1000, set)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -41,13 +53,13 @@ func TestBudgetConcurrent(t *testing.T) {
 			defer wg.Done()
 			for j := 0; j < 10000; j++ {
 				b.Add(7)
-				b.Alarm()
+				b.On()
 				b.Release(7)
 			}
 		}()
 	}
 	wg.Wait()
-	if b.Used() != 0 || b.Alarm() != nil {
-		t.Fatalf("used %d, alarm %v after balanced adds and releases", b.Used(), b.Alarm())
+	if b.Used() != 0 || b.On() || len(set.Local()) != 0 {
+		t.Fatalf("used %d, on %v, alarms %v after balanced adds and releases", b.Used(), b.On(), set.Local())
 	}
 }

@@ -8,14 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/warrenmq/warren/amqp/server"
+	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/node"
@@ -39,6 +38,7 @@ type config struct {
 	loopbackUsers    string
 	clusterName      string
 	memoryLimit      string
+	diskFreeLimit    string
 	debugAddr        string
 	prometheusAddr   string
 	transientQueues  string
@@ -104,7 +104,8 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.transientQueues, "transient-queues", "permit", "non-durable, non-exclusive queues: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3, a 541 connection error)")
 	fs.StringVar(&c.prometheusAddr, "prometheus-addr", "", "if set, serve Prometheus metrics on this address (RabbitMQ's port is 15692) under /metrics (per node) and /metrics/per-object (per queue), with rabbitmq_prometheus's metric names")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060) under /debug/pprof/")
-	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "message bytes in-memory queues may hold before publishers are blocked: a fraction of RAM (0.4) or a byte count (1073741824); 0 disables")
+	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "message bytes in-memory queues may hold before publishers across the cluster are blocked: a fraction of RAM (0.4) or an amount (1073741824, 1GiB); 0 disables")
+	fs.StringVar(&c.diskFreeLimit, "disk-free-limit", "50MB", "free space of the data directory's file system below which publishers across the cluster are blocked (RabbitMQ's disk_free_limit): an amount (50MB, 2GiB) or mem_relative:F (F times RAM); 0 disables")
 	fs.StringVar(&c.nodeName, "node-name", "", "this node's name in the cluster, stable across restarts (default warren@<hostname>)")
 	fs.StringVar(&c.internalAddr, "internal-addr", "", "cluster traffic (Raft, forwarding, warrenctl) listen address, e.g. :25672; setting it makes the node a cluster member")
 	fs.StringVar(&c.advertiseAddr, "advertise-addr", "", "internal address the other nodes use to reach this one (default: --internal-addr)")
@@ -242,8 +243,11 @@ func (c *config) validate() error {
 	if c.transientQueues != "permit" && c.transientQueues != "deny" {
 		return fmt.Errorf("--transient-queues must be permit or deny, not %q", c.transientQueues)
 	}
-	if _, err := c.memoryLimitBytes(); err != nil {
-		return err
+	if _, err := alarm.ParseMemoryLimit(c.memoryLimit); err != nil {
+		return fmt.Errorf("--memory-high-watermark: %w", err)
+	}
+	if _, err := alarm.ParseDiskFreeLimit(c.diskFreeLimit); err != nil {
+		return fmt.Errorf("--disk-free-limit: %w", err)
 	}
 	if _, err := c.gossipKeyBytes(); err != nil {
 		return err
@@ -293,7 +297,8 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 	if loopback == nil {
 		loopback = []string{}
 	}
-	limit, _ := c.memoryLimitBytes()
+	limit, _ := alarm.ParseMemoryLimit(c.memoryLimit)
+	diskLimit, _ := alarm.ParseDiskFreeLimit(c.diskFreeLimit)
 	var cluster *node.ClusterConfig
 	if c.internalAddr != "" {
 		name := c.nodeName
@@ -319,10 +324,11 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 		}
 	}
 	return node.Config{
-		Cluster:  cluster,
-		DataDir:  c.dataDir,
-		AMQPAddr: c.amqpAddr,
-		Log:      log,
+		Cluster:       cluster,
+		DataDir:       c.dataDir,
+		AMQPAddr:      c.amqpAddr,
+		DiskFreeLimit: diskLimit,
+		Log:           log,
 		Server: server.Config{
 			ChannelMax:       uint16(c.channelMax),
 			FrameMax:         uint32(c.frameMax),
@@ -351,22 +357,4 @@ func (c *config) gossipKeyBytes() ([]byte, error) {
 		return nil, fmt.Errorf("--gossip-key must be base64 of 16, 24 or 32 bytes")
 	}
 	return k, nil
-}
-
-// memoryLimitBytes reads --memory-high-watermark: below 1 it is a fraction
-// of physical memory, as RabbitMQ's vm_memory_high_watermark; otherwise a
-// number of bytes.
-func (c *config) memoryLimitBytes() (int64, error) {
-	f, err := strconv.ParseFloat(c.memoryLimit, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("--memory-high-watermark must be a fraction of RAM or a byte count, not %q", c.memoryLimit)
-	}
-	if f >= 1 {
-		return int64(f), nil
-	}
-	var si syscall.Sysinfo_t
-	if err := syscall.Sysinfo(&si); err != nil {
-		return 0, fmt.Errorf("read physical memory size: %w", err)
-	}
-	return int64(f * float64(si.Totalram) * float64(si.Unit)), nil
 }

@@ -66,6 +66,9 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"--default-queue-type", "stream"},
 		{"--frame-max", "100"},
 		{"--log-level", "loud"},
+		{"--disk-free-limit", "lots"},
+		{"--disk-free-limit", "-5MB"},
+		{"--memory-high-watermark", "most"},
 		{"extra-argument"},
 	} {
 		if _, err := loadConfig(args, none, io.Discard); err == nil {
@@ -94,5 +97,23 @@ func TestDefaultSeedIsGuest(t *testing.T) {
 	}
 	if len(c.seed.Users) != 1 || c.seed.Users[0].Name != "guest" || c.seed.Vhosts[0] != "/" {
 		t.Fatalf("default seed: %+v", c.seed)
+	}
+}
+
+func TestConfigWatermarks(t *testing.T) {
+	none := func(string) string { return "" }
+	c, err := loadConfig(nil, none, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.nodeConfig(nil).DiskFreeLimit; got != 50_000_000 {
+		t.Errorf("default disk free limit %d, want RabbitMQ's 50MB", got)
+	}
+	c, err = loadConfig([]string{"--disk-free-limit", "2GiB", "--memory-high-watermark", "1GB"}, none, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc := c.nodeConfig(nil); nc.DiskFreeLimit != 2<<30 || nc.Broker.MemoryLimit != 1e9 {
+		t.Errorf("disk free limit %d, memory limit %d", nc.DiskFreeLimit, nc.Broker.MemoryLimit)
 	}
 }

@@ -59,7 +59,7 @@ func enqueue(t *testing.T, q *Queue, body string, p amqp.Properties) error {
 }
 
 func TestDeliverSettleBudget(t *testing.T) {
-	b := queue.NewBudget(1 << 20)
+	b := queue.NewBudget(1<<20, nil)
 	q := newQueue(t, Config{Name: "q", Budget: b})
 	for _, s := range []string{"aa", "bbb", "c"} {
 		if err := enqueue(t, q, s, amqp.Properties{}); err != nil {
@@ -175,7 +175,7 @@ func TestUnusedExpiredAndDelete(t *testing.T) {
 		t.Fatal("OnExpired not called")
 	}
 
-	b := queue.NewBudget(1 << 20)
+	b := queue.NewBudget(1<<20, nil)
 	d := newQueue(t, Config{Name: "d", Budget: b})
 	c = &fakeConsumer{}
 	d.Consume(c, queue.ConsumeOptions{Prefetch: 1})
@@ -196,7 +196,7 @@ func TestUnusedExpiredAndDelete(t *testing.T) {
 }
 
 func TestGetPurgeAndPriority(t *testing.T) {
-	b := queue.NewBudget(1 << 20)
+	b := queue.NewBudget(1<<20, nil)
 	q := newQueue(t, Config{Name: "q", Budget: b, Arguments: amqp.Table{"x-max-priority": int32(3)}})
 	enqueue(t, q, "low", amqp.Properties{})
 	enqueue(t, q, "high", amqp.Properties{Flags: amqp.FlagPriority, Priority: 7})

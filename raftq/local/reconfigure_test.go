@@ -29,7 +29,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // their payloads are released.
 func TestReconfigureMaxLength(t *testing.T) {
 	got := make(chan string, 20)
-	b := queue.NewBudget(1 << 20)
+	b := queue.NewBudget(1<<20, nil)
 	q := newQueue(t, Config{
 		Name:      "q",
 		Arguments: amqp.Table{"x-max-length": int64(10), "x-dead-letter-exchange": "dlx"},

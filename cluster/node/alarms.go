@@ -1,0 +1,74 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/warrenmq/warren/cluster/alarm"
+	"github.com/warrenmq/warren/membership"
+)
+
+// Resource alarms across the cluster: each node announces its own by
+// gossip (membership.Meta.Alarms) and keeps the others' in its alarm set,
+// whose publishers wait while any node has one in effect, as a RabbitMQ
+// cluster's alarms are cluster-wide.
+
+// alarmEvent keeps set's record of another node's alarms as gossip reports
+// them; a node that failed or left has none.
+func alarmEvent(set *alarm.Set, ev membership.Event) {
+	switch ev.Kind {
+	case membership.Failed, membership.Departed:
+		set.ForgetNode(ev.Member.Name)
+	default:
+		rs := make([]alarm.Resource, len(ev.Member.Alarms))
+		for i, a := range ev.Member.Alarms {
+			rs[i] = alarm.Resource(a)
+		}
+		set.SetNode(ev.Member.Name, rs)
+	}
+}
+
+// announceAlarms gossips this node's own alarms each time they change.
+func (c *clusterNode) announceAlarms(set *alarm.Set) {
+	defer c.wg.Done()
+	for {
+		changed := set.LocalChanged() // before reading, to miss no change
+		local := set.Local()
+		names := make([]string, len(local))
+		for i, r := range local {
+			names[i] = string(r)
+		}
+		if err := c.gossip.SetAlarms(names, time.Second); err != nil {
+			c.log.Warn("announce resource alarms", "alarms", names, "err", err)
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-changed:
+		}
+	}
+}
+
+// SetWatermark changes the node's memory high watermark (alarm.Memory) or
+// disk free limit (alarm.Disk) until it stops, value as the flags read it
+// (alarm.ParseMemoryLimit, alarm.ParseDiskFreeLimit); the alarm follows at
+// once.
+func (n *Node) SetWatermark(r alarm.Resource, value string) error {
+	switch r {
+	case alarm.Memory:
+		limit, err := alarm.ParseMemoryLimit(value)
+		if err != nil {
+			return err
+		}
+		n.broker.SetMemoryLimit(limit)
+	case alarm.Disk:
+		limit, err := alarm.ParseDiskFreeLimit(value)
+		if err != nil {
+			return err
+		}
+		n.disk.SetLimit(limit)
+	default:
+		return fmt.Errorf("no watermark for resource %q", r)
+	}
+	return nil
+}
