@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/membership"
 	"github.com/warrenmq/warren/proto/adminpb"
 )
 
@@ -46,6 +47,10 @@ func (s *Server) Register(g *grpc.Server) { adminpb.RegisterAdminServer(g, s) }
 func (s *Server) ClusterStatus(context.Context, *adminpb.ClusterStatusRequest) (*adminpb.ClusterStatusResponse, error) {
 	resp := &adminpb.ClusterStatusResponse{Node: s.b.Self(), MetadataLeader: s.b.MetadataLeader()}
 	for _, n := range s.b.Nodes() {
+		var alarms []string
+		if n.State == membership.Alive {
+			alarms = n.Alarms // a node that is down blocks nobody
+		}
 		resp.Nodes = append(resp.Nodes, &adminpb.Node{
 			Name:         n.Name,
 			AmqpAddr:     n.AMQP,
@@ -55,6 +60,7 @@ func (s *Server) ClusterStatus(context.Context, *adminpb.ClusterStatusRequest) (
 			State:        n.State.String(),
 			MetadataRole: string(n.MetadataRole),
 			Draining:     n.Draining,
+			Alarms:       alarms,
 		})
 	}
 	slices.SortFunc(resp.Nodes, func(a, b *adminpb.Node) int { return cmp.Compare(a.Name, b.Name) })

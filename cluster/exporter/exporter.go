@@ -13,12 +13,14 @@ package exporter
 import (
 	"net/http"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/node"
 )
 
@@ -68,6 +70,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.counters(&e)
 	c.queues(&e)
 	c.memory(&e)
+	c.disk(&e)
 }
 
 // memory is the node's memory alarm: RabbitMQ's alarm gauge, and the
@@ -75,15 +78,33 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // watermark counts those bytes, not the process's memory).
 func (c *collector) memory(e *emitter) {
 	b := c.n.Broker()
-	alarm := 0.0
-	if b.MemoryAlarm() {
-		alarm = 1
-	}
-	e.gauge("rabbitmq_alarms_memory_used_watermark", "Is the memory alarm in effect? (publishers blocked)", alarm)
+	e.gauge("rabbitmq_alarms_memory_used_watermark", "Is the memory alarm in effect on this node? (publishers blocked across the cluster)", boolGauge(b.MemoryAlarm()))
 	e.gauge("warren_memory_message_bytes", "Message bytes held by in-memory (classic) queues, which the memory alarm counts", float64(b.MemoryUsed()))
 	if limit := b.MemoryLimit(); limit > 0 {
 		e.gauge("warren_memory_message_bytes_limit", "The memory high watermark: message bytes in-memory queues may hold before publishers are blocked", float64(limit))
 	}
+}
+
+// disk is the node's free disk space alarm, with the free space of its
+// data directory's file system and the limit, as RabbitMQ's.
+func (c *collector) disk(e *emitter) {
+	d := c.n.DiskMonitor()
+	if d == nil {
+		return
+	}
+	on := slices.Contains(c.n.Broker().Alarms().Local(), alarm.Disk)
+	e.gauge("rabbitmq_alarms_free_disk_space_watermark", "Is the free disk space alarm in effect on this node? (publishers blocked across the cluster)", boolGauge(on))
+	if free := d.Free(); free >= 0 {
+		e.gauge("rabbitmq_disk_space_available_bytes", "Disk space available in bytes", float64(free))
+	}
+	e.gauge("rabbitmq_disk_space_available_limit_bytes", "Free disk space low watermark in bytes", float64(d.Limit()))
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // clients are the node's connections, channels and consumers now.

@@ -15,6 +15,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/exporter"
 	"github.com/warrenmq/warren/cluster/node"
@@ -305,4 +306,30 @@ func TestMemoryAlarmMetrics(t *testing.T) {
 		m = scrape(t, url+"/metrics")
 		return m["rabbitmq_alarms_memory_used_watermark"] == 0 && !n.Connections()[0].Blocked
 	})
+}
+
+// TestDiskAlarmMetrics moves the node's disk free limit above and below
+// the real free space of its data directory and reads RabbitMQ's disk
+// gauges each time.
+func TestDiskAlarmMetrics(t *testing.T) {
+	n, url := startNode(t, 0)
+	m := scrape(t, url+"/metrics")
+	free := m["rabbitmq_disk_space_available_bytes"]
+	if free <= 0 || m["rabbitmq_alarms_free_disk_space_watermark"] != 0 || m["rabbitmq_disk_space_available_limit_bytes"] != 0 {
+		t.Fatalf("before: free %v, alarm %v, limit %v", free, m["rabbitmq_alarms_free_disk_space_watermark"], m["rabbitmq_disk_space_available_limit_bytes"])
+	}
+	if err := n.SetWatermark(alarm.Disk, "1000000TB"); err != nil {
+		t.Fatal(err)
+	}
+	m = scrape(t, url+"/metrics")
+	if m["rabbitmq_alarms_free_disk_space_watermark"] != 1 || m["rabbitmq_disk_space_available_limit_bytes"] != 1e18 {
+		t.Fatalf("limit above the free space: alarm %v, limit %v", m["rabbitmq_alarms_free_disk_space_watermark"], m["rabbitmq_disk_space_available_limit_bytes"])
+	}
+	if err := n.SetWatermark(alarm.Disk, "1MB"); err != nil {
+		t.Fatal(err)
+	}
+	m = scrape(t, url+"/metrics")
+	if m["rabbitmq_alarms_free_disk_space_watermark"] != 0 || m["rabbitmq_disk_space_available_limit_bytes"] != 1e6 {
+		t.Fatalf("limit below the free space: alarm %v, limit %v", m["rabbitmq_alarms_free_disk_space_watermark"], m["rabbitmq_disk_space_available_limit_bytes"])
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/admin"
+	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/meta"
 	"github.com/warrenmq/warren/membership"
@@ -319,6 +320,25 @@ func (l *lateBackend) Connections() []server.ConnectionInfo {
 	return nil // starting: no clients yet
 }
 
+func (l *lateBackend) Alarms() []alarm.Alarm {
+	if ab, ok := l.get().(admin.AlarmsBackend); ok {
+		return ab.Alarms()
+	}
+	return nil // starting: no monitor yet
+}
+func (l *lateBackend) Resources() admin.Resources {
+	if ab, ok := l.get().(admin.AlarmsBackend); ok {
+		return ab.Resources()
+	}
+	return admin.Resources{DiskFree: -1}
+}
+func (l *lateBackend) SetWatermark(r alarm.Resource, value string) error {
+	if ab, ok := l.get().(admin.AlarmsBackend); ok {
+		return ab.SetWatermark(r, value)
+	}
+	return errors.New("node starting")
+}
+
 // startingBackend answers before the broker is up.
 type startingBackend struct{}
 
@@ -421,6 +441,8 @@ var (
 	_ admin.ConnectionsBackend = (*lateBackend)(nil)
 	_ admin.ConsumersBackend   = (*adminBackend)(nil)
 	_ admin.ConsumersBackend   = (*lateBackend)(nil)
+	_ admin.AlarmsBackend      = (*adminBackend)(nil)
+	_ admin.AlarmsBackend      = (*lateBackend)(nil)
 )
 
 func (a *adminBackend) Connections() []server.ConnectionInfo { return a.n.Connections() }

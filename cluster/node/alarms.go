@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/membership"
 )
@@ -69,6 +70,24 @@ func (n *Node) SetWatermark(r alarm.Resource, value string) error {
 		n.disk.SetLimit(limit)
 	default:
 		return fmt.Errorf("no watermark for resource %q", r)
+	}
+	return nil
+}
+
+// The admin service's view of the alarms (admin.AlarmsBackend).
+
+func (a *adminBackend) Alarms() []alarm.Alarm { return a.b.Alarms().All() }
+
+func (a *adminBackend) Resources() admin.Resources {
+	return admin.Resources{
+		MemoryUsed: a.b.MemoryUsed(), MemoryLimit: a.b.MemoryLimit(),
+		DiskFree: a.n.disk.Free(), DiskFreeLimit: a.n.disk.Limit(),
+	}
+}
+
+func (a *adminBackend) SetWatermark(r alarm.Resource, value string) error {
+	if err := a.n.SetWatermark(r, value); err != nil {
+		return admin.Invalid(err.Error())
 	}
 	return nil
 }

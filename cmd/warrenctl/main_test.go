@@ -153,9 +153,9 @@ func TestClusterStatusTable(t *testing.T) {
 		"Cluster status as node warren-0 sees it\n",
 		"Metadata leader: warren-0\n",
 		"Nodes: 3 (2 alive, 1 dead)\n",
-		"NODE | STATE | METADATA | AMQP | INTERNAL | GOSSIP | VERSION\n",
-		"warren-0 | alive | leader | 127.0.0.1:5670 | " + addrs["warren-0"] + " | 127.0.0.1:7940 | 0.1.0\n",
-		"warren-2 | dead | voter | 127.0.0.1:5672 | " + addrs["warren-2"] + " | 127.0.0.1:7942 | 0.1.0\n",
+		"NODE | STATE | METADATA | AMQP | INTERNAL | GOSSIP | VERSION | ALARMS\n",
+		"warren-0 | alive | leader | 127.0.0.1:5670 | " + addrs["warren-0"] + " | 127.0.0.1:7940 | 0.1.0 | -\n",
+		"warren-2 | dead | voter | 127.0.0.1:5672 | " + addrs["warren-2"] + " | 127.0.0.1:7942 | 0.1.0 | -\n",
 	} {
 		if !strings.Contains(columns(out), want) {
 			t.Errorf("output lacks %q", want)

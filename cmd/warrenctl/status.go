@@ -33,6 +33,9 @@ type nodeReport struct {
 	// Maintenance is "drained" for a node in maintenance mode (warrenctl
 	// drain), absent otherwise: a string, as the other fields are.
 	Maintenance string `json:"maintenance,omitempty"`
+	// Alarms are the resource alarms in effect on the node ("memory",
+	// "disk"); while any node has one, publishers are blocked.
+	Alarms []string `json:"alarms,omitempty"`
 }
 
 func clusterStatus(*flag.FlagSet) body {
@@ -44,7 +47,7 @@ func clusterStatus(*flag.FlagSet) body {
 		r := &clusterReport{Node: resp.Node, MetadataLeader: resp.MetadataLeader, Nodes: []nodeReport{}}
 		for _, n := range resp.Nodes {
 			r.Nodes = append(r.Nodes, nodeReport{Name: n.Name, State: n.State, MetadataRole: n.MetadataRole,
-				AMQP: n.AmqpAddr, Internal: n.InternalAddr, Gossip: n.GossipAddr, Version: n.Version, Maintenance: maintenance(n.Draining)})
+				AMQP: n.AmqpAddr, Internal: n.InternalAddr, Gossip: n.GossipAddr, Version: n.Version, Maintenance: maintenance(n.Draining), Alarms: n.Alarms})
 		}
 		return r, nil
 	}
@@ -64,9 +67,9 @@ func (r *clusterReport) writeText(w io.Writer) {
 		if n.Maintenance != "" { // maintenance mode: "alive/drained"
 			state += "/" + n.Maintenance
 		}
-		rows = append(rows, []string{n.Name, state, n.MetadataRole, orDash(n.AMQP), orDash(n.Internal), orDash(n.Gossip), orDash(n.Version)})
+		rows = append(rows, []string{n.Name, state, n.MetadataRole, orDash(n.AMQP), orDash(n.Internal), orDash(n.Gossip), orDash(n.Version), orDash(strings.Join(n.Alarms, ","))})
 	}
-	table(w, []string{"NODE", "STATE", "METADATA", "AMQP", "INTERNAL", "GOSSIP", "VERSION"}, rows)
+	table(w, []string{"NODE", "STATE", "METADATA", "AMQP", "INTERNAL", "GOSSIP", "VERSION", "ALARMS"}, rows)
 }
 
 // countBy is "3 (2 alive, 1 dead)": how many items there are, and how

@@ -21,6 +21,241 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AlarmsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlarmsRequest) Reset() {
+	*x = AlarmsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlarmsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlarmsRequest) ProtoMessage() {}
+
+func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlarmsRequest.ProtoReflect.Descriptor instead.
+func (*AlarmsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{0}
+}
+
+type AlarmsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answering node.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Every alarm in effect, by node, then resource.
+	Alarms []*ResourceAlarm `protobuf:"bytes,2,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	// The answering node's: message bytes its in-memory queues hold and
+	// the memory high watermark (0: none); free space of its data
+	// directory's file system (-1: unknown) and the disk free limit
+	// (0: none).
+	MemoryUsedBytes    int64 `protobuf:"varint,3,opt,name=memory_used_bytes,json=memoryUsedBytes,proto3" json:"memory_used_bytes,omitempty"`
+	MemoryLimitBytes   int64 `protobuf:"varint,4,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
+	DiskFreeBytes      int64 `protobuf:"varint,5,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
+	DiskFreeLimitBytes int64 `protobuf:"varint,6,opt,name=disk_free_limit_bytes,json=diskFreeLimitBytes,proto3" json:"disk_free_limit_bytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *AlarmsResponse) Reset() {
+	*x = AlarmsResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlarmsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlarmsResponse) ProtoMessage() {}
+
+func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlarmsResponse.ProtoReflect.Descriptor instead.
+func (*AlarmsResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AlarmsResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *AlarmsResponse) GetAlarms() []*ResourceAlarm {
+	if x != nil {
+		return x.Alarms
+	}
+	return nil
+}
+
+func (x *AlarmsResponse) GetMemoryUsedBytes() int64 {
+	if x != nil {
+		return x.MemoryUsedBytes
+	}
+	return 0
+}
+
+func (x *AlarmsResponse) GetMemoryLimitBytes() int64 {
+	if x != nil {
+		return x.MemoryLimitBytes
+	}
+	return 0
+}
+
+func (x *AlarmsResponse) GetDiskFreeBytes() int64 {
+	if x != nil {
+		return x.DiskFreeBytes
+	}
+	return 0
+}
+
+func (x *AlarmsResponse) GetDiskFreeLimitBytes() int64 {
+	if x != nil {
+		return x.DiskFreeLimitBytes
+	}
+	return 0
+}
+
+type ResourceAlarm struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// "memory" or "disk".
+	Resource      string `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceAlarm) Reset() {
+	*x = ResourceAlarm{}
+	mi := &file_adminpb_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceAlarm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceAlarm) ProtoMessage() {}
+
+func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceAlarm.ProtoReflect.Descriptor instead.
+func (*ResourceAlarm) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ResourceAlarm) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ResourceAlarm) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+type SetWatermarkRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "memory" (the memory high watermark) or "disk" (the disk free limit).
+	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// As warren's --memory-high-watermark (0.4, 1GiB) or --disk-free-limit
+	// (50MB, mem_relative:1.0) flag reads it; fractions are of the
+	// answering node's RAM.
+	Value         string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetWatermarkRequest) Reset() {
+	*x = SetWatermarkRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWatermarkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWatermarkRequest) ProtoMessage() {}
+
+func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWatermarkRequest.ProtoReflect.Descriptor instead.
+func (*SetWatermarkRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SetWatermarkRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *SetWatermarkRequest) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 type DrainRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -30,7 +265,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[0]
+	mi := &file_adminpb_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -42,7 +277,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[0]
+	mi := &file_adminpb_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -55,7 +290,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{0}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DrainRequest) GetNode() string {
@@ -80,7 +315,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[1]
+	mi := &file_adminpb_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -92,7 +327,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[1]
+	mi := &file_adminpb_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -105,7 +340,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{1}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DrainResponse) GetNode() string {
@@ -147,7 +382,7 @@ type MemberMaintenanceRequest struct {
 
 func (x *MemberMaintenanceRequest) Reset() {
 	*x = MemberMaintenanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[2]
+	mi := &file_adminpb_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +394,7 @@ func (x *MemberMaintenanceRequest) String() string {
 func (*MemberMaintenanceRequest) ProtoMessage() {}
 
 func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[2]
+	mi := &file_adminpb_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +407,7 @@ func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{2}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MemberMaintenanceRequest) GetDraining() bool {
@@ -192,7 +427,7 @@ type MemberMaintenanceResponse struct {
 
 func (x *MemberMaintenanceResponse) Reset() {
 	*x = MemberMaintenanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[3]
+	mi := &file_adminpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -204,7 +439,7 @@ func (x *MemberMaintenanceResponse) String() string {
 func (*MemberMaintenanceResponse) ProtoMessage() {}
 
 func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[3]
+	mi := &file_adminpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -217,7 +452,7 @@ func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{3}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MemberMaintenanceResponse) GetDraining() bool {
@@ -243,7 +478,7 @@ type ForgetNodeRequest struct {
 
 func (x *ForgetNodeRequest) Reset() {
 	*x = ForgetNodeRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[4]
+	mi := &file_adminpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +490,7 @@ func (x *ForgetNodeRequest) String() string {
 func (*ForgetNodeRequest) ProtoMessage() {}
 
 func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[4]
+	mi := &file_adminpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +503,7 @@ func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetNodeRequest.ProtoReflect.Descriptor instead.
 func (*ForgetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{4}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ForgetNodeRequest) GetNode() string {
@@ -286,7 +521,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[5]
+	mi := &file_adminpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +533,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[5]
+	mi := &file_adminpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +546,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 type ClusterStatusResponse struct {
@@ -328,7 +563,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[6]
+	mi := &file_adminpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +575,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[6]
+	mi := &file_adminpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +588,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ClusterStatusResponse) GetNode() string {
@@ -389,14 +624,17 @@ type Node struct {
 	// Role in the metadata Raft group: leader, voter, non-voter or none.
 	MetadataRole string `protobuf:"bytes,7,opt,name=metadata_role,json=metadataRole,proto3" json:"metadata_role,omitempty"`
 	// Drained (maintenance mode, warrenctl drain).
-	Draining      bool `protobuf:"varint,8,opt,name=draining,proto3" json:"draining,omitempty"`
+	Draining bool `protobuf:"varint,8,opt,name=draining,proto3" json:"draining,omitempty"`
+	// Resource alarms in effect on the node ("memory", "disk"), as it last
+	// gossiped them; none for a node that is not alive.
+	Alarms        []string `protobuf:"bytes,9,rep,name=alarms,proto3" json:"alarms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_adminpb_admin_proto_msgTypes[7]
+	mi := &file_adminpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +646,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[7]
+	mi := &file_adminpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +659,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Node) GetName() string {
@@ -480,6 +718,13 @@ func (x *Node) GetDraining() bool {
 	return false
 }
 
+func (x *Node) GetAlarms() []string {
+	if x != nil {
+		return x.Alarms
+	}
+	return nil
+}
+
 type ListQueuesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty lists every vhost.
@@ -490,7 +735,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[8]
+	mi := &file_adminpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +747,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[8]
+	mi := &file_adminpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +760,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListQueuesRequest) GetVhost() string {
@@ -535,7 +780,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[9]
+	mi := &file_adminpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +792,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[9]
+	mi := &file_adminpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +805,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -595,7 +840,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_adminpb_admin_proto_msgTypes[10]
+	mi := &file_adminpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +852,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[10]
+	mi := &file_adminpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +865,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Queue) GetVhost() string {
@@ -711,7 +956,7 @@ type QuorumStatusRequest struct {
 
 func (x *QuorumStatusRequest) Reset() {
 	*x = QuorumStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[11]
+	mi := &file_adminpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +968,7 @@ func (x *QuorumStatusRequest) String() string {
 func (*QuorumStatusRequest) ProtoMessage() {}
 
 func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[11]
+	mi := &file_adminpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +981,7 @@ func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusRequest.ProtoReflect.Descriptor instead.
 func (*QuorumStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QuorumStatusRequest) GetVhost() string {
@@ -770,7 +1015,7 @@ type QuorumStatusResponse struct {
 
 func (x *QuorumStatusResponse) Reset() {
 	*x = QuorumStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[12]
+	mi := &file_adminpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +1027,7 @@ func (x *QuorumStatusResponse) String() string {
 func (*QuorumStatusResponse) ProtoMessage() {}
 
 func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[12]
+	mi := &file_adminpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +1040,7 @@ func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusResponse.ProtoReflect.Descriptor instead.
 func (*QuorumStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QuorumStatusResponse) GetVhost() string {
@@ -842,7 +1087,7 @@ type MemberStatusRequest struct {
 
 func (x *MemberStatusRequest) Reset() {
 	*x = MemberStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[13]
+	mi := &file_adminpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1099,7 @@ func (x *MemberStatusRequest) String() string {
 func (*MemberStatusRequest) ProtoMessage() {}
 
 func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[13]
+	mi := &file_adminpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1112,7 @@ func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatusRequest.ProtoReflect.Descriptor instead.
 func (*MemberStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MemberStatusRequest) GetQueueId() string {
@@ -898,7 +1143,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_adminpb_admin_proto_msgTypes[14]
+	mi := &file_adminpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1155,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[14]
+	mi := &file_adminpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1168,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Member) GetNode() string {
@@ -1002,7 +1247,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_adminpb_admin_proto_msgTypes[15]
+	mi := &file_adminpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1259,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[15]
+	mi := &file_adminpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1272,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Policy) GetVhost() string {
@@ -1088,7 +1333,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[16]
+	mi := &file_adminpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1345,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[16]
+	mi := &file_adminpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1358,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetPolicyRequest) GetPolicy() *Policy {
@@ -1131,7 +1376,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[17]
+	mi := &file_adminpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1388,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[17]
+	mi := &file_adminpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1401,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 type ClearPolicyRequest struct {
@@ -1171,7 +1416,7 @@ type ClearPolicyRequest struct {
 
 func (x *ClearPolicyRequest) Reset() {
 	*x = ClearPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[18]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1428,7 @@ func (x *ClearPolicyRequest) String() string {
 func (*ClearPolicyRequest) ProtoMessage() {}
 
 func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[18]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1441,7 @@ func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyRequest.ProtoReflect.Descriptor instead.
 func (*ClearPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClearPolicyRequest) GetVhost() string {
@@ -1228,7 +1473,7 @@ type ClearPolicyResponse struct {
 
 func (x *ClearPolicyResponse) Reset() {
 	*x = ClearPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[19]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1485,7 @@ func (x *ClearPolicyResponse) String() string {
 func (*ClearPolicyResponse) ProtoMessage() {}
 
 func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[19]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1498,7 @@ func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyResponse.ProtoReflect.Descriptor instead.
 func (*ClearPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 type ListPoliciesRequest struct {
@@ -1267,7 +1512,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1524,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1537,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListPoliciesRequest) GetVhost() string {
@@ -1319,7 +1564,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1576,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1589,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -1367,7 +1612,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1624,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1637,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TransferLeadershipRequest) GetVhost() string {
@@ -1432,7 +1677,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1689,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1702,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TransferLeadershipResponse) GetVhost() string {
@@ -1506,7 +1751,7 @@ type MemberTransferLeadershipRequest struct {
 
 func (x *MemberTransferLeadershipRequest) Reset() {
 	*x = MemberTransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1763,7 @@ func (x *MemberTransferLeadershipRequest) String() string {
 func (*MemberTransferLeadershipRequest) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1776,7 @@ func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MemberTransferLeadershipRequest) GetQueueId() string {
@@ -1556,7 +1801,7 @@ type MemberTransferLeadershipResponse struct {
 
 func (x *MemberTransferLeadershipResponse) Reset() {
 	*x = MemberTransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1813,7 @@ func (x *MemberTransferLeadershipResponse) String() string {
 func (*MemberTransferLeadershipResponse) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1826,7 @@ func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 type LocalMembersRequest struct {
@@ -1592,7 +1837,7 @@ type LocalMembersRequest struct {
 
 func (x *LocalMembersRequest) Reset() {
 	*x = LocalMembersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1849,7 @@ func (x *LocalMembersRequest) String() string {
 func (*LocalMembersRequest) ProtoMessage() {}
 
 func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1862,7 @@ func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersRequest.ProtoReflect.Descriptor instead.
 func (*LocalMembersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 type LocalMembersResponse struct {
@@ -1632,7 +1877,7 @@ type LocalMembersResponse struct {
 
 func (x *LocalMembersResponse) Reset() {
 	*x = LocalMembersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1889,7 @@ func (x *LocalMembersResponse) String() string {
 func (*LocalMembersResponse) ProtoMessage() {}
 
 func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1902,7 @@ func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersResponse.ProtoReflect.Descriptor instead.
 func (*LocalMembersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LocalMembersResponse) GetNode() string {
@@ -1684,7 +1929,7 @@ type LocalMember struct {
 
 func (x *LocalMember) Reset() {
 	*x = LocalMember{}
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1941,7 @@ func (x *LocalMember) String() string {
 func (*LocalMember) ProtoMessage() {}
 
 func (x *LocalMember) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1954,7 @@ func (x *LocalMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMember.ProtoReflect.Descriptor instead.
 func (*LocalMember) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LocalMember) GetQueueId() string {
@@ -1738,7 +1983,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1995,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +2008,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RebalanceRequest) GetVhostPattern() string {
@@ -1795,7 +2040,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +2052,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +2065,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RebalanceResponse) GetMoves() []*LeaderMove {
@@ -1858,7 +2103,7 @@ type LeaderMove struct {
 
 func (x *LeaderMove) Reset() {
 	*x = LeaderMove{}
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2115,7 @@ func (x *LeaderMove) String() string {
 func (*LeaderMove) ProtoMessage() {}
 
 func (x *LeaderMove) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2128,7 @@ func (x *LeaderMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderMove.ProtoReflect.Descriptor instead.
 func (*LeaderMove) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LeaderMove) GetVhost() string {
@@ -1932,7 +2177,7 @@ type NodeLeaders struct {
 
 func (x *NodeLeaders) Reset() {
 	*x = NodeLeaders{}
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2189,7 @@ func (x *NodeLeaders) String() string {
 func (*NodeLeaders) ProtoMessage() {}
 
 func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2202,7 @@ func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaders.ProtoReflect.Descriptor instead.
 func (*NodeLeaders) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeLeaders) GetNode() string {
@@ -1991,7 +2236,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2248,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2261,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *QueueRef) GetVhost() string {
@@ -2043,7 +2288,7 @@ type CheckQuorumCriticalRequest struct {
 
 func (x *CheckQuorumCriticalRequest) Reset() {
 	*x = CheckQuorumCriticalRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2300,7 @@ func (x *CheckQuorumCriticalRequest) String() string {
 func (*CheckQuorumCriticalRequest) ProtoMessage() {}
 
 func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2313,7 @@ func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckQuorumCriticalRequest.ProtoReflect.Descriptor instead.
 func (*CheckQuorumCriticalRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CheckQuorumCriticalRequest) GetNode() string {
@@ -2088,7 +2333,7 @@ type CheckLeaderlessRequest struct {
 
 func (x *CheckLeaderlessRequest) Reset() {
 	*x = CheckLeaderlessRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2345,7 @@ func (x *CheckLeaderlessRequest) String() string {
 func (*CheckLeaderlessRequest) ProtoMessage() {}
 
 func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2358,7 @@ func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLeaderlessRequest.ProtoReflect.Descriptor instead.
 func (*CheckLeaderlessRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CheckLeaderlessRequest) GetVhost() string {
@@ -2135,7 +2380,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2392,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2405,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CheckResponse) GetQueues() []*CheckedQueue {
@@ -2185,7 +2430,7 @@ type CheckedQueue struct {
 
 func (x *CheckedQueue) Reset() {
 	*x = CheckedQueue{}
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2442,7 @@ func (x *CheckedQueue) String() string {
 func (*CheckedQueue) ProtoMessage() {}
 
 func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2455,7 @@ func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckedQueue.ProtoReflect.Descriptor instead.
 func (*CheckedQueue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CheckedQueue) GetVhost() string {
@@ -2260,7 +2505,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2517,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2530,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AddMemberRequest) GetVhost() string {
@@ -2322,7 +2567,7 @@ type DeleteMemberRequest struct {
 
 func (x *DeleteMemberRequest) Reset() {
 	*x = DeleteMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2334,7 +2579,7 @@ func (x *DeleteMemberRequest) String() string {
 func (*DeleteMemberRequest) ProtoMessage() {}
 
 func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2347,7 +2592,7 @@ func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteMemberRequest) GetVhost() string {
@@ -2390,7 +2635,7 @@ type GrowRequest struct {
 
 func (x *GrowRequest) Reset() {
 	*x = GrowRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2647,7 @@ func (x *GrowRequest) String() string {
 func (*GrowRequest) ProtoMessage() {}
 
 func (x *GrowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2660,7 @@ func (x *GrowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrowRequest.ProtoReflect.Descriptor instead.
 func (*GrowRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GrowRequest) GetNode() string {
@@ -2448,7 +2693,7 @@ type ShrinkRequest struct {
 
 func (x *ShrinkRequest) Reset() {
 	*x = ShrinkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2705,7 @@ func (x *ShrinkRequest) String() string {
 func (*ShrinkRequest) ProtoMessage() {}
 
 func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2718,7 @@ func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShrinkRequest.ProtoReflect.Descriptor instead.
 func (*ShrinkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ShrinkRequest) GetNode() string {
@@ -2495,7 +2740,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2752,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2765,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MembershipResponse) GetChanged() []string {
@@ -2547,7 +2792,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2804,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2817,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListConnectionsRequest) GetVhost() string {
@@ -2594,7 +2839,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2851,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2864,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -2646,7 +2891,7 @@ type NodeError struct {
 
 func (x *NodeError) Reset() {
 	*x = NodeError{}
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2658,7 +2903,7 @@ func (x *NodeError) String() string {
 func (*NodeError) ProtoMessage() {}
 
 func (x *NodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2671,7 +2916,7 @@ func (x *NodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
 func (*NodeError) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeError) GetNode() string {
@@ -2719,7 +2964,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2976,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2989,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Connection) GetNode() string {
@@ -2881,7 +3126,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +3138,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +3151,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Channel) GetNumber() uint32 {
@@ -2983,7 +3228,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2995,7 +3240,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3008,7 +3253,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Consumer) GetQueue() string {
@@ -3071,7 +3316,7 @@ type QuorumConsumersRequest struct {
 
 func (x *QuorumConsumersRequest) Reset() {
 	*x = QuorumConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3083,7 +3328,7 @@ func (x *QuorumConsumersRequest) String() string {
 func (*QuorumConsumersRequest) ProtoMessage() {}
 
 func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3096,7 +3341,7 @@ func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *QuorumConsumersRequest) GetVhost() string {
@@ -3122,7 +3367,7 @@ type MemberConsumersRequest struct {
 
 func (x *MemberConsumersRequest) Reset() {
 	*x = MemberConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3134,7 +3379,7 @@ func (x *MemberConsumersRequest) String() string {
 func (*MemberConsumersRequest) ProtoMessage() {}
 
 func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3147,7 +3392,7 @@ func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
 func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *MemberConsumersRequest) GetQueueId() string {
@@ -3172,7 +3417,7 @@ type QuorumConsumersResponse struct {
 
 func (x *QuorumConsumersResponse) Reset() {
 	*x = QuorumConsumersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3184,7 +3429,7 @@ func (x *QuorumConsumersResponse) String() string {
 func (*QuorumConsumersResponse) ProtoMessage() {}
 
 func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3197,7 +3442,7 @@ func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *QuorumConsumersResponse) GetVhost() string {
@@ -3265,7 +3510,7 @@ type QueueConsumer struct {
 
 func (x *QueueConsumer) Reset() {
 	*x = QueueConsumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3522,7 @@ func (x *QueueConsumer) String() string {
 func (*QueueConsumer) ProtoMessage() {}
 
 func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3535,7 @@ func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
 func (*QueueConsumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *QueueConsumer) GetId() uint64 {
@@ -3367,7 +3612,21 @@ var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x13adminpb/admin.proto\x12\fwarren.admin\"\"\n" +
+	"\x13adminpb/admin.proto\x12\fwarren.admin\"\x0f\n" +
+	"\rAlarmsRequest\"\x8e\x02\n" +
+	"\x0eAlarmsResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x123\n" +
+	"\x06alarms\x18\x02 \x03(\v2\x1b.warren.admin.ResourceAlarmR\x06alarms\x12*\n" +
+	"\x11memory_used_bytes\x18\x03 \x01(\x03R\x0fmemoryUsedBytes\x12,\n" +
+	"\x12memory_limit_bytes\x18\x04 \x01(\x03R\x10memoryLimitBytes\x12&\n" +
+	"\x0fdisk_free_bytes\x18\x05 \x01(\x03R\rdiskFreeBytes\x121\n" +
+	"\x15disk_free_limit_bytes\x18\x06 \x01(\x03R\x12diskFreeLimitBytes\"?\n" +
+	"\rResourceAlarm\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
+	"\bresource\x18\x02 \x01(\tR\bresource\"G\n" +
+	"\x13SetWatermarkRequest\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\"\n" +
 	"\fDrainRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"\xa7\x01\n" +
 	"\rDrainResponse\x12\x12\n" +
@@ -3386,7 +3645,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x15ClusterStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12'\n" +
 	"\x0fmetadata_leader\x18\x02 \x01(\tR\x0emetadataLeader\x12(\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x12.warren.admin.NodeR\x05nodes\"\xee\x01\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x12.warren.admin.NodeR\x05nodes\"\x86\x02\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tamqp_addr\x18\x02 \x01(\tR\bamqpAddr\x12#\n" +
@@ -3396,7 +3655,8 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12\x14\n" +
 	"\x05state\x18\x06 \x01(\tR\x05state\x12#\n" +
 	"\rmetadata_role\x18\a \x01(\tR\fmetadataRole\x12\x1a\n" +
-	"\bdraining\x18\b \x01(\bR\bdraining\")\n" +
+	"\bdraining\x18\b \x01(\bR\bdraining\x12\x16\n" +
+	"\x06alarms\x18\t \x03(\tR\x06alarms\")\n" +
 	"\x11ListQueuesRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"A\n" +
 	"\x12ListQueuesResponse\x12+\n" +
@@ -3602,7 +3862,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x06credit\x18\b \x01(\rR\x06credit\x12\x1a\n" +
 	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x1c\n" +
 	"\texclusive\x18\n" +
-	" \x01(\bR\texclusive2\xf8\x10\n" +
+	" \x01(\bR\texclusive2\x8e\x12\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -3630,7 +3890,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x0fListConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponse\x12_\n" +
 	"\x10LocalConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponse\x12^\n" +
 	"\x0fQuorumConsumers\x12$.warren.admin.QuorumConsumersRequest\x1a%.warren.admin.QuorumConsumersResponse\x12^\n" +
-	"\x0fMemberConsumers\x12$.warren.admin.MemberConsumersRequest\x1a%.warren.admin.QuorumConsumersResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
+	"\x0fMemberConsumers\x12$.warren.admin.MemberConsumersRequest\x1a%.warren.admin.QuorumConsumersResponse\x12C\n" +
+	"\x06Alarms\x12\x1b.warren.admin.AlarmsRequest\x1a\x1c.warren.admin.AlarmsResponse\x12O\n" +
+	"\fSetWatermark\x12!.warren.admin.SetWatermarkRequest\x1a\x1c.warren.admin.AlarmsResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
 
 var (
 	file_adminpb_admin_proto_rawDescOnce sync.Once
@@ -3644,135 +3906,144 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_adminpb_admin_proto_goTypes = []any{
-	(*DrainRequest)(nil),                     // 0: warren.admin.DrainRequest
-	(*DrainResponse)(nil),                    // 1: warren.admin.DrainResponse
-	(*MemberMaintenanceRequest)(nil),         // 2: warren.admin.MemberMaintenanceRequest
-	(*MemberMaintenanceResponse)(nil),        // 3: warren.admin.MemberMaintenanceResponse
-	(*ForgetNodeRequest)(nil),                // 4: warren.admin.ForgetNodeRequest
-	(*ClusterStatusRequest)(nil),             // 5: warren.admin.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),            // 6: warren.admin.ClusterStatusResponse
-	(*Node)(nil),                             // 7: warren.admin.Node
-	(*ListQueuesRequest)(nil),                // 8: warren.admin.ListQueuesRequest
-	(*ListQueuesResponse)(nil),               // 9: warren.admin.ListQueuesResponse
-	(*Queue)(nil),                            // 10: warren.admin.Queue
-	(*QuorumStatusRequest)(nil),              // 11: warren.admin.QuorumStatusRequest
-	(*QuorumStatusResponse)(nil),             // 12: warren.admin.QuorumStatusResponse
-	(*MemberStatusRequest)(nil),              // 13: warren.admin.MemberStatusRequest
-	(*Member)(nil),                           // 14: warren.admin.Member
-	(*Policy)(nil),                           // 15: warren.admin.Policy
-	(*SetPolicyRequest)(nil),                 // 16: warren.admin.SetPolicyRequest
-	(*SetPolicyResponse)(nil),                // 17: warren.admin.SetPolicyResponse
-	(*ClearPolicyRequest)(nil),               // 18: warren.admin.ClearPolicyRequest
-	(*ClearPolicyResponse)(nil),              // 19: warren.admin.ClearPolicyResponse
-	(*ListPoliciesRequest)(nil),              // 20: warren.admin.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),             // 21: warren.admin.ListPoliciesResponse
-	(*TransferLeadershipRequest)(nil),        // 22: warren.admin.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),       // 23: warren.admin.TransferLeadershipResponse
-	(*MemberTransferLeadershipRequest)(nil),  // 24: warren.admin.MemberTransferLeadershipRequest
-	(*MemberTransferLeadershipResponse)(nil), // 25: warren.admin.MemberTransferLeadershipResponse
-	(*LocalMembersRequest)(nil),              // 26: warren.admin.LocalMembersRequest
-	(*LocalMembersResponse)(nil),             // 27: warren.admin.LocalMembersResponse
-	(*LocalMember)(nil),                      // 28: warren.admin.LocalMember
-	(*RebalanceRequest)(nil),                 // 29: warren.admin.RebalanceRequest
-	(*RebalanceResponse)(nil),                // 30: warren.admin.RebalanceResponse
-	(*LeaderMove)(nil),                       // 31: warren.admin.LeaderMove
-	(*NodeLeaders)(nil),                      // 32: warren.admin.NodeLeaders
-	(*QueueRef)(nil),                         // 33: warren.admin.QueueRef
-	(*CheckQuorumCriticalRequest)(nil),       // 34: warren.admin.CheckQuorumCriticalRequest
-	(*CheckLeaderlessRequest)(nil),           // 35: warren.admin.CheckLeaderlessRequest
-	(*CheckResponse)(nil),                    // 36: warren.admin.CheckResponse
-	(*CheckedQueue)(nil),                     // 37: warren.admin.CheckedQueue
-	(*AddMemberRequest)(nil),                 // 38: warren.admin.AddMemberRequest
-	(*DeleteMemberRequest)(nil),              // 39: warren.admin.DeleteMemberRequest
-	(*GrowRequest)(nil),                      // 40: warren.admin.GrowRequest
-	(*ShrinkRequest)(nil),                    // 41: warren.admin.ShrinkRequest
-	(*MembershipResponse)(nil),               // 42: warren.admin.MembershipResponse
-	(*ListConnectionsRequest)(nil),           // 43: warren.admin.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 44: warren.admin.ListConnectionsResponse
-	(*NodeError)(nil),                        // 45: warren.admin.NodeError
-	(*Connection)(nil),                       // 46: warren.admin.Connection
-	(*Channel)(nil),                          // 47: warren.admin.Channel
-	(*Consumer)(nil),                         // 48: warren.admin.Consumer
-	(*QuorumConsumersRequest)(nil),           // 49: warren.admin.QuorumConsumersRequest
-	(*MemberConsumersRequest)(nil),           // 50: warren.admin.MemberConsumersRequest
-	(*QuorumConsumersResponse)(nil),          // 51: warren.admin.QuorumConsumersResponse
-	(*QueueConsumer)(nil),                    // 52: warren.admin.QueueConsumer
+	(*AlarmsRequest)(nil),                    // 0: warren.admin.AlarmsRequest
+	(*AlarmsResponse)(nil),                   // 1: warren.admin.AlarmsResponse
+	(*ResourceAlarm)(nil),                    // 2: warren.admin.ResourceAlarm
+	(*SetWatermarkRequest)(nil),              // 3: warren.admin.SetWatermarkRequest
+	(*DrainRequest)(nil),                     // 4: warren.admin.DrainRequest
+	(*DrainResponse)(nil),                    // 5: warren.admin.DrainResponse
+	(*MemberMaintenanceRequest)(nil),         // 6: warren.admin.MemberMaintenanceRequest
+	(*MemberMaintenanceResponse)(nil),        // 7: warren.admin.MemberMaintenanceResponse
+	(*ForgetNodeRequest)(nil),                // 8: warren.admin.ForgetNodeRequest
+	(*ClusterStatusRequest)(nil),             // 9: warren.admin.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),            // 10: warren.admin.ClusterStatusResponse
+	(*Node)(nil),                             // 11: warren.admin.Node
+	(*ListQueuesRequest)(nil),                // 12: warren.admin.ListQueuesRequest
+	(*ListQueuesResponse)(nil),               // 13: warren.admin.ListQueuesResponse
+	(*Queue)(nil),                            // 14: warren.admin.Queue
+	(*QuorumStatusRequest)(nil),              // 15: warren.admin.QuorumStatusRequest
+	(*QuorumStatusResponse)(nil),             // 16: warren.admin.QuorumStatusResponse
+	(*MemberStatusRequest)(nil),              // 17: warren.admin.MemberStatusRequest
+	(*Member)(nil),                           // 18: warren.admin.Member
+	(*Policy)(nil),                           // 19: warren.admin.Policy
+	(*SetPolicyRequest)(nil),                 // 20: warren.admin.SetPolicyRequest
+	(*SetPolicyResponse)(nil),                // 21: warren.admin.SetPolicyResponse
+	(*ClearPolicyRequest)(nil),               // 22: warren.admin.ClearPolicyRequest
+	(*ClearPolicyResponse)(nil),              // 23: warren.admin.ClearPolicyResponse
+	(*ListPoliciesRequest)(nil),              // 24: warren.admin.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 25: warren.admin.ListPoliciesResponse
+	(*TransferLeadershipRequest)(nil),        // 26: warren.admin.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),       // 27: warren.admin.TransferLeadershipResponse
+	(*MemberTransferLeadershipRequest)(nil),  // 28: warren.admin.MemberTransferLeadershipRequest
+	(*MemberTransferLeadershipResponse)(nil), // 29: warren.admin.MemberTransferLeadershipResponse
+	(*LocalMembersRequest)(nil),              // 30: warren.admin.LocalMembersRequest
+	(*LocalMembersResponse)(nil),             // 31: warren.admin.LocalMembersResponse
+	(*LocalMember)(nil),                      // 32: warren.admin.LocalMember
+	(*RebalanceRequest)(nil),                 // 33: warren.admin.RebalanceRequest
+	(*RebalanceResponse)(nil),                // 34: warren.admin.RebalanceResponse
+	(*LeaderMove)(nil),                       // 35: warren.admin.LeaderMove
+	(*NodeLeaders)(nil),                      // 36: warren.admin.NodeLeaders
+	(*QueueRef)(nil),                         // 37: warren.admin.QueueRef
+	(*CheckQuorumCriticalRequest)(nil),       // 38: warren.admin.CheckQuorumCriticalRequest
+	(*CheckLeaderlessRequest)(nil),           // 39: warren.admin.CheckLeaderlessRequest
+	(*CheckResponse)(nil),                    // 40: warren.admin.CheckResponse
+	(*CheckedQueue)(nil),                     // 41: warren.admin.CheckedQueue
+	(*AddMemberRequest)(nil),                 // 42: warren.admin.AddMemberRequest
+	(*DeleteMemberRequest)(nil),              // 43: warren.admin.DeleteMemberRequest
+	(*GrowRequest)(nil),                      // 44: warren.admin.GrowRequest
+	(*ShrinkRequest)(nil),                    // 45: warren.admin.ShrinkRequest
+	(*MembershipResponse)(nil),               // 46: warren.admin.MembershipResponse
+	(*ListConnectionsRequest)(nil),           // 47: warren.admin.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 48: warren.admin.ListConnectionsResponse
+	(*NodeError)(nil),                        // 49: warren.admin.NodeError
+	(*Connection)(nil),                       // 50: warren.admin.Connection
+	(*Channel)(nil),                          // 51: warren.admin.Channel
+	(*Consumer)(nil),                         // 52: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 53: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 54: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 55: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 56: warren.admin.QueueConsumer
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
-	31, // 0: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
-	7,  // 1: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
-	10, // 2: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
-	14, // 3: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
-	15, // 4: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
-	15, // 5: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
-	28, // 6: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
-	14, // 7: warren.admin.LocalMember.member:type_name -> warren.admin.Member
-	31, // 8: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
-	32, // 9: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
-	33, // 10: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
-	37, // 11: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	46, // 12: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
-	45, // 13: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	47, // 14: warren.admin.Connection.channels:type_name -> warren.admin.Channel
-	48, // 15: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	52, // 16: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
-	5,  // 17: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	8,  // 18: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	11, // 19: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	13, // 20: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	16, // 21: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	18, // 22: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	20, // 23: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	22, // 24: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	24, // 25: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	26, // 26: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	29, // 27: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	34, // 28: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	35, // 29: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	38, // 30: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	39, // 31: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	40, // 32: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	41, // 33: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	0,  // 34: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	0,  // 35: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	2,  // 36: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	4,  // 37: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	43, // 38: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	43, // 39: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	49, // 40: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
-	50, // 41: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	6,  // 42: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	9,  // 43: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	12, // 44: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	14, // 45: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	17, // 46: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	19, // 47: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	21, // 48: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	23, // 49: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	25, // 50: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	27, // 51: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	30, // 52: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	36, // 53: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	36, // 54: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	42, // 55: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	42, // 56: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	42, // 57: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	42, // 58: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	1,  // 59: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	1,  // 60: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	3,  // 61: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	42, // 62: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	44, // 63: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	44, // 64: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	51, // 65: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	51, // 66: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	42, // [42:67] is the sub-list for method output_type
-	17, // [17:42] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	2,  // 0: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
+	35, // 1: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
+	11, // 2: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
+	14, // 3: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
+	18, // 4: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
+	19, // 5: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
+	19, // 6: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
+	32, // 7: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
+	18, // 8: warren.admin.LocalMember.member:type_name -> warren.admin.Member
+	35, // 9: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
+	36, // 10: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
+	37, // 11: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
+	41, // 12: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
+	50, // 13: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	49, // 14: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	51, // 15: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	52, // 16: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	56, // 17: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	9,  // 18: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	12, // 19: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	15, // 20: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	17, // 21: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	20, // 22: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	22, // 23: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	24, // 24: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	26, // 25: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	28, // 26: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	30, // 27: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	33, // 28: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	38, // 29: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	39, // 30: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	42, // 31: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	43, // 32: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	44, // 33: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	45, // 34: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	4,  // 35: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	4,  // 36: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	6,  // 37: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	8,  // 38: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	47, // 39: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	47, // 40: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	53, // 41: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	54, // 42: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	0,  // 43: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	3,  // 44: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	10, // 45: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	13, // 46: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	16, // 47: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	18, // 48: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	21, // 49: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	23, // 50: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	25, // 51: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	27, // 52: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	29, // 53: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	31, // 54: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	34, // 55: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	40, // 56: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	40, // 57: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	46, // 58: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	46, // 59: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	46, // 60: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	46, // 61: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	5,  // 62: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	5,  // 63: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	7,  // 64: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	46, // 65: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	48, // 66: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	48, // 67: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	55, // 68: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	55, // 69: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	1,  // 70: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	1,  // 71: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	45, // [45:72] is the sub-list for method output_type
+	18, // [18:45] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -3780,14 +4051,14 @@ func file_adminpb_admin_proto_init() {
 	if File_adminpb_admin_proto != nil {
 		return
 	}
-	file_adminpb_admin_proto_msgTypes[14].OneofWrappers = []any{}
+	file_adminpb_admin_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   53,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

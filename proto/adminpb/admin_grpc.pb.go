@@ -44,6 +44,8 @@ const (
 	Admin_LocalConnections_FullMethodName         = "/warren.admin.Admin/LocalConnections"
 	Admin_QuorumConsumers_FullMethodName          = "/warren.admin.Admin/QuorumConsumers"
 	Admin_MemberConsumers_FullMethodName          = "/warren.admin.Admin/MemberConsumers"
+	Admin_Alarms_FullMethodName                   = "/warren.admin.Admin/Alarms"
+	Admin_SetWatermark_FullMethodName             = "/warren.admin.Admin/SetWatermark"
 )
 
 // AdminClient is the client API for Admin service.
@@ -164,6 +166,16 @@ type AdminClient interface {
 	// FAILED_PRECONDITION if it does not lead, NOT_FOUND if the node holds no
 	// replica of the group.
 	MemberConsumers(ctx context.Context, in *MemberConsumersRequest, opts ...grpc.CallOption) (*QuorumConsumersResponse, error)
+	// Alarms lists the resource alarms in effect across the cluster as the
+	// answering node knows them (each node gossips its own; while any is in
+	// effect every node blocks its publishers), with the answering node's
+	// own watermarks and use, as rabbitmq-diagnostics alarms does.
+	Alarms(ctx context.Context, in *AlarmsRequest, opts ...grpc.CallOption) (*AlarmsResponse, error)
+	// SetWatermark changes the answering node's memory high watermark or
+	// disk free limit until it stops, as rabbitmqctl
+	// set_vm_memory_high_watermark and set_disk_free_limit do; its alarm
+	// follows at once. INVALID_ARGUMENT if the value does not read.
+	SetWatermark(ctx context.Context, in *SetWatermarkRequest, opts ...grpc.CallOption) (*AlarmsResponse, error)
 }
 
 type adminClient struct {
@@ -424,6 +436,26 @@ func (c *adminClient) MemberConsumers(ctx context.Context, in *MemberConsumersRe
 	return out, nil
 }
 
+func (c *adminClient) Alarms(ctx context.Context, in *AlarmsRequest, opts ...grpc.CallOption) (*AlarmsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlarmsResponse)
+	err := c.cc.Invoke(ctx, Admin_Alarms_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SetWatermark(ctx context.Context, in *SetWatermarkRequest, opts ...grpc.CallOption) (*AlarmsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlarmsResponse)
+	err := c.cc.Invoke(ctx, Admin_SetWatermark_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -542,6 +574,16 @@ type AdminServer interface {
 	// FAILED_PRECONDITION if it does not lead, NOT_FOUND if the node holds no
 	// replica of the group.
 	MemberConsumers(context.Context, *MemberConsumersRequest) (*QuorumConsumersResponse, error)
+	// Alarms lists the resource alarms in effect across the cluster as the
+	// answering node knows them (each node gossips its own; while any is in
+	// effect every node blocks its publishers), with the answering node's
+	// own watermarks and use, as rabbitmq-diagnostics alarms does.
+	Alarms(context.Context, *AlarmsRequest) (*AlarmsResponse, error)
+	// SetWatermark changes the answering node's memory high watermark or
+	// disk free limit until it stops, as rabbitmqctl
+	// set_vm_memory_high_watermark and set_disk_free_limit do; its alarm
+	// follows at once. INVALID_ARGUMENT if the value does not read.
+	SetWatermark(context.Context, *SetWatermarkRequest) (*AlarmsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -626,6 +668,12 @@ func (UnimplementedAdminServer) QuorumConsumers(context.Context, *QuorumConsumer
 }
 func (UnimplementedAdminServer) MemberConsumers(context.Context, *MemberConsumersRequest) (*QuorumConsumersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method MemberConsumers not implemented")
+}
+func (UnimplementedAdminServer) Alarms(context.Context, *AlarmsRequest) (*AlarmsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Alarms not implemented")
+}
+func (UnimplementedAdminServer) SetWatermark(context.Context, *SetWatermarkRequest) (*AlarmsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetWatermark not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -1098,6 +1146,42 @@ func _Admin_MemberConsumers_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Alarms_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlarmsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Alarms(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Alarms_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Alarms(ctx, req.(*AlarmsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SetWatermark_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetWatermarkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetWatermark(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetWatermark_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetWatermark(ctx, req.(*SetWatermarkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1204,6 +1288,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MemberConsumers",
 			Handler:    _Admin_MemberConsumers_Handler,
+		},
+		{
+			MethodName: "Alarms",
+			Handler:    _Admin_Alarms_Handler,
+		},
+		{
+			MethodName: "SetWatermark",
+			Handler:    _Admin_SetWatermark_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
