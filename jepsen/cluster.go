@@ -331,6 +331,14 @@ func (c *cluster) stopAll() {
 // internal addresses are reachable from the host, over the bridge in
 // namespaces), going on to the next while a node's admin service is
 // unreachable. It returns warrenctl's combined output.
+// ctlNode runs warrenctl against node i, for a command about that node
+// itself.
+func (c *cluster) ctlNode(ctx context.Context, warrenctl string, i int, args ...string) (string, error) {
+	full := append([]string{"--node", c.nodes[i].internal, "--timeout", "20s"}, args...)
+	out, err := exec.CommandContext(ctx, warrenctl, full...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
 func (c *cluster) ctl(ctx context.Context, warrenctl string, args ...string) (string, error) {
 	out, err := []byte("no node is up"), errors.New("no node is up")
 	for _, nd := range c.nodes {

@@ -31,7 +31,7 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("build %s: %v\n%s", cmd, err, out)
 		}
 	}
-	faults := []string{"kill", "stop", "pause"}
+	faults := []string{"kill", "stop", "pause", "alarm"}
 	if why := labAvailable(); why == "" {
 		faults = append(faults, "partition")
 	} else {

@@ -37,7 +37,7 @@ type nemesis struct {
 	events []string
 }
 
-// newNemesis builds the faults named (kill, stop, pause, partition) and
+// newNemesis builds the faults named (kill, stop, pause, partition, alarm) and
 // the operations (rebalance, transfer, drain, member).
 func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, seed uint64, hold time.Duration, faults, ops []string) (*nemesis, error) {
 	n := &nemesis{log: log, c: c, w: w, warrenctl: warrenctl, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), hold: hold}
@@ -66,8 +66,20 @@ func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, see
 			f.apply = func(_ context.Context, i int) (func() error, error) {
 				return func() error { c.lab.heal(i); return nil }, c.lab.cut(i)
 			}
+		case "alarm": // a disk alarm on the node: publishers blocked on every node
+			f.apply = func(ctx context.Context, i int) (func() error, error) {
+				set := func(ctx context.Context, limit string) error {
+					out, err := c.ctlNode(ctx, warrenctl, i, "set", "disk-free-limit", limit)
+					if err != nil {
+						return fmt.Errorf("%w: %s", err, firstLine(out))
+					}
+					return nil
+				}
+				heal := func() error { return set(context.Background(), "50MB") }
+				return heal, set(ctx, "1000000TB") // above any free space
+			}
 		default:
-			return nil, fmt.Errorf("unknown fault %q (kill, stop, pause, partition)", name)
+			return nil, fmt.Errorf("unknown fault %q (kill, stop, pause, partition, alarm)", name)
 		}
 		n.faults = append(n.faults, f)
 	}
