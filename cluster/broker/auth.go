@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"regexp"
+
+	"github.com/warrenmq/warren/cluster/metadata"
 )
 
 // HashPassword returns the password's hash in RabbitMQ's
@@ -40,6 +42,7 @@ func CheckPassword(hash, password string) bool {
 
 // permission is a user's access to one vhost, its patterns compiled.
 type permission struct {
+	rec                    metadata.Permission
 	configure, write, read *regexp.Regexp
 }
 

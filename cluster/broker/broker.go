@@ -219,6 +219,9 @@ type Broker struct {
 
 	// nodes are the drained nodes' records (nodes.go).
 	nodes nodeTable
+	// revoke closes the connections of a deleted user or vhost
+	// (access.go).
+	revoke func(Revocation)
 }
 
 type permKey struct{ user, vhost string }
@@ -361,7 +364,7 @@ func compilePermission(p metadata.Permission) (*permission, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &permission{configure: c, write: w, read: r}, nil
+	return &permission{rec: p, configure: c, write: w, read: r}, nil
 }
 
 func (b *Broker) restore(snap *metadata.Snapshot) error {

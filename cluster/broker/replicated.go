@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/warrenmq/warren/cluster/metadata"
@@ -34,12 +35,16 @@ func (b *Broker) applyChanges(changes []metadata.Change) {
 			b.applyVhost(*c.Vhost, c.Delete)
 		case c.User != nil:
 			b.mu.Lock()
+			_, had := b.users[c.User.Name]
 			if c.Delete {
 				delete(b.users, c.User.Name)
 			} else {
 				b.users[c.User.Name] = *c.User
 			}
 			b.mu.Unlock()
+			if c.Delete && had {
+				b.revoked(Revocation{User: c.User.Name, Reason: fmt.Sprintf("user '%s' is deleted", c.User.Name)})
+			}
 		case c.Permission != nil:
 			p := *c.Permission
 			b.mu.Lock()
@@ -90,7 +95,11 @@ func (b *Broker) applyVhost(rec metadata.Vhost, del bool) {
 	}
 	b.mu.Unlock()
 	if del && ok {
+		// What is left are this node's transient and exclusive queues
+		// (the durable ones were deleted before the vhost, in the same
+		// change); its connections go, and their exclusive queues.
 		v.close()
+		b.revoked(Revocation{Vhost: rec.Name, Reason: fmt.Sprintf("vhost '%s' is deleted", rec.Name)})
 	}
 }
 

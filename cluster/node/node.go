@@ -117,6 +117,9 @@ func Start(cfg Config) (*Node, error) {
 		disk:    disk,
 		served:  make(chan struct{}),
 	}
+	// A deleted user's or vhost's connections close on every node, as
+	// the deletion reaches it (broker/access.go).
+	b.OnRevoke(func(r broker.Revocation) { n.server.CloseConnections(r.User, r.Vhost, r.Reason) })
 	if cn != nil {
 		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
 		n.startMaintenance() // drain.go

@@ -21,6 +21,851 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AccessResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AccessResponse) Reset() {
+	*x = AccessResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccessResponse) ProtoMessage() {}
+
+func (x *AccessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccessResponse.ProtoReflect.Descriptor instead.
+func (*AccessResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{0}
+}
+
+type AddUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Password      string                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	Tags          []string               `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddUserRequest) Reset() {
+	*x = AddUserRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddUserRequest) ProtoMessage() {}
+
+func (x *AddUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddUserRequest.ProtoReflect.Descriptor instead.
+func (*AddUserRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AddUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AddUserRequest) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+func (x *AddUserRequest) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+type UserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserRequest) Reset() {
+	*x = UserRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserRequest) ProtoMessage() {}
+
+func (x *UserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserRequest.ProtoReflect.Descriptor instead.
+func (*UserRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *UserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ChangePasswordRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Password      string                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangePasswordRequest) Reset() {
+	*x = ChangePasswordRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangePasswordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangePasswordRequest) ProtoMessage() {}
+
+func (x *ChangePasswordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangePasswordRequest.ProtoReflect.Descriptor instead.
+func (*ChangePasswordRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ChangePasswordRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ChangePasswordRequest) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+type SetUserTagsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// None clears them.
+	Tags          []string `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetUserTagsRequest) Reset() {
+	*x = SetUserTagsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetUserTagsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetUserTagsRequest) ProtoMessage() {}
+
+func (x *SetUserTagsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetUserTagsRequest.ProtoReflect.Descriptor instead.
+func (*SetUserTagsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetUserTagsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetUserTagsRequest) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+type ListUsersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersRequest) Reset() {
+	*x = ListUsersRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersRequest) ProtoMessage() {}
+
+func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListUsersRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{5}
+}
+
+type ListUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By name.
+	Users         []*User `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse) Reset() {
+	*x = ListUsersResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse) ProtoMessage() {}
+
+func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListUsersResponse) GetUsers() []*User {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+type User struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Tags  []string               `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
+	// False for a user that cannot log in with a password.
+	HasPassword   bool `protobuf:"varint,3,opt,name=has_password,json=hasPassword,proto3" json:"has_password,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *User) Reset() {
+	*x = User{}
+	mi := &file_adminpb_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *User) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*User) ProtoMessage() {}
+
+func (x *User) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use User.ProtoReflect.Descriptor instead.
+func (*User) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *User) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *User) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *User) GetHasPassword() bool {
+	if x != nil {
+		return x.HasPassword
+	}
+	return false
+}
+
+type AddVhostRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// quorum or classic; empty for the node's --default-queue-type.
+	DefaultQueueType string `protobuf:"bytes,2,opt,name=default_queue_type,json=defaultQueueType,proto3" json:"default_queue_type,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AddVhostRequest) Reset() {
+	*x = AddVhostRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddVhostRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddVhostRequest) ProtoMessage() {}
+
+func (x *AddVhostRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddVhostRequest.ProtoReflect.Descriptor instead.
+func (*AddVhostRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AddVhostRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AddVhostRequest) GetDefaultQueueType() string {
+	if x != nil {
+		return x.DefaultQueueType
+	}
+	return ""
+}
+
+type VhostRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VhostRequest) Reset() {
+	*x = VhostRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VhostRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VhostRequest) ProtoMessage() {}
+
+func (x *VhostRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VhostRequest.ProtoReflect.Descriptor instead.
+func (*VhostRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *VhostRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListVhostsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVhostsRequest) Reset() {
+	*x = ListVhostsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVhostsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVhostsRequest) ProtoMessage() {}
+
+func (x *ListVhostsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVhostsRequest.ProtoReflect.Descriptor instead.
+func (*ListVhostsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
+}
+
+type ListVhostsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By name.
+	Vhosts        []*Vhost `protobuf:"bytes,1,rep,name=vhosts,proto3" json:"vhosts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVhostsResponse) Reset() {
+	*x = ListVhostsResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVhostsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVhostsResponse) ProtoMessage() {}
+
+func (x *ListVhostsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVhostsResponse.ProtoReflect.Descriptor instead.
+func (*ListVhostsResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListVhostsResponse) GetVhosts() []*Vhost {
+	if x != nil {
+		return x.Vhosts
+	}
+	return nil
+}
+
+type Vhost struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	DefaultQueueType string                 `protobuf:"bytes,2,opt,name=default_queue_type,json=defaultQueueType,proto3" json:"default_queue_type,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Vhost) Reset() {
+	*x = Vhost{}
+	mi := &file_adminpb_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Vhost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Vhost) ProtoMessage() {}
+
+func (x *Vhost) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Vhost.ProtoReflect.Descriptor instead.
+func (*Vhost) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Vhost) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Vhost) GetDefaultQueueType() string {
+	if x != nil {
+		return x.DefaultQueueType
+	}
+	return ""
+}
+
+// A user's access to a vhost: regular expressions matched against the
+// names of the resources it may configure, write to and read from.
+type Permission struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Vhost         string                 `protobuf:"bytes,2,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Configure     string                 `protobuf:"bytes,3,opt,name=configure,proto3" json:"configure,omitempty"`
+	Write         string                 `protobuf:"bytes,4,opt,name=write,proto3" json:"write,omitempty"`
+	Read          string                 `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Permission) Reset() {
+	*x = Permission{}
+	mi := &file_adminpb_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Permission) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Permission) ProtoMessage() {}
+
+func (x *Permission) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Permission.ProtoReflect.Descriptor instead.
+func (*Permission) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Permission) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Permission) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *Permission) GetConfigure() string {
+	if x != nil {
+		return x.Configure
+	}
+	return ""
+}
+
+func (x *Permission) GetWrite() string {
+	if x != nil {
+		return x.Write
+	}
+	return ""
+}
+
+func (x *Permission) GetRead() string {
+	if x != nil {
+		return x.Read
+	}
+	return ""
+}
+
+type ClearPermissionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Vhost         string                 `protobuf:"bytes,2,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearPermissionsRequest) Reset() {
+	*x = ClearPermissionsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearPermissionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearPermissionsRequest) ProtoMessage() {}
+
+func (x *ClearPermissionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearPermissionsRequest.ProtoReflect.Descriptor instead.
+func (*ClearPermissionsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ClearPermissionsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ClearPermissionsRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+type ListPermissionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty for every vhost, every user.
+	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	User          string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPermissionsRequest) Reset() {
+	*x = ListPermissionsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPermissionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPermissionsRequest) ProtoMessage() {}
+
+func (x *ListPermissionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPermissionsRequest.ProtoReflect.Descriptor instead.
+func (*ListPermissionsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListPermissionsRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *ListPermissionsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+type ListPermissionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By vhost, then user.
+	Permissions   []*Permission `protobuf:"bytes,1,rep,name=permissions,proto3" json:"permissions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPermissionsResponse) Reset() {
+	*x = ListPermissionsResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPermissionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPermissionsResponse) ProtoMessage() {}
+
+func (x *ListPermissionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPermissionsResponse.ProtoReflect.Descriptor instead.
+func (*ListPermissionsResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListPermissionsResponse) GetPermissions() []*Permission {
+	if x != nil {
+		return x.Permissions
+	}
+	return nil
+}
+
 type AlarmsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -29,7 +874,7 @@ type AlarmsRequest struct {
 
 func (x *AlarmsRequest) Reset() {
 	*x = AlarmsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[0]
+	mi := &file_adminpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +886,7 @@ func (x *AlarmsRequest) String() string {
 func (*AlarmsRequest) ProtoMessage() {}
 
 func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[0]
+	mi := &file_adminpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +899,7 @@ func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmsRequest.ProtoReflect.Descriptor instead.
 func (*AlarmsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{0}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 type AlarmsResponse struct {
@@ -77,7 +922,7 @@ type AlarmsResponse struct {
 
 func (x *AlarmsResponse) Reset() {
 	*x = AlarmsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[1]
+	mi := &file_adminpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -89,7 +934,7 @@ func (x *AlarmsResponse) String() string {
 func (*AlarmsResponse) ProtoMessage() {}
 
 func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[1]
+	mi := &file_adminpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -102,7 +947,7 @@ func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmsResponse.ProtoReflect.Descriptor instead.
 func (*AlarmsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{1}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AlarmsResponse) GetNode() string {
@@ -158,7 +1003,7 @@ type ResourceAlarm struct {
 
 func (x *ResourceAlarm) Reset() {
 	*x = ResourceAlarm{}
-	mi := &file_adminpb_admin_proto_msgTypes[2]
+	mi := &file_adminpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -170,7 +1015,7 @@ func (x *ResourceAlarm) String() string {
 func (*ResourceAlarm) ProtoMessage() {}
 
 func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[2]
+	mi := &file_adminpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -183,7 +1028,7 @@ func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceAlarm.ProtoReflect.Descriptor instead.
 func (*ResourceAlarm) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{2}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResourceAlarm) GetNode() string {
@@ -214,7 +1059,7 @@ type SetWatermarkRequest struct {
 
 func (x *SetWatermarkRequest) Reset() {
 	*x = SetWatermarkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[3]
+	mi := &file_adminpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +1071,7 @@ func (x *SetWatermarkRequest) String() string {
 func (*SetWatermarkRequest) ProtoMessage() {}
 
 func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[3]
+	mi := &file_adminpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +1084,7 @@ func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWatermarkRequest.ProtoReflect.Descriptor instead.
 func (*SetWatermarkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{3}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetWatermarkRequest) GetResource() string {
@@ -265,7 +1110,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[4]
+	mi := &file_adminpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -277,7 +1122,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[4]
+	mi := &file_adminpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -290,7 +1135,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{4}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DrainRequest) GetNode() string {
@@ -315,7 +1160,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[5]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +1172,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[5]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +1185,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DrainResponse) GetNode() string {
@@ -382,7 +1227,7 @@ type MemberMaintenanceRequest struct {
 
 func (x *MemberMaintenanceRequest) Reset() {
 	*x = MemberMaintenanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[6]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +1239,7 @@ func (x *MemberMaintenanceRequest) String() string {
 func (*MemberMaintenanceRequest) ProtoMessage() {}
 
 func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[6]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +1252,7 @@ func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MemberMaintenanceRequest) GetDraining() bool {
@@ -427,7 +1272,7 @@ type MemberMaintenanceResponse struct {
 
 func (x *MemberMaintenanceResponse) Reset() {
 	*x = MemberMaintenanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[7]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +1284,7 @@ func (x *MemberMaintenanceResponse) String() string {
 func (*MemberMaintenanceResponse) ProtoMessage() {}
 
 func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[7]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +1297,7 @@ func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MemberMaintenanceResponse) GetDraining() bool {
@@ -478,7 +1323,7 @@ type ForgetNodeRequest struct {
 
 func (x *ForgetNodeRequest) Reset() {
 	*x = ForgetNodeRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[8]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +1335,7 @@ func (x *ForgetNodeRequest) String() string {
 func (*ForgetNodeRequest) ProtoMessage() {}
 
 func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[8]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +1348,7 @@ func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetNodeRequest.ProtoReflect.Descriptor instead.
 func (*ForgetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ForgetNodeRequest) GetNode() string {
@@ -521,7 +1366,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[9]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +1378,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[9]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +1391,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 type ClusterStatusResponse struct {
@@ -563,7 +1408,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[10]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +1420,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[10]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +1433,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ClusterStatusResponse) GetNode() string {
@@ -634,7 +1479,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_adminpb_admin_proto_msgTypes[11]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +1491,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[11]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +1504,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Node) GetName() string {
@@ -735,7 +1580,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[12]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +1592,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[12]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +1605,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListQueuesRequest) GetVhost() string {
@@ -780,7 +1625,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[13]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1637,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[13]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1650,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -840,7 +1685,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_adminpb_admin_proto_msgTypes[14]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +1697,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[14]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +1710,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Queue) GetVhost() string {
@@ -956,7 +1801,7 @@ type QuorumStatusRequest struct {
 
 func (x *QuorumStatusRequest) Reset() {
 	*x = QuorumStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[15]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1813,7 @@ func (x *QuorumStatusRequest) String() string {
 func (*QuorumStatusRequest) ProtoMessage() {}
 
 func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[15]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1826,7 @@ func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusRequest.ProtoReflect.Descriptor instead.
 func (*QuorumStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *QuorumStatusRequest) GetVhost() string {
@@ -1015,7 +1860,7 @@ type QuorumStatusResponse struct {
 
 func (x *QuorumStatusResponse) Reset() {
 	*x = QuorumStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[16]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1872,7 @@ func (x *QuorumStatusResponse) String() string {
 func (*QuorumStatusResponse) ProtoMessage() {}
 
 func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[16]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1885,7 @@ func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusResponse.ProtoReflect.Descriptor instead.
 func (*QuorumStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *QuorumStatusResponse) GetVhost() string {
@@ -1087,7 +1932,7 @@ type MemberStatusRequest struct {
 
 func (x *MemberStatusRequest) Reset() {
 	*x = MemberStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[17]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1944,7 @@ func (x *MemberStatusRequest) String() string {
 func (*MemberStatusRequest) ProtoMessage() {}
 
 func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[17]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1957,7 @@ func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatusRequest.ProtoReflect.Descriptor instead.
 func (*MemberStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MemberStatusRequest) GetQueueId() string {
@@ -1143,7 +1988,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_adminpb_admin_proto_msgTypes[18]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +2000,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[18]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +2013,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Member) GetNode() string {
@@ -1247,7 +2092,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_adminpb_admin_proto_msgTypes[19]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +2104,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[19]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +2117,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Policy) GetVhost() string {
@@ -1333,7 +2178,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +2190,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +2203,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetPolicyRequest) GetPolicy() *Policy {
@@ -1376,7 +2221,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +2233,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +2246,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 type ClearPolicyRequest struct {
@@ -1416,7 +2261,7 @@ type ClearPolicyRequest struct {
 
 func (x *ClearPolicyRequest) Reset() {
 	*x = ClearPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +2273,7 @@ func (x *ClearPolicyRequest) String() string {
 func (*ClearPolicyRequest) ProtoMessage() {}
 
 func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +2286,7 @@ func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyRequest.ProtoReflect.Descriptor instead.
 func (*ClearPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ClearPolicyRequest) GetVhost() string {
@@ -1473,7 +2318,7 @@ type ClearPolicyResponse struct {
 
 func (x *ClearPolicyResponse) Reset() {
 	*x = ClearPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +2330,7 @@ func (x *ClearPolicyResponse) String() string {
 func (*ClearPolicyResponse) ProtoMessage() {}
 
 func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +2343,7 @@ func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyResponse.ProtoReflect.Descriptor instead.
 func (*ClearPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 type ListPoliciesRequest struct {
@@ -1512,7 +2357,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +2369,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +2382,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListPoliciesRequest) GetVhost() string {
@@ -1564,7 +2409,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +2421,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +2434,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -1612,7 +2457,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +2469,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +2482,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TransferLeadershipRequest) GetVhost() string {
@@ -1677,7 +2522,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +2534,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +2547,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TransferLeadershipResponse) GetVhost() string {
@@ -1751,7 +2596,7 @@ type MemberTransferLeadershipRequest struct {
 
 func (x *MemberTransferLeadershipRequest) Reset() {
 	*x = MemberTransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +2608,7 @@ func (x *MemberTransferLeadershipRequest) String() string {
 func (*MemberTransferLeadershipRequest) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +2621,7 @@ func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MemberTransferLeadershipRequest) GetQueueId() string {
@@ -1801,7 +2646,7 @@ type MemberTransferLeadershipResponse struct {
 
 func (x *MemberTransferLeadershipResponse) Reset() {
 	*x = MemberTransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +2658,7 @@ func (x *MemberTransferLeadershipResponse) String() string {
 func (*MemberTransferLeadershipResponse) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +2671,7 @@ func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 type LocalMembersRequest struct {
@@ -1837,7 +2682,7 @@ type LocalMembersRequest struct {
 
 func (x *LocalMembersRequest) Reset() {
 	*x = LocalMembersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +2694,7 @@ func (x *LocalMembersRequest) String() string {
 func (*LocalMembersRequest) ProtoMessage() {}
 
 func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2707,7 @@ func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersRequest.ProtoReflect.Descriptor instead.
 func (*LocalMembersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 type LocalMembersResponse struct {
@@ -1877,7 +2722,7 @@ type LocalMembersResponse struct {
 
 func (x *LocalMembersResponse) Reset() {
 	*x = LocalMembersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +2734,7 @@ func (x *LocalMembersResponse) String() string {
 func (*LocalMembersResponse) ProtoMessage() {}
 
 func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2747,7 @@ func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersResponse.ProtoReflect.Descriptor instead.
 func (*LocalMembersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LocalMembersResponse) GetNode() string {
@@ -1929,7 +2774,7 @@ type LocalMember struct {
 
 func (x *LocalMember) Reset() {
 	*x = LocalMember{}
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2786,7 @@ func (x *LocalMember) String() string {
 func (*LocalMember) ProtoMessage() {}
 
 func (x *LocalMember) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2799,7 @@ func (x *LocalMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMember.ProtoReflect.Descriptor instead.
 func (*LocalMember) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LocalMember) GetQueueId() string {
@@ -1983,7 +2828,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2840,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2853,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RebalanceRequest) GetVhostPattern() string {
@@ -2040,7 +2885,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2897,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2910,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RebalanceResponse) GetMoves() []*LeaderMove {
@@ -2103,7 +2948,7 @@ type LeaderMove struct {
 
 func (x *LeaderMove) Reset() {
 	*x = LeaderMove{}
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2960,7 @@ func (x *LeaderMove) String() string {
 func (*LeaderMove) ProtoMessage() {}
 
 func (x *LeaderMove) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2973,7 @@ func (x *LeaderMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderMove.ProtoReflect.Descriptor instead.
 func (*LeaderMove) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LeaderMove) GetVhost() string {
@@ -2177,7 +3022,7 @@ type NodeLeaders struct {
 
 func (x *NodeLeaders) Reset() {
 	*x = NodeLeaders{}
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +3034,7 @@ func (x *NodeLeaders) String() string {
 func (*NodeLeaders) ProtoMessage() {}
 
 func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +3047,7 @@ func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaders.ProtoReflect.Descriptor instead.
 func (*NodeLeaders) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeLeaders) GetNode() string {
@@ -2236,7 +3081,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +3093,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +3106,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *QueueRef) GetVhost() string {
@@ -2288,7 +3133,7 @@ type CheckQuorumCriticalRequest struct {
 
 func (x *CheckQuorumCriticalRequest) Reset() {
 	*x = CheckQuorumCriticalRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +3145,7 @@ func (x *CheckQuorumCriticalRequest) String() string {
 func (*CheckQuorumCriticalRequest) ProtoMessage() {}
 
 func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +3158,7 @@ func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckQuorumCriticalRequest.ProtoReflect.Descriptor instead.
 func (*CheckQuorumCriticalRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CheckQuorumCriticalRequest) GetNode() string {
@@ -2333,7 +3178,7 @@ type CheckLeaderlessRequest struct {
 
 func (x *CheckLeaderlessRequest) Reset() {
 	*x = CheckLeaderlessRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +3190,7 @@ func (x *CheckLeaderlessRequest) String() string {
 func (*CheckLeaderlessRequest) ProtoMessage() {}
 
 func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +3203,7 @@ func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLeaderlessRequest.ProtoReflect.Descriptor instead.
 func (*CheckLeaderlessRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CheckLeaderlessRequest) GetVhost() string {
@@ -2380,7 +3225,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +3237,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +3250,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CheckResponse) GetQueues() []*CheckedQueue {
@@ -2430,7 +3275,7 @@ type CheckedQueue struct {
 
 func (x *CheckedQueue) Reset() {
 	*x = CheckedQueue{}
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +3287,7 @@ func (x *CheckedQueue) String() string {
 func (*CheckedQueue) ProtoMessage() {}
 
 func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +3300,7 @@ func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckedQueue.ProtoReflect.Descriptor instead.
 func (*CheckedQueue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CheckedQueue) GetVhost() string {
@@ -2505,7 +3350,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +3362,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +3375,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AddMemberRequest) GetVhost() string {
@@ -2567,7 +3412,7 @@ type DeleteMemberRequest struct {
 
 func (x *DeleteMemberRequest) Reset() {
 	*x = DeleteMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +3424,7 @@ func (x *DeleteMemberRequest) String() string {
 func (*DeleteMemberRequest) ProtoMessage() {}
 
 func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +3437,7 @@ func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DeleteMemberRequest) GetVhost() string {
@@ -2635,7 +3480,7 @@ type GrowRequest struct {
 
 func (x *GrowRequest) Reset() {
 	*x = GrowRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +3492,7 @@ func (x *GrowRequest) String() string {
 func (*GrowRequest) ProtoMessage() {}
 
 func (x *GrowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +3505,7 @@ func (x *GrowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrowRequest.ProtoReflect.Descriptor instead.
 func (*GrowRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GrowRequest) GetNode() string {
@@ -2693,7 +3538,7 @@ type ShrinkRequest struct {
 
 func (x *ShrinkRequest) Reset() {
 	*x = ShrinkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +3550,7 @@ func (x *ShrinkRequest) String() string {
 func (*ShrinkRequest) ProtoMessage() {}
 
 func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +3563,7 @@ func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShrinkRequest.ProtoReflect.Descriptor instead.
 func (*ShrinkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ShrinkRequest) GetNode() string {
@@ -2740,7 +3585,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +3597,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +3610,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *MembershipResponse) GetChanged() []string {
@@ -2792,7 +3637,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +3649,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +3662,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListConnectionsRequest) GetVhost() string {
@@ -2839,7 +3684,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +3696,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +3709,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -2891,7 +3736,7 @@ type NodeError struct {
 
 func (x *NodeError) Reset() {
 	*x = NodeError{}
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +3748,7 @@ func (x *NodeError) String() string {
 func (*NodeError) ProtoMessage() {}
 
 func (x *NodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +3761,7 @@ func (x *NodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
 func (*NodeError) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *NodeError) GetNode() string {
@@ -2964,7 +3809,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3821,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3834,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Connection) GetNode() string {
@@ -3126,7 +3971,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3983,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3996,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Channel) GetNumber() uint32 {
@@ -3228,7 +4073,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +4085,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +4098,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *Consumer) GetQueue() string {
@@ -3316,7 +4161,7 @@ type QuorumConsumersRequest struct {
 
 func (x *QuorumConsumersRequest) Reset() {
 	*x = QuorumConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +4173,7 @@ func (x *QuorumConsumersRequest) String() string {
 func (*QuorumConsumersRequest) ProtoMessage() {}
 
 func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +4186,7 @@ func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *QuorumConsumersRequest) GetVhost() string {
@@ -3367,7 +4212,7 @@ type MemberConsumersRequest struct {
 
 func (x *MemberConsumersRequest) Reset() {
 	*x = MemberConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +4224,7 @@ func (x *MemberConsumersRequest) String() string {
 func (*MemberConsumersRequest) ProtoMessage() {}
 
 func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +4237,7 @@ func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
 func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *MemberConsumersRequest) GetQueueId() string {
@@ -3417,7 +4262,7 @@ type QuorumConsumersResponse struct {
 
 func (x *QuorumConsumersResponse) Reset() {
 	*x = QuorumConsumersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +4274,7 @@ func (x *QuorumConsumersResponse) String() string {
 func (*QuorumConsumersResponse) ProtoMessage() {}
 
 func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +4287,7 @@ func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *QuorumConsumersResponse) GetVhost() string {
@@ -3510,7 +4355,7 @@ type QueueConsumer struct {
 
 func (x *QueueConsumer) Reset() {
 	*x = QueueConsumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3522,7 +4367,7 @@ func (x *QueueConsumer) String() string {
 func (*QueueConsumer) ProtoMessage() {}
 
 func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3535,7 +4380,7 @@ func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
 func (*QueueConsumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *QueueConsumer) GetId() uint64 {
@@ -3612,7 +4457,53 @@ var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x13adminpb/admin.proto\x12\fwarren.admin\"\x0f\n" +
+	"\x13adminpb/admin.proto\x12\fwarren.admin\"\x10\n" +
+	"\x0eAccessResponse\"T\n" +
+	"\x0eAddUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\x12\x12\n" +
+	"\x04tags\x18\x03 \x03(\tR\x04tags\"!\n" +
+	"\vUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"G\n" +
+	"\x15ChangePasswordRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\"<\n" +
+	"\x12SetUserTagsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04tags\x18\x02 \x03(\tR\x04tags\"\x12\n" +
+	"\x10ListUsersRequest\"=\n" +
+	"\x11ListUsersResponse\x12(\n" +
+	"\x05users\x18\x01 \x03(\v2\x12.warren.admin.UserR\x05users\"Q\n" +
+	"\x04User\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04tags\x18\x02 \x03(\tR\x04tags\x12!\n" +
+	"\fhas_password\x18\x03 \x01(\bR\vhasPassword\"S\n" +
+	"\x0fAddVhostRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x12default_queue_type\x18\x02 \x01(\tR\x10defaultQueueType\"\"\n" +
+	"\fVhostRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
+	"\x11ListVhostsRequest\"A\n" +
+	"\x12ListVhostsResponse\x12+\n" +
+	"\x06vhosts\x18\x01 \x03(\v2\x13.warren.admin.VhostR\x06vhosts\"I\n" +
+	"\x05Vhost\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x12default_queue_type\x18\x02 \x01(\tR\x10defaultQueueType\"~\n" +
+	"\n" +
+	"Permission\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x14\n" +
+	"\x05vhost\x18\x02 \x01(\tR\x05vhost\x12\x1c\n" +
+	"\tconfigure\x18\x03 \x01(\tR\tconfigure\x12\x14\n" +
+	"\x05write\x18\x04 \x01(\tR\x05write\x12\x12\n" +
+	"\x04read\x18\x05 \x01(\tR\x04read\"C\n" +
+	"\x17ClearPermissionsRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x14\n" +
+	"\x05vhost\x18\x02 \x01(\tR\x05vhost\"B\n" +
+	"\x16ListPermissionsRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\"U\n" +
+	"\x17ListPermissionsResponse\x12:\n" +
+	"\vpermissions\x18\x01 \x03(\v2\x18.warren.admin.PermissionR\vpermissions\"\x0f\n" +
 	"\rAlarmsRequest\"\x8e\x02\n" +
 	"\x0eAlarmsResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x123\n" +
@@ -3862,7 +4753,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x06credit\x18\b \x01(\rR\x06credit\x12\x1a\n" +
 	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x1c\n" +
 	"\texclusive\x18\n" +
-	" \x01(\bR\texclusive2\x8e\x12\n" +
+	" \x01(\bR\texclusive2\xf4\x18\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -3892,7 +4783,20 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x0fQuorumConsumers\x12$.warren.admin.QuorumConsumersRequest\x1a%.warren.admin.QuorumConsumersResponse\x12^\n" +
 	"\x0fMemberConsumers\x12$.warren.admin.MemberConsumersRequest\x1a%.warren.admin.QuorumConsumersResponse\x12C\n" +
 	"\x06Alarms\x12\x1b.warren.admin.AlarmsRequest\x1a\x1c.warren.admin.AlarmsResponse\x12O\n" +
-	"\fSetWatermark\x12!.warren.admin.SetWatermarkRequest\x1a\x1c.warren.admin.AlarmsResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
+	"\fSetWatermark\x12!.warren.admin.SetWatermarkRequest\x1a\x1c.warren.admin.AlarmsResponse\x12E\n" +
+	"\aAddUser\x12\x1c.warren.admin.AddUserRequest\x1a\x1c.warren.admin.AccessResponse\x12E\n" +
+	"\n" +
+	"DeleteUser\x12\x19.warren.admin.UserRequest\x1a\x1c.warren.admin.AccessResponse\x12S\n" +
+	"\x0eChangePassword\x12#.warren.admin.ChangePasswordRequest\x1a\x1c.warren.admin.AccessResponse\x12M\n" +
+	"\vSetUserTags\x12 .warren.admin.SetUserTagsRequest\x1a\x1c.warren.admin.AccessResponse\x12L\n" +
+	"\tListUsers\x12\x1e.warren.admin.ListUsersRequest\x1a\x1f.warren.admin.ListUsersResponse\x12G\n" +
+	"\bAddVhost\x12\x1d.warren.admin.AddVhostRequest\x1a\x1c.warren.admin.AccessResponse\x12G\n" +
+	"\vDeleteVhost\x12\x1a.warren.admin.VhostRequest\x1a\x1c.warren.admin.AccessResponse\x12O\n" +
+	"\n" +
+	"ListVhosts\x12\x1f.warren.admin.ListVhostsRequest\x1a .warren.admin.ListVhostsResponse\x12H\n" +
+	"\x0eSetPermissions\x12\x18.warren.admin.Permission\x1a\x1c.warren.admin.AccessResponse\x12W\n" +
+	"\x10ClearPermissions\x12%.warren.admin.ClearPermissionsRequest\x1a\x1c.warren.admin.AccessResponse\x12^\n" +
+	"\x0fListPermissions\x12$.warren.admin.ListPermissionsRequest\x1a%.warren.admin.ListPermissionsResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
 
 var (
 	file_adminpb_admin_proto_rawDescOnce sync.Once
@@ -3906,144 +4810,186 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_adminpb_admin_proto_goTypes = []any{
-	(*AlarmsRequest)(nil),                    // 0: warren.admin.AlarmsRequest
-	(*AlarmsResponse)(nil),                   // 1: warren.admin.AlarmsResponse
-	(*ResourceAlarm)(nil),                    // 2: warren.admin.ResourceAlarm
-	(*SetWatermarkRequest)(nil),              // 3: warren.admin.SetWatermarkRequest
-	(*DrainRequest)(nil),                     // 4: warren.admin.DrainRequest
-	(*DrainResponse)(nil),                    // 5: warren.admin.DrainResponse
-	(*MemberMaintenanceRequest)(nil),         // 6: warren.admin.MemberMaintenanceRequest
-	(*MemberMaintenanceResponse)(nil),        // 7: warren.admin.MemberMaintenanceResponse
-	(*ForgetNodeRequest)(nil),                // 8: warren.admin.ForgetNodeRequest
-	(*ClusterStatusRequest)(nil),             // 9: warren.admin.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),            // 10: warren.admin.ClusterStatusResponse
-	(*Node)(nil),                             // 11: warren.admin.Node
-	(*ListQueuesRequest)(nil),                // 12: warren.admin.ListQueuesRequest
-	(*ListQueuesResponse)(nil),               // 13: warren.admin.ListQueuesResponse
-	(*Queue)(nil),                            // 14: warren.admin.Queue
-	(*QuorumStatusRequest)(nil),              // 15: warren.admin.QuorumStatusRequest
-	(*QuorumStatusResponse)(nil),             // 16: warren.admin.QuorumStatusResponse
-	(*MemberStatusRequest)(nil),              // 17: warren.admin.MemberStatusRequest
-	(*Member)(nil),                           // 18: warren.admin.Member
-	(*Policy)(nil),                           // 19: warren.admin.Policy
-	(*SetPolicyRequest)(nil),                 // 20: warren.admin.SetPolicyRequest
-	(*SetPolicyResponse)(nil),                // 21: warren.admin.SetPolicyResponse
-	(*ClearPolicyRequest)(nil),               // 22: warren.admin.ClearPolicyRequest
-	(*ClearPolicyResponse)(nil),              // 23: warren.admin.ClearPolicyResponse
-	(*ListPoliciesRequest)(nil),              // 24: warren.admin.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),             // 25: warren.admin.ListPoliciesResponse
-	(*TransferLeadershipRequest)(nil),        // 26: warren.admin.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),       // 27: warren.admin.TransferLeadershipResponse
-	(*MemberTransferLeadershipRequest)(nil),  // 28: warren.admin.MemberTransferLeadershipRequest
-	(*MemberTransferLeadershipResponse)(nil), // 29: warren.admin.MemberTransferLeadershipResponse
-	(*LocalMembersRequest)(nil),              // 30: warren.admin.LocalMembersRequest
-	(*LocalMembersResponse)(nil),             // 31: warren.admin.LocalMembersResponse
-	(*LocalMember)(nil),                      // 32: warren.admin.LocalMember
-	(*RebalanceRequest)(nil),                 // 33: warren.admin.RebalanceRequest
-	(*RebalanceResponse)(nil),                // 34: warren.admin.RebalanceResponse
-	(*LeaderMove)(nil),                       // 35: warren.admin.LeaderMove
-	(*NodeLeaders)(nil),                      // 36: warren.admin.NodeLeaders
-	(*QueueRef)(nil),                         // 37: warren.admin.QueueRef
-	(*CheckQuorumCriticalRequest)(nil),       // 38: warren.admin.CheckQuorumCriticalRequest
-	(*CheckLeaderlessRequest)(nil),           // 39: warren.admin.CheckLeaderlessRequest
-	(*CheckResponse)(nil),                    // 40: warren.admin.CheckResponse
-	(*CheckedQueue)(nil),                     // 41: warren.admin.CheckedQueue
-	(*AddMemberRequest)(nil),                 // 42: warren.admin.AddMemberRequest
-	(*DeleteMemberRequest)(nil),              // 43: warren.admin.DeleteMemberRequest
-	(*GrowRequest)(nil),                      // 44: warren.admin.GrowRequest
-	(*ShrinkRequest)(nil),                    // 45: warren.admin.ShrinkRequest
-	(*MembershipResponse)(nil),               // 46: warren.admin.MembershipResponse
-	(*ListConnectionsRequest)(nil),           // 47: warren.admin.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 48: warren.admin.ListConnectionsResponse
-	(*NodeError)(nil),                        // 49: warren.admin.NodeError
-	(*Connection)(nil),                       // 50: warren.admin.Connection
-	(*Channel)(nil),                          // 51: warren.admin.Channel
-	(*Consumer)(nil),                         // 52: warren.admin.Consumer
-	(*QuorumConsumersRequest)(nil),           // 53: warren.admin.QuorumConsumersRequest
-	(*MemberConsumersRequest)(nil),           // 54: warren.admin.MemberConsumersRequest
-	(*QuorumConsumersResponse)(nil),          // 55: warren.admin.QuorumConsumersResponse
-	(*QueueConsumer)(nil),                    // 56: warren.admin.QueueConsumer
+	(*AccessResponse)(nil),                   // 0: warren.admin.AccessResponse
+	(*AddUserRequest)(nil),                   // 1: warren.admin.AddUserRequest
+	(*UserRequest)(nil),                      // 2: warren.admin.UserRequest
+	(*ChangePasswordRequest)(nil),            // 3: warren.admin.ChangePasswordRequest
+	(*SetUserTagsRequest)(nil),               // 4: warren.admin.SetUserTagsRequest
+	(*ListUsersRequest)(nil),                 // 5: warren.admin.ListUsersRequest
+	(*ListUsersResponse)(nil),                // 6: warren.admin.ListUsersResponse
+	(*User)(nil),                             // 7: warren.admin.User
+	(*AddVhostRequest)(nil),                  // 8: warren.admin.AddVhostRequest
+	(*VhostRequest)(nil),                     // 9: warren.admin.VhostRequest
+	(*ListVhostsRequest)(nil),                // 10: warren.admin.ListVhostsRequest
+	(*ListVhostsResponse)(nil),               // 11: warren.admin.ListVhostsResponse
+	(*Vhost)(nil),                            // 12: warren.admin.Vhost
+	(*Permission)(nil),                       // 13: warren.admin.Permission
+	(*ClearPermissionsRequest)(nil),          // 14: warren.admin.ClearPermissionsRequest
+	(*ListPermissionsRequest)(nil),           // 15: warren.admin.ListPermissionsRequest
+	(*ListPermissionsResponse)(nil),          // 16: warren.admin.ListPermissionsResponse
+	(*AlarmsRequest)(nil),                    // 17: warren.admin.AlarmsRequest
+	(*AlarmsResponse)(nil),                   // 18: warren.admin.AlarmsResponse
+	(*ResourceAlarm)(nil),                    // 19: warren.admin.ResourceAlarm
+	(*SetWatermarkRequest)(nil),              // 20: warren.admin.SetWatermarkRequest
+	(*DrainRequest)(nil),                     // 21: warren.admin.DrainRequest
+	(*DrainResponse)(nil),                    // 22: warren.admin.DrainResponse
+	(*MemberMaintenanceRequest)(nil),         // 23: warren.admin.MemberMaintenanceRequest
+	(*MemberMaintenanceResponse)(nil),        // 24: warren.admin.MemberMaintenanceResponse
+	(*ForgetNodeRequest)(nil),                // 25: warren.admin.ForgetNodeRequest
+	(*ClusterStatusRequest)(nil),             // 26: warren.admin.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),            // 27: warren.admin.ClusterStatusResponse
+	(*Node)(nil),                             // 28: warren.admin.Node
+	(*ListQueuesRequest)(nil),                // 29: warren.admin.ListQueuesRequest
+	(*ListQueuesResponse)(nil),               // 30: warren.admin.ListQueuesResponse
+	(*Queue)(nil),                            // 31: warren.admin.Queue
+	(*QuorumStatusRequest)(nil),              // 32: warren.admin.QuorumStatusRequest
+	(*QuorumStatusResponse)(nil),             // 33: warren.admin.QuorumStatusResponse
+	(*MemberStatusRequest)(nil),              // 34: warren.admin.MemberStatusRequest
+	(*Member)(nil),                           // 35: warren.admin.Member
+	(*Policy)(nil),                           // 36: warren.admin.Policy
+	(*SetPolicyRequest)(nil),                 // 37: warren.admin.SetPolicyRequest
+	(*SetPolicyResponse)(nil),                // 38: warren.admin.SetPolicyResponse
+	(*ClearPolicyRequest)(nil),               // 39: warren.admin.ClearPolicyRequest
+	(*ClearPolicyResponse)(nil),              // 40: warren.admin.ClearPolicyResponse
+	(*ListPoliciesRequest)(nil),              // 41: warren.admin.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 42: warren.admin.ListPoliciesResponse
+	(*TransferLeadershipRequest)(nil),        // 43: warren.admin.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),       // 44: warren.admin.TransferLeadershipResponse
+	(*MemberTransferLeadershipRequest)(nil),  // 45: warren.admin.MemberTransferLeadershipRequest
+	(*MemberTransferLeadershipResponse)(nil), // 46: warren.admin.MemberTransferLeadershipResponse
+	(*LocalMembersRequest)(nil),              // 47: warren.admin.LocalMembersRequest
+	(*LocalMembersResponse)(nil),             // 48: warren.admin.LocalMembersResponse
+	(*LocalMember)(nil),                      // 49: warren.admin.LocalMember
+	(*RebalanceRequest)(nil),                 // 50: warren.admin.RebalanceRequest
+	(*RebalanceResponse)(nil),                // 51: warren.admin.RebalanceResponse
+	(*LeaderMove)(nil),                       // 52: warren.admin.LeaderMove
+	(*NodeLeaders)(nil),                      // 53: warren.admin.NodeLeaders
+	(*QueueRef)(nil),                         // 54: warren.admin.QueueRef
+	(*CheckQuorumCriticalRequest)(nil),       // 55: warren.admin.CheckQuorumCriticalRequest
+	(*CheckLeaderlessRequest)(nil),           // 56: warren.admin.CheckLeaderlessRequest
+	(*CheckResponse)(nil),                    // 57: warren.admin.CheckResponse
+	(*CheckedQueue)(nil),                     // 58: warren.admin.CheckedQueue
+	(*AddMemberRequest)(nil),                 // 59: warren.admin.AddMemberRequest
+	(*DeleteMemberRequest)(nil),              // 60: warren.admin.DeleteMemberRequest
+	(*GrowRequest)(nil),                      // 61: warren.admin.GrowRequest
+	(*ShrinkRequest)(nil),                    // 62: warren.admin.ShrinkRequest
+	(*MembershipResponse)(nil),               // 63: warren.admin.MembershipResponse
+	(*ListConnectionsRequest)(nil),           // 64: warren.admin.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 65: warren.admin.ListConnectionsResponse
+	(*NodeError)(nil),                        // 66: warren.admin.NodeError
+	(*Connection)(nil),                       // 67: warren.admin.Connection
+	(*Channel)(nil),                          // 68: warren.admin.Channel
+	(*Consumer)(nil),                         // 69: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 70: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 71: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 72: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 73: warren.admin.QueueConsumer
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
-	2,  // 0: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
-	35, // 1: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
-	11, // 2: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
-	14, // 3: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
-	18, // 4: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
-	19, // 5: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
-	19, // 6: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
-	32, // 7: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
-	18, // 8: warren.admin.LocalMember.member:type_name -> warren.admin.Member
-	35, // 9: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
-	36, // 10: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
-	37, // 11: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
-	41, // 12: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	50, // 13: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
-	49, // 14: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	51, // 15: warren.admin.Connection.channels:type_name -> warren.admin.Channel
-	52, // 16: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	56, // 17: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
-	9,  // 18: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	12, // 19: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	15, // 20: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	17, // 21: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	20, // 22: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	22, // 23: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	24, // 24: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	26, // 25: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	28, // 26: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	30, // 27: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	33, // 28: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	38, // 29: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	39, // 30: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	42, // 31: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	43, // 32: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	44, // 33: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	45, // 34: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	4,  // 35: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	4,  // 36: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	6,  // 37: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	8,  // 38: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	47, // 39: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	47, // 40: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	53, // 41: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
-	54, // 42: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	0,  // 43: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
-	3,  // 44: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
-	10, // 45: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	13, // 46: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	16, // 47: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	18, // 48: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	21, // 49: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	23, // 50: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	25, // 51: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	27, // 52: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	29, // 53: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	31, // 54: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	34, // 55: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	40, // 56: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	40, // 57: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	46, // 58: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	46, // 59: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	46, // 60: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	46, // 61: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	5,  // 62: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	5,  // 63: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	7,  // 64: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	46, // 65: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	48, // 66: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	48, // 67: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	55, // 68: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	55, // 69: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	1,  // 70: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
-	1,  // 71: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
-	45, // [45:72] is the sub-list for method output_type
-	18, // [18:45] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	7,  // 0: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
+	12, // 1: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
+	13, // 2: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
+	19, // 3: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
+	52, // 4: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
+	28, // 5: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
+	31, // 6: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
+	35, // 7: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
+	36, // 8: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
+	36, // 9: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
+	49, // 10: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
+	35, // 11: warren.admin.LocalMember.member:type_name -> warren.admin.Member
+	52, // 12: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
+	53, // 13: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
+	54, // 14: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
+	58, // 15: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
+	67, // 16: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	66, // 17: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	68, // 18: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	69, // 19: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	73, // 20: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	26, // 21: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	29, // 22: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	32, // 23: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	34, // 24: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	37, // 25: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	39, // 26: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	41, // 27: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	43, // 28: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	45, // 29: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	47, // 30: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	50, // 31: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	55, // 32: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	56, // 33: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	59, // 34: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	60, // 35: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	61, // 36: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	62, // 37: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	21, // 38: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	21, // 39: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	23, // 40: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	25, // 41: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	64, // 42: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	64, // 43: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	70, // 44: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	71, // 45: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	17, // 46: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	20, // 47: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	1,  // 48: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
+	2,  // 49: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
+	3,  // 50: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
+	4,  // 51: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
+	5,  // 52: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
+	8,  // 53: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
+	9,  // 54: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
+	10, // 55: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
+	13, // 56: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
+	14, // 57: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
+	15, // 58: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
+	27, // 59: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	30, // 60: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	33, // 61: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	35, // 62: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	38, // 63: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	40, // 64: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	42, // 65: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	44, // 66: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	46, // 67: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	48, // 68: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	51, // 69: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	57, // 70: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	57, // 71: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	63, // 72: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	63, // 73: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	63, // 74: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	63, // 75: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	22, // 76: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	22, // 77: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	24, // 78: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	63, // 79: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	65, // 80: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	65, // 81: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	72, // 82: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	72, // 83: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	18, // 84: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	18, // 85: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	0,  // 86: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
+	0,  // 87: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
+	0,  // 88: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
+	0,  // 89: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
+	6,  // 90: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
+	0,  // 91: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
+	0,  // 92: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
+	11, // 93: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
+	0,  // 94: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
+	0,  // 95: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
+	16, // 96: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
+	59, // [59:97] is the sub-list for method output_type
+	21, // [21:59] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -4051,14 +4997,14 @@ func file_adminpb_admin_proto_init() {
 	if File_adminpb_admin_proto != nil {
 		return
 	}
-	file_adminpb_admin_proto_msgTypes[18].OneofWrappers = []any{}
+	file_adminpb_admin_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

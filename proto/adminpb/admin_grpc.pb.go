@@ -46,6 +46,17 @@ const (
 	Admin_MemberConsumers_FullMethodName          = "/warren.admin.Admin/MemberConsumers"
 	Admin_Alarms_FullMethodName                   = "/warren.admin.Admin/Alarms"
 	Admin_SetWatermark_FullMethodName             = "/warren.admin.Admin/SetWatermark"
+	Admin_AddUser_FullMethodName                  = "/warren.admin.Admin/AddUser"
+	Admin_DeleteUser_FullMethodName               = "/warren.admin.Admin/DeleteUser"
+	Admin_ChangePassword_FullMethodName           = "/warren.admin.Admin/ChangePassword"
+	Admin_SetUserTags_FullMethodName              = "/warren.admin.Admin/SetUserTags"
+	Admin_ListUsers_FullMethodName                = "/warren.admin.Admin/ListUsers"
+	Admin_AddVhost_FullMethodName                 = "/warren.admin.Admin/AddVhost"
+	Admin_DeleteVhost_FullMethodName              = "/warren.admin.Admin/DeleteVhost"
+	Admin_ListVhosts_FullMethodName               = "/warren.admin.Admin/ListVhosts"
+	Admin_SetPermissions_FullMethodName           = "/warren.admin.Admin/SetPermissions"
+	Admin_ClearPermissions_FullMethodName         = "/warren.admin.Admin/ClearPermissions"
+	Admin_ListPermissions_FullMethodName          = "/warren.admin.Admin/ListPermissions"
 )
 
 // AdminClient is the client API for Admin service.
@@ -176,6 +187,26 @@ type AdminClient interface {
 	// set_vm_memory_high_watermark and set_disk_free_limit do; its alarm
 	// follows at once. INVALID_ARGUMENT if the value does not read.
 	SetWatermark(ctx context.Context, in *SetWatermarkRequest, opts ...grpc.CallOption) (*AlarmsResponse, error)
+	// Users, vhosts and permissions, as rabbitmqctl's add_user,
+	// delete_user, change_password, set_user_tags, list_users, add_vhost,
+	// delete_vhost, list_vhosts, set_permissions, clear_permissions and
+	// list_permissions. A change is answered once committed to the metadata
+	// group and applied on the answering node; ALREADY_EXISTS
+	// (user_already_exists, vhost_already_exists), NOT_FOUND (no_such_user,
+	// no_such_vhost) or INVALID_ARGUMENT otherwise. Deleting a user or a
+	// vhost closes its client connections on every node; deleting a vhost
+	// deletes everything in it.
+	AddUser(ctx context.Context, in *AddUserRequest, opts ...grpc.CallOption) (*AccessResponse, error)
+	DeleteUser(ctx context.Context, in *UserRequest, opts ...grpc.CallOption) (*AccessResponse, error)
+	ChangePassword(ctx context.Context, in *ChangePasswordRequest, opts ...grpc.CallOption) (*AccessResponse, error)
+	SetUserTags(ctx context.Context, in *SetUserTagsRequest, opts ...grpc.CallOption) (*AccessResponse, error)
+	ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error)
+	AddVhost(ctx context.Context, in *AddVhostRequest, opts ...grpc.CallOption) (*AccessResponse, error)
+	DeleteVhost(ctx context.Context, in *VhostRequest, opts ...grpc.CallOption) (*AccessResponse, error)
+	ListVhosts(ctx context.Context, in *ListVhostsRequest, opts ...grpc.CallOption) (*ListVhostsResponse, error)
+	SetPermissions(ctx context.Context, in *Permission, opts ...grpc.CallOption) (*AccessResponse, error)
+	ClearPermissions(ctx context.Context, in *ClearPermissionsRequest, opts ...grpc.CallOption) (*AccessResponse, error)
+	ListPermissions(ctx context.Context, in *ListPermissionsRequest, opts ...grpc.CallOption) (*ListPermissionsResponse, error)
 }
 
 type adminClient struct {
@@ -456,6 +487,116 @@ func (c *adminClient) SetWatermark(ctx context.Context, in *SetWatermarkRequest,
 	return out, nil
 }
 
+func (c *adminClient) AddUser(ctx context.Context, in *AddUserRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_AddUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteUser(ctx context.Context, in *UserRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ChangePassword(ctx context.Context, in *ChangePasswordRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_ChangePassword_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SetUserTags(ctx context.Context, in *SetUserTagsRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_SetUserTags_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUsersResponse)
+	err := c.cc.Invoke(ctx, Admin_ListUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) AddVhost(ctx context.Context, in *AddVhostRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_AddVhost_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteVhost(ctx context.Context, in *VhostRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteVhost_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListVhosts(ctx context.Context, in *ListVhostsRequest, opts ...grpc.CallOption) (*ListVhostsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListVhostsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListVhosts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SetPermissions(ctx context.Context, in *Permission, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_SetPermissions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ClearPermissions(ctx context.Context, in *ClearPermissionsRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_ClearPermissions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListPermissions(ctx context.Context, in *ListPermissionsRequest, opts ...grpc.CallOption) (*ListPermissionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPermissionsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListPermissions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -584,6 +725,26 @@ type AdminServer interface {
 	// set_vm_memory_high_watermark and set_disk_free_limit do; its alarm
 	// follows at once. INVALID_ARGUMENT if the value does not read.
 	SetWatermark(context.Context, *SetWatermarkRequest) (*AlarmsResponse, error)
+	// Users, vhosts and permissions, as rabbitmqctl's add_user,
+	// delete_user, change_password, set_user_tags, list_users, add_vhost,
+	// delete_vhost, list_vhosts, set_permissions, clear_permissions and
+	// list_permissions. A change is answered once committed to the metadata
+	// group and applied on the answering node; ALREADY_EXISTS
+	// (user_already_exists, vhost_already_exists), NOT_FOUND (no_such_user,
+	// no_such_vhost) or INVALID_ARGUMENT otherwise. Deleting a user or a
+	// vhost closes its client connections on every node; deleting a vhost
+	// deletes everything in it.
+	AddUser(context.Context, *AddUserRequest) (*AccessResponse, error)
+	DeleteUser(context.Context, *UserRequest) (*AccessResponse, error)
+	ChangePassword(context.Context, *ChangePasswordRequest) (*AccessResponse, error)
+	SetUserTags(context.Context, *SetUserTagsRequest) (*AccessResponse, error)
+	ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error)
+	AddVhost(context.Context, *AddVhostRequest) (*AccessResponse, error)
+	DeleteVhost(context.Context, *VhostRequest) (*AccessResponse, error)
+	ListVhosts(context.Context, *ListVhostsRequest) (*ListVhostsResponse, error)
+	SetPermissions(context.Context, *Permission) (*AccessResponse, error)
+	ClearPermissions(context.Context, *ClearPermissionsRequest) (*AccessResponse, error)
+	ListPermissions(context.Context, *ListPermissionsRequest) (*ListPermissionsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -674,6 +835,39 @@ func (UnimplementedAdminServer) Alarms(context.Context, *AlarmsRequest) (*Alarms
 }
 func (UnimplementedAdminServer) SetWatermark(context.Context, *SetWatermarkRequest) (*AlarmsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetWatermark not implemented")
+}
+func (UnimplementedAdminServer) AddUser(context.Context, *AddUserRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddUser not implemented")
+}
+func (UnimplementedAdminServer) DeleteUser(context.Context, *UserRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteUser not implemented")
+}
+func (UnimplementedAdminServer) ChangePassword(context.Context, *ChangePasswordRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ChangePassword not implemented")
+}
+func (UnimplementedAdminServer) SetUserTags(context.Context, *SetUserTagsRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetUserTags not implemented")
+}
+func (UnimplementedAdminServer) ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListUsers not implemented")
+}
+func (UnimplementedAdminServer) AddVhost(context.Context, *AddVhostRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AddVhost not implemented")
+}
+func (UnimplementedAdminServer) DeleteVhost(context.Context, *VhostRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteVhost not implemented")
+}
+func (UnimplementedAdminServer) ListVhosts(context.Context, *ListVhostsRequest) (*ListVhostsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListVhosts not implemented")
+}
+func (UnimplementedAdminServer) SetPermissions(context.Context, *Permission) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetPermissions not implemented")
+}
+func (UnimplementedAdminServer) ClearPermissions(context.Context, *ClearPermissionsRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ClearPermissions not implemented")
+}
+func (UnimplementedAdminServer) ListPermissions(context.Context, *ListPermissionsRequest) (*ListPermissionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListPermissions not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -1182,6 +1376,204 @@ func _Admin_SetWatermark_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AddUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AddUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AddUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AddUser(ctx, req.(*AddUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteUser(ctx, req.(*UserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ChangePassword_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangePasswordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ChangePassword(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ChangePassword_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ChangePassword(ctx, req.(*ChangePasswordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SetUserTags_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetUserTagsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetUserTags(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetUserTags_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetUserTags(ctx, req.(*SetUserTagsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUsersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListUsers(ctx, req.(*ListUsersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_AddVhost_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddVhostRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AddVhost(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AddVhost_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AddVhost(ctx, req.(*AddVhostRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteVhost_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VhostRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteVhost(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteVhost_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteVhost(ctx, req.(*VhostRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListVhosts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListVhostsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListVhosts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListVhosts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListVhosts(ctx, req.(*ListVhostsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SetPermissions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Permission)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetPermissions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetPermissions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetPermissions(ctx, req.(*Permission))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ClearPermissions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClearPermissionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ClearPermissions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ClearPermissions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ClearPermissions(ctx, req.(*ClearPermissionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListPermissions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPermissionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListPermissions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListPermissions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListPermissions(ctx, req.(*ListPermissionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1296,6 +1688,50 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetWatermark",
 			Handler:    _Admin_SetWatermark_Handler,
+		},
+		{
+			MethodName: "AddUser",
+			Handler:    _Admin_AddUser_Handler,
+		},
+		{
+			MethodName: "DeleteUser",
+			Handler:    _Admin_DeleteUser_Handler,
+		},
+		{
+			MethodName: "ChangePassword",
+			Handler:    _Admin_ChangePassword_Handler,
+		},
+		{
+			MethodName: "SetUserTags",
+			Handler:    _Admin_SetUserTags_Handler,
+		},
+		{
+			MethodName: "ListUsers",
+			Handler:    _Admin_ListUsers_Handler,
+		},
+		{
+			MethodName: "AddVhost",
+			Handler:    _Admin_AddVhost_Handler,
+		},
+		{
+			MethodName: "DeleteVhost",
+			Handler:    _Admin_DeleteVhost_Handler,
+		},
+		{
+			MethodName: "ListVhosts",
+			Handler:    _Admin_ListVhosts_Handler,
+		},
+		{
+			MethodName: "SetPermissions",
+			Handler:    _Admin_SetPermissions_Handler,
+		},
+		{
+			MethodName: "ClearPermissions",
+			Handler:    _Admin_ClearPermissions_Handler,
+		},
+		{
+			MethodName: "ListPermissions",
+			Handler:    _Admin_ListPermissions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

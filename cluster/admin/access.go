@@ -1,0 +1,173 @@
+package admin
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/proto/adminpb"
+)
+
+// Users, vhosts and permissions. They live in the metadata group, so the
+// answering node commits a change itself and reads listings from its own
+// copy; what other nodes must do (close a deleted user's connections)
+// they do as the change reaches them.
+
+// AccessBackend is what a Backend offers for users, vhosts and
+// permissions. A Backend without it answers Unimplemented. Each change
+// returns once committed and applied on this node; its error wraps
+// ErrExists, ErrNotFound or ErrInvalid when the request is at fault, and
+// reads as rabbitmqctl's text.
+type AccessBackend interface {
+	AddUser(name, password string, tags []string) error
+	DeleteUser(name string) error
+	ChangePassword(name, password string) error
+	SetUserTags(name string, tags []string) error
+	Users() []metadata.User
+	AddVhost(name, defaultQueueType string) error
+	DeleteVhost(name string) error
+	Vhosts() []metadata.Vhost
+	SetPermissions(p metadata.Permission) error
+	ClearPermissions(user, vhost string) error
+	Permissions(vhost, user string) []metadata.Permission
+}
+
+// ErrExists: what an access change would create exists already.
+var ErrExists = errors.New("already exists")
+
+func (s *Server) access() (AccessBackend, error) {
+	ab, ok := s.b.(AccessBackend)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "users, vhosts and permissions are not available on this node")
+	}
+	return ab, nil
+}
+
+// accessDone answers a change.
+func accessDone(err error) (*adminpb.AccessResponse, error) {
+	switch {
+	case err == nil:
+		return &adminpb.AccessResponse{}, nil
+	case errors.Is(err, ErrExists):
+		return nil, status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, ErrNotFound):
+		return nil, status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ErrInvalid):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return nil, status.Error(codes.Unavailable, err.Error())
+}
+
+// AddUser implements adminpb.AdminServer.
+func (s *Server) AddUser(_ context.Context, req *adminpb.AddUserRequest) (*adminpb.AccessResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	return accessDone(ab.AddUser(req.Name, req.Password, req.Tags))
+}
+
+// DeleteUser implements adminpb.AdminServer.
+func (s *Server) DeleteUser(_ context.Context, req *adminpb.UserRequest) (*adminpb.AccessResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	return accessDone(ab.DeleteUser(req.Name))
+}
+
+// ChangePassword implements adminpb.AdminServer.
+func (s *Server) ChangePassword(_ context.Context, req *adminpb.ChangePasswordRequest) (*adminpb.AccessResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	return accessDone(ab.ChangePassword(req.Name, req.Password))
+}
+
+// SetUserTags implements adminpb.AdminServer.
+func (s *Server) SetUserTags(_ context.Context, req *adminpb.SetUserTagsRequest) (*adminpb.AccessResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	return accessDone(ab.SetUserTags(req.Name, req.Tags))
+}
+
+// ListUsers implements adminpb.AdminServer.
+func (s *Server) ListUsers(context.Context, *adminpb.ListUsersRequest) (*adminpb.ListUsersResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	resp := &adminpb.ListUsersResponse{}
+	for _, u := range ab.Users() {
+		resp.Users = append(resp.Users, &adminpb.User{Name: u.Name, Tags: u.Tags, HasPassword: u.PasswordHash != ""})
+	}
+	return resp, nil
+}
+
+// AddVhost implements adminpb.AdminServer.
+func (s *Server) AddVhost(_ context.Context, req *adminpb.AddVhostRequest) (*adminpb.AccessResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	return accessDone(ab.AddVhost(req.Name, req.DefaultQueueType))
+}
+
+// DeleteVhost implements adminpb.AdminServer.
+func (s *Server) DeleteVhost(_ context.Context, req *adminpb.VhostRequest) (*adminpb.AccessResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	return accessDone(ab.DeleteVhost(req.Name))
+}
+
+// ListVhosts implements adminpb.AdminServer.
+func (s *Server) ListVhosts(context.Context, *adminpb.ListVhostsRequest) (*adminpb.ListVhostsResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	resp := &adminpb.ListVhostsResponse{}
+	for _, v := range ab.Vhosts() {
+		resp.Vhosts = append(resp.Vhosts, &adminpb.Vhost{Name: v.Name, DefaultQueueType: v.DefaultQueueType})
+	}
+	return resp, nil
+}
+
+// SetPermissions implements adminpb.AdminServer.
+func (s *Server) SetPermissions(_ context.Context, req *adminpb.Permission) (*adminpb.AccessResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	return accessDone(ab.SetPermissions(metadata.Permission{User: req.User, Vhost: req.Vhost, Configure: req.Configure, Write: req.Write, Read: req.Read}))
+}
+
+// ClearPermissions implements adminpb.AdminServer.
+func (s *Server) ClearPermissions(_ context.Context, req *adminpb.ClearPermissionsRequest) (*adminpb.AccessResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	return accessDone(ab.ClearPermissions(req.User, req.Vhost))
+}
+
+// ListPermissions implements adminpb.AdminServer.
+func (s *Server) ListPermissions(_ context.Context, req *adminpb.ListPermissionsRequest) (*adminpb.ListPermissionsResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
+	}
+	resp := &adminpb.ListPermissionsResponse{}
+	for _, p := range ab.Permissions(req.Vhost, req.User) {
+		resp.Permissions = append(resp.Permissions, &adminpb.Permission{User: p.User, Vhost: p.Vhost, Configure: p.Configure, Write: p.Write, Read: p.Read})
+	}
+	return resp, nil
+}

@@ -1,0 +1,150 @@
+package node
+
+import (
+	"errors"
+
+	"github.com/warrenmq/warren/cluster/admin"
+	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/metadata"
+)
+
+// The admin service's users, vhosts and permissions (admin.AccessBackend):
+// the broker's, with its errors told apart for the service.
+
+func (a *adminBackend) AddUser(name, password string, tags []string) error {
+	return accessError(a.b.AddUser(name, password, tags))
+}
+func (a *adminBackend) DeleteUser(name string) error { return accessError(a.b.DeleteUser(name)) }
+func (a *adminBackend) ChangePassword(name, password string) error {
+	return accessError(a.b.ChangePassword(name, password))
+}
+func (a *adminBackend) SetUserTags(name string, tags []string) error {
+	return accessError(a.b.SetUserTags(name, tags))
+}
+func (a *adminBackend) Users() []metadata.User { return a.b.Users() }
+func (a *adminBackend) AddVhost(name, defaultQueueType string) error {
+	return accessError(a.b.AddVhost(name, defaultQueueType))
+}
+func (a *adminBackend) DeleteVhost(name string) error { return accessError(a.b.DeleteVhost(name)) }
+func (a *adminBackend) Vhosts() []metadata.Vhost      { return a.b.Vhosts() }
+func (a *adminBackend) SetPermissions(p metadata.Permission) error {
+	return accessError(a.b.SetPermissions(p))
+}
+func (a *adminBackend) ClearPermissions(user, vhost string) error {
+	return accessError(a.b.ClearPermissions(user, vhost))
+}
+func (a *adminBackend) Permissions(vhost, user string) []metadata.Permission {
+	return a.b.Permissions(vhost, user)
+}
+
+// accessError tells the admin service what kind of failure a user, vhost
+// or permission change met.
+func accessError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, broker.ErrUserExists), errors.Is(err, broker.ErrVhostExists):
+		return kindError{admin.ErrExists, err}
+	case errors.Is(err, broker.ErrNoUser), errors.Is(err, broker.ErrNoVhost), errors.Is(err, broker.ErrNoAccess):
+		return kindError{admin.ErrNotFound, err}
+	case errors.Is(err, broker.ErrInvalidAccess):
+		return admin.Invalid(err.Error())
+	}
+	return err
+}
+
+// kindError is err, read as its own text, that is also of kind (an admin
+// error the service answers with its code).
+type kindError struct{ kind, err error }
+
+func (e kindError) Error() string   { return e.err.Error() }
+func (e kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+var errStartingAccess = errors.New("node starting")
+
+func (l *lateBackend) accessBackend() (admin.AccessBackend, error) {
+	if ab, ok := l.get().(admin.AccessBackend); ok {
+		return ab, nil
+	}
+	return nil, errStartingAccess
+}
+
+func (l *lateBackend) AddUser(name, password string, tags []string) error {
+	ab, err := l.accessBackend()
+	if err != nil {
+		return err
+	}
+	return ab.AddUser(name, password, tags)
+}
+func (l *lateBackend) DeleteUser(name string) error {
+	ab, err := l.accessBackend()
+	if err != nil {
+		return err
+	}
+	return ab.DeleteUser(name)
+}
+func (l *lateBackend) ChangePassword(name, password string) error {
+	ab, err := l.accessBackend()
+	if err != nil {
+		return err
+	}
+	return ab.ChangePassword(name, password)
+}
+func (l *lateBackend) SetUserTags(name string, tags []string) error {
+	ab, err := l.accessBackend()
+	if err != nil {
+		return err
+	}
+	return ab.SetUserTags(name, tags)
+}
+func (l *lateBackend) Users() []metadata.User {
+	if ab, err := l.accessBackend(); err == nil {
+		return ab.Users()
+	}
+	return nil
+}
+func (l *lateBackend) AddVhost(name, defaultQueueType string) error {
+	ab, err := l.accessBackend()
+	if err != nil {
+		return err
+	}
+	return ab.AddVhost(name, defaultQueueType)
+}
+func (l *lateBackend) DeleteVhost(name string) error {
+	ab, err := l.accessBackend()
+	if err != nil {
+		return err
+	}
+	return ab.DeleteVhost(name)
+}
+func (l *lateBackend) Vhosts() []metadata.Vhost {
+	if ab, err := l.accessBackend(); err == nil {
+		return ab.Vhosts()
+	}
+	return nil
+}
+func (l *lateBackend) SetPermissions(p metadata.Permission) error {
+	ab, err := l.accessBackend()
+	if err != nil {
+		return err
+	}
+	return ab.SetPermissions(p)
+}
+func (l *lateBackend) ClearPermissions(user, vhost string) error {
+	ab, err := l.accessBackend()
+	if err != nil {
+		return err
+	}
+	return ab.ClearPermissions(user, vhost)
+}
+func (l *lateBackend) Permissions(vhost, user string) []metadata.Permission {
+	if ab, err := l.accessBackend(); err == nil {
+		return ab.Permissions(vhost, user)
+	}
+	return nil
+}
+
+var (
+	_ admin.AccessBackend = (*adminBackend)(nil)
+	_ admin.AccessBackend = (*lateBackend)(nil)
+)
