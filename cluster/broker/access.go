@@ -177,6 +177,7 @@ func (b *Broker) AddVhost(name, defaultQueueType string) error {
 // in it while the first was being committed.
 func (b *Broker) DeleteVhost(name string) error {
 	for pass := 0; pass < 2; pass++ {
+		b.catchUp() // what other nodes committed in the vhost goes too
 		snap, err := b.store.Load()
 		if err != nil {
 			return fmt.Errorf("read the metadata: %w", err)

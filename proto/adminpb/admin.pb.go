@@ -21,6 +21,141 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ExportDefinitionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportDefinitionsRequest) Reset() {
+	*x = ExportDefinitionsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportDefinitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportDefinitionsRequest) ProtoMessage() {}
+
+func (x *ExportDefinitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportDefinitionsRequest.ProtoReflect.Descriptor instead.
+func (*ExportDefinitionsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{0}
+}
+
+type DefinitionsDocument struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Json          []byte                 `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DefinitionsDocument) Reset() {
+	*x = DefinitionsDocument{}
+	mi := &file_adminpb_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DefinitionsDocument) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DefinitionsDocument) ProtoMessage() {}
+
+func (x *DefinitionsDocument) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DefinitionsDocument.ProtoReflect.Descriptor instead.
+func (*DefinitionsDocument) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DefinitionsDocument) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
+type ImportDefinitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Items taken, by kind: users, vhosts, permissions, policies,
+	// operator policies, exchanges, queues, bindings.
+	Imported map[string]uint32 `protobuf:"bytes,1,rep,name=imported,proto3" json:"imported,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Each item not taken, with the reason.
+	Problems      []string `protobuf:"bytes,2,rep,name=problems,proto3" json:"problems,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportDefinitionsResponse) Reset() {
+	*x = ImportDefinitionsResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportDefinitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportDefinitionsResponse) ProtoMessage() {}
+
+func (x *ImportDefinitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportDefinitionsResponse.ProtoReflect.Descriptor instead.
+func (*ImportDefinitionsResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ImportDefinitionsResponse) GetImported() map[string]uint32 {
+	if x != nil {
+		return x.Imported
+	}
+	return nil
+}
+
+func (x *ImportDefinitionsResponse) GetProblems() []string {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
 type AccessResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -29,7 +164,7 @@ type AccessResponse struct {
 
 func (x *AccessResponse) Reset() {
 	*x = AccessResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[0]
+	mi := &file_adminpb_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +176,7 @@ func (x *AccessResponse) String() string {
 func (*AccessResponse) ProtoMessage() {}
 
 func (x *AccessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[0]
+	mi := &file_adminpb_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +189,7 @@ func (x *AccessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessResponse.ProtoReflect.Descriptor instead.
 func (*AccessResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{0}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{3}
 }
 
 type AddUserRequest struct {
@@ -68,7 +203,7 @@ type AddUserRequest struct {
 
 func (x *AddUserRequest) Reset() {
 	*x = AddUserRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[1]
+	mi := &file_adminpb_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -80,7 +215,7 @@ func (x *AddUserRequest) String() string {
 func (*AddUserRequest) ProtoMessage() {}
 
 func (x *AddUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[1]
+	mi := &file_adminpb_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -93,7 +228,7 @@ func (x *AddUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUserRequest.ProtoReflect.Descriptor instead.
 func (*AddUserRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{1}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AddUserRequest) GetName() string {
@@ -126,7 +261,7 @@ type UserRequest struct {
 
 func (x *UserRequest) Reset() {
 	*x = UserRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[2]
+	mi := &file_adminpb_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -138,7 +273,7 @@ func (x *UserRequest) String() string {
 func (*UserRequest) ProtoMessage() {}
 
 func (x *UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[2]
+	mi := &file_adminpb_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -151,7 +286,7 @@ func (x *UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserRequest.ProtoReflect.Descriptor instead.
 func (*UserRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{2}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UserRequest) GetName() string {
@@ -171,7 +306,7 @@ type ChangePasswordRequest struct {
 
 func (x *ChangePasswordRequest) Reset() {
 	*x = ChangePasswordRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[3]
+	mi := &file_adminpb_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -183,7 +318,7 @@ func (x *ChangePasswordRequest) String() string {
 func (*ChangePasswordRequest) ProtoMessage() {}
 
 func (x *ChangePasswordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[3]
+	mi := &file_adminpb_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -196,7 +331,7 @@ func (x *ChangePasswordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePasswordRequest.ProtoReflect.Descriptor instead.
 func (*ChangePasswordRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{3}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ChangePasswordRequest) GetName() string {
@@ -224,7 +359,7 @@ type SetUserTagsRequest struct {
 
 func (x *SetUserTagsRequest) Reset() {
 	*x = SetUserTagsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[4]
+	mi := &file_adminpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +371,7 @@ func (x *SetUserTagsRequest) String() string {
 func (*SetUserTagsRequest) ProtoMessage() {}
 
 func (x *SetUserTagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[4]
+	mi := &file_adminpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +384,7 @@ func (x *SetUserTagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserTagsRequest.ProtoReflect.Descriptor instead.
 func (*SetUserTagsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{4}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetUserTagsRequest) GetName() string {
@@ -274,7 +409,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[5]
+	mi := &file_adminpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +421,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[5]
+	mi := &file_adminpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -299,7 +434,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 type ListUsersResponse struct {
@@ -312,7 +447,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[6]
+	mi := &file_adminpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +459,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[6]
+	mi := &file_adminpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +472,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -359,7 +494,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_adminpb_admin_proto_msgTypes[7]
+	mi := &file_adminpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +506,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[7]
+	mi := &file_adminpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +519,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *User) GetName() string {
@@ -419,7 +554,7 @@ type AddVhostRequest struct {
 
 func (x *AddVhostRequest) Reset() {
 	*x = AddVhostRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[8]
+	mi := &file_adminpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +566,7 @@ func (x *AddVhostRequest) String() string {
 func (*AddVhostRequest) ProtoMessage() {}
 
 func (x *AddVhostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[8]
+	mi := &file_adminpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +579,7 @@ func (x *AddVhostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVhostRequest.ProtoReflect.Descriptor instead.
 func (*AddVhostRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AddVhostRequest) GetName() string {
@@ -470,7 +605,7 @@ type VhostRequest struct {
 
 func (x *VhostRequest) Reset() {
 	*x = VhostRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[9]
+	mi := &file_adminpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +617,7 @@ func (x *VhostRequest) String() string {
 func (*VhostRequest) ProtoMessage() {}
 
 func (x *VhostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[9]
+	mi := &file_adminpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +630,7 @@ func (x *VhostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VhostRequest.ProtoReflect.Descriptor instead.
 func (*VhostRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VhostRequest) GetName() string {
@@ -513,7 +648,7 @@ type ListVhostsRequest struct {
 
 func (x *ListVhostsRequest) Reset() {
 	*x = ListVhostsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[10]
+	mi := &file_adminpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +660,7 @@ func (x *ListVhostsRequest) String() string {
 func (*ListVhostsRequest) ProtoMessage() {}
 
 func (x *ListVhostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[10]
+	mi := &file_adminpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +673,7 @@ func (x *ListVhostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVhostsRequest.ProtoReflect.Descriptor instead.
 func (*ListVhostsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 type ListVhostsResponse struct {
@@ -551,7 +686,7 @@ type ListVhostsResponse struct {
 
 func (x *ListVhostsResponse) Reset() {
 	*x = ListVhostsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[11]
+	mi := &file_adminpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +698,7 @@ func (x *ListVhostsResponse) String() string {
 func (*ListVhostsResponse) ProtoMessage() {}
 
 func (x *ListVhostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[11]
+	mi := &file_adminpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +711,7 @@ func (x *ListVhostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVhostsResponse.ProtoReflect.Descriptor instead.
 func (*ListVhostsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListVhostsResponse) GetVhosts() []*Vhost {
@@ -596,7 +731,7 @@ type Vhost struct {
 
 func (x *Vhost) Reset() {
 	*x = Vhost{}
-	mi := &file_adminpb_admin_proto_msgTypes[12]
+	mi := &file_adminpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +743,7 @@ func (x *Vhost) String() string {
 func (*Vhost) ProtoMessage() {}
 
 func (x *Vhost) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[12]
+	mi := &file_adminpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +756,7 @@ func (x *Vhost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vhost.ProtoReflect.Descriptor instead.
 func (*Vhost) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Vhost) GetName() string {
@@ -653,7 +788,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_adminpb_admin_proto_msgTypes[13]
+	mi := &file_adminpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +800,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[13]
+	mi := &file_adminpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +813,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Permission) GetUser() string {
@@ -726,7 +861,7 @@ type ClearPermissionsRequest struct {
 
 func (x *ClearPermissionsRequest) Reset() {
 	*x = ClearPermissionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[14]
+	mi := &file_adminpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +873,7 @@ func (x *ClearPermissionsRequest) String() string {
 func (*ClearPermissionsRequest) ProtoMessage() {}
 
 func (x *ClearPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[14]
+	mi := &file_adminpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +886,7 @@ func (x *ClearPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*ClearPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ClearPermissionsRequest) GetUser() string {
@@ -779,7 +914,7 @@ type ListPermissionsRequest struct {
 
 func (x *ListPermissionsRequest) Reset() {
 	*x = ListPermissionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[15]
+	mi := &file_adminpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +926,7 @@ func (x *ListPermissionsRequest) String() string {
 func (*ListPermissionsRequest) ProtoMessage() {}
 
 func (x *ListPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[15]
+	mi := &file_adminpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +939,7 @@ func (x *ListPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListPermissionsRequest) GetVhost() string {
@@ -831,7 +966,7 @@ type ListPermissionsResponse struct {
 
 func (x *ListPermissionsResponse) Reset() {
 	*x = ListPermissionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[16]
+	mi := &file_adminpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +978,7 @@ func (x *ListPermissionsResponse) String() string {
 func (*ListPermissionsResponse) ProtoMessage() {}
 
 func (x *ListPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[16]
+	mi := &file_adminpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +991,7 @@ func (x *ListPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListPermissionsResponse) GetPermissions() []*Permission {
@@ -874,7 +1009,7 @@ type AlarmsRequest struct {
 
 func (x *AlarmsRequest) Reset() {
 	*x = AlarmsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[17]
+	mi := &file_adminpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +1021,7 @@ func (x *AlarmsRequest) String() string {
 func (*AlarmsRequest) ProtoMessage() {}
 
 func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[17]
+	mi := &file_adminpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +1034,7 @@ func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmsRequest.ProtoReflect.Descriptor instead.
 func (*AlarmsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 type AlarmsResponse struct {
@@ -922,7 +1057,7 @@ type AlarmsResponse struct {
 
 func (x *AlarmsResponse) Reset() {
 	*x = AlarmsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[18]
+	mi := &file_adminpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1069,7 @@ func (x *AlarmsResponse) String() string {
 func (*AlarmsResponse) ProtoMessage() {}
 
 func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[18]
+	mi := &file_adminpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1082,7 @@ func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmsResponse.ProtoReflect.Descriptor instead.
 func (*AlarmsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AlarmsResponse) GetNode() string {
@@ -1003,7 +1138,7 @@ type ResourceAlarm struct {
 
 func (x *ResourceAlarm) Reset() {
 	*x = ResourceAlarm{}
-	mi := &file_adminpb_admin_proto_msgTypes[19]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1150,7 @@ func (x *ResourceAlarm) String() string {
 func (*ResourceAlarm) ProtoMessage() {}
 
 func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[19]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1163,7 @@ func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceAlarm.ProtoReflect.Descriptor instead.
 func (*ResourceAlarm) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResourceAlarm) GetNode() string {
@@ -1059,7 +1194,7 @@ type SetWatermarkRequest struct {
 
 func (x *SetWatermarkRequest) Reset() {
 	*x = SetWatermarkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1206,7 @@ func (x *SetWatermarkRequest) String() string {
 func (*SetWatermarkRequest) ProtoMessage() {}
 
 func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1219,7 @@ func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWatermarkRequest.ProtoReflect.Descriptor instead.
 func (*SetWatermarkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetWatermarkRequest) GetResource() string {
@@ -1110,7 +1245,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1257,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1270,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DrainRequest) GetNode() string {
@@ -1160,7 +1295,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1307,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1320,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DrainResponse) GetNode() string {
@@ -1227,7 +1362,7 @@ type MemberMaintenanceRequest struct {
 
 func (x *MemberMaintenanceRequest) Reset() {
 	*x = MemberMaintenanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1374,7 @@ func (x *MemberMaintenanceRequest) String() string {
 func (*MemberMaintenanceRequest) ProtoMessage() {}
 
 func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1387,7 @@ func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MemberMaintenanceRequest) GetDraining() bool {
@@ -1272,7 +1407,7 @@ type MemberMaintenanceResponse struct {
 
 func (x *MemberMaintenanceResponse) Reset() {
 	*x = MemberMaintenanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1419,7 @@ func (x *MemberMaintenanceResponse) String() string {
 func (*MemberMaintenanceResponse) ProtoMessage() {}
 
 func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1432,7 @@ func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MemberMaintenanceResponse) GetDraining() bool {
@@ -1323,7 +1458,7 @@ type ForgetNodeRequest struct {
 
 func (x *ForgetNodeRequest) Reset() {
 	*x = ForgetNodeRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1470,7 @@ func (x *ForgetNodeRequest) String() string {
 func (*ForgetNodeRequest) ProtoMessage() {}
 
 func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1483,7 @@ func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetNodeRequest.ProtoReflect.Descriptor instead.
 func (*ForgetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ForgetNodeRequest) GetNode() string {
@@ -1366,7 +1501,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1513,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1526,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 type ClusterStatusResponse struct {
@@ -1408,7 +1543,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1555,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1568,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ClusterStatusResponse) GetNode() string {
@@ -1479,7 +1614,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1626,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1639,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Node) GetName() string {
@@ -1580,7 +1715,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1727,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1740,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListQueuesRequest) GetVhost() string {
@@ -1625,7 +1760,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1772,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1785,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -1685,7 +1820,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1832,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1845,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Queue) GetVhost() string {
@@ -1801,7 +1936,7 @@ type QuorumStatusRequest struct {
 
 func (x *QuorumStatusRequest) Reset() {
 	*x = QuorumStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +1948,7 @@ func (x *QuorumStatusRequest) String() string {
 func (*QuorumStatusRequest) ProtoMessage() {}
 
 func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +1961,7 @@ func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusRequest.ProtoReflect.Descriptor instead.
 func (*QuorumStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *QuorumStatusRequest) GetVhost() string {
@@ -1860,7 +1995,7 @@ type QuorumStatusResponse struct {
 
 func (x *QuorumStatusResponse) Reset() {
 	*x = QuorumStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2007,7 @@ func (x *QuorumStatusResponse) String() string {
 func (*QuorumStatusResponse) ProtoMessage() {}
 
 func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2020,7 @@ func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusResponse.ProtoReflect.Descriptor instead.
 func (*QuorumStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *QuorumStatusResponse) GetVhost() string {
@@ -1932,7 +2067,7 @@ type MemberStatusRequest struct {
 
 func (x *MemberStatusRequest) Reset() {
 	*x = MemberStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2079,7 @@ func (x *MemberStatusRequest) String() string {
 func (*MemberStatusRequest) ProtoMessage() {}
 
 func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2092,7 @@ func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatusRequest.ProtoReflect.Descriptor instead.
 func (*MemberStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MemberStatusRequest) GetQueueId() string {
@@ -1988,7 +2123,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2135,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2148,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Member) GetNode() string {
@@ -2092,7 +2227,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2239,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2252,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Policy) GetVhost() string {
@@ -2178,7 +2313,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2325,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2338,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetPolicyRequest) GetPolicy() *Policy {
@@ -2221,7 +2356,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2368,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2381,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 type ClearPolicyRequest struct {
@@ -2261,7 +2396,7 @@ type ClearPolicyRequest struct {
 
 func (x *ClearPolicyRequest) Reset() {
 	*x = ClearPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2408,7 @@ func (x *ClearPolicyRequest) String() string {
 func (*ClearPolicyRequest) ProtoMessage() {}
 
 func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2421,7 @@ func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyRequest.ProtoReflect.Descriptor instead.
 func (*ClearPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ClearPolicyRequest) GetVhost() string {
@@ -2318,7 +2453,7 @@ type ClearPolicyResponse struct {
 
 func (x *ClearPolicyResponse) Reset() {
 	*x = ClearPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2465,7 @@ func (x *ClearPolicyResponse) String() string {
 func (*ClearPolicyResponse) ProtoMessage() {}
 
 func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2478,7 @@ func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyResponse.ProtoReflect.Descriptor instead.
 func (*ClearPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 type ListPoliciesRequest struct {
@@ -2357,7 +2492,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2504,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2517,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListPoliciesRequest) GetVhost() string {
@@ -2409,7 +2544,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2556,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2569,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -2457,7 +2592,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2604,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2617,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TransferLeadershipRequest) GetVhost() string {
@@ -2522,7 +2657,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2534,7 +2669,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2547,7 +2682,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TransferLeadershipResponse) GetVhost() string {
@@ -2596,7 +2731,7 @@ type MemberTransferLeadershipRequest struct {
 
 func (x *MemberTransferLeadershipRequest) Reset() {
 	*x = MemberTransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2743,7 @@ func (x *MemberTransferLeadershipRequest) String() string {
 func (*MemberTransferLeadershipRequest) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2756,7 @@ func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MemberTransferLeadershipRequest) GetQueueId() string {
@@ -2646,7 +2781,7 @@ type MemberTransferLeadershipResponse struct {
 
 func (x *MemberTransferLeadershipResponse) Reset() {
 	*x = MemberTransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2658,7 +2793,7 @@ func (x *MemberTransferLeadershipResponse) String() string {
 func (*MemberTransferLeadershipResponse) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2671,7 +2806,7 @@ func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 type LocalMembersRequest struct {
@@ -2682,7 +2817,7 @@ type LocalMembersRequest struct {
 
 func (x *LocalMembersRequest) Reset() {
 	*x = LocalMembersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2694,7 +2829,7 @@ func (x *LocalMembersRequest) String() string {
 func (*LocalMembersRequest) ProtoMessage() {}
 
 func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2707,7 +2842,7 @@ func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersRequest.ProtoReflect.Descriptor instead.
 func (*LocalMembersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 type LocalMembersResponse struct {
@@ -2722,7 +2857,7 @@ type LocalMembersResponse struct {
 
 func (x *LocalMembersResponse) Reset() {
 	*x = LocalMembersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2869,7 @@ func (x *LocalMembersResponse) String() string {
 func (*LocalMembersResponse) ProtoMessage() {}
 
 func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +2882,7 @@ func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersResponse.ProtoReflect.Descriptor instead.
 func (*LocalMembersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LocalMembersResponse) GetNode() string {
@@ -2774,7 +2909,7 @@ type LocalMember struct {
 
 func (x *LocalMember) Reset() {
 	*x = LocalMember{}
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2921,7 @@ func (x *LocalMember) String() string {
 func (*LocalMember) ProtoMessage() {}
 
 func (x *LocalMember) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2799,7 +2934,7 @@ func (x *LocalMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMember.ProtoReflect.Descriptor instead.
 func (*LocalMember) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LocalMember) GetQueueId() string {
@@ -2828,7 +2963,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +2975,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +2988,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RebalanceRequest) GetVhostPattern() string {
@@ -2885,7 +3020,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3032,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3045,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RebalanceResponse) GetMoves() []*LeaderMove {
@@ -2948,7 +3083,7 @@ type LeaderMove struct {
 
 func (x *LeaderMove) Reset() {
 	*x = LeaderMove{}
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3095,7 @@ func (x *LeaderMove) String() string {
 func (*LeaderMove) ProtoMessage() {}
 
 func (x *LeaderMove) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3108,7 @@ func (x *LeaderMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderMove.ProtoReflect.Descriptor instead.
 func (*LeaderMove) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *LeaderMove) GetVhost() string {
@@ -3022,7 +3157,7 @@ type NodeLeaders struct {
 
 func (x *NodeLeaders) Reset() {
 	*x = NodeLeaders{}
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3169,7 @@ func (x *NodeLeaders) String() string {
 func (*NodeLeaders) ProtoMessage() {}
 
 func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3182,7 @@ func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaders.ProtoReflect.Descriptor instead.
 func (*NodeLeaders) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeLeaders) GetNode() string {
@@ -3081,7 +3216,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3228,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3241,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *QueueRef) GetVhost() string {
@@ -3133,7 +3268,7 @@ type CheckQuorumCriticalRequest struct {
 
 func (x *CheckQuorumCriticalRequest) Reset() {
 	*x = CheckQuorumCriticalRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3280,7 @@ func (x *CheckQuorumCriticalRequest) String() string {
 func (*CheckQuorumCriticalRequest) ProtoMessage() {}
 
 func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3293,7 @@ func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckQuorumCriticalRequest.ProtoReflect.Descriptor instead.
 func (*CheckQuorumCriticalRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CheckQuorumCriticalRequest) GetNode() string {
@@ -3178,7 +3313,7 @@ type CheckLeaderlessRequest struct {
 
 func (x *CheckLeaderlessRequest) Reset() {
 	*x = CheckLeaderlessRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3190,7 +3325,7 @@ func (x *CheckLeaderlessRequest) String() string {
 func (*CheckLeaderlessRequest) ProtoMessage() {}
 
 func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3203,7 +3338,7 @@ func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLeaderlessRequest.ProtoReflect.Descriptor instead.
 func (*CheckLeaderlessRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CheckLeaderlessRequest) GetVhost() string {
@@ -3225,7 +3360,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[57]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3372,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[57]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3385,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CheckResponse) GetQueues() []*CheckedQueue {
@@ -3275,7 +3410,7 @@ type CheckedQueue struct {
 
 func (x *CheckedQueue) Reset() {
 	*x = CheckedQueue{}
-	mi := &file_adminpb_admin_proto_msgTypes[58]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3422,7 @@ func (x *CheckedQueue) String() string {
 func (*CheckedQueue) ProtoMessage() {}
 
 func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[58]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3435,7 @@ func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckedQueue.ProtoReflect.Descriptor instead.
 func (*CheckedQueue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CheckedQueue) GetVhost() string {
@@ -3350,7 +3485,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[59]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3497,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[59]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3510,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AddMemberRequest) GetVhost() string {
@@ -3412,7 +3547,7 @@ type DeleteMemberRequest struct {
 
 func (x *DeleteMemberRequest) Reset() {
 	*x = DeleteMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[60]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3424,7 +3559,7 @@ func (x *DeleteMemberRequest) String() string {
 func (*DeleteMemberRequest) ProtoMessage() {}
 
 func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[60]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3437,7 +3572,7 @@ func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeleteMemberRequest) GetVhost() string {
@@ -3480,7 +3615,7 @@ type GrowRequest struct {
 
 func (x *GrowRequest) Reset() {
 	*x = GrowRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[61]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3492,7 +3627,7 @@ func (x *GrowRequest) String() string {
 func (*GrowRequest) ProtoMessage() {}
 
 func (x *GrowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[61]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3505,7 +3640,7 @@ func (x *GrowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrowRequest.ProtoReflect.Descriptor instead.
 func (*GrowRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GrowRequest) GetNode() string {
@@ -3538,7 +3673,7 @@ type ShrinkRequest struct {
 
 func (x *ShrinkRequest) Reset() {
 	*x = ShrinkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[62]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3685,7 @@ func (x *ShrinkRequest) String() string {
 func (*ShrinkRequest) ProtoMessage() {}
 
 func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[62]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3698,7 @@ func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShrinkRequest.ProtoReflect.Descriptor instead.
 func (*ShrinkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ShrinkRequest) GetNode() string {
@@ -3585,7 +3720,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[63]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3597,7 +3732,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[63]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3610,7 +3745,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *MembershipResponse) GetChanged() []string {
@@ -3637,7 +3772,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[64]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3649,7 +3784,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[64]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3662,7 +3797,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListConnectionsRequest) GetVhost() string {
@@ -3684,7 +3819,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[65]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3831,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[65]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3844,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -3736,7 +3871,7 @@ type NodeError struct {
 
 func (x *NodeError) Reset() {
 	*x = NodeError{}
-	mi := &file_adminpb_admin_proto_msgTypes[66]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3748,7 +3883,7 @@ func (x *NodeError) String() string {
 func (*NodeError) ProtoMessage() {}
 
 func (x *NodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[66]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3761,7 +3896,7 @@ func (x *NodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
 func (*NodeError) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *NodeError) GetNode() string {
@@ -3809,7 +3944,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_adminpb_admin_proto_msgTypes[67]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3821,7 +3956,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[67]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3834,7 +3969,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Connection) GetNode() string {
@@ -3971,7 +4106,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_adminpb_admin_proto_msgTypes[68]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4118,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[68]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4131,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *Channel) GetNumber() uint32 {
@@ -4073,7 +4208,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4220,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4233,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Consumer) GetQueue() string {
@@ -4161,7 +4296,7 @@ type QuorumConsumersRequest struct {
 
 func (x *QuorumConsumersRequest) Reset() {
 	*x = QuorumConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4173,7 +4308,7 @@ func (x *QuorumConsumersRequest) String() string {
 func (*QuorumConsumersRequest) ProtoMessage() {}
 
 func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4186,7 +4321,7 @@ func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *QuorumConsumersRequest) GetVhost() string {
@@ -4212,7 +4347,7 @@ type MemberConsumersRequest struct {
 
 func (x *MemberConsumersRequest) Reset() {
 	*x = MemberConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4224,7 +4359,7 @@ func (x *MemberConsumersRequest) String() string {
 func (*MemberConsumersRequest) ProtoMessage() {}
 
 func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4237,7 +4372,7 @@ func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
 func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *MemberConsumersRequest) GetQueueId() string {
@@ -4262,7 +4397,7 @@ type QuorumConsumersResponse struct {
 
 func (x *QuorumConsumersResponse) Reset() {
 	*x = QuorumConsumersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4274,7 +4409,7 @@ func (x *QuorumConsumersResponse) String() string {
 func (*QuorumConsumersResponse) ProtoMessage() {}
 
 func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4287,7 +4422,7 @@ func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *QuorumConsumersResponse) GetVhost() string {
@@ -4355,7 +4490,7 @@ type QueueConsumer struct {
 
 func (x *QueueConsumer) Reset() {
 	*x = QueueConsumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4367,7 +4502,7 @@ func (x *QueueConsumer) String() string {
 func (*QueueConsumer) ProtoMessage() {}
 
 func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4380,7 +4515,7 @@ func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
 func (*QueueConsumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *QueueConsumer) GetId() uint64 {
@@ -4457,7 +4592,16 @@ var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x13adminpb/admin.proto\x12\fwarren.admin\"\x10\n" +
+	"\x13adminpb/admin.proto\x12\fwarren.admin\"\x1a\n" +
+	"\x18ExportDefinitionsRequest\")\n" +
+	"\x13DefinitionsDocument\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\fR\x04json\"\xc7\x01\n" +
+	"\x19ImportDefinitionsResponse\x12Q\n" +
+	"\bimported\x18\x01 \x03(\v25.warren.admin.ImportDefinitionsResponse.ImportedEntryR\bimported\x12\x1a\n" +
+	"\bproblems\x18\x02 \x03(\tR\bproblems\x1a;\n" +
+	"\rImportedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\x10\n" +
 	"\x0eAccessResponse\"T\n" +
 	"\x0eAddUserRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
@@ -4753,7 +4897,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x06credit\x18\b \x01(\rR\x06credit\x12\x1a\n" +
 	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x1c\n" +
 	"\texclusive\x18\n" +
-	" \x01(\bR\texclusive2\xf4\x18\n" +
+	" \x01(\bR\texclusive2\xb5\x1a\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -4796,7 +4940,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"ListVhosts\x12\x1f.warren.admin.ListVhostsRequest\x1a .warren.admin.ListVhostsResponse\x12H\n" +
 	"\x0eSetPermissions\x12\x18.warren.admin.Permission\x1a\x1c.warren.admin.AccessResponse\x12W\n" +
 	"\x10ClearPermissions\x12%.warren.admin.ClearPermissionsRequest\x1a\x1c.warren.admin.AccessResponse\x12^\n" +
-	"\x0fListPermissions\x12$.warren.admin.ListPermissionsRequest\x1a%.warren.admin.ListPermissionsResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
+	"\x0fListPermissions\x12$.warren.admin.ListPermissionsRequest\x1a%.warren.admin.ListPermissionsResponse\x12^\n" +
+	"\x11ExportDefinitions\x12&.warren.admin.ExportDefinitionsRequest\x1a!.warren.admin.DefinitionsDocument\x12_\n" +
+	"\x11ImportDefinitions\x12!.warren.admin.DefinitionsDocument\x1a'.warren.admin.ImportDefinitionsResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
 
 var (
 	file_adminpb_admin_proto_rawDescOnce sync.Once
@@ -4810,186 +4956,195 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_adminpb_admin_proto_goTypes = []any{
-	(*AccessResponse)(nil),                   // 0: warren.admin.AccessResponse
-	(*AddUserRequest)(nil),                   // 1: warren.admin.AddUserRequest
-	(*UserRequest)(nil),                      // 2: warren.admin.UserRequest
-	(*ChangePasswordRequest)(nil),            // 3: warren.admin.ChangePasswordRequest
-	(*SetUserTagsRequest)(nil),               // 4: warren.admin.SetUserTagsRequest
-	(*ListUsersRequest)(nil),                 // 5: warren.admin.ListUsersRequest
-	(*ListUsersResponse)(nil),                // 6: warren.admin.ListUsersResponse
-	(*User)(nil),                             // 7: warren.admin.User
-	(*AddVhostRequest)(nil),                  // 8: warren.admin.AddVhostRequest
-	(*VhostRequest)(nil),                     // 9: warren.admin.VhostRequest
-	(*ListVhostsRequest)(nil),                // 10: warren.admin.ListVhostsRequest
-	(*ListVhostsResponse)(nil),               // 11: warren.admin.ListVhostsResponse
-	(*Vhost)(nil),                            // 12: warren.admin.Vhost
-	(*Permission)(nil),                       // 13: warren.admin.Permission
-	(*ClearPermissionsRequest)(nil),          // 14: warren.admin.ClearPermissionsRequest
-	(*ListPermissionsRequest)(nil),           // 15: warren.admin.ListPermissionsRequest
-	(*ListPermissionsResponse)(nil),          // 16: warren.admin.ListPermissionsResponse
-	(*AlarmsRequest)(nil),                    // 17: warren.admin.AlarmsRequest
-	(*AlarmsResponse)(nil),                   // 18: warren.admin.AlarmsResponse
-	(*ResourceAlarm)(nil),                    // 19: warren.admin.ResourceAlarm
-	(*SetWatermarkRequest)(nil),              // 20: warren.admin.SetWatermarkRequest
-	(*DrainRequest)(nil),                     // 21: warren.admin.DrainRequest
-	(*DrainResponse)(nil),                    // 22: warren.admin.DrainResponse
-	(*MemberMaintenanceRequest)(nil),         // 23: warren.admin.MemberMaintenanceRequest
-	(*MemberMaintenanceResponse)(nil),        // 24: warren.admin.MemberMaintenanceResponse
-	(*ForgetNodeRequest)(nil),                // 25: warren.admin.ForgetNodeRequest
-	(*ClusterStatusRequest)(nil),             // 26: warren.admin.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),            // 27: warren.admin.ClusterStatusResponse
-	(*Node)(nil),                             // 28: warren.admin.Node
-	(*ListQueuesRequest)(nil),                // 29: warren.admin.ListQueuesRequest
-	(*ListQueuesResponse)(nil),               // 30: warren.admin.ListQueuesResponse
-	(*Queue)(nil),                            // 31: warren.admin.Queue
-	(*QuorumStatusRequest)(nil),              // 32: warren.admin.QuorumStatusRequest
-	(*QuorumStatusResponse)(nil),             // 33: warren.admin.QuorumStatusResponse
-	(*MemberStatusRequest)(nil),              // 34: warren.admin.MemberStatusRequest
-	(*Member)(nil),                           // 35: warren.admin.Member
-	(*Policy)(nil),                           // 36: warren.admin.Policy
-	(*SetPolicyRequest)(nil),                 // 37: warren.admin.SetPolicyRequest
-	(*SetPolicyResponse)(nil),                // 38: warren.admin.SetPolicyResponse
-	(*ClearPolicyRequest)(nil),               // 39: warren.admin.ClearPolicyRequest
-	(*ClearPolicyResponse)(nil),              // 40: warren.admin.ClearPolicyResponse
-	(*ListPoliciesRequest)(nil),              // 41: warren.admin.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),             // 42: warren.admin.ListPoliciesResponse
-	(*TransferLeadershipRequest)(nil),        // 43: warren.admin.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),       // 44: warren.admin.TransferLeadershipResponse
-	(*MemberTransferLeadershipRequest)(nil),  // 45: warren.admin.MemberTransferLeadershipRequest
-	(*MemberTransferLeadershipResponse)(nil), // 46: warren.admin.MemberTransferLeadershipResponse
-	(*LocalMembersRequest)(nil),              // 47: warren.admin.LocalMembersRequest
-	(*LocalMembersResponse)(nil),             // 48: warren.admin.LocalMembersResponse
-	(*LocalMember)(nil),                      // 49: warren.admin.LocalMember
-	(*RebalanceRequest)(nil),                 // 50: warren.admin.RebalanceRequest
-	(*RebalanceResponse)(nil),                // 51: warren.admin.RebalanceResponse
-	(*LeaderMove)(nil),                       // 52: warren.admin.LeaderMove
-	(*NodeLeaders)(nil),                      // 53: warren.admin.NodeLeaders
-	(*QueueRef)(nil),                         // 54: warren.admin.QueueRef
-	(*CheckQuorumCriticalRequest)(nil),       // 55: warren.admin.CheckQuorumCriticalRequest
-	(*CheckLeaderlessRequest)(nil),           // 56: warren.admin.CheckLeaderlessRequest
-	(*CheckResponse)(nil),                    // 57: warren.admin.CheckResponse
-	(*CheckedQueue)(nil),                     // 58: warren.admin.CheckedQueue
-	(*AddMemberRequest)(nil),                 // 59: warren.admin.AddMemberRequest
-	(*DeleteMemberRequest)(nil),              // 60: warren.admin.DeleteMemberRequest
-	(*GrowRequest)(nil),                      // 61: warren.admin.GrowRequest
-	(*ShrinkRequest)(nil),                    // 62: warren.admin.ShrinkRequest
-	(*MembershipResponse)(nil),               // 63: warren.admin.MembershipResponse
-	(*ListConnectionsRequest)(nil),           // 64: warren.admin.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 65: warren.admin.ListConnectionsResponse
-	(*NodeError)(nil),                        // 66: warren.admin.NodeError
-	(*Connection)(nil),                       // 67: warren.admin.Connection
-	(*Channel)(nil),                          // 68: warren.admin.Channel
-	(*Consumer)(nil),                         // 69: warren.admin.Consumer
-	(*QuorumConsumersRequest)(nil),           // 70: warren.admin.QuorumConsumersRequest
-	(*MemberConsumersRequest)(nil),           // 71: warren.admin.MemberConsumersRequest
-	(*QuorumConsumersResponse)(nil),          // 72: warren.admin.QuorumConsumersResponse
-	(*QueueConsumer)(nil),                    // 73: warren.admin.QueueConsumer
+	(*ExportDefinitionsRequest)(nil),         // 0: warren.admin.ExportDefinitionsRequest
+	(*DefinitionsDocument)(nil),              // 1: warren.admin.DefinitionsDocument
+	(*ImportDefinitionsResponse)(nil),        // 2: warren.admin.ImportDefinitionsResponse
+	(*AccessResponse)(nil),                   // 3: warren.admin.AccessResponse
+	(*AddUserRequest)(nil),                   // 4: warren.admin.AddUserRequest
+	(*UserRequest)(nil),                      // 5: warren.admin.UserRequest
+	(*ChangePasswordRequest)(nil),            // 6: warren.admin.ChangePasswordRequest
+	(*SetUserTagsRequest)(nil),               // 7: warren.admin.SetUserTagsRequest
+	(*ListUsersRequest)(nil),                 // 8: warren.admin.ListUsersRequest
+	(*ListUsersResponse)(nil),                // 9: warren.admin.ListUsersResponse
+	(*User)(nil),                             // 10: warren.admin.User
+	(*AddVhostRequest)(nil),                  // 11: warren.admin.AddVhostRequest
+	(*VhostRequest)(nil),                     // 12: warren.admin.VhostRequest
+	(*ListVhostsRequest)(nil),                // 13: warren.admin.ListVhostsRequest
+	(*ListVhostsResponse)(nil),               // 14: warren.admin.ListVhostsResponse
+	(*Vhost)(nil),                            // 15: warren.admin.Vhost
+	(*Permission)(nil),                       // 16: warren.admin.Permission
+	(*ClearPermissionsRequest)(nil),          // 17: warren.admin.ClearPermissionsRequest
+	(*ListPermissionsRequest)(nil),           // 18: warren.admin.ListPermissionsRequest
+	(*ListPermissionsResponse)(nil),          // 19: warren.admin.ListPermissionsResponse
+	(*AlarmsRequest)(nil),                    // 20: warren.admin.AlarmsRequest
+	(*AlarmsResponse)(nil),                   // 21: warren.admin.AlarmsResponse
+	(*ResourceAlarm)(nil),                    // 22: warren.admin.ResourceAlarm
+	(*SetWatermarkRequest)(nil),              // 23: warren.admin.SetWatermarkRequest
+	(*DrainRequest)(nil),                     // 24: warren.admin.DrainRequest
+	(*DrainResponse)(nil),                    // 25: warren.admin.DrainResponse
+	(*MemberMaintenanceRequest)(nil),         // 26: warren.admin.MemberMaintenanceRequest
+	(*MemberMaintenanceResponse)(nil),        // 27: warren.admin.MemberMaintenanceResponse
+	(*ForgetNodeRequest)(nil),                // 28: warren.admin.ForgetNodeRequest
+	(*ClusterStatusRequest)(nil),             // 29: warren.admin.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),            // 30: warren.admin.ClusterStatusResponse
+	(*Node)(nil),                             // 31: warren.admin.Node
+	(*ListQueuesRequest)(nil),                // 32: warren.admin.ListQueuesRequest
+	(*ListQueuesResponse)(nil),               // 33: warren.admin.ListQueuesResponse
+	(*Queue)(nil),                            // 34: warren.admin.Queue
+	(*QuorumStatusRequest)(nil),              // 35: warren.admin.QuorumStatusRequest
+	(*QuorumStatusResponse)(nil),             // 36: warren.admin.QuorumStatusResponse
+	(*MemberStatusRequest)(nil),              // 37: warren.admin.MemberStatusRequest
+	(*Member)(nil),                           // 38: warren.admin.Member
+	(*Policy)(nil),                           // 39: warren.admin.Policy
+	(*SetPolicyRequest)(nil),                 // 40: warren.admin.SetPolicyRequest
+	(*SetPolicyResponse)(nil),                // 41: warren.admin.SetPolicyResponse
+	(*ClearPolicyRequest)(nil),               // 42: warren.admin.ClearPolicyRequest
+	(*ClearPolicyResponse)(nil),              // 43: warren.admin.ClearPolicyResponse
+	(*ListPoliciesRequest)(nil),              // 44: warren.admin.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 45: warren.admin.ListPoliciesResponse
+	(*TransferLeadershipRequest)(nil),        // 46: warren.admin.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),       // 47: warren.admin.TransferLeadershipResponse
+	(*MemberTransferLeadershipRequest)(nil),  // 48: warren.admin.MemberTransferLeadershipRequest
+	(*MemberTransferLeadershipResponse)(nil), // 49: warren.admin.MemberTransferLeadershipResponse
+	(*LocalMembersRequest)(nil),              // 50: warren.admin.LocalMembersRequest
+	(*LocalMembersResponse)(nil),             // 51: warren.admin.LocalMembersResponse
+	(*LocalMember)(nil),                      // 52: warren.admin.LocalMember
+	(*RebalanceRequest)(nil),                 // 53: warren.admin.RebalanceRequest
+	(*RebalanceResponse)(nil),                // 54: warren.admin.RebalanceResponse
+	(*LeaderMove)(nil),                       // 55: warren.admin.LeaderMove
+	(*NodeLeaders)(nil),                      // 56: warren.admin.NodeLeaders
+	(*QueueRef)(nil),                         // 57: warren.admin.QueueRef
+	(*CheckQuorumCriticalRequest)(nil),       // 58: warren.admin.CheckQuorumCriticalRequest
+	(*CheckLeaderlessRequest)(nil),           // 59: warren.admin.CheckLeaderlessRequest
+	(*CheckResponse)(nil),                    // 60: warren.admin.CheckResponse
+	(*CheckedQueue)(nil),                     // 61: warren.admin.CheckedQueue
+	(*AddMemberRequest)(nil),                 // 62: warren.admin.AddMemberRequest
+	(*DeleteMemberRequest)(nil),              // 63: warren.admin.DeleteMemberRequest
+	(*GrowRequest)(nil),                      // 64: warren.admin.GrowRequest
+	(*ShrinkRequest)(nil),                    // 65: warren.admin.ShrinkRequest
+	(*MembershipResponse)(nil),               // 66: warren.admin.MembershipResponse
+	(*ListConnectionsRequest)(nil),           // 67: warren.admin.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 68: warren.admin.ListConnectionsResponse
+	(*NodeError)(nil),                        // 69: warren.admin.NodeError
+	(*Connection)(nil),                       // 70: warren.admin.Connection
+	(*Channel)(nil),                          // 71: warren.admin.Channel
+	(*Consumer)(nil),                         // 72: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 73: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 74: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 75: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 76: warren.admin.QueueConsumer
+	nil,                                      // 77: warren.admin.ImportDefinitionsResponse.ImportedEntry
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
-	7,  // 0: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
-	12, // 1: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
-	13, // 2: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
-	19, // 3: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
-	52, // 4: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
-	28, // 5: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
-	31, // 6: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
-	35, // 7: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
-	36, // 8: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
-	36, // 9: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
-	49, // 10: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
-	35, // 11: warren.admin.LocalMember.member:type_name -> warren.admin.Member
-	52, // 12: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
-	53, // 13: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
-	54, // 14: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
-	58, // 15: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	67, // 16: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
-	66, // 17: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	68, // 18: warren.admin.Connection.channels:type_name -> warren.admin.Channel
-	69, // 19: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	73, // 20: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
-	26, // 21: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	29, // 22: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	32, // 23: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	34, // 24: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	37, // 25: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	39, // 26: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	41, // 27: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	43, // 28: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	45, // 29: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	47, // 30: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	50, // 31: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	55, // 32: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	56, // 33: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	59, // 34: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	60, // 35: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	61, // 36: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	62, // 37: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	21, // 38: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	21, // 39: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	23, // 40: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	25, // 41: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	64, // 42: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	64, // 43: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	70, // 44: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
-	71, // 45: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	17, // 46: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
-	20, // 47: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
-	1,  // 48: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
-	2,  // 49: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
-	3,  // 50: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
-	4,  // 51: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
-	5,  // 52: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
-	8,  // 53: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
-	9,  // 54: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
-	10, // 55: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
-	13, // 56: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
-	14, // 57: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
-	15, // 58: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
-	27, // 59: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	30, // 60: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	33, // 61: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	35, // 62: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	38, // 63: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	40, // 64: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	42, // 65: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	44, // 66: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	46, // 67: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	48, // 68: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	51, // 69: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	57, // 70: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	57, // 71: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	63, // 72: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	63, // 73: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	63, // 74: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	63, // 75: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	22, // 76: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	22, // 77: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	24, // 78: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	63, // 79: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	65, // 80: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	65, // 81: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	72, // 82: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	72, // 83: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	18, // 84: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
-	18, // 85: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
-	0,  // 86: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
-	0,  // 87: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
-	0,  // 88: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
-	0,  // 89: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
-	6,  // 90: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
-	0,  // 91: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
-	0,  // 92: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
-	11, // 93: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
-	0,  // 94: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
-	0,  // 95: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
-	16, // 96: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
-	59, // [59:97] is the sub-list for method output_type
-	21, // [21:59] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	77, // 0: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
+	10, // 1: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
+	15, // 2: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
+	16, // 3: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
+	22, // 4: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
+	55, // 5: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
+	31, // 6: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
+	34, // 7: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
+	38, // 8: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
+	39, // 9: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
+	39, // 10: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
+	52, // 11: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
+	38, // 12: warren.admin.LocalMember.member:type_name -> warren.admin.Member
+	55, // 13: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
+	56, // 14: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
+	57, // 15: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
+	61, // 16: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
+	70, // 17: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	69, // 18: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	71, // 19: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	72, // 20: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	76, // 21: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	29, // 22: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	32, // 23: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	35, // 24: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	37, // 25: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	40, // 26: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	42, // 27: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	44, // 28: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	46, // 29: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	48, // 30: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	50, // 31: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	53, // 32: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	58, // 33: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	59, // 34: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	62, // 35: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	63, // 36: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	64, // 37: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	65, // 38: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	24, // 39: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	24, // 40: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	26, // 41: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	28, // 42: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	67, // 43: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	67, // 44: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	73, // 45: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	74, // 46: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	20, // 47: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	23, // 48: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	4,  // 49: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
+	5,  // 50: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
+	6,  // 51: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
+	7,  // 52: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
+	8,  // 53: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
+	11, // 54: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
+	12, // 55: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
+	13, // 56: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
+	16, // 57: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
+	17, // 58: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
+	18, // 59: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
+	0,  // 60: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
+	1,  // 61: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
+	30, // 62: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	33, // 63: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	36, // 64: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	38, // 65: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	41, // 66: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	43, // 67: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	45, // 68: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	47, // 69: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	49, // 70: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	51, // 71: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	54, // 72: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	60, // 73: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	60, // 74: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	66, // 75: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	66, // 76: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	66, // 77: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	66, // 78: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	25, // 79: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	25, // 80: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	27, // 81: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	66, // 82: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	68, // 83: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	68, // 84: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	75, // 85: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	75, // 86: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	21, // 87: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	21, // 88: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	3,  // 89: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
+	3,  // 90: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
+	3,  // 91: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
+	3,  // 92: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
+	9,  // 93: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
+	3,  // 94: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
+	3,  // 95: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
+	14, // 96: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
+	3,  // 97: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
+	3,  // 98: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
+	19, // 99: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
+	1,  // 100: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
+	2,  // 101: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
+	62, // [62:102] is the sub-list for method output_type
+	22, // [22:62] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -4997,14 +5152,14 @@ func file_adminpb_admin_proto_init() {
 	if File_adminpb_admin_proto != nil {
 		return
 	}
-	file_adminpb_admin_proto_msgTypes[35].OneofWrappers = []any{}
+	file_adminpb_admin_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   74,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

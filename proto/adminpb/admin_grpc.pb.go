@@ -57,6 +57,8 @@ const (
 	Admin_SetPermissions_FullMethodName           = "/warren.admin.Admin/SetPermissions"
 	Admin_ClearPermissions_FullMethodName         = "/warren.admin.Admin/ClearPermissions"
 	Admin_ListPermissions_FullMethodName          = "/warren.admin.Admin/ListPermissions"
+	Admin_ExportDefinitions_FullMethodName        = "/warren.admin.Admin/ExportDefinitions"
+	Admin_ImportDefinitions_FullMethodName        = "/warren.admin.Admin/ImportDefinitions"
 )
 
 // AdminClient is the client API for Admin service.
@@ -207,6 +209,17 @@ type AdminClient interface {
 	SetPermissions(ctx context.Context, in *Permission, opts ...grpc.CallOption) (*AccessResponse, error)
 	ClearPermissions(ctx context.Context, in *ClearPermissionsRequest, opts ...grpc.CallOption) (*AccessResponse, error)
 	ListPermissions(ctx context.Context, in *ListPermissionsRequest, opts ...grpc.CallOption) (*ListPermissionsResponse, error)
+	// ExportDefinitions is the cluster's definitions as RabbitMQ's
+	// definitions document (JSON), as rabbitmqctl export_definitions writes
+	// it: users with password hashes, vhosts, permissions, policies,
+	// operator policies, durable queues, exchanges and bindings.
+	ExportDefinitions(ctx context.Context, in *ExportDefinitionsRequest, opts ...grpc.CallOption) (*DefinitionsDocument, error)
+	// ImportDefinitions adds what a definitions document (RabbitMQ's or
+	// Warren's) defines, as rabbitmqctl import_definitions: created, or
+	// updated where it exists; nothing is removed. What could not be taken
+	// is listed in the answer, the rest imported. INVALID_ARGUMENT if the
+	// document does not read.
+	ImportDefinitions(ctx context.Context, in *DefinitionsDocument, opts ...grpc.CallOption) (*ImportDefinitionsResponse, error)
 }
 
 type adminClient struct {
@@ -597,6 +610,26 @@ func (c *adminClient) ListPermissions(ctx context.Context, in *ListPermissionsRe
 	return out, nil
 }
 
+func (c *adminClient) ExportDefinitions(ctx context.Context, in *ExportDefinitionsRequest, opts ...grpc.CallOption) (*DefinitionsDocument, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DefinitionsDocument)
+	err := c.cc.Invoke(ctx, Admin_ExportDefinitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ImportDefinitions(ctx context.Context, in *DefinitionsDocument, opts ...grpc.CallOption) (*ImportDefinitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ImportDefinitionsResponse)
+	err := c.cc.Invoke(ctx, Admin_ImportDefinitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -745,6 +778,17 @@ type AdminServer interface {
 	SetPermissions(context.Context, *Permission) (*AccessResponse, error)
 	ClearPermissions(context.Context, *ClearPermissionsRequest) (*AccessResponse, error)
 	ListPermissions(context.Context, *ListPermissionsRequest) (*ListPermissionsResponse, error)
+	// ExportDefinitions is the cluster's definitions as RabbitMQ's
+	// definitions document (JSON), as rabbitmqctl export_definitions writes
+	// it: users with password hashes, vhosts, permissions, policies,
+	// operator policies, durable queues, exchanges and bindings.
+	ExportDefinitions(context.Context, *ExportDefinitionsRequest) (*DefinitionsDocument, error)
+	// ImportDefinitions adds what a definitions document (RabbitMQ's or
+	// Warren's) defines, as rabbitmqctl import_definitions: created, or
+	// updated where it exists; nothing is removed. What could not be taken
+	// is listed in the answer, the rest imported. INVALID_ARGUMENT if the
+	// document does not read.
+	ImportDefinitions(context.Context, *DefinitionsDocument) (*ImportDefinitionsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -868,6 +912,12 @@ func (UnimplementedAdminServer) ClearPermissions(context.Context, *ClearPermissi
 }
 func (UnimplementedAdminServer) ListPermissions(context.Context, *ListPermissionsRequest) (*ListPermissionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListPermissions not implemented")
+}
+func (UnimplementedAdminServer) ExportDefinitions(context.Context, *ExportDefinitionsRequest) (*DefinitionsDocument, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ExportDefinitions not implemented")
+}
+func (UnimplementedAdminServer) ImportDefinitions(context.Context, *DefinitionsDocument) (*ImportDefinitionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ImportDefinitions not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -1574,6 +1624,42 @@ func _Admin_ListPermissions_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ExportDefinitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExportDefinitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ExportDefinitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ExportDefinitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ExportDefinitions(ctx, req.(*ExportDefinitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ImportDefinitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DefinitionsDocument)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ImportDefinitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ImportDefinitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ImportDefinitions(ctx, req.(*DefinitionsDocument))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1732,6 +1818,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPermissions",
 			Handler:    _Admin_ListPermissions_Handler,
+		},
+		{
+			MethodName: "ExportDefinitions",
+			Handler:    _Admin_ExportDefinitions_Handler,
+		},
+		{
+			MethodName: "ImportDefinitions",
+			Handler:    _Admin_ImportDefinitions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

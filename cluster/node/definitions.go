@@ -1,0 +1,47 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/warrenmq/warren/cluster/admin"
+	"github.com/warrenmq/warren/cluster/broker"
+)
+
+// The admin service's definitions (admin.DefinitionsBackend).
+
+func (a *adminBackend) ExportDefinitions() ([]byte, error) {
+	d, err := a.b.ExportDefinitions("Warren", a.c.cfg.Version)
+	if err != nil {
+		return nil, err
+	}
+	return json.MarshalIndent(d, "", "  ")
+}
+
+func (a *adminBackend) ImportDefinitions(doc []byte) (map[string]int, []string, error) {
+	var d broker.Definitions
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, nil, admin.Invalid(fmt.Sprintf("not a definitions document: %v", err))
+	}
+	r := a.b.ImportDefinitions(&d)
+	return r.Imported, r.Problems, nil
+}
+
+func (l *lateBackend) ExportDefinitions() ([]byte, error) {
+	if db, ok := l.get().(admin.DefinitionsBackend); ok {
+		return db.ExportDefinitions()
+	}
+	return nil, errStartingAccess
+}
+
+func (l *lateBackend) ImportDefinitions(doc []byte) (map[string]int, []string, error) {
+	if db, ok := l.get().(admin.DefinitionsBackend); ok {
+		return db.ImportDefinitions(doc)
+	}
+	return nil, nil, errStartingAccess
+}
+
+var (
+	_ admin.DefinitionsBackend = (*adminBackend)(nil)
+	_ admin.DefinitionsBackend = (*lateBackend)(nil)
+)
