@@ -590,6 +590,16 @@ func (v *Vhost) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmp
 // could apply no metadata (the subscriber needs the lock), which held up
 // every other new queue's first election.
 func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
+	var before queue.Stats
+	if q.rec.Type == QueueTypeQuorum && !ifUnused && !ifEmpty {
+		// delete-ok's count is the leader's, asked before the deletion
+		// is committed (every member drops its replica as it applies
+		// it): this node's member, a follower, may not have applied the
+		// last publishes yet (raft tells followers of a commit with the
+		// next entry). Publishes committed between the two are deleted
+		// uncounted.
+		before = q.engine.Stats()
+	}
 	v.mu.Lock()
 	locked := true
 	defer func() {
@@ -646,6 +656,9 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 		// above and here; the queue is already unlinked, so delete it
 		// regardless rather than leave it half-removed.
 		n, _ = q.engine.Delete(false, false)
+	}
+	if q.rec.Type == QueueTypeQuorum {
+		n = before.Ready
 	}
 	v.b.log.Debug("queue deleted", "vhost", v.name, "queue", q.rec.Name, "messages", n)
 	return n, nil
