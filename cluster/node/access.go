@@ -60,13 +60,11 @@ type kindError struct{ kind, err error }
 func (e kindError) Error() string   { return e.err.Error() }
 func (e kindError) Unwrap() []error { return []error{e.kind, e.err} }
 
-var errStartingAccess = errors.New("node starting")
-
 func (l *lateBackend) accessBackend() (admin.AccessBackend, error) {
 	if ab, ok := l.get().(admin.AccessBackend); ok {
 		return ab, nil
 	}
-	return nil, errStartingAccess
+	return nil, errStarting
 }
 
 func (l *lateBackend) AddUser(name, password string, tags []string) error {

@@ -31,14 +31,14 @@ func (l *lateBackend) ExportDefinitions() ([]byte, error) {
 	if db, ok := l.get().(admin.DefinitionsBackend); ok {
 		return db.ExportDefinitions()
 	}
-	return nil, errStartingAccess
+	return nil, errStarting
 }
 
 func (l *lateBackend) ImportDefinitions(doc []byte) (map[string]int, []string, error) {
 	if db, ok := l.get().(admin.DefinitionsBackend); ok {
 		return db.ImportDefinitions(doc)
 	}
-	return nil, nil, errStartingAccess
+	return nil, nil, errStarting
 }
 
 var (

@@ -21,6 +21,532 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListExchangesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty for every vhost.
+	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListExchangesRequest) Reset() {
+	*x = ListExchangesRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListExchangesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListExchangesRequest) ProtoMessage() {}
+
+func (x *ListExchangesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListExchangesRequest.ProtoReflect.Descriptor instead.
+func (*ListExchangesRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListExchangesRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+type ListExchangesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By vhost, then name.
+	Exchanges     []*Exchange `protobuf:"bytes,1,rep,name=exchanges,proto3" json:"exchanges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListExchangesResponse) Reset() {
+	*x = ListExchangesResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListExchangesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListExchangesResponse) ProtoMessage() {}
+
+func (x *ListExchangesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListExchangesResponse.ProtoReflect.Descriptor instead.
+func (*ListExchangesResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListExchangesResponse) GetExchanges() []*Exchange {
+	if x != nil {
+		return x.Exchanges
+	}
+	return nil
+}
+
+type Exchange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vhost string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	// Empty for the default exchange.
+	Name       string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Type       string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	Durable    bool   `protobuf:"varint,4,opt,name=durable,proto3" json:"durable,omitempty"`
+	AutoDelete bool   `protobuf:"varint,5,opt,name=auto_delete,json=autoDelete,proto3" json:"auto_delete,omitempty"`
+	Internal   bool   `protobuf:"varint,6,opt,name=internal,proto3" json:"internal,omitempty"`
+	// JSON object; empty for none.
+	Arguments     string `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Exchange) Reset() {
+	*x = Exchange{}
+	mi := &file_adminpb_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Exchange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Exchange) ProtoMessage() {}
+
+func (x *Exchange) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Exchange.ProtoReflect.Descriptor instead.
+func (*Exchange) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Exchange) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *Exchange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Exchange) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Exchange) GetDurable() bool {
+	if x != nil {
+		return x.Durable
+	}
+	return false
+}
+
+func (x *Exchange) GetAutoDelete() bool {
+	if x != nil {
+		return x.AutoDelete
+	}
+	return false
+}
+
+func (x *Exchange) GetInternal() bool {
+	if x != nil {
+		return x.Internal
+	}
+	return false
+}
+
+func (x *Exchange) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+type ListBindingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty for every vhost.
+	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBindingsRequest) Reset() {
+	*x = ListBindingsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBindingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBindingsRequest) ProtoMessage() {}
+
+func (x *ListBindingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBindingsRequest.ProtoReflect.Descriptor instead.
+func (*ListBindingsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListBindingsRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+type ListBindingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By vhost, source, destination, routing key.
+	Bindings      []*Binding `protobuf:"bytes,1,rep,name=bindings,proto3" json:"bindings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBindingsResponse) Reset() {
+	*x = ListBindingsResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBindingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBindingsResponse) ProtoMessage() {}
+
+func (x *ListBindingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBindingsResponse.ProtoReflect.Descriptor instead.
+func (*ListBindingsResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListBindingsResponse) GetBindings() []*Binding {
+	if x != nil {
+		return x.Bindings
+	}
+	return nil
+}
+
+type Binding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vhost string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	// Empty for the default exchange.
+	Source      string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	Destination string `protobuf:"bytes,3,opt,name=destination,proto3" json:"destination,omitempty"`
+	// queue or exchange.
+	DestinationType string `protobuf:"bytes,4,opt,name=destination_type,json=destinationType,proto3" json:"destination_type,omitempty"`
+	RoutingKey      string `protobuf:"bytes,5,opt,name=routing_key,json=routingKey,proto3" json:"routing_key,omitempty"`
+	// JSON object; empty for none.
+	Arguments     string `protobuf:"bytes,6,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Binding) Reset() {
+	*x = Binding{}
+	mi := &file_adminpb_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Binding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Binding) ProtoMessage() {}
+
+func (x *Binding) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Binding.ProtoReflect.Descriptor instead.
+func (*Binding) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Binding) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *Binding) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Binding) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *Binding) GetDestinationType() string {
+	if x != nil {
+		return x.DestinationType
+	}
+	return ""
+}
+
+func (x *Binding) GetRoutingKey() string {
+	if x != nil {
+		return x.RoutingKey
+	}
+	return ""
+}
+
+func (x *Binding) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+type DeleteQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vhost         string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	IfUnused      bool                   `protobuf:"varint,3,opt,name=if_unused,json=ifUnused,proto3" json:"if_unused,omitempty"`
+	IfEmpty       bool                   `protobuf:"varint,4,opt,name=if_empty,json=ifEmpty,proto3" json:"if_empty,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteQueueRequest) Reset() {
+	*x = DeleteQueueRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteQueueRequest) ProtoMessage() {}
+
+func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
+func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeleteQueueRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *DeleteQueueRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteQueueRequest) GetIfUnused() bool {
+	if x != nil {
+		return x.IfUnused
+	}
+	return false
+}
+
+func (x *DeleteQueueRequest) GetIfEmpty() bool {
+	if x != nil {
+		return x.IfEmpty
+	}
+	return false
+}
+
+type PurgeQueueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vhost         string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeQueueRequest) Reset() {
+	*x = PurgeQueueRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeQueueRequest) ProtoMessage() {}
+
+func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
+func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PurgeQueueRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *PurgeQueueRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type QueueMessagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Messages deleted with the queue, or purged.
+	Messages      uint32 `protobuf:"varint,1,opt,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueMessagesResponse) Reset() {
+	*x = QueueMessagesResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueMessagesResponse) ProtoMessage() {}
+
+func (x *QueueMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueMessagesResponse.ProtoReflect.Descriptor instead.
+func (*QueueMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *QueueMessagesResponse) GetMessages() uint32 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
 type ExportDefinitionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -29,7 +555,7 @@ type ExportDefinitionsRequest struct {
 
 func (x *ExportDefinitionsRequest) Reset() {
 	*x = ExportDefinitionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[0]
+	mi := &file_adminpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +567,7 @@ func (x *ExportDefinitionsRequest) String() string {
 func (*ExportDefinitionsRequest) ProtoMessage() {}
 
 func (x *ExportDefinitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[0]
+	mi := &file_adminpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +580,7 @@ func (x *ExportDefinitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportDefinitionsRequest.ProtoReflect.Descriptor instead.
 func (*ExportDefinitionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{0}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 type DefinitionsDocument struct {
@@ -66,7 +592,7 @@ type DefinitionsDocument struct {
 
 func (x *DefinitionsDocument) Reset() {
 	*x = DefinitionsDocument{}
-	mi := &file_adminpb_admin_proto_msgTypes[1]
+	mi := &file_adminpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -78,7 +604,7 @@ func (x *DefinitionsDocument) String() string {
 func (*DefinitionsDocument) ProtoMessage() {}
 
 func (x *DefinitionsDocument) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[1]
+	mi := &file_adminpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -91,7 +617,7 @@ func (x *DefinitionsDocument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DefinitionsDocument.ProtoReflect.Descriptor instead.
 func (*DefinitionsDocument) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{1}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DefinitionsDocument) GetJson() []byte {
@@ -114,7 +640,7 @@ type ImportDefinitionsResponse struct {
 
 func (x *ImportDefinitionsResponse) Reset() {
 	*x = ImportDefinitionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[2]
+	mi := &file_adminpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -126,7 +652,7 @@ func (x *ImportDefinitionsResponse) String() string {
 func (*ImportDefinitionsResponse) ProtoMessage() {}
 
 func (x *ImportDefinitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[2]
+	mi := &file_adminpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -139,7 +665,7 @@ func (x *ImportDefinitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportDefinitionsResponse.ProtoReflect.Descriptor instead.
 func (*ImportDefinitionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{2}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ImportDefinitionsResponse) GetImported() map[string]uint32 {
@@ -164,7 +690,7 @@ type AccessResponse struct {
 
 func (x *AccessResponse) Reset() {
 	*x = AccessResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[3]
+	mi := &file_adminpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -176,7 +702,7 @@ func (x *AccessResponse) String() string {
 func (*AccessResponse) ProtoMessage() {}
 
 func (x *AccessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[3]
+	mi := &file_adminpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -189,7 +715,7 @@ func (x *AccessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessResponse.ProtoReflect.Descriptor instead.
 func (*AccessResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{3}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 type AddUserRequest struct {
@@ -203,7 +729,7 @@ type AddUserRequest struct {
 
 func (x *AddUserRequest) Reset() {
 	*x = AddUserRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[4]
+	mi := &file_adminpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +741,7 @@ func (x *AddUserRequest) String() string {
 func (*AddUserRequest) ProtoMessage() {}
 
 func (x *AddUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[4]
+	mi := &file_adminpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +754,7 @@ func (x *AddUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddUserRequest.ProtoReflect.Descriptor instead.
 func (*AddUserRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{4}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AddUserRequest) GetName() string {
@@ -261,7 +787,7 @@ type UserRequest struct {
 
 func (x *UserRequest) Reset() {
 	*x = UserRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[5]
+	mi := &file_adminpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +799,7 @@ func (x *UserRequest) String() string {
 func (*UserRequest) ProtoMessage() {}
 
 func (x *UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[5]
+	mi := &file_adminpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +812,7 @@ func (x *UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserRequest.ProtoReflect.Descriptor instead.
 func (*UserRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UserRequest) GetName() string {
@@ -306,7 +832,7 @@ type ChangePasswordRequest struct {
 
 func (x *ChangePasswordRequest) Reset() {
 	*x = ChangePasswordRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[6]
+	mi := &file_adminpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +844,7 @@ func (x *ChangePasswordRequest) String() string {
 func (*ChangePasswordRequest) ProtoMessage() {}
 
 func (x *ChangePasswordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[6]
+	mi := &file_adminpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +857,7 @@ func (x *ChangePasswordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePasswordRequest.ProtoReflect.Descriptor instead.
 func (*ChangePasswordRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ChangePasswordRequest) GetName() string {
@@ -359,7 +885,7 @@ type SetUserTagsRequest struct {
 
 func (x *SetUserTagsRequest) Reset() {
 	*x = SetUserTagsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[7]
+	mi := &file_adminpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +897,7 @@ func (x *SetUserTagsRequest) String() string {
 func (*SetUserTagsRequest) ProtoMessage() {}
 
 func (x *SetUserTagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[7]
+	mi := &file_adminpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +910,7 @@ func (x *SetUserTagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetUserTagsRequest.ProtoReflect.Descriptor instead.
 func (*SetUserTagsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetUserTagsRequest) GetName() string {
@@ -409,7 +935,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[8]
+	mi := &file_adminpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +947,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[8]
+	mi := &file_adminpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +960,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 type ListUsersResponse struct {
@@ -447,7 +973,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[9]
+	mi := &file_adminpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +985,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[9]
+	mi := &file_adminpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +998,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -494,7 +1020,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_adminpb_admin_proto_msgTypes[10]
+	mi := &file_adminpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +1032,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[10]
+	mi := &file_adminpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +1045,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *User) GetName() string {
@@ -554,7 +1080,7 @@ type AddVhostRequest struct {
 
 func (x *AddVhostRequest) Reset() {
 	*x = AddVhostRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[11]
+	mi := &file_adminpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +1092,7 @@ func (x *AddVhostRequest) String() string {
 func (*AddVhostRequest) ProtoMessage() {}
 
 func (x *AddVhostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[11]
+	mi := &file_adminpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +1105,7 @@ func (x *AddVhostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVhostRequest.ProtoReflect.Descriptor instead.
 func (*AddVhostRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AddVhostRequest) GetName() string {
@@ -605,7 +1131,7 @@ type VhostRequest struct {
 
 func (x *VhostRequest) Reset() {
 	*x = VhostRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[12]
+	mi := &file_adminpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +1143,7 @@ func (x *VhostRequest) String() string {
 func (*VhostRequest) ProtoMessage() {}
 
 func (x *VhostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[12]
+	mi := &file_adminpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +1156,7 @@ func (x *VhostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VhostRequest.ProtoReflect.Descriptor instead.
 func (*VhostRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *VhostRequest) GetName() string {
@@ -648,7 +1174,7 @@ type ListVhostsRequest struct {
 
 func (x *ListVhostsRequest) Reset() {
 	*x = ListVhostsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[13]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +1186,7 @@ func (x *ListVhostsRequest) String() string {
 func (*ListVhostsRequest) ProtoMessage() {}
 
 func (x *ListVhostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[13]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +1199,7 @@ func (x *ListVhostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVhostsRequest.ProtoReflect.Descriptor instead.
 func (*ListVhostsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 type ListVhostsResponse struct {
@@ -686,7 +1212,7 @@ type ListVhostsResponse struct {
 
 func (x *ListVhostsResponse) Reset() {
 	*x = ListVhostsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[14]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +1224,7 @@ func (x *ListVhostsResponse) String() string {
 func (*ListVhostsResponse) ProtoMessage() {}
 
 func (x *ListVhostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[14]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +1237,7 @@ func (x *ListVhostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVhostsResponse.ProtoReflect.Descriptor instead.
 func (*ListVhostsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListVhostsResponse) GetVhosts() []*Vhost {
@@ -731,7 +1257,7 @@ type Vhost struct {
 
 func (x *Vhost) Reset() {
 	*x = Vhost{}
-	mi := &file_adminpb_admin_proto_msgTypes[15]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +1269,7 @@ func (x *Vhost) String() string {
 func (*Vhost) ProtoMessage() {}
 
 func (x *Vhost) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[15]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +1282,7 @@ func (x *Vhost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vhost.ProtoReflect.Descriptor instead.
 func (*Vhost) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Vhost) GetName() string {
@@ -788,7 +1314,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_adminpb_admin_proto_msgTypes[16]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +1326,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[16]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +1339,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Permission) GetUser() string {
@@ -861,7 +1387,7 @@ type ClearPermissionsRequest struct {
 
 func (x *ClearPermissionsRequest) Reset() {
 	*x = ClearPermissionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[17]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +1399,7 @@ func (x *ClearPermissionsRequest) String() string {
 func (*ClearPermissionsRequest) ProtoMessage() {}
 
 func (x *ClearPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[17]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +1412,7 @@ func (x *ClearPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*ClearPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ClearPermissionsRequest) GetUser() string {
@@ -914,7 +1440,7 @@ type ListPermissionsRequest struct {
 
 func (x *ListPermissionsRequest) Reset() {
 	*x = ListPermissionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[18]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1452,7 @@ func (x *ListPermissionsRequest) String() string {
 func (*ListPermissionsRequest) ProtoMessage() {}
 
 func (x *ListPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[18]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1465,7 @@ func (x *ListPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListPermissionsRequest) GetVhost() string {
@@ -966,7 +1492,7 @@ type ListPermissionsResponse struct {
 
 func (x *ListPermissionsResponse) Reset() {
 	*x = ListPermissionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[19]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1504,7 @@ func (x *ListPermissionsResponse) String() string {
 func (*ListPermissionsResponse) ProtoMessage() {}
 
 func (x *ListPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[19]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1517,7 @@ func (x *ListPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListPermissionsResponse) GetPermissions() []*Permission {
@@ -1009,7 +1535,7 @@ type AlarmsRequest struct {
 
 func (x *AlarmsRequest) Reset() {
 	*x = AlarmsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1547,7 @@ func (x *AlarmsRequest) String() string {
 func (*AlarmsRequest) ProtoMessage() {}
 
 func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1560,7 @@ func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmsRequest.ProtoReflect.Descriptor instead.
 func (*AlarmsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 type AlarmsResponse struct {
@@ -1057,7 +1583,7 @@ type AlarmsResponse struct {
 
 func (x *AlarmsResponse) Reset() {
 	*x = AlarmsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1595,7 @@ func (x *AlarmsResponse) String() string {
 func (*AlarmsResponse) ProtoMessage() {}
 
 func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1608,7 @@ func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmsResponse.ProtoReflect.Descriptor instead.
 func (*AlarmsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AlarmsResponse) GetNode() string {
@@ -1138,7 +1664,7 @@ type ResourceAlarm struct {
 
 func (x *ResourceAlarm) Reset() {
 	*x = ResourceAlarm{}
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1676,7 @@ func (x *ResourceAlarm) String() string {
 func (*ResourceAlarm) ProtoMessage() {}
 
 func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1689,7 @@ func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceAlarm.ProtoReflect.Descriptor instead.
 func (*ResourceAlarm) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResourceAlarm) GetNode() string {
@@ -1194,7 +1720,7 @@ type SetWatermarkRequest struct {
 
 func (x *SetWatermarkRequest) Reset() {
 	*x = SetWatermarkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1732,7 @@ func (x *SetWatermarkRequest) String() string {
 func (*SetWatermarkRequest) ProtoMessage() {}
 
 func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1745,7 @@ func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWatermarkRequest.ProtoReflect.Descriptor instead.
 func (*SetWatermarkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetWatermarkRequest) GetResource() string {
@@ -1245,7 +1771,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1783,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1796,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DrainRequest) GetNode() string {
@@ -1295,7 +1821,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1833,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1846,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DrainResponse) GetNode() string {
@@ -1362,7 +1888,7 @@ type MemberMaintenanceRequest struct {
 
 func (x *MemberMaintenanceRequest) Reset() {
 	*x = MemberMaintenanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1900,7 @@ func (x *MemberMaintenanceRequest) String() string {
 func (*MemberMaintenanceRequest) ProtoMessage() {}
 
 func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1913,7 @@ func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MemberMaintenanceRequest) GetDraining() bool {
@@ -1407,7 +1933,7 @@ type MemberMaintenanceResponse struct {
 
 func (x *MemberMaintenanceResponse) Reset() {
 	*x = MemberMaintenanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1945,7 @@ func (x *MemberMaintenanceResponse) String() string {
 func (*MemberMaintenanceResponse) ProtoMessage() {}
 
 func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1958,7 @@ func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MemberMaintenanceResponse) GetDraining() bool {
@@ -1458,7 +1984,7 @@ type ForgetNodeRequest struct {
 
 func (x *ForgetNodeRequest) Reset() {
 	*x = ForgetNodeRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1996,7 @@ func (x *ForgetNodeRequest) String() string {
 func (*ForgetNodeRequest) ProtoMessage() {}
 
 func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +2009,7 @@ func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetNodeRequest.ProtoReflect.Descriptor instead.
 func (*ForgetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ForgetNodeRequest) GetNode() string {
@@ -1501,7 +2027,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +2039,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +2052,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 type ClusterStatusResponse struct {
@@ -1543,7 +2069,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +2081,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +2094,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ClusterStatusResponse) GetNode() string {
@@ -1614,7 +2140,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +2152,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +2165,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Node) GetName() string {
@@ -1715,7 +2241,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +2253,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +2266,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListQueuesRequest) GetVhost() string {
@@ -1760,7 +2286,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2298,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2311,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -1820,7 +2346,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2358,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2371,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Queue) GetVhost() string {
@@ -1936,7 +2462,7 @@ type QuorumStatusRequest struct {
 
 func (x *QuorumStatusRequest) Reset() {
 	*x = QuorumStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2474,7 @@ func (x *QuorumStatusRequest) String() string {
 func (*QuorumStatusRequest) ProtoMessage() {}
 
 func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2487,7 @@ func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusRequest.ProtoReflect.Descriptor instead.
 func (*QuorumStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *QuorumStatusRequest) GetVhost() string {
@@ -1995,7 +2521,7 @@ type QuorumStatusResponse struct {
 
 func (x *QuorumStatusResponse) Reset() {
 	*x = QuorumStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2533,7 @@ func (x *QuorumStatusResponse) String() string {
 func (*QuorumStatusResponse) ProtoMessage() {}
 
 func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2546,7 @@ func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusResponse.ProtoReflect.Descriptor instead.
 func (*QuorumStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *QuorumStatusResponse) GetVhost() string {
@@ -2067,7 +2593,7 @@ type MemberStatusRequest struct {
 
 func (x *MemberStatusRequest) Reset() {
 	*x = MemberStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2605,7 @@ func (x *MemberStatusRequest) String() string {
 func (*MemberStatusRequest) ProtoMessage() {}
 
 func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2618,7 @@ func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatusRequest.ProtoReflect.Descriptor instead.
 func (*MemberStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MemberStatusRequest) GetQueueId() string {
@@ -2123,7 +2649,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2661,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2674,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Member) GetNode() string {
@@ -2227,7 +2753,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2765,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2778,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Policy) GetVhost() string {
@@ -2313,7 +2839,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2851,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2864,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetPolicyRequest) GetPolicy() *Policy {
@@ -2356,7 +2882,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2894,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2907,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 type ClearPolicyRequest struct {
@@ -2396,7 +2922,7 @@ type ClearPolicyRequest struct {
 
 func (x *ClearPolicyRequest) Reset() {
 	*x = ClearPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2934,7 @@ func (x *ClearPolicyRequest) String() string {
 func (*ClearPolicyRequest) ProtoMessage() {}
 
 func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2947,7 @@ func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyRequest.ProtoReflect.Descriptor instead.
 func (*ClearPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ClearPolicyRequest) GetVhost() string {
@@ -2453,7 +2979,7 @@ type ClearPolicyResponse struct {
 
 func (x *ClearPolicyResponse) Reset() {
 	*x = ClearPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2991,7 @@ func (x *ClearPolicyResponse) String() string {
 func (*ClearPolicyResponse) ProtoMessage() {}
 
 func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +3004,7 @@ func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyResponse.ProtoReflect.Descriptor instead.
 func (*ClearPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 type ListPoliciesRequest struct {
@@ -2492,7 +3018,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +3030,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +3043,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListPoliciesRequest) GetVhost() string {
@@ -2544,7 +3070,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +3082,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +3095,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -2592,7 +3118,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2604,7 +3130,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2617,7 +3143,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TransferLeadershipRequest) GetVhost() string {
@@ -2657,7 +3183,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +3195,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +3208,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TransferLeadershipResponse) GetVhost() string {
@@ -2731,7 +3257,7 @@ type MemberTransferLeadershipRequest struct {
 
 func (x *MemberTransferLeadershipRequest) Reset() {
 	*x = MemberTransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +3269,7 @@ func (x *MemberTransferLeadershipRequest) String() string {
 func (*MemberTransferLeadershipRequest) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +3282,7 @@ func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *MemberTransferLeadershipRequest) GetQueueId() string {
@@ -2781,7 +3307,7 @@ type MemberTransferLeadershipResponse struct {
 
 func (x *MemberTransferLeadershipResponse) Reset() {
 	*x = MemberTransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +3319,7 @@ func (x *MemberTransferLeadershipResponse) String() string {
 func (*MemberTransferLeadershipResponse) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +3332,7 @@ func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 type LocalMembersRequest struct {
@@ -2817,7 +3343,7 @@ type LocalMembersRequest struct {
 
 func (x *LocalMembersRequest) Reset() {
 	*x = LocalMembersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +3355,7 @@ func (x *LocalMembersRequest) String() string {
 func (*LocalMembersRequest) ProtoMessage() {}
 
 func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2842,7 +3368,7 @@ func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersRequest.ProtoReflect.Descriptor instead.
 func (*LocalMembersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 type LocalMembersResponse struct {
@@ -2857,7 +3383,7 @@ type LocalMembersResponse struct {
 
 func (x *LocalMembersResponse) Reset() {
 	*x = LocalMembersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +3395,7 @@ func (x *LocalMembersResponse) String() string {
 func (*LocalMembersResponse) ProtoMessage() {}
 
 func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3408,7 @@ func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersResponse.ProtoReflect.Descriptor instead.
 func (*LocalMembersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LocalMembersResponse) GetNode() string {
@@ -2909,7 +3435,7 @@ type LocalMember struct {
 
 func (x *LocalMember) Reset() {
 	*x = LocalMember{}
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3447,7 @@ func (x *LocalMember) String() string {
 func (*LocalMember) ProtoMessage() {}
 
 func (x *LocalMember) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3460,7 @@ func (x *LocalMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMember.ProtoReflect.Descriptor instead.
 func (*LocalMember) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *LocalMember) GetQueueId() string {
@@ -2963,7 +3489,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3501,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3514,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RebalanceRequest) GetVhostPattern() string {
@@ -3020,7 +3546,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3558,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3571,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RebalanceResponse) GetMoves() []*LeaderMove {
@@ -3083,7 +3609,7 @@ type LeaderMove struct {
 
 func (x *LeaderMove) Reset() {
 	*x = LeaderMove{}
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3095,7 +3621,7 @@ func (x *LeaderMove) String() string {
 func (*LeaderMove) ProtoMessage() {}
 
 func (x *LeaderMove) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3108,7 +3634,7 @@ func (x *LeaderMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderMove.ProtoReflect.Descriptor instead.
 func (*LeaderMove) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LeaderMove) GetVhost() string {
@@ -3157,7 +3683,7 @@ type NodeLeaders struct {
 
 func (x *NodeLeaders) Reset() {
 	*x = NodeLeaders{}
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3695,7 @@ func (x *NodeLeaders) String() string {
 func (*NodeLeaders) ProtoMessage() {}
 
 func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3708,7 @@ func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaders.ProtoReflect.Descriptor instead.
 func (*NodeLeaders) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *NodeLeaders) GetNode() string {
@@ -3216,7 +3742,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_adminpb_admin_proto_msgTypes[57]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3228,7 +3754,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[57]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3241,7 +3767,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *QueueRef) GetVhost() string {
@@ -3268,7 +3794,7 @@ type CheckQuorumCriticalRequest struct {
 
 func (x *CheckQuorumCriticalRequest) Reset() {
 	*x = CheckQuorumCriticalRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[58]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3806,7 @@ func (x *CheckQuorumCriticalRequest) String() string {
 func (*CheckQuorumCriticalRequest) ProtoMessage() {}
 
 func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[58]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3819,7 @@ func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckQuorumCriticalRequest.ProtoReflect.Descriptor instead.
 func (*CheckQuorumCriticalRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CheckQuorumCriticalRequest) GetNode() string {
@@ -3313,7 +3839,7 @@ type CheckLeaderlessRequest struct {
 
 func (x *CheckLeaderlessRequest) Reset() {
 	*x = CheckLeaderlessRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[59]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3851,7 @@ func (x *CheckLeaderlessRequest) String() string {
 func (*CheckLeaderlessRequest) ProtoMessage() {}
 
 func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[59]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3864,7 @@ func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLeaderlessRequest.ProtoReflect.Descriptor instead.
 func (*CheckLeaderlessRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CheckLeaderlessRequest) GetVhost() string {
@@ -3360,7 +3886,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[60]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3372,7 +3898,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[60]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3385,7 +3911,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CheckResponse) GetQueues() []*CheckedQueue {
@@ -3410,7 +3936,7 @@ type CheckedQueue struct {
 
 func (x *CheckedQueue) Reset() {
 	*x = CheckedQueue{}
-	mi := &file_adminpb_admin_proto_msgTypes[61]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3948,7 @@ func (x *CheckedQueue) String() string {
 func (*CheckedQueue) ProtoMessage() {}
 
 func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[61]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3961,7 @@ func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckedQueue.ProtoReflect.Descriptor instead.
 func (*CheckedQueue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CheckedQueue) GetVhost() string {
@@ -3485,7 +4011,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[62]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3497,7 +4023,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[62]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3510,7 +4036,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *AddMemberRequest) GetVhost() string {
@@ -3547,7 +4073,7 @@ type DeleteMemberRequest struct {
 
 func (x *DeleteMemberRequest) Reset() {
 	*x = DeleteMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[63]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3559,7 +4085,7 @@ func (x *DeleteMemberRequest) String() string {
 func (*DeleteMemberRequest) ProtoMessage() {}
 
 func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[63]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3572,7 +4098,7 @@ func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DeleteMemberRequest) GetVhost() string {
@@ -3615,7 +4141,7 @@ type GrowRequest struct {
 
 func (x *GrowRequest) Reset() {
 	*x = GrowRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[64]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +4153,7 @@ func (x *GrowRequest) String() string {
 func (*GrowRequest) ProtoMessage() {}
 
 func (x *GrowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[64]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +4166,7 @@ func (x *GrowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrowRequest.ProtoReflect.Descriptor instead.
 func (*GrowRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GrowRequest) GetNode() string {
@@ -3673,7 +4199,7 @@ type ShrinkRequest struct {
 
 func (x *ShrinkRequest) Reset() {
 	*x = ShrinkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[65]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3685,7 +4211,7 @@ func (x *ShrinkRequest) String() string {
 func (*ShrinkRequest) ProtoMessage() {}
 
 func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[65]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3698,7 +4224,7 @@ func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShrinkRequest.ProtoReflect.Descriptor instead.
 func (*ShrinkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ShrinkRequest) GetNode() string {
@@ -3720,7 +4246,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[66]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3732,7 +4258,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[66]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3745,7 +4271,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *MembershipResponse) GetChanged() []string {
@@ -3772,7 +4298,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[67]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3784,7 +4310,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[67]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3797,7 +4323,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListConnectionsRequest) GetVhost() string {
@@ -3819,7 +4345,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[68]
+	mi := &file_adminpb_admin_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +4357,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[68]
+	mi := &file_adminpb_admin_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +4370,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -3871,7 +4397,7 @@ type NodeError struct {
 
 func (x *NodeError) Reset() {
 	*x = NodeError{}
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +4409,7 @@ func (x *NodeError) String() string {
 func (*NodeError) ProtoMessage() {}
 
 func (x *NodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +4422,7 @@ func (x *NodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
 func (*NodeError) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *NodeError) GetNode() string {
@@ -3944,7 +4470,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4482,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4495,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *Connection) GetNode() string {
@@ -4106,7 +4632,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4118,7 +4644,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4131,7 +4657,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *Channel) GetNumber() uint32 {
@@ -4208,7 +4734,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4220,7 +4746,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4233,7 +4759,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *Consumer) GetQueue() string {
@@ -4296,7 +4822,7 @@ type QuorumConsumersRequest struct {
 
 func (x *QuorumConsumersRequest) Reset() {
 	*x = QuorumConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4308,7 +4834,7 @@ func (x *QuorumConsumersRequest) String() string {
 func (*QuorumConsumersRequest) ProtoMessage() {}
 
 func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4321,7 +4847,7 @@ func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *QuorumConsumersRequest) GetVhost() string {
@@ -4347,7 +4873,7 @@ type MemberConsumersRequest struct {
 
 func (x *MemberConsumersRequest) Reset() {
 	*x = MemberConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[74]
+	mi := &file_adminpb_admin_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4359,7 +4885,7 @@ func (x *MemberConsumersRequest) String() string {
 func (*MemberConsumersRequest) ProtoMessage() {}
 
 func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[74]
+	mi := &file_adminpb_admin_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4372,7 +4898,7 @@ func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
 func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *MemberConsumersRequest) GetQueueId() string {
@@ -4397,7 +4923,7 @@ type QuorumConsumersResponse struct {
 
 func (x *QuorumConsumersResponse) Reset() {
 	*x = QuorumConsumersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[75]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4409,7 +4935,7 @@ func (x *QuorumConsumersResponse) String() string {
 func (*QuorumConsumersResponse) ProtoMessage() {}
 
 func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[75]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4422,7 +4948,7 @@ func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *QuorumConsumersResponse) GetVhost() string {
@@ -4490,7 +5016,7 @@ type QueueConsumer struct {
 
 func (x *QueueConsumer) Reset() {
 	*x = QueueConsumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[76]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4502,7 +5028,7 @@ func (x *QueueConsumer) String() string {
 func (*QueueConsumer) ProtoMessage() {}
 
 func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[76]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4515,7 +5041,7 @@ func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
 func (*QueueConsumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *QueueConsumer) GetId() uint64 {
@@ -4592,7 +5118,42 @@ var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x13adminpb/admin.proto\x12\fwarren.admin\"\x1a\n" +
+	"\x13adminpb/admin.proto\x12\fwarren.admin\",\n" +
+	"\x14ListExchangesRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"M\n" +
+	"\x15ListExchangesResponse\x124\n" +
+	"\texchanges\x18\x01 \x03(\v2\x16.warren.admin.ExchangeR\texchanges\"\xbd\x01\n" +
+	"\bExchange\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
+	"\adurable\x18\x04 \x01(\bR\adurable\x12\x1f\n" +
+	"\vauto_delete\x18\x05 \x01(\bR\n" +
+	"autoDelete\x12\x1a\n" +
+	"\binternal\x18\x06 \x01(\bR\binternal\x12\x1c\n" +
+	"\targuments\x18\a \x01(\tR\targuments\"+\n" +
+	"\x13ListBindingsRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"I\n" +
+	"\x14ListBindingsResponse\x121\n" +
+	"\bbindings\x18\x01 \x03(\v2\x15.warren.admin.BindingR\bbindings\"\xc3\x01\n" +
+	"\aBinding\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12 \n" +
+	"\vdestination\x18\x03 \x01(\tR\vdestination\x12)\n" +
+	"\x10destination_type\x18\x04 \x01(\tR\x0fdestinationType\x12\x1f\n" +
+	"\vrouting_key\x18\x05 \x01(\tR\n" +
+	"routingKey\x12\x1c\n" +
+	"\targuments\x18\x06 \x01(\tR\targuments\"v\n" +
+	"\x12DeleteQueueRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
+	"\tif_unused\x18\x03 \x01(\bR\bifUnused\x12\x19\n" +
+	"\bif_empty\x18\x04 \x01(\bR\aifEmpty\"=\n" +
+	"\x11PurgeQueueRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"3\n" +
+	"\x15QueueMessagesResponse\x12\x1a\n" +
+	"\bmessages\x18\x01 \x01(\rR\bmessages\"\x1a\n" +
 	"\x18ExportDefinitionsRequest\")\n" +
 	"\x13DefinitionsDocument\x12\x12\n" +
 	"\x04json\x18\x01 \x01(\fR\x04json\"\xc7\x01\n" +
@@ -4897,7 +5458,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x06credit\x18\b \x01(\rR\x06credit\x12\x1a\n" +
 	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x1c\n" +
 	"\texclusive\x18\n" +
-	" \x01(\bR\texclusive2\xb5\x1a\n" +
+	" \x01(\bR\texclusive2\x90\x1d\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -4942,7 +5503,12 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x10ClearPermissions\x12%.warren.admin.ClearPermissionsRequest\x1a\x1c.warren.admin.AccessResponse\x12^\n" +
 	"\x0fListPermissions\x12$.warren.admin.ListPermissionsRequest\x1a%.warren.admin.ListPermissionsResponse\x12^\n" +
 	"\x11ExportDefinitions\x12&.warren.admin.ExportDefinitionsRequest\x1a!.warren.admin.DefinitionsDocument\x12_\n" +
-	"\x11ImportDefinitions\x12!.warren.admin.DefinitionsDocument\x1a'.warren.admin.ImportDefinitionsResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
+	"\x11ImportDefinitions\x12!.warren.admin.DefinitionsDocument\x1a'.warren.admin.ImportDefinitionsResponse\x12X\n" +
+	"\rListExchanges\x12\".warren.admin.ListExchangesRequest\x1a#.warren.admin.ListExchangesResponse\x12U\n" +
+	"\fListBindings\x12!.warren.admin.ListBindingsRequest\x1a\".warren.admin.ListBindingsResponse\x12T\n" +
+	"\vDeleteQueue\x12 .warren.admin.DeleteQueueRequest\x1a#.warren.admin.QueueMessagesResponse\x12R\n" +
+	"\n" +
+	"PurgeQueue\x12\x1f.warren.admin.PurgeQueueRequest\x1a#.warren.admin.QueueMessagesResponseB*Z(github.com/warrenmq/warren/proto/adminpbb\x06proto3"
 
 var (
 	file_adminpb_admin_proto_rawDescOnce sync.Once
@@ -4956,195 +5522,214 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_adminpb_admin_proto_goTypes = []any{
-	(*ExportDefinitionsRequest)(nil),         // 0: warren.admin.ExportDefinitionsRequest
-	(*DefinitionsDocument)(nil),              // 1: warren.admin.DefinitionsDocument
-	(*ImportDefinitionsResponse)(nil),        // 2: warren.admin.ImportDefinitionsResponse
-	(*AccessResponse)(nil),                   // 3: warren.admin.AccessResponse
-	(*AddUserRequest)(nil),                   // 4: warren.admin.AddUserRequest
-	(*UserRequest)(nil),                      // 5: warren.admin.UserRequest
-	(*ChangePasswordRequest)(nil),            // 6: warren.admin.ChangePasswordRequest
-	(*SetUserTagsRequest)(nil),               // 7: warren.admin.SetUserTagsRequest
-	(*ListUsersRequest)(nil),                 // 8: warren.admin.ListUsersRequest
-	(*ListUsersResponse)(nil),                // 9: warren.admin.ListUsersResponse
-	(*User)(nil),                             // 10: warren.admin.User
-	(*AddVhostRequest)(nil),                  // 11: warren.admin.AddVhostRequest
-	(*VhostRequest)(nil),                     // 12: warren.admin.VhostRequest
-	(*ListVhostsRequest)(nil),                // 13: warren.admin.ListVhostsRequest
-	(*ListVhostsResponse)(nil),               // 14: warren.admin.ListVhostsResponse
-	(*Vhost)(nil),                            // 15: warren.admin.Vhost
-	(*Permission)(nil),                       // 16: warren.admin.Permission
-	(*ClearPermissionsRequest)(nil),          // 17: warren.admin.ClearPermissionsRequest
-	(*ListPermissionsRequest)(nil),           // 18: warren.admin.ListPermissionsRequest
-	(*ListPermissionsResponse)(nil),          // 19: warren.admin.ListPermissionsResponse
-	(*AlarmsRequest)(nil),                    // 20: warren.admin.AlarmsRequest
-	(*AlarmsResponse)(nil),                   // 21: warren.admin.AlarmsResponse
-	(*ResourceAlarm)(nil),                    // 22: warren.admin.ResourceAlarm
-	(*SetWatermarkRequest)(nil),              // 23: warren.admin.SetWatermarkRequest
-	(*DrainRequest)(nil),                     // 24: warren.admin.DrainRequest
-	(*DrainResponse)(nil),                    // 25: warren.admin.DrainResponse
-	(*MemberMaintenanceRequest)(nil),         // 26: warren.admin.MemberMaintenanceRequest
-	(*MemberMaintenanceResponse)(nil),        // 27: warren.admin.MemberMaintenanceResponse
-	(*ForgetNodeRequest)(nil),                // 28: warren.admin.ForgetNodeRequest
-	(*ClusterStatusRequest)(nil),             // 29: warren.admin.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),            // 30: warren.admin.ClusterStatusResponse
-	(*Node)(nil),                             // 31: warren.admin.Node
-	(*ListQueuesRequest)(nil),                // 32: warren.admin.ListQueuesRequest
-	(*ListQueuesResponse)(nil),               // 33: warren.admin.ListQueuesResponse
-	(*Queue)(nil),                            // 34: warren.admin.Queue
-	(*QuorumStatusRequest)(nil),              // 35: warren.admin.QuorumStatusRequest
-	(*QuorumStatusResponse)(nil),             // 36: warren.admin.QuorumStatusResponse
-	(*MemberStatusRequest)(nil),              // 37: warren.admin.MemberStatusRequest
-	(*Member)(nil),                           // 38: warren.admin.Member
-	(*Policy)(nil),                           // 39: warren.admin.Policy
-	(*SetPolicyRequest)(nil),                 // 40: warren.admin.SetPolicyRequest
-	(*SetPolicyResponse)(nil),                // 41: warren.admin.SetPolicyResponse
-	(*ClearPolicyRequest)(nil),               // 42: warren.admin.ClearPolicyRequest
-	(*ClearPolicyResponse)(nil),              // 43: warren.admin.ClearPolicyResponse
-	(*ListPoliciesRequest)(nil),              // 44: warren.admin.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),             // 45: warren.admin.ListPoliciesResponse
-	(*TransferLeadershipRequest)(nil),        // 46: warren.admin.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),       // 47: warren.admin.TransferLeadershipResponse
-	(*MemberTransferLeadershipRequest)(nil),  // 48: warren.admin.MemberTransferLeadershipRequest
-	(*MemberTransferLeadershipResponse)(nil), // 49: warren.admin.MemberTransferLeadershipResponse
-	(*LocalMembersRequest)(nil),              // 50: warren.admin.LocalMembersRequest
-	(*LocalMembersResponse)(nil),             // 51: warren.admin.LocalMembersResponse
-	(*LocalMember)(nil),                      // 52: warren.admin.LocalMember
-	(*RebalanceRequest)(nil),                 // 53: warren.admin.RebalanceRequest
-	(*RebalanceResponse)(nil),                // 54: warren.admin.RebalanceResponse
-	(*LeaderMove)(nil),                       // 55: warren.admin.LeaderMove
-	(*NodeLeaders)(nil),                      // 56: warren.admin.NodeLeaders
-	(*QueueRef)(nil),                         // 57: warren.admin.QueueRef
-	(*CheckQuorumCriticalRequest)(nil),       // 58: warren.admin.CheckQuorumCriticalRequest
-	(*CheckLeaderlessRequest)(nil),           // 59: warren.admin.CheckLeaderlessRequest
-	(*CheckResponse)(nil),                    // 60: warren.admin.CheckResponse
-	(*CheckedQueue)(nil),                     // 61: warren.admin.CheckedQueue
-	(*AddMemberRequest)(nil),                 // 62: warren.admin.AddMemberRequest
-	(*DeleteMemberRequest)(nil),              // 63: warren.admin.DeleteMemberRequest
-	(*GrowRequest)(nil),                      // 64: warren.admin.GrowRequest
-	(*ShrinkRequest)(nil),                    // 65: warren.admin.ShrinkRequest
-	(*MembershipResponse)(nil),               // 66: warren.admin.MembershipResponse
-	(*ListConnectionsRequest)(nil),           // 67: warren.admin.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 68: warren.admin.ListConnectionsResponse
-	(*NodeError)(nil),                        // 69: warren.admin.NodeError
-	(*Connection)(nil),                       // 70: warren.admin.Connection
-	(*Channel)(nil),                          // 71: warren.admin.Channel
-	(*Consumer)(nil),                         // 72: warren.admin.Consumer
-	(*QuorumConsumersRequest)(nil),           // 73: warren.admin.QuorumConsumersRequest
-	(*MemberConsumersRequest)(nil),           // 74: warren.admin.MemberConsumersRequest
-	(*QuorumConsumersResponse)(nil),          // 75: warren.admin.QuorumConsumersResponse
-	(*QueueConsumer)(nil),                    // 76: warren.admin.QueueConsumer
-	nil,                                      // 77: warren.admin.ImportDefinitionsResponse.ImportedEntry
+	(*ListExchangesRequest)(nil),             // 0: warren.admin.ListExchangesRequest
+	(*ListExchangesResponse)(nil),            // 1: warren.admin.ListExchangesResponse
+	(*Exchange)(nil),                         // 2: warren.admin.Exchange
+	(*ListBindingsRequest)(nil),              // 3: warren.admin.ListBindingsRequest
+	(*ListBindingsResponse)(nil),             // 4: warren.admin.ListBindingsResponse
+	(*Binding)(nil),                          // 5: warren.admin.Binding
+	(*DeleteQueueRequest)(nil),               // 6: warren.admin.DeleteQueueRequest
+	(*PurgeQueueRequest)(nil),                // 7: warren.admin.PurgeQueueRequest
+	(*QueueMessagesResponse)(nil),            // 8: warren.admin.QueueMessagesResponse
+	(*ExportDefinitionsRequest)(nil),         // 9: warren.admin.ExportDefinitionsRequest
+	(*DefinitionsDocument)(nil),              // 10: warren.admin.DefinitionsDocument
+	(*ImportDefinitionsResponse)(nil),        // 11: warren.admin.ImportDefinitionsResponse
+	(*AccessResponse)(nil),                   // 12: warren.admin.AccessResponse
+	(*AddUserRequest)(nil),                   // 13: warren.admin.AddUserRequest
+	(*UserRequest)(nil),                      // 14: warren.admin.UserRequest
+	(*ChangePasswordRequest)(nil),            // 15: warren.admin.ChangePasswordRequest
+	(*SetUserTagsRequest)(nil),               // 16: warren.admin.SetUserTagsRequest
+	(*ListUsersRequest)(nil),                 // 17: warren.admin.ListUsersRequest
+	(*ListUsersResponse)(nil),                // 18: warren.admin.ListUsersResponse
+	(*User)(nil),                             // 19: warren.admin.User
+	(*AddVhostRequest)(nil),                  // 20: warren.admin.AddVhostRequest
+	(*VhostRequest)(nil),                     // 21: warren.admin.VhostRequest
+	(*ListVhostsRequest)(nil),                // 22: warren.admin.ListVhostsRequest
+	(*ListVhostsResponse)(nil),               // 23: warren.admin.ListVhostsResponse
+	(*Vhost)(nil),                            // 24: warren.admin.Vhost
+	(*Permission)(nil),                       // 25: warren.admin.Permission
+	(*ClearPermissionsRequest)(nil),          // 26: warren.admin.ClearPermissionsRequest
+	(*ListPermissionsRequest)(nil),           // 27: warren.admin.ListPermissionsRequest
+	(*ListPermissionsResponse)(nil),          // 28: warren.admin.ListPermissionsResponse
+	(*AlarmsRequest)(nil),                    // 29: warren.admin.AlarmsRequest
+	(*AlarmsResponse)(nil),                   // 30: warren.admin.AlarmsResponse
+	(*ResourceAlarm)(nil),                    // 31: warren.admin.ResourceAlarm
+	(*SetWatermarkRequest)(nil),              // 32: warren.admin.SetWatermarkRequest
+	(*DrainRequest)(nil),                     // 33: warren.admin.DrainRequest
+	(*DrainResponse)(nil),                    // 34: warren.admin.DrainResponse
+	(*MemberMaintenanceRequest)(nil),         // 35: warren.admin.MemberMaintenanceRequest
+	(*MemberMaintenanceResponse)(nil),        // 36: warren.admin.MemberMaintenanceResponse
+	(*ForgetNodeRequest)(nil),                // 37: warren.admin.ForgetNodeRequest
+	(*ClusterStatusRequest)(nil),             // 38: warren.admin.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),            // 39: warren.admin.ClusterStatusResponse
+	(*Node)(nil),                             // 40: warren.admin.Node
+	(*ListQueuesRequest)(nil),                // 41: warren.admin.ListQueuesRequest
+	(*ListQueuesResponse)(nil),               // 42: warren.admin.ListQueuesResponse
+	(*Queue)(nil),                            // 43: warren.admin.Queue
+	(*QuorumStatusRequest)(nil),              // 44: warren.admin.QuorumStatusRequest
+	(*QuorumStatusResponse)(nil),             // 45: warren.admin.QuorumStatusResponse
+	(*MemberStatusRequest)(nil),              // 46: warren.admin.MemberStatusRequest
+	(*Member)(nil),                           // 47: warren.admin.Member
+	(*Policy)(nil),                           // 48: warren.admin.Policy
+	(*SetPolicyRequest)(nil),                 // 49: warren.admin.SetPolicyRequest
+	(*SetPolicyResponse)(nil),                // 50: warren.admin.SetPolicyResponse
+	(*ClearPolicyRequest)(nil),               // 51: warren.admin.ClearPolicyRequest
+	(*ClearPolicyResponse)(nil),              // 52: warren.admin.ClearPolicyResponse
+	(*ListPoliciesRequest)(nil),              // 53: warren.admin.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 54: warren.admin.ListPoliciesResponse
+	(*TransferLeadershipRequest)(nil),        // 55: warren.admin.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),       // 56: warren.admin.TransferLeadershipResponse
+	(*MemberTransferLeadershipRequest)(nil),  // 57: warren.admin.MemberTransferLeadershipRequest
+	(*MemberTransferLeadershipResponse)(nil), // 58: warren.admin.MemberTransferLeadershipResponse
+	(*LocalMembersRequest)(nil),              // 59: warren.admin.LocalMembersRequest
+	(*LocalMembersResponse)(nil),             // 60: warren.admin.LocalMembersResponse
+	(*LocalMember)(nil),                      // 61: warren.admin.LocalMember
+	(*RebalanceRequest)(nil),                 // 62: warren.admin.RebalanceRequest
+	(*RebalanceResponse)(nil),                // 63: warren.admin.RebalanceResponse
+	(*LeaderMove)(nil),                       // 64: warren.admin.LeaderMove
+	(*NodeLeaders)(nil),                      // 65: warren.admin.NodeLeaders
+	(*QueueRef)(nil),                         // 66: warren.admin.QueueRef
+	(*CheckQuorumCriticalRequest)(nil),       // 67: warren.admin.CheckQuorumCriticalRequest
+	(*CheckLeaderlessRequest)(nil),           // 68: warren.admin.CheckLeaderlessRequest
+	(*CheckResponse)(nil),                    // 69: warren.admin.CheckResponse
+	(*CheckedQueue)(nil),                     // 70: warren.admin.CheckedQueue
+	(*AddMemberRequest)(nil),                 // 71: warren.admin.AddMemberRequest
+	(*DeleteMemberRequest)(nil),              // 72: warren.admin.DeleteMemberRequest
+	(*GrowRequest)(nil),                      // 73: warren.admin.GrowRequest
+	(*ShrinkRequest)(nil),                    // 74: warren.admin.ShrinkRequest
+	(*MembershipResponse)(nil),               // 75: warren.admin.MembershipResponse
+	(*ListConnectionsRequest)(nil),           // 76: warren.admin.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 77: warren.admin.ListConnectionsResponse
+	(*NodeError)(nil),                        // 78: warren.admin.NodeError
+	(*Connection)(nil),                       // 79: warren.admin.Connection
+	(*Channel)(nil),                          // 80: warren.admin.Channel
+	(*Consumer)(nil),                         // 81: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 82: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 83: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 84: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 85: warren.admin.QueueConsumer
+	nil,                                      // 86: warren.admin.ImportDefinitionsResponse.ImportedEntry
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
-	77, // 0: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
-	10, // 1: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
-	15, // 2: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
-	16, // 3: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
-	22, // 4: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
-	55, // 5: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
-	31, // 6: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
-	34, // 7: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
-	38, // 8: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
-	39, // 9: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
-	39, // 10: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
-	52, // 11: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
-	38, // 12: warren.admin.LocalMember.member:type_name -> warren.admin.Member
-	55, // 13: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
-	56, // 14: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
-	57, // 15: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
-	61, // 16: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	70, // 17: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
-	69, // 18: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	71, // 19: warren.admin.Connection.channels:type_name -> warren.admin.Channel
-	72, // 20: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	76, // 21: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
-	29, // 22: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	32, // 23: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	35, // 24: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	37, // 25: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	40, // 26: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	42, // 27: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	44, // 28: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	46, // 29: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	48, // 30: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	50, // 31: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	53, // 32: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	58, // 33: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	59, // 34: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	62, // 35: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	63, // 36: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	64, // 37: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	65, // 38: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	24, // 39: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	24, // 40: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	26, // 41: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	28, // 42: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	67, // 43: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	67, // 44: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	73, // 45: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
-	74, // 46: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	20, // 47: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
-	23, // 48: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
-	4,  // 49: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
-	5,  // 50: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
-	6,  // 51: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
-	7,  // 52: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
-	8,  // 53: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
-	11, // 54: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
-	12, // 55: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
-	13, // 56: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
-	16, // 57: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
-	17, // 58: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
-	18, // 59: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
-	0,  // 60: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
-	1,  // 61: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
-	30, // 62: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	33, // 63: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	36, // 64: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	38, // 65: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	41, // 66: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	43, // 67: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	45, // 68: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	47, // 69: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	49, // 70: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	51, // 71: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	54, // 72: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	60, // 73: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	60, // 74: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	66, // 75: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	66, // 76: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	66, // 77: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	66, // 78: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	25, // 79: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	25, // 80: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	27, // 81: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	66, // 82: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	68, // 83: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	68, // 84: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	75, // 85: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	75, // 86: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	21, // 87: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
-	21, // 88: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
-	3,  // 89: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
-	3,  // 90: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
-	3,  // 91: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
-	3,  // 92: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
-	9,  // 93: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
-	3,  // 94: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
-	3,  // 95: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
-	14, // 96: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
-	3,  // 97: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
-	3,  // 98: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
-	19, // 99: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
-	1,  // 100: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
-	2,  // 101: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
-	62, // [62:102] is the sub-list for method output_type
-	22, // [22:62] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	2,  // 0: warren.admin.ListExchangesResponse.exchanges:type_name -> warren.admin.Exchange
+	5,  // 1: warren.admin.ListBindingsResponse.bindings:type_name -> warren.admin.Binding
+	86, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
+	19, // 3: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
+	24, // 4: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
+	25, // 5: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
+	31, // 6: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
+	64, // 7: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
+	40, // 8: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
+	43, // 9: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
+	47, // 10: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
+	48, // 11: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
+	48, // 12: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
+	61, // 13: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
+	47, // 14: warren.admin.LocalMember.member:type_name -> warren.admin.Member
+	64, // 15: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
+	65, // 16: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
+	66, // 17: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
+	70, // 18: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
+	79, // 19: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	78, // 20: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	80, // 21: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	81, // 22: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	85, // 23: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	38, // 24: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	41, // 25: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	44, // 26: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	46, // 27: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	49, // 28: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	51, // 29: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	53, // 30: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	55, // 31: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	57, // 32: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	59, // 33: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	62, // 34: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	67, // 35: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	68, // 36: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	71, // 37: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	72, // 38: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	73, // 39: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	74, // 40: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	33, // 41: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	33, // 42: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	35, // 43: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	37, // 44: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	76, // 45: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	76, // 46: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	82, // 47: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	83, // 48: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	29, // 49: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	32, // 50: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	13, // 51: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
+	14, // 52: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
+	15, // 53: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
+	16, // 54: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
+	17, // 55: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
+	20, // 56: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
+	21, // 57: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
+	22, // 58: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
+	25, // 59: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
+	26, // 60: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
+	27, // 61: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
+	9,  // 62: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
+	10, // 63: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
+	0,  // 64: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
+	3,  // 65: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
+	6,  // 66: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
+	7,  // 67: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
+	39, // 68: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	42, // 69: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	45, // 70: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	47, // 71: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	50, // 72: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	52, // 73: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	54, // 74: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	56, // 75: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	58, // 76: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	60, // 77: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	63, // 78: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	69, // 79: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	69, // 80: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	75, // 81: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	75, // 82: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	75, // 83: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	75, // 84: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	34, // 85: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	34, // 86: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	36, // 87: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	75, // 88: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	77, // 89: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	77, // 90: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	84, // 91: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	84, // 92: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	30, // 93: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	30, // 94: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	12, // 95: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
+	12, // 96: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
+	12, // 97: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
+	12, // 98: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
+	18, // 99: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
+	12, // 100: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
+	12, // 101: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
+	23, // 102: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
+	12, // 103: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
+	12, // 104: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
+	28, // 105: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
+	10, // 106: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
+	11, // 107: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
+	1,  // 108: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
+	4,  // 109: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
+	8,  // 110: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
+	8,  // 111: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
+	68, // [68:112] is the sub-list for method output_type
+	24, // [24:68] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -5152,14 +5737,14 @@ func file_adminpb_admin_proto_init() {
 	if File_adminpb_admin_proto != nil {
 		return
 	}
-	file_adminpb_admin_proto_msgTypes[38].OneofWrappers = []any{}
+	file_adminpb_admin_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   78,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -59,6 +59,10 @@ const (
 	Admin_ListPermissions_FullMethodName          = "/warren.admin.Admin/ListPermissions"
 	Admin_ExportDefinitions_FullMethodName        = "/warren.admin.Admin/ExportDefinitions"
 	Admin_ImportDefinitions_FullMethodName        = "/warren.admin.Admin/ImportDefinitions"
+	Admin_ListExchanges_FullMethodName            = "/warren.admin.Admin/ListExchanges"
+	Admin_ListBindings_FullMethodName             = "/warren.admin.Admin/ListBindings"
+	Admin_DeleteQueue_FullMethodName              = "/warren.admin.Admin/DeleteQueue"
+	Admin_PurgeQueue_FullMethodName               = "/warren.admin.Admin/PurgeQueue"
 )
 
 // AdminClient is the client API for Admin service.
@@ -220,6 +224,18 @@ type AdminClient interface {
 	// is listed in the answer, the rest imported. INVALID_ARGUMENT if the
 	// document does not read.
 	ImportDefinitions(ctx context.Context, in *DefinitionsDocument, opts ...grpc.CallOption) (*ImportDefinitionsResponse, error)
+	// ListExchanges and ListBindings list a vhost's (or every vhost's)
+	// exchanges and bindings as the answering node's model has them,
+	// transient ones and the default exchange's bindings included, as
+	// rabbitmqctl list_exchanges and list_bindings.
+	ListExchanges(ctx context.Context, in *ListExchangesRequest, opts ...grpc.CallOption) (*ListExchangesResponse, error)
+	ListBindings(ctx context.Context, in *ListBindingsRequest, opts ...grpc.CallOption) (*ListBindingsResponse, error)
+	// DeleteQueue and PurgeQueue delete a queue, or its ready messages, as
+	// rabbitmqctl delete_queue and purge_queue: NOT_FOUND if there is no
+	// such queue; the AMQP refusals of queue.delete's flags otherwise
+	// (FAILED_PRECONDITION).
+	DeleteQueue(ctx context.Context, in *DeleteQueueRequest, opts ...grpc.CallOption) (*QueueMessagesResponse, error)
+	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*QueueMessagesResponse, error)
 }
 
 type adminClient struct {
@@ -630,6 +646,46 @@ func (c *adminClient) ImportDefinitions(ctx context.Context, in *DefinitionsDocu
 	return out, nil
 }
 
+func (c *adminClient) ListExchanges(ctx context.Context, in *ListExchangesRequest, opts ...grpc.CallOption) (*ListExchangesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListExchangesResponse)
+	err := c.cc.Invoke(ctx, Admin_ListExchanges_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListBindings(ctx context.Context, in *ListBindingsRequest, opts ...grpc.CallOption) (*ListBindingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBindingsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListBindings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteQueue(ctx context.Context, in *DeleteQueueRequest, opts ...grpc.CallOption) (*QueueMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueueMessagesResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*QueueMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueueMessagesResponse)
+	err := c.cc.Invoke(ctx, Admin_PurgeQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -789,6 +845,18 @@ type AdminServer interface {
 	// is listed in the answer, the rest imported. INVALID_ARGUMENT if the
 	// document does not read.
 	ImportDefinitions(context.Context, *DefinitionsDocument) (*ImportDefinitionsResponse, error)
+	// ListExchanges and ListBindings list a vhost's (or every vhost's)
+	// exchanges and bindings as the answering node's model has them,
+	// transient ones and the default exchange's bindings included, as
+	// rabbitmqctl list_exchanges and list_bindings.
+	ListExchanges(context.Context, *ListExchangesRequest) (*ListExchangesResponse, error)
+	ListBindings(context.Context, *ListBindingsRequest) (*ListBindingsResponse, error)
+	// DeleteQueue and PurgeQueue delete a queue, or its ready messages, as
+	// rabbitmqctl delete_queue and purge_queue: NOT_FOUND if there is no
+	// such queue; the AMQP refusals of queue.delete's flags otherwise
+	// (FAILED_PRECONDITION).
+	DeleteQueue(context.Context, *DeleteQueueRequest) (*QueueMessagesResponse, error)
+	PurgeQueue(context.Context, *PurgeQueueRequest) (*QueueMessagesResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -918,6 +986,18 @@ func (UnimplementedAdminServer) ExportDefinitions(context.Context, *ExportDefini
 }
 func (UnimplementedAdminServer) ImportDefinitions(context.Context, *DefinitionsDocument) (*ImportDefinitionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ImportDefinitions not implemented")
+}
+func (UnimplementedAdminServer) ListExchanges(context.Context, *ListExchangesRequest) (*ListExchangesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListExchanges not implemented")
+}
+func (UnimplementedAdminServer) ListBindings(context.Context, *ListBindingsRequest) (*ListBindingsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListBindings not implemented")
+}
+func (UnimplementedAdminServer) DeleteQueue(context.Context, *DeleteQueueRequest) (*QueueMessagesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteQueue not implemented")
+}
+func (UnimplementedAdminServer) PurgeQueue(context.Context, *PurgeQueueRequest) (*QueueMessagesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PurgeQueue not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -1660,6 +1740,78 @@ func _Admin_ImportDefinitions_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ListExchanges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListExchangesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListExchanges(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListExchanges_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListExchanges(ctx, req.(*ListExchangesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListBindings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBindingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListBindings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListBindings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListBindings(ctx, req.(*ListBindingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteQueue(ctx, req.(*DeleteQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_PurgeQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PurgeQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PurgeQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PurgeQueue(ctx, req.(*PurgeQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1826,6 +1978,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ImportDefinitions",
 			Handler:    _Admin_ImportDefinitions_Handler,
+		},
+		{
+			MethodName: "ListExchanges",
+			Handler:    _Admin_ListExchanges_Handler,
+		},
+		{
+			MethodName: "ListBindings",
+			Handler:    _Admin_ListBindings_Handler,
+		},
+		{
+			MethodName: "DeleteQueue",
+			Handler:    _Admin_DeleteQueue_Handler,
+		},
+		{
+			MethodName: "PurgeQueue",
+			Handler:    _Admin_PurgeQueue_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,75 @@
+package node
+
+import (
+	"errors"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/admin"
+	"github.com/warrenmq/warren/cluster/broker"
+)
+
+// The admin service's exchanges, bindings and queue operations
+// (admin.EntitiesBackend): the broker's, its AMQP refusals told apart.
+
+func (a *adminBackend) Exchanges(vhost string) []broker.ExchangeInfo { return a.b.Exchanges(vhost) }
+func (a *adminBackend) Bindings(vhost string) []broker.BindingInfo   { return a.b.Bindings(vhost) }
+
+func (a *adminBackend) DeleteQueue(vhost, name string, ifUnused, ifEmpty bool) (uint32, error) {
+	n, err := a.b.DeleteQueue(vhost, name, ifUnused, ifEmpty)
+	return n, queueError(err)
+}
+
+func (a *adminBackend) PurgeQueue(vhost, name string) (uint32, error) {
+	n, err := a.b.PurgeQueue(vhost, name)
+	return n, queueError(err)
+}
+
+// queueError tells the admin service what kind of refusal a queue
+// operation met: a missing vhost or queue, or a refusal of its flags.
+func queueError(err error) error {
+	var ae *amqp.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, broker.ErrNoVhost):
+		return kindError{admin.ErrNotFound, err}
+	case errors.As(err, &ae) && ae.Code == amqp.NotFound:
+		return kindError{admin.ErrNotFound, err}
+	case errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed || ae.Code == amqp.NotImplemented || ae.Code == amqp.ResourceLocked):
+		return kindError{admin.ErrRefused, err}
+	}
+	return err
+}
+
+func (l *lateBackend) Exchanges(vhost string) []broker.ExchangeInfo {
+	if eb, ok := l.get().(admin.EntitiesBackend); ok {
+		return eb.Exchanges(vhost)
+	}
+	return nil
+}
+
+func (l *lateBackend) Bindings(vhost string) []broker.BindingInfo {
+	if eb, ok := l.get().(admin.EntitiesBackend); ok {
+		return eb.Bindings(vhost)
+	}
+	return nil
+}
+
+func (l *lateBackend) DeleteQueue(vhost, name string, ifUnused, ifEmpty bool) (uint32, error) {
+	if eb, ok := l.get().(admin.EntitiesBackend); ok {
+		return eb.DeleteQueue(vhost, name, ifUnused, ifEmpty)
+	}
+	return 0, errStarting
+}
+
+func (l *lateBackend) PurgeQueue(vhost, name string) (uint32, error) {
+	if eb, ok := l.get().(admin.EntitiesBackend); ok {
+		return eb.PurgeQueue(vhost, name)
+	}
+	return 0, errStarting
+}
+
+var (
+	_ admin.EntitiesBackend = (*adminBackend)(nil)
+	_ admin.EntitiesBackend = (*lateBackend)(nil)
+)
