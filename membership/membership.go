@@ -158,22 +158,8 @@ func Start(cfg Config) (*Membership, error) {
 	// Read once: memberlist rewrites its local node on every UpdateNode.
 	m.addr = ml.LocalNode().Address()
 	cfg.Meta.Gossip = m.addr
-	m.localMu.Lock()
-	m.local = cfg.Meta
-	m.localMu.Unlock()
-	meta, err := json.Marshal(cfg.Meta)
-	if err != nil {
-		ml.Shutdown()
-		return nil, err
-	}
-	m.metaMu.Lock()
-	m.meta = meta
-	m.metaMu.Unlock()
-	m.mu.Lock()
-	m.members[cfg.Meta.Name] = Member{Meta: cfg.Meta, State: Alive}
-	m.mu.Unlock()
 	// The local node was created before its metadata was final.
-	if err := ml.UpdateNode(time.Second); err != nil {
+	if err := m.announce(func(meta *Meta) { *meta = cfg.Meta }, time.Second); err != nil {
 		m.log.Warn("announce local metadata", "err", err)
 	}
 	return m, nil

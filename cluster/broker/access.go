@@ -203,37 +203,24 @@ func (b *Broker) DeleteVhost(name string) error {
 // bindings, then what they connect, then the vhost (removalRank).
 func vhostRecords(snap *metadata.Snapshot, name string) []metadata.Change {
 	var out []metadata.Change
-	for _, r := range snap.Bindings {
-		if r.Vhost == name {
-			out = append(out, metadata.Del(r))
-		}
-	}
-	for _, r := range snap.Queues {
-		if r.Vhost == name {
-			out = append(out, metadata.Del(r))
-		}
-	}
-	for _, r := range snap.Exchanges {
-		if r.Vhost == name {
-			out = append(out, metadata.Del(r))
-		}
-	}
-	for _, r := range snap.Policies {
-		if r.Vhost == name {
-			out = append(out, metadata.Del(r))
-		}
-	}
-	for _, r := range snap.Permissions {
-		if r.Vhost == name {
-			out = append(out, metadata.Del(r))
-		}
-	}
-	for _, r := range snap.Vhosts {
-		if r.Name == name {
-			out = append(out, metadata.Del(r))
-		}
-	}
+	out = deletions(out, snap.Bindings, func(r metadata.Binding) bool { return r.Vhost == name })
+	out = deletions(out, snap.Queues, func(r metadata.Queue) bool { return r.Vhost == name })
+	out = deletions(out, snap.Exchanges, func(r metadata.Exchange) bool { return r.Vhost == name })
+	out = deletions(out, snap.Policies, func(r metadata.Policy) bool { return r.Vhost == name })
+	out = deletions(out, snap.Permissions, func(r metadata.Permission) bool { return r.Vhost == name })
+	out = deletions(out, snap.Vhosts, func(r metadata.Vhost) bool { return r.Name == name })
 	slices.SortStableFunc(out, func(a, b metadata.Change) int { return removalRank(a) - removalRank(b) })
+	return out
+}
+
+// deletions appends to out the deletion of each record of recs that in
+// selects.
+func deletions[T any](out []metadata.Change, recs []T, in func(T) bool) []metadata.Change {
+	for _, r := range recs {
+		if in(r) {
+			out = append(out, metadata.Del(r))
+		}
+	}
 	return out
 }
 

@@ -2,8 +2,6 @@ package broker
 
 import (
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -18,17 +16,7 @@ import (
 // same.
 func TestAccessChanges(t *testing.T) {
 	dir := t.TempDir()
-	open := func() *Broker {
-		store, err := metadata.OpenBolt(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := New(Config{DataDir: dir, Seed: DefaultSeed()}, store, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	open := func() *Broker { return openTestBroker(t, dir) }
 	b := open()
 	var mu sync.Mutex
 	var revoked []Revocation

@@ -168,7 +168,15 @@ func TestEffectiveArgs(t *testing.T) {
 
 func newTestBroker(t *testing.T) *Broker {
 	t.Helper()
-	dir := t.TempDir()
+	b := openTestBroker(t, t.TempDir())
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// openTestBroker opens a standalone broker on dir's store, the one it
+// left there if any; the caller closes it.
+func openTestBroker(t *testing.T, dir string) *Broker {
+	t.Helper()
 	store, err := metadata.OpenBolt(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +185,6 @@ func newTestBroker(t *testing.T) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
 	return b
 }
 
