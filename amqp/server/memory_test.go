@@ -40,14 +40,7 @@ func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 		}
 	}()
 
-	select {
-	case b := <-blocked:
-		if !b.Active || b.Reason != "low on memory" {
-			t.Fatalf("blocking notification %+v", b)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("publisher was not blocked")
-	}
+	expectBlocking(t, blocked, true, "low on memory")
 	// Once blocked, the confirms stop short of the total.
 	got := 0
 	drain := func(wait time.Duration) {
@@ -73,14 +66,7 @@ func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 	if _, err := admin.QueuePurge("fill", false); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case b := <-blocked:
-		if b.Active {
-			t.Fatalf("second notification %+v, want unblocked", b)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("publisher was not unblocked after the purge")
-	}
+	expectBlocking(t, blocked, false, "")
 	for got < total {
 		select {
 		case <-confirms:
@@ -121,14 +107,7 @@ func TestDiskAlarmBlocksPublishers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case b := <-blocked:
-		if !b.Active || b.Reason != "low on disk" {
-			t.Fatalf("blocking notification %+v", b)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("publisher was not blocked")
-	}
+	expectBlocking(t, blocked, true, "low on disk")
 	select {
 	case <-dc.Done():
 		t.Fatal("a publish was confirmed during the disk alarm")
@@ -141,14 +120,7 @@ func TestDiskAlarmBlocksPublishers(t *testing.T) {
 	if err := n.SetWatermark(alarm.Disk, "50MB"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case b := <-blocked:
-		if b.Active {
-			t.Fatalf("second notification %+v, want unblocked", b)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("publisher was not unblocked")
-	}
+	expectBlocking(t, blocked, false, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if ok, err := dc.WaitContext(ctx); !ok || err != nil {
@@ -156,5 +128,19 @@ func TestDiskAlarmBlocksPublishers(t *testing.T) {
 	}
 	if msg, ok, err := consumer.Get("disk", true); err != nil || !ok || string(msg.Body) != "held" {
 		t.Fatalf("get after the alarm: %q %v %v", msg.Body, ok, err)
+	}
+}
+
+// expectBlocking waits for the next connection.blocked (active, with
+// reason) or connection.unblocked notification.
+func expectBlocking(t *testing.T, notes <-chan amqp091.Blocking, active bool, reason string) {
+	t.Helper()
+	select {
+	case b := <-notes:
+		if b.Active != active || b.Reason != reason {
+			t.Fatalf("notification %+v, want active %v, reason %q", b, active, reason)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no notification (want active %v) within 5s", active)
 	}
 }
