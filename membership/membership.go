@@ -109,9 +109,11 @@ type Membership struct {
 	metaMu sync.Mutex
 	meta   []byte
 
-	// mu guards members: every node the events told of, by name.
+	// mu guards members: every node the events told of, by name; and
+	// onEvent (OnEvent), called under it so that it sees them in order.
 	mu      sync.Mutex
 	members map[string]Member
+	onEvent func(Event)
 }
 
 // Start begins gossiping. Events arrive on Events(); a slow reader delays
@@ -250,10 +252,35 @@ func (m *Membership) emit(kind EventKind, n *memberlist.Node, st State) {
 		m.log.Warn("ignoring member", "err", err)
 		return
 	}
+	ev := Event{Kind: kind, Member: Member{Meta: meta, State: st}}
 	m.mu.Lock()
-	m.members[n.Name] = Member{Meta: meta, State: st}
+	m.members[n.Name] = ev.Member
+	if m.onEvent != nil {
+		m.onEvent(ev)
+	}
 	m.mu.Unlock()
-	m.events <- Event{Kind: kind, Member: Member{Meta: meta, State: st}}
+	m.events <- ev
+}
+
+// OnEvent has fn called with every member as gossip sees it now (this
+// node too), then with every event as it happens, on gossip's goroutine
+// and in order, before Events delivers it: for state that must follow
+// membership without waiting for Events' reader. fn must be quick and
+// must not call the Membership.
+func (m *Membership) OnEvent(fn func(Event)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onEvent = fn
+	for _, mb := range m.members {
+		kind := Updated
+		switch mb.State {
+		case Dead:
+			kind = Failed
+		case Left:
+			kind = Departed
+		}
+		fn(Event{Kind: kind, Member: mb})
+	}
 }
 
 type eventDelegate struct{ m *Membership }

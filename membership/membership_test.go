@@ -107,3 +107,40 @@ func TestGossipEncryptionKeepsStrangersOut(t *testing.T) {
 		}
 	}
 }
+
+// TestOnEventAndAlarms: OnEvent first replays the members gossip knows,
+// then follows what happens, without anyone reading Events; a node's
+// alarms reach the others as metadata.
+func TestOnEventAndAlarms(t *testing.T) {
+	a := startNode(t, "a", nil)
+	b := startNode(t, "b", nil)
+	if _, err := b.Join([]string{a.LocalAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, a, Joined, "b")
+	seen := make(chan Event, 64)
+	a.OnEvent(func(e Event) { seen <- e })
+	next := func(what string, ok func(Event) bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case e := <-seen:
+				if ok(e) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no event: %s", what)
+			}
+		}
+	}
+	next("the replay of b", func(e Event) bool { return e.Member.Name == "b" && e.Member.State == Alive })
+	if err := b.SetAlarms([]string{"disk"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	next("b's alarm", func(e Event) bool {
+		return e.Kind == Updated && e.Member.Name == "b" && fmt.Sprint(e.Member.Alarms) == "[disk]"
+	})
+	b.Stop()
+	next("b's failure", func(e Event) bool { return e.Kind == Failed && e.Member.Name == "b" })
+}

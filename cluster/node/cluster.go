@@ -231,6 +231,8 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 // forming the cluster, and the metadata leader's duties.
 func (c *clusterNode) run(b *broker.Broker, dataDir string) {
 	c.model.Store(b) // drain.go
+	// Other nodes' alarms follow gossip as it happens (alarms.go).
+	c.gossip.OnEvent(func(ev membership.Event) { alarmEvent(b.Alarms(), ev) })
 	c.wg.Add(7)
 	go c.announceAlarms(b.Alarms()) // alarms.go
 	go c.hibernateLoop()            // hibernate.go
@@ -313,7 +315,6 @@ func (c *clusterNode) lead(b *broker.Broker) {
 		case <-t.C:
 		case ev := <-c.gossip.Events():
 			c.memberEvent(ev)
-			alarmEvent(b.Alarms(), ev)
 			c.reconcileEvent(ev) // reconcile.go: joins and rejoins trigger it
 		}
 		if !c.meta.IsLeader() {
