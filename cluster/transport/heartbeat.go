@@ -124,6 +124,7 @@ func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntrie
 			if r.err != nil {
 				return t.fail("AppendEntries", target, r.err)
 			}
+			t.heartbeatAnswered(target)
 			return appendRespFromPB(r.resp, resp)
 		case <-hurry:
 			// The lingering batch still carries it: a second heartbeat

@@ -42,7 +42,7 @@ func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 	}
 	cc, err := t.mux.pool.Conn(string(target))
 	if err != nil {
-		return nil, t.fail("AppendEntriesPipeline", target, err)
+		return nil, t.failReplication("AppendEntriesPipeline", target, err)
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
 	return &pipeline{
@@ -103,13 +103,13 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	defer p.mu.Unlock()
 	if p.stream == nil {
 		if err := p.open(); err != nil {
-			return nil, p.t.fail("AppendEntriesPipeline", p.target, err)
+			return nil, p.t.failReplication("AppendEntriesPipeline", p.target, err)
 		}
 	}
 	if err := p.stream.Send(appendReqToPB(p.t.group, args)); err != nil {
 		// io.EOF means the stream ended; the reason comes with the
 		// receiving side, and raft closes the pipeline either way.
-		return nil, p.t.fail("AppendEntriesPipeline", p.target, err)
+		return nil, p.t.failReplication("AppendEntriesPipeline", p.target, err)
 	}
 	select {
 	case p.inflight <- f:
@@ -164,7 +164,7 @@ func (p *pipeline) receive(stream raftpb.Raft_AppendEntriesPipelineClient, cance
 				out, err := stream.Recv()
 				timer.Stop()
 				if err != nil {
-					failed = p.t.fail("AppendEntriesPipeline", p.target, err)
+					failed = p.t.failReplication("AppendEntriesPipeline", p.target, err)
 				} else {
 					f.err = appendRespFromPB(out, f.resp)
 					p.checkIdle(f)

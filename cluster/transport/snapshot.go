@@ -19,7 +19,7 @@ import (
 // NetworkTransport does.
 func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	if err := t.installSnapshot(target, args, resp, data); err != nil {
-		return t.fail("InstallSnapshot", target, err)
+		return t.failReplication("InstallSnapshot", target, err)
 	}
 	return nil
 }

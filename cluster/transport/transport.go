@@ -41,6 +41,9 @@ type Transport struct {
 	cancelStopWaiting context.CancelFunc
 	// pipelineIdle is SetPipelineIdle's function, or nil.
 	pipelineIdle atomic.Pointer[func(lastAcked uint64)]
+	// laggards are the followers a replication call failed to reach
+	// since their last answered heartbeat (failReplication).
+	laggards sync.Map // raft.ServerAddress → struct{}
 	// peerWait is how long an AppendEntries waits for a peer whose
 	// connection is down (SetPeerWait); 0: not at all.
 	peerWait atomic.Int64
@@ -105,8 +108,33 @@ func (t *Transport) SetPeerWait(d time.Duration) { t.peerWait.Store(int64(d)) }
 // replication pipeline of this group has gone idle with the follower's
 // acknowledged log ending at lastAcked (pipeline.go's checkIdle): if the
 // leader's log goes further, the group should append an entry, which
-// makes raft send the next batch.
+// makes raft send the next batch. It is also called, with lastAcked 0,
+// when a follower that a replication call failed to reach answers a
+// heartbeat again (heartbeatAnswered).
 func (t *Transport) SetPipelineIdle(fn func(lastAcked uint64)) { t.pipelineIdle.Store(&fn) }
+
+// failReplication is fail for a replication call (entries or a snapshot),
+// which also notes target as lagging: raft retries the call only when an
+// entry is appended or after CommitTimeout (tens of seconds for an idle
+// queue group), so a follower whose node was restarting when it was
+// tried would stay behind that long, though it answers heartbeats again
+// within a second (heartbeatAnswered).
+func (t *Transport) failReplication(method string, target raft.ServerAddress, err error) error {
+	t.laggards.Store(target, struct{}{})
+	return t.fail(method, target, err)
+}
+
+// heartbeatAnswered is a heartbeat's success: a follower noted lagging is
+// reachable again, and the group is asked to append an entry so that
+// raft retries its replication now.
+func (t *Transport) heartbeatAnswered(target raft.ServerAddress) {
+	if _, lagging := t.laggards.LoadAndDelete(target); !lagging {
+		return
+	}
+	if fn := t.pipelineIdle.Load(); fn != nil {
+		go (*fn)(0)
+	}
+}
 
 // Group is the name of the Raft group this transport carries.
 func (t *Transport) Group() string { return t.group }
@@ -149,12 +177,12 @@ func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 	}
 	c, ctx, cancel, err := t.call(target, true)
 	if err != nil {
-		return t.fail("AppendEntries", target, err)
+		return t.failReplication("AppendEntries", target, err)
 	}
 	defer cancel()
 	out, err := c.AppendEntries(ctx, appendReqToPB(t.group, args))
 	if err != nil {
-		return t.fail("AppendEntries", target, err)
+		return t.failReplication("AppendEntries", target, err)
 	}
 	return appendRespFromPB(out, resp)
 }

@@ -364,3 +364,51 @@ func TestRaiseTerm(t *testing.T) {
 		return nil
 	})
 }
+
+// A follower that was down while entries were appended catches up as soon
+// as it answers heartbeats again, though raft retries replication only on
+// a new entry or after CommitTimeout (an hour here): the replication calls
+// that failed to reach it marked it lagging, and the first heartbeat it
+// answers asks the group for an entry (failReplication,
+// heartbeatAnswered). Without that it stays behind for the hour.
+func TestLaggingFollowerNudgedWhenHeartbeatsResume(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 3, []string{"lag"}, func(c *raft.Config) {
+		c.CommitTimeout = time.Hour
+		c.HeartbeatTimeout = 2 * time.Second
+		c.ElectionTimeout = 2 * time.Second
+		c.LeaderLeaseTimeout = time.Second
+	})
+	nudge := func(nd *node) {
+		m := nd.member("lag")
+		r := m.raft
+		m.trans.SetPipelineIdle(func(lastAcked uint64) {
+			if r.State() == raft.Leader && r.LastIndex() > lastAcked {
+				r.Barrier(0)
+			}
+		})
+	}
+	for _, nd := range h.nodes {
+		nudge(nd)
+	}
+	h.apply("lag", 5, 10)
+	leader := h.leader("lag")
+	follower := h.nodes[0]
+	if follower == leader {
+		follower = h.nodes[1]
+	}
+	h.stop(follower)
+	h.apply("lag", 20, 10)
+	// Long enough for raft's own retries of those entries (each one
+	// backing off further) to have failed and stopped.
+	time.Sleep(3 * time.Second)
+	h.restart(follower)
+	nudge(follower)
+	last := leader.member("lag").raft.LastIndex()
+	waitFor(t, 30*time.Second, "the restarted follower to hold the leader's log", func() error {
+		if got := follower.member("lag").raft.LastIndex(); got < last {
+			return fmt.Errorf("%s holds up to %d of %d", follower.id, got, last)
+		}
+		return nil
+	})
+}
