@@ -39,11 +39,7 @@ type AccessBackend interface {
 var ErrExists = errors.New("already exists")
 
 func (s *Server) access() (AccessBackend, error) {
-	ab, ok := s.b.(AccessBackend)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "users, vhosts and permissions are not available on this node")
-	}
-	return ab, nil
+	return optional[AccessBackend](s, "users, vhosts and permissions are")
 }
 
 // accessDone answers a change.

@@ -46,18 +46,18 @@ type Resources struct {
 
 // Alarms implements adminpb.AdminServer.
 func (s *Server) Alarms(context.Context, *adminpb.AlarmsRequest) (*adminpb.AlarmsResponse, error) {
-	ab, ok := s.b.(AlarmsBackend)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "resource alarms are not available on this node")
+	ab, err := optional[AlarmsBackend](s, "resource alarms are")
+	if err != nil {
+		return nil, err
 	}
 	return s.alarmsResponse(ab), nil
 }
 
 // SetWatermark implements adminpb.AdminServer.
 func (s *Server) SetWatermark(_ context.Context, req *adminpb.SetWatermarkRequest) (*adminpb.AlarmsResponse, error) {
-	ab, ok := s.b.(AlarmsBackend)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "resource alarms are not available on this node")
+	ab, err := optional[AlarmsBackend](s, "resource alarms are")
+	if err != nil {
+		return nil, err
 	}
 	r := alarm.Resource(req.Resource)
 	if r != alarm.Memory && r != alarm.Disk {

@@ -13,6 +13,9 @@ import (
 	"context"
 	"errors"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/warrenmq/warren/membership"
 )
 
@@ -75,6 +78,32 @@ type Backend interface {
 	DeleteMember(ctx context.Context, vhost, name, node string, force bool) error
 	Grow(ctx context.Context, node, vhostPattern, queuePattern string) ([]string, error)
 	Shrink(ctx context.Context, node string) ([]string, error)
+}
+
+// Deferred is a Backend that stands in for one set later (a node's admin
+// service starts before its broker). The optional interfaces a Backend may
+// offer (AlarmsBackend, AccessBackend, ...) are looked for on Current,
+// which is nil while the node starts.
+type Deferred interface {
+	Current() Backend
+}
+
+// optional is the server's backend as T, one of the optional interfaces:
+// UNAVAILABLE while a Deferred backend has none yet, UNIMPLEMENTED if the
+// backend does not offer T (what names it in the message).
+func optional[T any](s *Server, what string) (T, error) {
+	var none T
+	b := s.b
+	if d, ok := b.(Deferred); ok {
+		if b = d.Current(); b == nil {
+			return none, status.Errorf(codes.Unavailable, "node %s is starting", s.b.Self())
+		}
+	}
+	t, ok := b.(T)
+	if !ok {
+		return none, status.Errorf(codes.Unimplemented, "%s not available on this node", what)
+	}
+	return t, nil
 }
 
 // PolicyInfo is a policy or operator policy.

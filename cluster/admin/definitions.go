@@ -25,11 +25,7 @@ type DefinitionsBackend interface {
 }
 
 func (s *Server) definitions() (DefinitionsBackend, error) {
-	db, ok := s.b.(DefinitionsBackend)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "definitions are not available on this node")
-	}
-	return db, nil
+	return optional[DefinitionsBackend](s, "definitions are")
 }
 
 // ExportDefinitions implements adminpb.AdminServer.

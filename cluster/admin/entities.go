@@ -28,11 +28,7 @@ type EntitiesBackend interface {
 }
 
 func (s *Server) entities() (EntitiesBackend, error) {
-	eb, ok := s.b.(EntitiesBackend)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "exchanges, bindings and queue operations are not available on this node")
-	}
-	return eb, nil
+	return optional[EntitiesBackend](s, "exchanges, bindings and queue operations are")
 }
 
 // ListExchanges implements adminpb.AdminServer.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/admin"
-	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/meta"
 	"github.com/warrenmq/warren/membership"
@@ -268,6 +267,14 @@ func (l *lateBackend) set(b admin.Backend) {
 	l.mu.Unlock()
 }
 
+// Current is the node's backend once it is set, nil before
+// (admin.Deferred: the optional interfaces are looked for on it).
+func (l *lateBackend) Current() admin.Backend {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.b
+}
+
 func (l *lateBackend) get() admin.Backend {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -318,25 +325,6 @@ func (l *lateBackend) Connections() []server.ConnectionInfo {
 		return cb.Connections()
 	}
 	return nil // starting: no clients yet
-}
-
-func (l *lateBackend) Alarms() []alarm.Alarm {
-	if ab, ok := l.get().(admin.AlarmsBackend); ok {
-		return ab.Alarms()
-	}
-	return nil // starting: no monitor yet
-}
-func (l *lateBackend) Resources() admin.Resources {
-	if ab, ok := l.get().(admin.AlarmsBackend); ok {
-		return ab.Resources()
-	}
-	return admin.Resources{DiskFree: -1}
-}
-func (l *lateBackend) SetWatermark(r alarm.Resource, value string) error {
-	if ab, ok := l.get().(admin.AlarmsBackend); ok {
-		return ab.SetWatermark(r, value)
-	}
-	return errors.New("node starting")
 }
 
 // startingBackend answers before the broker is up.
@@ -442,7 +430,7 @@ var (
 	_ admin.ConsumersBackend   = (*adminBackend)(nil)
 	_ admin.ConsumersBackend   = (*lateBackend)(nil)
 	_ admin.AlarmsBackend      = (*adminBackend)(nil)
-	_ admin.AlarmsBackend      = (*lateBackend)(nil)
+	_ admin.Deferred           = (*lateBackend)(nil)
 )
 
 func (a *adminBackend) Connections() []server.ConnectionInfo { return a.n.Connections() }

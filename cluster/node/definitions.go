@@ -27,21 +27,4 @@ func (a *adminBackend) ImportDefinitions(doc []byte) (map[string]int, []string, 
 	return r.Imported, r.Problems, nil
 }
 
-func (l *lateBackend) ExportDefinitions() ([]byte, error) {
-	if db, ok := l.get().(admin.DefinitionsBackend); ok {
-		return db.ExportDefinitions()
-	}
-	return nil, errStarting
-}
-
-func (l *lateBackend) ImportDefinitions(doc []byte) (map[string]int, []string, error) {
-	if db, ok := l.get().(admin.DefinitionsBackend); ok {
-		return db.ImportDefinitions(doc)
-	}
-	return nil, nil, errStarting
-}
-
-var (
-	_ admin.DefinitionsBackend = (*adminBackend)(nil)
-	_ admin.DefinitionsBackend = (*lateBackend)(nil)
-)
+var _ admin.DefinitionsBackend = (*adminBackend)(nil)

@@ -41,35 +41,4 @@ func queueError(err error) error {
 	return err
 }
 
-func (l *lateBackend) Exchanges(vhost string) []broker.ExchangeInfo {
-	if eb, ok := l.get().(admin.EntitiesBackend); ok {
-		return eb.Exchanges(vhost)
-	}
-	return nil
-}
-
-func (l *lateBackend) Bindings(vhost string) []broker.BindingInfo {
-	if eb, ok := l.get().(admin.EntitiesBackend); ok {
-		return eb.Bindings(vhost)
-	}
-	return nil
-}
-
-func (l *lateBackend) DeleteQueue(vhost, name string, ifUnused, ifEmpty bool) (uint32, error) {
-	if eb, ok := l.get().(admin.EntitiesBackend); ok {
-		return eb.DeleteQueue(vhost, name, ifUnused, ifEmpty)
-	}
-	return 0, errStarting
-}
-
-func (l *lateBackend) PurgeQueue(vhost, name string) (uint32, error) {
-	if eb, ok := l.get().(admin.EntitiesBackend); ok {
-		return eb.PurgeQueue(vhost, name)
-	}
-	return 0, errStarting
-}
-
-var (
-	_ admin.EntitiesBackend = (*adminBackend)(nil)
-	_ admin.EntitiesBackend = (*lateBackend)(nil)
-)
+var _ admin.EntitiesBackend = (*adminBackend)(nil)
