@@ -24,14 +24,14 @@ system of its data directory has less free space than its disk free limit).
 While any node has an alarm in effect, every node of the cluster blocks its
 publishing connections (connection.blocked; their sockets go unread) and
 consumers carry on. Below the list: the answering node's use and watermarks.`,
-		setup: listAlarms(false),
+		setup: showAlarms(""),
 	},
 	{
 		name:    "check alarms",
 		summary: "fails if a resource alarm is in effect on any node",
 		help: `Passes (exit status 0) if no node has a resource alarm in effect; otherwise
 lists them and exits with status 1, as rabbitmq-diagnostics check_alarms.`,
-		setup: listAlarms(true),
+		setup: showAlarms("alarms"),
 	},
 	{
 		name:    "check local-alarms",
@@ -39,7 +39,7 @@ lists them and exits with status 1, as rabbitmq-diagnostics check_alarms.`,
 		help: `Passes (exit status 0) if the answering node (--node) has no resource alarm in
 effect; otherwise lists them and exits with status 1, as rabbitmq-diagnostics
 check_local_alarms.`,
-		setup: checkLocalAlarms,
+		setup: showAlarms("local-alarms"),
 	},
 	{
 		name:    "set memory-high-watermark",
@@ -100,29 +100,17 @@ func alarmsReportOf(resp *adminpb.AlarmsResponse, check string, localOnly bool) 
 	return r
 }
 
-func listAlarms(check bool) func(*flag.FlagSet) body {
-	name := ""
-	if check {
-		name = "alarms"
-	}
+// showAlarms lists the alarms: all of them for a listing (check "") or the
+// "alarms" check, the answering node's for the "local-alarms" check.
+func showAlarms(check string) func(*flag.FlagSet) body {
 	return func(*flag.FlagSet) body {
 		return func(ctx context.Context, c adminpb.AdminClient, _ []string) (report, error) {
 			resp, err := c.Alarms(ctx, &adminpb.AlarmsRequest{})
 			if err != nil {
 				return nil, err
 			}
-			return alarmsReportOf(resp, name, false), nil
+			return alarmsReportOf(resp, check, check == "local-alarms"), nil
 		}
-	}
-}
-
-func checkLocalAlarms(*flag.FlagSet) body {
-	return func(ctx context.Context, c adminpb.AdminClient, _ []string) (report, error) {
-		resp, err := c.Alarms(ctx, &adminpb.AlarmsRequest{})
-		if err != nil {
-			return nil, err
-		}
-		return alarmsReportOf(resp, "local-alarms", true), nil
 	}
 }
 
