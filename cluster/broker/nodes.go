@@ -19,34 +19,69 @@ import (
 type nodeTable struct {
 	mu    sync.RWMutex
 	nodes map[string]metadata.Node
+	// onChange is OnDrainChange's function.
+	onChange func(node string, draining bool)
 }
 
-func (t *nodeTable) apply(rec metadata.Node, del bool) {
+// apply applies a node record and reports whether the node's drained
+// state changed.
+func (t *nodeTable) apply(rec metadata.Node, del bool) (changed bool) {
 	if t.nodes == nil {
 		t.nodes = map[string]metadata.Node{}
 	}
+	was := t.nodes[rec.Name].Draining
 	if del || !rec.Draining {
 		delete(t.nodes, rec.Name) // a node in service needs no record
-		return
+		return was
 	}
 	t.nodes[rec.Name] = rec
+	return !was
+}
+
+// OnDrainChange sets what runs when a node's drained state changes in
+// this node's model, whoever committed it: the drained node keeps its
+// queue members out of elections from that moment, not from its
+// maintenance loop's next turn. fn must not block.
+func (b *Broker) OnDrainChange(fn func(node string, draining bool)) {
+	b.nodes.mu.Lock()
+	b.nodes.onChange = fn
+	b.nodes.mu.Unlock()
 }
 
 // applyNode applies a committed node record to the model.
 func (b *Broker) applyNode(rec metadata.Node, del bool) {
 	b.nodes.mu.Lock()
-	b.nodes.apply(rec, del)
+	changed := b.nodes.apply(rec, del)
+	fn := b.nodes.onChange
 	b.nodes.mu.Unlock()
+	if changed && fn != nil {
+		fn(rec.Name, rec.Draining && !del)
+	}
 }
 
 // resetNodes replaces the node records with a snapshot's.
 func (b *Broker) resetNodes(recs []metadata.Node) {
 	b.nodes.mu.Lock()
+	was := b.nodes.nodes
 	b.nodes.nodes = nil
 	for _, r := range recs {
 		b.nodes.apply(r, false)
 	}
+	now, fn := b.nodes.nodes, b.nodes.onChange
 	b.nodes.mu.Unlock()
+	if fn == nil {
+		return
+	}
+	for name := range was {
+		if !now[name].Draining {
+			fn(name, false)
+		}
+	}
+	for name := range now {
+		if !was[name].Draining {
+			fn(name, true)
+		}
+	}
 }
 
 // SetDraining records that node is (or is no longer) drained, and returns
@@ -61,12 +96,17 @@ func (b *Broker) SetDraining(node string, draining bool) error {
 		c = metadata.Del(rec)
 	}
 	b.nodes.mu.Lock()
-	defer b.nodes.mu.Unlock()
 	if err := b.store.Apply(c); err != nil {
+		b.nodes.mu.Unlock()
 		return err
 	}
-	b.nodes.apply(rec, !draining)
+	changed := b.nodes.apply(rec, !draining)
+	fn := b.nodes.onChange
+	b.nodes.mu.Unlock()
 	b.log.Info("node maintenance state set", "node", node, "draining", draining)
+	if changed && fn != nil {
+		fn(node, draining)
+	}
 	return nil
 }
 

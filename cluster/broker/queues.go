@@ -342,6 +342,9 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			DeadLetter: v.deadLetterFunc(q),
 		}
 		if v.b.cfg.Cluster != nil {
+			// A member on a drained node stays out of elections from
+			// the start (warrenctl drain).
+			cfg.Drained = v.b.Draining(v.b.cfg.NodeID)
 			return v.b.cfg.Cluster.OpenQueue(q.rec, cfg)
 		}
 		return replica.Open(cfg)

@@ -483,6 +483,14 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 		cfg.Peers = append(cfg.Peers, replica.Peer{ID: m, Addr: addr})
 	}
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = c.queueTimeout(), c.queueTimeout()
+	// A member opened on a drained node (a restart in maintenance, a
+	// group that wakes, a member added) must not campaign before the
+	// maintenance loop's next turn (drain.go). The queues a node opens
+	// as it starts come before it has the model, from the broker, which
+	// sets Drained itself.
+	if b := c.model.Load(); b != nil {
+		cfg.Drained = b.Draining(c.self)
+	}
 	// A leader heartbeats each follower a tenth to a fifth of the
 	// timeout after the last answer. Holding each heartbeat up to half
 	// the timeout, to go out with every other queue's to the same peer
@@ -503,6 +511,9 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	if err != nil {
 		trans.Close()
 		return nil, err
+	}
+	if cfg.Drained {
+		local.SetDrained(true) // and its timeouts raised
 	}
 	c.opened.Add(1)
 	return local, nil

@@ -25,8 +25,10 @@ import (
 //   - the admin service moves every leadership off it (admin/drain.go).
 // Undrain reverses the first two; leaderships come back by rebalancing.
 
-// maintainInterval is how often a node checks its maintenance state.
-const maintainInterval = time.Second
+// maintainInterval is how often a node checks its maintenance state (a
+// variable for a test that needs a drain recorded but not yet carried
+// out).
+var maintainInterval = time.Second
 
 // drained reports whether node is recorded as drained.
 func (c *clusterNode) drained(node string) bool {
@@ -53,6 +55,21 @@ func (n *Node) maintain(ctx context.Context) (bool, int, error) {
 		n.server.Resume()
 	}
 	return draining, closed, nil
+}
+
+// drainChanged keeps this node's queue members out of elections (or lets
+// them back in) as soon as its model learns that it is drained (or no
+// longer): a node that restarts drained opens its members from the model
+// it held when it stopped, which may predate the drain, and one of them
+// could win an election before the maintenance loop's next turn. The
+// rest (leaderships, client connections) is that loop's.
+func (c *clusterNode) drainChanged(node string, draining bool) {
+	if node != c.self {
+		return
+	}
+	for _, r := range c.allReplicas() {
+		r.SetDrained(draining)
+	}
 }
 
 // watchMaintenance runs maintain every maintainInterval until the node

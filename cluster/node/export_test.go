@@ -55,3 +55,29 @@ func (n *Node) WeakReplicas() []weak.Pointer[replica.Replica] {
 	}
 	return out
 }
+
+// SetMaintainInterval sets how often nodes started from now on carry out
+// their maintenance state, and returns what puts it back.
+func SetMaintainInterval(d time.Duration) (restore func()) {
+	was := maintainInterval
+	maintainInterval = d
+	return func() { maintainInterval = was }
+}
+
+// RecordDraining commits node's drained state to the metadata and does
+// nothing more: the drained node's leaderships stay until its maintenance
+// loop's next turn (the admin service's drain moves them at once).
+func (n *Node) RecordDraining(node string, draining bool) error {
+	return n.broker.SetDraining(node, draining)
+}
+
+// SeesDraining reports whether this node's copy of the metadata has node
+// drained.
+func (n *Node) SeesDraining(node string) bool { return n.cluster.drained(node) }
+
+// QueueMemberDrained reports whether this node's member of quorum queue
+// name is kept out of elections (replica.SetDrained).
+func (n *Node) QueueMemberDrained(vhost, name string) bool {
+	r, _, ok := n.localReplica(vhost, name)
+	return ok && r.Drained()
+}

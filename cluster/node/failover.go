@@ -44,9 +44,10 @@ func (c *clusterNode) queueTimeout() time.Duration {
 	return max(defaultQueueTimeout, c.cfg.HeartbeatTimeout)
 }
 
-// memberEvent reacts to gossip: when a node fails, this node's followers
-// in every group that node led elect a new leader promptly instead of
-// after a full queue heartbeat timeout (replica.LeaderSuspected).
+// memberEvent reacts to gossip: when a node fails or restarts, this
+// node's followers in every group that node led elect a new leader
+// promptly instead of after a full queue heartbeat timeout
+// (replica.LeaderSuspected, replica.LeaderRestarted).
 func (c *clusterNode) memberEvent(ev membership.Event) {
 	if ev.Member.Name == c.self {
 		return
@@ -65,13 +66,21 @@ func (c *clusterNode) memberEvent(ev membership.Event) {
 			r.NodeGone(replica.BootOf(ev.Member.Name, boot))
 		}
 	}
-	if ev.Kind != membership.Failed {
-		return
+	switch {
+	case ev.Kind == membership.Failed:
+		for _, r := range c.allReplicas() {
+			r.LeaderSuspected(ev.Member.Name)
+		}
+		c.log.Info("node failed; its queues elect new leaders", "node", ev.Member.Name)
+	case restartedFrom != "":
+		// Its members lead nothing since: a member that led may win
+		// again by itself, but not on a drained node, and this node's
+		// members would wait out their timeout for the old leader.
+		for _, r := range c.allReplicas() {
+			r.LeaderRestarted(ev.Member.Name)
+		}
+		c.log.Info("node restarted; queues it led elect new leaders", "node", ev.Member.Name)
 	}
-	for _, r := range c.allReplicas() {
-		r.LeaderSuspected(ev.Member.Name)
-	}
-	c.log.Info("node failed; its queues elect new leaders", "node", ev.Member.Name)
 }
 
 // Kill stops the node abruptly, as a crash would as far as the other

@@ -315,7 +315,6 @@ func (c *clusterNode) wakeLocked(q *clusterQueue) (*replica.Replica, bool) {
 	}
 	cfg := q.cfg
 	cfg.FirstCandidate = s.leader
-	cfg.Drained = c.drained(c.self)
 	r, err := c.openReplica(q.id, cfg, q.members, false, true)
 	if err != nil {
 		c.log.Error("cannot wake the queue's member", "queue", q.cfg.Name, "err", err)
@@ -326,9 +325,6 @@ func (c *clusterNode) wakeLocked(q *clusterQueue) (*replica.Replica, bool) {
 	delete(c.asleep, q.id)
 	c.mu.Unlock()
 	q.Router.SetMembers(q.members, r)
-	if cfg.Drained {
-		r.SetDrained(true)
-	}
 	c.log.Debug("queue group woke", "queue", q.cfg.Name, "first_candidate", s.leader)
 	return r, true
 }

@@ -122,7 +122,8 @@ func Start(cfg Config) (*Node, error) {
 	b.OnRevoke(func(r broker.Revocation) { n.server.CloseConnections(r.User, r.Vhost, r.Reason) })
 	if cn != nil {
 		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
-		n.startMaintenance() // drain.go
+		b.OnDrainChange(cn.drainChanged) // drain.go
+		n.startMaintenance()             // drain.go
 	}
 	waitCtx, stopWaiting := context.WithCancel(context.Background())
 	n.stopWaiting = stopWaiting

@@ -35,6 +35,12 @@ import (
 // detection time, whatever the heartbeat timeout. Should none of them
 // win, raft's own timeout elects.
 //
+// A leader's node restarts quicker than gossip notices the failure:
+// LeaderRestarted, as above, but without asking whether the others agree
+// (the node's new boot is no suspicion). Its restarted member would win
+// an election of its own, as the others still know it for their leader;
+// on a drained node it does not campaign, and the others must.
+//
 // A member starts on existing state (its node restarted, perhaps with the
 // whole cluster): the group may have no leader at all. expectLeader asks
 // the other voters what raft's pre-vote asks, whether they would vote for
@@ -119,7 +125,37 @@ func (f *failover) init(rc *raft.Config) {
 // reports it. If this member follows a leader on that node (or knows of
 // no leader), the group's surviving voters campaign in turn until it has
 // a leader again. It returns at once.
-func (r *Replica) LeaderSuspected(node string) {
+func (r *Replica) LeaderSuspected(node string) { r.suspect(node, leaderFailed) }
+
+// LeaderRestarted tells the replica that node started again without
+// gossip reporting it failed (a restart quicker than gossip's failure
+// detection shows only as the node's new boot). A member on that node
+// that led before lost the role with its process, but the others still
+// believe in it and refuse to vote for anyone else until their heartbeat
+// timeout; the restarted member itself would campaign and win, unless
+// its node is drained, which keeps it out of elections: the group then
+// stayed leaderless for the whole timeout. The restart is a fact, not a
+// suspicion, so the survivors need not agree that the node failed (their
+// gossip sees it alive); they campaign in turn as after a failure, once
+// the restarted node answers that its member does not lead.
+func (r *Replica) LeaderRestarted(node string) { r.suspect(node, leaderRestarted) }
+
+// suspicion is why a member looks for a new leader (awaitLeader).
+type suspicion int
+
+const (
+	// leaderFailed: gossip reports the leader's node failed.
+	leaderFailed suspicion = iota
+	// leaderRestarted: the leader's node started again.
+	leaderRestarted
+	// noLeader: the member started on existing state, or its group lost
+	// its leader some other way.
+	noLeader
+)
+
+// suspect starts the survivors' election for a leader on node that failed
+// or restarted, if this member follows it.
+func (r *Replica) suspect(node string, why suspicion) {
 	if r.fo.base.HeartbeatTimeout == 0 || r.stopped.Load() || node == r.cfg.NodeID || r.Drained() {
 		return // a drained member leaves the election to the others
 	}
@@ -133,7 +169,7 @@ func (r *Replica) LeaderSuspected(node string) {
 	if !r.fo.suspecting.CompareAndSwap(false, true) {
 		return
 	}
-	go r.awaitLeader(node, false, 0)
+	go r.awaitLeader(node, why, 0)
 }
 
 // expectLeader makes a member that started on existing state campaign as
@@ -144,7 +180,7 @@ func (r *Replica) expectLeader() {
 	if r.fo.base.HeartbeatTimeout == 0 || !r.fo.suspecting.CompareAndSwap(false, true) {
 		return
 	}
-	go r.awaitLeader("", true, 0)
+	go r.awaitLeader("", noLeader, 0)
 }
 
 // leaderLostGrace is how long a member that lost its leader leaves raft's
@@ -164,7 +200,7 @@ func (r *Replica) leaderLost() {
 	if r.fo.base.HeartbeatTimeout == 0 || r.stopped.Load() || r.Drained() || !r.fo.suspecting.CompareAndSwap(false, true) {
 		return
 	}
-	go r.awaitLeader("", true, leaderLostGrace)
+	go r.awaitLeader("", noLeader, leaderLostGrace)
 }
 
 // setTimeouts sets the heartbeat and election timeouts to d.
@@ -238,11 +274,12 @@ const suspectPoll = 100 * time.Millisecond
 
 // awaitLeader waits until the group has a leader other than one on node
 // ("" when none is known), or four heartbeat timeouts have passed. When
-// this member's rank comes it campaigns (a failed leader) or, after a
+// this member's rank comes it campaigns (a failed or restarted leader) or, after a
 // start, asks whether a majority would vote for it and campaigns if so,
 // asking again later while nobody leads.
-func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
+func (r *Replica) awaitLeader(node string, why suspicion, grace time.Duration) {
 	defer r.fo.suspecting.Store(false)
+	started := why == noLeader
 	start := time.Now()
 	deadline := start.Add(grace + 4*r.fo.base.HeartbeatTimeout)
 	rank := r.campaignRank(node)
@@ -259,7 +296,10 @@ func (r *Replica) awaitLeader(node string, started bool, grace time.Duration) {
 		// first campaigns after a disagreement and split the vote.
 		next = start.Add(grace)
 	}
-	var agreed bool
+	// agreed: a majority of the voters see the leader's node failed
+	// (majorityAgreesFailed), or it restarted, which its new boot shows
+	// to everyone.
+	agreed := why == leaderRestarted
 	// termAtStart tells whether an election has been held since the
 	// suspicion began (electedSince).
 	termAtStart := raftStats(r.raft)("term")

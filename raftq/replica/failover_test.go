@@ -373,3 +373,76 @@ func TestSlowQuestionKeepsTheNewLeader(t *testing.T) {
 	}
 	publish(t, nr, 3, 2)
 }
+
+// TestRestartedLeaderOnADrainedNode: the leader's node restarts quicker
+// than gossip notices a failure, and drained, so its member does not
+// campaign; the others saw no failure (their gossip sees the node alive)
+// and still believe in their old leader, so nobody elects until their
+// 30 s timeout. Told of the restart (LeaderRestarted, from the node's new
+// boot), they elect among themselves within seconds, with every message.
+func TestRestartedLeaderOnADrainedNode(t *testing.T) {
+	var mu sync.Mutex
+	leads := map[string]func() bool{}
+	drained := map[string]bool{}
+	g := newGroupWith(t, perQueueFiles, func(n string, cfg *Config) {
+		suspicious(n, cfg)
+		cfg.SeesAlive = func(context.Context, string, string) (bool, error) { return true, nil }
+		cfg.LeadsAt = func(_ context.Context, node string) (bool, error) {
+			mu.Lock()
+			f := leads[node]
+			mu.Unlock()
+			if f == nil {
+				return false, context.DeadlineExceeded
+			}
+			return f(), nil
+		}
+		mu.Lock()
+		cfg.Drained = drained[n]
+		mu.Unlock()
+	})
+	setLeads := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for n, r := range g.members {
+			leads[n] = r.IsLeader
+		}
+	}
+	setLeads()
+	leader, lr := g.leader()
+	publish(t, lr, 0, 10)
+	term := lr.Status().Term
+
+	g.stop(leader)
+	mu.Lock()
+	drained[leader] = true
+	mu.Unlock()
+	g.start(leader, false)
+	setLeads()
+
+	// Nobody elects by itself: the restarted member is drained, the
+	// others follow the leader they knew.
+	time.Sleep(2 * time.Second)
+	for n, r := range g.members {
+		if r.IsLeader() {
+			t.Fatalf("%s leads without being told of the restart", n)
+		}
+	}
+
+	start := time.Now()
+	for n, r := range g.members {
+		if n != leader {
+			r.LeaderRestarted(leader)
+		}
+	}
+	next, nr := g.leader()
+	if next == leader || nr.Status().Term <= term {
+		t.Fatalf("leader %s at term %d after %s restarted drained at term %d", next, nr.Status().Term, leader, term)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("a new leader took %v", d)
+	}
+	publish(t, nr, 10, 5)
+	if got := nr.Stats().Ready; got != 15 {
+		t.Fatalf("the new leader holds %d messages, want 15", got)
+	}
+}
