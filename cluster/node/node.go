@@ -64,6 +64,9 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
+	if err := checkDataDir(cfg.DataDir, cfg.Cluster != nil); err != nil {
+		return nil, err
+	}
 	if cfg.Broker.DataDir == "" {
 		cfg.Broker.DataDir = cfg.DataDir
 	}
