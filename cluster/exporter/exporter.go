@@ -2,7 +2,8 @@
 // under the names RabbitMQ's rabbitmq_prometheus plugin gives the same
 // quantities, so that its Grafana dashboards and alerts read Warren too:
 // /metrics aggregates per node (as RabbitMQ's default endpoint does),
-// /metrics/per-object labels each queue's series with vhost and queue.
+// /metrics/per-object labels each queue's series with vhost and queue,
+// and has each connection's and channel's.
 // Metrics only Warren has are named warren_*.
 //
 // Every scrape reads the node's own state: its connections, its message
@@ -11,6 +12,7 @@
 package exporter
 
 import (
+	"fmt"
 	"net/http"
 	"runtime"
 	"slices"
@@ -20,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/node"
 )
@@ -122,8 +125,39 @@ func (c *collector) clients(e *emitter) {
 	e.gauge("rabbitmq_connections", "Connections currently open", float64(len(conns)))
 	e.gauge("rabbitmq_channels", "Channels currently open", float64(channels))
 	e.gauge("rabbitmq_consumers", "Consumers currently connected", float64(consumers))
-	e.gauge("rabbitmq_channel_messages_unacked", "Delivered but not yet acknowledged messages", float64(unacked))
-	e.gauge("rabbitmq_channel_messages_unconfirmed", "Published but not yet confirmed messages", float64(unconfirmed))
+	if c.perObject {
+		c.clientObjects(e, conns)
+		return
+	}
+	e.gauge("rabbitmq_channel_messages_unacked", unackedHelp, float64(unacked))
+	e.gauge("rabbitmq_channel_messages_unconfirmed", unconfirmedHelp, float64(unconfirmed))
+}
+
+const (
+	unackedHelp     = "Delivered but not yet acknowledged messages"
+	unconfirmedHelp = "Published but not yet confirmed messages"
+)
+
+// clientObjects are each connection's and each channel's series, as
+// RabbitMQ's per-object endpoint has them. RabbitMQ labels both with
+// channel="<the Erlang process>"; Warren's label is the name RabbitMQ
+// shows for the object (management UI, rabbitmqctl): "client address ->
+// server address" for a connection, that and " (number)" for a channel.
+func (c *collector) clientObjects(e *emitter, conns []server.ConnectionInfo) {
+	for _, conn := range conns {
+		l := []string{"channel", conn.Name}
+		e.counter("rabbitmq_connection_incoming_bytes_total", "Total number of bytes received on a connection", conn.RecvBytes, l...)
+		e.counter("rabbitmq_connection_outgoing_bytes_total", "Total number of bytes sent on a connection", conn.SentBytes, l...)
+		e.gauge("rabbitmq_connection_channels", "Channels on a connection", float64(len(conn.Channels)), l...)
+		for _, ch := range conn.Channels {
+			l := []string{"channel", fmt.Sprintf("%s (%d)", conn.Name, ch.Number)}
+			e.gauge("rabbitmq_channel_consumers", "Consumers on a channel", float64(len(ch.Consumers)), l...)
+			e.gauge("rabbitmq_channel_messages_unacked", unackedHelp, float64(ch.Unacked), l...)
+			e.gauge("rabbitmq_channel_messages_unconfirmed", unconfirmedHelp, float64(ch.Unconfirmed), l...)
+			e.gauge("rabbitmq_consumer_prefetch", "Limit of unacknowledged messages for each consumer", float64(ch.Prefetch), l...)
+			e.gauge("rabbitmq_channel_prefetch", "Total limit of unacknowledged messages for all consumers on a channel", float64(ch.GlobalPrefetch), l...)
+		}
+	}
 }
 
 // counters are the node's totals since it started.

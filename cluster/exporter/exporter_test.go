@@ -193,6 +193,43 @@ func TestNodeMetrics(t *testing.T) {
 	if v := m[`rabbitmq_queue_messages_unacked{queue="orders",vhost="/"}`]; v != 4 {
 		t.Errorf("per-object unacked of orders = %v, want 4", v)
 	}
+	// The connection's and each channel's series, under the names
+	// RabbitMQ shows for them.
+	conns := n.Connections()
+	if len(conns) != 1 {
+		t.Fatalf("%d connections", len(conns))
+	}
+	obj := func(name, object string) float64 {
+		v, ok := m[name+`{channel="`+object+`"}`]
+		if !ok {
+			t.Errorf("no %s for %q", name, object)
+		}
+		return v
+	}
+	conn := conns[0].Name
+	pub, cons := conn+" (1)", conn+" (2)"
+	if v := obj("rabbitmq_connection_incoming_bytes_total", conn); v < 11*(1+8) {
+		t.Errorf("incoming bytes %v: fewer than the bodies alone", v)
+	}
+	if v := obj("rabbitmq_connection_outgoing_bytes_total", conn); v < 10 {
+		t.Errorf("outgoing bytes %v: fewer than the deliveries' bodies", v)
+	}
+	for name, want := range map[[2]string]float64{
+		{"rabbitmq_connection_channels", conn}:         2,
+		{"rabbitmq_channel_consumers", pub}:            0,
+		{"rabbitmq_channel_messages_unconfirmed", pub}: 0,
+		{"rabbitmq_channel_consumers", cons}:           1,
+		{"rabbitmq_channel_messages_unacked", cons}:    4,
+		{"rabbitmq_consumer_prefetch", cons}:           4,
+		{"rabbitmq_channel_prefetch", cons}:            0,
+	} {
+		if got := obj(name[0], name[1]); got != want {
+			t.Errorf("%s of %q = %v, want %v", name[0], name[1], got, want)
+		}
+	}
+	if _, ok := m["rabbitmq_channel_messages_unacked"]; ok {
+		t.Error("per-object has the aggregated channel series as well")
+	}
 
 	// Closing the connection keeps the totals and counts the close.
 	c.Close()
