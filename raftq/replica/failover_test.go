@@ -97,14 +97,23 @@ func TestSuspectedLeaderThatAnswersKeepsItsRole(t *testing.T) {
 	for _, r := range g.members {
 		r.LeaderSuspected(leader)
 	}
-	next, nr := g.leader()
-	if next == leader || nr.Status().Term <= term {
-		t.Fatalf("leader %s at term %d after %s was stopped at term %d", next, nr.Status().Term, leader, term)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("a new leader took %v", d)
-	}
+	nr := newLeaderWithin(t, g, leader, term, start, 10*time.Second)
 	publish(t, nr, 10, 5)
+}
+
+// newLeaderWithin waits for the group's leader and fails the test unless
+// it is not old, leads at a term above term, and took at most d since
+// start.
+func newLeaderWithin(t *testing.T, g *group, old string, term uint64, start time.Time, d time.Duration) *Replica {
+	t.Helper()
+	next, nr := g.leader()
+	if next == old || nr.Status().Term <= term {
+		t.Fatalf("leader %s at term %d after %s lost the role at term %d", next, nr.Status().Term, old, term)
+	}
+	if took := time.Since(start); took > d {
+		t.Fatalf("a new leader took %v", took)
+	}
+	return nr
 }
 
 // TestFailoverSurvivesARivalsHopelessCampaign: the member that campaigns
@@ -434,13 +443,7 @@ func TestRestartedLeaderOnADrainedNode(t *testing.T) {
 			r.LeaderRestarted(leader)
 		}
 	}
-	next, nr := g.leader()
-	if next == leader || nr.Status().Term <= term {
-		t.Fatalf("leader %s at term %d after %s restarted drained at term %d", next, nr.Status().Term, leader, term)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("a new leader took %v", d)
-	}
+	nr := newLeaderWithin(t, g, leader, term, start, 10*time.Second)
 	publish(t, nr, 10, 5)
 	if got := nr.Stats().Ready; got != 15 {
 		t.Fatalf("the new leader holds %d messages, want 15", got)
