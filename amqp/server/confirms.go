@@ -7,20 +7,27 @@ import (
 )
 
 // confirmTracker numbers a confirm-mode channel's publishes and turns their
-// completions into basic.ack / basic.nack frames. Confirms are released in
-// sequence order, so a run of completed publishes becomes one frame with
-// multiple=true.
+// completions into basic.ack / basic.nack frames, as RabbitMQ's channel
+// does: a run of completed publishes at the head of the sequence becomes
+// one frame with multiple=true, and a publish that completes while an
+// earlier one still waits (another queue, one without a leader for a
+// while) is confirmed on its own at once rather than held behind it.
 type confirmTracker struct {
 	mu      sync.Mutex
 	base    uint64        // sequence number of pending[0]
-	pending []pendingConf // publishes not yet confirmed, oldest first
+	pending []pendingConf // publishes not yet confirmed in sequence, oldest first
 	next    uint64        // last sequence number handed out
 	queued  bool          // the channel is already on the writer's list
+	// ahead counts the pending publishes already confirmed out of
+	// sequence (sent).
+	ahead int
 }
 
 type pendingConf struct {
 	remaining int32 // queues yet to store the message
 	nack      bool  // some queue refused it
+	// sent: confirmed on its own, ahead of an earlier publish.
+	sent bool
 }
 
 // publish registers the next publish, routed to n queues, and returns its
@@ -49,15 +56,16 @@ func (t *confirmTracker) complete(seq uint64, ok bool) bool {
 		p.nack = true
 	}
 	p.remaining--
-	if seq != t.base || p.remaining > 0 || t.queued {
+	if p.remaining > 0 || t.queued {
 		return false
 	}
 	t.queued = true
 	return true
 }
 
-// appendConfirms appends the frames for every completed publish at the
-// head of the sequence.
+// appendConfirms appends the frames for every completed publish not yet
+// confirmed: those at the head of the sequence in runs, the others each
+// on its own.
 func (t *confirmTracker) appendConfirms(items []outItem, channel uint16, stats *counters) []outItem {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -67,23 +75,36 @@ func (t *confirmTracker) appendConfirms(items []outItem, channel uint16, stats *
 		done++
 	}
 	for i := 0; i < done; {
-		// A run of acks (or of nacks) is one frame.
-		j := i
-		for j+1 < done && t.pending[j+1].nack == t.pending[i].nack {
-			j++
+		if t.pending[i].sent {
+			i++
+			continue
 		}
-		tag := t.base + uint64(j)
-		multiple := j > i
-		var m amqp.Method = &amqp.BasicAck{DeliveryTag: tag, Multiple: multiple}
-		if t.pending[i].nack {
-			m = &amqp.BasicNack{DeliveryTag: tag, Multiple: multiple}
-		} else {
-			stats.add(cConfirmed, uint64(j-i+1))
+		// A run of acks (or of nacks) is one frame. Publishes confirmed
+		// ahead do not break it: a multiple ack that covers a tag the
+		// client has had its answer for changes nothing there.
+		last, unsent := i, 1
+		j := i + 1
+		for ; j < done && (t.pending[j].sent || t.pending[j].nack == t.pending[i].nack); j++ {
+			if !t.pending[j].sent {
+				last, unsent = j, unsent+1
+			}
 		}
-		items = append(items, outItem{channel: channel, method: m})
-		i = j + 1
+		items = t.appendConfirm(items, channel, stats, last, unsent)
+		i = last + 1
+	}
+	for k := done + 1; k < len(t.pending); k++ {
+		if p := &t.pending[k]; p.remaining <= 0 && !p.sent {
+			items = t.appendConfirm(items, channel, stats, k, 1)
+			p.sent = true
+			t.ahead++
+		}
 	}
 	if done > 0 {
+		for _, p := range t.pending[:done] {
+			if p.sent {
+				t.ahead--
+			}
+		}
 		t.base += uint64(done)
 		n := copy(t.pending, t.pending[done:])
 		t.pending = t.pending[:n]
@@ -91,17 +112,31 @@ func (t *confirmTracker) appendConfirms(items []outItem, channel uint16, stats *
 	return items
 }
 
+// appendConfirm appends the frame confirming pending[k], and with it the
+// n-1 unconfirmed publishes before it (multiple) when n > 1.
+func (t *confirmTracker) appendConfirm(items []outItem, channel uint16, stats *counters, k, n int) []outItem {
+	tag := t.base + uint64(k)
+	var m amqp.Method = &amqp.BasicAck{DeliveryTag: tag, Multiple: n > 1}
+	if t.pending[k].nack {
+		m = &amqp.BasicNack{DeliveryTag: tag, Multiple: n > 1}
+	} else {
+		stats.add(cConfirmed, uint64(n))
+	}
+	return append(items, outItem{channel: channel, method: m})
+}
+
 // unconfirmed is the number of publishes waiting for their confirm.
 func (t *confirmTracker) unconfirmed() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.pending)
+	return len(t.pending) - t.ahead
 }
 
 // reset forgets every pending confirm (the channel is closing).
 func (t *confirmTracker) reset() {
 	t.mu.Lock()
 	t.pending = nil
+	t.ahead = 0
 	t.base = t.next + 1
 	t.mu.Unlock()
 }
