@@ -5,6 +5,12 @@ BIN       ?= bin
 DATA_DIR  ?= ./data
 AMQP_ADDR ?= :5672
 PROMETHEUS_ADDR ?= 127.0.0.1:15692
+# make run's node is a cluster of one, so that warrenctl (whose default
+# --node is 127.0.0.1:25672) reaches it; its name is fixed, not the host's,
+# because a member's queues know it by name.
+INTERNAL_ADDR ?= 127.0.0.1:25672
+GOSSIP_ADDR ?= 127.0.0.1:7946
+NODE_NAME ?= warren@localhost
 SPEC      ?= ../shared/spec/amqp-rabbitmq-0.9.1.json
 FUZZTIME  ?= 30s
 
@@ -19,8 +25,19 @@ build: ## build the binaries into ./bin
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: run
-run: build ## start one node: data in ./data, AMQP on port 5672 (guest/guest from localhost), metrics on 127.0.0.1:15692
-	$(BIN)/warren --data-dir $(DATA_DIR) --amqp $(AMQP_ADDR) --prometheus-addr $(PROMETHEUS_ADDR)
+run: build ## start one node (a cluster of one, for warrenctl): data in ./data, AMQP on port 5672 (guest/guest from localhost), metrics on 127.0.0.1:15692
+	$(BIN)/warren --data-dir $(DATA_DIR) --amqp $(AMQP_ADDR) --prometheus-addr $(PROMETHEUS_ADDR) \
+		--node-name $(NODE_NAME) --internal-addr $(INTERNAL_ADDR) --gossip-addr $(GOSSIP_ADDR)
+
+.PHONY: image
+image: ## the Docker image warren:local (static binaries on scratch) that deploy/docker's clusters run
+	mkdir -p $(BIN)/image
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/image/ ./cmd/warren ./cmd/warrenctl
+	docker build -q -t warren:local -f deploy/docker/Dockerfile $(BIN)/image
+
+.PHONY: deploy-check
+deploy-check: image ## deploy/docker end to end: a 3-node compose cluster, confirms across nodes, a docker kill of a queue leader (Docker, docker-compose)
+	cd deploy/docker && $(GO) test -tags docker -count=1 -v .
 
 .PHONY: test
 test: ## vet, then every test with the race detector (fuzz seed corpora included)

@@ -598,6 +598,7 @@ func (c *clusterNode) handOff(timeout time.Duration) {
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
+	var moved atomic.Int64
 	sem := make(chan struct{}, 16)
 	for _, r := range leading {
 		wg.Add(1)
@@ -606,14 +607,20 @@ func (c *clusterNode) handOff(timeout time.Duration) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			if err := r.HandOff(); err != nil {
+				// A group of one (a cluster of one) has nobody to
+				// hand to.
 				c.log.Debug("hand off queue leadership", "err", err)
+				return
 			}
+			moved.Add(1)
 		}()
 	}
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		c.log.Info("handed off queue leadership before stopping", "queues", len(leading))
+		if n := moved.Load(); n > 0 {
+			c.log.Info("handed off queue leadership before stopping", "queues", n)
+		}
 	case <-time.After(timeout):
 		c.log.Warn("not every queue's leadership moved before stopping", "queues", len(leading))
 	}
