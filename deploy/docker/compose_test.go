@@ -1,0 +1,237 @@
+//go:build docker
+
+// Package docker checks deploy/docker's cluster end to end, as a user
+// runs it: the image `make image` builds, a 3-node compose cluster that
+// forms, takes confirmed publishes and consumes across its nodes, loses a
+// queue's leader to `docker kill` without losing a confirmed message, and
+// takes the node back. `make deploy-check` runs it (Docker and
+// docker-compose needed, host ports 5672-5674 and 15692-15694 free); make
+// test does not.
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+const (
+	project = "warren-deploy-check"
+	queue   = "deploy-check"
+)
+
+func uri(node int) string { return fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", 5672+node) }
+
+func TestComposeCluster(t *testing.T) {
+	run(t, "docker-compose", "-f", "compose-3.yml", "-p", project, "up", "-d")
+	t.Cleanup(func() { run(t, "docker-compose", "-f", "compose-3.yml", "-p", project, "down", "-v") })
+
+	eventually(t, "three nodes in one cluster, each serving clients", 90*time.Second, func() error {
+		for i := range 3 {
+			c, err := amqp091.Dial(uri(i))
+			if err != nil {
+				return err
+			}
+			c.Close()
+		}
+		var status struct{ Nodes []struct{ State string } }
+		if err := warrenctl("warren-0", &status, "cluster", "status"); err != nil {
+			return err
+		}
+		for _, n := range status.Nodes {
+			if n.State != "alive" {
+				return fmt.Errorf("nodes %+v", status.Nodes)
+			}
+		}
+		if len(status.Nodes) != 3 {
+			return fmt.Errorf("%d nodes", len(status.Nodes))
+		}
+		return nil
+	})
+
+	ch := channel(t, 0)
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	confirmed := publish(t, 0, 0, 1000)
+	delivered := consume(t, 1, 400)
+
+	leader := queueView(t, "warren-1", 3).leader
+	run(t, "docker", "kill", leader)
+	other := 0
+	if leader == "warren-0" {
+		other = 2
+	}
+	eventually(t, "a new leader", 30*time.Second, func() error {
+		if q := queueView(t, fmt.Sprintf("warren-%d", other), 0); q.leader == leader {
+			return errors.New("still the killed node")
+		}
+		return nil
+	})
+	confirmed = append(confirmed, publish(t, other, 1000, 1000)...)
+	run(t, "docker", "start", leader)
+	queueView(t, fmt.Sprintf("warren-%d", other), 3)
+
+	delivered = append(delivered, consume(t, 2, len(confirmed)-len(delivered))...)
+	seen := map[string]bool{}
+	for _, id := range delivered {
+		if seen[id] {
+			t.Errorf("message %s delivered twice", id)
+		}
+		seen[id] = true
+	}
+	for _, id := range confirmed {
+		if !seen[id] {
+			t.Errorf("confirmed message %s never delivered", id)
+		}
+	}
+}
+
+type view struct {
+	leader string
+	online int
+}
+
+// queueView waits until node lists the queue with a leader and at least
+// online members online, and returns what it shows.
+func queueView(t *testing.T, node string, online int) view {
+	t.Helper()
+	var v view
+	eventually(t, fmt.Sprintf("%s to list the queue led, %d members online", node, online), 60*time.Second, func() error {
+		var list struct {
+			Queues []struct {
+				Name, Leader string
+				Online       []string `json:"online_members"`
+			}
+		}
+		if err := warrenctl(node, &list, "list", "queues"); err != nil {
+			return err
+		}
+		for _, q := range list.Queues {
+			if q.Name == queue && q.Leader != "" && len(q.Online) >= online {
+				v = view{q.Leader, len(q.Online)}
+				return nil
+			}
+		}
+		return fmt.Errorf("queues %+v", list.Queues)
+	})
+	return v
+}
+
+// publish sends n messages numbered from first through node with
+// confirms and returns the confirmed ones' IDs.
+func publish(t *testing.T, node, first, n int) []string {
+	t.Helper()
+	ch := channel(t, node)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	var pending []*amqp091.DeferredConfirmation
+	for i := first; i < first+n; i++ {
+		id := fmt.Sprint(i)
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", queue, false, false,
+			amqp091.Publishing{MessageId: id, DeliveryMode: amqp091.Persistent, Body: []byte(id)})
+		if err != nil {
+			t.Fatalf("publish %s: %v", id, err)
+		}
+		ids = append(ids, id)
+		pending = append(pending, dc)
+	}
+	for i, dc := range pending {
+		if ok, err := dc.WaitContext(context.Background()); err != nil || !ok {
+			t.Fatalf("publish %s not confirmed: %v", ids[i], err)
+		}
+	}
+	return ids
+}
+
+// consume takes n messages through node, acknowledging each, and returns
+// their IDs. Its connection closes at the end, which gives back what the
+// consumer was sent beyond n.
+func consume(t *testing.T, node, n int) []string {
+	t.Helper()
+	c, err := amqp091.Dial(uri(node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Qos(100, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(queue, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for len(ids) < n {
+		select {
+		case d := <-ds:
+			ids = append(ids, d.MessageId)
+			if err := d.Ack(false); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d of %d messages delivered through node %d", len(ids), n, node)
+		}
+	}
+	return ids
+}
+
+func channel(t *testing.T, node int) *amqp091.Channel {
+	t.Helper()
+	c, err := amqp091.Dial(uri(node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ch, err := c.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// warrenctl runs warrenctl --json in node's container and decodes its
+// report into out.
+func warrenctl(node string, out any, args ...string) error {
+	cmd := exec.Command("docker", append([]string{"exec", node, "/warrenctl", "--json"}, args...)...)
+	b, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("warrenctl %s on %s: %w", strings.Join(args, " "), node, err)
+	}
+	return json.Unmarshal(b, out)
+}
+
+func run(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+func eventually(t *testing.T, what string, within time.Duration, try func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := try()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %v", within, what, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
