@@ -49,7 +49,8 @@ type Config struct {
 	DenyTransientQueues bool
 	// DataDir holds the quorum queues' Raft logs, under quorum/.
 	DataDir string
-	// NodeID is this node's name in Raft groups.
+	// NodeID is this node's name in Raft groups; DefaultNodeID if empty
+	// (a standalone node's always).
 	NodeID string
 	// Cluster is the cluster this node belongs to; nil for a standalone
 	// node, whose replicated queues have this node as their one member.
@@ -224,6 +225,10 @@ type Broker struct {
 	revoke func(Revocation)
 }
 
+// DefaultNodeID is the node ID of a node that names none: a standalone
+// node's, the one its queues' groups know it by.
+const DefaultNodeID = "warren@localhost"
+
 type permKey struct{ user, vhost string }
 
 // New loads the store, seeding it on first start, and recreates every
@@ -233,7 +238,7 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 		cfg.DefaultQueueType = QueueTypeQuorum
 	}
 	if cfg.NodeID == "" {
-		cfg.NodeID = "warren@localhost"
+		cfg.NodeID = DefaultNodeID
 	}
 	if cfg.LoopbackUsers == nil {
 		cfg.LoopbackUsers = []string{"guest"}
@@ -526,11 +531,18 @@ func (b *Broker) check(u *User, vhost string, a Access, kind, name string) error
 // group's ID (unique per declaration), or for records written before IDs
 // by a hash of the queue's identity, since names may hold any character.
 func (b *Broker) queueDir(rec metadata.Queue) string {
+	return filepath.Join(b.cfg.DataDir, "quorum", GroupName(rec))
+}
+
+// GroupName names a replicated queue's group on disk: its ID, or for a
+// record written without one (a standalone node of an older version) a
+// hash of its vhost and name.
+func GroupName(rec metadata.Queue) string {
 	if rec.ID != "" {
-		return filepath.Join(b.cfg.DataDir, "quorum", rec.ID)
+		return rec.ID
 	}
 	sum := sha256.Sum256([]byte(rec.Vhost + "\x00" + rec.Name))
-	return filepath.Join(b.cfg.DataDir, "quorum", hex.EncodeToString(sum[:12]))
+	return hex.EncodeToString(sum[:12])
 }
 
 func (b *Broker) stopReconcile() {

@@ -143,7 +143,10 @@ type clusterNode struct {
 
 // startCluster brings up everything but the broker: the broker restores
 // its queues through OpenQueue, which needs the transport and the peers.
-func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger) (*clusterNode, error) {
+// startCluster starts the node's cluster side. seed, if set, is a
+// standalone node's metadata, which becomes the metadata group's first
+// snapshot (datadir.go).
+func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *metadata.Snapshot, log *slog.Logger) (*clusterNode, error) {
 	if cfg.NodeName == "" {
 		return nil, errors.New("cluster: a node name is required")
 	}
@@ -181,6 +184,12 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, log *slog.Logger)
 	// As the queues' (openReplica): a node back from a stop gets the
 	// metadata it missed at once, and with it its queues.
 	metaTrans.SetPeerWait(peerWait)
+	if seed != nil {
+		if err := meta.SeedSnapshot(filepath.Join(dataDir, "meta"), c.self, addr, seed); err != nil {
+			c.closeTransport()
+			return nil, err
+		}
+	}
 	c.meta, err = meta.Open(meta.Config{
 		NodeID: c.self, Addr: addr, Dir: filepath.Join(dataDir, "meta"),
 		Transport: metaTrans, Pool: c.pool, Log: log.With("component", "meta"),

@@ -64,7 +64,8 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	if err := checkDataDir(cfg.DataDir, cfg.Cluster != nil); err != nil {
+	migrate, err := checkDataDir(cfg.DataDir, cfg.Cluster)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.Broker.DataDir == "" {
@@ -73,10 +74,16 @@ func Start(cfg Config) (*Node, error) {
 	var store metadata.Store
 	var cn *clusterNode
 	if cfg.Cluster != nil {
-		var err error
-		cn, err = startCluster(*cfg.Cluster, cfg.DataDir, cfg.AMQPAddr, log)
+		cn, err = startCluster(*cfg.Cluster, cfg.DataDir, cfg.AMQPAddr, migrate, log)
 		if err != nil {
 			return nil, err
+		}
+		if migrate != nil {
+			if err := retireStandalone(cfg.DataDir, log); err != nil {
+				cn.meta.Close()
+				cn.close()
+				return nil, err
+			}
 		}
 		store = metaStore{cn.meta}
 		cfg.Broker.NodeID = cfg.Cluster.NodeName
