@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/proto/adminpb"
@@ -42,55 +41,36 @@ func (s *Server) access() (AccessBackend, error) {
 	return optional[AccessBackend](s, "users, vhosts and permissions are")
 }
 
-// accessDone answers a change.
-func accessDone(err error) (*adminpb.AccessResponse, error) {
-	switch {
-	case err == nil:
-		return &adminpb.AccessResponse{}, nil
-	case errors.Is(err, ErrExists):
-		return nil, status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, ErrNotFound):
-		return nil, status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, ErrInvalid):
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+// accessChange makes a change through the access backend and answers it.
+func (s *Server) accessChange(change func(AccessBackend) error) (*adminpb.AccessResponse, error) {
+	ab, err := s.access()
+	if err != nil {
+		return nil, err
 	}
-	return nil, status.Error(codes.Unavailable, err.Error())
+	if err := change(ab); err != nil {
+		return nil, statusOf(err, codes.Unavailable)
+	}
+	return &adminpb.AccessResponse{}, nil
 }
 
 // AddUser implements adminpb.AdminServer.
 func (s *Server) AddUser(_ context.Context, req *adminpb.AddUserRequest) (*adminpb.AccessResponse, error) {
-	ab, err := s.access()
-	if err != nil {
-		return nil, err
-	}
-	return accessDone(ab.AddUser(req.Name, req.Password, req.Tags))
+	return s.accessChange(func(ab AccessBackend) error { return ab.AddUser(req.Name, req.Password, req.Tags) })
 }
 
 // DeleteUser implements adminpb.AdminServer.
 func (s *Server) DeleteUser(_ context.Context, req *adminpb.UserRequest) (*adminpb.AccessResponse, error) {
-	ab, err := s.access()
-	if err != nil {
-		return nil, err
-	}
-	return accessDone(ab.DeleteUser(req.Name))
+	return s.accessChange(func(ab AccessBackend) error { return ab.DeleteUser(req.Name) })
 }
 
 // ChangePassword implements adminpb.AdminServer.
 func (s *Server) ChangePassword(_ context.Context, req *adminpb.ChangePasswordRequest) (*adminpb.AccessResponse, error) {
-	ab, err := s.access()
-	if err != nil {
-		return nil, err
-	}
-	return accessDone(ab.ChangePassword(req.Name, req.Password))
+	return s.accessChange(func(ab AccessBackend) error { return ab.ChangePassword(req.Name, req.Password) })
 }
 
 // SetUserTags implements adminpb.AdminServer.
 func (s *Server) SetUserTags(_ context.Context, req *adminpb.SetUserTagsRequest) (*adminpb.AccessResponse, error) {
-	ab, err := s.access()
-	if err != nil {
-		return nil, err
-	}
-	return accessDone(ab.SetUserTags(req.Name, req.Tags))
+	return s.accessChange(func(ab AccessBackend) error { return ab.SetUserTags(req.Name, req.Tags) })
 }
 
 // ListUsers implements adminpb.AdminServer.
@@ -108,20 +88,12 @@ func (s *Server) ListUsers(context.Context, *adminpb.ListUsersRequest) (*adminpb
 
 // AddVhost implements adminpb.AdminServer.
 func (s *Server) AddVhost(_ context.Context, req *adminpb.AddVhostRequest) (*adminpb.AccessResponse, error) {
-	ab, err := s.access()
-	if err != nil {
-		return nil, err
-	}
-	return accessDone(ab.AddVhost(req.Name, req.DefaultQueueType))
+	return s.accessChange(func(ab AccessBackend) error { return ab.AddVhost(req.Name, req.DefaultQueueType) })
 }
 
 // DeleteVhost implements adminpb.AdminServer.
 func (s *Server) DeleteVhost(_ context.Context, req *adminpb.VhostRequest) (*adminpb.AccessResponse, error) {
-	ab, err := s.access()
-	if err != nil {
-		return nil, err
-	}
-	return accessDone(ab.DeleteVhost(req.Name))
+	return s.accessChange(func(ab AccessBackend) error { return ab.DeleteVhost(req.Name) })
 }
 
 // ListVhosts implements adminpb.AdminServer.
@@ -139,20 +111,14 @@ func (s *Server) ListVhosts(context.Context, *adminpb.ListVhostsRequest) (*admin
 
 // SetPermissions implements adminpb.AdminServer.
 func (s *Server) SetPermissions(_ context.Context, req *adminpb.Permission) (*adminpb.AccessResponse, error) {
-	ab, err := s.access()
-	if err != nil {
-		return nil, err
-	}
-	return accessDone(ab.SetPermissions(metadata.Permission{User: req.User, Vhost: req.Vhost, Configure: req.Configure, Write: req.Write, Read: req.Read}))
+	return s.accessChange(func(ab AccessBackend) error {
+		return ab.SetPermissions(metadata.Permission{User: req.User, Vhost: req.Vhost, Configure: req.Configure, Write: req.Write, Read: req.Read})
+	})
 }
 
 // ClearPermissions implements adminpb.AdminServer.
 func (s *Server) ClearPermissions(_ context.Context, req *adminpb.ClearPermissionsRequest) (*adminpb.AccessResponse, error) {
-	ab, err := s.access()
-	if err != nil {
-		return nil, err
-	}
-	return accessDone(ab.ClearPermissions(req.User, req.Vhost))
+	return s.accessChange(func(ab AccessBackend) error { return ab.ClearPermissions(req.User, req.Vhost) })
 }
 
 // ListPermissions implements adminpb.AdminServer.

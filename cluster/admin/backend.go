@@ -138,6 +138,23 @@ type invalidError string
 func (e invalidError) Error() string        { return string(e) }
 func (e invalidError) Is(target error) bool { return target == ErrInvalid }
 
+// statusOf answers a Backend's error with the code its kind calls for and
+// its own text, or with otherwise when it is of none of the kinds.
+func statusOf(err error, otherwise codes.Code) error {
+	code := otherwise
+	switch {
+	case errors.Is(err, ErrExists):
+		code = codes.AlreadyExists
+	case errors.Is(err, ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, ErrInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, ErrNotQuorum), errors.Is(err, ErrRefused):
+		code = codes.FailedPrecondition
+	}
+	return status.Error(code, err.Error())
+}
+
 // NodeInfo is one node: its gossip metadata and state, and its role in
 // the metadata group.
 type NodeInfo struct {

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -48,11 +47,8 @@ func (s *Server) ImportDefinitions(_ context.Context, req *adminpb.DefinitionsDo
 		return nil, err
 	}
 	imported, problems, err := db.ImportDefinitions(req.Json)
-	if errors.Is(err, ErrInvalid) {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
 	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, statusOf(err, codes.Unavailable)
 	}
 	resp := &adminpb.ImportDefinitionsResponse{Imported: map[string]uint32{}, Problems: problems}
 	for k, n := range imported {

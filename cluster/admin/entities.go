@@ -2,10 +2,8 @@ package admin
 
 import (
 	"context"
-	"errors"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/proto/adminpb"
@@ -84,13 +82,8 @@ func (s *Server) PurgeQueue(_ context.Context, req *adminpb.PurgeQueueRequest) (
 }
 
 func queueMessages(n uint32, err error) (*adminpb.QueueMessagesResponse, error) {
-	switch {
-	case err == nil:
-		return &adminpb.QueueMessagesResponse{Messages: n}, nil
-	case errors.Is(err, ErrNotFound):
-		return nil, status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, ErrRefused):
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	if err != nil {
+		return nil, statusOf(err, codes.Unavailable)
 	}
-	return nil, status.Error(codes.Unavailable, err.Error())
+	return &adminpb.QueueMessagesResponse{Messages: n}, nil
 }
