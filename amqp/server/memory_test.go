@@ -14,10 +14,14 @@ import (
 // TestMemoryAlarmBlocksPublishers fills queues past the memory limit and
 // checks that the publisher is blocked (connection.blocked, no further
 // confirms) until a purge frees the memory, after which everything it
-// sent is confirmed.
+// sent is confirmed. The node counts message bytes alone, for exact
+// numbers: the test process's memory is not the node's.
 func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 	const limit = 256 << 10
-	n := startNode(t, func(c *node.Config) { c.Broker.MemoryLimit = limit })
+	n := startNode(t, func(c *node.Config) {
+		c.Broker.MemoryLimit = limit
+		c.MessageBytesOnly = true
+	})
 
 	pubConn := n.dial(t)
 	blocked := pubConn.NotifyBlocked(make(chan amqp091.Blocking, 4))
@@ -79,6 +83,57 @@ func TestMemoryAlarmBlocksPublishers(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("only %d of %d publishes confirmed after unblocking", got, total)
 		}
+	}
+}
+
+// TestMemoryAlarmCountsTheNodesMemory checks that the watermark is held
+// against the node's memory, as RabbitMQ's: a watermark below what the
+// node uses blocks publishers with no message held at all, and raising
+// it (warrenctl set memory-high-watermark) lets the held publish through.
+func TestMemoryAlarmCountsTheNodesMemory(t *testing.T) {
+	n := startNode(t, func(c *node.Config) { c.Broker.MemoryLimit = 1 << 40 })
+	if used := n.Broker().MemoryUsed(); used < 1<<20 || n.Broker().MemoryHeld() != 0 {
+		t.Fatalf("memory used %d, message bytes held %d: want the process's memory (MiBs), none held", used, n.Broker().MemoryHeld())
+	}
+
+	consumer := openChannel(t, n.dial(t))
+	if _, err := consumer.QueueDeclare("mem", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	pubConn := n.dial(t)
+	blocked := pubConn.NotifyBlocked(make(chan amqp091.Blocking, 4))
+	pub := openChannel(t, pubConn)
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.SetWatermark(alarm.Memory, "1MB"); err != nil {
+		t.Fatal(err)
+	}
+	if !n.Broker().MemoryAlarm() {
+		t.Fatalf("no memory alarm at a watermark of 1 MB, using %d bytes", n.Broker().MemoryUsed())
+	}
+	dc, err := pub.PublishWithDeferredConfirm("", "mem", false, false, amqp091.Publishing{Body: []byte("held")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectBlocking(t, blocked, true, "low on memory")
+	select {
+	case <-dc.Done():
+		t.Fatal("a publish was confirmed during the memory alarm")
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	if err := n.SetWatermark(alarm.Memory, "0.4"); err != nil {
+		t.Fatal(err)
+	}
+	expectBlocking(t, blocked, false, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ok, err := dc.WaitContext(ctx); !ok || err != nil {
+		t.Fatalf("held publish: ack %v, %v", ok, err)
+	}
+	if msg, ok, err := consumer.Get("mem", true); err != nil || !ok || string(msg.Body) != "held" {
+		t.Fatalf("get after the alarm: %q %v %v", msg.Body, ok, err)
 	}
 }
 

@@ -36,9 +36,10 @@ type AlarmsBackend interface {
 
 // Resources is a node's use of what its alarms watch, and its watermarks.
 type Resources struct {
-	// MemoryUsed: message bytes its in-memory queues hold; MemoryLimit:
-	// the memory high watermark, zero if none.
-	MemoryUsed, MemoryLimit int64
+	// MemoryUsed: the memory it uses as its memory alarm counts it;
+	// MemoryHeld: message bytes its in-memory queues hold, part of it;
+	// MemoryLimit: the memory high watermark, zero if none.
+	MemoryUsed, MemoryHeld, MemoryLimit int64
 	// DiskFree: free space of its data directory's file system, -1 if
 	// unknown; DiskFreeLimit: the disk free limit, zero if none.
 	DiskFree, DiskFreeLimit int64
@@ -77,6 +78,7 @@ func (s *Server) alarmsResponse(ab AlarmsBackend) *adminpb.AlarmsResponse {
 	resp := &adminpb.AlarmsResponse{
 		Node:               s.b.Self(),
 		MemoryUsedBytes:    res.MemoryUsed,
+		MemoryMessageBytes: res.MemoryHeld,
 		MemoryLimitBytes:   res.MemoryLimit,
 		DiskFreeBytes:      res.DiskFree,
 		DiskFreeLimitBytes: res.DiskFreeLimit,

@@ -2,6 +2,7 @@ package alarm
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -84,11 +85,47 @@ func ofRAM(f float64) (int64, error) {
 	return int64(f * float64(ram)), nil
 }
 
-// TotalMemory is the machine's physical memory in bytes.
+// TotalMemory is the memory available to the node, in bytes: the
+// machine's physical memory, or its control group's memory limit if that
+// is lower (a container started with a memory limit), so that a relative
+// watermark is a fraction of what the node may use before the kernel
+// kills it.
 func TotalMemory() (int64, error) {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {
 		return 0, fmt.Errorf("read physical memory size: %w", err)
 	}
-	return int64(si.Totalram) * int64(si.Unit), nil
+	ram := int64(si.Totalram) * int64(si.Unit)
+	if limit, ok := cgroupMemoryLimit(); ok && limit < ram {
+		return limit, nil
+	}
+	return ram, nil
+}
+
+// The control group memory limit files, cgroup v2's then v1's, as seen
+// from inside a container (which has its own cgroup namespace) or a
+// systemd unit with MemoryMax on a v2 host.
+var cgroupLimitFiles = []string{
+	"/sys/fs/cgroup/memory.max",
+	"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+}
+
+func cgroupMemoryLimit() (int64, bool) {
+	for _, f := range cgroupLimitFiles {
+		if b, err := os.ReadFile(f); err == nil {
+			return parseCgroupLimit(string(b))
+		}
+	}
+	return 0, false
+}
+
+// parseCgroupLimit reads a memory limit file: a byte count, or "max"
+// (v2) for none; v1 writes no limit as a count near 2^63, which is no
+// smaller than any machine's memory and so changes nothing.
+func parseCgroupLimit(s string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
 }

@@ -39,9 +39,9 @@ type Config struct {
 	DefaultQueueType string
 	// Seed is applied when the store is empty: the first start.
 	Seed Seed
-	// MemoryLimit is the memory high watermark: the bytes of message
-	// bodies the node's in-memory queues may hold before publishers are
-	// blocked. Zero means no limit.
+	// MemoryLimit is the memory high watermark: the memory the node may
+	// use before publishers are blocked (see queue.Budget for how it is
+	// counted). Zero means no limit.
 	MemoryLimit int64
 	// DenyTransientQueues refuses non-durable, non-exclusive queues as
 	// RabbitMQ 4.3 does by default; Warren accepts them unless set, as
@@ -200,8 +200,8 @@ type Broker struct {
 
 	// alarms are the resource alarms in effect across the cluster.
 	alarms *alarm.Set
-	// memory counts message bytes held by in-memory queues, and raises
-	// the memory alarm.
+	// memory counts the node's memory, message bytes held by in-memory
+	// queues at once, and raises the memory alarm.
 	memory *queue.Budget
 	// wal holds a standalone node's replicated queues' Raft logs; nil on
 	// a cluster member, whose Cluster provides its own.
@@ -567,8 +567,15 @@ func (b *Broker) Blocking() (reason string, changed <-chan struct{}) { return b.
 // MemoryAlarm reports whether this node's memory alarm is on.
 func (b *Broker) MemoryAlarm() bool { return b.memory.On() }
 
-// MemoryUsed is the message bytes held by in-memory queues.
+// MemoryUsed is the memory the node uses, as its memory alarm counts it.
 func (b *Broker) MemoryUsed() int64 { return b.memory.Used() }
+
+// MemoryHeld is the message bytes held by in-memory (classic) queues.
+func (b *Broker) MemoryHeld() int64 { return b.memory.Held() }
+
+// MemoryGauge is what the node's memory monitor feeds
+// (alarm.StartMemoryMonitor).
+func (b *Broker) MemoryGauge() alarm.MemoryGauge { return b.memory }
 
 // MemoryLimit is the memory high watermark (Config.MemoryLimit, or what
 // SetMemoryLimit set since); zero if none.
@@ -579,7 +586,7 @@ func (b *Broker) MemoryLimit() int64 { return b.memory.Limit() }
 // alarm follows at once.
 func (b *Broker) SetMemoryLimit(limit int64) {
 	b.memory.SetLimit(limit)
-	b.log.Info("memory high watermark set", "limit_bytes", limit, "held_bytes", b.memory.Used())
+	b.log.Info("memory high watermark set", "limit_bytes", limit, "used_bytes", b.memory.Used(), "held_bytes", b.memory.Held())
 }
 
 // Close stops every queue and closes the store.

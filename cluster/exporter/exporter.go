@@ -76,16 +76,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.disk(&e)
 }
 
-// memory is the node's memory alarm: RabbitMQ's alarm gauge, and the
-// message bytes in-memory queues hold against the watermark (Warren's
-// watermark counts those bytes, not the process's memory).
+// memory is the node's memory alarm, as RabbitMQ's: the alarm gauge, the
+// memory the node uses as the alarm counts it and the watermark; and the
+// message bytes in-memory queues hold, part of that memory.
 func (c *collector) memory(e *emitter) {
 	b := c.n.Broker()
 	e.gauge("rabbitmq_alarms_memory_used_watermark", "Is the memory alarm in effect on this node? (publishers blocked across the cluster)", boolGauge(b.MemoryAlarm()))
-	e.gauge("warren_memory_message_bytes", "Message bytes held by in-memory (classic) queues, which the memory alarm counts", float64(b.MemoryUsed()))
+	e.gauge("rabbitmq_process_resident_memory_bytes", "Memory used in bytes, as the memory alarm counts it", float64(b.MemoryUsed()))
 	if limit := b.MemoryLimit(); limit > 0 {
-		e.gauge("warren_memory_message_bytes_limit", "The memory high watermark: message bytes in-memory queues may hold before publishers are blocked", float64(limit))
+		e.gauge("rabbitmq_resident_memory_limit_bytes", "Memory high watermark in bytes", float64(limit))
 	}
+	e.gauge("warren_memory_message_bytes", "Message bytes held by in-memory (classic) queues", float64(b.MemoryHeld()))
 }
 
 // disk is the node's free disk space alarm, with the free space of its

@@ -62,6 +62,9 @@ func (n *Node) SetWatermark(r alarm.Resource, value string) error {
 			return err
 		}
 		n.broker.SetMemoryLimit(limit)
+		if n.memory != nil {
+			n.memory.Check() // a fresh look, not the last one, decides
+		}
 	case alarm.Disk:
 		limit, err := alarm.ParseDiskFreeLimit(value)
 		if err != nil {
@@ -80,7 +83,7 @@ func (a *adminBackend) Alarms() []alarm.Alarm { return a.b.Alarms().All() }
 
 func (a *adminBackend) Resources() admin.Resources {
 	return admin.Resources{
-		MemoryUsed: a.b.MemoryUsed(), MemoryLimit: a.b.MemoryLimit(),
+		MemoryUsed: a.b.MemoryUsed(), MemoryHeld: a.b.MemoryHeld(), MemoryLimit: a.b.MemoryLimit(),
 		DiskFree: a.n.disk.Free(), DiskFreeLimit: a.n.disk.Limit(),
 	}
 }

@@ -98,6 +98,7 @@ func (n *Node) Kill() {
 	_ = n.server.Shutdown(ctx)
 	<-n.served
 	n.disk.Close()
+	n.memory.Close()
 	_ = n.broker.Close()
 	if c != nil {
 		close(c.stop)

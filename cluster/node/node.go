@@ -32,7 +32,11 @@ type Config struct {
 	// of DataDir has less free space (RabbitMQ's disk_free_limit); zero
 	// or less never does.
 	DiskFreeLimit int64
-	Log           *slog.Logger
+	// MessageBytesOnly has the memory alarm count only the message
+	// bytes in-memory queues hold, not the process's memory: for tests
+	// that run several nodes in one process, whose memory they share.
+	MessageBytesOnly bool
+	Log              *slog.Logger
 	// Cluster makes the node a cluster member; nil is a standalone node
 	// (its metadata in a local file, its queues' groups of one member).
 	Cluster *ClusterConfig
@@ -48,6 +52,7 @@ type Node struct {
 	server  *server.Server
 	ln      net.Listener
 	disk    *alarm.DiskMonitor
+	memory  *alarm.MemoryMonitor // nil with MessageBytesOnly
 
 	served   chan struct{} // closed when Serve returns
 	serveErr error
@@ -104,12 +109,17 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
 	disk := alarm.StartDiskMonitor(cfg.DataDir, cfg.DiskFreeLimit, b.Alarms(), log.With("component", "alarm"))
+	var memory *alarm.MemoryMonitor
+	if !cfg.MessageBytesOnly {
+		memory = alarm.StartMemoryMonitor(b.MemoryGauge(), nil, log.With("component", "alarm"))
+	}
 	if cn != nil {
 		cn.run(b, cfg.Broker.DataDir)
 	}
 	ln, err := net.Listen("tcp", cfg.AMQPAddr)
 	if err != nil {
 		disk.Close()
+		memory.Close()
 		b.Close()
 		if cn != nil {
 			cn.close()
@@ -125,6 +135,7 @@ func Start(cfg Config) (*Node, error) {
 		server:  server.New(cfg.Server, b, log.With("component", "amqp")),
 		ln:      ln,
 		disk:    disk,
+		memory:  memory,
 		served:  make(chan struct{}),
 	}
 	// A deleted user's or vhost's connections close on every node, as
@@ -185,6 +196,7 @@ func (n *Node) Close(ctx context.Context) error {
 		err = errors.Join(err, n.serveErr)
 	}
 	n.disk.Close()
+	n.memory.Close()
 	err = errors.Join(err, n.broker.Close())
 	if n.cluster != nil {
 		err = errors.Join(err, n.cluster.close())

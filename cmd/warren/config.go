@@ -104,7 +104,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.transientQueues, "transient-queues", "permit", "non-durable, non-exclusive queues: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3, a 541 connection error)")
 	fs.StringVar(&c.prometheusAddr, "prometheus-addr", "", "if set, serve Prometheus metrics on this address (RabbitMQ's port is 15692) under /metrics (per node) and /metrics/per-object (per queue), with rabbitmq_prometheus's metric names")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060) under /debug/pprof/")
-	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "message bytes in-memory queues may hold before publishers across the cluster are blocked: a fraction of RAM (0.4) or an amount (1073741824, 1GiB); 0 disables")
+	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "memory the node may use before publishers across the cluster are blocked (RabbitMQ's vm_memory_high_watermark): a fraction of the memory available, RAM or the cgroup's limit if lower (0.4), or an amount (1073741824, 1GiB); 0 disables")
 	fs.StringVar(&c.diskFreeLimit, "disk-free-limit", "50MB", "free space of the data directory's file system below which publishers across the cluster are blocked (RabbitMQ's disk_free_limit): an amount (50MB, 2GiB) or mem_relative:F (F times RAM); 0 disables")
 	fs.StringVar(&c.nodeName, "node-name", "", "this node's name in the cluster, stable across restarts (default warren@<hostname>)")
 	fs.StringVar(&c.internalAddr, "internal-addr", "", "cluster traffic (Raft, forwarding, warrenctl) listen address, e.g. :25672; setting it makes the node a cluster member")

@@ -18,8 +18,8 @@ var alarmCommands = []*command{
 		name:    "list alarms",
 		summary: "resource alarms in effect across the cluster, and the node's watermarks",
 		help: `Lists the resource alarms in effect on any node, as the answering node knows
-them (each node gossips its own): a memory alarm (its in-memory queues hold
-more message bytes than its memory high watermark) or a disk alarm (the file
+them (each node gossips its own): a memory alarm (it uses more memory than
+its memory high watermark) or a disk alarm (the file
 system of its data directory has less free space than its disk free limit).
 While any node has an alarm in effect, every node of the cluster blocks its
 publishing connections (connection.blocked; their sockets go unread) and
@@ -77,6 +77,7 @@ type alarmsReport struct {
 	// The answering node's use and watermarks (0: none; DiskFree -1:
 	// unknown).
 	MemoryUsed    int64 `json:"memory_used_bytes"`
+	MemoryHeld    int64 `json:"memory_message_bytes"`
 	MemoryLimit   int64 `json:"memory_limit_bytes"`
 	DiskFree      int64 `json:"disk_free_bytes"`
 	DiskFreeLimit int64 `json:"disk_free_limit_bytes"`
@@ -89,7 +90,7 @@ type alarmReport struct {
 
 func alarmsReportOf(resp *adminpb.AlarmsResponse, check string, localOnly bool) *alarmsReport {
 	r := &alarmsReport{Node: resp.Node, Check: check, Alarms: []alarmReport{},
-		MemoryUsed: resp.MemoryUsedBytes, MemoryLimit: resp.MemoryLimitBytes,
+		MemoryUsed: resp.MemoryUsedBytes, MemoryHeld: resp.MemoryMessageBytes, MemoryLimit: resp.MemoryLimitBytes,
 		DiskFree: resp.DiskFreeBytes, DiskFreeLimit: resp.DiskFreeLimitBytes}
 	for _, a := range resp.Alarms {
 		if !localOnly || a.Node == resp.Node {
@@ -155,7 +156,7 @@ func (r *alarmsReport) writeText(w io.Writer) {
 	if r.MemoryLimit > 0 {
 		memLimit = bytesText(r.MemoryLimit)
 	}
-	fmt.Fprintf(w, "  memory: %s of messages held in memory, high watermark %s\n", bytesText(r.MemoryUsed), memLimit)
+	fmt.Fprintf(w, "  memory: %s used, %s of it messages in classic queues, high watermark %s\n", bytesText(r.MemoryUsed), bytesText(r.MemoryHeld), memLimit)
 	free, diskLimit := "unknown", "none"
 	if r.DiskFree >= 0 {
 		free = bytesText(r.DiskFree)

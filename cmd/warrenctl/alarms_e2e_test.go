@@ -150,8 +150,9 @@ func TestAlarmsAgainstRealCluster(t *testing.T) {
 	}
 	expectDelivery("during")
 
-	// A memory alarm, from a watermark under what warren-2's in-memory
-	// (classic) queue holds, blocks as well, with its own reason.
+	// A memory alarm, from a watermark under what warren-2 uses, blocks
+	// as well, with its own reason; the report shows the node's memory
+	// and, part of it, its classic queue's message.
 	local := ms[2].Channel()
 	if _, err := local.QueueDeclare("scratch", false, false, true, false, amqp091.Table{"x-queue-type": "classic"}); err != nil {
 		t.Fatal(err)
@@ -159,8 +160,9 @@ func TestAlarmsAgainstRealCluster(t *testing.T) {
 	if err := local.PublishWithContext(ctx, "", "scratch", false, false, amqp091.Publishing{Body: []byte("held in memory")}); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the classic queue to hold its message", 5*time.Second, func() bool { return ms[2].Broker().MemoryUsed() > 0 })
-	if code, r := check(2, "set", "memory-high-watermark", "1"); code != 0 || len(r.Alarms) != 1 || r.Alarms[0] != (alarmReport{Node: "warren-2", Resource: "memory"}) || r.MemoryLimit != 1 {
+	nodetest.Eventually(t, "the classic queue to hold its message", 5*time.Second, func() bool { return ms[2].Broker().MemoryHeld() > 0 })
+	if code, r := check(2, "set", "memory-high-watermark", "1"); code != 0 || len(r.Alarms) != 1 || r.Alarms[0] != (alarmReport{Node: "warren-2", Resource: "memory"}) || r.MemoryLimit != 1 ||
+		r.MemoryHeld != int64(len("held in memory")) || r.MemoryUsed < 1<<20 {
 		t.Fatalf("set memory-high-watermark 1: exit %d, %+v", code, r)
 	}
 	nodetest.Eventually(t, "warren-1 to block for warren-2's memory", 10*time.Second, func() bool {

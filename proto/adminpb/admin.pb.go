@@ -1569,12 +1569,14 @@ type AlarmsResponse struct {
 	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// Every alarm in effect, by node, then resource.
 	Alarms []*ResourceAlarm `protobuf:"bytes,2,rep,name=alarms,proto3" json:"alarms,omitempty"`
-	// The answering node's: message bytes its in-memory queues hold and
-	// the memory high watermark (0: none); free space of its data
-	// directory's file system (-1: unknown) and the disk free limit
+	// The answering node's: the memory it uses as its memory alarm counts
+	// it, the memory high watermark (0: none) and the message bytes its
+	// in-memory queues hold (part of the memory used); free space of its
+	// data directory's file system (-1: unknown) and the disk free limit
 	// (0: none).
 	MemoryUsedBytes    int64 `protobuf:"varint,3,opt,name=memory_used_bytes,json=memoryUsedBytes,proto3" json:"memory_used_bytes,omitempty"`
 	MemoryLimitBytes   int64 `protobuf:"varint,4,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
+	MemoryMessageBytes int64 `protobuf:"varint,7,opt,name=memory_message_bytes,json=memoryMessageBytes,proto3" json:"memory_message_bytes,omitempty"`
 	DiskFreeBytes      int64 `protobuf:"varint,5,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
 	DiskFreeLimitBytes int64 `protobuf:"varint,6,opt,name=disk_free_limit_bytes,json=diskFreeLimitBytes,proto3" json:"disk_free_limit_bytes,omitempty"`
 	unknownFields      protoimpl.UnknownFields
@@ -1635,6 +1637,13 @@ func (x *AlarmsResponse) GetMemoryUsedBytes() int64 {
 func (x *AlarmsResponse) GetMemoryLimitBytes() int64 {
 	if x != nil {
 		return x.MemoryLimitBytes
+	}
+	return 0
+}
+
+func (x *AlarmsResponse) GetMemoryMessageBytes() int64 {
+	if x != nil {
+		return x.MemoryMessageBytes
 	}
 	return 0
 }
@@ -5209,12 +5218,13 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x04user\x18\x02 \x01(\tR\x04user\"U\n" +
 	"\x17ListPermissionsResponse\x12:\n" +
 	"\vpermissions\x18\x01 \x03(\v2\x18.warren.admin.PermissionR\vpermissions\"\x0f\n" +
-	"\rAlarmsRequest\"\x8e\x02\n" +
+	"\rAlarmsRequest\"\xc0\x02\n" +
 	"\x0eAlarmsResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x123\n" +
 	"\x06alarms\x18\x02 \x03(\v2\x1b.warren.admin.ResourceAlarmR\x06alarms\x12*\n" +
 	"\x11memory_used_bytes\x18\x03 \x01(\x03R\x0fmemoryUsedBytes\x12,\n" +
-	"\x12memory_limit_bytes\x18\x04 \x01(\x03R\x10memoryLimitBytes\x12&\n" +
+	"\x12memory_limit_bytes\x18\x04 \x01(\x03R\x10memoryLimitBytes\x120\n" +
+	"\x14memory_message_bytes\x18\a \x01(\x03R\x12memoryMessageBytes\x12&\n" +
 	"\x0fdisk_free_bytes\x18\x05 \x01(\x03R\rdiskFreeBytes\x121\n" +
 	"\x15disk_free_limit_bytes\x18\x06 \x01(\x03R\x12diskFreeLimitBytes\"?\n" +
 	"\rResourceAlarm\x12\x12\n" +
