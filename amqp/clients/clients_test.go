@@ -1,0 +1,134 @@
+package clients_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/cluster/node/nodetest"
+)
+
+// need skips the test when a client is missing, or fails it when the run
+// requires every client (WARREN_CLIENT_TESTS=require).
+func need(t *testing.T, ok bool, what, install string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("WARREN_CLIENT_TESTS") == "require" {
+		t.Fatalf("%s is missing (apt-get install %s)", what, install)
+	}
+	t.Skipf("%s is missing (apt-get install %s; WARREN_CLIENT_TESTS=require fails instead)", what, install)
+}
+
+func uri(m *nodetest.Member) string {
+	return fmt.Sprintf("amqp://guest:guest@%s/%%2F", m.AMQPAddr())
+}
+
+// pikaPython is a Python that imports pika: Debian's, which python3-pika
+// installs into, before whatever python3 is first on the PATH.
+func pikaPython() string {
+	for _, py := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(py, "-c", "import pika").Run() == nil {
+			return py
+		}
+	}
+	return ""
+}
+
+// TestPika runs testdata/pika_quorum.py on a 3-node cluster, publishing
+// through one node and consuming through another.
+func TestPika(t *testing.T) {
+	py := pikaPython()
+	need(t, py != "", "Python with pika", "python3-pika")
+	ms := nodetest.StartCluster(t, 3)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "testdata/pika_quorum.py", uri(ms[0]), uri(ms[1]), "pika")
+	out, err := cmd.CombinedOutput()
+	t.Logf("pika_quorum.py:\n%s", out)
+	if err != nil || !bytes.HasSuffix(bytes.TrimSpace(out), []byte("PASS")) {
+		t.Fatalf("pika_quorum.py: %v", err)
+	}
+}
+
+// The Java client and its logging facade, as Debian installs them.
+var javaClasspath = []string{"/usr/share/java/amqp-client.jar", "/usr/share/java/slf4j-api.jar", "/usr/share/java/slf4j-nop.jar"}
+
+func haveJava() bool {
+	if _, err := exec.LookPath("java"); err != nil {
+		return false
+	}
+	for _, jar := range javaClasspath {
+		if _, err := os.Stat(jar); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// TestJavaClient runs testdata/QuorumClient.java on a 3-node cluster:
+// publishing through warren-0, consuming through warren-1; then a consumer
+// that lists warren-1 and warren-2 connects to one, and the test stops that
+// node (a graceful shutdown, as in a rolling restart) when the program
+// asks, so that the client's automatic recovery moves the consumer to the
+// other while publishing goes on.
+func TestJavaClient(t *testing.T) {
+	need(t, haveJava(), "Java with the RabbitMQ client", "default-jdk-headless librabbitmq-client-java")
+	ms := nodetest.StartCluster(t, 3)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "java", "-cp", strings.Join(javaClasspath, ":"),
+		"testdata/QuorumClient.java", uri(ms[0]), uri(ms[1]), "java", uri(ms[2]))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	lines := bufio.NewScanner(stdout)
+	stopped := false
+	for lines.Scan() {
+		line := lines.Text()
+		out.WriteString(line + "\n")
+		if port, ok := strings.CutPrefix(line, "RECOVER "); ok && !stopped {
+			for _, m := range ms[1:] {
+				if strings.HasSuffix(m.AMQPAddr().String(), ":"+port) {
+					m.Stop()
+					stopped = true
+				}
+			}
+			if !stopped {
+				t.Errorf("the consumer is connected to port %s, not warren-1's or warren-2's", port)
+			}
+			if _, err := io.WriteString(stdin, "go\n"); err != nil {
+				t.Errorf("tell the client the node stopped: %v", err)
+			}
+		}
+	}
+	err = cmd.Wait()
+	t.Logf("QuorumClient.java:\n%s%s", out.String(), stderr.String())
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(out.String()), "PASS") {
+		t.Fatalf("QuorumClient.java: %v", err)
+	}
+	if !stopped {
+		t.Fatal("the program never reached its recovery part")
+	}
+}
