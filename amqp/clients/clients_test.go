@@ -32,32 +32,47 @@ func uri(m *nodetest.Member) string {
 	return fmt.Sprintf("amqp://guest:guest@%s/%%2F", m.AMQPAddr())
 }
 
-// pikaPython is a Python that imports pika: Debian's, which python3-pika
-// installs into, before whatever python3 is first on the PATH.
-func pikaPython() string {
+// pythonWith is a Python that imports module: Debian's, which python3-*
+// packages install into, before whatever python3 is first on the PATH.
+func pythonWith(module string) string {
 	for _, py := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(py, "-c", "import pika").Run() == nil {
+		if exec.Command(py, "-c", "import "+module).Run() == nil {
 			return py
 		}
 	}
 	return ""
 }
 
+// runPython runs a testdata script with a publishing and a consuming
+// node's URI and a name prefix; it must end by printing PASS.
+func runPython(t *testing.T, py, script, pubURI, conURI, prefix string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "testdata/"+script, pubURI, conURI, prefix).CombinedOutput()
+	t.Logf("%s:\n%s", script, out)
+	if err != nil || !bytes.HasSuffix(bytes.TrimSpace(out), []byte("PASS")) {
+		t.Fatalf("%s: %v", script, err)
+	}
+}
+
 // TestPika runs testdata/pika_quorum.py on a 3-node cluster, publishing
 // through one node and consuming through another.
 func TestPika(t *testing.T) {
-	py := pikaPython()
+	py := pythonWith("pika")
 	need(t, py != "", "Python with pika", "python3-pika")
 	ms := nodetest.StartCluster(t, 3)
+	runPython(t, py, "pika_quorum.py", uri(ms[0]), uri(ms[1]), "pika")
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "testdata/pika_quorum.py", uri(ms[0]), uri(ms[1]), "pika")
-	out, err := cmd.CombinedOutput()
-	t.Logf("pika_quorum.py:\n%s", out)
-	if err != nil || !bytes.HasSuffix(bytes.TrimSpace(out), []byte("PASS")) {
-		t.Fatalf("pika_quorum.py: %v", err)
-	}
+// TestKombu runs testdata/kombu_tasks.py, Celery's messaging layer over
+// py-amqp, on a 3-node cluster, publishing through one node and consuming
+// through another.
+func TestKombu(t *testing.T) {
+	py := pythonWith("kombu")
+	need(t, py != "", "Python with kombu", "python3-kombu")
+	ms := nodetest.StartCluster(t, 3)
+	runPython(t, py, "kombu_tasks.py", uri(ms[2]), uri(ms[0]), "kombu")
 }
 
 // The Java client and its logging facade, as Debian installs them.
