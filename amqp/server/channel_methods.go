@@ -1,10 +1,6 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/base64"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -111,6 +107,7 @@ type txPublish struct {
 	msg     *queue.Message
 	qs      []*broker.Queue // where it was routed at publish time
 	replies []*consumer     // direct reply-to consumers it was routed to
+	remote  []string        // and other nodes' reply names (replyto.go)
 }
 
 type txSettlement struct {
@@ -142,7 +139,7 @@ func (ch *channel) txSelect() error {
 }
 
 // txBufferPublish keeps a routed publish until commit. qs is copied.
-func (ch *channel) txBufferPublish(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies []*consumer) error {
+func (ch *channel) txBufferPublish(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies []*consumer, remote []string) error {
 	limit := max(uint64(txMaxBytes), ch.c.s.cfg.MaxMessageSize)
 	size := uint64(len(msg.Body))
 	if len(ch.tx.pubs) >= txMaxMessages || ch.tx.bytes+size > limit {
@@ -155,6 +152,7 @@ func (ch *channel) txBufferPublish(pub *amqp.BasicPublish, msg *queue.Message, q
 		msg:     msg,
 		qs:      append([]*broker.Queue(nil), qs...),
 		replies: replies,
+		remote:  remote,
 	})
 	return nil
 }
@@ -188,9 +186,10 @@ func (ch *channel) txCommit() error {
 	for i := range ch.tx.pubs {
 		p := &ch.tx.pubs[i]
 		if len(p.qs) == 0 {
-			ch.deliverRouted(p.pub, p.msg, nil, p.replies)
+			ch.deliverRouted(p.pub, p.msg, nil, p.replies, p.remote)
 			continue
 		}
+		ch.c.s.relayReplies(p.remote, p.msg)
 		for _, k := range p.replies {
 			k.Deliver(queue.Delivery{Message: p.msg})
 		}
@@ -252,67 +251,6 @@ func (ch *channel) txRollback() error {
 
 // ---- direct reply-to -----------------------------------------------------
 
-// replyToQueue is the pseudo-queue of direct reply-to.
-const replyToQueue = "amq.rabbitmq.reply-to"
-
-func isReplyName(name string) bool {
-	return strings.HasPrefix(name, replyToQueue+".")
-}
-
-// replyRegistry maps the tokens of rewritten reply_to names to the live
-// reply consumers of this node's channels.
-type replyRegistry struct {
-	mu sync.Mutex
-	m  map[string]*consumer
-}
-
-func (r *replyRegistry) add(k *consumer) {
-	var id [18]byte
-	rand.Read(id[:])
-	k.token = base64.RawURLEncoding.EncodeToString(id[:])
-	r.mu.Lock()
-	if r.m == nil {
-		r.m = make(map[string]*consumer)
-	}
-	r.m[k.token] = k
-	r.mu.Unlock()
-}
-
-func (r *replyRegistry) remove(k *consumer) {
-	r.mu.Lock()
-	if r.m[k.token] == k {
-		delete(r.m, k.token)
-	}
-	r.mu.Unlock()
-}
-
-// route returns the live reply consumers that routing keys of a publish
-// to the default exchange name, once each. As in RabbitMQ 4.3, a reply
-// whose requester is gone is simply unroutable (dropped, or returned
-// with 312 NO_ROUTE when mandatory).
-func (r *replyRegistry) route(keys []string) []*consumer {
-	var out []*consumer
-	for _, key := range keys {
-		if !isReplyName(key) {
-			continue
-		}
-		if k := r.lookup(key); k != nil && !slices.Contains(out, k) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-func (r *replyRegistry) lookup(name string) *consumer {
-	token, ok := strings.CutPrefix(name, replyToQueue+".")
-	if !ok {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.m[token]
-}
-
 // consumeReplyTo makes the channel's reply consumer: basic.consume from
 // amq.rabbitmq.reply-to, which must be no-ack.
 func (ch *channel) consumeReplyTo(tag string, m *amqp.BasicConsume) error {
@@ -345,7 +283,7 @@ func (ch *channel) declareReplyTo(m *amqp.QueueDeclare) (bool, error) {
 	switch {
 	case m.Queue == replyToQueue:
 	case isReplyName(m.Queue):
-		if ch.c.s.replies.lookup(m.Queue) == nil {
+		if !ch.c.s.replyLives(m.Queue) {
 			return true, amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", m.Queue, ch.c.vhost.Name())
 		}
 	default:

@@ -134,8 +134,9 @@ func (ch *channel) completePublish() error {
 	// Through the default exchange, a rewritten reply_to name (as the
 	// routing key or in CC/BCC) reaches its reply consumer directly.
 	var replies []*consumer
+	var remote []string
 	if pub.Exchange == "" {
-		replies = ch.c.s.replies.route(ch.keyBuf)
+		replies, remote = ch.c.s.replies.route(ch.keyBuf)
 	}
 	var err error
 	ch.routeBuf, err = ch.c.vhost.Route(pub.Exchange, ch.keyBuf, headers, ch.routeBuf[:0])
@@ -153,22 +154,27 @@ func (ch *channel) completePublish() error {
 	}
 
 	if ch.txMode {
-		err := ch.txBufferPublish(pub, msg, ch.routeBuf, replies)
+		err := ch.txBufferPublish(pub, msg, ch.routeBuf, replies, remote)
 		clear(ch.routeBuf)
 		return withMethodErr(err, pub)
 	}
-	ch.deliverRouted(pub, msg, ch.routeBuf, replies)
+	ch.deliverRouted(pub, msg, ch.routeBuf, replies, remote)
 	return nil
 }
 
 // deliverRouted hands msg to the queues and direct reply-to consumers it
-// was routed to, or returns it when it is mandatory and routed nowhere.
-// It clears qs. A reply counts as stored once handed to its consumer.
-func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies []*consumer) {
+// was routed to (remote: reply names of other nodes' consumers, relayed
+// there now), or returns it when it is mandatory and routed nowhere. It
+// clears qs. A reply counts as stored once handed to its consumer.
+func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies []*consumer, remote []string) {
+	took := len(replies)
+	if len(remote) > 0 {
+		took += ch.c.s.relayReplies(remote, msg)
+	}
 	for _, k := range replies {
 		k.Deliver(queue.Delivery{Message: msg})
 	}
-	if len(qs) == 0 && len(replies) > 0 {
+	if len(qs) == 0 && took > 0 {
 		ch.c.stats.add(cRouted, 1)
 		if ch.confirmMode {
 			ch.confirms.publish(0)

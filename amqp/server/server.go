@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
@@ -64,7 +65,8 @@ type Server struct {
 	suspended bool // maintenance mode: new connections are refused (suspend.go)
 	wg        sync.WaitGroup
 
-	replies replyRegistry // direct reply-to consumers (channel_methods.go)
+	replies replyRegistry // direct reply-to consumers (replyto.go)
+	relay   atomic.Pointer[ReplyRelay]
 
 	// For Counters (counters.go), under mu: connections opened and
 	// closed, and the counts of the closed ones.
@@ -99,13 +101,15 @@ func New(cfg Config, b *broker.Broker, log *slog.Logger) *Server {
 	if cfg.ClusterName == "" {
 		cfg.ClusterName = def.ClusterName
 	}
-	return &Server{
+	s := &Server{
 		cfg:       cfg,
 		broker:    b,
 		log:       log,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 	}
+	s.replies.setNode(b.NodeID())
+	return s
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.

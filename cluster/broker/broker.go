@@ -564,6 +564,9 @@ func (b *Broker) Alarms() *alarm.Set { return b.alarms }
 // (alarm.Set.Blocking). Publishing connections wait on it.
 func (b *Broker) Blocking() (reason string, changed <-chan struct{}) { return b.alarms.Blocking() }
 
+// NodeID is this node's name (a standalone node's is DefaultNodeID).
+func (b *Broker) NodeID() string { return b.cfg.NodeID }
+
 // MemoryAlarm reports whether this node's memory alarm is on.
 func (b *Broker) MemoryAlarm() bool { return b.memory.On() }
 

@@ -25,7 +25,10 @@ type Server struct {
 	// asleep reports whether this node's member of a queue is closed
 	// while its group is idle (SetAsleep); lookup opens it again.
 	asleep atomic.Pointer[func(queueID string) bool]
-	log    *slog.Logger
+	// replies takes direct reply-to replies for this node's requesters
+	// (SetReplies, reply.go).
+	replies atomic.Pointer[Replies]
+	log     *slog.Logger
 
 	mu   sync.Mutex
 	held map[string]*heldSet

@@ -142,6 +142,8 @@ func Start(cfg Config) (*Node, error) {
 	// the deletion reaches it (broker/access.go).
 	b.OnRevoke(func(r broker.Revocation) { n.server.CloseConnections(r.User, r.Vhost, r.Reason) })
 	if cn != nil {
+		n.server.SetReplyRelay(cn)               // replyto.go
+		cn.fwd.SetReplies(n.server.DeliverReply) // replies for this node's requesters
 		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
 		b.OnDrainChange(cn.drainChanged) // drain.go
 		n.startMaintenance()             // drain.go

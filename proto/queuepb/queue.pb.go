@@ -1608,6 +1608,103 @@ func (*ReconfigureReply) Descriptor() ([]byte, []int) {
 	return file_queuepb_queue_proto_rawDescGZIP(), []int{23}
 }
 
+type ReplyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Message       *Message               `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplyRequest) Reset() {
+	*x = ReplyRequest{}
+	mi := &file_queuepb_queue_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplyRequest) ProtoMessage() {}
+
+func (x *ReplyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_queuepb_queue_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplyRequest.ProtoReflect.Descriptor instead.
+func (*ReplyRequest) Descriptor() ([]byte, []int) {
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ReplyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReplyRequest) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+type ReplyReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// found: the reply consumer lives (and took the message, if one came).
+	Found         bool `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplyReply) Reset() {
+	*x = ReplyReply{}
+	mi := &file_queuepb_queue_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplyReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplyReply) ProtoMessage() {}
+
+func (x *ReplyReply) ProtoReflect() protoreflect.Message {
+	mi := &file_queuepb_queue_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplyReply.ProtoReflect.Descriptor instead.
+func (*ReplyReply) Descriptor() ([]byte, []int) {
+	return file_queuepb_queue_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ReplyReply) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
 var File_queuepb_queue_proto protoreflect.FileDescriptor
 
 const file_queuepb_queue_proto_rawDesc = "" +
@@ -1719,7 +1816,13 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\x12ReconfigureRequest\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x1c\n" +
 	"\targuments\x18\x02 \x01(\fR\targuments\"\x12\n" +
-	"\x10ReconfigureReply*\x9d\x01\n" +
+	"\x10ReconfigureReply\"S\n" +
+	"\fReplyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
+	"\amessage\x18\x02 \x01(\v2\x15.warren.queue.MessageR\amessage\"\"\n" +
+	"\n" +
+	"ReplyReply\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found*\x9d\x01\n" +
 	"\x06Reason\x12\x12\n" +
 	"\x0eREASON_UNKNOWN\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -1737,7 +1840,7 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\x06SETTLE\x10\x00\x12\v\n" +
 	"\aREQUEUE\x10\x01\x12\v\n" +
 	"\aDISCARD\x10\x02\x12\x11\n" +
-	"\rDEAD_LETTERED\x10\x032\xa7\x04\n" +
+	"\rDEAD_LETTERED\x10\x032\xe6\x04\n" +
 	"\aForward\x12@\n" +
 	"\x06Leader\x12\x1b.warren.queue.LeaderRequest\x1a\x19.warren.queue.LeaderReply\x12G\n" +
 	"\aPublish\x12\x1c.warren.queue.PublishRequest\x1a\x1a.warren.queue.PublishReply(\x010\x01\x12G\n" +
@@ -1746,7 +1849,8 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"\x03Get\x12\x18.warren.queue.GetRequest\x1a\x16.warren.queue.GetReply\x12=\n" +
 	"\x05Purge\x12\x1a.warren.queue.PurgeRequest\x1a\x18.warren.queue.PurgeReply\x12=\n" +
 	"\x05Stats\x12\x1a.warren.queue.StatsRequest\x1a\x18.warren.queue.StatsReply\x12O\n" +
-	"\vReconfigure\x12 .warren.queue.ReconfigureRequest\x1a\x1e.warren.queue.ReconfigureReplyB*Z(github.com/warrenmq/warren/proto/queuepbb\x06proto3"
+	"\vReconfigure\x12 .warren.queue.ReconfigureRequest\x1a\x1e.warren.queue.ReconfigureReply\x12=\n" +
+	"\x05Reply\x12\x1a.warren.queue.ReplyRequest\x1a\x18.warren.queue.ReplyReplyB*Z(github.com/warrenmq/warren/proto/queuepbb\x06proto3"
 
 var (
 	file_queuepb_queue_proto_rawDescOnce sync.Once
@@ -1761,7 +1865,7 @@ func file_queuepb_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_queuepb_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_queuepb_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_queuepb_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_queuepb_queue_proto_goTypes = []any{
 	(Reason)(0),                // 0: warren.queue.Reason
 	(SettleOp)(0),              // 1: warren.queue.SettleOp
@@ -1789,6 +1893,8 @@ var file_queuepb_queue_proto_goTypes = []any{
 	(*StatsReply)(nil),         // 23: warren.queue.StatsReply
 	(*ReconfigureRequest)(nil), // 24: warren.queue.ReconfigureRequest
 	(*ReconfigureReply)(nil),   // 25: warren.queue.ReconfigureReply
+	(*ReplyRequest)(nil),       // 26: warren.queue.ReplyRequest
+	(*ReplyReply)(nil),         // 27: warren.queue.ReplyReply
 }
 var file_queuepb_queue_proto_depIdxs = []int32{
 	0,  // 0: warren.queue.Failure.reason:type_name -> warren.queue.Reason
@@ -1805,27 +1911,30 @@ var file_queuepb_queue_proto_depIdxs = []int32{
 	1,  // 11: warren.queue.OwnedSettlement.op:type_name -> warren.queue.SettleOp
 	1,  // 12: warren.queue.HeldSettlement.op:type_name -> warren.queue.SettleOp
 	12, // 13: warren.queue.GetReply.delivery:type_name -> warren.queue.Delivery
-	3,  // 14: warren.queue.Forward.Leader:input_type -> warren.queue.LeaderRequest
-	6,  // 15: warren.queue.Forward.Publish:input_type -> warren.queue.PublishRequest
-	11, // 16: warren.queue.Forward.Consume:input_type -> warren.queue.ConsumeRequest
-	14, // 17: warren.queue.Forward.Settle:input_type -> warren.queue.SettleRequest
-	18, // 18: warren.queue.Forward.Get:input_type -> warren.queue.GetRequest
-	20, // 19: warren.queue.Forward.Purge:input_type -> warren.queue.PurgeRequest
-	22, // 20: warren.queue.Forward.Stats:input_type -> warren.queue.StatsRequest
-	24, // 21: warren.queue.Forward.Reconfigure:input_type -> warren.queue.ReconfigureRequest
-	4,  // 22: warren.queue.Forward.Leader:output_type -> warren.queue.LeaderReply
-	8,  // 23: warren.queue.Forward.Publish:output_type -> warren.queue.PublishReply
-	13, // 24: warren.queue.Forward.Consume:output_type -> warren.queue.ConsumeReply
-	17, // 25: warren.queue.Forward.Settle:output_type -> warren.queue.SettleReply
-	19, // 26: warren.queue.Forward.Get:output_type -> warren.queue.GetReply
-	21, // 27: warren.queue.Forward.Purge:output_type -> warren.queue.PurgeReply
-	23, // 28: warren.queue.Forward.Stats:output_type -> warren.queue.StatsReply
-	25, // 29: warren.queue.Forward.Reconfigure:output_type -> warren.queue.ReconfigureReply
-	22, // [22:30] is the sub-list for method output_type
-	14, // [14:22] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	5,  // 14: warren.queue.ReplyRequest.message:type_name -> warren.queue.Message
+	3,  // 15: warren.queue.Forward.Leader:input_type -> warren.queue.LeaderRequest
+	6,  // 16: warren.queue.Forward.Publish:input_type -> warren.queue.PublishRequest
+	11, // 17: warren.queue.Forward.Consume:input_type -> warren.queue.ConsumeRequest
+	14, // 18: warren.queue.Forward.Settle:input_type -> warren.queue.SettleRequest
+	18, // 19: warren.queue.Forward.Get:input_type -> warren.queue.GetRequest
+	20, // 20: warren.queue.Forward.Purge:input_type -> warren.queue.PurgeRequest
+	22, // 21: warren.queue.Forward.Stats:input_type -> warren.queue.StatsRequest
+	24, // 22: warren.queue.Forward.Reconfigure:input_type -> warren.queue.ReconfigureRequest
+	26, // 23: warren.queue.Forward.Reply:input_type -> warren.queue.ReplyRequest
+	4,  // 24: warren.queue.Forward.Leader:output_type -> warren.queue.LeaderReply
+	8,  // 25: warren.queue.Forward.Publish:output_type -> warren.queue.PublishReply
+	13, // 26: warren.queue.Forward.Consume:output_type -> warren.queue.ConsumeReply
+	17, // 27: warren.queue.Forward.Settle:output_type -> warren.queue.SettleReply
+	19, // 28: warren.queue.Forward.Get:output_type -> warren.queue.GetReply
+	21, // 29: warren.queue.Forward.Purge:output_type -> warren.queue.PurgeReply
+	23, // 30: warren.queue.Forward.Stats:output_type -> warren.queue.StatsReply
+	25, // 31: warren.queue.Forward.Reconfigure:output_type -> warren.queue.ReconfigureReply
+	27, // 32: warren.queue.Forward.Reply:output_type -> warren.queue.ReplyReply
+	24, // [24:33] is the sub-list for method output_type
+	15, // [15:24] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_queuepb_queue_proto_init() }
@@ -1839,7 +1948,7 @@ func file_queuepb_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_queuepb_queue_proto_rawDesc), len(file_queuepb_queue_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

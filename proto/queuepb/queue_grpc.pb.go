@@ -30,6 +30,7 @@ const (
 	Forward_Purge_FullMethodName       = "/warren.queue.Forward/Purge"
 	Forward_Stats_FullMethodName       = "/warren.queue.Forward/Stats"
 	Forward_Reconfigure_FullMethodName = "/warren.queue.Forward/Reconfigure"
+	Forward_Reply_FullMethodName       = "/warren.queue.Forward/Reply"
 )
 
 // ForwardClient is the client API for Forward service.
@@ -58,6 +59,10 @@ type ForwardClient interface {
 	// x-arguments (after a policy change); the member commits them to its
 	// log. UNIMPLEMENTED if the member cannot change its configuration.
 	Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureReply, error)
+	// Reply hands a direct reply-to reply to the reply consumer that name
+	// (amq.rabbitmq.reply-to.TOKEN) names on the answering node, or, without
+	// a message, asks whether that consumer lives.
+	Reply(ctx context.Context, in *ReplyRequest, opts ...grpc.CallOption) (*ReplyReply, error)
 }
 
 type forwardClient struct {
@@ -154,6 +159,16 @@ func (c *forwardClient) Reconfigure(ctx context.Context, in *ReconfigureRequest,
 	return out, nil
 }
 
+func (c *forwardClient) Reply(ctx context.Context, in *ReplyRequest, opts ...grpc.CallOption) (*ReplyReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplyReply)
+	err := c.cc.Invoke(ctx, Forward_Reply_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ForwardServer is the server API for Forward service.
 // All implementations must embed UnimplementedForwardServer
 // for forward compatibility.
@@ -180,6 +195,10 @@ type ForwardServer interface {
 	// x-arguments (after a policy change); the member commits them to its
 	// log. UNIMPLEMENTED if the member cannot change its configuration.
 	Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureReply, error)
+	// Reply hands a direct reply-to reply to the reply consumer that name
+	// (amq.rabbitmq.reply-to.TOKEN) names on the answering node, or, without
+	// a message, asks whether that consumer lives.
+	Reply(context.Context, *ReplyRequest) (*ReplyReply, error)
 	mustEmbedUnimplementedForwardServer()
 }
 
@@ -213,6 +232,9 @@ func (UnimplementedForwardServer) Stats(context.Context, *StatsRequest) (*StatsR
 }
 func (UnimplementedForwardServer) Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureReply, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Reconfigure not implemented")
+}
+func (UnimplementedForwardServer) Reply(context.Context, *ReplyRequest) (*ReplyReply, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Reply not implemented")
 }
 func (UnimplementedForwardServer) mustEmbedUnimplementedForwardServer() {}
 func (UnimplementedForwardServer) testEmbeddedByValue()                 {}
@@ -357,6 +379,24 @@ func _Forward_Reconfigure_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Forward_Reply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ForwardServer).Reply(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Forward_Reply_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ForwardServer).Reply(ctx, req.(*ReplyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Forward_ServiceDesc is the grpc.ServiceDesc for Forward service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -387,6 +427,10 @@ var Forward_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reconfigure",
 			Handler:    _Forward_Reconfigure_Handler,
+		},
+		{
+			MethodName: "Reply",
+			Handler:    _Forward_Reply_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

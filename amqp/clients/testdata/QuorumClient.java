@@ -6,7 +6,8 @@
 // nack from a full queue with x-overflow reject-publish), a single active
 // consumer that hands over when cancelled, prefetch, returns of unroutable
 // mandatory publishes, channel-level refusals with their reply codes,
-// the consumer cancel notification; then, if a third URI is given, the
+// the consumer cancel notification, RpcClient over direct reply-to across
+// nodes; then, if a third URI is given, the
 // client's automatic recovery: a consumer connects to either of the second
 // and third URIs' nodes (the client shuffles its addresses), the program
 // prints RECOVER and the port it is connected to and waits for a line on
@@ -178,6 +179,33 @@ public class QuorumClient {
         AMQP.Queue.DeleteOk del = pub.queueDelete(sac);
         check(waitFor(10_000, () -> second.cancelled.get() != null), "the consumer was cancelled when its queue was deleted");
         pub.queueDelete(full);
+
+        // RPC by direct reply-to (RpcClient), the server on the publishing
+        // node, the client on the consuming one.
+        String rpcQueue = prefix + ".rpc";
+        Channel serverCh = pubConn.createChannel();
+        serverCh.queueDeclare(rpcQueue, true, false, false, quorum());
+        StringRpcServer rpcServer = new StringRpcServer(serverCh, rpcQueue) {
+            @Override
+            public String handleStringCall(String request) {
+                return request + "/pong";
+            }
+        };
+        Thread serving = new Thread(() -> {
+            try {
+                rpcServer.mainloop();
+            } catch (Exception e) {
+                // terminated below
+            }
+        });
+        serving.setDaemon(true);
+        serving.start();
+        RpcClient rpc = new RpcClient(conConn.createChannel(), "", rpcQueue, "amq.rabbitmq.reply-to", 10_000);
+        check(rpc.stringCall("ping").equals("ping/pong"), "RpcClient over direct reply-to, client and server on different nodes");
+        check(rpc.stringCall("again").equals("again/pong"), "and a second call");
+        rpc.close();
+        rpcServer.terminateMainloop();
+        pub.queueDelete(rpcQueue);
         conConn.close();
 
         if (argv.length > 3) {

@@ -5,8 +5,9 @@ crosses the cluster; checks what a RabbitMQ application relies on: topic
 routing into a quorum queue, publisher confirms, mandatory returns,
 header and property round trips, prefetch, redelivery with
 x-delivery-count, the delivery limit dead-lettering with x-death, the
-reply codes of refused declarations, and the consumer cancel notification
-when the queue is deleted. Exits 1 at the first check that fails.
+reply codes of refused declarations, the consumer cancel notification
+when the queue is deleted, and RPC by direct reply-to with the requester
+and the responder on different nodes. Exits 1 at the first check that fails.
 
 usage: pika_quorum.py PUBLISH_URL CONSUME_URL PREFIX
 """
@@ -197,6 +198,31 @@ def main():
     while not cancelled and time.time() < deadline:
         con_conn.process_data_events(time_limit=0.05)
     check(cancelled == [tag], "the consumer was cancelled by the broker")
+
+    # RPC by direct reply-to, requester and responder on different nodes.
+    rpc_q = prefix + ".rpc"
+    pub.queue_declare(rpc_q, durable=True, arguments={"x-queue-type": "quorum"})
+    answers = []
+    req = con_conn.channel()
+    req.basic_consume("amq.rabbitmq.reply-to",
+                      lambda ch, m, p, b: answers.append((p.correlation_id, b)), auto_ack=True)
+    req.basic_publish("", rpc_q, b"2+2",
+                      pika.BasicProperties(reply_to="amq.rabbitmq.reply-to", correlation_id="q1"))
+    method, props, body = None, None, None
+    deadline = time.time() + 10
+    while method is None and time.time() < deadline:
+        method, props, body = pub.basic_get(rpc_q, auto_ack=True)
+        if method is None:
+            time.sleep(0.05)
+    check(body == b"2+2" and props.reply_to.startswith("amq.rabbitmq.reply-to."),
+          "the request arrived with its reply_to rewritten")
+    pub.basic_publish("", props.reply_to, b"4", pika.BasicProperties(correlation_id=props.correlation_id),
+                      mandatory=True)
+    deadline = time.time() + 10
+    while not answers and time.time() < deadline:
+        con_conn.process_data_events(time_limit=0.05)
+    check(answers == [("q1", b"4")], "the reply reached the requester on the other node: %r" % answers)
+    pub.queue_delete(rpc_q)
 
     pub_conn.channel().queue_delete(dead)
     pub_conn.close()
