@@ -126,15 +126,7 @@ func TestMemoryAlarmCountsTheNodesMemory(t *testing.T) {
 	if err := n.SetWatermark(alarm.Memory, "0.4"); err != nil {
 		t.Fatal(err)
 	}
-	expectBlocking(t, blocked, false, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if ok, err := dc.WaitContext(ctx); !ok || err != nil {
-		t.Fatalf("held publish: ack %v, %v", ok, err)
-	}
-	if msg, ok, err := consumer.Get("mem", true); err != nil || !ok || string(msg.Body) != "held" {
-		t.Fatalf("get after the alarm: %q %v %v", msg.Body, ok, err)
-	}
+	expectHeldPublishThrough(t, blocked, dc, consumer, "mem")
 }
 
 // TestDiskAlarmBlocksPublishers starts a node whose disk free limit is
@@ -175,13 +167,20 @@ func TestDiskAlarmBlocksPublishers(t *testing.T) {
 	if err := n.SetWatermark(alarm.Disk, "50MB"); err != nil {
 		t.Fatal(err)
 	}
+	expectHeldPublishThrough(t, blocked, dc, consumer, "disk")
+}
+
+// expectHeldPublishThrough checks the end of an alarm: the publisher is
+// unblocked, its held publish confirmed, and the message in queue.
+func expectHeldPublishThrough(t *testing.T, blocked <-chan amqp091.Blocking, dc *amqp091.DeferredConfirmation, consumer *amqp091.Channel, queue string) {
+	t.Helper()
 	expectBlocking(t, blocked, false, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if ok, err := dc.WaitContext(ctx); !ok || err != nil {
 		t.Fatalf("held publish: ack %v, %v", ok, err)
 	}
-	if msg, ok, err := consumer.Get("disk", true); err != nil || !ok || string(msg.Body) != "held" {
+	if msg, ok, err := consumer.Get(queue, true); err != nil || !ok || string(msg.Body) != "held" {
 		t.Fatalf("get after the alarm: %q %v %v", msg.Body, ok, err)
 	}
 }

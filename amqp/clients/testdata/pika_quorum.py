@@ -28,6 +28,17 @@ def check(ok, what):
     print("ok:", what, flush=True)
 
 
+def get_one(ch, queue, timeout=10):
+    """basic.get until a message comes (or timeout): its properties and body."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        method, props, body = ch.basic_get(queue, auto_ack=True)
+        if method is not None:
+            return props, body
+        time.sleep(0.05)
+    return None, None
+
+
 def main():
     pub_url, con_url, prefix = sys.argv[1:4]
     exchange, dlx = prefix + ".orders", prefix + ".orders.dlx"
@@ -155,12 +166,7 @@ def main():
     check(seen == [(False, None, None), (True, None, 1), (True, 1, 2), (True, 2, 3)],
           "nacked once, rejected three times: redelivered, x-delivery-count and x-acquired-count %r" % seen)
 
-    method, props, body = None, None, None
-    deadline = time.time() + 10
-    while method is None and time.time() < deadline:
-        method, props, body = con.basic_get(dead, auto_ack=True)
-        if method is None:
-            time.sleep(0.05)
+    props, body = get_one(con, dead)
     check(body == b"poison", "dead-lettered into %s" % dead)
     death = (props.headers or {}).get("x-death") or [{}]
     d = death[0]
@@ -208,12 +214,7 @@ def main():
                       lambda ch, m, p, b: answers.append((p.correlation_id, b)), auto_ack=True)
     req.basic_publish("", rpc_q, b"2+2",
                       pika.BasicProperties(reply_to="amq.rabbitmq.reply-to", correlation_id="q1"))
-    method, props, body = None, None, None
-    deadline = time.time() + 10
-    while method is None and time.time() < deadline:
-        method, props, body = pub.basic_get(rpc_q, auto_ack=True)
-        if method is None:
-            time.sleep(0.05)
+    props, body = get_one(pub, rpc_q)
     check(body == b"2+2" and props.reply_to.startswith("amq.rabbitmq.reply-to."),
           "the request arrived with its reply_to rewritten")
     pub.basic_publish("", props.reply_to, b"4", pika.BasicProperties(correlation_id=props.correlation_id),
