@@ -19,8 +19,10 @@ type confirmTracker struct {
 	next    uint64        // last sequence number handed out
 	queued  bool          // the channel is already on the writer's list
 	// ahead counts the pending publishes already confirmed out of
-	// sequence (sent).
-	ahead int
+	// sequence (sent); ready those stored by every queue and not yet
+	// confirmed, so that appendConfirms looks past the head of the
+	// sequence only when one of them is there.
+	ahead, ready int
 }
 
 type pendingConf struct {
@@ -40,6 +42,9 @@ func (t *confirmTracker) publish(n int) uint64 {
 		t.base = t.next
 	}
 	t.pending = append(t.pending, pendingConf{remaining: int32(n)})
+	if n <= 0 {
+		t.ready++ // routed nowhere: nothing to wait for
+	}
 	return t.next
 }
 
@@ -56,6 +61,9 @@ func (t *confirmTracker) complete(seq uint64, ok bool) bool {
 		p.nack = true
 	}
 	p.remaining--
+	if p.remaining == 0 {
+		t.ready++
+	}
 	if p.remaining > 0 || t.queued {
 		return false
 	}
@@ -92,19 +100,22 @@ func (t *confirmTracker) appendConfirms(items []outItem, channel uint16, stats *
 		items = t.appendConfirm(items, channel, stats, last, unsent)
 		i = last + 1
 	}
-	for k := done + 1; k < len(t.pending); k++ {
+	for _, p := range t.pending[:done] {
+		if p.sent {
+			t.ahead--
+		} else {
+			t.ready--
+		}
+	}
+	for k := done + 1; t.ready > 0 && k < len(t.pending); k++ {
 		if p := &t.pending[k]; p.remaining <= 0 && !p.sent {
 			items = t.appendConfirm(items, channel, stats, k, 1)
 			p.sent = true
 			t.ahead++
+			t.ready--
 		}
 	}
 	if done > 0 {
-		for _, p := range t.pending[:done] {
-			if p.sent {
-				t.ahead--
-			}
-		}
 		t.base += uint64(done)
 		n := copy(t.pending, t.pending[done:])
 		t.pending = t.pending[:n]
@@ -136,7 +147,7 @@ func (t *confirmTracker) unconfirmed() int {
 func (t *confirmTracker) reset() {
 	t.mu.Lock()
 	t.pending = nil
-	t.ahead = 0
+	t.ahead, t.ready = 0, 0
 	t.base = t.next + 1
 	t.mu.Unlock()
 }

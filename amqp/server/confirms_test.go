@@ -88,3 +88,24 @@ func TestConfirmsOutOfSequence(t *testing.T) {
 		t.Errorf("in sequence: %q", got)
 	}
 }
+
+// BenchmarkConfirmsInSequence: a window of 256 publishes to one queue, each
+// stored in order and flushed as it completes, as a publisher with confirms
+// at full speed keeps its channel.
+func BenchmarkConfirmsInSequence(b *testing.B) {
+	var tr confirmTracker
+	var stats counters
+	const window = 256
+	for range window {
+		tr.publish(1)
+	}
+	items := make([]outItem, 0, 4)
+	seq := uint64(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.complete(seq, true)
+		items = tr.appendConfirms(items[:0], 1, &stats)
+		tr.publish(1)
+		seq++
+	}
+}
