@@ -20,12 +20,7 @@ func SeedSnapshot(dir, nodeID, addr string, snap *metadata.Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("meta: open snapshots: %w", err)
 	}
-	data, err := json.Marshal(persisted{
-		Version: snapshotVersion, Index: 1,
-		Vhosts: snap.Vhosts, Users: snap.Users, Permissions: snap.Permissions,
-		Exchanges: snap.Exchanges, Bindings: snap.Bindings, Queues: snap.Queues,
-		Policies: snap.Policies, Nodes: snap.Nodes,
-	})
+	data, err := json.Marshal(persistedOf(snap, 1))
 	if err != nil {
 		return fmt.Errorf("meta: encode the seed: %w", err)
 	}

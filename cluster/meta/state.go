@@ -305,15 +305,20 @@ type persistedProposal struct {
 	Exists bool   `json:"exists,omitempty"`
 }
 
-func (s *state) marshal() ([]byte, error) {
-	snap := s.snapshot()
-	p := persisted{
-		Version: snapshotVersion, Index: s.index,
+// persistedOf is snap as a snapshot at index holds it, without the
+// recent proposals.
+func persistedOf(snap *metadata.Snapshot, index uint64) persisted {
+	return persisted{
+		Version: snapshotVersion, Index: index,
 		Vhosts: snap.Vhosts, Users: snap.Users, Permissions: snap.Permissions,
 		Exchanges: snap.Exchanges, Bindings: snap.Bindings, Queues: snap.Queues,
 		Policies: snap.Policies, Nodes: snap.Nodes,
-		Recent: make([]persistedProposal, len(s.recent)),
 	}
+}
+
+func (s *state) marshal() ([]byte, error) {
+	p := persistedOf(s.snapshot(), s.index)
+	p.Recent = make([]persistedProposal, len(s.recent))
 	for i, id := range s.recent {
 		p.Recent[i] = persistedProposal{ID: id, Exists: s.seen[id]}
 	}
