@@ -98,8 +98,7 @@ func (s *Server) replyLives(name string) bool {
 // replyRegistry maps the IDs of rewritten reply_to names to the live
 // reply consumers of this node's channels.
 type replyRegistry struct {
-	once sync.Once
-	tag  string // this node's name as reply names carry it (nodeTag)
+	tag string // this node's name as reply names carry it (nodeTag), set by New
 
 	mu sync.Mutex
 	m  map[string]*consumer
@@ -108,11 +107,6 @@ type replyRegistry struct {
 // nodeTag is how a reply name carries a node's name: in base64url, which
 // has no dot.
 func nodeTag(node string) string { return base64.RawURLEncoding.EncodeToString([]byte(node)) }
-
-// setNode names this node in the reply names it hands out from now on.
-func (r *replyRegistry) setNode(node string) {
-	r.once.Do(func() { r.tag = nodeTag(node) })
-}
 
 func (r *replyRegistry) add(k *consumer) {
 	var id [18]byte

@@ -101,15 +101,14 @@ func New(cfg Config, b *broker.Broker, log *slog.Logger) *Server {
 	if cfg.ClusterName == "" {
 		cfg.ClusterName = def.ClusterName
 	}
-	s := &Server{
+	return &Server{
 		cfg:       cfg,
 		broker:    b,
 		log:       log,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
+		replies:   replyRegistry{tag: nodeTag(b.NodeID())},
 	}
-	s.replies.setNode(b.NodeID())
-	return s
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
