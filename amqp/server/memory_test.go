@@ -96,37 +96,19 @@ func TestMemoryAlarmCountsTheNodesMemory(t *testing.T) {
 		t.Fatalf("memory used %d, message bytes held %d: want the process's memory (MiBs), none held", used, n.Broker().MemoryHeld())
 	}
 
-	consumer := openChannel(t, n.dial(t))
-	if _, err := consumer.QueueDeclare("mem", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
-		t.Fatal(err)
-	}
-	pubConn := n.dial(t)
-	blocked := pubConn.NotifyBlocked(make(chan amqp091.Blocking, 4))
-	pub := openChannel(t, pubConn)
-	if err := pub.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
+	a := newAlarmClients(t, n, "mem")
 	if err := n.SetWatermark(alarm.Memory, "1MB"); err != nil {
 		t.Fatal(err)
 	}
 	if !n.Broker().MemoryAlarm() {
 		t.Fatalf("no memory alarm at a watermark of 1 MB, using %d bytes", n.Broker().MemoryUsed())
 	}
-	dc, err := pub.PublishWithDeferredConfirm("", "mem", false, false, amqp091.Publishing{Body: []byte("held")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	expectBlocking(t, blocked, true, "low on memory")
-	select {
-	case <-dc.Done():
-		t.Fatal("a publish was confirmed during the memory alarm")
-	case <-time.After(300 * time.Millisecond):
-	}
+	a.publishHeld("low on memory")
 
 	if err := n.SetWatermark(alarm.Memory, "0.4"); err != nil {
 		t.Fatal(err)
 	}
-	expectHeldPublishThrough(t, blocked, dc, consumer, "mem")
+	a.expectThrough()
 }
 
 // TestDiskAlarmBlocksPublishers starts a node whose disk free limit is
@@ -140,48 +122,74 @@ func TestDiskAlarmBlocksPublishers(t *testing.T) {
 		t.Fatalf("free space %d", free)
 	}
 
-	consumer := openChannel(t, n.dial(t))
-	if _, err := consumer.QueueDeclare("disk", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
-		t.Fatal(err)
-	}
-	pubConn := n.dial(t)
-	blocked := pubConn.NotifyBlocked(make(chan amqp091.Blocking, 4))
-	pub := openChannel(t, pubConn)
-	if err := pub.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	dc, err := pub.PublishWithDeferredConfirm("", "disk", false, false, amqp091.Publishing{Body: []byte("held")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	expectBlocking(t, blocked, true, "low on disk")
-	select {
-	case <-dc.Done():
-		t.Fatal("a publish was confirmed during the disk alarm")
-	case <-time.After(300 * time.Millisecond):
-	}
-	if q, err := consumer.QueueDeclarePassive("disk", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil || q.Messages != 0 {
+	a := newAlarmClients(t, n, "disk")
+	a.publishHeld("low on disk")
+	if q, err := a.consumer.QueueDeclarePassive("disk", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil || q.Messages != 0 {
 		t.Fatalf("during the alarm: queue %+v, %v (the consumer's connection must be served, the queue empty)", q, err)
 	}
 
 	if err := n.SetWatermark(alarm.Disk, "50MB"); err != nil {
 		t.Fatal(err)
 	}
-	expectHeldPublishThrough(t, blocked, dc, consumer, "disk")
+	a.expectThrough()
 }
 
-// expectHeldPublishThrough checks the end of an alarm: the publisher is
-// unblocked, its held publish confirmed, and the message in queue.
-func expectHeldPublishThrough(t *testing.T, blocked <-chan amqp091.Blocking, dc *amqp091.DeferredConfirmation, consumer *amqp091.Channel, queue string) {
+// alarmClients are what the alarm tests drive, each on its own
+// connection: a consumer's channel and a publisher's with confirms, and
+// the quorum queue they share.
+type alarmClients struct {
+	t        *testing.T
+	queue    string
+	consumer *amqp091.Channel
+	pub      *amqp091.Channel
+	blocked  chan amqp091.Blocking
+	held     *amqp091.DeferredConfirmation
+}
+
+func newAlarmClients(t *testing.T, n *testNode, queue string) *alarmClients {
 	t.Helper()
-	expectBlocking(t, blocked, false, "")
+	a := &alarmClients{t: t, queue: queue, consumer: openChannel(t, n.dial(t))}
+	if _, err := a.consumer.QueueDeclare(queue, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	pubConn := n.dial(t)
+	a.blocked = pubConn.NotifyBlocked(make(chan amqp091.Blocking, 4))
+	a.pub = openChannel(t, pubConn)
+	if err := a.pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// publishHeld publishes during an alarm: the publisher is told it is
+// blocked for reason, and the publish is not confirmed.
+func (a *alarmClients) publishHeld(reason string) {
+	a.t.Helper()
+	dc, err := a.pub.PublishWithDeferredConfirm("", a.queue, false, false, amqp091.Publishing{Body: []byte("held")})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.held = dc
+	expectBlocking(a.t, a.blocked, true, reason)
+	select {
+	case <-dc.Done():
+		a.t.Fatalf("a publish was confirmed during the alarm (%s)", reason)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// expectThrough checks the end of an alarm: the publisher is unblocked,
+// its held publish confirmed, and the message in the queue.
+func (a *alarmClients) expectThrough() {
+	a.t.Helper()
+	expectBlocking(a.t, a.blocked, false, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if ok, err := dc.WaitContext(ctx); !ok || err != nil {
-		t.Fatalf("held publish: ack %v, %v", ok, err)
+	if ok, err := a.held.WaitContext(ctx); !ok || err != nil {
+		a.t.Fatalf("held publish: ack %v, %v", ok, err)
 	}
-	if msg, ok, err := consumer.Get(queue, true); err != nil || !ok || string(msg.Body) != "held" {
-		t.Fatalf("get after the alarm: %q %v %v", msg.Body, ok, err)
+	if msg, ok, err := a.consumer.Get(a.queue, true); err != nil || !ok || string(msg.Body) != "held" {
+		a.t.Fatalf("get after the alarm: %q %v %v", msg.Body, ok, err)
 	}
 }
 
