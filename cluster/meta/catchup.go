@@ -152,7 +152,28 @@ func (s *Store) MayBeStale() bool {
 	if time.Since(s.raft.LastContact()) > s.staleAfter() {
 		return true
 	}
-	return s.unappliedChanges()
+	return s.handedUnapplied() || s.unappliedChanges()
+}
+
+// handedUnapplied reports whether raft has handed the FSM a command that
+// it has not applied yet: raft counts an entry applied once handed over,
+// so unappliedChanges, which looks past raft's applied index, misses it
+// (a queue declared through another node was unroutable here for that
+// moment). Only the last few entries are looked at: barriers, which the
+// FSM never sees, can pile up above its index, and any command handed
+// over this moment is among the last.
+func (s *Store) handedUnapplied() bool {
+	applied := s.fsm.applied.Load()
+	var l raft.Log
+	for i, n := s.raft.AppliedIndex(), 0; i > applied && n < 16; i, n = i-1, n+1 {
+		if err := s.logs.GetLog(i, &l); err != nil {
+			return true
+		}
+		if l.Type == raft.LogCommand {
+			return true
+		}
+	}
+	return false
 }
 
 // unappliedChanges reports whether this follower holds a change (a

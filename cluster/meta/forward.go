@@ -55,6 +55,7 @@ func (s *Store) applyLocal(ctx context.Context, data []byte) error {
 		return err
 	}
 	s.noticeCommit()
+	s.awaitFollowers(ctx, f.Index())
 	r, ok := f.Response().(result)
 	if !ok {
 		return fmt.Errorf("meta: unexpected apply response %T", f.Response())

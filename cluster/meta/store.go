@@ -66,6 +66,11 @@ type Store struct {
 	notice      chan struct{}
 	noticesDone chan struct{}
 
+	// lag holds the followers a wait for an entry gave up on, with that
+	// entry's index (awaitFollowers).
+	lagMu sync.Mutex
+	lag   map[raft.ServerAddress]uint64
+
 	// caughtUp is set by the first CatchUp that succeeds: until then the
 	// state is what this node held when it stopped, and MayBeStale says so.
 	caughtUp atomic.Bool
@@ -122,6 +127,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("meta: %w", err)
 	}
 	s := &Store{
+		lag:          make(map[raft.ServerAddress]uint64),
 		cfg:          cfg,
 		log:          cfg.Log.With("component", "meta"),
 		origin:       randomID(8),
@@ -152,6 +158,9 @@ func Open(cfg Config) (*Store, error) {
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, cfg.HeartbeatTimeout)
 	rc.CommitTimeout = cfg.CommitTimeout
+	if t, ok := cfg.Transport.(ackTracker); ok {
+		t.TrackAcks() // awaitFollowers
+	}
 	s.raft, err = raft.NewRaft(rc, s.fsm, logs, logs, s.snaps, cfg.Transport)
 	if err != nil {
 		logs.Close()

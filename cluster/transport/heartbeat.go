@@ -125,7 +125,11 @@ func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntrie
 				return t.fail("AppendEntries", target, r.err)
 			}
 			t.heartbeatAnswered(target)
-			return appendRespFromPB(r.resp, resp)
+			if err := appendRespFromPB(r.resp, resp); err != nil {
+				return err
+			}
+			t.acked(target, args, resp)
+			return nil
 		case <-hurry:
 			// The lingering batch still carries it: a second heartbeat
 			// of the same term is harmless, and its answer goes unread.

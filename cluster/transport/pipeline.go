@@ -167,6 +167,9 @@ func (p *pipeline) receive(stream raftpb.Raft_AppendEntriesPipelineClient, cance
 					failed = p.t.failReplication("AppendEntriesPipeline", p.target, err)
 				} else {
 					f.err = appendRespFromPB(out, f.resp)
+					if f.err == nil {
+						p.t.acked(p.target, f.args, f.resp)
+					}
 					p.checkIdle(f)
 				}
 			}

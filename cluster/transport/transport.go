@@ -41,6 +41,9 @@ type Transport struct {
 	cancelStopWaiting context.CancelFunc
 	// pipelineIdle is SetPipelineIdle's function, or nil.
 	pipelineIdle atomic.Pointer[func(lastAcked uint64)]
+	// tracking and acks record followers' acknowledgements (acks.go).
+	tracking atomic.Bool
+	acks     ackTable
 	// laggards are the followers a replication call failed to reach
 	// since their last answered heartbeat (failReplication).
 	laggards sync.Map // raft.ServerAddress → struct{}
@@ -184,7 +187,11 @@ func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 	if err != nil {
 		return t.failReplication("AppendEntries", target, err)
 	}
-	return appendRespFromPB(out, resp)
+	if err := appendRespFromPB(out, resp); err != nil {
+		return err
+	}
+	t.acked(target, args, resp)
+	return nil
 }
 
 // RequestVote implements raft.Transport.
