@@ -68,7 +68,7 @@ func (v *Vhost) bindLocked(x *exchange, b *binding, args amqp.Table) error {
 	if _, ok := x.bindings[b.key]; ok {
 		return nil
 	}
-	if rec, durable := bindingRecord(v.name, x, b); durable {
+	if rec, recorded := v.bindingRecord(x, b); recorded {
 		if err := v.persist(metadata.Put(rec)); err != nil {
 			return err
 		}
@@ -182,17 +182,18 @@ func (v *Vhost) UnbindExchange(u *User, d ExchangeBinding) error {
 // change deleting it, if it was durable. v.mu is held.
 func (v *Vhost) unbindLocked(x *exchange, b *binding) (metadata.Change, bool) {
 	x.remove(b)
-	if rec, durable := bindingRecord(v.name, x, b); durable {
+	if rec, recorded := v.bindingRecord(x, b); recorded {
 		return metadata.Del(rec), true
 	}
 	return metadata.Change{}, false
 }
 
-// bindingRecord is b's store record; a binding is kept across restarts
-// when both its ends are.
-func bindingRecord(vhost string, x *exchange, b *binding) (metadata.Binding, bool) {
+// bindingRecord is b's store record, and whether the store holds it: on a
+// cluster every binding, for every node to route by; on a standalone
+// node those kept across restarts, where both ends are.
+func (v *Vhost) bindingRecord(x *exchange, b *binding) (metadata.Binding, bool) {
 	rec := metadata.Binding{
-		Vhost:       vhost,
+		Vhost:       v.name,
 		Source:      x.rec.Name,
 		Destination: b.key.destination,
 		Kind:        metadata.ToQueue,
@@ -204,9 +205,9 @@ func bindingRecord(vhost string, x *exchange, b *binding) (metadata.Binding, boo
 	}
 	if b.dest != nil {
 		rec.Kind = metadata.ToExchange
-		return rec, x.rec.Durable && b.dest.rec.Durable
+		return rec, v.b.shared() || (x.rec.Durable && b.dest.rec.Durable)
 	}
-	return rec, x.rec.Durable && b.queue.rec.Durable && b.queue.owner == 0
+	return rec, v.b.shared() || (x.rec.Durable && b.queue.rec.Durable && b.queue.owner == 0)
 }
 
 func (v *Vhost) restoreBinding(rec metadata.Binding) error {

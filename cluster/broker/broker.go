@@ -68,6 +68,12 @@ type Cluster interface {
 	// the transport and peers), wrapped in a router that forwards every
 	// operation to the group's leader.
 	OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Queue, error)
+	// OpenRemote reaches rec, another node's in-memory queue, through
+	// that node (remote.go); name is "vhost/name", for logs.
+	OpenRemote(rec metadata.Queue, name string) (queue.Queue, error)
+	// Boot names this start of the node: in-memory queues' records
+	// carry it, and die with it.
+	Boot() string
 }
 
 // Watchable is a metadata store that other nodes write to as well: the
@@ -220,6 +226,11 @@ type Broker struct {
 
 	// nodes are the drained nodes' records (nodes.go).
 	nodes nodeTable
+	// served are this node's in-memory queues other nodes reach
+	// (remote.go).
+	served servedQueues
+	// stopping is set once the node shuts down (Stopping).
+	stopping atomic.Bool
 	// revoke closes the connections of a deleted user or vhost
 	// (access.go).
 	revoke func(Revocation)
@@ -277,7 +288,10 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 			return nil, err
 		}
 		go b.reconcile() // after restore, which fills the maps unlocked
-		return b, nil    // the node seeds a new cluster (SeedIfEmpty)
+		if cfg.Cluster != nil {
+			go b.dropStale()
+		}
+		return b, nil // the node seeds a new cluster (SeedIfEmpty)
 	}
 	snap, err := store.Load()
 	if err == nil && len(snap.Vhosts) == 0 && len(snap.Users) == 0 {

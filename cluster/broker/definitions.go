@@ -358,6 +358,7 @@ func (b *Broker) ExportDefinitions(product, version string) (*Definitions, error
 	if err != nil {
 		return nil, fmt.Errorf("read the metadata: %w", err)
 	}
+	snap = durableOnly(snap)
 	d := &Definitions{
 		ProductName: product, ProductVersion: version,
 		Users: []DefUser{}, Vhosts: []DefVhost{}, Permissions: []DefPermission{},
@@ -430,4 +431,38 @@ func nonNilStrings(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// durableOnly is snap without what a restart of the cluster loses, as
+// RabbitMQ exports definitions: transient exchanges and queues (which a
+// cluster's metadata holds, remote.go), and the bindings to and from
+// them.
+func durableOnly(snap *metadata.Snapshot) *metadata.Snapshot {
+	out := *snap
+	type key struct{ vhost, name string }
+	exchanges, queues := map[key]bool{}, map[key]bool{}
+	out.Exchanges, out.Queues, out.Bindings = nil, nil, nil
+	for _, x := range snap.Exchanges {
+		if x.Durable {
+			exchanges[key{x.Vhost, x.Name}] = true
+			out.Exchanges = append(out.Exchanges, x)
+		}
+	}
+	for _, q := range snap.Queues {
+		if q.Durable {
+			queues[key{q.Vhost, q.Name}] = true
+			out.Queues = append(out.Queues, q)
+		}
+	}
+	for _, bd := range snap.Bindings {
+		dst := queues
+		if bd.Kind == metadata.ToExchange {
+			dst = exchanges
+		}
+		// The default exchange is never recorded; its bindings neither.
+		if (bd.Source == "" || exchanges[key{bd.Vhost, bd.Source}] || isPredeclared(bd.Source)) && (dst[key{bd.Vhost, bd.Destination}] || bd.Kind == metadata.ToExchange && isPredeclared(bd.Destination)) {
+			out.Bindings = append(out.Bindings, bd)
+		}
+	}
+	return &out
 }

@@ -87,7 +87,7 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 		Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal,
 		Arguments: argBytes,
 	}
-	if rec.Durable {
+	if v.recordsExchange(rec) {
 		if err := v.persist(metadata.Put(rec)); err != nil {
 			return err
 		}
@@ -180,7 +180,7 @@ func (v *Vhost) dropExchangeLocked(x *exchange) []metadata.Change {
 			emptied = append(emptied, src)
 		}
 	}
-	if x.rec.Durable {
+	if v.recordsExchange(x.rec) {
 		changes = append(changes, metadata.Del(x.rec))
 	}
 	for _, src := range emptied {

@@ -243,6 +243,12 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		Created:    time.Now().UnixMilli(),
 	}
 	persist := d.Durable && !d.Exclusive
+	if v.b.shared() {
+		// On a cluster every queue is recorded, for every node to route
+		// to it (remote.go); an in-memory one lives on this node.
+		persist = true
+		rec.Exclusive, rec.Boot = d.Exclusive, v.b.cfg.Cluster.Boot()
+	}
 	if isReplicated(rec, 0) {
 		if placed == nil || placed.Type != typ {
 			// Declared, deleted and declared again between the look
@@ -258,8 +264,13 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		}
 		rec.ID, rec.Members, rec.Leader = newQueueID(), placed.Members, placed.Leader
 	} else if persist {
-		// A durable auto-delete classic queue lives on this node only.
+		// An in-memory queue (a durable auto-delete classic one, and
+		// on a cluster every exclusive and transient one) lives on
+		// this node only.
 		rec.Members, rec.Leader = []string{v.b.cfg.NodeID}, v.b.cfg.NodeID
+		if v.b.shared() {
+			rec.ID = newQueueID()
+		}
 	}
 	if persist {
 		// Committed first: on a cluster the other members start their
@@ -301,6 +312,9 @@ func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) (*Queue, error) {
 	} else {
 		q.pushedVer = q.effVer
 	}
+	if rec.Exclusive && v.b.remote(rec) {
+		q.owner = remoteOwner
+	}
 	engine, err := v.newEngine(q)
 	if err != nil && (pol != nil || op != nil) {
 		// The policies make arguments the queue's rules refuse: run
@@ -316,12 +330,16 @@ func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) (*Queue, error) {
 	}
 	q.engine = engine
 	v.queues[rec.Name] = q
+	v.b.served.add(q)
 	return q, nil
 }
 
 // newEngine picks the queue type's implementation: a Raft group of its own
 // for a quorum queue, memory for a classic one.
 func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
+	if v.b.remote(q.rec) {
+		return v.b.cfg.Cluster.OpenRemote(q.rec, v.name+"/"+q.rec.Name)
+	}
 	// A durable classic queue keeps its messages across restarts in a
 	// one-member Raft group's log, under classic rules.
 	durableClassic := q.rec.Type == QueueTypeClassic && isReplicated(q.rec, q.owner)
@@ -399,8 +417,14 @@ func (v *Vhost) queueTypeHint(d QueueDeclare) string {
 }
 
 func (v *Vhost) restoreQueue(rec metadata.Queue) error {
-	if !isReplicated(rec, 0) && len(rec.Members) > 0 && !slices.Contains(rec.Members, v.b.cfg.NodeID) {
+	if !isReplicated(rec, 0) && len(rec.Members) > 0 && !slices.Contains(rec.Members, v.b.cfg.NodeID) && v.b.cfg.Cluster == nil {
 		return nil // another node's in-memory queue: not reachable from here
+	}
+	if v.b.ownTransient(rec) {
+		// This node's transient queues exist only as declared here: a
+		// record of one from an earlier start is stale (dropStale
+		// removes it), and one of this start is already in the model.
+		return nil
 	}
 	args, err := decodeTable(rec.Arguments)
 	if err != nil {
@@ -593,6 +617,10 @@ func (v *Vhost) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmp
 // could apply no metadata (the subscriber needs the lock), which held up
 // every other new queue's first election.
 func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
+	if v.b.goesWithNode(q) {
+		v.dropQueue(q)
+		return 0, nil
+	}
 	var before queue.Stats
 	if q.rec.Type == QueueTypeQuorum && !ifUnused && !ifEmpty {
 		// delete-ok's count is the leader's, asked before the deletion
@@ -632,7 +660,7 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 		}
 	}
 	var changes []metadata.Change
-	if q.rec.Durable && q.owner == 0 {
+	if q.recorded() {
 		changes = append(changes, metadata.Del(q.rec))
 	}
 	var emptied []*exchange
@@ -651,6 +679,7 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 		return 0, err
 	}
 	delete(v.queues, q.rec.Name)
+	v.b.served.remove(q)
 	v.mu.Unlock()
 	locked = false
 	n, err := q.engine.Delete(ifUnused, ifEmpty)

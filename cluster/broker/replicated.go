@@ -156,7 +156,7 @@ func (v *Vhost) applyQueue(rec metadata.Queue, del bool) {
 		if err := v.restoreQueue(rec); err != nil {
 			v.b.log.Warn("cannot start replicated queue", "vhost", v.name, "queue", rec.Name, "err", err)
 		}
-	case !del && ok:
+	case !del && ok && isReplicated(rec, 0):
 		// The same queue, its record changed: a member was added or
 		// removed (members.go).
 		v.applyMembers(q, rec)
@@ -172,6 +172,7 @@ func (v *Vhost) dropQueue(q *Queue) {
 		return
 	}
 	delete(v.queues, q.rec.Name)
+	v.b.served.remove(q)
 	for b, x := range q.bindings {
 		x.remove(b)
 	}
@@ -212,7 +213,7 @@ func (b *Broker) applyReset(snap *metadata.Snapshot) {
 	for _, v := range vhosts {
 		v.mu.RLock()
 		for _, q := range v.queues {
-			if q.rec.Durable && q.owner == 0 && !slices.ContainsFunc(snap.Queues, func(r metadata.Queue) bool { return r.Vhost == v.name && r.Name == q.rec.Name }) {
+			if q.recorded() && !slices.ContainsFunc(snap.Queues, func(r metadata.Queue) bool { return r.Vhost == v.name && r.Name == q.rec.Name }) {
 				gone = append(gone, metadata.Del(q.rec))
 			}
 		}
@@ -226,11 +227,11 @@ func (b *Broker) applyReset(snap *metadata.Snapshot) {
 			}
 		}
 		for _, x := range v.exchanges {
-			if x.rec.Durable && x.rec.Name != "" && !slices.ContainsFunc(snap.Exchanges, func(r metadata.Exchange) bool { return r.Vhost == v.name && r.Name == x.rec.Name }) && !isPredeclared(x.rec.Name) {
+			if v.recordsExchange(x.rec) && x.rec.Name != "" && !slices.ContainsFunc(snap.Exchanges, func(r metadata.Exchange) bool { return r.Vhost == v.name && r.Name == x.rec.Name }) && !isPredeclared(x.rec.Name) {
 				gone = append(gone, metadata.Del(x.rec))
 			}
 			for _, bd := range x.bindings {
-				if rec, durable := bindingRecord(v.name, x, bd); durable && !slices.ContainsFunc(snap.Bindings, func(r metadata.Binding) bool { return bindingEqual(r, rec) }) {
+				if rec, recorded := v.bindingRecord(x, bd); recorded && !slices.ContainsFunc(snap.Bindings, func(r metadata.Binding) bool { return bindingEqual(r, rec) }) {
 					gone = append(gone, metadata.Del(rec))
 				}
 			}

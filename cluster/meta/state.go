@@ -200,6 +200,13 @@ func (s *state) change(c *metadata.Change) {
 		case kindBinding:
 			delete(s.bindings, k)
 		case kindQueue:
+			// A deletion naming a queue's ID leaves a queue declared
+			// again under the same name alone: a node clearing another
+			// node's stale transient queues (broker/remote.go) must not
+			// take its successor.
+			if cur, ok := s.queues[k]; ok && c.Queue.ID != "" && cur.ID != "" && cur.ID != c.Queue.ID {
+				return
+			}
 			delete(s.queues, k)
 		case kindPolicy:
 			delete(s.policies, k)

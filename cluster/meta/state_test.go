@@ -164,3 +164,27 @@ func TestEntryEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestStateQueueDeleteNamesItsID: a deletion naming a queue's ID leaves a
+// queue declared again under the same name (another ID) alone, as a node
+// removing another node's stale transient queue must; without an ID it
+// deletes by name, as before IDs.
+func TestStateQueueDeleteNamesItsID(t *testing.T) {
+	s := newState()
+	s.apply(1, roundTrip(t, "p1", metadata.Put(vhostA), metadata.Create(queueQ)))
+	old := queueQ
+	old.ID = "g0"
+	s.apply(2, roundTrip(t, "p2", metadata.Del(old)))
+	if got, ok := s.queues[key("a", "q")]; !ok || got.ID != "g1" {
+		t.Fatalf("a deletion of an earlier queue took its successor: %+v %v", got, ok)
+	}
+	s.apply(3, roundTrip(t, "p3", metadata.Del(queueQ)))
+	if _, ok := s.queues[key("a", "q")]; ok {
+		t.Fatal("a deletion naming the queue's ID left it")
+	}
+	s.apply(4, roundTrip(t, "p4", metadata.Create(queueQ)))
+	s.apply(5, roundTrip(t, "p5", metadata.Del(metadata.Queue{Vhost: "a", Name: "q"})))
+	if _, ok := s.queues[key("a", "q")]; ok {
+		t.Fatal("a deletion without an ID left the queue")
+	}
+}

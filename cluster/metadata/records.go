@@ -88,6 +88,14 @@ type Queue struct {
 	// (x-queue-leader-locator); it bootstraps the group. Leadership moves
 	// afterwards without the record changing.
 	Leader string `json:"leader,omitempty"`
+	// Exclusive: the queue belongs to one connection on its node
+	// (Members[0]); other connections, on any node, may publish to it
+	// but not use it otherwise.
+	Exclusive bool `json:"exclusive,omitempty"`
+	// Boot is the start of its node (membership's Boot) that declared an
+	// in-memory queue: a transient queue lives no longer than that
+	// start, and a record left from an earlier one is stale.
+	Boot string `json:"boot,omitempty"`
 }
 
 // Policy is a policy or (Operator) an operator policy of a vhost, as

@@ -549,7 +549,7 @@ func (c *clusterNode) router(id string) *clusterQueue {
 func (c *clusterNode) lookupReplica(id string) (forward.Local, bool) {
 	r, ok := c.wake(id)
 	if !ok {
-		return nil, false
+		return c.servedQueue(id)
 	}
 	return r, true
 }

@@ -65,6 +65,10 @@ func (c *clusterNode) memberEvent(ev membership.Event) {
 		for _, r := range c.allReplicas() {
 			r.NodeGone(replica.BootOf(ev.Member.Name, boot))
 		}
+		if restartedFrom == "" {
+			// A restarted node removes its own (broker.dropStale).
+			c.dropTransientOf(ev)
+		}
 	}
 	switch {
 	case ev.Kind == membership.Failed:
@@ -95,6 +99,7 @@ func (n *Node) Kill() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	n.broker.Stopping()
 	_ = n.server.Shutdown(ctx)
 	<-n.served
 	n.disk.Close()

@@ -189,6 +189,7 @@ func (n *Node) Done() <-chan struct{} { return n.served }
 // the node's data.
 func (n *Node) Close(ctx context.Context) error {
 	n.stopWaiting()
+	n.broker.Stopping()
 	err := n.server.Shutdown(ctx)
 	<-n.served
 	if n.cluster != nil {

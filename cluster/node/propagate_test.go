@@ -12,7 +12,8 @@ import (
 )
 
 // TestDeclaredThroughOneNodeRoutesFromEvery: a publish through another
-// node right after declare-ok reaches the queue. A commit needs only a majority, and one node in
+// node right after declare-ok reaches the queue, a quorum one or another
+// node's exclusive one. A commit needs only a majority, and one node in
 // seven such publishes was dropped as unroutable until the metadata
 // leader waited for every follower to hold the declaration (meta's
 // awaitFollowers).
@@ -48,7 +49,13 @@ func TestDeclaredThroughOneNodeRoutesFromEvery(t *testing.T) {
 	}
 	for i := range 20 {
 		name := fmt.Sprintf("declared-%d", i)
-		if _, err := decl.QueueDeclare(name, true, false, false, false, quorum); err != nil {
+		var err error
+		if i%2 == 0 {
+			_, err = decl.QueueDeclare(name, true, false, false, false, quorum)
+		} else {
+			_, err = decl.QueueDeclare(name, false, false, true, false, nil)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range pubs {

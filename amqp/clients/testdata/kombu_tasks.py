@@ -5,8 +5,9 @@ Publishes JSON tasks through one node into a durable quorum queue with
 publisher confirms, consumes them through another with prefetch and
 acks, and checks what Celery leans on: confirms surfacing a full queue's
 nack as an error, rejected tasks requeued, an auto-delete transient queue
-(Celery's event and broadcast queues), a reply queue per client
-(exclusive), and the heartbeat it asks for. Exits 1 at the first check that
+(Celery's event and broadcast queues) fed through the other node, a reply
+queue per client (exclusive, locked on every node), and the heartbeat it
+asks for. Exits 1 at the first check that
 fails.
 
 usage: kombu_tasks.py PUBLISH_URL CONSUME_URL PREFIX
@@ -87,31 +88,29 @@ def main():
             check(True, "a publish to a full reject-publish queue raised MessageNacked")
 
         # Celery's event queues: transient and auto-deleted with their
-        # last consumer; and a reply queue only its connection may use.
-        # Both through one node: Warren's transient and exclusive queues
-        # and transient exchanges are not visible from other nodes yet
-        # (docs/clustering.md, "What is not shared").
+        # last consumer, fed through another node than their consumer's;
+        # and a reply queue only its connection may use, on any node.
         events_x = Exchange(prefix + ".events", type="topic", durable=False)
         events = Queue(prefix + ".events", events_x, routing_key="#", durable=False, auto_delete=True)
         seen = []
         ev_consumer = Consumer(con.channel(), queues=[events],
                                callbacks=[lambda b, m: (seen.append(b), m.ack())], accept=["json"])
         with ev_consumer:
-            Producer(con.channel()).publish({"type": "worker-online"}, exchange=events_x,
+            Producer(pub.channel()).publish({"type": "worker-online"}, exchange=events_x,
                                             routing_key="worker.online", serializer="json",
                                             declare=[events_x])
             drain(con, lambda: len(seen) == 1)
-        check(seen == [{"type": "worker-online"}], "an event through a transient topic exchange")
+        check(seen == [{"type": "worker-online"}], "an event through a transient topic exchange, from another node")
         time.sleep(0.5)
         try:
-            con.channel().queue_declare(prefix + ".events", passive=True)
+            pub.channel().queue_declare(prefix + ".events", passive=True)
             check(False, "the auto-delete queue went with its consumer")
         except Exception as e:
             check("404" in str(e) or "NOT_FOUND" in str(e), "the auto-delete queue went with its consumer (%s)" % e)
 
         reply = Queue(prefix + ".reply", exclusive=True, auto_delete=True, durable=False)
         reply.bind(con.channel()).declare()
-        with Connection(con_url) as other:
+        with Connection(pub_url) as other:
             try:
                 other.channel().queue_declare(prefix + ".reply", passive=True)
                 check(False, "another connection may not use the exclusive reply queue")

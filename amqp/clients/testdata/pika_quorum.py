@@ -6,8 +6,8 @@ routing into a quorum queue, publisher confirms, mandatory returns,
 header and property round trips, prefetch, redelivery with
 x-delivery-count, the delivery limit dead-lettering with x-death, the
 reply codes of refused declarations, the consumer cancel notification
-when the queue is deleted, and RPC by direct reply-to with the requester
-and the responder on different nodes. Exits 1 at the first check that fails.
+when the queue is deleted, and RPC, by direct reply-to and by an exclusive
+reply queue, with the requester and the responder on different nodes. Exits 1 at the first check that fails.
 
 usage: pika_quorum.py PUBLISH_URL CONSUME_URL PREFIX
 """
@@ -223,6 +223,26 @@ def main():
     while not answers and time.time() < deadline:
         con_conn.process_data_events(time_limit=0.05)
     check(answers == [("q1", b"4")], "the reply reached the requester on the other node: %r" % answers)
+
+    # Classic RPC: the requester's server-named exclusive reply queue, the
+    # reply published through the responder's node (mandatory).
+    reply_q = req.queue_declare("", exclusive=True).method.queue
+    classic = []
+    req.basic_consume(reply_q, lambda ch, m, p, b: classic.append((p.correlation_id, b)), auto_ack=True)
+    req.basic_publish("", rpc_q, b"3+3", pika.BasicProperties(reply_to=reply_q, correlation_id="q2"))
+    props, body = get_one(pub, rpc_q)
+    check(props.reply_to == reply_q, "the request names the exclusive reply queue")
+    pub.basic_publish("", props.reply_to, b"6", pika.BasicProperties(correlation_id=props.correlation_id),
+                      mandatory=True)
+    deadline = time.time() + 10
+    while not classic and time.time() < deadline:
+        con_conn.process_data_events(time_limit=0.05)
+    check(classic == [("q2", b"6")], "the reply reached the exclusive reply queue on the other node: %r" % classic)
+    try:
+        pub_conn.channel().queue_declare(reply_q, passive=True)
+        check(False, "another node's connection may not use the exclusive reply queue")
+    except pika.exceptions.ChannelClosedByBroker as e:
+        check(e.reply_code == 405, "the exclusive reply queue is locked to the other node: 405 %s" % e.reply_text)
     pub.queue_delete(rpc_q)
 
     pub_conn.channel().queue_delete(dead)

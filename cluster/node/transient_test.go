@@ -1,0 +1,369 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/cluster/node/nodetest"
+)
+
+// Exclusive, auto-delete and transient queues keep their messages on the
+// node that declared them, as in RabbitMQ, and every node routes to them.
+
+// TestExclusiveReplyQueueAcrossNodes: the classic RPC pattern with a
+// requester and a responder on different nodes. The requester's
+// server-named exclusive reply queue receives the reply the responder
+// publishes through its own node (mandatory, confirmed); other
+// connections, on any node, are refused the queue with 405; once the
+// requester's connection closes the queue is gone everywhere, and a
+// mandatory reply comes back 312 NO_ROUTE.
+func TestExclusiveReplyQueueAcrossNodes(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ctx := context.Background()
+
+	// The responder, connected to another node, serves a durable queue.
+	srv := ms[1].Channel()
+	if _, err := srv.QueueDeclare("rpc.requests", true, false, false, false, quorum); err != nil {
+		t.Fatal(err)
+	}
+	requests, err := srv.Consume("rpc.requests", "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := srv.NotifyPublish(make(chan amqp091.Confirmation, 16))
+	returns := srv.NotifyReturn(make(chan amqp091.Return, 16))
+
+	reqConn := ms[0].Dial()
+	req, err := reqConn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := req.QueueDeclare("", false, false, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies, err := req.Consume(reply.Name, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := req.PublishWithContext(ctx, "", "rpc.requests", false, false, amqp091.Publishing{ReplyTo: reply.Name, CorrelationId: fmt.Sprint(i), Body: []byte("ping")}); err != nil {
+			t.Fatal(err)
+		}
+		var r amqp091.Delivery
+		select {
+		case r = <-requests:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("request %d not delivered", i)
+		}
+		if err := srv.PublishWithContext(ctx, "", r.ReplyTo, true, false, amqp091.Publishing{CorrelationId: r.CorrelationId, Body: []byte("pong")}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-replies:
+			if m.CorrelationId != fmt.Sprint(i) || string(m.Body) != "pong" {
+				t.Fatalf("reply %d: correlation %q body %q", i, m.CorrelationId, m.Body)
+			}
+			if err := m.Ack(false); err != nil {
+				t.Fatal(err)
+			}
+		case r := <-returns:
+			t.Fatalf("reply returned: %d %s", r.ReplyCode, r.ReplyText)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("reply %d not delivered through another node", i)
+		}
+		if c := <-confirms; !c.Ack {
+			t.Fatalf("reply %d nacked", i)
+		}
+	}
+
+	// Locked to every other connection, on its node and the others.
+	for _, m := range []*nodetest.Member{ms[0], ms[2]} {
+		for what, use := range map[string]func(*amqp091.Channel) error{
+			"passive declare": func(ch *amqp091.Channel) error {
+				_, err := ch.QueueDeclarePassive(reply.Name, false, false, true, false, nil)
+				return err
+			},
+			"consume": func(ch *amqp091.Channel) error {
+				_, err := ch.Consume(reply.Name, "", false, false, false, false, nil)
+				return err
+			},
+			"bind": func(ch *amqp091.Channel) error { return ch.QueueBind(reply.Name, "k", "amq.direct", false, nil) },
+			"purge": func(ch *amqp091.Channel) error {
+				_, err := ch.QueuePurge(reply.Name, false)
+				return err
+			},
+			"delete": func(ch *amqp091.Channel) error {
+				_, err := ch.QueueDelete(reply.Name, false, false, false)
+				return err
+			},
+		} {
+			if code := amqpCode(use(m.Channel())); code != amqp091.ResourceLocked {
+				t.Errorf("%s through %s: code %d, want 405", what, m.Name(), code)
+			}
+		}
+	}
+
+	if err := reqConn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Eventually(t, "the exclusive queue gone on every node", 10*time.Second, func() bool {
+		for _, m := range ms {
+			_, err := m.Channel().QueueDeclarePassive(reply.Name, false, false, true, false, nil)
+			if amqpCode(err) != amqp091.NotFound {
+				return false
+			}
+		}
+		return true
+	})
+	if err := srv.PublishWithContext(ctx, "", reply.Name, true, false, amqp091.Publishing{Body: []byte("late")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-returns:
+		if r.ReplyCode != amqp091.NoRoute {
+			t.Fatalf("late reply returned with %d", r.ReplyCode)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a reply to a gone queue was not returned")
+	}
+}
+
+// TestSubscriberQueuesAcrossNodes: pub/sub by per-subscriber exclusive
+// queues, bound to a durable topic exchange and to a transient fanout
+// exchange declared on the subscriber's node; a publisher connected to
+// another node reaches both. A binding to another node's exclusive queue
+// is refused; deleting the transient exchange through a third node
+// removes it everywhere.
+func TestSubscriberQueuesAcrossNodes(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ctx := context.Background()
+
+	sub := ms[0].Channel()
+	if err := sub.ExchangeDeclare("events", "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.ExchangeDeclare("news", "fanout", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	q, err := sub.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.QueueBind(q.Name, "order.*", "events", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.QueueBind(q.Name, "", "news", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sub.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pub := ms[2].Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, 16))
+	returns := pub.NotifyReturn(make(chan amqp091.Return, 16))
+	sends := []struct{ exchange, key string }{{"events", "order.created"}, {"news", "x"}, {"events", "order.paid"}}
+	for i, s := range sends {
+		if err := pub.PublishWithContext(ctx, s.exchange, s.key, true, false, amqp091.Publishing{Body: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+		if c := <-confirms; !c.Ack {
+			t.Fatalf("publish %d nacked", i)
+		}
+	}
+	for i, s := range sends {
+		select {
+		case m := <-got:
+			if string(m.Body) != fmt.Sprint(i) || m.Exchange != s.exchange || m.RoutingKey != s.key {
+				t.Fatalf("delivery %d: %q from %q with %q", i, m.Body, m.Exchange, m.RoutingKey)
+			}
+		case r := <-returns:
+			t.Fatalf("publish to %s returned: %d %s", r.Exchange, r.ReplyCode, r.ReplyText)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("delivery %d missing", i)
+		}
+	}
+
+	// The transient exchange is the same on every node: a redeclaration
+	// as durable is inequivalent, and its deletion anywhere is seen by
+	// the publisher's node.
+	err = ms[1].Channel().ExchangeDeclare("news", "fanout", true, true, false, false, nil)
+	if amqpCode(err) != amqp091.PreconditionFailed {
+		t.Fatalf("durable redeclaration of a transient exchange through another node: %v", err)
+	}
+	if err := ms[1].Channel().ExchangeDelete("news", false, false); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Eventually(t, "the transient exchange gone on the publisher's node", 10*time.Second, func() bool {
+		return amqpCode(ms[2].Channel().ExchangeDeclarePassive("news", "fanout", false, true, false, false, nil)) == amqp091.NotFound
+	})
+}
+
+// TestTransientQueueServedAcrossNodes: a transient auto-delete queue
+// declared on one node is counted, consumed and acknowledged through
+// another (its consumer's deliveries come from the owner node), its
+// unacknowledged deliveries are redelivered when that consumer's channel
+// closes, and when its last consumer goes it is deleted on every node.
+func TestTransientQueueServedAcrossNodes(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ctx := context.Background()
+
+	owner := ms[0].Channel()
+	q, err := owner.QueueDeclare("work.transient", false, true, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := ms[2].Channel()
+	for i := range 5 {
+		if err := pub.PublishWithContext(ctx, "", q.Name, false, false, amqp091.Publishing{Body: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodetest.Eventually(t, "the count through another node", 10*time.Second, func() bool {
+		st, err := ms[1].Channel().QueueDeclarePassive(q.Name, false, true, false, false, nil)
+		return err == nil && st.Messages == 5
+	})
+
+	// A consumer through another node takes two and leaves them unacked.
+	first := ms[1].Channel()
+	if err := first.Qos(2, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	d1, err := first.Consume(q.Name, "first", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		select {
+		case m := <-d1:
+			if string(m.Body) != fmt.Sprint(i) {
+				t.Fatalf("first consumer got %q", m.Body)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no delivery through another node")
+		}
+	}
+
+	// A second consumer, on the third node, takes the rest and acks.
+	second := ms[2].Channel()
+	d2, err := second.Consume(q.Name, "second", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	take := func(n int) {
+		for range n {
+			select {
+			case m := <-d2:
+				seen[string(m.Body)] = true
+				if err := m.Ack(false); err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("second consumer has %d of 5", len(seen))
+			}
+		}
+	}
+	take(3)
+	if err := first.Close(); err != nil { // its two come back, redelivered
+		t.Fatal(err)
+	}
+	take(2)
+	if len(seen) != 5 {
+		t.Fatalf("second consumer saw %v", seen)
+	}
+	nodetest.Eventually(t, "every message acknowledged", 10*time.Second, func() bool {
+		st, err := ms[0].Channel().QueueDeclarePassive(q.Name, false, true, false, false, nil)
+		return err == nil && st.Messages == 0
+	})
+
+	// The last consumer goes: auto-delete removes the queue everywhere.
+	if err := second.Cancel("second", false); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Eventually(t, "the auto-delete queue gone on every node", 10*time.Second, func() bool {
+		for _, m := range ms {
+			if _, err := m.Channel().QueueDeclarePassive(q.Name, false, true, false, false, nil); amqpCode(err) != amqp091.NotFound {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestTransientQueuesDieWithTheirNode: a node's exclusive and transient
+// queues are removed from the others when it fails (after a grace) and
+// its transient queue's bindings with them; a node that restarts
+// removes those of its earlier start itself. Their names can be declared
+// again, on another node.
+func TestTransientQueuesDieWithTheirNode(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+
+	victim := ms[2].Channel()
+	if _, err := victim.QueueDeclare("victim.exclusive", false, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := victim.ExchangeDeclare("victim.fanout", "fanout", true, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := victim.QueueBind("victim.exclusive", "", "victim.fanout", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	restarted := ms[1].Channel()
+	if _, err := restarted.QueueDeclare("restarted.transient", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Its name is locked on every node.
+	if _, err := ms[0].Channel().QueueDeclare("victim.exclusive", false, false, true, false, nil); amqpCode(err) != amqp091.ResourceLocked {
+		t.Fatalf("declare of another node's exclusive queue: %v", err)
+	}
+	nodetest.Eventually(t, "the queues known on the first node", 10*time.Second, func() bool {
+		_, err1 := ms[0].Channel().QueueDeclarePassive("victim.exclusive", false, false, true, false, nil)
+		_, err2 := ms[0].Channel().QueueDeclarePassive("restarted.transient", false, false, false, false, nil)
+		return amqpCode(err1) == amqp091.ResourceLocked && err2 == nil
+	})
+
+	ms[2].Kill()
+	ms[1].Kill()
+	ms[1].Start() // before the others count it failed
+	nodetest.Eventually(t, "the restarted node's transient queue removed", 20*time.Second, func() bool {
+		_, err := ms[0].Channel().QueueDeclarePassive("restarted.transient", false, false, false, false, nil)
+		return amqpCode(err) == amqp091.NotFound
+	})
+	nodetest.Eventually(t, "the failed node's exclusive queue removed", 40*time.Second, func() bool {
+		_, err := ms[0].Channel().QueueDeclarePassive("victim.exclusive", false, false, true, false, nil)
+		return amqpCode(err) == amqp091.NotFound
+	})
+	// Its last binding gone, the auto-delete exchange went with it.
+	if err := ms[1].Channel().ExchangeDeclarePassive("victim.fanout", "fanout", true, true, false, false, nil); amqpCode(err) != amqp091.NotFound {
+		t.Fatalf("the auto-delete exchange of the failed node's queue: %v", err)
+	}
+	for _, name := range []string{"victim.exclusive", "restarted.transient"} {
+		if _, err := ms[0].Channel().QueueDeclare(name, false, false, true, false, nil); err != nil {
+			t.Fatalf("declare %s again: %v", name, err)
+		}
+	}
+}
+
+// amqpCode is the reply code of a channel or connection error, 0 if err
+// is none.
+func amqpCode(err error) int {
+	var e *amqp091.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
+}
