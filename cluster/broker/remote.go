@@ -35,6 +35,10 @@ func (b *Broker) shared() bool { return b.cfg.Cluster != nil }
 // inMemory reports whether rec is a queue kept in its node's memory.
 func inMemory(rec metadata.Queue) bool { return !isReplicated(rec, 0) }
 
+// InMemory reports whether rec is a queue kept in the memory of one node:
+// on a cluster, the node its record names.
+func InMemory(rec metadata.Queue) bool { return inMemory(rec) }
+
 // remote reports whether rec is another node's in-memory queue.
 func (b *Broker) remote(rec metadata.Queue) bool {
 	return b.shared() && inMemory(rec) && rec.ID != "" && len(rec.Members) > 0 && !slices.Contains(rec.Members, b.cfg.NodeID)
@@ -146,10 +150,20 @@ func (b *Broker) dropTransient(why string, pick func(metadata.Queue) bool) {
 	if !ok {
 		return
 	}
+	// Closing the broker ends a wait for the metadata at once: the node
+	// waits for this on its way down, when the others may be gone.
+	closing, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		select {
+		case <-b.closing:
+			stop()
+		case <-closing.Done():
+		}
+	}()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
+		ctx, cancel := context.WithTimeout(closing, catchUpTimeout)
 		err := w.CatchUp(ctx)
-		cancel()
 		var snap *metadata.Snapshot
 		if err == nil {
 			snap, err = w.Load()
@@ -157,13 +171,23 @@ func (b *Broker) dropTransient(why string, pick func(metadata.Queue) bool) {
 		if err == nil {
 			changes, n := transientRemovals(snap, pick)
 			if n == 0 {
+				cancel()
 				return
 			}
-			if err = w.Apply(changes...); err == nil {
+			if a, ok := w.(interface {
+				ApplyContext(context.Context, ...metadata.Change) error
+			}); ok {
+				err = a.ApplyContext(ctx, changes...)
+			} else {
+				err = w.Apply(changes...)
+			}
+			if err == nil {
+				cancel()
 				b.log.Info("removed transient queues", "why", why, "queues", n)
 				return
 			}
 		}
+		cancel()
 		b.log.Debug("remove transient queues; will retry", "why", why, "err", err)
 		select {
 		case <-b.closing:

@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/proto/adminpb"
 )
 
 // Exclusive, auto-delete and transient queues keep their messages on the
@@ -213,7 +214,7 @@ func TestSubscriberQueuesAcrossNodes(t *testing.T) {
 }
 
 // TestTransientQueueServedAcrossNodes: a transient auto-delete queue
-// declared on one node is counted, consumed and acknowledged through
+// declared on one node is listed, counted, consumed and acknowledged through
 // another (its consumer's deliveries come from the owner node), its
 // unacknowledged deliveries are redelivered when that consumer's channel
 // closes, and when its last consumer goes it is deleted on every node.
@@ -226,6 +227,29 @@ func TestTransientQueueServedAcrossNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	listed := func(ready uint64) {
+		t.Helper()
+		for _, m := range ms {
+			c := adminClient(t, m)
+			var l *adminpb.Queue
+			nodetest.Eventually(t, "the queue listed through "+m.Name(), 10*time.Second, func() bool {
+				list, err := c.ListQueues(callCtx(t, 10*time.Second), &adminpb.ListQueuesRequest{Vhost: "/"})
+				if err != nil {
+					t.Fatalf("list queues: %v", err)
+				}
+				for _, lq := range list.Queues {
+					if lq.Name == q.Name {
+						l = lq
+					}
+				}
+				return l != nil
+			})
+			if l.Leader != ms[0].Name() || l.Ready != ready || len(l.Members) != 1 || l.Members[0] != ms[0].Name() {
+				t.Fatalf("listed through %s: leader %q, members %v, ready %d", m.Name(), l.Leader, l.Members, l.Ready)
+			}
+		}
+	}
+	listed(0) // before any node but its own has used it
 	pub := ms[2].Channel()
 	for i := range 5 {
 		if err := pub.PublishWithContext(ctx, "", q.Name, false, false, amqp091.Publishing{Body: []byte(fmt.Sprint(i))}); err != nil {
@@ -236,6 +260,8 @@ func TestTransientQueueServedAcrossNodes(t *testing.T) {
 		st, err := ms[1].Channel().QueueDeclarePassive(q.Name, false, true, false, false, nil)
 		return err == nil && st.Messages == 5
 	})
+	// Every node lists it, on its node, with its node's counts.
+	listed(5)
 
 	// A consumer through another node takes two and leaves them unacked.
 	first := ms[1].Channel()
