@@ -417,8 +417,11 @@ func (v *Vhost) queueTypeHint(d QueueDeclare) string {
 }
 
 func (v *Vhost) restoreQueue(rec metadata.Queue) error {
-	if !isReplicated(rec, 0) && len(rec.Members) > 0 && !slices.Contains(rec.Members, v.b.cfg.NodeID) && v.b.cfg.Cluster == nil {
-		return nil // another node's in-memory queue: not reachable from here
+	if !isReplicated(rec, 0) && len(rec.Members) > 0 && !slices.Contains(rec.Members, v.b.cfg.NodeID) && !v.b.remote(rec) {
+		// Another node's in-memory queue that this one cannot reach: a
+		// standalone node's data, or a record from before such queues
+		// had IDs to be reached by.
+		return nil
 	}
 	if v.b.ownTransient(rec) {
 		// This node's transient queues exist only as declared here: a
