@@ -183,6 +183,9 @@ func (b *Broker) dropTransient(why string, pick func(metadata.Queue) bool) {
 			}
 			if err == nil {
 				cancel()
+				// The model takes what this node proposes from the
+				// proposer, not from the store (replicated.go).
+				b.applyChanges(changes)
 				b.log.Info("removed transient queues", "why", why, "queues", n)
 				return
 			}
