@@ -179,7 +179,7 @@ func (v *Vhost) UnbindExchange(u *User, d ExchangeBinding) error {
 }
 
 // unbindLocked unlinks b from x and its destination and returns the store
-// change deleting it, if it was durable. v.mu is held.
+// change deleting it, if the store holds it. v.mu is held.
 func (v *Vhost) unbindLocked(x *exchange, b *binding) (metadata.Change, bool) {
 	x.remove(b)
 	if rec, recorded := v.bindingRecord(x, b); recorded {
