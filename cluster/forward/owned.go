@@ -32,6 +32,11 @@ type ownedSettler struct {
 	pending []replica.OwnedSettlement
 	wake    chan struct{}
 	started atomic.Bool
+	// queued counts the settlements queued so far and taken those a
+	// leader has taken, in order; taking is closed (and replaced) when
+	// taken grows (awaitOwned). Under mu.
+	queued, taken uint64
+	taking        chan struct{}
 }
 
 const (
@@ -44,6 +49,29 @@ const (
 func (g *ownedSettler) init() {
 	g.held = make(map[uint64]uint64)
 	g.wake = make(chan struct{}, 1)
+	g.taking = make(chan struct{})
+}
+
+// awaitOwned returns once a leader has taken every settlement queued
+// before the call, or when ctx ends. A channel's basic.get waits for it:
+// a get's nack then a get on the same channel must find the message back
+// in the queue, as RabbitMQ's channel orders them, and the settlement
+// travels on its own.
+func (r *Router) awaitOwned(ctx context.Context) {
+	g := &r.owned
+	g.mu.Lock()
+	target := g.queued
+	for g.taken < target {
+		ch := g.taking
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+		g.mu.Lock()
+	}
+	g.mu.Unlock()
 }
 
 // noteGet records that a channel of this node holds delivery, checked out
@@ -99,6 +127,7 @@ func (r *Router) queueOwned(list []replica.OwnedSettlement) {
 	g := &r.owned
 	g.mu.Lock()
 	g.pending = append(g.pending, list...)
+	g.queued += uint64(len(list))
 	g.mu.Unlock()
 	r.startOnce(&g.started, r.runOwnedSettler)
 	select {
@@ -136,6 +165,11 @@ func (r *Router) runOwnedSettler() {
 		}
 		err := r.sendOwned(batch)
 		if err == nil || errors.Is(err, queue.ErrDeleted) {
+			g.mu.Lock()
+			g.taken += uint64(len(batch))
+			close(g.taking)
+			g.taking = make(chan struct{})
+			g.mu.Unlock()
 			retry = 0
 			continue
 		}

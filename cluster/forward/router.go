@@ -360,6 +360,7 @@ func (r *Router) Enqueue(ctx context.Context, m *queue.Message, done func(error)
 func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
+	r.awaitOwned(ctx)
 	var d queue.Delivery
 	var remaining uint32
 	var ok bool
