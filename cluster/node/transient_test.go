@@ -400,3 +400,59 @@ func amqpCode(err error) int {
 	}
 	return 0
 }
+
+// TestTransientQueueGetPurgeDeleteAcrossNodes: basic.get with its ack and
+// its nack, purge and delete of a transient queue, each through another
+// node than the one holding it.
+func TestTransientQueueGetPurgeDeleteAcrossNodes(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ctx := context.Background()
+	if _, err := ms[0].Channel().QueueDeclare("kept.transient", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	pub := ms[2].Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, 3))
+	for _, body := range []string{"a", "b", "c"} {
+		if err := pub.PublishWithContext(ctx, "", "kept.transient", false, false, amqp091.Publishing{Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+		if c := <-confirms; !c.Ack {
+			t.Fatalf("publish %s nacked", body)
+		}
+	}
+
+	getter := ms[1].Channel()
+	d, ok, err := getter.Get("kept.transient", false)
+	if err != nil || !ok || string(d.Body) != "a" || d.MessageCount != 2 {
+		t.Fatalf("get through another node: %q ok=%v remaining=%d err=%v", d.Body, ok, d.MessageCount, err)
+	}
+	if err := d.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	d, ok, err = getter.Get("kept.transient", false)
+	if err != nil || !ok || string(d.Body) != "b" {
+		t.Fatalf("second get: %q ok=%v err=%v", d.Body, ok, err)
+	}
+	if err := d.Nack(false, true); err != nil {
+		t.Fatal(err)
+	}
+	d, ok, err = getter.Get("kept.transient", true)
+	if err != nil || !ok || string(d.Body) != "b" || !d.Redelivered {
+		t.Fatalf("the nacked message again: %q ok=%v redelivered=%v err=%v", d.Body, ok, d.Redelivered, err)
+	}
+
+	n, err := ms[2].Channel().QueuePurge("kept.transient", false)
+	if err != nil || n != 1 {
+		t.Fatalf("purge through another node: %d %v", n, err)
+	}
+	if _, err := ms[1].Channel().QueueDelete("kept.transient", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Eventually(t, "the queue deleted through another node gone on its own", 10*time.Second, func() bool {
+		_, err := ms[0].Channel().QueueDeclarePassive("kept.transient", false, false, false, false, nil)
+		return amqpCode(err) == amqp091.NotFound
+	})
+}
