@@ -93,6 +93,8 @@ type Watchable interface {
 	// MayBeStale reports, cheaply, whether the model may lack a change
 	// committed through another node.
 	MayBeStale() bool
+	// ApplyContext is Apply bounded by ctx.
+	ApplyContext(ctx context.Context, changes ...metadata.Change) error
 	// CaughtUp reports whether a CatchUp has succeeded since the store
 	// opened: until then a restarted node's model may be replaying
 	// changes long superseded.
@@ -216,8 +218,12 @@ type Broker struct {
 	// ready is closed once the model is restored, for updates from the
 	// cluster that arrive meanwhile; nil on a standalone node.
 	ready chan struct{}
-	// closing stops the policy reconciler, which closes reconciled.
-	closing, reconciled chan struct{}
+	// ctx is done once the broker closes: it stops the policy
+	// reconciler, which closes reconciled, and the removal of transient
+	// queues (remote.go).
+	ctx        context.Context
+	stop       context.CancelFunc
+	reconciled chan struct{}
 
 	mu     sync.RWMutex
 	users  map[string]metadata.User
@@ -262,9 +268,9 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 		perms:  make(map[permKey]*permission),
 		vhosts: make(map[string]*Vhost),
 
-		closing:    make(chan struct{}),
 		reconciled: make(chan struct{}),
 	}
+	b.ctx, b.stop = context.WithCancel(context.Background())
 	b.alarms = alarm.NewSet(cfg.NodeID, log.With("component", "alarm"))
 	b.memory = queue.NewBudget(cfg.MemoryLimit, b.alarms)
 	if cfg.Cluster == nil {
@@ -560,11 +566,7 @@ func GroupName(rec metadata.Queue) string {
 }
 
 func (b *Broker) stopReconcile() {
-	select {
-	case <-b.closing:
-	default:
-		close(b.closing)
-	}
+	b.stop()
 	<-b.reconciled
 }
 

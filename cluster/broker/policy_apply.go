@@ -388,7 +388,7 @@ func (b *Broker) reconcile() {
 	defer t.Stop()
 	for {
 		select {
-		case <-b.closing:
+		case <-b.ctx.Done():
 			return
 		case <-t.C:
 		}

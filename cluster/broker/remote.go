@@ -32,22 +32,19 @@ const remoteOwner = ^OwnerID(0)
 // queues and transient exchanges are in the replicated metadata.
 func (b *Broker) shared() bool { return b.cfg.Cluster != nil }
 
-// inMemory reports whether rec is a queue kept in its node's memory.
-func inMemory(rec metadata.Queue) bool { return !isReplicated(rec, 0) }
-
 // InMemory reports whether rec is a queue kept in the memory of one node:
 // on a cluster, the node its record names.
-func InMemory(rec metadata.Queue) bool { return inMemory(rec) }
+func InMemory(rec metadata.Queue) bool { return !isReplicated(rec, 0) }
 
 // remote reports whether rec is another node's in-memory queue.
 func (b *Broker) remote(rec metadata.Queue) bool {
-	return b.shared() && inMemory(rec) && rec.ID != "" && len(rec.Members) > 0 && !slices.Contains(rec.Members, b.cfg.NodeID)
+	return b.shared() && InMemory(rec) && rec.ID != "" && len(rec.Members) > 0 && !slices.Contains(rec.Members, b.cfg.NodeID)
 }
 
 // ownTransient reports whether rec is one of this node's recorded
 // transient queues: those that die with the node's start.
 func (b *Broker) ownTransient(rec metadata.Queue) bool {
-	return b.shared() && inMemory(rec) && !rec.Durable && rec.ID != "" && slices.Contains(rec.Members, b.cfg.NodeID)
+	return b.shared() && InMemory(rec) && !rec.Durable && rec.ID != "" && slices.Contains(rec.Members, b.cfg.NodeID)
 }
 
 // recorded reports whether the metadata store holds q's record.
@@ -65,7 +62,7 @@ type servedQueues struct {
 }
 
 func (s *servedQueues) add(q *Queue) {
-	if q.rec.ID == "" || !inMemory(q.rec) || q.vhost.b.remote(q.rec) {
+	if q.rec.ID == "" || !InMemory(q.rec) || q.vhost.b.remote(q.rec) {
 		return
 	}
 	s.mu.Lock()
@@ -144,60 +141,54 @@ func (b *Broker) DropTransientOf(node, boot string) {
 
 // dropTransient removes the recorded transient queues pick selects, with
 // their bindings and the auto-delete exchanges left without any, retrying
-// until the metadata takes it or the broker closes.
+// until the metadata takes it or the broker closes (the node waits for
+// this on its way down, when the others may be gone).
 func (b *Broker) dropTransient(why string, pick func(metadata.Queue) bool) {
 	w, ok := b.store.(Watchable)
 	if !ok {
 		return
 	}
-	// Closing the broker ends a wait for the metadata at once: the node
-	// waits for this on its way down, when the others may be gone.
-	closing, stop := context.WithCancel(context.Background())
-	defer stop()
-	go func() {
-		select {
-		case <-b.closing:
-			stop()
-		case <-closing.Done():
-		}
-	}()
 	for {
-		ctx, cancel := context.WithTimeout(closing, catchUpTimeout)
-		err := w.CatchUp(ctx)
-		var snap *metadata.Snapshot
+		n, err := b.tryDropTransient(w, pick)
 		if err == nil {
-			snap, err = w.Load()
-		}
-		if err == nil {
-			changes, n := transientRemovals(snap, pick)
-			if n == 0 {
-				cancel()
-				return
-			}
-			if a, ok := w.(interface {
-				ApplyContext(context.Context, ...metadata.Change) error
-			}); ok {
-				err = a.ApplyContext(ctx, changes...)
-			} else {
-				err = w.Apply(changes...)
-			}
-			if err == nil {
-				cancel()
-				// The model takes what this node proposes from the
-				// proposer, not from the store (replicated.go).
-				b.applyChanges(changes)
+			if n > 0 {
 				b.log.Info("removed transient queues", "why", why, "queues", n)
-				return
 			}
+			return
 		}
-		cancel()
 		b.log.Debug("remove transient queues; will retry", "why", why, "err", err)
 		select {
-		case <-b.closing:
+		case <-b.ctx.Done():
 			return
 		case <-time.After(staleRetry):
 		}
 	}
+}
+
+// tryDropTransient is one attempt of dropTransient: it catches up with
+// the metadata, then removes what pick selects, and returns how many
+// queues that was.
+func (b *Broker) tryDropTransient(w Watchable, pick func(metadata.Queue) bool) (int, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, catchUpTimeout)
+	defer cancel()
+	if err := w.CatchUp(ctx); err != nil {
+		return 0, err
+	}
+	snap, err := w.Load()
+	if err != nil {
+		return 0, err
+	}
+	changes, n := transientRemovals(snap, pick)
+	if n == 0 {
+		return 0, nil
+	}
+	if err := w.ApplyContext(ctx, changes...); err != nil {
+		return 0, err
+	}
+	// The model takes what this node proposes from the proposer, not
+	// from the store (replicated.go).
+	b.applyChanges(changes)
+	return n, nil
 }
 
 // transientRemovals are the changes removing the in-memory transient
@@ -208,7 +199,7 @@ func transientRemovals(snap *metadata.Snapshot, pick func(metadata.Queue) bool) 
 	type key struct{ vhost, name string }
 	gone := map[key]bool{}
 	for _, q := range snap.Queues {
-		if inMemory(q) && !q.Durable && q.ID != "" && pick(q) {
+		if InMemory(q) && !q.Durable && q.ID != "" && pick(q) {
 			gone[key{q.Vhost, q.Name}] = true
 			changes = append(changes, metadata.Del(q))
 		}
