@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,10 +21,6 @@ type ackState struct {
 	at    atomic.Int64  // Unix nanoseconds of the last successful answer
 }
 
-type ackTable struct {
-	by sync.Map // raft.ServerAddress → *ackState
-}
-
 // TrackAcks starts recording followers' acknowledgements (Acked).
 func (t *Transport) TrackAcks() { t.tracking.Store(true) }
 
@@ -33,7 +28,7 @@ func (t *Transport) TrackAcks() { t.tracking.Store(true) }
 // as far as this node knows, and when it last answered an AppendEntries
 // (zero time if never, or if acknowledgements are not tracked).
 func (t *Transport) Acked(target raft.ServerAddress) (uint64, time.Time) {
-	v, ok := t.acks.by.Load(target)
+	v, ok := t.acks.Load(target)
 	if !ok {
 		return 0, time.Time{}
 	}
@@ -46,9 +41,9 @@ func (t *Transport) acked(target raft.ServerAddress, args *raft.AppendEntriesReq
 	if !t.tracking.Load() || resp == nil || !resp.Success {
 		return
 	}
-	v, ok := t.acks.by.Load(target)
+	v, ok := t.acks.Load(target)
 	if !ok {
-		v, _ = t.acks.by.LoadOrStore(target, &ackState{})
+		v, _ = t.acks.LoadOrStore(target, &ackState{})
 	}
 	s := v.(*ackState)
 	if n := len(args.Entries); n > 0 {

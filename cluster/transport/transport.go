@@ -41,9 +41,10 @@ type Transport struct {
 	cancelStopWaiting context.CancelFunc
 	// pipelineIdle is SetPipelineIdle's function, or nil.
 	pipelineIdle atomic.Pointer[func(lastAcked uint64)]
-	// tracking and acks record followers' acknowledgements (acks.go).
+	// tracking and acks record followers' acknowledgements (acks.go):
+	// acks maps raft.ServerAddress to *ackState.
 	tracking atomic.Bool
-	acks     ackTable
+	acks     sync.Map
 	// laggards are the followers a replication call failed to reach
 	// since their last answered heartbeat (failReplication).
 	laggards sync.Map // raft.ServerAddress → struct{}
