@@ -39,6 +39,13 @@ def get_one(ch, queue, timeout=10):
     return None, None
 
 
+def pump(conn, done, timeout=10):
+    """Process conn's events until done() holds (or timeout)."""
+    deadline = time.time() + timeout
+    while not done() and time.time() < deadline:
+        conn.process_data_events(time_limit=0.05)
+
+
 def main():
     pub_url, con_url, prefix = sys.argv[1:4]
     exchange, dlx = prefix + ".orders", prefix + ".orders.dlx"
@@ -159,9 +166,7 @@ def main():
     tag = con.basic_consume(queue, on_poison)
     pub.basic_publish(exchange, "order.poison", b"poison",
                       pika.BasicProperties(delivery_mode=2, message_id="poison"))
-    deadline = time.time() + 20
-    while len(seen) < 4 and time.time() < deadline:
-        con_conn.process_data_events(time_limit=0.05)
+    pump(con_conn, lambda: len(seen) >= 4, timeout=20)
     con_conn.process_data_events(time_limit=0.3)
     check(seen == [(False, None, None), (True, None, 1), (True, 1, 2), (True, 2, 3)],
           "nacked once, rejected three times: redelivered, x-delivery-count and x-acquired-count %r" % seen)
@@ -200,9 +205,7 @@ def main():
     con.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
     ok = pub_conn.channel().queue_delete(queue)
     check(ok.method.message_count == 0, "deleted the queue (0 messages)")
-    deadline = time.time() + 10
-    while not cancelled and time.time() < deadline:
-        con_conn.process_data_events(time_limit=0.05)
+    pump(con_conn, lambda: cancelled)
     check(cancelled == [tag], "the consumer was cancelled by the broker")
 
     # RPC by direct reply-to, requester and responder on different nodes.
@@ -219,9 +222,7 @@ def main():
           "the request arrived with its reply_to rewritten")
     pub.basic_publish("", props.reply_to, b"4", pika.BasicProperties(correlation_id=props.correlation_id),
                       mandatory=True)
-    deadline = time.time() + 10
-    while not answers and time.time() < deadline:
-        con_conn.process_data_events(time_limit=0.05)
+    pump(con_conn, lambda: answers)
     check(answers == [("q1", b"4")], "the reply reached the requester on the other node: %r" % answers)
 
     # Classic RPC: the requester's server-named exclusive reply queue, the
@@ -234,9 +235,7 @@ def main():
     check(props.reply_to == reply_q, "the request names the exclusive reply queue")
     pub.basic_publish("", props.reply_to, b"6", pika.BasicProperties(correlation_id=props.correlation_id),
                       mandatory=True)
-    deadline = time.time() + 10
-    while not classic and time.time() < deadline:
-        con_conn.process_data_events(time_limit=0.05)
+    pump(con_conn, lambda: classic)
     check(classic == [("q2", b"6")], "the reply reached the exclusive reply queue on the other node: %r" % classic)
     try:
         pub_conn.channel().queue_declare(reply_q, passive=True)
