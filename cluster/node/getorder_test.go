@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -17,7 +16,6 @@ import (
 // time in twenty.
 func TestGetAfterNackThroughAnotherNode(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
-	ctx := context.Background()
 	args := amqp091.Table{"x-queue-type": "quorum", "x-queue-leader-locator": "client-local"}
 	if _, err := ms[0].Channel().QueueDeclare("gets", true, false, false, false, args); err != nil {
 		t.Fatal(err)
@@ -26,16 +24,10 @@ func TestGetAfterNackThroughAnotherNode(t *testing.T) {
 	if err := pub.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
-	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, 2))
 	g := ms[1].Channel()
 	for i := range 40 {
 		for _, b := range []string{"a", "b"} {
-			if err := pub.PublishWithContext(ctx, "", "gets", false, false, amqp091.Publishing{Body: []byte(b)}); err != nil {
-				t.Fatal(err)
-			}
-			if c := <-confirms; !c.Ack {
-				t.Fatal("publish nacked")
-			}
+			publishConfirmed(t, pub, "gets", b)
 		}
 		d, ok, err := g.Get("gets", false)
 		if err != nil || !ok || string(d.Body) != "a" {

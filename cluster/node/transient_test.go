@@ -406,7 +406,6 @@ func amqpCode(err error) int {
 // node than the one holding it.
 func TestTransientQueueGetPurgeDeleteAcrossNodes(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
-	ctx := context.Background()
 	if _, err := ms[0].Channel().QueueDeclare("kept.transient", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -414,14 +413,8 @@ func TestTransientQueueGetPurgeDeleteAcrossNodes(t *testing.T) {
 	if err := pub.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
-	confirms := pub.NotifyPublish(make(chan amqp091.Confirmation, 3))
 	for _, body := range []string{"a", "b", "c"} {
-		if err := pub.PublishWithContext(ctx, "", "kept.transient", false, false, amqp091.Publishing{Body: []byte(body)}); err != nil {
-			t.Fatal(err)
-		}
-		if c := <-confirms; !c.Ack {
-			t.Fatalf("publish %s nacked", body)
-		}
+		publishConfirmed(t, pub, "kept.transient", body)
 	}
 
 	getter := ms[1].Channel()
