@@ -65,9 +65,20 @@ func (s *Store) runNotices() {
 			continue
 		}
 		// Waiting for the barrier keeps one in flight at a time: commits
-		// meanwhile leave one notice, answered after it.
-		if err := s.raft.Barrier(noticeBarrierTimeout).Error(); err != nil {
-			s.log.Debug("barrier after a commit", "err", err)
+		// meanwhile leave one notice, answered after it. Not past Close:
+		// a barrier that cannot commit (the last node of a cluster
+		// stopping) may never be answered, even once raft has shut down
+		// (hashicorp/raft#498), and Close waits for this loop.
+		f := s.raft.Barrier(noticeBarrierTimeout)
+		done := make(chan error, 1)
+		go func() { done <- f.Error() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				s.log.Debug("barrier after a commit", "err", err)
+			}
+		case <-s.closed:
+			return
 		}
 	}
 }
