@@ -358,7 +358,7 @@ func (b *Broker) ExportDefinitions(product, version string) (*Definitions, error
 	if err != nil {
 		return nil, fmt.Errorf("read the metadata: %w", err)
 	}
-	snap = durableOnly(snap)
+	snap = restorable(snap)
 	d := &Definitions{
 		ProductName: product, ProductVersion: version,
 		Users: []DefUser{}, Vhosts: []DefVhost{}, Permissions: []DefPermission{},
@@ -433,36 +433,29 @@ func nonNilStrings(s []string) []string {
 	return s
 }
 
-// durableOnly is snap without what a restart of the cluster loses, as
-// RabbitMQ exports definitions: transient exchanges and queues (which a
-// cluster's metadata holds, remote.go), and the bindings to and from
-// them.
-func durableOnly(snap *metadata.Snapshot) *metadata.Snapshot {
+// restorable is snap without what an import could not declare again, as
+// RabbitMQ 4.3 exports definitions: exclusive queues, which belong to a
+// connection. Transient exchanges and queues stay (a cluster's metadata
+// holds them, remote.go), marked durable false. RabbitMQ exports the
+// bindings of exclusive queues too, which its import then fails to
+// declare; they are left out here.
+func restorable(snap *metadata.Snapshot) *metadata.Snapshot {
 	out := *snap
 	type key struct{ vhost, name string }
-	exchanges, queues := map[key]bool{}, map[key]bool{}
-	out.Exchanges, out.Queues, out.Bindings = nil, nil, nil
-	for _, x := range snap.Exchanges {
-		if x.Durable {
-			exchanges[key{x.Vhost, x.Name}] = true
-			out.Exchanges = append(out.Exchanges, x)
-		}
-	}
+	exclusive := map[key]bool{}
+	out.Queues, out.Bindings = nil, nil
 	for _, q := range snap.Queues {
-		if q.Durable {
-			queues[key{q.Vhost, q.Name}] = true
-			out.Queues = append(out.Queues, q)
+		if q.Exclusive {
+			exclusive[key{q.Vhost, q.Name}] = true
+			continue
 		}
+		out.Queues = append(out.Queues, q)
 	}
 	for _, bd := range snap.Bindings {
-		dst := queues
-		if bd.Kind == metadata.ToExchange {
-			dst = exchanges
+		if bd.Kind == metadata.ToQueue && exclusive[key{bd.Vhost, bd.Destination}] {
+			continue
 		}
-		// The default exchange is never recorded; its bindings neither.
-		if (bd.Source == "" || exchanges[key{bd.Vhost, bd.Source}] || isPredeclared(bd.Source)) && (dst[key{bd.Vhost, bd.Destination}] || bd.Kind == metadata.ToExchange && isPredeclared(bd.Destination)) {
-			out.Bindings = append(out.Bindings, bd)
-		}
+		out.Bindings = append(out.Bindings, bd)
 	}
 	return &out
 }

@@ -64,11 +64,11 @@ func TestTransientRemovals(t *testing.T) {
 	}
 }
 
-// TestDefinitionsLeaveTransientOut: an export holds what survives a
-// restart of the cluster, as RabbitMQ's does, though the cluster's
-// metadata holds transient queues and exchanges too.
-func TestDefinitionsLeaveTransientOut(t *testing.T) {
-	d := durableOnly(transientSnapshot())
+// TestDefinitionsLeaveExclusiveOut: an export holds what an import can
+// declare again, as RabbitMQ 4.3's does: transient exchanges and queues
+// (durable false), not exclusive queues nor their bindings.
+func TestDefinitionsLeaveExclusiveOut(t *testing.T) {
+	d := restorable(transientSnapshot())
 	var names []string
 	for _, x := range d.Exchanges {
 		names = append(names, "exchange "+x.Name)
@@ -79,7 +79,7 @@ func TestDefinitionsLeaveTransientOut(t *testing.T) {
 	for _, b := range d.Bindings {
 		names = append(names, "binding "+b.Source+">"+b.Destination)
 	}
-	want := []string{"exchange events", "queue d", "queue a", "binding events>d"}
+	want := []string{"exchange ad", "exchange events", "queue d", "queue a", "queue u", "binding events>d", "binding events>u"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("exported %q, want %q", names, want)
 	}

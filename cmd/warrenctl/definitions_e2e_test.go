@@ -65,6 +65,28 @@ func TestDefinitionsAgainstRealCluster(t *testing.T) {
 		}
 	}
 
+	// What clients declare for themselves: a transient exchange and a
+	// non-durable queue, which an export holds (as RabbitMQ 4.3's does),
+	// and an exclusive queue bound to a durable exchange, which it
+	// leaves out with its binding (an import could not declare them).
+	for _, step := range []func() error{
+		func() error { return ch.ExchangeDeclare("orders.local", "fanout", false, false, false, false, nil) },
+		func() error {
+			_, err := ch.QueueDeclare("orders.scratch", false, false, false, false, amqp091.Table{"x-queue-type": "classic"})
+			return err
+		},
+		func() error { return ch.QueueBind("orders.scratch", "", "orders.local", false, nil) },
+		func() error {
+			_, err := ch.QueueDeclare("orders.mine", false, false, true, false, nil)
+			return err
+		},
+		func() error { return ch.QueueBind("orders.mine", "#", "orders.events", false, nil) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// Export through warren-1 to standard output: the whole topology.
 	code, out, errOut = warrenctl(t, "--node", ms[1].InternalAddr().String(), "export", "definitions", "-")
 	if code != 0 {
@@ -81,14 +103,34 @@ func TestDefinitionsAgainstRealCluster(t *testing.T) {
 		}
 		Queues []struct {
 			Name, Type string
+			Durable    bool
+		}
+		Exchanges []struct {
+			Name    string
+			Durable bool
 		}
 		Parameters []struct{ Component, Name string }
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("export is not JSON: %v\n%s", err, out)
 	}
-	if len(doc.Users) != 2 || len(doc.Bindings) != 4 || len(doc.Queues) != 3 || len(doc.Parameters) != 1 || doc.Parameters[0].Component != "operator_policy" {
+	if len(doc.Users) != 2 || len(doc.Bindings) != 5 || len(doc.Queues) != 4 || len(doc.Exchanges) != 5 || len(doc.Parameters) != 1 || doc.Parameters[0].Component != "operator_policy" {
 		t.Fatalf("exported %+v", doc)
+	}
+	for _, q := range doc.Queues {
+		if q.Name == "orders.mine" || q.Name == "orders.scratch" && (q.Durable || q.Type != "classic") {
+			t.Fatalf("exported queue %+v", q)
+		}
+	}
+	for _, x := range doc.Exchanges {
+		if x.Name == "orders.local" && x.Durable {
+			t.Fatalf("exported exchange %+v", x)
+		}
+	}
+	for _, b := range doc.Bindings {
+		if b.Destination == "orders.mine" {
+			t.Fatalf("exported the binding of an exclusive queue: %+v", b)
+		}
 	}
 	if !strings.Contains(out, `"destination_type": "exchange"`) || !strings.Contains(out, `"alternate-exchange": "orders.alt"`) {
 		t.Fatalf("the export lacks the exchange-to-exchange binding or the alternate exchange:\n%s", out)
