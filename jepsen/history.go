@@ -153,6 +153,8 @@ type verdict struct {
 	Unflagged  []uint64 `json:"unflagged"`
 	// Stories tell the defective messages' histories, for the post-mortem.
 	Stories []string `json:"stories,omitempty"`
+	// RPC is the RPC workload's verdict (rpc.go), when it ran.
+	RPC *rpcVerdict `json:"rpc,omitempty"`
 }
 
 // waits summarises confirm waits, in seconds; Slowest is the slowest
@@ -166,7 +168,8 @@ type waits struct {
 }
 
 func (v verdict) ok() bool {
-	return len(v.Lost) == 0 && len(v.Unexpected) == 0 && len(v.Unflagged) == 0 && v.Stranded == 0 && v.RefusedAfterHeal == 0
+	return len(v.Lost) == 0 && len(v.Unexpected) == 0 && len(v.Unflagged) == 0 && v.Stranded == 0 && v.RefusedAfterHeal == 0 &&
+		(v.RPC == nil || v.RPC.ok())
 }
 
 // check judges the history, once every client has stopped.
@@ -293,6 +296,9 @@ func (v verdict) String() string {
 	fmt.Fprintf(&b, "refused after healing (publishes nacked or unconfirmed): %d", v.RefusedAfterHeal)
 	for _, s := range v.Stories {
 		fmt.Fprintf(&b, "\n  %s", s)
+	}
+	if v.RPC != nil {
+		fmt.Fprintf(&b, "\n%s", v.RPC)
 	}
 	return b.String()
 }

@@ -39,6 +39,7 @@ type config struct {
 	// (workload.expiring and workload.dead).
 	deadLetter  int
 	rate        int
+	rpcRate     int
 	duration    time.Duration
 	hold        time.Duration
 	faults, ops []string
@@ -77,6 +78,7 @@ Flags:
 	fs.IntVar(&cfg.sleepy, "sleepy-queues", 2, "more quorum queues used in bursts: every 7-12 s each node publishes a few messages with confirms to one of them, then empties them all with basic.get, so that between bursts they hibernate (--queue-hibernate-after, 5s by default) and each burst wakes them")
 	fs.IntVar(&cfg.deadLetter, "dead-letter-queues", 1, "pairs of quorum queues that dead-letter: the producers publish to the first of each too, whose messages expire after 200 ms with nobody consuming it and are dead-lettered at-least-once to the second, which the consumers empty")
 	fs.IntVar(&cfg.rate, "rate", 100, "messages per second each node's producer publishes")
+	fs.IntVar(&cfg.rpcRate, "rpc-rate", 10, "requests per second each node's RPC client sends: RabbitMQ's request/reply, a client with an exclusive reply queue on its node, requests in the quorum queue "+rpcQueue+" answered by a server on every node, replies published with confirms to the reply queue wherever it lives; 0 for none")
 	fs.DurationVar(&cfg.duration, "duration", time.Minute, "how long the clients run and the nemesis breaks things")
 	fs.DurationVar(&cfg.hold, "hold", 8*time.Second, "longest a fault is held (and a pause between faults); each lasts between half this and this")
 	fs.StringVar(&faults, "faults", "kill,stop,pause,partition,alarm", "faults, comma-separated: kill, stop, pause, partition (partition needs root, ip, nft and iptables), alarm (a disk alarm on the node: warrenctl set disk-free-limit above its free space, which blocks publishers on every node, then back to 50MB); empty for none")
@@ -176,7 +178,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	}
 	defer c.stopAll()
 
-	w := &workload{log: log, rate: cfg.rate}
+	w := &workload{log: log, rate: cfg.rate, rpcRate: cfg.rpcRate, rpc: newRPCHistory()}
 	for i := 0; i < cfg.queues; i++ {
 		w.queues = append(w.queues, fmt.Sprintf("jepsen-%d", i))
 	}
@@ -216,6 +218,13 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	for _, nd := range c.nodes {
 		producers.Add(1)
 		go func() { defer producers.Done(); w.produce(runCtx, nd) }()
+		if w.rpcRate > 0 {
+			// RPC clients send for the duration and take replies until
+			// the drain is over; servers answer until then.
+			consumers.Add(2)
+			go func() { defer consumers.Done(); w.rpcClientLoop(runCtx, consumeCtx, nd) }()
+			go func() { defer consumers.Done(); w.rpcServerLoop(consumeCtx, nd) }()
+		}
 	}
 	n.run(runCtx)
 	producers.Wait()
@@ -247,6 +256,10 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 		n.note("%d messages still unacknowledged in queues without consumers", stranded)
 	}
 	v := w.h.check()
+	if w.rpcRate > 0 {
+		rv := w.rpc.check()
+		v.RPC = &rv
+	}
 	v.Stranded = stranded
 	v.RefusedAfterHeal = refusedAfter
 	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, Verdict: v, Queues: listing}
@@ -298,6 +311,11 @@ func drain(ctx context.Context, c *cluster, w *workload, limit time.Duration) er
 		// its queue's leader publishes it to the dead-letter queue,
 		// trying again every second until that is confirmed.
 		if empty && w.h.awaitingDeadLetters() > 0 {
+			empty = false
+		}
+		// A reply may still be on its way to a client that kept its
+		// connection.
+		if empty && w.rpcRate > 0 && w.rpc.awaiting() > 0 {
 			empty = false
 		}
 		if empty && time.Since(quietSince) > 3*time.Second {

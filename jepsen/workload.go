@@ -32,6 +32,10 @@ type workload struct {
 	expiring, dead []string
 	// rate is each producer's messages per second.
 	rate int
+	// rpc is the RPC workload's history (rpc.go); rpcRate each node's
+	// client's requests per second, 0 for no RPC workload.
+	rpc     *rpcHistory
+	rpcRate int
 }
 
 func (w *workload) dial(nd *node) (*amqp091.Connection, *amqp091.Channel, error) {
@@ -57,7 +61,11 @@ const expiringTTL = 200
 // all is every queue the workload uses, each dead-letter queue before
 // the queues that dead-letter to it.
 func (w *workload) all() []string {
-	return slices.Concat(w.queues, w.sleepy, w.dead, w.expiring)
+	all := slices.Concat(w.queues, w.sleepy, w.dead, w.expiring)
+	if w.rpcRate > 0 {
+		all = append(all, rpcQueue)
+	}
+	return all
 }
 
 // produced are the queues the producers publish to in turn.
