@@ -195,6 +195,15 @@ func (m *Membership) Members() []Member {
 	return out
 }
 
+// Member is one node as the events reported it, false if they never
+// named it.
+func (m *Membership) Member(name string) (Member, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mb, ok := m.members[name]
+	return mb, ok
+}
+
 // LocalAddr is the gossip address other nodes reach this one at.
 func (m *Membership) LocalAddr() string { return m.addr }
 

@@ -267,14 +267,20 @@ func (p *publisher) renumberLocked() {
 	p.resetLocked()
 }
 
-// expire nacks the publishes past their deadline; they stay queued, under
-// their numbers, until the leader answers them (see publisher).
-func (p *publisher) expire() {
+// expire nacks the publishes past their deadline, and every one waiting
+// while the group is gone (RouterConfig.Gone); they stay queued, under
+// their numbers, until the leader answers them (see publisher). It
+// reports whether the group is gone.
+func (p *publisher) expire() (gone bool) {
 	now := time.Now()
+	var goneErr error
+	if p.r.cfg.Gone != nil {
+		goneErr = p.r.cfg.Gone()
+	}
 	var calls []func(error)
 	p.mu.Lock()
 	for _, u := range p.q { // deadlines grow along the queue
-		if now.Before(u.deadline) {
+		if goneErr == nil && now.Before(u.deadline) {
 			break
 		}
 		if u.done != nil {
@@ -283,12 +289,18 @@ func (p *publisher) expire() {
 		}
 	}
 	p.mu.Unlock()
-	if len(calls) > 0 {
+	err := error(ErrPublishTimeout)
+	switch {
+	case len(calls) > 0 && goneErr != nil:
+		err = goneErr
+		p.r.log.Warn("forward: publishes nacked, the queue's node is gone", "count", len(calls), "err", goneErr)
+	case len(calls) > 0:
 		p.r.log.Warn("forward: publishes not confirmed in time", "count", len(calls), "timeout", p.r.cfg.PublishTimeout)
 	}
 	for _, done := range calls {
-		done(ErrPublishTimeout)
+		done(err)
 	}
+	return goneErr != nil
 }
 
 // close fails every unanswered publish with err.
@@ -340,7 +352,11 @@ func (p *publisher) run() {
 			tick.Stop()
 			ticking = false
 		}
-		p.expire()
+		if p.expire() {
+			// Nothing to reach: the ticker looks again while publishes
+			// wait (a dial to a failed node could hang for opTimeout).
+			continue
+		}
 		for {
 			more, err := p.pump()
 			if err != nil {
@@ -349,7 +365,9 @@ func (p *publisher) run() {
 					return
 				}
 				backoff = min(2*backoff, maxBackoff)
-				p.expire()
+				if p.expire() {
+					break
+				}
 				continue
 			}
 			if !more {

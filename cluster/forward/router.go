@@ -47,6 +47,13 @@ type RouterConfig struct {
 	// reports whether it is. Nil for a node that never hibernates groups.
 	Wake   func()
 	Asleep func() bool
+	// Gone, when set, reports why the group cannot be reached at all
+	// for now: the node of an in-memory queue (the group's one member)
+	// has failed or started again without it. Publishes are then nacked
+	// at once, as RabbitMQ's channel nacks those to a queue whose node
+	// went down, instead of after PublishTimeout; they stay queued, as
+	// expired ones do, should the node come back.
+	Gone func() error
 }
 
 const (

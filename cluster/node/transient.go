@@ -1,6 +1,8 @@
 package node
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/warrenmq/warren/cluster/forward"
@@ -24,9 +26,36 @@ func (c *clusterNode) OpenRemote(rec metadata.Queue, name string) (queue.Queue, 
 		QueueID: rec.ID, Name: name, Members: rec.Members,
 		Self: c.self, SelfBoot: replica.BootOf(c.self, c.boot),
 		Addr: c.addrOf, Pool: c.pool, PublishTimeout: c.cfg.PublishTimeout,
-		Log: c.log,
+		Log: c.log, Gone: c.ownerGone(rec),
 	}), nil
 }
+
+// ownerGone reports, for another node's in-memory queue, whether gossip
+// sees its node failed, gone or started again (a new start holds none of
+// the queue's messages): the node's publishes to it are nacked at once
+// rather than after the publish timeout, until the queue's removal
+// (dropTransientOf) or the node's return.
+func (c *clusterNode) ownerGone(rec metadata.Queue) func() error {
+	if len(rec.Members) != 1 || c.gossip == nil {
+		return nil
+	}
+	owner, boot := rec.Members[0], rec.Boot
+	return func() error {
+		m, ok := c.gossip.Member(owner)
+		switch {
+		case !ok:
+			return nil // not heard of yet: a node still joining
+		case m.State == membership.Dead || m.State == membership.Left:
+			return fmt.Errorf("%w: node %s is %s", errOwnerGone, owner, m.State)
+		case boot != "" && m.Boot != "" && m.Boot != boot:
+			return fmt.Errorf("%w: node %s has started again", errOwnerGone, owner)
+		}
+		return nil
+	}
+}
+
+// errOwnerGone: the node holding an in-memory queue is down.
+var errOwnerGone = errors.New("the queue's node is down")
 
 // servedQueue is the forward service's lookup for this node's in-memory
 // queues.

@@ -391,6 +391,64 @@ func TestTransientQueuesDieWithTheirNode(t *testing.T) {
 	}
 }
 
+// TestPublishToAFailedNodesQueueNackedAtOnce: a publish through another
+// node to the exclusive queue of a node that has just failed is nacked as
+// soon as gossip reports the failure, as RabbitMQ's channel nacks one to
+// a queue whose node went down, not once the queue is removed (after a
+// 10 s grace) or the publish timeout; once the queue is removed, a
+// mandatory publish to it comes back unroutable.
+func TestPublishToAFailedNodesQueueNackedAtOnce(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	q, err := ms[2].Channel().QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := ms[0].Channel()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	returns := ch.NotifyReturn(make(chan amqp091.Return, 8))
+	publish := func() (acked, returned bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q.Name, true, false, amqp091.Publishing{Body: []byte("reply")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked, err = dc.WaitContext(ctx)
+		if err != nil {
+			t.Fatalf("no confirm: %v", err)
+		}
+		select {
+		case <-returns: // a return comes before its publish's confirm
+			returned = true
+		default:
+		}
+		return acked, returned
+	}
+	if acked, returned := publish(); !acked || returned {
+		t.Fatalf("publish to the live queue: acked %v, returned %v", acked, returned)
+	}
+
+	ms[2].Kill()
+	killed := time.Now()
+	nodetest.Eventually(t, "a publish to the failed node's queue nacked", 10*time.Second, func() bool {
+		acked, _ := publish()
+		return !acked
+	})
+	// Before the queue's removal, which waits out a 10 s grace after
+	// gossip reports the failure (the test nodes' gossip takes about a
+	// second): the nack did not wait for it.
+	if d := time.Since(killed); d > 8*time.Second {
+		t.Fatalf("the first nack came %v after the kill: it waited for the queue's removal", d)
+	}
+	nodetest.Eventually(t, "the queue removed, a mandatory publish returned", 40*time.Second, func() bool {
+		acked, returned := publish()
+		return acked && returned
+	})
+}
+
 // amqpCode is the reply code of a channel or connection error, 0 if err
 // is none.
 func amqpCode(err error) int {
