@@ -410,6 +410,9 @@ func (ch *channel) queueFailed(method, what string, q *broker.Queue, err error) 
 	if errors.Is(err, queue.ErrDeleted) {
 		return amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", name, ch.c.vhost.Name())
 	}
+	if err := broker.NodeDown(err, name, ch.c.vhost.Name()); err != nil {
+		return err
+	}
 	ch.c.log.Warn(method+" failed", "channel", ch.id, "queue", name, "err", err)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return amqp.Errorf(amqp.InternalError, "timed out %s %s queue '%s' in vhost '%s'", what, q.Type(), name, ch.c.vhost.Name())

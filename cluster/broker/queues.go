@@ -590,7 +590,21 @@ func (v *Vhost) PurgeQueue(u *User, owner OwnerID, name string) (uint32, error) 
 	if err != nil {
 		return 0, err
 	}
-	return q.engine.Purge()
+	n, err := q.engine.Purge()
+	if nd := NodeDown(err, name, v.name); nd != nil {
+		return 0, nd
+	}
+	return n, err
+}
+
+// NodeDown is RabbitMQ's 404 for a queue whose node is down, when err
+// says so (queue.NodeDownError), else nil.
+func NodeDown(err error, queueName, vhost string) error {
+	var nd *queue.NodeDownError
+	if !errors.As(err, &nd) {
+		return nil
+	}
+	return amqp.Errorf(amqp.NotFound, "home node '%s' of queue '%s' in vhost '%s' is down or inaccessible", nd.Node, queueName, vhost)
 }
 
 // DeleteQueue deletes a queue and returns the number of messages it held.

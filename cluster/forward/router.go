@@ -51,8 +51,9 @@ type RouterConfig struct {
 	// for now: the node of an in-memory queue (the group's one member)
 	// has failed or started again without it. Publishes are then nacked
 	// at once, as RabbitMQ's channel nacks those to a queue whose node
-	// went down, instead of after PublishTimeout; they stay queued, as
-	// expired ones do, should the node come back.
+	// went down, instead of after PublishTimeout (they stay queued, as
+	// expired ones do, should the node come back), and gets, consumes,
+	// purges and counts fail at once with its error.
 	Gone func() error
 }
 
@@ -182,10 +183,16 @@ type target struct {
 	addr  string
 }
 
-// resolve finds the leader, waiting with backoff until ctx is done.
+// resolve finds the leader, waiting with backoff until ctx is done, or
+// returns at once why the group is gone (RouterConfig.Gone).
 func (r *Router) resolve(ctx context.Context) (target, error) {
 	backoff := minBackoff
 	for {
+		if r.cfg.Gone != nil {
+			if err := r.cfg.Gone(); err != nil {
+				return target{}, err
+			}
+		}
 		t, err := r.tryResolve(ctx)
 		if err == nil {
 			return t, nil

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/warrenmq/warren/cluster/forward"
@@ -46,16 +44,13 @@ func (c *clusterNode) ownerGone(rec metadata.Queue) func() error {
 		case !ok:
 			return nil // not heard of yet: a node still joining
 		case m.State == membership.Dead || m.State == membership.Left:
-			return fmt.Errorf("%w: node %s is %s", errOwnerGone, owner, m.State)
+			return &queue.NodeDownError{Node: owner, Why: "is " + m.State.String()}
 		case boot != "" && m.Boot != "" && m.Boot != boot:
-			return fmt.Errorf("%w: node %s has started again", errOwnerGone, owner)
+			return &queue.NodeDownError{Node: owner, Why: "has started again"}
 		}
 		return nil
 	}
 }
-
-// errOwnerGone: the node holding an in-memory queue is down.
-var errOwnerGone = errors.New("the queue's node is down")
 
 // servedQueue is the forward service's lookup for this node's in-memory
 // queues.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -391,16 +392,20 @@ func TestTransientQueuesDieWithTheirNode(t *testing.T) {
 	}
 }
 
-// TestPublishToAFailedNodesQueueNackedAtOnce: a publish through another
-// node to the exclusive queue of a node that has just failed is nacked as
-// soon as gossip reports the failure, as RabbitMQ's channel nacks one to
-// a queue whose node went down, not once the queue is removed (after a
-// 10 s grace) or the publish timeout; once the queue is removed, a
-// mandatory publish to it comes back unroutable.
-func TestPublishToAFailedNodesQueueNackedAtOnce(t *testing.T) {
+// TestFailedNodesQueuesRefusedAtOnce: a publish through another node to
+// the exclusive queue of a node that has just failed is nacked as soon as
+// gossip reports the failure, as RabbitMQ's channel nacks one to a queue
+// whose node went down, not once the queue is removed (after a 10 s
+// grace) or the publish timeout; a get from its transient queue is
+// refused with RabbitMQ's 404 for a queue whose node is down; once the
+// queue is removed, a mandatory publish to it comes back unroutable.
+func TestFailedNodesQueuesRefusedAtOnce(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
 	q, err := ms[2].Channel().QueueDeclare("", false, true, true, false, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms[2].Channel().QueueDeclare("victim.transient", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	ch := ms[0].Channel()
@@ -442,6 +447,12 @@ func TestPublishToAFailedNodesQueueNackedAtOnce(t *testing.T) {
 	// second): the nack did not wait for it.
 	if d := time.Since(killed); d > 8*time.Second {
 		t.Fatalf("the first nack came %v after the kill: it waited for the queue's removal", d)
+	}
+	// Meanwhile a get is refused as RabbitMQ refuses one from a queue
+	// whose node is down.
+	_, _, err = ms[0].Channel().Get("victim.transient", false)
+	if amqpCode(err) != amqp091.NotFound || !strings.Contains(err.Error(), "home node 'warren-2' of queue 'victim.transient' in vhost '/' is down or inaccessible") {
+		t.Fatalf("get from the failed node's queue: %v", err)
 	}
 	nodetest.Eventually(t, "the queue removed, a mandatory publish returned", 40*time.Second, func() bool {
 		acked, returned := publish()

@@ -118,6 +118,16 @@ var (
 	ErrGetUnsupported = errors.New("basic.get not supported by this queue")
 )
 
+// NodeDownError: the node that holds an in-memory queue (its only copy)
+// is down, or started again without it. RabbitMQ answers 404 NOT_FOUND,
+// "home node ... is down or inaccessible", for a queue in that state.
+type NodeDownError struct {
+	Node string
+	Why  string // "is dead", "has started again", ...
+}
+
+func (e *NodeDownError) Error() string { return "node " + e.Node + " " + e.Why }
+
 // Queue is the boundary every queue type implements. All methods are safe
 // for concurrent use.
 type Queue interface {
