@@ -106,8 +106,7 @@ type txPublish struct {
 	pub     *amqp.BasicPublish
 	msg     *queue.Message
 	qs      []*broker.Queue // where it was routed at publish time
-	replies []*consumer     // direct reply-to consumers it was routed to
-	remote  []string        // and other nodes' reply names (replyto.go)
+	replies replyRoute      // direct reply-to names it was routed to (replyto.go)
 }
 
 type txSettlement struct {
@@ -139,7 +138,7 @@ func (ch *channel) txSelect() error {
 }
 
 // txBufferPublish keeps a routed publish until commit. qs is copied.
-func (ch *channel) txBufferPublish(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies []*consumer, remote []string) error {
+func (ch *channel) txBufferPublish(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies replyRoute) error {
 	limit := max(uint64(txMaxBytes), ch.c.s.cfg.MaxMessageSize)
 	size := uint64(len(msg.Body))
 	if len(ch.tx.pubs) >= txMaxMessages || ch.tx.bytes+size > limit {
@@ -152,7 +151,6 @@ func (ch *channel) txBufferPublish(pub *amqp.BasicPublish, msg *queue.Message, q
 		msg:     msg,
 		qs:      append([]*broker.Queue(nil), qs...),
 		replies: replies,
-		remote:  remote,
 	})
 	return nil
 }
@@ -186,13 +184,10 @@ func (ch *channel) txCommit() error {
 	for i := range ch.tx.pubs {
 		p := &ch.tx.pubs[i]
 		if len(p.qs) == 0 {
-			ch.deliverRouted(p.pub, p.msg, nil, p.replies, p.remote)
+			ch.deliverRouted(p.pub, p.msg, nil, p.replies)
 			continue
 		}
-		ch.c.s.relayReplies(p.remote, p.msg)
-		for _, k := range p.replies {
-			k.Deliver(queue.Delivery{Message: p.msg})
-		}
+		p.replies.deliver(ch.c.s, p.msg)
 		for _, q := range p.qs {
 			wg.Add(1)
 			var once atomic.Bool

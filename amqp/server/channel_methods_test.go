@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -310,20 +311,38 @@ func TestDirectReplyTo(t *testing.T) {
 		t.Fatalf("reply %q", m.Body)
 	}
 
-	// The requester cancels: replies are no longer delivered, and a
-	// mandatory one is returned.
+	// The requester cancels: replies are no longer delivered. As in
+	// RabbitMQ 4.2 and later, the reply name of a running node still
+	// routes, so a mandatory reply is dropped, not returned; a name that
+	// names no node of the cluster, or is malformed, is unroutable.
 	if err := req.Cancel("rc", false); err != nil {
 		t.Fatal(err)
 	}
-	returns := srv.NotifyReturn(make(chan amqp091.Return, 1))
-	srv.Publish("", r.ReplyTo, true, false, amqp091.Publishing{Body: []byte("late")})
-	select {
-	case ret := <-returns:
-		if ret.ReplyCode != 312 {
-			t.Fatalf("return code %d", ret.ReplyCode)
+	late := openChannel(t, c)
+	if err := late.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	lateConfirms := late.NotifyPublish(make(chan amqp091.Confirmation, 4))
+	returns := late.NotifyReturn(make(chan amqp091.Return, 4))
+	unknownNode := "amq.rabbitmq.reply-to." + base64.RawURLEncoding.EncodeToString([]byte("elsewhere")) + ".abc"
+	for _, name := range []string{r.ReplyTo, unknownNode, "amq.rabbitmq.reply-to.garbage"} {
+		if err := late.Publish("", name, true, false, amqp091.Publishing{Body: []byte("late")}); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("no basic.return for a reply to a gone requester")
+		if c := <-lateConfirms; !c.Ack {
+			t.Fatalf("reply to %s nacked", name)
+		}
+		// A return comes before its publish's confirm.
+		select {
+		case ret := <-returns:
+			if name == r.ReplyTo || ret.ReplyCode != 312 {
+				t.Fatalf("reply to %s returned %d", name, ret.ReplyCode)
+			}
+		default:
+			if name != r.ReplyTo {
+				t.Fatalf("no basic.return for a reply to %s", name)
+			}
+		}
 	}
 	_, err = check.QueueDeclarePassive(r.ReplyTo, false, false, false, false, nil)
 	wantError(t, err, 404, "NOT_FOUND - no queue '"+r.ReplyTo+"' in vhost '/'")

@@ -133,10 +133,9 @@ func (ch *channel) completePublish() error {
 	}
 	// Through the default exchange, a rewritten reply_to name (as the
 	// routing key or in CC/BCC) reaches its reply consumer directly.
-	var replies []*consumer
-	var remote []string
+	var replies replyRoute
 	if pub.Exchange == "" {
-		replies, remote = ch.c.s.replies.route(ch.keyBuf)
+		replies = ch.c.s.replies.route(ch.keyBuf, ch.c.s.replyNodeRunning)
 	}
 	var err error
 	ch.routeBuf, err = ch.c.vhost.Route(pub.Exchange, ch.keyBuf, headers, ch.routeBuf[:0])
@@ -154,27 +153,21 @@ func (ch *channel) completePublish() error {
 	}
 
 	if ch.txMode {
-		err := ch.txBufferPublish(pub, msg, ch.routeBuf, replies, remote)
+		err := ch.txBufferPublish(pub, msg, ch.routeBuf, replies)
 		clear(ch.routeBuf)
 		return withMethodErr(err, pub)
 	}
-	ch.deliverRouted(pub, msg, ch.routeBuf, replies, remote)
+	ch.deliverRouted(pub, msg, ch.routeBuf, replies)
 	return nil
 }
 
 // deliverRouted hands msg to the queues and direct reply-to consumers it
-// was routed to (remote: reply names of other nodes' consumers, relayed
-// there now), or returns it when it is mandatory and routed nowhere. It
-// clears qs. A reply counts as stored once handed to its consumer.
-func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies []*consumer, remote []string) {
-	took := len(replies)
-	if len(remote) > 0 {
-		took += ch.c.s.relayReplies(remote, msg)
-	}
-	for _, k := range replies {
-		k.Deliver(queue.Delivery{Message: msg})
-	}
-	if len(qs) == 0 && took > 0 {
+// was routed to (other nodes' reply consumers through a relay, now), or
+// returns it when it is mandatory and routed nowhere. It clears qs. A
+// reply counts as stored once routed (replyRoute.targets).
+func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies replyRoute) {
+	replies.deliver(ch.c.s, msg)
+	if len(qs) == 0 && replies.targets > 0 {
 		ch.c.stats.add(cRouted, 1)
 		if ch.confirmMode {
 			ch.confirms.publish(0)

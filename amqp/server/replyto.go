@@ -40,6 +40,9 @@ type ReplyRelay interface {
 	// with m nil asks whether it lives; false if it does not, or if node
 	// cannot be reached.
 	RelayReply(ctx context.Context, node, name string, m *queue.Message) (bool, error)
+	// Running reports whether node is a member of the cluster that is
+	// up: a reply name of such a node routes (RabbitMQ 4.3's rule).
+	Running(node string) bool
 }
 
 // SetReplyRelay lets replies to other nodes' requesters through r;
@@ -81,6 +84,13 @@ func (s *Server) relayReplies(names []string, m *queue.Message) int {
 		}
 	}
 	return n
+}
+
+// replyNodeRunning reports whether a reply name of another node names
+// one that is up (ReplyRelay.Running); never on a standalone node.
+func (s *Server) replyNodeRunning(node string) bool {
+	r := s.relay.Load()
+	return r != nil && (*r).Running(node)
 }
 
 // replyLives reports whether the reply consumer that name names lives,
@@ -151,27 +161,52 @@ func (r *replyRegistry) isLocal(name string) bool {
 	return strings.HasPrefix(name, replyToQueue+"."+r.tag+".")
 }
 
+// replyRoute is where a publish's reply names lead.
+type replyRoute struct {
+	local  []*consumer // this node's live reply consumers
+	remote []string    // names of reply consumers on other running nodes (relayReplies)
+	// targets counts the reply names that route: as in RabbitMQ 4.2 and
+	// later, a reply name of a running node of the cluster is a target
+	// whether its requester is still there or not (a reply to one that
+	// has gone is dropped, and a mandatory one is not returned); one of
+	// an unknown or stopped node is unroutable.
+	targets int
+}
+
+// deliver hands m to the reply consumers: this node's, and other nodes'
+// through the relay.
+func (rr replyRoute) deliver(s *Server, m *queue.Message) {
+	if len(rr.remote) > 0 {
+		s.relayReplies(rr.remote, m)
+	}
+	for _, k := range rr.local {
+		k.Deliver(queue.Delivery{Message: m})
+	}
+}
+
 // route sorts the reply names among routing keys of a publish to the
-// default exchange, once each: this node's live reply consumers, and the
-// names of other nodes' (relayReplies). As in RabbitMQ 4.3, a reply
-// whose requester is gone is simply unroutable (dropped, or returned with
-// 312 NO_ROUTE when mandatory).
-func (r *replyRegistry) route(keys []string) (local []*consumer, remote []string) {
+// default exchange, once each; running says whether another node is up.
+func (r *replyRegistry) route(keys []string, running func(node string) bool) replyRoute {
+	var rr replyRoute
+	var seen []string
 	for _, key := range keys {
-		if !isReplyName(key) {
+		if !isReplyName(key) || slices.Contains(seen, key) {
 			continue
 		}
+		seen = append(seen, key)
 		if r.isLocal(key) {
-			if k := r.lookup(key); k != nil && !slices.Contains(local, k) {
-				local = append(local, k)
+			rr.targets++
+			if k := r.lookup(key); k != nil && !slices.Contains(rr.local, k) {
+				rr.local = append(rr.local, k)
 			}
 			continue
 		}
-		if _, ok := r.nodeOf(key); ok && !slices.Contains(remote, key) {
-			remote = append(remote, key)
+		if node, ok := r.nodeOf(key); ok && running(node) {
+			rr.targets++
+			rr.remote = append(rr.remote, key)
 		}
 	}
-	return local, remote
+	return rr
 }
 
 func (r *replyRegistry) lookup(name string) *consumer {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/membership"
 )
 
 // RelayReply hands a direct reply-to reply to the requester's node
@@ -17,4 +18,14 @@ func (c *clusterNode) RelayReply(ctx context.Context, node, name string, m *queu
 		return false, fmt.Errorf("no address for node %q", node)
 	}
 	return forward.RelayReply(ctx, c.pool, addr, name, m)
+}
+
+// Running reports whether gossip sees node up (server.ReplyRelay): a
+// direct reply-to name of a running node routes, as in RabbitMQ 4.3.
+func (c *clusterNode) Running(node string) bool {
+	if node == c.self {
+		return true
+	}
+	m, ok := c.gossip.Member(node)
+	return ok && (m.State == membership.Alive || m.State == membership.Suspect) && !m.Leaving
 }
