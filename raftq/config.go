@@ -102,6 +102,58 @@ type Config struct {
 	// a runtime takes no snapshots these fields are not in them.
 	ClassicPriority bool
 	MaxPriority     uint8
+	// Retry is RabbitMQ 4.3's delayed retry (x-delayed-retry-type, -min,
+	// -max): which returned messages wait before they are ready again.
+	Retry DelayedRetry
+}
+
+// RetryType is x-delayed-retry-type: which returns wait.
+type RetryType uint8
+
+const (
+	// RetryDisabled: every returned message is ready again at once.
+	RetryDisabled RetryType = iota
+	// RetryAll delays every return.
+	RetryAll
+	// RetryFailed delays failed deliveries only (basic.reject, a lost
+	// consumer: those that raise delivery-count).
+	RetryFailed
+	// RetryReturned delays the others only (basic.nack, basic.recover,
+	// the consumer timeout).
+	RetryReturned
+)
+
+var retryTypeNames = [...]string{"disabled", "all", "failed", "returned"}
+
+func (t RetryType) String() string {
+	if int(t) < len(retryTypeNames) {
+		return retryTypeNames[t]
+	}
+	return fmt.Sprintf("retry(%d)", uint8(t))
+}
+
+// DelayedRetry is a quorum queue's delayed retry (rabbit_quorum_queue
+// get_delayed_retry_config/1, rabbit_fifo should_delay/5): a return of
+// the kind Type names waits min(Min × delivery-count, Max) milliseconds
+// (delivery-count counted as at least 1) before the message is ready
+// again, ahead of never-delivered messages as any return. Waiting
+// messages count against the length limits but not as ready.
+type DelayedRetry struct {
+	Type     RetryType
+	Min, Max int64 // milliseconds, 0 < Min <= Max when Type is set
+}
+
+// delays says whether a return for cause waits.
+func (r DelayedRetry) delays(cause ReturnCause) bool {
+	switch r.Type {
+	case RetryAll:
+		return true
+	case RetryFailed:
+		return cause.failed()
+	case RetryReturned:
+		return !cause.failed()
+	}
+	return false
 }
 
 // DefaultConfig is the Config of a quorum queue declared without arguments.
@@ -229,7 +281,36 @@ func ParseConfig(args map[string]any) (Config, error) {
 	if atLeastOnce && c.DeadLettering && c.Overflow == RejectPublish {
 		c.Strategy = AtLeastOnce
 	}
+	c.Retry = retryArgs(args)
 	return c, nil
+}
+
+// retryArgs reads x-delayed-retry-type, -min and -max as RabbitMQ 4.3
+// does (get_delayed_retry_config/1): they are not among declare_args, so
+// nothing is refused; a type other than all, failed or returned, or a
+// missing or non-positive minimum, leaves retries undelayed, and a
+// missing or bad maximum is the minimum. A maximum below the minimum
+// (which a policy could not set) caps every delay at it.
+func retryArgs(args map[string]any) DelayedRetry {
+	var r DelayedRetry
+	switch args["x-delayed-retry-type"] {
+	case "all":
+		r.Type = RetryAll
+	case "failed":
+		r.Type = RetryFailed
+	case "returned":
+		r.Type = RetryReturned
+	default:
+		return DelayedRetry{}
+	}
+	var ok bool
+	if r.Min, ok = intValue(args["x-delayed-retry-min"]); !ok || r.Min <= 0 {
+		return DelayedRetry{}
+	}
+	if r.Max, ok = intValue(args["x-delayed-retry-max"]); !ok || r.Max <= 0 {
+		r.Max = r.Min
+	}
+	return r
 }
 
 // expiryArg reads x-expires (zero refused) or x-message-ttl

@@ -112,11 +112,12 @@ func (m *Machine) enforceLimits() {
 
 // overLimit says whether the queue would exceed its length limits with n
 // more messages of size bytes. Only ready messages count, as in RabbitMQ
-// (is_over_limit/1: messages_ready plus at-least-once dead letters); a
-// checked-out message does not.
+// (is_over_limit/1: messages_ready_plus_delayed plus at-least-once dead
+// letters), and those waiting out a delayed retry; a checked-out message
+// does not. drop-head drops ready messages only.
 func (m *Machine) overLimit(n int, size int64) bool {
-	count := int64(m.ready.n + len(m.dead.byIndex) + n)
-	bytes := m.ready.bytes + m.dead.bytes + size
+	count := int64(m.ready.n + len(m.delayed.q) + len(m.dead.byIndex) + n)
+	bytes := m.ready.bytes + m.delayed.bytes + m.dead.bytes + size
 	return (m.cfg.MaxLength >= 0 && count > m.cfg.MaxLength) ||
 		(m.cfg.MaxLengthBytes >= 0 && bytes > m.cfg.MaxLengthBytes)
 }

@@ -55,6 +55,6 @@ func (m *Machine) get(index uint64, id ConsumerID, noAck bool) {
 // confirmation (rabbit_fifo: purge counts and drops both). Checked-out
 // messages stay.
 func (m *Machine) purge() {
-	n := m.ready.clear() + m.dead.clear()
+	n := m.ready.clear() + m.delayed.clear() + m.dead.clear()
 	m.emit(Effect{Kind: EffectPurged, Count: uint32(n)})
 }

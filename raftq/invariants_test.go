@@ -175,6 +175,23 @@ func check(m *Machine, settled bool) error {
 	if deadBytes != m.dead.bytes {
 		return fmt.Errorf("dead-letter bytes %d, records say %d", m.dead.bytes, deadBytes)
 	}
+
+	var delayedBytes int64
+	for i, w := range m.delayed.q {
+		if i > 0 && cmpWaiting(m.delayed.q[i-1], w) >= 0 {
+			return fmt.Errorf("delayed m%d out of order", w.x.index)
+		}
+		if settled && w.at <= m.clock {
+			return fmt.Errorf("delayed m%d due at %d, still waiting at %d after a command", w.x.index, w.at, m.clock)
+		}
+		delayedBytes += int64(w.x.size)
+		if err := place(w.x.index, "delayed"); err != nil {
+			return err
+		}
+	}
+	if delayedBytes != m.delayed.bytes {
+		return fmt.Errorf("delayed bytes %d, records say %d", m.delayed.bytes, delayedBytes)
+	}
 	if m.dead.order.len() > 0 {
 		if _, ok := m.dead.byIndex[*m.dead.order.peek()]; !ok {
 			return fmt.Errorf("stale dead letter at the head")

@@ -3,8 +3,8 @@ package raftq
 import "slices"
 
 // AppendLiveIndexes appends, in ascending order, the log index of every
-// message the queue still references: ready, checked out, or awaiting
-// at-least-once dead-lettering. The log store keeps these entries (and the
+// message the queue still references: ready, waiting out a delayed retry,
+// checked out, or awaiting at-least-once dead-lettering. The log store keeps these entries (and the
 // recent tail) and may delete every other entry below a snapshot.
 //
 // The priority levels are each in index order already and are merged; the
@@ -21,6 +21,9 @@ func (m *Machine) AppendLiveIndexes(dst []uint64) []uint64 {
 	}
 	for i := range m.dead.byIndex {
 		dst = append(dst, i)
+	}
+	for _, w := range m.delayed.q {
+		dst = append(dst, w.x.index)
 	}
 	slices.Sort(dst[start:])
 	// Merge the levels in, one at a time, back to front so nothing is
@@ -69,6 +72,9 @@ func (m *Machine) SmallestLiveIndex() (index uint64, ok bool) {
 	}
 	for i := range m.dead.byIndex {
 		least(i)
+	}
+	for _, w := range m.delayed.q {
+		least(w.x.index)
 	}
 	return index, ok
 }

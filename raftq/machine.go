@@ -32,6 +32,8 @@ type Machine struct {
 	deliveries uint64
 
 	ready ready
+	// delayed are returned messages waiting out their delayed retry.
+	delayed delayed
 	// held is every checked-out message, by ID.
 	held map[uint64]held
 	// handedOut finds a checked-out message by the number of its
@@ -97,6 +99,7 @@ func (m *Machine) Apply(meta Meta, c *Command, out []Effect) []Effect {
 	m.lastIndex = meta.Index
 	m.clock = max(m.clock, c.Now)
 	m.out = out
+	m.promote()
 	switch c.Op {
 	case OpEnqueue:
 		m.enqueue(meta.Index, c)
@@ -156,6 +159,10 @@ type Stats struct {
 	ReadyBytes int64
 	// Unacked messages are checked out to a consumer or a basic.get.
 	Unacked int
+	// Delayed messages were returned and wait out their delayed retry
+	// (counted neither ready nor unacked, as RabbitMQ 4.3 counts them).
+	Delayed      int
+	DelayedBytes int64
 	// Consumers are attached (basic.consume, not yet cancelled).
 	Consumers int
 	// DeadLettered messages await at-least-once confirmation.
@@ -169,6 +176,8 @@ func (m *Machine) Stats() Stats {
 		Ready:             m.ready.n,
 		ReadyBytes:        m.ready.bytes,
 		Unacked:           len(m.held),
+		Delayed:           len(m.delayed.q),
+		DelayedBytes:      m.delayed.bytes,
 		Consumers:         m.attached,
 		DeadLettered:      len(m.dead.byIndex),
 		DeadLetteredBytes: m.dead.bytes,

@@ -2,6 +2,7 @@ package raftq
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -108,6 +109,11 @@ func randomConfig(t *rapid.T) Config {
 	cfg.Expires = rapid.SampledFrom([]int64{Unset, Unset, 20, 100}).Draw(t, "expires")
 	cfg.SingleActiveConsumer = rapid.Bool().Draw(t, "single-active-consumer")
 	cfg.ConsumerTimeout = rapid.SampledFrom([]int64{0, 10, 40, 1000}).Draw(t, "consumer-timeout")
+	if typ := rapid.SampledFrom([]RetryType{RetryDisabled, RetryDisabled, RetryAll, RetryFailed, RetryReturned}).Draw(t, "delayed-retry-type"); typ != RetryDisabled {
+		cfg.Retry.Type = typ
+		cfg.Retry.Min = rapid.SampledFrom([]int64{1, 5, 20}).Draw(t, "delayed-retry-min")
+		cfg.Retry.Max = rapid.SampledFrom([]int64{1, 10, 60}).Draw(t, "delayed-retry-max") // below min too, as arguments allow
+	}
 	return cfg
 }
 
@@ -393,6 +399,20 @@ func (h *harness) check(t *rapid.T) {
 	if !slices.Equal(dead, mdead) {
 		t.Fatalf("dead letters %v, model %v", dead, mdead)
 	}
+	var waiting, mwaiting []mwait
+	for _, w := range m.delayed.q {
+		waiting = append(waiting, mwait{w.at, mmsg{id: w.x.index, size: w.x.size, prio: w.x.priority, expiry: w.x.expiry, dc: w.x.delivery, ac: w.x.acquired}})
+	}
+	mwaiting = slices.Clone(mod.waiting)
+	slices.SortFunc(mwaiting, func(a, b mwait) int {
+		if a.at != b.at {
+			return cmp.Compare(a.at, b.at)
+		}
+		return cmp.Compare(a.x.id, b.x.id)
+	})
+	if !slices.Equal(waiting, mwaiting) {
+		t.Fatalf("delayed %v, model %v", waiting, mwaiting)
+	}
 	if live, want := m.AppendLiveIndexes(nil), mod.live(); !slices.Equal(live, want) {
 		t.Fatalf("live %v, model %v", live, want)
 	}
@@ -454,6 +474,11 @@ func (c *mcons) canReceive() bool {
 
 func (c *mcons) credit() int { return max(0, int(c.prefetch)-len(c.order)) }
 
+type mwait struct {
+	at int64
+	x  mmsg
+}
+
 type mdead struct {
 	x      mmsg
 	reason Reason
@@ -471,6 +496,7 @@ type model struct {
 
 	returns []mmsg
 	levels  [32][]mmsg
+	waiting []mwait // returned, waiting out a delayed retry, in no order
 	held    map[uint64]*mheld
 	cons    map[ConsumerID]*mcons
 	lines   map[int32][]ConsumerID // competing consumers able to receive, in turn order
@@ -498,6 +524,26 @@ func (m *model) emit(e Effect) { m.out = append(m.out, e) }
 func (m *model) apply(t *rapid.T, index uint64, c *Command) []Effect {
 	m.out = nil
 	m.clock = max(m.clock, c.Now)
+	// Waiting messages whose time has come are returned first, in the
+	// order of their times (then IDs).
+	var due, still []mwait
+	for _, w := range m.waiting {
+		if w.at <= m.clock {
+			due = append(due, w)
+		} else {
+			still = append(still, w)
+		}
+	}
+	slices.SortFunc(due, func(a, b mwait) int {
+		if a.at != b.at {
+			return cmp.Compare(a.at, b.at)
+		}
+		return cmp.Compare(a.x.id, b.x.id)
+	})
+	for _, w := range due {
+		m.returns = append(m.returns, w.x)
+	}
+	m.waiting = still
 	switch c.Op {
 	case OpEnqueue:
 		m.enqueue(index, c)
@@ -547,14 +593,17 @@ func (m *model) apply(t *rapid.T, index uint64, c *Command) []Effect {
 		}
 		m.afterTake(k)
 	case OpPurge:
-		n := len(m.readyIDs()) + len(m.dead)
+		n := len(m.readyIDs()) + len(m.waiting) + len(m.dead)
 		for _, id := range m.readyIDs() {
 			m.gone[id] = ReasonPurged
+		}
+		for _, w := range m.waiting {
+			m.gone[w.x.id] = ReasonPurged
 		}
 		for _, d := range m.dead {
 			m.gone[d.x.id] = ReasonPurged
 		}
-		m.returns, m.levels, m.dead = nil, [32][]mmsg{}, nil
+		m.returns, m.levels, m.waiting, m.dead = nil, [32][]mmsg{}, nil, nil
 		m.emit(Effect{Kind: EffectPurged, Count: uint32(n)})
 	case OpGet:
 		m.get(index, c)
@@ -806,6 +855,12 @@ func (m *model) putBack(x mmsg, cause ReturnCause) {
 		m.deadLetter(x, ReasonDeliveryLimit)
 		return
 	}
+	failed := cause == ReturnReject || cause == ReturnConsumerGone
+	r := m.cfg.Retry
+	if r.Type == RetryAll || r.Type == RetryFailed && failed || r.Type == RetryReturned && !failed {
+		m.waiting = append(m.waiting, mwait{m.clock + min(r.Min*max(int64(x.dc), 1), r.Max), x})
+		return
+	}
 	m.returns = append(m.returns, x)
 }
 
@@ -1003,8 +1058,11 @@ func (m *model) dispatch(t *rapid.T) {
 }
 
 func (m *model) overLimit(n int, size int64) bool {
-	count := int64(m.readyLen() + len(m.dead) + n)
+	count := int64(m.readyLen() + len(m.waiting) + len(m.dead) + n)
 	bytes := size
+	for _, w := range m.waiting {
+		bytes += int64(w.x.size)
+	}
 	for _, x := range m.returns {
 		bytes += int64(x.size)
 	}
@@ -1027,6 +1085,9 @@ func (m *model) live() []uint64 {
 	for _, d := range m.dead {
 		ids = append(ids, d.x.id)
 	}
+	for _, w := range m.waiting {
+		ids = append(ids, w.x.id)
+	}
 	slices.Sort(ids)
 	return ids
 }
@@ -1043,6 +1104,10 @@ func (m *model) stats() Stats {
 	}
 	for _, d := range m.dead {
 		s.DeadLetteredBytes += int64(d.x.size)
+	}
+	s.Delayed = len(m.waiting)
+	for _, w := range m.waiting {
+		s.DelayedBytes += int64(w.x.size)
 	}
 	for _, k := range m.cons {
 		if k.attached {
@@ -1070,6 +1135,9 @@ func (m *model) nextDeadline() (int64, bool) {
 	if m.cfg.Expires >= 0 && !m.deleteRequested && len(m.cons) == 0 {
 		ts = append(ts, m.lastActive+m.cfg.Expires+1)
 	}
+	for _, w := range m.waiting {
+		ts = append(ts, w.at)
+	}
 	if len(ts) == 0 {
 		return math.MaxInt64, false
 	}
@@ -1091,6 +1159,9 @@ func (m *model) checkPlaces() error {
 	}
 	for _, d := range m.dead {
 		places[d.x.id]++
+	}
+	for _, w := range m.waiting {
+		places[w.x.id]++
 	}
 	for _, id := range m.stored {
 		_, gone := m.gone[id]

@@ -42,6 +42,9 @@ package raftq
 //     owners first seen) from now on. rabbit_fifo keeps each consumer's
 //     timeout in its metadata, fixed at checkout (get_consumer_timeout/2);
 //     its update_config/2 has no consumer timeout to change.
+//   - x-delayed-retry-*: applies to returns from now on; messages
+//     already waiting keep their times (rabbit_fifo's update_config/2
+//     replaces the setting and leaves the delayed tree alone).
 //   - x-single-active-consumer: never changes. It is not a policy key, and
 //     ra_machine_config/1 reads it from the declared arguments only; the
 //     machine keeps its own value whatever next says.

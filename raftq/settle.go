@@ -87,13 +87,18 @@ func (m *Machine) afterTake(c *consumer) {
 
 // putBack returns a message to the queue for cause. Past the delivery
 // limit it is dead-lettered instead (rabbit_fifo return_one/8: reason
-// delivery_limit once delivery-count exceeds the limit).
+// delivery_limit once delivery-count exceeds the limit); with a delayed
+// retry for cause it waits before it is ready.
 func (m *Machine) putBack(x msg, cause ReturnCause) {
 	if cause.failed() {
 		x.delivery = inc(x.delivery)
 	}
 	if m.cfg.DeliveryLimit >= 0 && int64(x.delivery) > m.cfg.DeliveryLimit {
 		m.deadLetter(x, ReasonDeliveryLimit)
+		return
+	}
+	if at, ok := m.retryAt(&x, cause); ok {
+		m.delayed.push(at, x)
 		return
 	}
 	m.ready.pushReturned(x)

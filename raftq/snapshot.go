@@ -12,12 +12,14 @@ import (
 // Config, the scalar state, then the publishers and consumers in ID order
 // (each consumer with its checked-out messages in delivery order), the
 // lineup's lines, the ready messages in serving order and the at-least-once
-// dead letters in dead-lettering order. Integers are varints. The same
-// state always gives the same bytes, and the size is proportional to the
-// number of messages and consumers: message bodies are never in it.
+// dead letters in dead-lettering order. Version 2 adds, at the end, the
+// messages waiting out a delayed retry, in the order they become ready,
+// each with its time. Integers are varints. The same state always gives
+// the same bytes, and the size is proportional to the number of messages
+// and consumers: message bodies are never in it.
 const (
 	snapshotMagic   = "WARRENQQ"
-	snapshotVersion = 1
+	snapshotVersion = 2
 )
 
 // ErrSnapshot is wrapped by every Restore error.
@@ -123,6 +125,12 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 		w.b = append(w.b, byte(x.reason))
 		w.varint(x.time)
 	}
+
+	w.uvarint(uint64(len(m.delayed.q)))
+	for i := range m.delayed.q {
+		w.varint(m.delayed.q[i].at)
+		w.msg(&m.delayed.q[i].x)
+	}
 	return w.b
 }
 
@@ -171,7 +179,11 @@ func (w *writer) msg(x *msg) {
 func (w *writer) config(c *Config) {
 	w.varint(c.DeliveryLimit)
 	var flags byte
-	for i, f := range []bool{c.DeadLettering, c.HasDeadLetterRoutingKey, c.SingleActiveConsumer, c.ConsumerTimeoutSet} {
+	// Bit 4 says a delayed retry follows the other fields: a record
+	// without it reads as it did before delayed retries existed (in old
+	// snapshots and UpdateConfig entries alike).
+	retry := c.Retry.Type != RetryDisabled
+	for i, f := range []bool{c.DeadLettering, c.HasDeadLetterRoutingKey, c.SingleActiveConsumer, c.ConsumerTimeoutSet, retry} {
 		if f {
 			flags |= 1 << i
 		}
@@ -184,6 +196,11 @@ func (w *writer) config(c *Config) {
 	w.varint(c.MaxLengthBytes)
 	w.varint(c.Expires)
 	w.varint(c.ConsumerTimeout)
+	if retry {
+		w.b = append(w.b, byte(c.Retry.Type))
+		w.varint(c.Retry.Min)
+		w.varint(c.Retry.Max)
+	}
 }
 
 // Restore builds a machine from AppendSnapshot's bytes. It checks the
@@ -195,10 +212,11 @@ func Restore(data []byte) (m *Machine, err error) {
 		return nil, fmt.Errorf("%w: no snapshot header", ErrSnapshot)
 	}
 	d.off = len(snapshotMagic)
-	if v := d.uvarint(); d.err == nil && v != snapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrSnapshot, v, snapshotVersion)
+	v := d.uvarint()
+	if d.err == nil && (v < 1 || v > snapshotVersion) {
+		return nil, fmt.Errorf("%w: version %d, this build reads 1 to %d", ErrSnapshot, v, snapshotVersion)
 	}
-	r := restorer{decoder: d}
+	r := restorer{decoder: d, version: v}
 	m = r.machine()
 	if r.err == nil && r.off != len(r.b) {
 		r.fail("%d trailing bytes", len(r.b)-r.off)
@@ -211,6 +229,7 @@ func Restore(data []byte) (m *Machine, err error) {
 
 type restorer struct {
 	decoder
+	version uint64
 }
 
 // count reads a length, refusing one that cannot fit in what remains
@@ -248,7 +267,7 @@ func (r *restorer) msg() msg {
 func (d *decoder) config() Config {
 	var c Config
 	c.DeliveryLimit = d.varint()
-	flags := d.flags(0b1111)
+	flags := d.flags(0b11111)
 	c.DeadLettering = flags&1 != 0
 	c.HasDeadLetterRoutingKey = flags&2 != 0
 	c.SingleActiveConsumer = flags&4 != 0
@@ -267,6 +286,12 @@ func (d *decoder) config() Config {
 	c.ConsumerTimeout = d.varint()
 	if d.err == nil && (min(c.MessageTTL, c.MaxLength, c.MaxLengthBytes, c.Expires) < Unset || c.ConsumerTimeout < 0) {
 		d.fail("bad limits in config")
+	}
+	if flags&16 != 0 {
+		c.Retry = DelayedRetry{Type: RetryType(d.byte()), Min: d.varint(), Max: d.varint()}
+		if d.err == nil && (c.Retry.Type == RetryDisabled || c.Retry.Type > RetryReturned || c.Retry.Min <= 0 || c.Retry.Max <= 0) {
+			d.fail("bad delayed retry in config")
+		}
 	}
 	return c
 }
@@ -428,6 +453,23 @@ func (r *restorer) machine() *Machine {
 		}
 		all = append(all, x.index)
 		m.dead.add(x)
+	}
+
+	if r.version >= 2 {
+		var prev waiting
+		for n, i := r.count(7), 0; i < n && r.err == nil; i++ {
+			w := waiting{at: r.varint(), x: r.msg()}
+			if r.err == nil && i > 0 && cmpWaiting(prev, w) >= 0 {
+				r.fail("delayed message %d out of order", w.x.index)
+			}
+			if r.err != nil {
+				break
+			}
+			prev = w
+			all = append(all, w.x.index)
+			m.delayed.q = append(m.delayed.q, w)
+			m.delayed.bytes += int64(w.x.size)
+		}
 	}
 	if r.err == nil {
 		slices.Sort(all)

@@ -8,13 +8,14 @@ import (
 
 // busyMachine builds a queue with something in every place: publishers,
 // consumers at several priorities (some detached, one a get owner),
-// returned, prioritised and expiring messages, and at-least-once dead
-// letters. Maps are filled in varying orders from run to run by the Go
+// returned, prioritised and expiring messages, messages waiting out a
+// delayed retry, and at-least-once dead letters. Maps are filled in varying orders from run to run by the Go
 // runtime, which the snapshot must not show.
 func busyMachine(t testing.TB) *Machine {
 	cfg, err := ParseConfig(map[string]any{
 		"x-dead-letter-exchange": "dlx", "x-dead-letter-strategy": "at-least-once",
 		"x-overflow": "reject-publish", "x-max-length": int64(100), "x-message-ttl": int64(60_000),
+		"x-delayed-retry-type": "failed", "x-delayed-retry-min": int64(100_000), "x-delayed-retry-max": int64(300_000),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -33,12 +34,16 @@ func busyMachine(t testing.TB) *Machine {
 		apply(Command{Op: OpAttach, Consumer: c, Prefetch: 2, ConsumerPriority: int32(c % 3)})
 	}
 	apply(Command{Op: OpDetach, Consumer: 2})
-	apply(Command{Op: OpReturn, Consumer: 1, Cause: ReturnReject, IDs: m.heldBy(1)})
+	apply(Command{Op: OpReturn, Consumer: 1, Cause: ReturnReject, IDs: m.heldBy(1)})   // delayed
+	apply(Command{Op: OpReturn, Consumer: 4, Cause: ReturnNack, IDs: m.heldBy(4)[:1]}) // ready at once
 	apply(Command{Op: OpDiscard, Consumer: 3, Cause: ReturnReject, IDs: m.heldBy(3)[:1]})
 	apply(Command{Op: OpEnqueue, Publisher: 21, Seq: 1, TTL: 5, HasTTL: true})
 	apply(Command{Op: OpGet, Consumer: 40})
 	if err := checkInvariants(m); err != nil {
 		t.Fatal(err)
+	}
+	if m.Stats().Delayed == 0 {
+		t.Fatal("no message waits out a delayed retry")
 	}
 	return m
 }
@@ -76,17 +81,44 @@ func TestSnapshotDeterministic(t *testing.T) {
 
 func TestRestoreRefuses(t *testing.T) {
 	good := busyMachine(t).AppendSnapshot(nil)
-	v2 := append([]byte(snapshotMagic), 2)
+	v3 := append([]byte(snapshotMagic), 3)
 	for name, b := range map[string][]byte{
 		"empty":     nil,
 		"magic":     append([]byte("WARRENQX"), good[8:]...),
-		"version 2": append(v2, good[len(snapshotMagic)+1:]...),
+		"version 3": append(v3, good[len(snapshotMagic)+1:]...),
 		"truncated": good[:len(good)-1],
 		"trailing":  append(append([]byte{}, good...), 0),
 	} {
 		if _, err := Restore(b); !errors.Is(err, ErrSnapshot) {
 			t.Errorf("%s: Restore = %v, want ErrSnapshot", name, err)
 		}
+	}
+}
+
+// TestRestoreReadsVersion1: a snapshot written before delayed retries
+// (version 1: no delayed section, no retry in the config) restores, so a
+// node upgraded over its data starts.
+func TestRestoreReadsVersion1(t *testing.T) {
+	cfg, err := ParseConfig(map[string]any{"x-max-length": int64(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(cfg, 1000)
+	for i := uint64(1); i <= 5; i++ {
+		m.Apply(Meta{Index: i}, &Command{Op: OpEnqueue, Now: 1000, Publisher: 1, Seq: i, Size: 10}, nil)
+	}
+	v2 := m.AppendSnapshot(nil)
+	if v2[len(snapshotMagic)] != 2 || v2[len(v2)-1] != 0 {
+		t.Fatalf("version %d, last byte %d: not the layout this test knows", v2[len(snapshotMagic)], v2[len(v2)-1])
+	}
+	v1 := append([]byte{}, v2[:len(v2)-1]...) // without the (empty) delayed section
+	v1[len(snapshotMagic)] = 1
+	r, err := Restore(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r.AppendSnapshot(nil), v2) || r.Stats() != m.Stats() {
+		t.Fatal("the version 1 snapshot restored to another state")
 	}
 }
 

@@ -66,8 +66,9 @@ func cmpID(a, b ConsumerID) int { return cmp.Compare(a, b) }
 
 // NextDeadline is when the queue next needs a Tick: the earliest of the
 // expiry of a message at the head of the returns or of a priority level,
-// the consumer-timeout deadline of a checked-out message, and the x-expires
-// deadline of a queue without consumers. ok is false when nothing is
+// the consumer-timeout deadline of a checked-out message, the x-expires
+// deadline of a queue without consumers, and the time the first message
+// waiting out a delayed retry is ready again. ok is false when nothing is
 // pending: an idle queue needs no Tick.
 func (m *Machine) NextDeadline() (at int64, ok bool) {
 	at = math.MaxInt64
@@ -91,6 +92,9 @@ func (m *Machine) NextDeadline() (at int64, ok bool) {
 	}
 	if m.cfg.Expires >= 0 && !m.deleteRequested && len(m.consumers) == 0 {
 		soonest(addSat(addSat(m.lastActive, m.cfg.Expires), 1))
+	}
+	if t, waiting := m.delayed.next(); waiting {
+		soonest(t)
 	}
 	return at, ok
 }

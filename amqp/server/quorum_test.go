@@ -940,3 +940,70 @@ func TestQuorumPurgeAndGet(t *testing.T) {
 		t.Fatalf("after purge and requeue the queue holds %q", got)
 	}
 }
+
+// TestQuorumDelayedRetry: RabbitMQ 4.3's delayed retry. With
+// x-delayed-retry-type failed, a rejected message waits min(Min ×
+// x-delivery-count, Max) before it is delivered again, counted neither
+// ready nor unacknowledged meanwhile; a nack (not a failed delivery)
+// comes back at once; a purge takes waiting messages too.
+func TestQuorumDelayedRetry(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	const minDelay, maxDelay = 300 * time.Millisecond, 500 * time.Millisecond
+	declareQuorum(t, ch, "retry", amqp091.Table{
+		"x-delayed-retry-type": "failed", "x-delayed-retry-min": int32(minDelay / time.Millisecond), "x-delayed-retry-max": int32(maxDelay / time.Millisecond),
+	})
+	pub := confirmChannel(t, c)
+	mustPublishConfirmed(t, pub, "", "retry", "m")
+	check := openChannel(t, c)
+
+	cons := openChannel(t, c)
+	if err := cons.Qos(1, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := cons.Consume("retry", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := receive(t, deliveries)
+	// Rejected twice: delivery-count 1 then 2, so 300 then 500 ms (the
+	// maximum) before each redelivery; the queue counts it nowhere
+	// while it waits.
+	for i, want := range []time.Duration{minDelay, maxDelay} {
+		rejected := time.Now()
+		if err := d.Reject(true); err != nil {
+			t.Fatal(err)
+		}
+		if got := messageCount(t, check, "retry"); got != 0 {
+			t.Fatalf("while waiting: %d messages ready, want 0", got)
+		}
+		d = receive(t, deliveries)
+		if waited := time.Since(rejected); waited < want {
+			t.Fatalf("reject %d: delivered again after %v, before the %v delay", i+1, waited, want)
+		}
+		wantHeader(t, d, "x-delivery-count", int64(i+1))
+	}
+	// A nack with requeue is no failed delivery: back at once.
+	if err := d.Nack(false, true); err != nil {
+		t.Fatal(err)
+	}
+	d = receive(t, deliveries)
+	wantHeader(t, d, "x-delivery-count", int64(2))
+
+	// Waiting messages are purged with the ready ones.
+	if err := cons.Cancel(d.ConsumerTag, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reject(true); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := check.QueuePurge("retry", false); err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v; want the waiting message", n, err)
+	}
+	time.Sleep(maxDelay + 100*time.Millisecond)
+	if _, ok, err := check.Get("retry", true); ok || err != nil {
+		t.Fatalf("get after the purge and the delay: ok=%v err=%v", ok, err)
+	}
+}

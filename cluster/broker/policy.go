@@ -239,6 +239,12 @@ var policyKeys = map[string]policyKey{
 	// operator policy validator): a positive integer. Warren's reconciler
 	// grows quorum queues to it (cluster/node/reconcile.go).
 	"target-group-size": {isInt(1), "%s is not a valid qq target count value", true},
+	// delayed-retry-* are registered by rabbit_quorum_queue in 4.3 (policy
+	// and operator policy validators, validate_policy0/2): how long a
+	// returned message waits before it is ready again (raftq.DelayedRetry).
+	"delayed-retry-type": {oneOf("all", "failed", "returned", "disabled"), "%s is not a valid delayed retry type. Must be one of: all, failed, returned, disabled", true},
+	"delayed-retry-min":  {isInt(1), "%s is not a valid delayed retry minimum delay. Must be a positive integer", true},
+	"delayed-retry-max":  {isInt(1), "%s is not a valid delayed retry maximum delay. Must be a positive integer", true},
 }
 
 // validatePolicy checks a policy as rabbit_policy:validate/5 does: the
@@ -274,6 +280,23 @@ func validatePolicy(p *PolicyDef) error {
 	}
 	if len(unknown) > 0 {
 		return policyErrorf("[%s] are not recognised policy settings", strings.Join(unknown, ","))
+	}
+	return validateDelayedRetry(p.Definition)
+}
+
+// validateDelayedRetry is rabbit_quorum_queue's
+// validate_delayed_retry_constraints/1, run once every key is valid: a
+// delayed retry type needs a minimum, and the maximum is not below it.
+func validateDelayedRetry(def map[string]any) error {
+	typ, hasType := def["delayed-retry-type"]
+	minV, hasMin := def["delayed-retry-min"]
+	if hasType && typ != "disabled" && !hasMin {
+		return policyErrorf("delayed-retry-min is required when delayed-retry-type is %s", typ)
+	}
+	lo, lok := asInt(minV)
+	hi, hok := asInt(def["delayed-retry-max"])
+	if lok && hok && hi < lo {
+		return policyErrorf("delayed-retry-max (%d) must not be smaller than delayed-retry-min (%d)", hi, lo)
 	}
 	return nil
 }
@@ -342,6 +365,17 @@ func pick(set map[string]*policy, matches func(*policy) bool) *policy {
 func mergePolicyValue(key string, val, opVal any) any {
 	switch key {
 	case "message-ttl", "max-length", "max-length-bytes", "max-in-memory-length", "max-in-memory-bytes", "expires":
+		return minValue(val, opVal)
+	case "delayed-retry-min":
+		// rabbit_quorum_queue:merge_policy_value/3: the longer minimum,
+		// the shorter maximum, the operator's type (the default below).
+		a, aok := asInt(val)
+		b, bok := asInt(opVal)
+		if aok && bok {
+			return max(a, b)
+		}
+		return opVal
+	case "delayed-retry-max":
 		return minValue(val, opVal)
 	case "target-group-size":
 		// rabbit_quorum_queue:merge_policy_value/3: the larger.
@@ -426,6 +460,11 @@ var queuePolicyKeys = map[string][]struct {
 		{"dead-letter-strategy", resolveArg},
 		{"consumer-timeout", resolveMin},
 		{"queue-leader-locator", resolvePolicy},
+		// get_delayed_retry_config/1: the policy's type wins, the
+		// lower minimum and maximum.
+		{"delayed-retry-type", resolvePolicy},
+		{"delayed-retry-min", resolveMin},
+		{"delayed-retry-max", resolveMin},
 	},
 	QueueTypeClassic: {
 		{"expires", resolveMin},

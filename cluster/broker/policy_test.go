@@ -72,6 +72,12 @@ func TestValidatePolicy(t *testing.T) {
 		{`{"max-length":1}`, "stuff", false, "apply-to 'stuff' unrecognised; should be one of: 'queues', 'classic_queues',  'quorum_queues', 'streams', 'exchanges', or 'all'"},
 		{`{"max-length":1,"delivery-limit":3}`, "queues", true, ""},
 		{`{"dead-letter-exchange":"x"}`, "queues", true, `[{<<"dead-letter-exchange">>,<<"x">>}] are not recognised policy settings`},
+		{`{"delayed-retry-type":"failed","delayed-retry-min":100,"delayed-retry-max":5000}`, "quorum_queues", true, ""},
+		{`{"delayed-retry-type":"disabled"}`, "quorum_queues", false, ""},
+		{`{"delayed-retry-type":"sometimes","delayed-retry-min":1}`, "all", false, `<<"sometimes">> is not a valid delayed retry type. Must be one of: all, failed, returned, disabled`},
+		{`{"delayed-retry-min":0}`, "all", false, "0 is not a valid delayed retry minimum delay. Must be a positive integer"},
+		{`{"delayed-retry-type":"all"}`, "all", false, "delayed-retry-min is required when delayed-retry-type is all"},
+		{`{"delayed-retry-type":"all","delayed-retry-min":500,"delayed-retry-max":100}`, "all", false, "delayed-retry-max (100) must not be smaller than delayed-retry-min (500)"},
 	}
 	for _, c := range cases {
 		d := PolicyDef{Name: "p", Pattern: ".*", ApplyTo: c.applyTo, Operator: c.operator, Definition: mustDef(t, c.def)}
@@ -157,6 +163,11 @@ func TestEffectiveArgs(t *testing.T) {
 			amqp.Table{"x-delivery-limit": int64(7)}},
 		{"routing key without an exchange is dropped", QueueTypeQuorum,
 			nil, testPolicy(t, "rk", ".*", "all", 0, `{"dead-letter-routing-key":"k"}`), nil, amqp.Table{}},
+		{"delayed retry: the policy's type, the lower minimum and maximum; merged with an operator policy's: its type, the longer minimum, the shorter maximum", QueueTypeQuorum,
+			amqp.Table{"x-delayed-retry-type": "returned", "x-delayed-retry-min": int32(150), "x-delayed-retry-max": int32(9000)},
+			testPolicy(t, "r", ".*", "all", 0, `{"delayed-retry-type":"all","delayed-retry-min":100,"delayed-retry-max":5000}`),
+			testPolicy(t, "ro", ".*", "all", 0, `{"delayed-retry-type":"failed","delayed-retry-min":200,"delayed-retry-max":4000}`),
+			amqp.Table{"x-delayed-retry-type": "failed", "x-delayed-retry-min": int64(150), "x-delayed-retry-max": int64(4000)}},
 	}
 	for _, c := range cases {
 		got := effectiveArgs(c.typ, c.args, c.pol, c.op)

@@ -74,10 +74,11 @@ func ParseConfig(args amqp.Table) (cfg raftq.Config, dlxOnReject bool, err error
 	if err != nil {
 		return cfg, false, err
 	}
-	// Classic queues have no delivery limit and only at-most-once
-	// dead-lettering (x-delivery-limit and x-dead-letter-strategy are
-	// quorum queue arguments).
+	// Classic queues have no delivery limit, no delayed retry and only
+	// at-most-once dead-lettering (x-delivery-limit, x-delayed-retry-* and
+	// x-dead-letter-strategy are quorum queue arguments).
 	cfg.DeliveryLimit = raftq.Unset
+	cfg.Retry = raftq.DelayedRetry{}
 	cfg.Strategy = raftq.AtMostOnce
 	if args["x-overflow"] == "reject-publish-dlx" {
 		cfg.Overflow = raftq.RejectPublish

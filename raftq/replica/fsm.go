@@ -32,7 +32,7 @@ type fsm struct {
 // growing them by doubling would leave three times that in garbage.
 func liveCount(m *raftq.Machine) int {
 	st := m.Stats()
-	return st.Ready + st.Unacked + st.DeadLettered
+	return st.Ready + st.Unacked + st.DeadLettered + st.Delayed
 }
 
 // result is the response of an entry whose proposer needs an answer
