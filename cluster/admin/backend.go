@@ -187,6 +187,8 @@ type QueueInfo struct {
 	// DeadLettered are at-least-once dead letters awaiting their
 	// targets' confirms.
 	DeadLettered uint64
+	// Delayed are returned messages waiting out a delayed retry.
+	Delayed uint64
 }
 
 // Role is a replica's place in its queue's Raft group.

@@ -83,6 +83,7 @@ func (s *Server) ListQueues(_ context.Context, req *adminpb.ListQueuesRequest) (
 			Unacked:       q.Unacked,
 			Consumers:     uint32(q.Consumers),
 			DeadLettered:  q.DeadLettered,
+			Delayed:       q.Delayed,
 		})
 	}
 	slices.SortFunc(resp.Queues, func(a, b *adminpb.Queue) int {

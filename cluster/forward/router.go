@@ -489,7 +489,7 @@ func (r *Router) remoteStats() (queue.Stats, error) {
 	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
 		rep, err := c.Stats(ctx, &queuepb.StatsRequest{QueueId: r.cfg.QueueID})
 		if err == nil {
-			st = queue.Stats{Ready: rep.Ready, Unacked: rep.Unacked, Consumers: rep.Consumers, DeadLettered: rep.DeadLettered}
+			st = queue.Stats{Ready: rep.Ready, Unacked: rep.Unacked, Consumers: rep.Consumers, DeadLettered: rep.DeadLettered, Delayed: rep.Delayed}
 		}
 		return err
 	})

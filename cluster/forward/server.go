@@ -229,7 +229,7 @@ func (s *Server) Stats(_ context.Context, req *queuepb.StatsRequest) (*queuepb.S
 		return nil, err
 	}
 	st := l.Stats()
-	return &queuepb.StatsReply{Ready: st.Ready, Unacked: st.Unacked, Consumers: st.Consumers, DeadLettered: st.DeadLettered}, nil
+	return &queuepb.StatsReply{Ready: st.Ready, Unacked: st.Unacked, Consumers: st.Consumers, DeadLettered: st.DeadLettered, Delayed: st.Delayed}, nil
 }
 
 // Reconfigure hands the leading member the queue's new effective

@@ -109,7 +109,7 @@ func (a *adminBackend) Queues(vhost string, counts bool) []admin.QueueInfo {
 				defer func() { <-sem }()
 				st := q.Engine.Stats()
 				out[i].Ready, out[i].Unacked, out[i].Consumers = uint64(st.Ready), uint64(st.Unacked), int(st.Consumers)
-				out[i].DeadLettered = uint64(st.DeadLettered)
+				out[i].DeadLettered, out[i].Delayed = uint64(st.DeadLettered), uint64(st.Delayed)
 			})
 		}
 		wg.Wait()

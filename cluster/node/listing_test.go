@@ -80,3 +80,40 @@ func TestListingCountsDeadLetters(t *testing.T) {
 		return listedQueue(t, c, "held").DeadLettered == 0 && listedQueue(t, c, "held.target").Ready == 2
 	})
 }
+
+// TestListingCountsDelayedRetries: a quorum queue's returned messages
+// waiting out a delayed retry show in the queue listing of every node
+// (the DELAYED column, RabbitMQ 4.3's messages_delayed), apart from ready
+// and unacked, until their delay is over.
+func TestListingCountsDelayedRetries(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	args := amqp091.Table{"x-queue-type": "quorum", "x-delayed-retry-type": "all", "x-delayed-retry-min": int32(4000)}
+	if _, err := ch.QueueDeclare("later", true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+	pub := ms[0].Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	publishConfirmed(t, pub, "later", "a")
+	d, ok, err := ch.Get("later", false)
+	if err != nil || !ok {
+		t.Fatalf("get: %v %v", ok, err)
+	}
+	if err := d.Nack(false, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		c := adminClient(t, m)
+		nodetest.Eventually(t, "a delayed message listed by "+m.Name(), 3*time.Second, func() bool {
+			q := listedQueue(t, c, "later")
+			return q.Delayed == 1 && q.Ready == 0 && q.Unacked == 0 && q.Messages == 0
+		})
+	}
+	c := adminClient(t, ms[1])
+	nodetest.Eventually(t, "the message ready after its delay", 10*time.Second, func() bool {
+		q := listedQueue(t, c, "later")
+		return q.Delayed == 0 && q.Ready == 1
+	})
+}

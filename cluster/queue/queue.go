@@ -89,6 +89,9 @@ type Stats struct {
 	// DeadLettered are at-least-once dead letters the queue still holds
 	// until their targets confirm them (RabbitMQ's messages_dlx).
 	DeadLettered uint32
+	// Delayed are returned messages waiting out a quorum queue's delayed
+	// retry (RabbitMQ 4.3's messages_delayed): neither ready nor unacked.
+	Delayed uint32
 }
 
 // ReturnCause says why a delivered message came back to its queue.

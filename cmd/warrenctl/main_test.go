@@ -47,7 +47,7 @@ func (n *fixedNode) Nodes() []admin.NodeInfo {
 func (n *fixedNode) MetadataLeader() string { return "warren-0" }
 func (n *fixedNode) Queues(vhost string, _ bool) []admin.QueueInfo {
 	all := []admin.QueueInfo{
-		{Vhost: "/", Name: "orders", Type: "quorum", Leader: "warren-0", Members: members, Online: members[:2], Ready: 7, Unacked: 3, Consumers: 2, DeadLettered: 1},
+		{Vhost: "/", Name: "orders", Type: "quorum", Leader: "warren-0", Members: members, Online: members[:2], Ready: 7, Unacked: 3, Consumers: 2, DeadLettered: 1, Delayed: 4},
 		{Vhost: "billing", Name: "amq.gen-1", Type: "classic", Leader: "warren-1", Members: members[1:2], Online: members[1:2]},
 	}
 	var out []admin.QueueInfo
@@ -190,9 +190,9 @@ func TestListQueues(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	t.Log("\n" + out)
-	want := "VHOST | NAME | TYPE | LEADER | MESSAGES | READY | UNACKED | DLX | CONSUMERS | ONLINE | MEMBERS\n" +
-		"/ | orders | quorum | warren-0 | 10 | 7 | 3 | 1 | 2 | 2/3 | warren-0,warren-1,warren-2\n" +
-		"billing | amq.gen-1 | classic | warren-1 | 0 | 0 | 0 | 0 | 0 | 1/1 | warren-1\n"
+	want := "VHOST | NAME | TYPE | LEADER | MESSAGES | READY | UNACKED | DLX | DELAYED | CONSUMERS | ONLINE | MEMBERS\n" +
+		"/ | orders | quorum | warren-0 | 10 | 7 | 3 | 1 | 4 | 2 | 2/3 | warren-0,warren-1,warren-2\n" +
+		"billing | amq.gen-1 | classic | warren-1 | 0 | 0 | 0 | 0 | 0 | 0 | 1/1 | warren-1\n"
 	if columns(out) != want {
 		t.Errorf("got\n%s\nwant\n%s", columns(out), want)
 	}

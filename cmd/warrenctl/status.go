@@ -125,6 +125,9 @@ type queueReport struct {
 	// DeadLettered: at-least-once dead letters waiting for their
 	// targets' confirms (RabbitMQ's messages_dlx).
 	DeadLettered uint64 `json:"dead_lettered"`
+	// Delayed: returned messages waiting out a delayed retry (RabbitMQ
+	// 4.3's messages_delayed).
+	Delayed uint64 `json:"delayed"`
 }
 
 func listQueues(fs *flag.FlagSet) body {
@@ -138,7 +141,7 @@ func listQueues(fs *flag.FlagSet) body {
 		for _, q := range resp.Queues {
 			r.Queues = append(r.Queues, queueReport{Vhost: q.Vhost, Name: q.Name, Type: q.Type, Leader: q.Leader,
 				Members: nonNil(q.Members), OnlineMembers: nonNil(q.OnlineMembers),
-				Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, DeadLettered: q.DeadLettered})
+				Messages: q.Messages, Ready: q.Ready, Unacked: q.Unacked, Consumers: q.Consumers, DeadLettered: q.DeadLettered, Delayed: q.Delayed})
 		}
 		return r, nil
 	}
@@ -156,9 +159,9 @@ func (r *queuesReport) writeText(w io.Writer) {
 	var rows [][]string
 	for _, q := range r.Queues {
 		rows = append(rows, []string{q.Vhost, q.Name, q.Type, orDash(q.Leader), u64(q.Messages), u64(q.Ready), u64(q.Unacked),
-			u64(q.DeadLettered), strconv.Itoa(int(q.Consumers)), fmt.Sprintf("%d/%d", len(q.OnlineMembers), len(q.Members)), strings.Join(q.Members, ",")})
+			u64(q.DeadLettered), u64(q.Delayed), strconv.Itoa(int(q.Consumers)), fmt.Sprintf("%d/%d", len(q.OnlineMembers), len(q.Members)), strings.Join(q.Members, ",")})
 	}
-	table(w, []string{"VHOST", "NAME", "TYPE", "LEADER", "MESSAGES", "READY", "UNACKED", "DLX", "CONSUMERS", "ONLINE", "MEMBERS"}, rows)
+	table(w, []string{"VHOST", "NAME", "TYPE", "LEADER", "MESSAGES", "READY", "UNACKED", "DLX", "DELAYED", "CONSUMERS", "ONLINE", "MEMBERS"}, rows)
 }
 
 // quorum status

@@ -2348,7 +2348,10 @@ type Queue struct {
 	Consumers uint32 `protobuf:"varint,10,opt,name=consumers,proto3" json:"consumers,omitempty"`
 	// At-least-once dead letters the queue holds until their targets
 	// confirm them (RabbitMQ's messages_dlx); not in messages.
-	DeadLettered  uint64 `protobuf:"varint,11,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	DeadLettered uint64 `protobuf:"varint,11,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	// Returned messages waiting out a delayed retry (RabbitMQ 4.3's
+	// messages_delayed); not in messages.
+	Delayed       uint64 `protobuf:"varint,12,opt,name=delayed,proto3" json:"delayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2456,6 +2459,13 @@ func (x *Queue) GetConsumers() uint32 {
 func (x *Queue) GetDeadLettered() uint64 {
 	if x != nil {
 		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *Queue) GetDelayed() uint64 {
+	if x != nil {
+		return x.Delayed
 	}
 	return 0
 }
@@ -5266,7 +5276,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x11ListQueuesRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"A\n" +
 	"\x12ListQueuesResponse\x12+\n" +
-	"\x06queues\x18\x01 \x03(\v2\x13.warren.admin.QueueR\x06queues\"\xad\x02\n" +
+	"\x06queues\x18\x01 \x03(\v2\x13.warren.admin.QueueR\x06queues\"\xc7\x02\n" +
 	"\x05Queue\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -5279,7 +5289,8 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\aunacked\x18\t \x01(\x04R\aunacked\x12\x1c\n" +
 	"\tconsumers\x18\n" +
 	" \x01(\rR\tconsumers\x12#\n" +
-	"\rdead_lettered\x18\v \x01(\x04R\fdeadLettered\"?\n" +
+	"\rdead_lettered\x18\v \x01(\x04R\fdeadLettered\x12\x18\n" +
+	"\adelayed\x18\f \x01(\x04R\adelayed\"?\n" +
 	"\x13QuorumStatusRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\xa3\x01\n" +

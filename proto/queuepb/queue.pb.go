@@ -1457,7 +1457,9 @@ type StatsReply struct {
 	Unacked   uint32                 `protobuf:"varint,2,opt,name=unacked,proto3" json:"unacked,omitempty"`
 	Consumers uint32                 `protobuf:"varint,3,opt,name=consumers,proto3" json:"consumers,omitempty"`
 	// At-least-once dead letters awaiting their targets' confirms.
-	DeadLettered  uint32 `protobuf:"varint,4,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	DeadLettered uint32 `protobuf:"varint,4,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	// Returned messages waiting out a delayed retry.
+	Delayed       uint32 `protobuf:"varint,5,opt,name=delayed,proto3" json:"delayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1516,6 +1518,13 @@ func (x *StatsReply) GetConsumers() uint32 {
 func (x *StatsReply) GetDeadLettered() uint32 {
 	if x != nil {
 		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *StatsReply) GetDelayed() uint32 {
+	if x != nil {
+		return x.Delayed
 	}
 	return 0
 }
@@ -1806,13 +1815,14 @@ const file_queuepb_queue_proto_rawDesc = "" +
 	"PurgeReply\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\")\n" +
 	"\fStatsRequest\x12\x19\n" +
-	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\x7f\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\x99\x01\n" +
 	"\n" +
 	"StatsReply\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\rR\x05ready\x12\x18\n" +
 	"\aunacked\x18\x02 \x01(\rR\aunacked\x12\x1c\n" +
 	"\tconsumers\x18\x03 \x01(\rR\tconsumers\x12#\n" +
-	"\rdead_lettered\x18\x04 \x01(\rR\fdeadLettered\"M\n" +
+	"\rdead_lettered\x18\x04 \x01(\rR\fdeadLettered\x12\x18\n" +
+	"\adelayed\x18\x05 \x01(\rR\adelayed\"M\n" +
 	"\x12ReconfigureRequest\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x1c\n" +
 	"\targuments\x18\x02 \x01(\fR\targuments\"\x12\n" +

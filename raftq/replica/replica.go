@@ -930,7 +930,7 @@ func (r *Replica) Stats() queue.Stats {
 	r.fsm.mu.Lock()
 	st := r.fsm.m.Stats()
 	r.fsm.mu.Unlock()
-	return queue.Stats{Ready: uint32(st.Ready), Unacked: uint32(st.Unacked), Consumers: uint32(st.Consumers), DeadLettered: uint32(st.DeadLettered)}
+	return queue.Stats{Ready: uint32(st.Ready), Unacked: uint32(st.Unacked), Consumers: uint32(st.Consumers), DeadLettered: uint32(st.DeadLettered), Delayed: uint32(st.Delayed)}
 }
 
 // statsWait bounds how long Stats waits for a new leader to apply what
