@@ -60,8 +60,13 @@ func (v *Vhost) BindQueue(u *User, owner OwnerID, d QueueBinding) error {
 
 // bindLocked validates and adds b, new or not, to x. v.mu is held.
 func (v *Vhost) bindLocked(x *exchange, b *binding, args amqp.Table) error {
-	if x.rec.Type == ExchangeHeaders {
+	switch x.rec.Type {
+	case ExchangeHeaders:
 		if err := validateHeadersBinding(args); err != nil {
+			return err
+		}
+	case ExchangeLocalRandom:
+		if err := validateLocalRandomBinding(b); err != nil {
 			return err
 		}
 	}

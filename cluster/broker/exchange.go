@@ -7,16 +7,23 @@ import (
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
-// Exchange types the broker routes.
+// Exchange types the broker routes: AMQP's four and the two RabbitMQ 4.3
+// has in its core (exchangetypes.go).
 const (
-	ExchangeDirect  = "direct"
-	ExchangeFanout  = "fanout"
-	ExchangeTopic   = "topic"
-	ExchangeHeaders = "headers"
+	ExchangeDirect      = "direct"
+	ExchangeFanout      = "fanout"
+	ExchangeTopic       = "topic"
+	ExchangeHeaders     = "headers"
+	ExchangeModulusHash = "x-modulus-hash"
+	ExchangeLocalRandom = "x-local-random"
 )
 
 func knownExchangeType(t string) bool {
-	return t == ExchangeDirect || t == ExchangeFanout || t == ExchangeTopic || t == ExchangeHeaders
+	switch t {
+	case ExchangeDirect, ExchangeFanout, ExchangeTopic, ExchangeHeaders, ExchangeModulusHash, ExchangeLocalRandom:
+		return true
+	}
+	return false
 }
 
 // exchange is an exchange and the bindings that leave it.
@@ -39,6 +46,9 @@ type exchange struct {
 	// incoming are the exchange-to-exchange bindings that end at x, with
 	// their source, to drop them with x.
 	incoming map[*binding]*exchange
+	// spread are an x-modulus-hash exchange's destinations, one binding
+	// each, in a stable order (exchangetypes.go).
+	spread []*binding
 }
 
 // bindingKey identifies a binding: binding twice is a no-op, unbinding
@@ -94,6 +104,9 @@ func (x *exchange) add(b *binding, args amqp.Table) {
 	default:
 		x.others = append(x.others, b)
 	}
+	if x.rec.Type == ExchangeModulusHash {
+		x.spread = spreadOf(x.others)
+	}
 }
 
 func (x *exchange) remove(b *binding) {
@@ -114,6 +127,9 @@ func (x *exchange) remove(b *binding) {
 		return
 	}
 	x.others = removeBinding(x.others, b)
+	if x.rec.Type == ExchangeModulusHash {
+		x.spread = spreadOf(x.others)
+	}
 }
 
 func removeBinding(list []*binding, b *binding) []*binding {
@@ -167,6 +183,16 @@ func (x *exchange) route(keys []string, headers amqp.Table, out []*Queue, xs []*
 				matched = true
 				out, xs = b.appendTo(out, xs)
 			}
+		}
+	case ExchangeModulusHash:
+		if len(x.spread) > 0 {
+			matched = true
+			out, xs = x.spread[moduloHash(keys)%uint64(len(x.spread))].appendTo(out, xs)
+		}
+	case ExchangeLocalRandom:
+		if b := localRandom(x.others); b != nil {
+			matched = true
+			out, xs = b.appendTo(out, xs)
 		}
 	}
 	return out, xs, matched
