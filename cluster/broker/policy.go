@@ -364,21 +364,13 @@ func pick(set map[string]*policy, matches func(*policy) bool) *policy {
 // key both the policy and the operator policy set.
 func mergePolicyValue(key string, val, opVal any) any {
 	switch key {
-	case "message-ttl", "max-length", "max-length-bytes", "max-in-memory-length", "max-in-memory-bytes", "expires":
+	case "message-ttl", "max-length", "max-length-bytes", "max-in-memory-length", "max-in-memory-bytes", "expires",
+		"delayed-retry-max":
 		return minValue(val, opVal)
-	case "delayed-retry-min":
-		// rabbit_quorum_queue:merge_policy_value/3: the longer minimum,
-		// the shorter maximum, the operator's type (the default below).
-		a, aok := asInt(val)
-		b, bok := asInt(opVal)
-		if aok && bok {
-			return max(a, b)
-		}
-		return opVal
-	case "delayed-retry-max":
-		return minValue(val, opVal)
-	case "target-group-size":
-		// rabbit_quorum_queue:merge_policy_value/3: the larger.
+	case "target-group-size", "delayed-retry-min":
+		// rabbit_quorum_queue:merge_policy_value/3: the larger (for
+		// delayed retries the longer minimum with the shorter maximum
+		// above, and the operator's type, the default below).
 		a, aok := asInt(val)
 		b, bok := asInt(opVal)
 		if aok && bok {
