@@ -328,6 +328,9 @@ func fmtConfig(c Config) string {
 		out = append(out, "single-active-consumer")
 	}
 	lim("consumer-timeout", c.ConsumerTimeout, d.ConsumerTimeout)
+	if c.Retry.Type != RetryDisabled {
+		out = append(out, fmt.Sprintf("delayed-retry=%s/%d/%d", c.Retry.Type, c.Retry.Min, c.Retry.Max))
+	}
 	if len(out) == 0 {
 		return "(defaults)"
 	}
@@ -375,6 +378,13 @@ func dump(m *Machine) []string {
 		ready = []string{"(none)"}
 	}
 	out = append(out, "ready: "+strings.Join(ready, " "))
+	if len(m.delayed.q) > 0 {
+		var waiting []string
+		for _, w := range m.delayed.q {
+			waiting = append(waiting, fmt.Sprintf("%s@%d", fmtMsg(&w.x), w.at))
+		}
+		out = append(out, "delayed: "+strings.Join(waiting, " "))
+	}
 	for _, c := range m.sortedConsumers() {
 		var held []string
 		for i := 0; i < c.order.len(); i++ {
