@@ -41,10 +41,16 @@ func (b *Broker) remote(rec metadata.Queue) bool {
 	return b.shared() && InMemory(rec) && rec.ID != "" && len(rec.Members) > 0 && !slices.Contains(rec.Members, b.cfg.NodeID)
 }
 
+// recordedTransient reports whether rec is a transient queue recorded on
+// a cluster: one that dies with the start of its node that declared it.
+func recordedTransient(rec metadata.Queue) bool {
+	return InMemory(rec) && !rec.Durable && rec.ID != ""
+}
+
 // ownTransient reports whether rec is one of this node's recorded
-// transient queues: those that die with the node's start.
+// transient queues.
 func (b *Broker) ownTransient(rec metadata.Queue) bool {
-	return b.shared() && InMemory(rec) && !rec.Durable && rec.ID != "" && slices.Contains(rec.Members, b.cfg.NodeID)
+	return b.shared() && recordedTransient(rec) && slices.Contains(rec.Members, b.cfg.NodeID)
 }
 
 // recorded reports whether the metadata store holds q's record.
@@ -199,7 +205,7 @@ func transientRemovals(snap *metadata.Snapshot, pick func(metadata.Queue) bool) 
 	type key struct{ vhost, name string }
 	gone := map[key]bool{}
 	for _, q := range snap.Queues {
-		if InMemory(q) && !q.Durable && q.ID != "" && pick(q) {
+		if recordedTransient(q) && pick(q) {
 			gone[key{q.Vhost, q.Name}] = true
 			changes = append(changes, metadata.Del(q))
 		}
