@@ -376,10 +376,8 @@ func (c *clusterNode) addrOf(node string) (string, bool) {
 	if node == c.self {
 		return c.addr, true
 	}
-	for _, m := range c.gossip.Members() {
-		if m.Name == node && m.Internal != "" {
-			return m.Internal, true
-		}
+	if m, ok := c.gossip.Member(node); ok && m.Internal != "" {
+		return m.Internal, true
 	}
 	if servers, err := c.meta.Servers(); err == nil {
 		for _, s := range servers {

@@ -670,12 +670,8 @@ func (n *Node) QueueServers(vhost, name string) (map[string]bool, bool) {
 
 // gossipSeesAlive reports whether this node's gossip sees node alive.
 func (c *clusterNode) gossipSeesAlive(node string) bool {
-	for _, m := range c.gossip.Members() {
-		if m.Name == node {
-			return m.State == membership.Alive
-		}
-	}
-	return false
+	m, ok := c.gossip.Member(node)
+	return ok && m.State == membership.Alive
 }
 
 // leadsAt asks node whether its member of group id leads (replica.Config's

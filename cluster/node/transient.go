@@ -93,10 +93,8 @@ func (c *clusterNode) dropTransientOf(ev membership.Event) {
 			return
 		case <-time.After(wait):
 		}
-		for _, m := range c.gossip.Members() {
-			if m.Name == node && m.Boot == boot && m.State == membership.Alive {
-				return // back: it was not gone
-			}
+		if m, ok := c.gossip.Member(node); ok && m.Boot == boot && m.State == membership.Alive {
+			return // back: it was not gone
 		}
 		if b := c.model.Load(); b != nil {
 			b.DropTransientOf(node, boot)
