@@ -105,7 +105,7 @@ func (x *exchange) add(b *binding, args amqp.Table) {
 		x.others = append(x.others, b)
 	}
 	if x.rec.Type == ExchangeModulusHash {
-		x.spread = spreadOf(x.others)
+		x.spread = spreadAdd(x.spread, b)
 	}
 }
 
@@ -128,7 +128,7 @@ func (x *exchange) remove(b *binding) {
 	}
 	x.others = removeBinding(x.others, b)
 	if x.rec.Type == ExchangeModulusHash {
-		x.spread = spreadOf(x.others)
+		x.spread = spreadRemove(x.spread, b, x.others)
 	}
 }
 

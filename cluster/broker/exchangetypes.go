@@ -51,29 +51,43 @@ func moduloHash(keys []string) uint64 {
 	return x % hashRange
 }
 
-// spreadOf is one binding per destination of bindings, exchanges first,
-// each kind by name.
-func spreadOf(bindings []*binding) []*binding {
-	out := make([]*binding, 0, len(bindings))
-	for _, b := range bindings {
-		if !slices.ContainsFunc(out, func(o *binding) bool { return o.sameDestination(b) }) {
-			out = append(out, b)
+// cmpDestination orders destinations as RabbitMQ sorts their resource
+// records: exchanges before queues, each kind by name.
+func cmpDestination(a, b *binding) int {
+	if a.key.toExchange != b.key.toExchange {
+		if a.key.toExchange {
+			return -1
 		}
+		return 1
 	}
-	slices.SortFunc(out, func(a, b *binding) int {
-		if a.key.toExchange != b.key.toExchange {
-			if a.key.toExchange {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.key.destination, b.key.destination)
-	})
-	return out
+	return cmp.Compare(a.key.destination, b.key.destination)
 }
 
-func (b *binding) sameDestination(o *binding) bool {
-	return b.key.toExchange == o.key.toExchange && b.key.destination == o.key.destination
+// spreadAdd is spread, one binding per destination in cmpDestination's
+// order, with b's destination in it.
+func spreadAdd(spread []*binding, b *binding) []*binding {
+	i, found := slices.BinarySearchFunc(spread, b, cmpDestination)
+	if found {
+		return spread
+	}
+	return slices.Insert(spread, i, b)
+}
+
+// spreadRemove is spread once b has gone from the exchange, whose
+// bindings are now others: b's destination stays while another binding
+// leads there.
+func spreadRemove(spread []*binding, b *binding, others []*binding) []*binding {
+	i, found := slices.BinarySearchFunc(spread, b, cmpDestination)
+	if !found || spread[i] != b {
+		return spread
+	}
+	for _, o := range others {
+		if cmpDestination(o, b) == 0 {
+			spread[i] = o
+			return spread
+		}
+	}
+	return slices.Delete(spread, i, i+1)
 }
 
 // localRandom picks one of bindings' queues that live on this node, at
