@@ -296,16 +296,8 @@ func (w *workload) rpcClientLoop(send, stop context.Context, nd *node) {
 // rpcSession runs one client connection until it fails (false) or stop
 // ends (true).
 func (w *workload) rpcSession(send, stop context.Context, ch *amqp091.Channel, queue string, incar uint64, replies <-chan amqp091.Delivery, closed <-chan *amqp091.Error) bool {
-	pending := make(chan confirmWait, 1024)
+	pending, _ := awaitConfirms(1024, w.rpc.requestConfirmed)
 	defer close(pending)
-	go func() {
-		for p := range pending {
-			<-p.dc.Done()
-			if p.dc.Acked() {
-				w.rpc.requestConfirmed(p.id)
-			}
-		}
-	}()
 	tick := time.NewTicker(time.Second / time.Duration(w.rpcRate))
 	defer tick.Stop()
 	for {

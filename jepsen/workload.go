@@ -153,20 +153,7 @@ func (w *workload) produce(ctx context.Context, nd *node) {
 			sleep(ctx, 500*time.Millisecond)
 			continue
 		}
-		// Confirms are judged in publish order by one goroutine per
-		// connection; closing the connection settles every pending one
-		// as not acked, so the goroutine ends with the connection.
-		pending := make(chan confirmWait, 4096)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for p := range pending {
-				<-p.dc.Done()
-				if p.dc.Acked() {
-					w.h.confirm(p.id)
-				}
-			}
-		}()
+		pending, done := awaitConfirms(4096, w.h.confirm)
 		for ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
@@ -201,6 +188,25 @@ func (w *workload) produce(ctx context.Context, nd *node) {
 type confirmWait struct {
 	id uint64
 	dc *amqp091.DeferredConfirmation
+}
+
+// awaitConfirms judges a connection's confirms in publish order, in one
+// goroutine: confirm gets the ID of each acked one. Closing the
+// connection settles every pending one as not acked, so the goroutine
+// ends, closing done, once pending is closed and the connection gone.
+func awaitConfirms(capacity int, confirm func(id uint64)) (pending chan<- confirmWait, done <-chan struct{}) {
+	ch := make(chan confirmWait, capacity)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for p := range ch {
+			<-p.dc.Done()
+			if p.dc.Acked() {
+				confirm(p.id)
+			}
+		}
+	}()
+	return ch, finished
 }
 
 // consume takes every queue's messages through nd until ctx ends,
