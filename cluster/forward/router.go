@@ -55,6 +55,10 @@ type RouterConfig struct {
 	// expired ones do, should the node come back), and gets, consumes,
 	// purges and counts fail at once with its error.
 	Gone func() error
+	// Leader, when set, leads the group for good: the node of another
+	// node's in-memory queue. The router starts knowing it, and reports
+	// it while it has learnt no other (a call to it failed).
+	Leader string
 }
 
 const (
@@ -163,6 +167,7 @@ func NewRouter(cfg RouterConfig) *Router {
 	}
 	r.owned.init()
 	r.SetMembers(cfg.Members, cfg.Local)
+	r.leader = cfg.Leader
 	// From here on they live in members and localMember only: a member
 	// closed and replaced (a hibernating group, cluster/node) must not
 	// stay reachable from the config.
@@ -771,6 +776,9 @@ func (r *Router) Leader() string {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.leader == "" {
+		return r.cfg.Leader
+	}
 	return r.leader
 }
 

@@ -81,11 +81,6 @@ func (a *adminBackend) Queues(vhost string, counts bool) []admin.QueueInfo {
 		rec := q.Record
 		info := admin.QueueInfo{Vhost: rec.Vhost, Name: rec.Name, Type: rec.Type, Members: rec.Members}
 		info.Leader = a.n.queueLeader(q.Engine)
-		if broker.InMemory(rec) && len(rec.Members) == 1 {
-			// Another node's in-memory queue, reached through a router
-			// that learns its node only when first used: it is there.
-			info.Leader = rec.Members[0]
-		}
 		if len(info.Members) == 0 {
 			info.Members = []string{a.c.self}
 		}

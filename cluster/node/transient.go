@@ -24,7 +24,7 @@ func (c *clusterNode) OpenRemote(rec metadata.Queue, name string) (queue.Queue, 
 		QueueID: rec.ID, Name: name, Members: rec.Members,
 		Self: c.self, SelfBoot: replica.BootOf(c.self, c.boot),
 		Addr: c.addrOf, Pool: c.pool, PublishTimeout: c.cfg.PublishTimeout,
-		Log: c.log, Gone: c.ownerGone(rec),
+		Log: c.log, Gone: c.ownerGone(rec), Leader: rec.Members[0],
 	}), nil
 }
 
