@@ -357,6 +357,17 @@ func (h *harness) check(t *rapid.T) {
 	if want := mod.readyIDs(); !slices.Equal(ready, want) {
 		t.Fatalf("ready %v, model %v", ready, want)
 	}
+	// Peek names the same messages, each at its place in that order.
+	for i, x := range mod.readyMsgs() {
+		p, ok := m.Peek(i + 1)
+		want := Peeked{Index: x.id, DeliveryCount: x.dc, AcquiredCount: x.ac, Priority: x.prio}
+		if !ok || p != want {
+			t.Fatalf("peek %d: %+v %v, model %+v", i+1, p, ok, want)
+		}
+	}
+	if p, ok := m.Peek(len(ready) + 1); ok {
+		t.Fatalf("peek past the %d ready: %+v", len(ready), p)
+	}
 	// Checked out, per consumer, in delivery order, with the same records.
 	if len(m.consumers) != len(mod.cons) {
 		t.Fatalf("%d consumers, model %d", len(m.consumers), len(mod.cons))
@@ -963,15 +974,19 @@ func (m *model) readyLen() int {
 
 func (m *model) readyIDs() []uint64 {
 	var ids []uint64
-	for _, x := range m.returns {
+	for _, x := range m.readyMsgs() {
 		ids = append(ids, x.id)
 	}
-	for p := 31; p >= 0; p-- {
-		for _, x := range m.levels[p] {
-			ids = append(ids, x.id)
-		}
-	}
 	return ids
+}
+
+// readyMsgs is the ready messages in serving order.
+func (m *model) readyMsgs() []mmsg {
+	out := slices.Clone(m.returns)
+	for p := 31; p >= 0; p-- {
+		out = append(out, m.levels[p]...)
+	}
+	return out
 }
 
 func (m *model) head() mmsg {

@@ -137,6 +137,28 @@ func (r *ready) each(f func(*msg)) {
 	}
 }
 
+// nth is the message i-th in line to be handed out (0 for the head), or
+// nil if fewer than i+1 are ready: the returns, then each level from the
+// highest priority down, without walking the messages before it.
+func (r *ready) nth(i int) *msg {
+	if i < 0 || i >= r.n {
+		return nil
+	}
+	if i < r.returns.len() {
+		return r.returns.at(i)
+	}
+	i -= r.returns.len()
+	for b := r.nonEmpty; b != 0; {
+		p := bits.Len32(b) - 1
+		b &^= 1 << p
+		if i < r.levels[p].len() {
+			return r.levels[p].at(i)
+		}
+		i -= r.levels[p].len()
+	}
+	return nil
+}
+
 // clear drops every ready message and returns how many there were.
 func (r *ready) clear() int {
 	n := r.n
