@@ -49,15 +49,8 @@ func (s *Server) TransferLeadership(ctx context.Context, req *adminpb.TransferLe
 	}
 	resp := &adminpb.TransferLeadershipResponse{Vhost: req.Vhost, Name: req.Name, To: req.To}
 	for attempt := 0; ; attempt++ {
-		from := s.findLeader(ctx, id, members)
-		if w, ok := s.b.(Waker); ok && from == "" {
-			// A hibernating group elects its old leader on waking.
-			wctx, cancel := context.WithTimeout(ctx, maxTakeover)
-			if w.WakeQueue(wctx, id) == nil {
-				from = s.findLeader(ctx, id, members)
-			}
-			cancel()
-		}
+		// A hibernating group elects its old leader on waking.
+		from := s.leaderAwake(ctx, id, members)
 		if from == "" {
 			return nil, status.Errorf(codes.FailedPrecondition, "queue '%s' in vhost '%s' has no leader now", req.Name, req.Vhost)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/meta"
+	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/membership"
 	"github.com/warrenmq/warren/raftq/replica"
 )
@@ -320,6 +321,12 @@ func (l *lateBackend) QueueConsumers(id string) ([]admin.QueueConsumer, error) {
 	}
 	return nil, fmt.Errorf("node starting: %w", admin.ErrNotFound)
 }
+func (l *lateBackend) PeekQueue(id string, pos int) (*queue.Message, error) {
+	if pb, ok := l.get().(admin.PeekBackend); ok {
+		return pb.PeekQueue(id, pos)
+	}
+	return nil, fmt.Errorf("node starting: %w", admin.ErrNotFound)
+}
 func (l *lateBackend) Connections() []server.ConnectionInfo {
 	if cb, ok := l.get().(admin.ConnectionsBackend); ok {
 		return cb.Connections()
@@ -429,6 +436,8 @@ var (
 	_ admin.ConnectionsBackend = (*lateBackend)(nil)
 	_ admin.ConsumersBackend   = (*adminBackend)(nil)
 	_ admin.ConsumersBackend   = (*lateBackend)(nil)
+	_ admin.PeekBackend        = (*adminBackend)(nil)
+	_ admin.PeekBackend        = (*lateBackend)(nil)
 	_ admin.AlarmsBackend      = (*adminBackend)(nil)
 	_ admin.Deferred           = (*lateBackend)(nil)
 )
@@ -455,4 +464,19 @@ func (a *adminBackend) QueueConsumers(queueID string) ([]admin.QueueConsumer, er
 		}
 	}
 	return out, nil
+}
+
+func (a *adminBackend) PeekQueue(queueID string, pos int) (*queue.Message, error) {
+	r, ok := a.c.replica(queueID)
+	if !ok {
+		return nil, fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
+	}
+	m, err := r.Peek(pos)
+	switch {
+	case errors.Is(err, replica.ErrNotLeader):
+		return nil, fmt.Errorf("group %s: %w", queueID, admin.ErrNotLeader)
+	case errors.Is(err, replica.ErrNoMessageAtPosition):
+		return nil, fmt.Errorf("group %s: %w: %w", queueID, admin.ErrNoMessage, err)
+	}
+	return m, err
 }

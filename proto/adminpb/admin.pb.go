@@ -5133,6 +5133,235 @@ func (x *QueueConsumer) GetExclusive() bool {
 	return false
 }
 
+type PeekRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty means "/".
+	Vhost string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name  string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// 1 for the next message to be delivered.
+	Position      uint32 `protobuf:"varint,3,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeekRequest) Reset() {
+	*x = PeekRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeekRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeekRequest) ProtoMessage() {}
+
+func (x *PeekRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
+func (*PeekRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *PeekRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *PeekRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PeekRequest) GetPosition() uint32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+type MemberPeekRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	QueueId       string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Position      uint32                 `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberPeekRequest) Reset() {
+	*x = MemberPeekRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberPeekRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberPeekRequest) ProtoMessage() {}
+
+func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberPeekRequest.ProtoReflect.Descriptor instead.
+func (*MemberPeekRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *MemberPeekRequest) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *MemberPeekRequest) GetPosition() uint32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+type PeekResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vhost string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The node whose replica answered, the leader.
+	Leader   string `protobuf:"bytes,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Position uint32 `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
+	// Where the message was published, and with which routing key.
+	Exchange   string `protobuf:"bytes,5,opt,name=exchange,proto3" json:"exchange,omitempty"`
+	RoutingKey string `protobuf:"bytes,6,opt,name=routing_key,json=routingKey,proto3" json:"routing_key,omitempty"`
+	// The message's content header (AMQP 0-9-1 encoding, class basic), its
+	// headers carrying x-delivery-count (and x-acquired-count once handed
+	// out) as a delivery now would.
+	ContentHeader []byte `protobuf:"bytes,7,opt,name=content_header,json=contentHeader,proto3" json:"content_header,omitempty"`
+	// The first 64 bytes of the body, as rabbitmq-queues peek shows, and
+	// the body's whole size.
+	Payload       []byte `protobuf:"bytes,8,opt,name=payload,proto3" json:"payload,omitempty"`
+	BodySize      uint64 `protobuf:"varint,9,opt,name=body_size,json=bodySize,proto3" json:"body_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeekResponse) Reset() {
+	*x = PeekResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeekResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeekResponse) ProtoMessage() {}
+
+func (x *PeekResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
+func (*PeekResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *PeekResponse) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *PeekResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PeekResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *PeekResponse) GetPosition() uint32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *PeekResponse) GetExchange() string {
+	if x != nil {
+		return x.Exchange
+	}
+	return ""
+}
+
+func (x *PeekResponse) GetRoutingKey() string {
+	if x != nil {
+		return x.RoutingKey
+	}
+	return ""
+}
+
+func (x *PeekResponse) GetContentHeader() []byte {
+	if x != nil {
+		return x.ContentHeader
+	}
+	return nil
+}
+
+func (x *PeekResponse) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *PeekResponse) GetBodySize() uint64 {
+	if x != nil {
+		return x.BodySize
+	}
+	return 0
+}
+
 var File_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_adminpb_admin_proto_rawDesc = "" +
@@ -5479,7 +5708,25 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x06credit\x18\b \x01(\rR\x06credit\x12\x1a\n" +
 	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x1c\n" +
 	"\texclusive\x18\n" +
-	" \x01(\bR\texclusive2\x90\x1d\n" +
+	" \x01(\bR\texclusive\"S\n" +
+	"\vPeekRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\bposition\x18\x03 \x01(\rR\bposition\"J\n" +
+	"\x11MemberPeekRequest\x12\x19\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12\x1a\n" +
+	"\bposition\x18\x02 \x01(\rR\bposition\"\x87\x02\n" +
+	"\fPeekResponse\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\tR\x06leader\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\rR\bposition\x12\x1a\n" +
+	"\bexchange\x18\x05 \x01(\tR\bexchange\x12\x1f\n" +
+	"\vrouting_key\x18\x06 \x01(\tR\n" +
+	"routingKey\x12%\n" +
+	"\x0econtent_header\x18\a \x01(\fR\rcontentHeader\x12\x18\n" +
+	"\apayload\x18\b \x01(\fR\apayload\x12\x1b\n" +
+	"\tbody_size\x18\t \x01(\x04R\bbodySize2\x9a\x1e\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -5507,7 +5754,10 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x0fListConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponse\x12_\n" +
 	"\x10LocalConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponse\x12^\n" +
 	"\x0fQuorumConsumers\x12$.warren.admin.QuorumConsumersRequest\x1a%.warren.admin.QuorumConsumersResponse\x12^\n" +
-	"\x0fMemberConsumers\x12$.warren.admin.MemberConsumersRequest\x1a%.warren.admin.QuorumConsumersResponse\x12C\n" +
+	"\x0fMemberConsumers\x12$.warren.admin.MemberConsumersRequest\x1a%.warren.admin.QuorumConsumersResponse\x12=\n" +
+	"\x04Peek\x12\x19.warren.admin.PeekRequest\x1a\x1a.warren.admin.PeekResponse\x12I\n" +
+	"\n" +
+	"MemberPeek\x12\x1f.warren.admin.MemberPeekRequest\x1a\x1a.warren.admin.PeekResponse\x12C\n" +
 	"\x06Alarms\x12\x1b.warren.admin.AlarmsRequest\x1a\x1c.warren.admin.AlarmsResponse\x12O\n" +
 	"\fSetWatermark\x12!.warren.admin.SetWatermarkRequest\x1a\x1c.warren.admin.AlarmsResponse\x12E\n" +
 	"\aAddUser\x12\x1c.warren.admin.AddUserRequest\x1a\x1c.warren.admin.AccessResponse\x12E\n" +
@@ -5543,7 +5793,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*ListExchangesRequest)(nil),             // 0: warren.admin.ListExchangesRequest
 	(*ListExchangesResponse)(nil),            // 1: warren.admin.ListExchangesResponse
@@ -5631,12 +5881,15 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*MemberConsumersRequest)(nil),           // 83: warren.admin.MemberConsumersRequest
 	(*QuorumConsumersResponse)(nil),          // 84: warren.admin.QuorumConsumersResponse
 	(*QueueConsumer)(nil),                    // 85: warren.admin.QueueConsumer
-	nil,                                      // 86: warren.admin.ImportDefinitionsResponse.ImportedEntry
+	(*PeekRequest)(nil),                      // 86: warren.admin.PeekRequest
+	(*MemberPeekRequest)(nil),                // 87: warren.admin.MemberPeekRequest
+	(*PeekResponse)(nil),                     // 88: warren.admin.PeekResponse
+	nil,                                      // 89: warren.admin.ImportDefinitionsResponse.ImportedEntry
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
 	2,  // 0: warren.admin.ListExchangesResponse.exchanges:type_name -> warren.admin.Exchange
 	5,  // 1: warren.admin.ListBindingsResponse.bindings:type_name -> warren.admin.Binding
-	86, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
+	89, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
 	19, // 3: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
 	24, // 4: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
 	25, // 5: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
@@ -5683,71 +5936,75 @@ var file_adminpb_admin_proto_depIdxs = []int32{
 	76, // 46: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
 	82, // 47: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
 	83, // 48: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	29, // 49: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
-	32, // 50: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
-	13, // 51: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
-	14, // 52: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
-	15, // 53: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
-	16, // 54: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
-	17, // 55: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
-	20, // 56: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
-	21, // 57: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
-	22, // 58: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
-	25, // 59: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
-	26, // 60: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
-	27, // 61: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
-	9,  // 62: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
-	10, // 63: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
-	0,  // 64: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
-	3,  // 65: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
-	6,  // 66: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
-	7,  // 67: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
-	39, // 68: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	42, // 69: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	45, // 70: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	47, // 71: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	50, // 72: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	52, // 73: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	54, // 74: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	56, // 75: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	58, // 76: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	60, // 77: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	63, // 78: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	69, // 79: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	69, // 80: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	75, // 81: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	75, // 82: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	75, // 83: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	75, // 84: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	34, // 85: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	34, // 86: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	36, // 87: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	75, // 88: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	77, // 89: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	77, // 90: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	84, // 91: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	84, // 92: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	30, // 93: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
-	30, // 94: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
-	12, // 95: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
-	12, // 96: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
-	12, // 97: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
-	12, // 98: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
-	18, // 99: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
-	12, // 100: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
-	12, // 101: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
-	23, // 102: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
-	12, // 103: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
-	12, // 104: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
-	28, // 105: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
-	10, // 106: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
-	11, // 107: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
-	1,  // 108: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
-	4,  // 109: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
-	8,  // 110: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
-	8,  // 111: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
-	68, // [68:112] is the sub-list for method output_type
-	24, // [24:68] is the sub-list for method input_type
+	86, // 49: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
+	87, // 50: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
+	29, // 51: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	32, // 52: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	13, // 53: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
+	14, // 54: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
+	15, // 55: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
+	16, // 56: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
+	17, // 57: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
+	20, // 58: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
+	21, // 59: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
+	22, // 60: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
+	25, // 61: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
+	26, // 62: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
+	27, // 63: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
+	9,  // 64: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
+	10, // 65: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
+	0,  // 66: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
+	3,  // 67: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
+	6,  // 68: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
+	7,  // 69: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
+	39, // 70: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	42, // 71: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	45, // 72: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	47, // 73: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	50, // 74: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	52, // 75: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	54, // 76: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	56, // 77: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	58, // 78: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	60, // 79: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	63, // 80: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	69, // 81: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	69, // 82: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	75, // 83: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	75, // 84: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	75, // 85: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	75, // 86: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	34, // 87: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	34, // 88: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	36, // 89: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	75, // 90: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	77, // 91: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	77, // 92: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	84, // 93: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	84, // 94: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	88, // 95: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
+	88, // 96: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
+	30, // 97: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	30, // 98: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	12, // 99: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
+	12, // 100: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
+	12, // 101: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
+	12, // 102: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
+	18, // 103: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
+	12, // 104: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
+	12, // 105: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
+	23, // 106: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
+	12, // 107: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
+	12, // 108: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
+	28, // 109: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
+	10, // 110: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
+	11, // 111: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
+	1,  // 112: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
+	4,  // 113: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
+	8,  // 114: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
+	8,  // 115: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
+	70, // [70:116] is the sub-list for method output_type
+	24, // [24:70] is the sub-list for method input_type
 	24, // [24:24] is the sub-list for extension type_name
 	24, // [24:24] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name
@@ -5765,7 +6022,7 @@ func file_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   87,
+			NumMessages:   90,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,8 @@ const (
 	Admin_LocalConnections_FullMethodName         = "/warren.admin.Admin/LocalConnections"
 	Admin_QuorumConsumers_FullMethodName          = "/warren.admin.Admin/QuorumConsumers"
 	Admin_MemberConsumers_FullMethodName          = "/warren.admin.Admin/MemberConsumers"
+	Admin_Peek_FullMethodName                     = "/warren.admin.Admin/Peek"
+	Admin_MemberPeek_FullMethodName               = "/warren.admin.Admin/MemberPeek"
 	Admin_Alarms_FullMethodName                   = "/warren.admin.Admin/Alarms"
 	Admin_SetWatermark_FullMethodName             = "/warren.admin.Admin/SetWatermark"
 	Admin_AddUser_FullMethodName                  = "/warren.admin.Admin/AddUser"
@@ -183,6 +185,18 @@ type AdminClient interface {
 	// FAILED_PRECONDITION if it does not lead, NOT_FOUND if the node holds no
 	// replica of the group.
 	MemberConsumers(ctx context.Context, in *MemberConsumersRequest, opts ...grpc.CallOption) (*QuorumConsumersResponse, error)
+	// Peek shows the message at a position among a quorum queue's ready
+	// messages, in the order they would be delivered, without taking it, as
+	// rabbitmq-queues peek does. Any node can be asked: it finds the leader
+	// and asks its node (MemberPeek), waking a hibernating queue. NOT_FOUND
+	// if there is no such queue or no message at that position,
+	// FAILED_PRECONDITION if it is not a quorum queue or has no leader now,
+	// INVALID_ARGUMENT for a position below 1.
+	Peek(ctx context.Context, in *PeekRequest, opts ...grpc.CallOption) (*PeekResponse, error)
+	// MemberPeek is internal, node to node: Peek at the answering node's
+	// replica, which must lead its group (FAILED_PRECONDITION if it does
+	// not).
+	MemberPeek(ctx context.Context, in *MemberPeekRequest, opts ...grpc.CallOption) (*PeekResponse, error)
 	// Alarms lists the resource alarms in effect across the cluster as the
 	// answering node knows them (each node gossips its own; while any is in
 	// effect every node blocks its publishers), with the answering node's
@@ -490,6 +504,26 @@ func (c *adminClient) MemberConsumers(ctx context.Context, in *MemberConsumersRe
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(QuorumConsumersResponse)
 	err := c.cc.Invoke(ctx, Admin_MemberConsumers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Peek(ctx context.Context, in *PeekRequest, opts ...grpc.CallOption) (*PeekResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeekResponse)
+	err := c.cc.Invoke(ctx, Admin_Peek_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) MemberPeek(ctx context.Context, in *MemberPeekRequest, opts ...grpc.CallOption) (*PeekResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeekResponse)
+	err := c.cc.Invoke(ctx, Admin_MemberPeek_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -804,6 +838,18 @@ type AdminServer interface {
 	// FAILED_PRECONDITION if it does not lead, NOT_FOUND if the node holds no
 	// replica of the group.
 	MemberConsumers(context.Context, *MemberConsumersRequest) (*QuorumConsumersResponse, error)
+	// Peek shows the message at a position among a quorum queue's ready
+	// messages, in the order they would be delivered, without taking it, as
+	// rabbitmq-queues peek does. Any node can be asked: it finds the leader
+	// and asks its node (MemberPeek), waking a hibernating queue. NOT_FOUND
+	// if there is no such queue or no message at that position,
+	// FAILED_PRECONDITION if it is not a quorum queue or has no leader now,
+	// INVALID_ARGUMENT for a position below 1.
+	Peek(context.Context, *PeekRequest) (*PeekResponse, error)
+	// MemberPeek is internal, node to node: Peek at the answering node's
+	// replica, which must lead its group (FAILED_PRECONDITION if it does
+	// not).
+	MemberPeek(context.Context, *MemberPeekRequest) (*PeekResponse, error)
 	// Alarms lists the resource alarms in effect across the cluster as the
 	// answering node knows them (each node gossips its own; while any is in
 	// effect every node blocks its publishers), with the answering node's
@@ -941,6 +987,12 @@ func (UnimplementedAdminServer) QuorumConsumers(context.Context, *QuorumConsumer
 }
 func (UnimplementedAdminServer) MemberConsumers(context.Context, *MemberConsumersRequest) (*QuorumConsumersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method MemberConsumers not implemented")
+}
+func (UnimplementedAdminServer) Peek(context.Context, *PeekRequest) (*PeekResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Peek not implemented")
+}
+func (UnimplementedAdminServer) MemberPeek(context.Context, *MemberPeekRequest) (*PeekResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MemberPeek not implemented")
 }
 func (UnimplementedAdminServer) Alarms(context.Context, *AlarmsRequest) (*AlarmsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Alarms not implemented")
@@ -1470,6 +1522,42 @@ func _Admin_MemberConsumers_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Peek_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeekRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Peek(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Peek_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Peek(ctx, req.(*PeekRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_MemberPeek_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MemberPeekRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).MemberPeek(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_MemberPeek_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).MemberPeek(ctx, req.(*MemberPeekRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_Alarms_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AlarmsRequest)
 	if err := dec(in); err != nil {
@@ -1918,6 +2006,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MemberConsumers",
 			Handler:    _Admin_MemberConsumers_Handler,
+		},
+		{
+			MethodName: "Peek",
+			Handler:    _Admin_Peek_Handler,
+		},
+		{
+			MethodName: "MemberPeek",
+			Handler:    _Admin_MemberPeek_Handler,
 		},
 		{
 			MethodName: "Alarms",
