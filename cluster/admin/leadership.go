@@ -340,6 +340,40 @@ func (s *Server) CheckLeaderless(ctx context.Context, req *adminpb.CheckLeaderle
 	return resp, nil
 }
 
+// CheckReplicasSynced implements adminpb.AdminServer: a replica has
+// finished its initial sync once it votes. One still a non-voter is
+// catching up before its promotion (add member, grow, the reconciler); one
+// the queue's record names that the node has not opened is yet to start.
+// A hibernating replica was a voter when it closed.
+func (s *Server) CheckReplicasSynced(ctx context.Context, req *adminpb.CheckReplicasSyncedRequest) (*adminpb.CheckResponse, error) {
+	if !slices.ContainsFunc(s.b.Nodes(), func(n NodeInfo) bool { return n.Name == req.Node }) && req.Node != s.b.Self() {
+		return nil, status.Errorf(codes.NotFound, "node '%s' is not a cluster member", req.Node)
+	}
+	groups := s.groups(func(string, string) bool { return true })
+	local, err := s.askLocalMembers(ctx, req.Node)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "node '%s' did not answer: %s", req.Node, status.Convert(err).Message())
+	}
+	survey := s.replicas(ctx)
+	survey[req.Node] = local
+	resp := &adminpb.CheckResponse{}
+	for _, g := range groups {
+		if !slices.Contains(g.members, req.Node) {
+			continue
+		}
+		m, ok := local[g.id]
+		if ok && m.Role != string(RoleNonVoter) {
+			continue
+		}
+		q := g.checked(survey)
+		if ok {
+			q.ReplicaRole = m.Role
+		}
+		resp.Queues = append(resp.Queues, q)
+	}
+	return resp, nil
+}
+
 // asleep reports whether group g hibernates: a majority of its members
 // answered that their replica is closed while idle, so the group elects
 // a leader as soon as it is needed (cluster/node's hibernate.go).

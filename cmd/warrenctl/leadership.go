@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -64,6 +65,19 @@ accept no publishes and deliver nothing until a majority of their members is
 back and elects a leader. Exit status 0 if there are none, 1 with the list if
 there are.`,
 		setup: checkLeaderless,
+	},
+	{
+		name:    "check replicas-synced",
+		args:    []string{"NODE"},
+		summary: "have NODE's quorum queue replicas finished their initial sync?",
+		help: `Lists the quorum queues whose replica on NODE has not finished its initial
+sync, as rabbitmq-queues check_if_new_quorum_queue_replicas_have_finished_initial_sync
+does: a replica added by add member, grow or the reconciler is a non-voter
+while it receives the log (or a snapshot) and votes once caught up; one the
+queue's members name that NODE has not opened yet is also listed. Run it on a
+new or restarted node before stopping another. Exit status 0 if there are
+none, 1 with the list if there are.`,
+		setup: checkReplicasSynced,
 	},
 }
 
@@ -194,10 +208,10 @@ func (r *rebalanceReport) writeText(w io.Writer) {
 	}
 }
 
-// check quorum-critical, check leaderless
+// check quorum-critical, check leaderless, check replicas-synced
 
 type checkReport struct {
-	Check  string         `json:"check"` // quorum-critical or leaderless
+	Check  string         `json:"check"` // quorum-critical, leaderless or replicas-synced
 	Node   string         `json:"node,omitempty"`
 	Passed bool           `json:"passed"`
 	Queues []checkedQueue `json:"queues"`
@@ -209,6 +223,9 @@ type checkedQueue struct {
 	Leader        string   `json:"leader"`
 	Members       []string `json:"members"`
 	OnlineMembers []string `json:"online_members"`
+	// Replica, for replicas-synced: the node's replica's role (non-voter),
+	// or "not open".
+	Replica string `json:"replica,omitempty"`
 }
 
 func checkQuorumCritical(*flag.FlagSet) body {
@@ -232,11 +249,25 @@ func checkLeaderless(fs *flag.FlagSet) body {
 	}
 }
 
+func checkReplicasSynced(*flag.FlagSet) body {
+	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
+		resp, err := c.CheckReplicasSynced(ctx, &adminpb.CheckReplicasSyncedRequest{Node: args[0]})
+		if err != nil {
+			return nil, err
+		}
+		return checkReportOf("replicas-synced", args[0], resp), nil
+	}
+}
+
 func checkReportOf(check, node string, resp *adminpb.CheckResponse) *checkReport {
 	r := &checkReport{Check: check, Node: node, Passed: len(resp.Queues) == 0, Queues: []checkedQueue{}}
 	for _, q := range resp.Queues {
-		r.Queues = append(r.Queues, checkedQueue{Vhost: q.Vhost, Name: q.Name, Leader: q.Leader,
-			Members: nonNil(q.Members), OnlineMembers: nonNil(q.OnlineMembers)})
+		cq := checkedQueue{Vhost: q.Vhost, Name: q.Name, Leader: q.Leader,
+			Members: nonNil(q.Members), OnlineMembers: nonNil(q.OnlineMembers)}
+		if check == "replicas-synced" {
+			cq.Replica = cmp.Or(q.ReplicaRole, "not open")
+		}
+		r.Queues = append(r.Queues, cq)
 	}
 	return r
 }
@@ -250,16 +281,29 @@ func (r *checkReport) writeText(w io.Writer) {
 		return
 	case r.Check == "quorum-critical":
 		fmt.Fprintf(w, "Node %s is quorum critical: %d quorum queue(s) would be left without a majority of online members if it stopped.\n\n", r.Node, len(r.Queues))
+	case r.Check == "replicas-synced" && r.Passed:
+		fmt.Fprintf(w, "Every quorum queue replica on node %s has finished its initial sync.\n", r.Node)
+		return
+	case r.Check == "replicas-synced":
+		fmt.Fprintf(w, "Node %s has %d quorum queue replica(s) that have not finished their initial sync.\n\n", r.Node, len(r.Queues))
 	case r.Passed:
 		fmt.Fprintln(w, "Every quorum queue has a leader.")
 		return
 	default:
 		fmt.Fprintf(w, "%d quorum queue(s) have no leader.\n\n", len(r.Queues))
 	}
+	header := []string{"VHOST", "NAME", "LEADER", "ONLINE", "MEMBERS"}
+	if r.Check == "replicas-synced" {
+		header = append(header, "REPLICA")
+	}
 	var rows [][]string
 	for _, q := range r.Queues {
-		rows = append(rows, []string{q.Vhost, q.Name, orDash(q.Leader), fmt.Sprintf("%d/%d", len(q.OnlineMembers), len(q.Members)),
-			strings.Join(q.Members, ",")})
+		row := []string{q.Vhost, q.Name, orDash(q.Leader), fmt.Sprintf("%d/%d", len(q.OnlineMembers), len(q.Members)),
+			strings.Join(q.Members, ",")}
+		if r.Check == "replicas-synced" {
+			row = append(row, q.Replica)
+		}
+		rows = append(rows, row)
 	}
-	table(w, []string{"VHOST", "NAME", "LEADER", "ONLINE", "MEMBERS"}, rows)
+	table(w, header, rows)
 }

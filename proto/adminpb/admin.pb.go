@@ -3893,6 +3893,51 @@ func (x *CheckLeaderlessRequest) GetVhost() string {
 	return ""
 }
 
+type CheckReplicasSyncedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node whose replicas are checked.
+	Node          string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckReplicasSyncedRequest) Reset() {
+	*x = CheckReplicasSyncedRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckReplicasSyncedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckReplicasSyncedRequest) ProtoMessage() {}
+
+func (x *CheckReplicasSyncedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckReplicasSyncedRequest.ProtoReflect.Descriptor instead.
+func (*CheckReplicasSyncedRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *CheckReplicasSyncedRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
 // CheckResponse is a health check's answer: it passes when no queue is
 // listed.
 type CheckResponse struct {
@@ -3905,7 +3950,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +3962,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3930,7 +3975,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CheckResponse) GetQueues() []*CheckedQueue {
@@ -3948,14 +3993,17 @@ type CheckedQueue struct {
 	// Members whose node answered with its replica.
 	OnlineMembers []string `protobuf:"bytes,4,rep,name=online_members,json=onlineMembers,proto3" json:"online_members,omitempty"`
 	// The leading member; empty if none answered as leader.
-	Leader        string `protobuf:"bytes,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	Leader string `protobuf:"bytes,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	// CheckReplicasSynced: the role of the checked node's replica
+	// (non-voter), empty if the node has not opened it.
+	ReplicaRole   string `protobuf:"bytes,6,opt,name=replica_role,json=replicaRole,proto3" json:"replica_role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckedQueue) Reset() {
 	*x = CheckedQueue{}
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3967,7 +4015,7 @@ func (x *CheckedQueue) String() string {
 func (*CheckedQueue) ProtoMessage() {}
 
 func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3980,7 +4028,7 @@ func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckedQueue.ProtoReflect.Descriptor instead.
 func (*CheckedQueue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CheckedQueue) GetVhost() string {
@@ -4018,6 +4066,13 @@ func (x *CheckedQueue) GetLeader() string {
 	return ""
 }
 
+func (x *CheckedQueue) GetReplicaRole() string {
+	if x != nil {
+		return x.ReplicaRole
+	}
+	return ""
+}
+
 type AddMemberRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty means "/".
@@ -4030,7 +4085,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4042,7 +4097,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4055,7 +4110,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *AddMemberRequest) GetVhost() string {
@@ -4092,7 +4147,7 @@ type DeleteMemberRequest struct {
 
 func (x *DeleteMemberRequest) Reset() {
 	*x = DeleteMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4104,7 +4159,7 @@ func (x *DeleteMemberRequest) String() string {
 func (*DeleteMemberRequest) ProtoMessage() {}
 
 func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4117,7 +4172,7 @@ func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DeleteMemberRequest) GetVhost() string {
@@ -4160,7 +4215,7 @@ type GrowRequest struct {
 
 func (x *GrowRequest) Reset() {
 	*x = GrowRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4172,7 +4227,7 @@ func (x *GrowRequest) String() string {
 func (*GrowRequest) ProtoMessage() {}
 
 func (x *GrowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4185,7 +4240,7 @@ func (x *GrowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrowRequest.ProtoReflect.Descriptor instead.
 func (*GrowRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GrowRequest) GetNode() string {
@@ -4218,7 +4273,7 @@ type ShrinkRequest struct {
 
 func (x *ShrinkRequest) Reset() {
 	*x = ShrinkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[74]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4230,7 +4285,7 @@ func (x *ShrinkRequest) String() string {
 func (*ShrinkRequest) ProtoMessage() {}
 
 func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[74]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4243,7 +4298,7 @@ func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShrinkRequest.ProtoReflect.Descriptor instead.
 func (*ShrinkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ShrinkRequest) GetNode() string {
@@ -4265,7 +4320,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[75]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4277,7 +4332,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[75]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4290,7 +4345,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *MembershipResponse) GetChanged() []string {
@@ -4317,7 +4372,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[76]
+	mi := &file_adminpb_admin_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4384,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[76]
+	mi := &file_adminpb_admin_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4397,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListConnectionsRequest) GetVhost() string {
@@ -4364,7 +4419,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[77]
+	mi := &file_adminpb_admin_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4431,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[77]
+	mi := &file_adminpb_admin_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4444,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{77}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -4416,7 +4471,7 @@ type NodeError struct {
 
 func (x *NodeError) Reset() {
 	*x = NodeError{}
-	mi := &file_adminpb_admin_proto_msgTypes[78]
+	mi := &file_adminpb_admin_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4428,7 +4483,7 @@ func (x *NodeError) String() string {
 func (*NodeError) ProtoMessage() {}
 
 func (x *NodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[78]
+	mi := &file_adminpb_admin_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4441,7 +4496,7 @@ func (x *NodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
 func (*NodeError) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{78}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *NodeError) GetNode() string {
@@ -4489,7 +4544,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_adminpb_admin_proto_msgTypes[79]
+	mi := &file_adminpb_admin_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4501,7 +4556,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[79]
+	mi := &file_adminpb_admin_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4514,7 +4569,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{79}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *Connection) GetNode() string {
@@ -4651,7 +4706,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_adminpb_admin_proto_msgTypes[80]
+	mi := &file_adminpb_admin_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4663,7 +4718,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[80]
+	mi := &file_adminpb_admin_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4676,7 +4731,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{80}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *Channel) GetNumber() uint32 {
@@ -4753,7 +4808,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4765,7 +4820,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4778,7 +4833,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *Consumer) GetQueue() string {
@@ -4841,7 +4896,7 @@ type QuorumConsumersRequest struct {
 
 func (x *QuorumConsumersRequest) Reset() {
 	*x = QuorumConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4853,7 +4908,7 @@ func (x *QuorumConsumersRequest) String() string {
 func (*QuorumConsumersRequest) ProtoMessage() {}
 
 func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4866,7 +4921,7 @@ func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *QuorumConsumersRequest) GetVhost() string {
@@ -4892,7 +4947,7 @@ type MemberConsumersRequest struct {
 
 func (x *MemberConsumersRequest) Reset() {
 	*x = MemberConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4904,7 +4959,7 @@ func (x *MemberConsumersRequest) String() string {
 func (*MemberConsumersRequest) ProtoMessage() {}
 
 func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4917,7 +4972,7 @@ func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
 func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *MemberConsumersRequest) GetQueueId() string {
@@ -4942,7 +4997,7 @@ type QuorumConsumersResponse struct {
 
 func (x *QuorumConsumersResponse) Reset() {
 	*x = QuorumConsumersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4954,7 +5009,7 @@ func (x *QuorumConsumersResponse) String() string {
 func (*QuorumConsumersResponse) ProtoMessage() {}
 
 func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4967,7 +5022,7 @@ func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *QuorumConsumersResponse) GetVhost() string {
@@ -5035,7 +5090,7 @@ type QueueConsumer struct {
 
 func (x *QueueConsumer) Reset() {
 	*x = QueueConsumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5047,7 +5102,7 @@ func (x *QueueConsumer) String() string {
 func (*QueueConsumer) ProtoMessage() {}
 
 func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5060,7 +5115,7 @@ func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
 func (*QueueConsumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *QueueConsumer) GetId() uint64 {
@@ -5146,7 +5201,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5158,7 +5213,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5171,7 +5226,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *PeekRequest) GetVhost() string {
@@ -5205,7 +5260,7 @@ type MemberPeekRequest struct {
 
 func (x *MemberPeekRequest) Reset() {
 	*x = MemberPeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5217,7 +5272,7 @@ func (x *MemberPeekRequest) String() string {
 func (*MemberPeekRequest) ProtoMessage() {}
 
 func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5230,7 +5285,7 @@ func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPeekRequest.ProtoReflect.Descriptor instead.
 func (*MemberPeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *MemberPeekRequest) GetQueueId() string {
@@ -5271,7 +5326,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5283,7 +5338,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5296,7 +5351,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *PeekResponse) GetVhost() string {
@@ -5611,15 +5666,18 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x1aCheckQuorumCriticalRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\".\n" +
 	"\x16CheckLeaderlessRequest\x12\x14\n" +
-	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"C\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"0\n" +
+	"\x1aCheckReplicasSyncedRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"C\n" +
 	"\rCheckResponse\x122\n" +
-	"\x06queues\x18\x01 \x03(\v2\x1a.warren.admin.CheckedQueueR\x06queues\"\x91\x01\n" +
+	"\x06queues\x18\x01 \x03(\v2\x1a.warren.admin.CheckedQueueR\x06queues\"\xb4\x01\n" +
 	"\fCheckedQueue\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\amembers\x18\x03 \x03(\tR\amembers\x12%\n" +
 	"\x0eonline_members\x18\x04 \x03(\tR\ronlineMembers\x12\x16\n" +
-	"\x06leader\x18\x05 \x01(\tR\x06leader\"P\n" +
+	"\x06leader\x18\x05 \x01(\tR\x06leader\x12!\n" +
+	"\freplica_role\x18\x06 \x01(\tR\vreplicaRole\"P\n" +
 	"\x10AddMemberRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -5726,7 +5784,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"routingKey\x12%\n" +
 	"\x0econtent_header\x18\a \x01(\fR\rcontentHeader\x12\x18\n" +
 	"\apayload\x18\b \x01(\fR\apayload\x12\x1b\n" +
-	"\tbody_size\x18\t \x01(\x04R\bbodySize2\x9a\x1e\n" +
+	"\tbody_size\x18\t \x01(\x04R\bbodySize2\xf8\x1e\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -5741,7 +5799,8 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\fLocalMembers\x12!.warren.admin.LocalMembersRequest\x1a\".warren.admin.LocalMembersResponse\x12L\n" +
 	"\tRebalance\x12\x1e.warren.admin.RebalanceRequest\x1a\x1f.warren.admin.RebalanceResponse\x12\\\n" +
 	"\x13CheckQuorumCritical\x12(.warren.admin.CheckQuorumCriticalRequest\x1a\x1b.warren.admin.CheckResponse\x12T\n" +
-	"\x0fCheckLeaderless\x12$.warren.admin.CheckLeaderlessRequest\x1a\x1b.warren.admin.CheckResponse\x12M\n" +
+	"\x0fCheckLeaderless\x12$.warren.admin.CheckLeaderlessRequest\x1a\x1b.warren.admin.CheckResponse\x12\\\n" +
+	"\x13CheckReplicasSynced\x12(.warren.admin.CheckReplicasSyncedRequest\x1a\x1b.warren.admin.CheckResponse\x12M\n" +
 	"\tAddMember\x12\x1e.warren.admin.AddMemberRequest\x1a .warren.admin.MembershipResponse\x12S\n" +
 	"\fDeleteMember\x12!.warren.admin.DeleteMemberRequest\x1a .warren.admin.MembershipResponse\x12C\n" +
 	"\x04Grow\x12\x19.warren.admin.GrowRequest\x1a .warren.admin.MembershipResponse\x12G\n" +
@@ -5793,7 +5852,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*ListExchangesRequest)(nil),             // 0: warren.admin.ListExchangesRequest
 	(*ListExchangesResponse)(nil),            // 1: warren.admin.ListExchangesResponse
@@ -5864,32 +5923,33 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*QueueRef)(nil),                         // 66: warren.admin.QueueRef
 	(*CheckQuorumCriticalRequest)(nil),       // 67: warren.admin.CheckQuorumCriticalRequest
 	(*CheckLeaderlessRequest)(nil),           // 68: warren.admin.CheckLeaderlessRequest
-	(*CheckResponse)(nil),                    // 69: warren.admin.CheckResponse
-	(*CheckedQueue)(nil),                     // 70: warren.admin.CheckedQueue
-	(*AddMemberRequest)(nil),                 // 71: warren.admin.AddMemberRequest
-	(*DeleteMemberRequest)(nil),              // 72: warren.admin.DeleteMemberRequest
-	(*GrowRequest)(nil),                      // 73: warren.admin.GrowRequest
-	(*ShrinkRequest)(nil),                    // 74: warren.admin.ShrinkRequest
-	(*MembershipResponse)(nil),               // 75: warren.admin.MembershipResponse
-	(*ListConnectionsRequest)(nil),           // 76: warren.admin.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 77: warren.admin.ListConnectionsResponse
-	(*NodeError)(nil),                        // 78: warren.admin.NodeError
-	(*Connection)(nil),                       // 79: warren.admin.Connection
-	(*Channel)(nil),                          // 80: warren.admin.Channel
-	(*Consumer)(nil),                         // 81: warren.admin.Consumer
-	(*QuorumConsumersRequest)(nil),           // 82: warren.admin.QuorumConsumersRequest
-	(*MemberConsumersRequest)(nil),           // 83: warren.admin.MemberConsumersRequest
-	(*QuorumConsumersResponse)(nil),          // 84: warren.admin.QuorumConsumersResponse
-	(*QueueConsumer)(nil),                    // 85: warren.admin.QueueConsumer
-	(*PeekRequest)(nil),                      // 86: warren.admin.PeekRequest
-	(*MemberPeekRequest)(nil),                // 87: warren.admin.MemberPeekRequest
-	(*PeekResponse)(nil),                     // 88: warren.admin.PeekResponse
-	nil,                                      // 89: warren.admin.ImportDefinitionsResponse.ImportedEntry
+	(*CheckReplicasSyncedRequest)(nil),       // 69: warren.admin.CheckReplicasSyncedRequest
+	(*CheckResponse)(nil),                    // 70: warren.admin.CheckResponse
+	(*CheckedQueue)(nil),                     // 71: warren.admin.CheckedQueue
+	(*AddMemberRequest)(nil),                 // 72: warren.admin.AddMemberRequest
+	(*DeleteMemberRequest)(nil),              // 73: warren.admin.DeleteMemberRequest
+	(*GrowRequest)(nil),                      // 74: warren.admin.GrowRequest
+	(*ShrinkRequest)(nil),                    // 75: warren.admin.ShrinkRequest
+	(*MembershipResponse)(nil),               // 76: warren.admin.MembershipResponse
+	(*ListConnectionsRequest)(nil),           // 77: warren.admin.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 78: warren.admin.ListConnectionsResponse
+	(*NodeError)(nil),                        // 79: warren.admin.NodeError
+	(*Connection)(nil),                       // 80: warren.admin.Connection
+	(*Channel)(nil),                          // 81: warren.admin.Channel
+	(*Consumer)(nil),                         // 82: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 83: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 84: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 85: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 86: warren.admin.QueueConsumer
+	(*PeekRequest)(nil),                      // 87: warren.admin.PeekRequest
+	(*MemberPeekRequest)(nil),                // 88: warren.admin.MemberPeekRequest
+	(*PeekResponse)(nil),                     // 89: warren.admin.PeekResponse
+	nil,                                      // 90: warren.admin.ImportDefinitionsResponse.ImportedEntry
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
 	2,  // 0: warren.admin.ListExchangesResponse.exchanges:type_name -> warren.admin.Exchange
 	5,  // 1: warren.admin.ListBindingsResponse.bindings:type_name -> warren.admin.Binding
-	89, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
+	90, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
 	19, // 3: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
 	24, // 4: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
 	25, // 5: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
@@ -5905,12 +5965,12 @@ var file_adminpb_admin_proto_depIdxs = []int32{
 	64, // 15: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
 	65, // 16: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
 	66, // 17: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
-	70, // 18: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	79, // 19: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
-	78, // 20: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	80, // 21: warren.admin.Connection.channels:type_name -> warren.admin.Channel
-	81, // 22: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	85, // 23: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	71, // 18: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
+	80, // 19: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	79, // 20: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	81, // 21: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	82, // 22: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	86, // 23: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
 	38, // 24: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
 	41, // 25: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
 	44, // 26: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
@@ -5924,87 +5984,89 @@ var file_adminpb_admin_proto_depIdxs = []int32{
 	62, // 34: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
 	67, // 35: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
 	68, // 36: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	71, // 37: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	72, // 38: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	73, // 39: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	74, // 40: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	33, // 41: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	33, // 42: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	35, // 43: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	37, // 44: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	76, // 45: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	76, // 46: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	82, // 47: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
-	83, // 48: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	86, // 49: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
-	87, // 50: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
-	29, // 51: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
-	32, // 52: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
-	13, // 53: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
-	14, // 54: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
-	15, // 55: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
-	16, // 56: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
-	17, // 57: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
-	20, // 58: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
-	21, // 59: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
-	22, // 60: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
-	25, // 61: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
-	26, // 62: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
-	27, // 63: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
-	9,  // 64: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
-	10, // 65: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
-	0,  // 66: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
-	3,  // 67: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
-	6,  // 68: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
-	7,  // 69: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
-	39, // 70: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	42, // 71: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	45, // 72: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	47, // 73: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	50, // 74: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	52, // 75: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	54, // 76: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	56, // 77: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	58, // 78: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	60, // 79: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	63, // 80: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	69, // 81: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	69, // 82: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	75, // 83: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	75, // 84: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	75, // 85: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	75, // 86: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	34, // 87: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	34, // 88: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	36, // 89: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	75, // 90: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	77, // 91: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	77, // 92: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	84, // 93: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	84, // 94: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	88, // 95: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
-	88, // 96: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
-	30, // 97: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
-	30, // 98: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
-	12, // 99: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
-	12, // 100: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
-	12, // 101: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
-	12, // 102: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
-	18, // 103: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
-	12, // 104: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
-	12, // 105: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
-	23, // 106: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
-	12, // 107: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
-	12, // 108: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
-	28, // 109: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
-	10, // 110: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
-	11, // 111: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
-	1,  // 112: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
-	4,  // 113: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
-	8,  // 114: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
-	8,  // 115: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
-	70, // [70:116] is the sub-list for method output_type
-	24, // [24:70] is the sub-list for method input_type
+	69, // 37: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
+	72, // 38: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	73, // 39: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	74, // 40: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	75, // 41: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	33, // 42: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	33, // 43: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	35, // 44: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	37, // 45: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	77, // 46: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	77, // 47: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	83, // 48: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	84, // 49: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	87, // 50: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
+	88, // 51: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
+	29, // 52: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	32, // 53: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	13, // 54: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
+	14, // 55: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
+	15, // 56: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
+	16, // 57: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
+	17, // 58: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
+	20, // 59: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
+	21, // 60: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
+	22, // 61: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
+	25, // 62: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
+	26, // 63: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
+	27, // 64: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
+	9,  // 65: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
+	10, // 66: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
+	0,  // 67: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
+	3,  // 68: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
+	6,  // 69: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
+	7,  // 70: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
+	39, // 71: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	42, // 72: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	45, // 73: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	47, // 74: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	50, // 75: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	52, // 76: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	54, // 77: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	56, // 78: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	58, // 79: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	60, // 80: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	63, // 81: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	70, // 82: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	70, // 83: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	70, // 84: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
+	76, // 85: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	76, // 86: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	76, // 87: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	76, // 88: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	34, // 89: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	34, // 90: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	36, // 91: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	76, // 92: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	78, // 93: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	78, // 94: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	85, // 95: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	85, // 96: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	89, // 97: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
+	89, // 98: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
+	30, // 99: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	30, // 100: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	12, // 101: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
+	12, // 102: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
+	12, // 103: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
+	12, // 104: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
+	18, // 105: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
+	12, // 106: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
+	12, // 107: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
+	23, // 108: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
+	12, // 109: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
+	12, // 110: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
+	28, // 111: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
+	10, // 112: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
+	11, // 113: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
+	1,  // 114: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
+	4,  // 115: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
+	8,  // 116: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
+	8,  // 117: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
+	71, // [71:118] is the sub-list for method output_type
+	24, // [24:71] is the sub-list for method input_type
 	24, // [24:24] is the sub-list for extension type_name
 	24, // [24:24] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name
@@ -6022,7 +6084,7 @@ func file_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   90,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	Admin_Rebalance_FullMethodName                = "/warren.admin.Admin/Rebalance"
 	Admin_CheckQuorumCritical_FullMethodName      = "/warren.admin.Admin/CheckQuorumCritical"
 	Admin_CheckLeaderless_FullMethodName          = "/warren.admin.Admin/CheckLeaderless"
+	Admin_CheckReplicasSynced_FullMethodName      = "/warren.admin.Admin/CheckReplicasSynced"
 	Admin_AddMember_FullMethodName                = "/warren.admin.Admin/AddMember"
 	Admin_DeleteMember_FullMethodName             = "/warren.admin.Admin/DeleteMember"
 	Admin_Grow_FullMethodName                     = "/warren.admin.Admin/Grow"
@@ -134,6 +135,13 @@ type AdminClient interface {
 	// CheckLeaderless lists the quorum queues none of whose reachable
 	// members leads now.
 	CheckLeaderless(ctx context.Context, in *CheckLeaderlessRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// CheckReplicasSynced lists the quorum queues whose replica on a node
+	// has not finished its initial sync: a non-voter still catching up
+	// before its promotion, or a member the queue's record names whose
+	// replica the node has not opened yet, as rabbitmq-queues
+	// check_if_new_quorum_queue_replicas_have_finished_initial_sync does.
+	// NOT_FOUND for an unknown node, UNAVAILABLE if it does not answer.
+	CheckReplicasSynced(ctx context.Context, in *CheckReplicasSyncedRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 	// AddMember adds a replica of a quorum queue on a node: as a non-voter,
 	// promoted to voter once caught up. Answered after the promotion.
 	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
@@ -384,6 +392,16 @@ func (c *adminClient) CheckLeaderless(ctx context.Context, in *CheckLeaderlessRe
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CheckResponse)
 	err := c.cc.Invoke(ctx, Admin_CheckLeaderless_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CheckReplicasSynced(ctx context.Context, in *CheckReplicasSyncedRequest, opts ...grpc.CallOption) (*CheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckResponse)
+	err := c.cc.Invoke(ctx, Admin_CheckReplicasSynced_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -787,6 +805,13 @@ type AdminServer interface {
 	// CheckLeaderless lists the quorum queues none of whose reachable
 	// members leads now.
 	CheckLeaderless(context.Context, *CheckLeaderlessRequest) (*CheckResponse, error)
+	// CheckReplicasSynced lists the quorum queues whose replica on a node
+	// has not finished its initial sync: a non-voter still catching up
+	// before its promotion, or a member the queue's record names whose
+	// replica the node has not opened yet, as rabbitmq-queues
+	// check_if_new_quorum_queue_replicas_have_finished_initial_sync does.
+	// NOT_FOUND for an unknown node, UNAVAILABLE if it does not answer.
+	CheckReplicasSynced(context.Context, *CheckReplicasSyncedRequest) (*CheckResponse, error)
 	// AddMember adds a replica of a quorum queue on a node: as a non-voter,
 	// promoted to voter once caught up. Answered after the promotion.
 	AddMember(context.Context, *AddMemberRequest) (*MembershipResponse, error)
@@ -951,6 +976,9 @@ func (UnimplementedAdminServer) CheckQuorumCritical(context.Context, *CheckQuoru
 }
 func (UnimplementedAdminServer) CheckLeaderless(context.Context, *CheckLeaderlessRequest) (*CheckResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CheckLeaderless not implemented")
+}
+func (UnimplementedAdminServer) CheckReplicasSynced(context.Context, *CheckReplicasSyncedRequest) (*CheckResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CheckReplicasSynced not implemented")
 }
 func (UnimplementedAdminServer) AddMember(context.Context, *AddMemberRequest) (*MembershipResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AddMember not implemented")
@@ -1302,6 +1330,24 @@ func _Admin_CheckLeaderless_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).CheckLeaderless(ctx, req.(*CheckLeaderlessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CheckReplicasSynced_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckReplicasSyncedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CheckReplicasSynced(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CheckReplicasSynced_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CheckReplicasSynced(ctx, req.(*CheckReplicasSyncedRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1958,6 +2004,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckLeaderless",
 			Handler:    _Admin_CheckLeaderless_Handler,
+		},
+		{
+			MethodName: "CheckReplicasSynced",
+			Handler:    _Admin_CheckReplicasSynced_Handler,
 		},
 		{
 			MethodName: "AddMember",
