@@ -3,11 +3,14 @@ package node_test
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"weak"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
@@ -390,5 +393,20 @@ func TestRestartedNodeLeavesHibernatingQueuesAsleep(t *testing.T) {
 	d, ok, err := ms[0].Channel().Get("restful-3", true)
 	if err != nil || !ok || string(d.Body) != "woken" {
 		t.Fatalf("get: %q %v %v", d.Body, ok, err)
+	}
+}
+
+// TestPeekIntoHibernatingQueue: peek wakes a hibernating queue to answer
+// (it has no message, as only empty queues sleep) rather than finding no
+// leader.
+func TestPeekIntoHibernatingQueue(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
+	declareAsleep(t, ms, "asleep")
+	_, err := adminClient(t, ms[2]).Peek(callCtx(t, 30*time.Second), &adminpb.PeekRequest{Name: "asleep", Position: 1})
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "does not have a message at position 1") {
+		t.Fatalf("peek: %v", err)
+	}
+	if leaderOf(ms, "asleep") == "" {
+		t.Errorf("no leader after the peek")
 	}
 }
