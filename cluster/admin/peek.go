@@ -35,8 +35,8 @@ const peekPayload = 64
 
 // Peek implements adminpb.AdminServer.
 func (s *Server) Peek(ctx context.Context, req *adminpb.PeekRequest) (*adminpb.PeekResponse, error) {
-	if _, ok := s.b.(PeekBackend); !ok {
-		return nil, status.Error(codes.Unimplemented, "peeking into a queue is not available on this node")
+	if _, err := optional[PeekBackend](s, "peeking into a queue is"); err != nil {
+		return nil, err
 	}
 	if req.Position < 1 {
 		return nil, status.Error(codes.InvalidArgument, "position value must be a positive integer")
@@ -102,9 +102,9 @@ func (s *Server) askPeek(ctx context.Context, id, leader string, pos uint32) (*a
 
 // MemberPeek implements adminpb.AdminServer.
 func (s *Server) MemberPeek(_ context.Context, req *adminpb.MemberPeekRequest) (*adminpb.PeekResponse, error) {
-	pb, ok := s.b.(PeekBackend)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "peeking into a queue is not available on this node")
+	pb, err := optional[PeekBackend](s, "peeking into a queue is")
+	if err != nil {
+		return nil, err
 	}
 	m, err := pb.PeekQueue(req.QueueId, int(req.Position))
 	switch {

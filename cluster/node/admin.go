@@ -321,12 +321,6 @@ func (l *lateBackend) QueueConsumers(id string) ([]admin.QueueConsumer, error) {
 	}
 	return nil, fmt.Errorf("node starting: %w", admin.ErrNotFound)
 }
-func (l *lateBackend) PeekQueue(id string, pos int) (*queue.Message, error) {
-	if pb, ok := l.get().(admin.PeekBackend); ok {
-		return pb.PeekQueue(id, pos)
-	}
-	return nil, fmt.Errorf("node starting: %w", admin.ErrNotFound)
-}
 func (l *lateBackend) Connections() []server.ConnectionInfo {
 	if cb, ok := l.get().(admin.ConnectionsBackend); ok {
 		return cb.Connections()
@@ -437,7 +431,6 @@ var (
 	_ admin.ConsumersBackend   = (*adminBackend)(nil)
 	_ admin.ConsumersBackend   = (*lateBackend)(nil)
 	_ admin.PeekBackend        = (*adminBackend)(nil)
-	_ admin.PeekBackend        = (*lateBackend)(nil)
 	_ admin.AlarmsBackend      = (*adminBackend)(nil)
 	_ admin.Deferred           = (*lateBackend)(nil)
 )
