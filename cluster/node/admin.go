@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -431,6 +432,7 @@ var (
 	_ admin.ConsumersBackend   = (*adminBackend)(nil)
 	_ admin.ConsumersBackend   = (*lateBackend)(nil)
 	_ admin.PeekBackend        = (*adminBackend)(nil)
+	_ admin.StatusBackend      = (*adminBackend)(nil)
 	_ admin.AlarmsBackend      = (*adminBackend)(nil)
 	_ admin.Deferred           = (*lateBackend)(nil)
 )
@@ -472,4 +474,17 @@ func (a *adminBackend) PeekQueue(queueID string, pos int) (*queue.Message, error
 		return nil, fmt.Errorf("group %s: %w: %w", queueID, admin.ErrNoMessage, err)
 	}
 	return m, err
+}
+
+func (a *adminBackend) NodeStatus() admin.NodeStatus {
+	dir, err := filepath.Abs(a.n.cfg.DataDir)
+	if err != nil {
+		dir = a.n.cfg.DataDir
+	}
+	st := admin.NodeStatus{Started: a.n.started, DataDir: dir, AMQPListen: a.n.AMQPAddr().String(), Running: a.c.ready(a.b)}
+	for _, c := range a.n.Connections() {
+		st.Connections++
+		st.Channels += len(c.Channels)
+	}
+	return st
 }

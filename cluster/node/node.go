@@ -53,6 +53,7 @@ type Node struct {
 	ln      net.Listener
 	disk    *alarm.DiskMonitor
 	memory  *alarm.MemoryMonitor // nil with MessageBytesOnly
+	started time.Time
 
 	served   chan struct{} // closed when Serve returns
 	serveErr error
@@ -137,6 +138,7 @@ func Start(cfg Config) (*Node, error) {
 		disk:    disk,
 		memory:  memory,
 		served:  make(chan struct{}),
+		started: time.Now(),
 	}
 	// A deleted user's or vhost's connections close on every node, as
 	// the deletion reaches it (broker/access.go).

@@ -2240,6 +2240,216 @@ func (x *Node) GetAlarms() []string {
 	return nil
 }
 
+type NodeStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatusRequest) Reset() {
+	*x = NodeStatusRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusRequest) ProtoMessage() {}
+
+func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
+func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
+}
+
+type NodeStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answering node, and what gossip and the metadata group say of it
+	// (as cluster status lists every node).
+	Node      *Node  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	GoVersion string `protobuf:"bytes,2,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	Pid       int64  `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
+	// When the node started, Unix milliseconds.
+	StartedUnixMs int64  `protobuf:"varint,4,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	DataDir       string `protobuf:"bytes,5,opt,name=data_dir,json=dataDir,proto3" json:"data_dir,omitempty"`
+	// Serving clients: a metadata leader is known and this node's copy of
+	// the metadata has caught up with it since the node started.
+	Running        bool   `protobuf:"varint,6,opt,name=running,proto3" json:"running,omitempty"`
+	MetadataLeader string `protobuf:"bytes,7,opt,name=metadata_leader,json=metadataLeader,proto3" json:"metadata_leader,omitempty"`
+	// Queue replicas on the node by role (leader, follower, candidate,
+	// non-voter, asleep).
+	Replicas    map[string]uint32 `protobuf:"bytes,8,rep,name=replicas,proto3" json:"replicas,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Connections uint32            `protobuf:"varint,9,opt,name=connections,proto3" json:"connections,omitempty"`
+	Channels    uint32            `protobuf:"varint,10,opt,name=channels,proto3" json:"channels,omitempty"`
+	// As AlarmsResponse has them.
+	MemoryUsedBytes    int64  `protobuf:"varint,11,opt,name=memory_used_bytes,json=memoryUsedBytes,proto3" json:"memory_used_bytes,omitempty"`
+	MemoryLimitBytes   int64  `protobuf:"varint,12,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"`
+	DiskFreeBytes      int64  `protobuf:"varint,13,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
+	DiskFreeLimitBytes int64  `protobuf:"varint,14,opt,name=disk_free_limit_bytes,json=diskFreeLimitBytes,proto3" json:"disk_free_limit_bytes,omitempty"`
+	Goroutines         uint32 `protobuf:"varint,15,opt,name=goroutines,proto3" json:"goroutines,omitempty"`
+	// The address the AMQP listener is bound to (node.amqp_addr is the one
+	// the node advertises to the others).
+	AmqpListenAddr string `protobuf:"bytes,16,opt,name=amqp_listen_addr,json=amqpListenAddr,proto3" json:"amqp_listen_addr,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *NodeStatusResponse) Reset() {
+	*x = NodeStatusResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusResponse) ProtoMessage() {}
+
+func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
+func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *NodeStatusResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *NodeStatusResponse) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetDataDir() string {
+	if x != nil {
+		return x.DataDir
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *NodeStatusResponse) GetMetadataLeader() string {
+	if x != nil {
+		return x.MetadataLeader
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetReplicas() map[string]uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *NodeStatusResponse) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetChannels() uint32 {
+	if x != nil {
+		return x.Channels
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetMemoryUsedBytes() int64 {
+	if x != nil {
+		return x.MemoryUsedBytes
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetMemoryLimitBytes() int64 {
+	if x != nil {
+		return x.MemoryLimitBytes
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetDiskFreeBytes() int64 {
+	if x != nil {
+		return x.DiskFreeBytes
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetDiskFreeLimitBytes() int64 {
+	if x != nil {
+		return x.DiskFreeLimitBytes
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetGoroutines() uint32 {
+	if x != nil {
+		return x.Goroutines
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetAmqpListenAddr() string {
+	if x != nil {
+		return x.AmqpListenAddr
+	}
+	return ""
+}
+
 type ListQueuesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty lists every vhost.
@@ -2250,7 +2460,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2472,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2485,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListQueuesRequest) GetVhost() string {
@@ -2295,7 +2505,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2517,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2530,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -2358,7 +2568,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2580,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2593,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Queue) GetVhost() string {
@@ -2481,7 +2691,7 @@ type QuorumStatusRequest struct {
 
 func (x *QuorumStatusRequest) Reset() {
 	*x = QuorumStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2703,7 @@ func (x *QuorumStatusRequest) String() string {
 func (*QuorumStatusRequest) ProtoMessage() {}
 
 func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2716,7 @@ func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusRequest.ProtoReflect.Descriptor instead.
 func (*QuorumStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *QuorumStatusRequest) GetVhost() string {
@@ -2540,7 +2750,7 @@ type QuorumStatusResponse struct {
 
 func (x *QuorumStatusResponse) Reset() {
 	*x = QuorumStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2762,7 @@ func (x *QuorumStatusResponse) String() string {
 func (*QuorumStatusResponse) ProtoMessage() {}
 
 func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2775,7 @@ func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusResponse.ProtoReflect.Descriptor instead.
 func (*QuorumStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *QuorumStatusResponse) GetVhost() string {
@@ -2612,7 +2822,7 @@ type MemberStatusRequest struct {
 
 func (x *MemberStatusRequest) Reset() {
 	*x = MemberStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2834,7 @@ func (x *MemberStatusRequest) String() string {
 func (*MemberStatusRequest) ProtoMessage() {}
 
 func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2847,7 @@ func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatusRequest.ProtoReflect.Descriptor instead.
 func (*MemberStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MemberStatusRequest) GetQueueId() string {
@@ -2668,7 +2878,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2890,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2903,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Member) GetNode() string {
@@ -2772,7 +2982,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2994,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +3007,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Policy) GetVhost() string {
@@ -2858,7 +3068,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3080,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3093,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetPolicyRequest) GetPolicy() *Policy {
@@ -2901,7 +3111,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3123,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3136,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 type ClearPolicyRequest struct {
@@ -2941,7 +3151,7 @@ type ClearPolicyRequest struct {
 
 func (x *ClearPolicyRequest) Reset() {
 	*x = ClearPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3163,7 @@ func (x *ClearPolicyRequest) String() string {
 func (*ClearPolicyRequest) ProtoMessage() {}
 
 func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3176,7 @@ func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyRequest.ProtoReflect.Descriptor instead.
 func (*ClearPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClearPolicyRequest) GetVhost() string {
@@ -2998,7 +3208,7 @@ type ClearPolicyResponse struct {
 
 func (x *ClearPolicyResponse) Reset() {
 	*x = ClearPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3220,7 @@ func (x *ClearPolicyResponse) String() string {
 func (*ClearPolicyResponse) ProtoMessage() {}
 
 func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3233,7 @@ func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyResponse.ProtoReflect.Descriptor instead.
 func (*ClearPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 type ListPoliciesRequest struct {
@@ -3037,7 +3247,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3259,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3272,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListPoliciesRequest) GetVhost() string {
@@ -3089,7 +3299,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3311,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3324,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -3137,7 +3347,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3149,7 +3359,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3162,7 +3372,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TransferLeadershipRequest) GetVhost() string {
@@ -3202,7 +3412,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3214,7 +3424,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3227,7 +3437,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TransferLeadershipResponse) GetVhost() string {
@@ -3276,7 +3486,7 @@ type MemberTransferLeadershipRequest struct {
 
 func (x *MemberTransferLeadershipRequest) Reset() {
 	*x = MemberTransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[57]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3498,7 @@ func (x *MemberTransferLeadershipRequest) String() string {
 func (*MemberTransferLeadershipRequest) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[57]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3511,7 @@ func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *MemberTransferLeadershipRequest) GetQueueId() string {
@@ -3326,7 +3536,7 @@ type MemberTransferLeadershipResponse struct {
 
 func (x *MemberTransferLeadershipResponse) Reset() {
 	*x = MemberTransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[58]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3338,7 +3548,7 @@ func (x *MemberTransferLeadershipResponse) String() string {
 func (*MemberTransferLeadershipResponse) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[58]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3351,7 +3561,7 @@ func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
 }
 
 type LocalMembersRequest struct {
@@ -3362,7 +3572,7 @@ type LocalMembersRequest struct {
 
 func (x *LocalMembersRequest) Reset() {
 	*x = LocalMembersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[59]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +3584,7 @@ func (x *LocalMembersRequest) String() string {
 func (*LocalMembersRequest) ProtoMessage() {}
 
 func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[59]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +3597,7 @@ func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersRequest.ProtoReflect.Descriptor instead.
 func (*LocalMembersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
 }
 
 type LocalMembersResponse struct {
@@ -3402,7 +3612,7 @@ type LocalMembersResponse struct {
 
 func (x *LocalMembersResponse) Reset() {
 	*x = LocalMembersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[60]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3624,7 @@ func (x *LocalMembersResponse) String() string {
 func (*LocalMembersResponse) ProtoMessage() {}
 
 func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[60]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3637,7 @@ func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersResponse.ProtoReflect.Descriptor instead.
 func (*LocalMembersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LocalMembersResponse) GetNode() string {
@@ -3454,7 +3664,7 @@ type LocalMember struct {
 
 func (x *LocalMember) Reset() {
 	*x = LocalMember{}
-	mi := &file_adminpb_admin_proto_msgTypes[61]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +3676,7 @@ func (x *LocalMember) String() string {
 func (*LocalMember) ProtoMessage() {}
 
 func (x *LocalMember) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[61]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +3689,7 @@ func (x *LocalMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMember.ProtoReflect.Descriptor instead.
 func (*LocalMember) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LocalMember) GetQueueId() string {
@@ -3508,7 +3718,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[62]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3520,7 +3730,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[62]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3533,7 +3743,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RebalanceRequest) GetVhostPattern() string {
@@ -3565,7 +3775,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[63]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3577,7 +3787,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[63]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3590,7 +3800,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RebalanceResponse) GetMoves() []*LeaderMove {
@@ -3628,7 +3838,7 @@ type LeaderMove struct {
 
 func (x *LeaderMove) Reset() {
 	*x = LeaderMove{}
-	mi := &file_adminpb_admin_proto_msgTypes[64]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3640,7 +3850,7 @@ func (x *LeaderMove) String() string {
 func (*LeaderMove) ProtoMessage() {}
 
 func (x *LeaderMove) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[64]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3653,7 +3863,7 @@ func (x *LeaderMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderMove.ProtoReflect.Descriptor instead.
 func (*LeaderMove) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *LeaderMove) GetVhost() string {
@@ -3702,7 +3912,7 @@ type NodeLeaders struct {
 
 func (x *NodeLeaders) Reset() {
 	*x = NodeLeaders{}
-	mi := &file_adminpb_admin_proto_msgTypes[65]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3714,7 +3924,7 @@ func (x *NodeLeaders) String() string {
 func (*NodeLeaders) ProtoMessage() {}
 
 func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[65]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3727,7 +3937,7 @@ func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaders.ProtoReflect.Descriptor instead.
 func (*NodeLeaders) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *NodeLeaders) GetNode() string {
@@ -3761,7 +3971,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_adminpb_admin_proto_msgTypes[66]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3773,7 +3983,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[66]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3786,7 +3996,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *QueueRef) GetVhost() string {
@@ -3813,7 +4023,7 @@ type CheckQuorumCriticalRequest struct {
 
 func (x *CheckQuorumCriticalRequest) Reset() {
 	*x = CheckQuorumCriticalRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[67]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3825,7 +4035,7 @@ func (x *CheckQuorumCriticalRequest) String() string {
 func (*CheckQuorumCriticalRequest) ProtoMessage() {}
 
 func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[67]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3838,7 +4048,7 @@ func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckQuorumCriticalRequest.ProtoReflect.Descriptor instead.
 func (*CheckQuorumCriticalRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CheckQuorumCriticalRequest) GetNode() string {
@@ -3858,7 +4068,7 @@ type CheckLeaderlessRequest struct {
 
 func (x *CheckLeaderlessRequest) Reset() {
 	*x = CheckLeaderlessRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[68]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3870,7 +4080,7 @@ func (x *CheckLeaderlessRequest) String() string {
 func (*CheckLeaderlessRequest) ProtoMessage() {}
 
 func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[68]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3883,7 +4093,7 @@ func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLeaderlessRequest.ProtoReflect.Descriptor instead.
 func (*CheckLeaderlessRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CheckLeaderlessRequest) GetVhost() string {
@@ -3903,7 +4113,7 @@ type CheckReplicasSyncedRequest struct {
 
 func (x *CheckReplicasSyncedRequest) Reset() {
 	*x = CheckReplicasSyncedRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3915,7 +4125,7 @@ func (x *CheckReplicasSyncedRequest) String() string {
 func (*CheckReplicasSyncedRequest) ProtoMessage() {}
 
 func (x *CheckReplicasSyncedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3928,7 +4138,7 @@ func (x *CheckReplicasSyncedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckReplicasSyncedRequest.ProtoReflect.Descriptor instead.
 func (*CheckReplicasSyncedRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CheckReplicasSyncedRequest) GetNode() string {
@@ -3950,7 +4160,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3962,7 +4172,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3975,7 +4185,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CheckResponse) GetQueues() []*CheckedQueue {
@@ -4003,7 +4213,7 @@ type CheckedQueue struct {
 
 func (x *CheckedQueue) Reset() {
 	*x = CheckedQueue{}
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4015,7 +4225,7 @@ func (x *CheckedQueue) String() string {
 func (*CheckedQueue) ProtoMessage() {}
 
 func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4028,7 +4238,7 @@ func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckedQueue.ProtoReflect.Descriptor instead.
 func (*CheckedQueue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CheckedQueue) GetVhost() string {
@@ -4085,7 +4295,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4097,7 +4307,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4110,7 +4320,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *AddMemberRequest) GetVhost() string {
@@ -4147,7 +4357,7 @@ type DeleteMemberRequest struct {
 
 func (x *DeleteMemberRequest) Reset() {
 	*x = DeleteMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4159,7 +4369,7 @@ func (x *DeleteMemberRequest) String() string {
 func (*DeleteMemberRequest) ProtoMessage() {}
 
 func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4172,7 +4382,7 @@ func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DeleteMemberRequest) GetVhost() string {
@@ -4215,7 +4425,7 @@ type GrowRequest struct {
 
 func (x *GrowRequest) Reset() {
 	*x = GrowRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[74]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4437,7 @@ func (x *GrowRequest) String() string {
 func (*GrowRequest) ProtoMessage() {}
 
 func (x *GrowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[74]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4450,7 @@ func (x *GrowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrowRequest.ProtoReflect.Descriptor instead.
 func (*GrowRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GrowRequest) GetNode() string {
@@ -4273,7 +4483,7 @@ type ShrinkRequest struct {
 
 func (x *ShrinkRequest) Reset() {
 	*x = ShrinkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[75]
+	mi := &file_adminpb_admin_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4285,7 +4495,7 @@ func (x *ShrinkRequest) String() string {
 func (*ShrinkRequest) ProtoMessage() {}
 
 func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[75]
+	mi := &file_adminpb_admin_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4298,7 +4508,7 @@ func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShrinkRequest.ProtoReflect.Descriptor instead.
 func (*ShrinkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ShrinkRequest) GetNode() string {
@@ -4320,7 +4530,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[76]
+	mi := &file_adminpb_admin_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4332,7 +4542,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[76]
+	mi := &file_adminpb_admin_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4345,7 +4555,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *MembershipResponse) GetChanged() []string {
@@ -4372,7 +4582,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[77]
+	mi := &file_adminpb_admin_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4384,7 +4594,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[77]
+	mi := &file_adminpb_admin_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4397,7 +4607,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{77}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListConnectionsRequest) GetVhost() string {
@@ -4419,7 +4629,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[78]
+	mi := &file_adminpb_admin_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4431,7 +4641,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[78]
+	mi := &file_adminpb_admin_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4444,7 +4654,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{78}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -4471,7 +4681,7 @@ type NodeError struct {
 
 func (x *NodeError) Reset() {
 	*x = NodeError{}
-	mi := &file_adminpb_admin_proto_msgTypes[79]
+	mi := &file_adminpb_admin_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4693,7 @@ func (x *NodeError) String() string {
 func (*NodeError) ProtoMessage() {}
 
 func (x *NodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[79]
+	mi := &file_adminpb_admin_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4706,7 @@ func (x *NodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
 func (*NodeError) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{79}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *NodeError) GetNode() string {
@@ -4544,7 +4754,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_adminpb_admin_proto_msgTypes[80]
+	mi := &file_adminpb_admin_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4556,7 +4766,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[80]
+	mi := &file_adminpb_admin_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4569,7 +4779,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{80}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *Connection) GetNode() string {
@@ -4706,7 +4916,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4718,7 +4928,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4731,7 +4941,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *Channel) GetNumber() uint32 {
@@ -4808,7 +5018,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4820,7 +5030,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4833,7 +5043,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *Consumer) GetQueue() string {
@@ -4896,7 +5106,7 @@ type QuorumConsumersRequest struct {
 
 func (x *QuorumConsumersRequest) Reset() {
 	*x = QuorumConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4908,7 +5118,7 @@ func (x *QuorumConsumersRequest) String() string {
 func (*QuorumConsumersRequest) ProtoMessage() {}
 
 func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4921,7 +5131,7 @@ func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *QuorumConsumersRequest) GetVhost() string {
@@ -4947,7 +5157,7 @@ type MemberConsumersRequest struct {
 
 func (x *MemberConsumersRequest) Reset() {
 	*x = MemberConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4959,7 +5169,7 @@ func (x *MemberConsumersRequest) String() string {
 func (*MemberConsumersRequest) ProtoMessage() {}
 
 func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4972,7 +5182,7 @@ func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
 func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *MemberConsumersRequest) GetQueueId() string {
@@ -4997,7 +5207,7 @@ type QuorumConsumersResponse struct {
 
 func (x *QuorumConsumersResponse) Reset() {
 	*x = QuorumConsumersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5009,7 +5219,7 @@ func (x *QuorumConsumersResponse) String() string {
 func (*QuorumConsumersResponse) ProtoMessage() {}
 
 func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5022,7 +5232,7 @@ func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *QuorumConsumersResponse) GetVhost() string {
@@ -5090,7 +5300,7 @@ type QueueConsumer struct {
 
 func (x *QueueConsumer) Reset() {
 	*x = QueueConsumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5102,7 +5312,7 @@ func (x *QueueConsumer) String() string {
 func (*QueueConsumer) ProtoMessage() {}
 
 func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5115,7 +5325,7 @@ func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
 func (*QueueConsumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *QueueConsumer) GetId() uint64 {
@@ -5201,7 +5411,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5213,7 +5423,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5226,7 +5436,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *PeekRequest) GetVhost() string {
@@ -5260,7 +5470,7 @@ type MemberPeekRequest struct {
 
 func (x *MemberPeekRequest) Reset() {
 	*x = MemberPeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5272,7 +5482,7 @@ func (x *MemberPeekRequest) String() string {
 func (*MemberPeekRequest) ProtoMessage() {}
 
 func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5285,7 +5495,7 @@ func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPeekRequest.ProtoReflect.Descriptor instead.
 func (*MemberPeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *MemberPeekRequest) GetQueueId() string {
@@ -5326,7 +5536,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[89]
+	mi := &file_adminpb_admin_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5338,7 +5548,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[89]
+	mi := &file_adminpb_admin_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5351,7 +5561,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *PeekResponse) GetVhost() string {
@@ -5556,7 +5766,32 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x05state\x18\x06 \x01(\tR\x05state\x12#\n" +
 	"\rmetadata_role\x18\a \x01(\tR\fmetadataRole\x12\x1a\n" +
 	"\bdraining\x18\b \x01(\bR\bdraining\x12\x16\n" +
-	"\x06alarms\x18\t \x03(\tR\x06alarms\")\n" +
+	"\x06alarms\x18\t \x03(\tR\x06alarms\"\x13\n" +
+	"\x11NodeStatusRequest\"\xb9\x05\n" +
+	"\x12NodeStatusResponse\x12&\n" +
+	"\x04node\x18\x01 \x01(\v2\x12.warren.admin.NodeR\x04node\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\x02 \x01(\tR\tgoVersion\x12\x10\n" +
+	"\x03pid\x18\x03 \x01(\x03R\x03pid\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x04 \x01(\x03R\rstartedUnixMs\x12\x19\n" +
+	"\bdata_dir\x18\x05 \x01(\tR\adataDir\x12\x18\n" +
+	"\arunning\x18\x06 \x01(\bR\arunning\x12'\n" +
+	"\x0fmetadata_leader\x18\a \x01(\tR\x0emetadataLeader\x12J\n" +
+	"\breplicas\x18\b \x03(\v2..warren.admin.NodeStatusResponse.ReplicasEntryR\breplicas\x12 \n" +
+	"\vconnections\x18\t \x01(\rR\vconnections\x12\x1a\n" +
+	"\bchannels\x18\n" +
+	" \x01(\rR\bchannels\x12*\n" +
+	"\x11memory_used_bytes\x18\v \x01(\x03R\x0fmemoryUsedBytes\x12,\n" +
+	"\x12memory_limit_bytes\x18\f \x01(\x03R\x10memoryLimitBytes\x12&\n" +
+	"\x0fdisk_free_bytes\x18\r \x01(\x03R\rdiskFreeBytes\x121\n" +
+	"\x15disk_free_limit_bytes\x18\x0e \x01(\x03R\x12diskFreeLimitBytes\x12\x1e\n" +
+	"\n" +
+	"goroutines\x18\x0f \x01(\rR\n" +
+	"goroutines\x12(\n" +
+	"\x10amqp_listen_addr\x18\x10 \x01(\tR\x0eamqpListenAddr\x1a;\n" +
+	"\rReplicasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\")\n" +
 	"\x11ListQueuesRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"A\n" +
 	"\x12ListQueuesResponse\x12+\n" +
@@ -5784,9 +6019,11 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"routingKey\x12%\n" +
 	"\x0econtent_header\x18\a \x01(\fR\rcontentHeader\x12\x18\n" +
 	"\apayload\x18\b \x01(\fR\apayload\x12\x1b\n" +
-	"\tbody_size\x18\t \x01(\x04R\bbodySize2\xf8\x1e\n" +
+	"\tbody_size\x18\t \x01(\x04R\bbodySize2\xc9\x1f\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
+	"\n" +
+	"NodeStatus\x12\x1f.warren.admin.NodeStatusRequest\x1a .warren.admin.NodeStatusResponse\x12O\n" +
 	"\n" +
 	"ListQueues\x12\x1f.warren.admin.ListQueuesRequest\x1a .warren.admin.ListQueuesResponse\x12U\n" +
 	"\fQuorumStatus\x12!.warren.admin.QuorumStatusRequest\x1a\".warren.admin.QuorumStatusResponse\x12G\n" +
@@ -5852,7 +6089,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*ListExchangesRequest)(nil),             // 0: warren.admin.ListExchangesRequest
 	(*ListExchangesResponse)(nil),            // 1: warren.admin.ListExchangesResponse
@@ -5895,181 +6132,188 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*ClusterStatusRequest)(nil),             // 38: warren.admin.ClusterStatusRequest
 	(*ClusterStatusResponse)(nil),            // 39: warren.admin.ClusterStatusResponse
 	(*Node)(nil),                             // 40: warren.admin.Node
-	(*ListQueuesRequest)(nil),                // 41: warren.admin.ListQueuesRequest
-	(*ListQueuesResponse)(nil),               // 42: warren.admin.ListQueuesResponse
-	(*Queue)(nil),                            // 43: warren.admin.Queue
-	(*QuorumStatusRequest)(nil),              // 44: warren.admin.QuorumStatusRequest
-	(*QuorumStatusResponse)(nil),             // 45: warren.admin.QuorumStatusResponse
-	(*MemberStatusRequest)(nil),              // 46: warren.admin.MemberStatusRequest
-	(*Member)(nil),                           // 47: warren.admin.Member
-	(*Policy)(nil),                           // 48: warren.admin.Policy
-	(*SetPolicyRequest)(nil),                 // 49: warren.admin.SetPolicyRequest
-	(*SetPolicyResponse)(nil),                // 50: warren.admin.SetPolicyResponse
-	(*ClearPolicyRequest)(nil),               // 51: warren.admin.ClearPolicyRequest
-	(*ClearPolicyResponse)(nil),              // 52: warren.admin.ClearPolicyResponse
-	(*ListPoliciesRequest)(nil),              // 53: warren.admin.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),             // 54: warren.admin.ListPoliciesResponse
-	(*TransferLeadershipRequest)(nil),        // 55: warren.admin.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),       // 56: warren.admin.TransferLeadershipResponse
-	(*MemberTransferLeadershipRequest)(nil),  // 57: warren.admin.MemberTransferLeadershipRequest
-	(*MemberTransferLeadershipResponse)(nil), // 58: warren.admin.MemberTransferLeadershipResponse
-	(*LocalMembersRequest)(nil),              // 59: warren.admin.LocalMembersRequest
-	(*LocalMembersResponse)(nil),             // 60: warren.admin.LocalMembersResponse
-	(*LocalMember)(nil),                      // 61: warren.admin.LocalMember
-	(*RebalanceRequest)(nil),                 // 62: warren.admin.RebalanceRequest
-	(*RebalanceResponse)(nil),                // 63: warren.admin.RebalanceResponse
-	(*LeaderMove)(nil),                       // 64: warren.admin.LeaderMove
-	(*NodeLeaders)(nil),                      // 65: warren.admin.NodeLeaders
-	(*QueueRef)(nil),                         // 66: warren.admin.QueueRef
-	(*CheckQuorumCriticalRequest)(nil),       // 67: warren.admin.CheckQuorumCriticalRequest
-	(*CheckLeaderlessRequest)(nil),           // 68: warren.admin.CheckLeaderlessRequest
-	(*CheckReplicasSyncedRequest)(nil),       // 69: warren.admin.CheckReplicasSyncedRequest
-	(*CheckResponse)(nil),                    // 70: warren.admin.CheckResponse
-	(*CheckedQueue)(nil),                     // 71: warren.admin.CheckedQueue
-	(*AddMemberRequest)(nil),                 // 72: warren.admin.AddMemberRequest
-	(*DeleteMemberRequest)(nil),              // 73: warren.admin.DeleteMemberRequest
-	(*GrowRequest)(nil),                      // 74: warren.admin.GrowRequest
-	(*ShrinkRequest)(nil),                    // 75: warren.admin.ShrinkRequest
-	(*MembershipResponse)(nil),               // 76: warren.admin.MembershipResponse
-	(*ListConnectionsRequest)(nil),           // 77: warren.admin.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 78: warren.admin.ListConnectionsResponse
-	(*NodeError)(nil),                        // 79: warren.admin.NodeError
-	(*Connection)(nil),                       // 80: warren.admin.Connection
-	(*Channel)(nil),                          // 81: warren.admin.Channel
-	(*Consumer)(nil),                         // 82: warren.admin.Consumer
-	(*QuorumConsumersRequest)(nil),           // 83: warren.admin.QuorumConsumersRequest
-	(*MemberConsumersRequest)(nil),           // 84: warren.admin.MemberConsumersRequest
-	(*QuorumConsumersResponse)(nil),          // 85: warren.admin.QuorumConsumersResponse
-	(*QueueConsumer)(nil),                    // 86: warren.admin.QueueConsumer
-	(*PeekRequest)(nil),                      // 87: warren.admin.PeekRequest
-	(*MemberPeekRequest)(nil),                // 88: warren.admin.MemberPeekRequest
-	(*PeekResponse)(nil),                     // 89: warren.admin.PeekResponse
-	nil,                                      // 90: warren.admin.ImportDefinitionsResponse.ImportedEntry
+	(*NodeStatusRequest)(nil),                // 41: warren.admin.NodeStatusRequest
+	(*NodeStatusResponse)(nil),               // 42: warren.admin.NodeStatusResponse
+	(*ListQueuesRequest)(nil),                // 43: warren.admin.ListQueuesRequest
+	(*ListQueuesResponse)(nil),               // 44: warren.admin.ListQueuesResponse
+	(*Queue)(nil),                            // 45: warren.admin.Queue
+	(*QuorumStatusRequest)(nil),              // 46: warren.admin.QuorumStatusRequest
+	(*QuorumStatusResponse)(nil),             // 47: warren.admin.QuorumStatusResponse
+	(*MemberStatusRequest)(nil),              // 48: warren.admin.MemberStatusRequest
+	(*Member)(nil),                           // 49: warren.admin.Member
+	(*Policy)(nil),                           // 50: warren.admin.Policy
+	(*SetPolicyRequest)(nil),                 // 51: warren.admin.SetPolicyRequest
+	(*SetPolicyResponse)(nil),                // 52: warren.admin.SetPolicyResponse
+	(*ClearPolicyRequest)(nil),               // 53: warren.admin.ClearPolicyRequest
+	(*ClearPolicyResponse)(nil),              // 54: warren.admin.ClearPolicyResponse
+	(*ListPoliciesRequest)(nil),              // 55: warren.admin.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 56: warren.admin.ListPoliciesResponse
+	(*TransferLeadershipRequest)(nil),        // 57: warren.admin.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),       // 58: warren.admin.TransferLeadershipResponse
+	(*MemberTransferLeadershipRequest)(nil),  // 59: warren.admin.MemberTransferLeadershipRequest
+	(*MemberTransferLeadershipResponse)(nil), // 60: warren.admin.MemberTransferLeadershipResponse
+	(*LocalMembersRequest)(nil),              // 61: warren.admin.LocalMembersRequest
+	(*LocalMembersResponse)(nil),             // 62: warren.admin.LocalMembersResponse
+	(*LocalMember)(nil),                      // 63: warren.admin.LocalMember
+	(*RebalanceRequest)(nil),                 // 64: warren.admin.RebalanceRequest
+	(*RebalanceResponse)(nil),                // 65: warren.admin.RebalanceResponse
+	(*LeaderMove)(nil),                       // 66: warren.admin.LeaderMove
+	(*NodeLeaders)(nil),                      // 67: warren.admin.NodeLeaders
+	(*QueueRef)(nil),                         // 68: warren.admin.QueueRef
+	(*CheckQuorumCriticalRequest)(nil),       // 69: warren.admin.CheckQuorumCriticalRequest
+	(*CheckLeaderlessRequest)(nil),           // 70: warren.admin.CheckLeaderlessRequest
+	(*CheckReplicasSyncedRequest)(nil),       // 71: warren.admin.CheckReplicasSyncedRequest
+	(*CheckResponse)(nil),                    // 72: warren.admin.CheckResponse
+	(*CheckedQueue)(nil),                     // 73: warren.admin.CheckedQueue
+	(*AddMemberRequest)(nil),                 // 74: warren.admin.AddMemberRequest
+	(*DeleteMemberRequest)(nil),              // 75: warren.admin.DeleteMemberRequest
+	(*GrowRequest)(nil),                      // 76: warren.admin.GrowRequest
+	(*ShrinkRequest)(nil),                    // 77: warren.admin.ShrinkRequest
+	(*MembershipResponse)(nil),               // 78: warren.admin.MembershipResponse
+	(*ListConnectionsRequest)(nil),           // 79: warren.admin.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 80: warren.admin.ListConnectionsResponse
+	(*NodeError)(nil),                        // 81: warren.admin.NodeError
+	(*Connection)(nil),                       // 82: warren.admin.Connection
+	(*Channel)(nil),                          // 83: warren.admin.Channel
+	(*Consumer)(nil),                         // 84: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 85: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 86: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 87: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 88: warren.admin.QueueConsumer
+	(*PeekRequest)(nil),                      // 89: warren.admin.PeekRequest
+	(*MemberPeekRequest)(nil),                // 90: warren.admin.MemberPeekRequest
+	(*PeekResponse)(nil),                     // 91: warren.admin.PeekResponse
+	nil,                                      // 92: warren.admin.ImportDefinitionsResponse.ImportedEntry
+	nil,                                      // 93: warren.admin.NodeStatusResponse.ReplicasEntry
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
 	2,  // 0: warren.admin.ListExchangesResponse.exchanges:type_name -> warren.admin.Exchange
 	5,  // 1: warren.admin.ListBindingsResponse.bindings:type_name -> warren.admin.Binding
-	90, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
+	92, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
 	19, // 3: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
 	24, // 4: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
 	25, // 5: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
 	31, // 6: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
-	64, // 7: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
+	66, // 7: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
 	40, // 8: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
-	43, // 9: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
-	47, // 10: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
-	48, // 11: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
-	48, // 12: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
-	61, // 13: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
-	47, // 14: warren.admin.LocalMember.member:type_name -> warren.admin.Member
-	64, // 15: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
-	65, // 16: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
-	66, // 17: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
-	71, // 18: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	80, // 19: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
-	79, // 20: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	81, // 21: warren.admin.Connection.channels:type_name -> warren.admin.Channel
-	82, // 22: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	86, // 23: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
-	38, // 24: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	41, // 25: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	44, // 26: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	46, // 27: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	49, // 28: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	51, // 29: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	53, // 30: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	55, // 31: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	57, // 32: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	59, // 33: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	62, // 34: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	67, // 35: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	68, // 36: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	69, // 37: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
-	72, // 38: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	73, // 39: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	74, // 40: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	75, // 41: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	33, // 42: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	33, // 43: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	35, // 44: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	37, // 45: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	77, // 46: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	77, // 47: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	83, // 48: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
-	84, // 49: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	87, // 50: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
-	88, // 51: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
-	29, // 52: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
-	32, // 53: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
-	13, // 54: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
-	14, // 55: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
-	15, // 56: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
-	16, // 57: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
-	17, // 58: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
-	20, // 59: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
-	21, // 60: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
-	22, // 61: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
-	25, // 62: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
-	26, // 63: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
-	27, // 64: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
-	9,  // 65: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
-	10, // 66: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
-	0,  // 67: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
-	3,  // 68: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
-	6,  // 69: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
-	7,  // 70: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
-	39, // 71: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	42, // 72: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	45, // 73: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	47, // 74: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	50, // 75: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	52, // 76: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	54, // 77: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	56, // 78: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	58, // 79: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	60, // 80: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	63, // 81: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	70, // 82: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	70, // 83: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	70, // 84: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
-	76, // 85: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	76, // 86: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	76, // 87: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	76, // 88: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	34, // 89: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	34, // 90: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	36, // 91: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	76, // 92: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	78, // 93: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	78, // 94: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	85, // 95: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	85, // 96: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	89, // 97: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
-	89, // 98: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
-	30, // 99: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
-	30, // 100: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
-	12, // 101: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
-	12, // 102: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
-	12, // 103: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
-	12, // 104: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
-	18, // 105: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
-	12, // 106: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
-	12, // 107: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
-	23, // 108: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
-	12, // 109: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
-	12, // 110: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
-	28, // 111: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
-	10, // 112: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
-	11, // 113: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
-	1,  // 114: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
-	4,  // 115: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
-	8,  // 116: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
-	8,  // 117: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
-	71, // [71:118] is the sub-list for method output_type
-	24, // [24:71] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	40, // 9: warren.admin.NodeStatusResponse.node:type_name -> warren.admin.Node
+	93, // 10: warren.admin.NodeStatusResponse.replicas:type_name -> warren.admin.NodeStatusResponse.ReplicasEntry
+	45, // 11: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
+	49, // 12: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
+	50, // 13: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
+	50, // 14: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
+	63, // 15: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
+	49, // 16: warren.admin.LocalMember.member:type_name -> warren.admin.Member
+	66, // 17: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
+	67, // 18: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
+	68, // 19: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
+	73, // 20: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
+	82, // 21: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	81, // 22: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	83, // 23: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	84, // 24: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	88, // 25: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	38, // 26: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	41, // 27: warren.admin.Admin.NodeStatus:input_type -> warren.admin.NodeStatusRequest
+	43, // 28: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	46, // 29: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	48, // 30: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	51, // 31: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	53, // 32: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	55, // 33: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	57, // 34: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	59, // 35: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	61, // 36: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	64, // 37: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	69, // 38: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	70, // 39: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	71, // 40: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
+	74, // 41: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	75, // 42: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	76, // 43: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	77, // 44: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	33, // 45: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	33, // 46: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	35, // 47: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	37, // 48: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	79, // 49: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	79, // 50: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	85, // 51: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	86, // 52: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	89, // 53: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
+	90, // 54: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
+	29, // 55: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	32, // 56: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	13, // 57: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
+	14, // 58: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
+	15, // 59: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
+	16, // 60: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
+	17, // 61: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
+	20, // 62: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
+	21, // 63: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
+	22, // 64: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
+	25, // 65: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
+	26, // 66: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
+	27, // 67: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
+	9,  // 68: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
+	10, // 69: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
+	0,  // 70: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
+	3,  // 71: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
+	6,  // 72: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
+	7,  // 73: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
+	39, // 74: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	42, // 75: warren.admin.Admin.NodeStatus:output_type -> warren.admin.NodeStatusResponse
+	44, // 76: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	47, // 77: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	49, // 78: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	52, // 79: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	54, // 80: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	56, // 81: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	58, // 82: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	60, // 83: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	62, // 84: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	65, // 85: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	72, // 86: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	72, // 87: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	72, // 88: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
+	78, // 89: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	78, // 90: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	78, // 91: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	78, // 92: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	34, // 93: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	34, // 94: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	36, // 95: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	78, // 96: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	80, // 97: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	80, // 98: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	87, // 99: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	87, // 100: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	91, // 101: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
+	91, // 102: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
+	30, // 103: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	30, // 104: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	12, // 105: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
+	12, // 106: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
+	12, // 107: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
+	12, // 108: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
+	18, // 109: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
+	12, // 110: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
+	12, // 111: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
+	23, // 112: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
+	12, // 113: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
+	12, // 114: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
+	28, // 115: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
+	10, // 116: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
+	11, // 117: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
+	1,  // 118: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
+	4,  // 119: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
+	8,  // 120: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
+	8,  // 121: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
+	74, // [74:122] is the sub-list for method output_type
+	26, // [26:74] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -6077,14 +6321,14 @@ func file_adminpb_admin_proto_init() {
 	if File_adminpb_admin_proto != nil {
 		return
 	}
-	file_adminpb_admin_proto_msgTypes[47].OneofWrappers = []any{}
+	file_adminpb_admin_proto_msgTypes[49].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   91,
+			NumMessages:   94,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

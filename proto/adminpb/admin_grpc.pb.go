@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Admin_ClusterStatus_FullMethodName            = "/warren.admin.Admin/ClusterStatus"
+	Admin_NodeStatus_FullMethodName               = "/warren.admin.Admin/NodeStatus"
 	Admin_ListQueues_FullMethodName               = "/warren.admin.Admin/ListQueues"
 	Admin_QuorumStatus_FullMethodName             = "/warren.admin.Admin/QuorumStatus"
 	Admin_MemberStatus_FullMethodName             = "/warren.admin.Admin/MemberStatus"
@@ -85,6 +86,11 @@ type AdminClient interface {
 	// ClusterStatus lists every node known to the answering node, with its
 	// gossip state and its role in the metadata group.
 	ClusterStatus(ctx context.Context, in *ClusterStatusRequest, opts ...grpc.CallOption) (*ClusterStatusResponse, error)
+	// NodeStatus is the answering node's own state, as rabbitmq-diagnostics
+	// status shows a node's: version, uptime, listeners, whether it serves
+	// clients, its queue replicas, clients, memory, disk and alarms.
+	// UNAVAILABLE while the node is starting.
+	NodeStatus(ctx context.Context, in *NodeStatusRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error)
 	// ListQueues lists the queues of one vhost, or of all vhosts.
 	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error)
 	// QuorumStatus is each member's view of one quorum queue's Raft group.
@@ -272,6 +278,16 @@ func (c *adminClient) ClusterStatus(ctx context.Context, in *ClusterStatusReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ClusterStatusResponse)
 	err := c.cc.Invoke(ctx, Admin_ClusterStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) NodeStatus(ctx context.Context, in *NodeStatusRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeStatusResponse)
+	err := c.cc.Invoke(ctx, Admin_NodeStatus_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -755,6 +771,11 @@ type AdminServer interface {
 	// ClusterStatus lists every node known to the answering node, with its
 	// gossip state and its role in the metadata group.
 	ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error)
+	// NodeStatus is the answering node's own state, as rabbitmq-diagnostics
+	// status shows a node's: version, uptime, listeners, whether it serves
+	// clients, its queue replicas, clients, memory, disk and alarms.
+	// UNAVAILABLE while the node is starting.
+	NodeStatus(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error)
 	// ListQueues lists the queues of one vhost, or of all vhosts.
 	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error)
 	// QuorumStatus is each member's view of one quorum queue's Raft group.
@@ -941,6 +962,9 @@ type UnimplementedAdminServer struct{}
 func (UnimplementedAdminServer) ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ClusterStatus not implemented")
 }
+func (UnimplementedAdminServer) NodeStatus(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method NodeStatus not implemented")
+}
 func (UnimplementedAdminServer) ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListQueues not implemented")
 }
@@ -1114,6 +1138,24 @@ func _Admin_ClusterStatus_Handler(srv interface{}, ctx context.Context, dec func
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).ClusterStatus(ctx, req.(*ClusterStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_NodeStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).NodeStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_NodeStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).NodeStatus(ctx, req.(*NodeStatusRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1956,6 +1998,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClusterStatus",
 			Handler:    _Admin_ClusterStatus_Handler,
+		},
+		{
+			MethodName: "NodeStatus",
+			Handler:    _Admin_NodeStatus_Handler,
 		},
 		{
 			MethodName: "ListQueues",
