@@ -76,7 +76,7 @@ type Backend interface {
 	// and, joined, the errors of those that could not be.
 	AddMember(ctx context.Context, vhost, name, node string) error
 	DeleteMember(ctx context.Context, vhost, name, node string, force bool) error
-	Grow(ctx context.Context, node, vhostPattern, queuePattern string) ([]string, error)
+	Grow(ctx context.Context, node, vhostPattern, queuePattern, strategy string) ([]string, error)
 	Shrink(ctx context.Context, node string) ([]string, error)
 }
 

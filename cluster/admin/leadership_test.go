@@ -427,7 +427,7 @@ func (*fixedBackend) AddMember(context.Context, string, string, string) error { 
 func (*fixedBackend) DeleteMember(context.Context, string, string, string, bool) error {
 	return errNoMembership
 }
-func (*fixedBackend) Grow(context.Context, string, string, string) ([]string, error) {
+func (*fixedBackend) Grow(context.Context, string, string, string, string) ([]string, error) {
 	return nil, errNoMembership
 }
 func (*fixedBackend) Shrink(context.Context, string) ([]string, error) { return nil, errNoMembership }
@@ -437,7 +437,7 @@ func (*worldNode) AddMember(context.Context, string, string, string) error { ret
 func (*worldNode) DeleteMember(context.Context, string, string, string, bool) error {
 	return errNoMembership
 }
-func (*worldNode) Grow(context.Context, string, string, string) ([]string, error) {
+func (*worldNode) Grow(context.Context, string, string, string, string) ([]string, error) {
 	return nil, errNoMembership
 }
 func (*worldNode) Shrink(context.Context, string) ([]string, error) { return nil, errNoMembership }

@@ -36,7 +36,10 @@ func (s *Server) DeleteMember(ctx context.Context, req *adminpb.DeleteMemberRequ
 }
 
 func (s *Server) Grow(ctx context.Context, req *adminpb.GrowRequest) (*adminpb.MembershipResponse, error) {
-	changed, err := s.b.Grow(ctx, req.Node, req.VhostPattern, req.QueuePattern)
+	if req.Strategy != "" && req.Strategy != "all" && req.Strategy != "even" {
+		return nil, status.Errorf(codes.InvalidArgument, "strategy '%s' is not recognised (all or even)", req.Strategy)
+	}
+	changed, err := s.b.Grow(ctx, req.Node, req.VhostPattern, req.QueuePattern, req.Strategy)
 	return manyChanged(changed, err)
 }
 

@@ -392,8 +392,8 @@ func (a *adminBackend) DeleteMember(_ context.Context, vhost, name, node string,
 	return adminError(a.n.DeleteMember(vhost, name, node, force))
 }
 
-func (a *adminBackend) Grow(_ context.Context, node, vhostPattern, queuePattern string) ([]string, error) {
-	changed, err := a.n.Grow(node, vhostPattern, queuePattern)
+func (a *adminBackend) Grow(_ context.Context, node, vhostPattern, queuePattern, strategy string) ([]string, error) {
+	changed, err := a.n.Grow(node, vhostPattern, queuePattern, GrowStrategy(strategy))
 	return changed, adminErrors(err)
 }
 
@@ -408,8 +408,8 @@ func (l *lateBackend) AddMember(ctx context.Context, v, q, n string) error {
 func (l *lateBackend) DeleteMember(ctx context.Context, v, q, n string, force bool) error {
 	return l.get().DeleteMember(ctx, v, q, n, force)
 }
-func (l *lateBackend) Grow(ctx context.Context, n, vp, qp string) ([]string, error) {
-	return l.get().Grow(ctx, n, vp, qp)
+func (l *lateBackend) Grow(ctx context.Context, n, vp, qp, strategy string) ([]string, error) {
+	return l.get().Grow(ctx, n, vp, qp, strategy)
 }
 func (l *lateBackend) Shrink(ctx context.Context, n string) ([]string, error) {
 	return l.get().Shrink(ctx, n)
@@ -421,7 +421,7 @@ func (startingBackend) AddMember(context.Context, string, string, string) error 
 func (startingBackend) DeleteMember(context.Context, string, string, string, bool) error {
 	return errStarting
 }
-func (startingBackend) Grow(context.Context, string, string, string) ([]string, error) {
+func (startingBackend) Grow(context.Context, string, string, string, string) ([]string, error) {
 	return nil, errStarting
 }
 func (startingBackend) Shrink(context.Context, string) ([]string, error) { return nil, errStarting }

@@ -103,13 +103,46 @@ func (n *Node) DeleteMember(vhost, name, node string, force bool) error {
 	return n.cluster.deleteMember(ctx, n.broker, vhost, name, node, force)
 }
 
+// GrowStrategy says which queues Grow adds a member to, among those that
+// match its patterns and have none on the node.
+type GrowStrategy string
+
+const (
+	// GrowBelowTarget: queues with fewer members than their target size
+	// (Warren's grow, which the issue of this project asked for).
+	GrowBelowTarget GrowStrategy = ""
+	// GrowAll: every queue (rabbitmq-queues grow NODE all).
+	GrowAll GrowStrategy = "all"
+	// GrowEven: queues with an even number of members, so that they reach
+	// an odd size (rabbitmq-queues grow NODE even).
+	GrowEven GrowStrategy = "even"
+)
+
+// ErrBadStrategy: a grow strategy other than all, even or none.
+var ErrBadStrategy = errors.New("unknown grow strategy")
+
+// wants says whether strategy grows a queue of size members whose target
+// size is target.
+func (s GrowStrategy) wants(size, target int) bool {
+	switch s {
+	case GrowAll:
+		return true
+	case GrowEven:
+		return size%2 == 0
+	}
+	return size < target
+}
+
 // Grow adds node to every quorum queue whose vhost and name match the
-// regular expressions (unanchored, as RabbitMQ's) and that has fewer
-// members than its target size. It returns the queues changed
+// regular expressions (unanchored, as RabbitMQ's), that has no member on
+// node and that strategy selects. It returns the queues changed
 // ("vhost/name"), and the errors of those it could not change.
-func (n *Node) Grow(node string, vhostPattern, queuePattern string) ([]string, error) {
+func (n *Node) Grow(node string, vhostPattern, queuePattern string, strategy GrowStrategy) ([]string, error) {
 	if n.cluster == nil {
 		return nil, ErrNotClustered
+	}
+	if strategy != GrowBelowTarget && strategy != GrowAll && strategy != GrowEven {
+		return nil, fmt.Errorf("%w %q: all or even (or none, for the queues below their target size)", ErrBadStrategy, strategy)
 	}
 	vre, err := regexp.Compile(vhostPattern)
 	if err != nil {
@@ -124,7 +157,7 @@ func (n *Node) Grow(node string, vhostPattern, queuePattern string) ([]string, e
 	for _, q := range n.quorumQueues() {
 		rec := q.Record
 		if !vre.MatchString(rec.Vhost) || !qre.MatchString(rec.Name) ||
-			slices.Contains(rec.Members, node) || len(rec.Members) >= targetSize(rec) {
+			slices.Contains(rec.Members, node) || !strategy.wants(len(rec.Members), targetSize(n.broker, rec)) {
 			continue
 		}
 		if err := n.AddMember(rec.Vhost, rec.Name, node); err != nil {
@@ -173,8 +206,19 @@ func (n *Node) quorumQueues() []broker.QueueSummary {
 }
 
 // targetSize is the number of members a quorum queue is meant to have:
-// its x-quorum-initial-group-size, else RabbitMQ's default of three.
-func targetSize(rec metadata.Queue) int {
+// its target group size (x-quorum-target-group-size or policy
+// target-group-size, which the reconciler grows it to) if it has one, else
+// its initial group size.
+func targetSize(b *broker.Broker, rec metadata.Queue) int {
+	if t := b.TargetGroupSize(rec); t > 0 {
+		return t
+	}
+	return initialSize(rec)
+}
+
+// initialSize is a quorum queue's x-quorum-initial-group-size, else
+// RabbitMQ's default of three.
+func initialSize(rec metadata.Queue) int {
 	size := 3
 	if len(rec.Arguments) > 0 {
 		if args, _, err := amqp.DecodeTable(rec.Arguments); err == nil {
@@ -294,7 +338,7 @@ func (c *clusterNode) deleteMember(ctx context.Context, b *broker.Broker, vhost,
 	if len(rec.Members) == 1 {
 		return fmt.Errorf("node %s holds the last member of queue %q in vhost %q: %w", node, name, vhost, ErrMembershipRefused)
 	}
-	if size := targetSize(rec); len(rec.Members)-1 < size/2+1 && !force {
+	if size := targetSize(b, rec); len(rec.Members)-1 < size/2+1 && !force {
 		return fmt.Errorf("removing %s would leave queue %q in vhost %q %d members, fewer than a majority of its %d (use force): %w",
 			node, name, vhost, len(rec.Members)-1, size, ErrMembershipRefused)
 	}

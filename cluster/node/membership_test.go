@@ -315,12 +315,12 @@ func TestQueueMembership(t *testing.T) {
 	var changed []string
 	nodetest.Eventually(t, "grow onto the new node", 20*time.Second, func() bool {
 		var err error
-		changed, err = ms[2].Grow("warren-4", "^/$", "^q$")
+		changed, err = ms[2].Grow("warren-4", "^/$", "^q$", node.GrowBelowTarget)
 		return err == nil && len(changed) == 1
 	})
 	want = slices.Sorted(slices.Values(append(want, "warren-4")))
 	waitMembers(t, ms, "q", want)
-	if changed, err := ms[2].Grow("warren-4", ".*", ".*"); err != nil || len(changed) != 0 {
+	if changed, err := ms[2].Grow("warren-4", ".*", ".*", node.GrowBelowTarget); err != nil || len(changed) != 0 {
 		t.Fatalf("second grow: %v %v", changed, err)
 	}
 	tr.progress(50)

@@ -16,10 +16,12 @@ import (
 // command is one entry of warrenctl's command table. A new operator
 // command is a new entry here and a function defining it.
 type command struct {
-	name    string   // the words that select it: "quorum status"
-	args    []string // its positional arguments, by name: QUEUE
-	summary string   // one line, for the command list
-	help    string   // what it shows or does, for `warrenctl NAME --help`
+	name string   // the words that select it: "quorum status"
+	args []string // its positional arguments, by name: QUEUE
+	// optional are positional arguments after args that may be left out.
+	optional []string
+	summary  string // one line, for the command list
+	help     string // what it shows or does, for `warrenctl NAME --help`
 	// setup defines the command's own flags on fs and returns its body,
 	// which runs once they are parsed.
 	setup func(fs *flag.FlagSet) body
@@ -106,7 +108,11 @@ that found problems), 2 usage error.
 
 // synopsis is the command's words and arguments: "quorum status QUEUE".
 func (c *command) synopsis() string {
-	return strings.Join(append([]string{c.name}, c.args...), " ")
+	words := append([]string{c.name}, c.args...)
+	for _, o := range c.optional {
+		words = append(words, "["+o+"]")
+	}
+	return strings.Join(words, " ")
 }
 
 func (c *command) printHelp(w io.Writer) {

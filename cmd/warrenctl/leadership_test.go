@@ -164,7 +164,7 @@ func (*fixedNode) AddMember(context.Context, string, string, string) error { ret
 func (*fixedNode) DeleteMember(context.Context, string, string, string, bool) error {
 	return errNoMembership
 }
-func (*fixedNode) Grow(context.Context, string, string, string) ([]string, error) {
+func (*fixedNode) Grow(context.Context, string, string, string, string) ([]string, error) {
 	return nil, errNoMembership
 }
 func (*fixedNode) Shrink(context.Context, string) ([]string, error) { return nil, errNoMembership }

@@ -121,8 +121,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(positional) < len(cmd.args) {
 		return usageError(stderr, helpHint, fmt.Sprintf("%s needs %s", cmd.name, strings.Join(cmd.args[len(positional):], " ")))
 	}
-	if len(positional) > len(cmd.args) {
-		return usageError(stderr, helpHint, fmt.Sprintf("unexpected arguments: %s", strings.Join(positional[len(cmd.args):], " ")))
+	if most := len(cmd.args) + len(cmd.optional); len(positional) > most {
+		return usageError(stderr, helpHint, fmt.Sprintf("unexpected arguments: %s", strings.Join(positional[most:], " ")))
 	}
 	if cmd.timeout > 0 && !isSet(top, "timeout") && !isSet(fs, "timeout") {
 		g.timeout = cmd.timeout

@@ -38,14 +38,18 @@ for the last member.`,
 		timeout: 2 * time.Minute,
 	},
 	{
-		name:    "grow",
-		args:    []string{"NODE"},
-		summary: "add NODE to every quorum queue with fewer members than its target",
+		name:     "grow",
+		args:     []string{"NODE"},
+		optional: []string{"all|even"},
+		summary:  "add NODE to every quorum queue with fewer members than its target",
 		help: `Adds a replica on NODE to every quorum queue that has fewer members than its
-target size and none on NODE yet, one queue at a time, as rabbitmq-queues grow
-does. --vhost-pattern and --queue-pattern (regular expressions) select the
-queues. Lists the queues changed and those that could not be; exits 1 if any
-could not.`,
+target size (its x-quorum-target-group-size or target-group-size policy, else
+its initial group size) and none on NODE yet, one queue at a time. With all,
+to every quorum queue without one on NODE; with even, to those with an even
+number of members (so that they reach an odd size): rabbitmq-queues grow's
+two strategies. --vhost-pattern and --queue-pattern (regular expressions)
+select the queues. Lists the queues changed and those that could not be;
+exits 1 if any could not.`,
 		setup:   grow,
 		timeout: 30 * time.Minute,
 	},
@@ -125,7 +129,14 @@ func grow(fs *flag.FlagSet) body {
 	vhosts := fs.String("vhost-pattern", "", "only vhosts matching this regular `expression` (default: all)")
 	queues := fs.String("queue-pattern", "", "only queues whose name matches this regular `expression` (default: all)")
 	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
-		resp, err := c.Grow(ctx, &adminpb.GrowRequest{Node: args[0], VhostPattern: *vhosts, QueuePattern: *queues})
+		req := &adminpb.GrowRequest{Node: args[0], VhostPattern: *vhosts, QueuePattern: *queues}
+		if len(args) > 1 {
+			if args[1] != "all" && args[1] != "even" {
+				return nil, fmt.Errorf("strategy '%s' is not recognised (all or even)", args[1])
+			}
+			req.Strategy = args[1]
+		}
+		resp, err := c.Grow(ctx, req)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/memberpb"
 )
@@ -153,5 +155,63 @@ func TestCheckReplicasSynced(t *testing.T) {
 	}
 	if code, _, errOut := check("warren-9"); code != 1 || errOut != "warrenctl: node 'warren-9' is not a cluster member\n" {
 		t.Errorf("unknown node: exit %d: %q", code, errOut)
+	}
+}
+
+// TestGrowStrategies: grow onto a node that joins after three queues were
+// declared on the first three: by default only the queue below its target
+// size (x-quorum-target-group-size 4) grows, with even the queue of two
+// members, with all the queue of three.
+func TestGrowStrategies(t *testing.T) {
+	noReconcile := func(c *node.ClusterConfig) { c.NoQueueReconcile = true }
+	ms := nodetest.StartCluster(t, 3, noReconcile)
+	ch := ms[0].Channel()
+	for name, args := range map[string]amqp091.Table{
+		"three":  {"x-queue-type": "quorum"},
+		"two":    {"x-queue-type": "quorum", "x-quorum-initial-group-size": 2},
+		"target": {"x-queue-type": "quorum", "x-quorum-target-group-size": 4},
+	} {
+		if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, port, _ := net.SplitHostPort(ms[0].GossipAddr())
+	ms = append(ms, nodetest.AddNode(t, "warren-3", "localhost:"+port, noReconcile))
+	addr := ms[0].InternalAddr().String()
+	members := func(name string) int {
+		rec, _ := ms[0].Broker().QueueRecord("/", name)
+		return len(rec.Members)
+	}
+	grow := func(want string, args ...string) {
+		t.Helper()
+		var code int
+		var out, errOut string
+		nodetest.Eventually(t, "grow "+strings.Join(args, " "), 20*time.Second, func() bool {
+			code, out, errOut = warrenctl(t, append([]string{"--node", addr, "--timeout", "1m", "grow", "warren-3"}, args...)...)
+			return code == 0 && strings.Contains(out, want) // the new node may not be placeable yet
+		})
+		if strings.Count(out, "Added") != 1 {
+			t.Errorf("grow %v: exit %d: %s%s", args, code, out, errOut)
+		}
+	}
+	grow("queue //target")
+	if members("target") != 4 || members("two") != 2 || members("three") != 3 {
+		t.Fatalf("after grow: target %d, two %d, three %d", members("target"), members("two"), members("three"))
+	}
+	grow("queue //two", "even")
+	if members("two") != 3 || members("three") != 3 {
+		t.Fatalf("after grow even: two %d, three %d", members("two"), members("three"))
+	}
+	grow("queue //three", "all")
+	if members("three") != 4 {
+		t.Fatalf("after grow all: three %d", members("three"))
+	}
+	code, out, _ := warrenctl(t, "--node", addr, "grow", "warren-3", "all")
+	if code != 0 || !strings.Contains(out, "No queue to change") {
+		t.Errorf("grow all again: exit %d: %s", code, out)
+	}
+	if code, _, errOut := warrenctl(t, "--node", addr, "grow", "warren-3", "odd"); code != 1 ||
+		errOut != "warrenctl: strategy 'odd' is not recognised (all or even)\n" {
+		t.Errorf("grow odd: exit %d: %q", code, errOut)
 	}
 }

@@ -4417,8 +4417,13 @@ type GrowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// Regular expressions, unanchored; empty matches every name.
-	VhostPattern  string `protobuf:"bytes,2,opt,name=vhost_pattern,json=vhostPattern,proto3" json:"vhost_pattern,omitempty"`
-	QueuePattern  string `protobuf:"bytes,3,opt,name=queue_pattern,json=queuePattern,proto3" json:"queue_pattern,omitempty"`
+	VhostPattern string `protobuf:"bytes,2,opt,name=vhost_pattern,json=vhostPattern,proto3" json:"vhost_pattern,omitempty"`
+	QueuePattern string `protobuf:"bytes,3,opt,name=queue_pattern,json=queuePattern,proto3" json:"queue_pattern,omitempty"`
+	// Which of the matching queues without a member on node grow: empty for
+	// those with fewer members than their target size, "all" for every one
+	// and "even" for those with an even number of members, as
+	// rabbitmq-queues grow's all and even.
+	Strategy      string `protobuf:"bytes,4,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4470,6 +4475,13 @@ func (x *GrowRequest) GetVhostPattern() string {
 func (x *GrowRequest) GetQueuePattern() string {
 	if x != nil {
 		return x.QueuePattern
+	}
+	return ""
+}
+
+func (x *GrowRequest) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
 	}
 	return ""
 }
@@ -5921,11 +5933,12 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05force\"k\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\x87\x01\n" +
 	"\vGrowRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12#\n" +
 	"\rvhost_pattern\x18\x02 \x01(\tR\fvhostPattern\x12#\n" +
-	"\rqueue_pattern\x18\x03 \x01(\tR\fqueuePattern\"#\n" +
+	"\rqueue_pattern\x18\x03 \x01(\tR\fqueuePattern\x12\x1a\n" +
+	"\bstrategy\x18\x04 \x01(\tR\bstrategy\"#\n" +
 	"\rShrinkRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"F\n" +
 	"\x12MembershipResponse\x12\x18\n" +
