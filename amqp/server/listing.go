@@ -100,12 +100,7 @@ type shownSettings struct {
 // their handshake), oldest first, with their channels by number and their
 // consumers by tag.
 func (s *Server) Connections() []ConnectionInfo {
-	s.mu.Lock()
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
+	conns := s.openConns()
 	out := make([]ConnectionInfo, 0, len(conns))
 	for _, c := range conns {
 		if info, ok := c.info(); ok {
@@ -118,6 +113,21 @@ func (s *Server) Connections() []ConnectionInfo {
 	return out
 }
 
+// openConns is a copy of the server's connections, oldest first.
+func (s *Server) openConns() []*conn {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(conns, func(a, b *conn) int { return a.accepted.Compare(b.accepted) })
+	return conns
+}
+
+// name is the connection's name, as RabbitMQ names connections.
+func (c *conn) name() string { return c.nc.RemoteAddr().String() + " -> " + c.nc.LocalAddr().String() }
+
 // info describes c; false until its handshake is done.
 func (c *conn) info() (ConnectionInfo, bool) {
 	id := c.ident.Load()
@@ -125,7 +135,7 @@ func (c *conn) info() (ConnectionInfo, bool) {
 		return ConnectionInfo{}, false
 	}
 	info := ConnectionInfo{
-		Name:           c.nc.RemoteAddr().String() + " -> " + c.nc.LocalAddr().String(),
+		Name:           c.name(),
 		User:           id.user,
 		Vhost:          id.vhost,
 		ClientName:     id.name,

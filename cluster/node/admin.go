@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
@@ -433,6 +434,7 @@ var (
 	_ admin.ConsumersBackend   = (*lateBackend)(nil)
 	_ admin.PeekBackend        = (*adminBackend)(nil)
 	_ admin.StatusBackend      = (*adminBackend)(nil)
+	_ admin.ConnectionCloser   = (*adminBackend)(nil)
 	_ admin.AlarmsBackend      = (*adminBackend)(nil)
 	_ admin.Deferred           = (*lateBackend)(nil)
 )
@@ -487,4 +489,12 @@ func (a *adminBackend) NodeStatus() admin.NodeStatus {
 		st.Channels += len(c.Channels)
 	}
 	return st
+}
+
+func (a *adminBackend) CloseConnections(f server.ConnectionFilter, reason string) []server.ClosedConnection {
+	closed := a.n.server.CloseMatching(f, amqp.Errorf(amqp.ConnectionForced, "%s", reason))
+	for _, c := range closed {
+		a.n.log.Info("closed a client connection by an operator's request", "connection", c.Name, "user", c.User, "vhost", c.Vhost, "reason", reason)
+	}
+	return closed
 }

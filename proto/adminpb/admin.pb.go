@@ -4683,6 +4683,217 @@ func (x *ListConnectionsResponse) GetUnreachable() []*NodeError {
 	return nil
 }
 
+type CloseConnectionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty fields match any connection: its name ("client address -> server
+	// address", as list connections shows it), its user, its vhost, the node
+	// it is connected to.
+	Name  string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	User  string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Vhost string `protobuf:"bytes,3,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Node  string `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	// Close at most this many; 0 for no limit.
+	Limit uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Sent to the clients: "CONNECTION_FORCED - " and this.
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseConnectionsRequest) Reset() {
+	*x = CloseConnectionsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseConnectionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseConnectionsRequest) ProtoMessage() {}
+
+func (x *CloseConnectionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseConnectionsRequest.ProtoReflect.Descriptor instead.
+func (*CloseConnectionsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *CloseConnectionsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CloseConnectionsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *CloseConnectionsRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *CloseConnectionsRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *CloseConnectionsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *CloseConnectionsRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type CloseConnectionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The connections closed, by node.
+	Closed []*ClosedConnection `protobuf:"bytes,1,rep,name=closed,proto3" json:"closed,omitempty"`
+	// Alive nodes that could not be asked, with why.
+	Unreachable   []*NodeError `protobuf:"bytes,2,rep,name=unreachable,proto3" json:"unreachable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseConnectionsResponse) Reset() {
+	*x = CloseConnectionsResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseConnectionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseConnectionsResponse) ProtoMessage() {}
+
+func (x *CloseConnectionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseConnectionsResponse.ProtoReflect.Descriptor instead.
+func (*CloseConnectionsResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *CloseConnectionsResponse) GetClosed() []*ClosedConnection {
+	if x != nil {
+		return x.Closed
+	}
+	return nil
+}
+
+func (x *CloseConnectionsResponse) GetUnreachable() []*NodeError {
+	if x != nil {
+		return x.Unreachable
+	}
+	return nil
+}
+
+type ClosedConnection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	User          string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	Vhost         string                 `protobuf:"bytes,4,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClosedConnection) Reset() {
+	*x = ClosedConnection{}
+	mi := &file_adminpb_admin_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClosedConnection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClosedConnection) ProtoMessage() {}
+
+func (x *ClosedConnection) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClosedConnection.ProtoReflect.Descriptor instead.
+func (*ClosedConnection) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ClosedConnection) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ClosedConnection) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClosedConnection) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ClosedConnection) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
 type NodeError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -4693,7 +4904,7 @@ type NodeError struct {
 
 func (x *NodeError) Reset() {
 	*x = NodeError{}
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4705,7 +4916,7 @@ func (x *NodeError) String() string {
 func (*NodeError) ProtoMessage() {}
 
 func (x *NodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4718,7 +4929,7 @@ func (x *NodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
 func (*NodeError) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *NodeError) GetNode() string {
@@ -4766,7 +4977,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4778,7 +4989,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4791,7 +5002,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *Connection) GetNode() string {
@@ -4928,7 +5139,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4940,7 +5151,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4953,7 +5164,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *Channel) GetNumber() uint32 {
@@ -5030,7 +5241,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5042,7 +5253,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5055,7 +5266,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *Consumer) GetQueue() string {
@@ -5118,7 +5329,7 @@ type QuorumConsumersRequest struct {
 
 func (x *QuorumConsumersRequest) Reset() {
 	*x = QuorumConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5130,7 +5341,7 @@ func (x *QuorumConsumersRequest) String() string {
 func (*QuorumConsumersRequest) ProtoMessage() {}
 
 func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5143,7 +5354,7 @@ func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *QuorumConsumersRequest) GetVhost() string {
@@ -5169,7 +5380,7 @@ type MemberConsumersRequest struct {
 
 func (x *MemberConsumersRequest) Reset() {
 	*x = MemberConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5181,7 +5392,7 @@ func (x *MemberConsumersRequest) String() string {
 func (*MemberConsumersRequest) ProtoMessage() {}
 
 func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5194,7 +5405,7 @@ func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
 func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *MemberConsumersRequest) GetQueueId() string {
@@ -5219,7 +5430,7 @@ type QuorumConsumersResponse struct {
 
 func (x *QuorumConsumersResponse) Reset() {
 	*x = QuorumConsumersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5231,7 +5442,7 @@ func (x *QuorumConsumersResponse) String() string {
 func (*QuorumConsumersResponse) ProtoMessage() {}
 
 func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5244,7 +5455,7 @@ func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *QuorumConsumersResponse) GetVhost() string {
@@ -5312,7 +5523,7 @@ type QueueConsumer struct {
 
 func (x *QueueConsumer) Reset() {
 	*x = QueueConsumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5324,7 +5535,7 @@ func (x *QueueConsumer) String() string {
 func (*QueueConsumer) ProtoMessage() {}
 
 func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5337,7 +5548,7 @@ func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
 func (*QueueConsumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *QueueConsumer) GetId() uint64 {
@@ -5423,7 +5634,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[89]
+	mi := &file_adminpb_admin_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5435,7 +5646,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[89]
+	mi := &file_adminpb_admin_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5448,7 +5659,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *PeekRequest) GetVhost() string {
@@ -5482,7 +5693,7 @@ type MemberPeekRequest struct {
 
 func (x *MemberPeekRequest) Reset() {
 	*x = MemberPeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[90]
+	mi := &file_adminpb_admin_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5494,7 +5705,7 @@ func (x *MemberPeekRequest) String() string {
 func (*MemberPeekRequest) ProtoMessage() {}
 
 func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[90]
+	mi := &file_adminpb_admin_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5507,7 +5718,7 @@ func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPeekRequest.ProtoReflect.Descriptor instead.
 func (*MemberPeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{90}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *MemberPeekRequest) GetQueueId() string {
@@ -5548,7 +5759,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[91]
+	mi := &file_adminpb_admin_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5560,7 +5771,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[91]
+	mi := &file_adminpb_admin_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5573,7 +5784,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{91}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *PeekResponse) GetVhost() string {
@@ -5948,7 +6159,22 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"\x90\x01\n" +
 	"\x17ListConnectionsResponse\x12:\n" +
 	"\vconnections\x18\x01 \x03(\v2\x18.warren.admin.ConnectionR\vconnections\x129\n" +
-	"\vunreachable\x18\x02 \x03(\v2\x17.warren.admin.NodeErrorR\vunreachable\"5\n" +
+	"\vunreachable\x18\x02 \x03(\v2\x17.warren.admin.NodeErrorR\vunreachable\"\x99\x01\n" +
+	"\x17CloseConnectionsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x14\n" +
+	"\x05vhost\x18\x03 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"\x8d\x01\n" +
+	"\x18CloseConnectionsResponse\x126\n" +
+	"\x06closed\x18\x01 \x03(\v2\x1e.warren.admin.ClosedConnectionR\x06closed\x129\n" +
+	"\vunreachable\x18\x02 \x03(\v2\x17.warren.admin.NodeErrorR\vunreachable\"d\n" +
+	"\x10ClosedConnection\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x14\n" +
+	"\x05vhost\x18\x04 \x01(\tR\x05vhost\"5\n" +
 	"\tNodeError\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x9d\x04\n" +
@@ -6032,7 +6258,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"routingKey\x12%\n" +
 	"\x0econtent_header\x18\a \x01(\fR\rcontentHeader\x12\x18\n" +
 	"\apayload\x18\b \x01(\fR\apayload\x12\x1b\n" +
-	"\tbody_size\x18\t \x01(\x04R\bbodySize2\xc9\x1f\n" +
+	"\tbody_size\x18\t \x01(\x04R\bbodySize2\x94!\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -6061,7 +6287,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"ForgetNode\x12\x1f.warren.admin.ForgetNodeRequest\x1a .warren.admin.MembershipResponse\x12^\n" +
 	"\x0fListConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponse\x12_\n" +
-	"\x10LocalConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponse\x12^\n" +
+	"\x10LocalConnections\x12$.warren.admin.ListConnectionsRequest\x1a%.warren.admin.ListConnectionsResponse\x12a\n" +
+	"\x10CloseConnections\x12%.warren.admin.CloseConnectionsRequest\x1a&.warren.admin.CloseConnectionsResponse\x12f\n" +
+	"\x15LocalCloseConnections\x12%.warren.admin.CloseConnectionsRequest\x1a&.warren.admin.CloseConnectionsResponse\x12^\n" +
 	"\x0fQuorumConsumers\x12$.warren.admin.QuorumConsumersRequest\x1a%.warren.admin.QuorumConsumersResponse\x12^\n" +
 	"\x0fMemberConsumers\x12$.warren.admin.MemberConsumersRequest\x1a%.warren.admin.QuorumConsumersResponse\x12=\n" +
 	"\x04Peek\x12\x19.warren.admin.PeekRequest\x1a\x1a.warren.admin.PeekResponse\x12I\n" +
@@ -6102,7 +6330,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 94)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*ListExchangesRequest)(nil),             // 0: warren.admin.ListExchangesRequest
 	(*ListExchangesResponse)(nil),            // 1: warren.admin.ListExchangesResponse
@@ -6185,24 +6413,27 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*MembershipResponse)(nil),               // 78: warren.admin.MembershipResponse
 	(*ListConnectionsRequest)(nil),           // 79: warren.admin.ListConnectionsRequest
 	(*ListConnectionsResponse)(nil),          // 80: warren.admin.ListConnectionsResponse
-	(*NodeError)(nil),                        // 81: warren.admin.NodeError
-	(*Connection)(nil),                       // 82: warren.admin.Connection
-	(*Channel)(nil),                          // 83: warren.admin.Channel
-	(*Consumer)(nil),                         // 84: warren.admin.Consumer
-	(*QuorumConsumersRequest)(nil),           // 85: warren.admin.QuorumConsumersRequest
-	(*MemberConsumersRequest)(nil),           // 86: warren.admin.MemberConsumersRequest
-	(*QuorumConsumersResponse)(nil),          // 87: warren.admin.QuorumConsumersResponse
-	(*QueueConsumer)(nil),                    // 88: warren.admin.QueueConsumer
-	(*PeekRequest)(nil),                      // 89: warren.admin.PeekRequest
-	(*MemberPeekRequest)(nil),                // 90: warren.admin.MemberPeekRequest
-	(*PeekResponse)(nil),                     // 91: warren.admin.PeekResponse
-	nil,                                      // 92: warren.admin.ImportDefinitionsResponse.ImportedEntry
-	nil,                                      // 93: warren.admin.NodeStatusResponse.ReplicasEntry
+	(*CloseConnectionsRequest)(nil),          // 81: warren.admin.CloseConnectionsRequest
+	(*CloseConnectionsResponse)(nil),         // 82: warren.admin.CloseConnectionsResponse
+	(*ClosedConnection)(nil),                 // 83: warren.admin.ClosedConnection
+	(*NodeError)(nil),                        // 84: warren.admin.NodeError
+	(*Connection)(nil),                       // 85: warren.admin.Connection
+	(*Channel)(nil),                          // 86: warren.admin.Channel
+	(*Consumer)(nil),                         // 87: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 88: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 89: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 90: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 91: warren.admin.QueueConsumer
+	(*PeekRequest)(nil),                      // 92: warren.admin.PeekRequest
+	(*MemberPeekRequest)(nil),                // 93: warren.admin.MemberPeekRequest
+	(*PeekResponse)(nil),                     // 94: warren.admin.PeekResponse
+	nil,                                      // 95: warren.admin.ImportDefinitionsResponse.ImportedEntry
+	nil,                                      // 96: warren.admin.NodeStatusResponse.ReplicasEntry
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
 	2,  // 0: warren.admin.ListExchangesResponse.exchanges:type_name -> warren.admin.Exchange
 	5,  // 1: warren.admin.ListBindingsResponse.bindings:type_name -> warren.admin.Binding
-	92, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
+	95, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
 	19, // 3: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
 	24, // 4: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
 	25, // 5: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
@@ -6210,7 +6441,7 @@ var file_adminpb_admin_proto_depIdxs = []int32{
 	66, // 7: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
 	40, // 8: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
 	40, // 9: warren.admin.NodeStatusResponse.node:type_name -> warren.admin.Node
-	93, // 10: warren.admin.NodeStatusResponse.replicas:type_name -> warren.admin.NodeStatusResponse.ReplicasEntry
+	96, // 10: warren.admin.NodeStatusResponse.replicas:type_name -> warren.admin.NodeStatusResponse.ReplicasEntry
 	45, // 11: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
 	49, // 12: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
 	50, // 13: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
@@ -6221,112 +6452,118 @@ var file_adminpb_admin_proto_depIdxs = []int32{
 	67, // 18: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
 	68, // 19: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
 	73, // 20: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	82, // 21: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
-	81, // 22: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	83, // 23: warren.admin.Connection.channels:type_name -> warren.admin.Channel
-	84, // 24: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	88, // 25: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
-	38, // 26: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	41, // 27: warren.admin.Admin.NodeStatus:input_type -> warren.admin.NodeStatusRequest
-	43, // 28: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	46, // 29: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	48, // 30: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	51, // 31: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	53, // 32: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	55, // 33: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	57, // 34: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	59, // 35: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	61, // 36: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	64, // 37: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	69, // 38: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	70, // 39: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	71, // 40: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
-	74, // 41: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	75, // 42: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	76, // 43: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	77, // 44: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	33, // 45: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	33, // 46: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	35, // 47: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	37, // 48: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	79, // 49: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	79, // 50: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	85, // 51: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
-	86, // 52: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	89, // 53: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
-	90, // 54: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
-	29, // 55: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
-	32, // 56: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
-	13, // 57: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
-	14, // 58: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
-	15, // 59: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
-	16, // 60: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
-	17, // 61: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
-	20, // 62: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
-	21, // 63: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
-	22, // 64: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
-	25, // 65: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
-	26, // 66: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
-	27, // 67: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
-	9,  // 68: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
-	10, // 69: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
-	0,  // 70: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
-	3,  // 71: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
-	6,  // 72: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
-	7,  // 73: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
-	39, // 74: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	42, // 75: warren.admin.Admin.NodeStatus:output_type -> warren.admin.NodeStatusResponse
-	44, // 76: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	47, // 77: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	49, // 78: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	52, // 79: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	54, // 80: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	56, // 81: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	58, // 82: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	60, // 83: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	62, // 84: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	65, // 85: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	72, // 86: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	72, // 87: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	72, // 88: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
-	78, // 89: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	78, // 90: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	78, // 91: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	78, // 92: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	34, // 93: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	34, // 94: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	36, // 95: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	78, // 96: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	80, // 97: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	80, // 98: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	87, // 99: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	87, // 100: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	91, // 101: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
-	91, // 102: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
-	30, // 103: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
-	30, // 104: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
-	12, // 105: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
-	12, // 106: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
-	12, // 107: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
-	12, // 108: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
-	18, // 109: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
-	12, // 110: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
-	12, // 111: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
-	23, // 112: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
-	12, // 113: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
-	12, // 114: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
-	28, // 115: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
-	10, // 116: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
-	11, // 117: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
-	1,  // 118: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
-	4,  // 119: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
-	8,  // 120: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
-	8,  // 121: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
-	74, // [74:122] is the sub-list for method output_type
-	26, // [26:74] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	85, // 21: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	84, // 22: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	83, // 23: warren.admin.CloseConnectionsResponse.closed:type_name -> warren.admin.ClosedConnection
+	84, // 24: warren.admin.CloseConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	86, // 25: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	87, // 26: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	91, // 27: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	38, // 28: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	41, // 29: warren.admin.Admin.NodeStatus:input_type -> warren.admin.NodeStatusRequest
+	43, // 30: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	46, // 31: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	48, // 32: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	51, // 33: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	53, // 34: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	55, // 35: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	57, // 36: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	59, // 37: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	61, // 38: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	64, // 39: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	69, // 40: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	70, // 41: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	71, // 42: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
+	74, // 43: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	75, // 44: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	76, // 45: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	77, // 46: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	33, // 47: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	33, // 48: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	35, // 49: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	37, // 50: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	79, // 51: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	79, // 52: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	81, // 53: warren.admin.Admin.CloseConnections:input_type -> warren.admin.CloseConnectionsRequest
+	81, // 54: warren.admin.Admin.LocalCloseConnections:input_type -> warren.admin.CloseConnectionsRequest
+	88, // 55: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	89, // 56: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	92, // 57: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
+	93, // 58: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
+	29, // 59: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	32, // 60: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	13, // 61: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
+	14, // 62: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
+	15, // 63: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
+	16, // 64: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
+	17, // 65: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
+	20, // 66: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
+	21, // 67: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
+	22, // 68: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
+	25, // 69: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
+	26, // 70: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
+	27, // 71: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
+	9,  // 72: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
+	10, // 73: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
+	0,  // 74: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
+	3,  // 75: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
+	6,  // 76: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
+	7,  // 77: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
+	39, // 78: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	42, // 79: warren.admin.Admin.NodeStatus:output_type -> warren.admin.NodeStatusResponse
+	44, // 80: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	47, // 81: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	49, // 82: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	52, // 83: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	54, // 84: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	56, // 85: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	58, // 86: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	60, // 87: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	62, // 88: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	65, // 89: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	72, // 90: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	72, // 91: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	72, // 92: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
+	78, // 93: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	78, // 94: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	78, // 95: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	78, // 96: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	34, // 97: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	34, // 98: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	36, // 99: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	78, // 100: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	80, // 101: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	80, // 102: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	82, // 103: warren.admin.Admin.CloseConnections:output_type -> warren.admin.CloseConnectionsResponse
+	82, // 104: warren.admin.Admin.LocalCloseConnections:output_type -> warren.admin.CloseConnectionsResponse
+	90, // 105: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	90, // 106: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	94, // 107: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
+	94, // 108: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
+	30, // 109: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	30, // 110: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	12, // 111: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
+	12, // 112: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
+	12, // 113: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
+	12, // 114: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
+	18, // 115: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
+	12, // 116: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
+	12, // 117: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
+	23, // 118: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
+	12, // 119: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
+	12, // 120: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
+	28, // 121: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
+	10, // 122: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
+	11, // 123: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
+	1,  // 124: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
+	4,  // 125: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
+	8,  // 126: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
+	8,  // 127: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
+	78, // [78:128] is the sub-list for method output_type
+	28, // [28:78] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -6341,7 +6578,7 @@ func file_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   94,
+			NumMessages:   97,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,8 @@ const (
 	Admin_ForgetNode_FullMethodName               = "/warren.admin.Admin/ForgetNode"
 	Admin_ListConnections_FullMethodName          = "/warren.admin.Admin/ListConnections"
 	Admin_LocalConnections_FullMethodName         = "/warren.admin.Admin/LocalConnections"
+	Admin_CloseConnections_FullMethodName         = "/warren.admin.Admin/CloseConnections"
+	Admin_LocalCloseConnections_FullMethodName    = "/warren.admin.Admin/LocalCloseConnections"
 	Admin_QuorumConsumers_FullMethodName          = "/warren.admin.Admin/QuorumConsumers"
 	Admin_MemberConsumers_FullMethodName          = "/warren.admin.Admin/MemberConsumers"
 	Admin_Peek_FullMethodName                     = "/warren.admin.Admin/Peek"
@@ -186,6 +188,14 @@ type AdminClient interface {
 	// LocalConnections is internal, node to node: the answering node's own
 	// client connections.
 	LocalConnections(ctx context.Context, in *ListConnectionsRequest, opts ...grpc.CallOption) (*ListConnectionsResponse, error)
+	// CloseConnections closes the client connections that match, with 320
+	// CONNECTION_FORCED and the reason as its text, on every alive node (or
+	// the one named), as rabbitmqctl close_connection, close_all_connections
+	// and close_all_user_connections do.
+	CloseConnections(ctx context.Context, in *CloseConnectionsRequest, opts ...grpc.CallOption) (*CloseConnectionsResponse, error)
+	// LocalCloseConnections is internal, node to node: closes the answering
+	// node's own client connections that match.
+	LocalCloseConnections(ctx context.Context, in *CloseConnectionsRequest, opts ...grpc.CallOption) (*CloseConnectionsResponse, error)
 	// QuorumConsumers lists a quorum queue's consumer records as its
 	// leader's state machine keeps them: attached consumers with their
 	// single-active status, cancelled ones still holding messages, basic.get
@@ -518,6 +528,26 @@ func (c *adminClient) LocalConnections(ctx context.Context, in *ListConnectionsR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListConnectionsResponse)
 	err := c.cc.Invoke(ctx, Admin_LocalConnections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CloseConnections(ctx context.Context, in *CloseConnectionsRequest, opts ...grpc.CallOption) (*CloseConnectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloseConnectionsResponse)
+	err := c.cc.Invoke(ctx, Admin_CloseConnections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) LocalCloseConnections(ctx context.Context, in *CloseConnectionsRequest, opts ...grpc.CallOption) (*CloseConnectionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CloseConnectionsResponse)
+	err := c.cc.Invoke(ctx, Admin_LocalCloseConnections_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -871,6 +901,14 @@ type AdminServer interface {
 	// LocalConnections is internal, node to node: the answering node's own
 	// client connections.
 	LocalConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error)
+	// CloseConnections closes the client connections that match, with 320
+	// CONNECTION_FORCED and the reason as its text, on every alive node (or
+	// the one named), as rabbitmqctl close_connection, close_all_connections
+	// and close_all_user_connections do.
+	CloseConnections(context.Context, *CloseConnectionsRequest) (*CloseConnectionsResponse, error)
+	// LocalCloseConnections is internal, node to node: closes the answering
+	// node's own client connections that match.
+	LocalCloseConnections(context.Context, *CloseConnectionsRequest) (*CloseConnectionsResponse, error)
 	// QuorumConsumers lists a quorum queue's consumer records as its
 	// leader's state machine keeps them: attached consumers with their
 	// single-active status, cancelled ones still holding messages, basic.get
@@ -1033,6 +1071,12 @@ func (UnimplementedAdminServer) ListConnections(context.Context, *ListConnection
 }
 func (UnimplementedAdminServer) LocalConnections(context.Context, *ListConnectionsRequest) (*ListConnectionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method LocalConnections not implemented")
+}
+func (UnimplementedAdminServer) CloseConnections(context.Context, *CloseConnectionsRequest) (*CloseConnectionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CloseConnections not implemented")
+}
+func (UnimplementedAdminServer) LocalCloseConnections(context.Context, *CloseConnectionsRequest) (*CloseConnectionsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LocalCloseConnections not implemented")
 }
 func (UnimplementedAdminServer) QuorumConsumers(context.Context, *QuorumConsumersRequest) (*QuorumConsumersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method QuorumConsumers not implemented")
@@ -1574,6 +1618,42 @@ func _Admin_LocalConnections_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CloseConnections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseConnectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CloseConnections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CloseConnections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CloseConnections(ctx, req.(*CloseConnectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_LocalCloseConnections_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CloseConnectionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).LocalCloseConnections(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_LocalCloseConnections_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).LocalCloseConnections(ctx, req.(*CloseConnectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_QuorumConsumers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(QuorumConsumersRequest)
 	if err := dec(in); err != nil {
@@ -2094,6 +2174,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LocalConnections",
 			Handler:    _Admin_LocalConnections_Handler,
+		},
+		{
+			MethodName: "CloseConnections",
+			Handler:    _Admin_CloseConnections_Handler,
+		},
+		{
+			MethodName: "LocalCloseConnections",
+			Handler:    _Admin_LocalCloseConnections_Handler,
 		},
 		{
 			MethodName: "QuorumConsumers",
