@@ -93,30 +93,32 @@ func peekFields(resp *adminpb.PeekResponse, p *amqp.Properties) []peekField {
 		fs = append(fs, peekField{"payload (max 64 bytes, base64)", base64.StdEncoding.EncodeToString(resp.Payload)})
 	}
 	fs = append(fs, peekField{"body size", resp.BodySize})
-	str := func(key, v string, flag uint16) {
-		if p.Flags&flag != 0 || v != "" {
-			fs = append(fs, peekField{key, v})
+	// In the order of the basic class's properties; one the message
+	// carries, or sets to other than its zero value, is shown.
+	for _, prop := range []struct {
+		key   string
+		flag  uint16
+		value any
+		set   bool
+	}{
+		{"content_type", amqp.FlagContentType, p.ContentType, p.ContentType != ""},
+		{"content_encoding", amqp.FlagContentEncoding, p.ContentEncoding, p.ContentEncoding != ""},
+		{"delivery_mode", amqp.FlagDeliveryMode, p.DeliveryMode, p.DeliveryMode != 0},
+		{"priority", amqp.FlagPriority, p.Priority, p.Priority != 0},
+		{"correlation_id", amqp.FlagCorrelationID, p.CorrelationID, p.CorrelationID != ""},
+		{"reply_to", amqp.FlagReplyTo, p.ReplyTo, p.ReplyTo != ""},
+		{"expiration", amqp.FlagExpiration, p.Expiration, p.Expiration != ""},
+		{"message_id", amqp.FlagMessageID, p.MessageID, p.MessageID != ""},
+		{"timestamp", amqp.FlagTimestamp, p.Timestamp, p.Timestamp != 0},
+		{"type", amqp.FlagType, p.Type, p.Type != ""},
+		{"user_id", amqp.FlagUserID, p.UserID, p.UserID != ""},
+		{"app_id", amqp.FlagAppID, p.AppID, p.AppID != ""},
+		{"cluster_id", amqp.FlagClusterID, p.ClusterID, p.ClusterID != ""},
+	} {
+		if p.Flags&prop.flag != 0 || prop.set {
+			fs = append(fs, peekField{prop.key, prop.value})
 		}
 	}
-	str("content_type", p.ContentType, amqp.FlagContentType)
-	str("content_encoding", p.ContentEncoding, amqp.FlagContentEncoding)
-	if p.Flags&amqp.FlagDeliveryMode != 0 || p.DeliveryMode != 0 {
-		fs = append(fs, peekField{"delivery_mode", p.DeliveryMode})
-	}
-	if p.Flags&amqp.FlagPriority != 0 || p.Priority != 0 {
-		fs = append(fs, peekField{"priority", p.Priority})
-	}
-	str("correlation_id", p.CorrelationID, amqp.FlagCorrelationID)
-	str("reply_to", p.ReplyTo, amqp.FlagReplyTo)
-	str("expiration", p.Expiration, amqp.FlagExpiration)
-	str("message_id", p.MessageID, amqp.FlagMessageID)
-	if p.Flags&amqp.FlagTimestamp != 0 || p.Timestamp != 0 {
-		fs = append(fs, peekField{"timestamp", p.Timestamp})
-	}
-	str("type", p.Type, amqp.FlagType)
-	str("user_id", p.UserID, amqp.FlagUserID)
-	str("app_id", p.AppID, amqp.FlagAppID)
-	str("cluster_id", p.ClusterID, amqp.FlagClusterID)
 	names := make([]string, 0, len(p.Headers))
 	for k := range p.Headers {
 		names = append(names, k)
