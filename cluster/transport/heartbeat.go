@@ -308,6 +308,12 @@ func (t *Transport) dispatchHeartbeat(ctx context.Context, a *raft.AppendEntries
 	t.hbMu.Unlock()
 	respCh := make(chan raft.RPCResponse, 1)
 	if fn != nil {
+		t.hbRun.RLock()
+		defer t.hbRun.RUnlock()
+		if t.hbClosed {
+			respCh <- raft.RPCResponse{Error: t.closedErr()}
+			return respCh
+		}
 		fn(raft.RPC{Command: a, RespChan: respCh})
 		return respCh
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,6 +139,60 @@ func TestHeartbeatFastPath(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Close waits for a heartbeat the fast path is handling, and none is
+// handed to it after: raft's Shutdown closes the transport and returns,
+// and the group's stores are closed next, under a heartbeat still writing
+// the term (hashicorp/raft panicked: "failed to save current term:
+// database not open").
+func TestCloseWaitsForHeartbeatInProgress(t *testing.T) {
+	t.Parallel()
+	h, ta, tb := pair(t, "hbclose")
+	b := h.nodes[1]
+	entered, release := make(chan struct{}), make(chan struct{})
+	var after atomic.Bool
+	var closed atomic.Bool
+	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
+		if closed.Load() {
+			after.Store(true)
+		}
+		select {
+		case entered <- struct{}{}:
+			<-release
+		default:
+		}
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 7, Success: true}, nil)
+	})
+	hb := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{Addr: []byte(ta.LocalAddr())}, Term: 7}
+	go ta.AppendEntries(b.id, raft.ServerAddress(b.addr), hb, new(raft.AppendEntriesResponse))
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the heartbeat never reached the handler")
+	}
+	closeDone := make(chan struct{})
+	go func() {
+		tb.Close()
+		closed.Store(true)
+		close(closeDone)
+	}()
+	select {
+	case <-closeDone:
+		t.Fatal("Close returned while a heartbeat was being handled")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-closeDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return once the heartbeat was handled")
+	}
+	// After Close, heartbeats are refused without reaching the handler.
+	resp := tb.dispatchHeartbeat(context.Background(), hb)
+	if r := <-resp; r.Error == nil || after.Load() {
+		t.Fatalf("a heartbeat after Close: %+v, handled %v", r, after.Load())
 	}
 }
 

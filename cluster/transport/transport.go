@@ -28,6 +28,13 @@ type Transport struct {
 
 	hbMu sync.Mutex
 	hbFn func(raft.RPC)
+	// hbRun is held (read) while raft's fast path handles a heartbeat on
+	// a serving goroutine, and taken by Close, which sets hbClosed: raft's
+	// Shutdown waits for its own goroutines, not for those, and its
+	// caller then closes the group's stores, under a heartbeat that was
+	// still writing the term (raft panics when it cannot).
+	hbRun    sync.RWMutex
+	hbClosed bool
 
 	// hbLinger is how long this group's heartbeats wait for others to
 	// share their call (SetHeartbeatLinger); read by the peer's sender.
@@ -170,6 +177,9 @@ func (t *Transport) DecodePeer(buf []byte) raft.ServerAddress { return raft.Serv
 func (t *Transport) Close() error {
 	t.cancel()
 	t.mux.unregister(t)
+	t.hbRun.Lock()
+	t.hbClosed = true
+	t.hbRun.Unlock()
 	return nil
 }
 
