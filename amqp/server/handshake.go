@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/broker"
 )
 
 // mechanisms offered in connection.start, most preferred first.
@@ -105,6 +107,11 @@ func (c *conn) handshake() error {
 			c.sendDirect(0, withMethod(ae, open).ConnectionClose())
 		}
 		return err
+	}
+	if limit := v.MaxConnections(); limit != math.MaxInt64 && int64(c.s.countConnections(v.Name())) >= limit {
+		e := broker.ConnectionLimitError(v.Name(), c.user.Name, limit)
+		c.sendDirect(0, withMethod(e, open).ConnectionClose())
+		return e
 	}
 	c.vhost = v
 	c.ident.Store(newConnIdent(c, startOk.ClientProperties))

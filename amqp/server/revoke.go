@@ -55,3 +55,31 @@ func (s *Server) CloseMatching(f ConnectionFilter, e *amqp.Error) []ClosedConnec
 	}
 	return closed
 }
+
+// SetConnectionCounter sets how the server counts the client connections
+// to a vhost across the cluster, for vhost connection limits; without
+// one, it counts its own.
+func (s *Server) SetConnectionCounter(count func(vhost string) int) {
+	s.mu.Lock()
+	s.countAll = count
+	s.mu.Unlock()
+}
+
+// countConnections is how many client connections vhost has: across the
+// cluster if a counter is set, else on this server. Only a vhost with a
+// connection limit is counted, at connection.open.
+func (s *Server) countConnections(vhost string) int {
+	s.mu.Lock()
+	count := s.countAll
+	s.mu.Unlock()
+	if count != nil {
+		return count(vhost)
+	}
+	n := 0
+	for _, c := range s.openConns() {
+		if id := c.ident.Load(); id != nil && id.vhost == vhost {
+			n++
+		}
+	}
+	return n
+}

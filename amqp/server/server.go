@@ -63,7 +63,10 @@ type Server struct {
 	conns     map[*conn]struct{}
 	closing   bool
 	suspended bool // maintenance mode: new connections are refused (suspend.go)
-	wg        sync.WaitGroup
+	// countAll counts a vhost's connections across the cluster
+	// (SetConnectionCounter); nil on a node of its own.
+	countAll func(vhost string) int
+	wg       sync.WaitGroup
 
 	replies replyRegistry // direct reply-to consumers (replyto.go)
 	relay   atomic.Pointer[ReplyRelay]

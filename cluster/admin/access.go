@@ -28,6 +28,10 @@ type AccessBackend interface {
 	Users() []metadata.User
 	AddVhost(name, defaultQueueType string) error
 	DeleteVhost(name string) error
+	// SetVhostLimits reads definition as rabbitmqctl set_vhost_limits
+	// does and replaces the vhost's limits with it; an empty definition
+	// clears them.
+	SetVhostLimits(vhost, definition string) error
 	Vhosts() []metadata.Vhost
 	SetPermissions(p metadata.Permission) error
 	ClearPermissions(user, vhost string) error
@@ -96,6 +100,27 @@ func (s *Server) DeleteVhost(_ context.Context, req *adminpb.VhostRequest) (*adm
 	return s.accessChange(func(ab AccessBackend) error { return ab.DeleteVhost(req.Name) })
 }
 
+// SetVhostLimits implements adminpb.AdminServer.
+func (s *Server) SetVhostLimits(_ context.Context, req *adminpb.SetVhostLimitsRequest) (*adminpb.AccessResponse, error) {
+	if req.Definition == "" {
+		return nil, statusOf(Invalid("a limits definition is needed (a JSON object)"), codes.InvalidArgument)
+	}
+	return s.accessChange(func(ab AccessBackend) error { return ab.SetVhostLimits(vhostOr(req.Vhost), req.Definition) })
+}
+
+// ClearVhostLimits implements adminpb.AdminServer.
+func (s *Server) ClearVhostLimits(_ context.Context, req *adminpb.VhostRequest) (*adminpb.AccessResponse, error) {
+	return s.accessChange(func(ab AccessBackend) error { return ab.SetVhostLimits(vhostOr(req.Name), "") })
+}
+
+// vhostOr is vhost, or "/" for none.
+func vhostOr(vhost string) string {
+	if vhost == "" {
+		return "/"
+	}
+	return vhost
+}
+
 // ListVhosts implements adminpb.AdminServer.
 func (s *Server) ListVhosts(context.Context, *adminpb.ListVhostsRequest) (*adminpb.ListVhostsResponse, error) {
 	ab, err := s.access()
@@ -104,7 +129,7 @@ func (s *Server) ListVhosts(context.Context, *adminpb.ListVhostsRequest) (*admin
 	}
 	resp := &adminpb.ListVhostsResponse{}
 	for _, v := range ab.Vhosts() {
-		resp.Vhosts = append(resp.Vhosts, &adminpb.Vhost{Name: v.Name, DefaultQueueType: v.DefaultQueueType})
+		resp.Vhosts = append(resp.Vhosts, &adminpb.Vhost{Name: v.Name, DefaultQueueType: v.DefaultQueueType, Limits: v.Limits})
 	}
 	return resp, nil
 }

@@ -59,6 +59,18 @@ func (s *Server) ListConnections(ctx context.Context, req *adminpb.ListConnectio
 	return resp, nil
 }
 
+// CountConnections is how many client connections to vhost every alive
+// node reports, for a vhost's connection limit (broker.Vhost
+// MaxConnections), as RabbitMQ's connection tracking counts them across
+// the cluster. A node that does not answer within its wait counts none.
+func (s *Server) CountConnections(ctx context.Context, vhost string) int {
+	resp, err := s.ListConnections(ctx, &adminpb.ListConnectionsRequest{Vhost: vhost})
+	if err != nil {
+		return 0
+	}
+	return len(resp.Connections)
+}
+
 // askConnections is node's answer to LocalConnections.
 func (s *Server) askConnections(ctx context.Context, node string, req *adminpb.ListConnectionsRequest) ([]*adminpb.Connection, error) {
 	if node == s.b.Self() {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/warrenmq/warren/cluster/metadata"
@@ -227,11 +228,14 @@ func deletions[T any](out []metadata.Change, recs []T, in func(T) bool) []metada
 // Vhosts lists the vhosts by name.
 func (b *Broker) Vhosts() []metadata.Vhost {
 	b.mu.RLock()
-	out := make([]metadata.Vhost, 0, len(b.vhosts))
-	for _, v := range b.vhosts {
-		out = append(out, metadata.Vhost{Name: v.name, DefaultQueueType: v.defaultQueueType})
-	}
+	vhosts := slices.Collect(maps.Values(b.vhosts))
 	b.mu.RUnlock()
+	out := make([]metadata.Vhost, 0, len(vhosts))
+	for _, v := range vhosts {
+		v.mu.RLock()
+		out = append(out, metadata.Vhost{Name: v.name, DefaultQueueType: v.defaultQueueType, Limits: maps.Clone(v.limits)})
+		v.mu.RUnlock()
+	}
 	slices.SortFunc(out, func(a, b metadata.Vhost) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }

@@ -80,6 +80,34 @@ type DefVhost struct {
 	Tags             defTags      `json:"tags,omitempty"`
 	DefaultQueueType string       `json:"default_queue_type,omitempty"`
 	Metadata         *vhostMetada `json:"metadata,omitempty"`
+	// Limits are its limits: an object as RabbitMQ 4.x writes them
+	// ({"max-queues": 10}), or pairs as 3.x does ([["max-queues", 10]]);
+	// both also write them as a vhost-limits parameter.
+	Limits json.RawMessage `json:"limits,omitempty"`
+}
+
+// limits are v's limits, none if the document gives none.
+func (v DefVhost) limits() (map[string]int64, error) {
+	raw := v.Limits
+	var pairs [][2]json.RawMessage
+	if len(raw) > 0 && raw[0] == '[' {
+		if err := json.Unmarshal(raw, &pairs); err != nil {
+			return nil, invalidAccess("limits: a JSON object, or a list of [name, value] pairs: %v", err)
+		}
+		obj := map[string]json.RawMessage{}
+		for _, p := range pairs {
+			var k string
+			if err := json.Unmarshal(p[0], &k); err != nil {
+				return nil, invalidAccess("limits: a limit's name must be a string: %s", p[0])
+			}
+			obj[k] = p[1]
+		}
+		raw, _ = json.Marshal(obj)
+	}
+	if len(raw) == 0 || string(raw) == "null" || string(raw) == "{}" {
+		return nil, nil
+	}
+	return ParseVhostLimits(string(raw))
 }
 
 // vhostMetada's tags are a list, or "" (RabbitMQ 3.10 writes both).
@@ -117,7 +145,8 @@ type DefPolicy struct {
 
 // DefParameter is a runtime parameter: Warren takes operator policies
 // (component operator_policy, its value a policy without vhost and name)
-// and reports the others (federation, shovels, limits) as not imported.
+// and vhost limits (component vhost-limits), and reports the others
+// (federation, shovels) as not imported.
 type DefParameter struct {
 	Vhost     string          `json:"vhost"`
 	Component string          `json:"component"`
@@ -194,7 +223,8 @@ func (b *Broker) ImportDefinitions(d *Definitions) ImportReport {
 	}
 	for _, v := range d.Vhosts {
 		if b.vhost(v.Name) != nil {
-			r.Imported["vhosts"]++ // there already: nothing to change
+			r.Imported["vhosts"]++ // there already: nothing to change but its limits
+			b.importVhostLimits(&r, v)
 			continue
 		}
 		qt := v.queueType()
@@ -207,6 +237,7 @@ func (b *Broker) ImportDefinitions(d *Definitions) ImportReport {
 			continue
 		}
 		r.Imported["vhosts"]++
+		b.importVhostLimits(&r, v)
 	}
 	for _, p := range d.Permissions {
 		if err := b.SetPermissions(metadata.Permission(p)); err != nil {
@@ -225,6 +256,10 @@ func (b *Broker) ImportDefinitions(d *Definitions) ImportReport {
 		b.importPolicy(&r, "policies", p, false)
 	}
 	for _, p := range d.Parameters {
+		if p.Component == "vhost-limits" {
+			b.importVhostLimits(&r, DefVhost{Name: p.Vhost, Limits: p.Value})
+			continue
+		}
 		if p.Component != "operator_policy" {
 			r.problem("parameter %s of component %s in vhost %s not imported: Warren has no %s", p.Name, p.Component, p.Vhost, p.Component)
 			continue
@@ -327,6 +362,25 @@ func definitionOfDocument(raw json.RawMessage) (amqp.Table, error) {
 	return DefinitionFromJSON(string(asObject))
 }
 
+// importVhostLimits sets the limits a document gives vhost v, if any.
+func (b *Broker) importVhostLimits(r *ImportReport, v DefVhost) {
+	limits, err := v.limits()
+	if err == nil && len(limits) > 0 {
+		err = b.SetVhostLimits(v.Name, limits)
+	}
+	if err != nil {
+		r.problem("limits of vhost %s: %v", v.Name, err)
+	}
+}
+
+// nonNilLimits is limits, or an empty map.
+func nonNilLimits(limits map[string]int64) map[string]int64 {
+	if limits == nil {
+		return map[string]int64{}
+	}
+	return limits
+}
+
 // importTarget finds the vhost of an imported item and reads its
 // arguments as a policy definition is read (integers int64).
 func (b *Broker) importTarget(r *ImportReport, kind, name, vhost string, raw json.RawMessage) (*Vhost, amqp.Table, bool) {
@@ -370,7 +424,12 @@ func (b *Broker) ExportDefinitions(product, version string) (*Definitions, error
 			Tags: defTags(nonNilStrings(u.Tags)), Limits: json.RawMessage("{}")})
 	}
 	for _, v := range snap.Vhosts {
-		d.Vhosts = append(d.Vhosts, DefVhost{Name: v.Name, Metadata: &vhostMetada{Tags: defTags{}, DefaultQueueType: v.DefaultQueueType}})
+		limits, _ := json.Marshal(nonNilLimits(v.Limits))
+		d.Vhosts = append(d.Vhosts, DefVhost{Name: v.Name, Metadata: &vhostMetada{Tags: defTags{}, DefaultQueueType: v.DefaultQueueType}, Limits: limits})
+		if len(v.Limits) > 0 {
+			// RabbitMQ writes them as a runtime parameter too.
+			d.Parameters = append(d.Parameters, DefParameter{Vhost: v.Name, Component: "vhost-limits", Name: "limits", Value: limits})
+		}
 	}
 	for _, p := range snap.Permissions {
 		d.Permissions = append(d.Permissions, DefPermission(p))

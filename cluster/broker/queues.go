@@ -225,6 +225,9 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		return nil, queue.Stats{}, amqp.Errorf(amqp.InternalError, "Feature `transient_nonexcl_queues` is deprecated.\nBy default, this feature is not permitted anymore.\nThe feature will be removed from a future major RabbitMQ version, regardless of the configuration; actual version to be determined.\nTo continue using it, set the following parameter in your configuration:\n    \"deprecated_features.permit.transient_nonexcl_queues = true\"")
 	}
 
+	if err := v.checkQueueLimitLocked(d.Name); err != nil {
+		return nil, queue.Stats{}, err
+	}
 	typ, err := v.queueType(d, serverNamed)
 	if err != nil {
 		return nil, queue.Stats{}, err

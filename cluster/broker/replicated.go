@@ -94,6 +94,13 @@ func (b *Broker) applyVhost(rec metadata.Vhost, del bool) {
 		b.vhosts[rec.Name] = newVhost(b, rec)
 	}
 	b.mu.Unlock()
+	if !del && ok {
+		// What a vhost's record changes (SetVhostLimits). Not under
+		// b.mu: a declare holds v.mu while placement takes b.mu.
+		v.mu.Lock()
+		v.limits = rec.Limits
+		v.mu.Unlock()
+	}
 	if del && ok {
 		// What is left are this node's transient and exclusive queues
 		// (the durable ones were deleted before the vhost, in the same

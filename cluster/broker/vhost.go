@@ -22,6 +22,8 @@ type Vhost struct {
 	// policies by name (policy.go).
 	policies   map[string]*policy
 	opPolicies map[string]*policy
+	// limits are the vhost's limits (limits.go), nil for none.
+	limits map[string]int64
 }
 
 // predeclared are the exchanges every vhost has, as in RabbitMQ.
@@ -43,6 +45,7 @@ func newVhost(b *Broker, rec metadata.Vhost) *Vhost {
 		queues:           make(map[string]*Queue),
 		policies:         make(map[string]*policy),
 		opPolicies:       make(map[string]*policy),
+		limits:           rec.Limits,
 	}
 	if v.defaultQueueType == "" {
 		v.defaultQueueType = b.cfg.DefaultQueueType

@@ -12,6 +12,10 @@ type Vhost struct {
 	// DefaultQueueType is the type a durable queue gets when declared
 	// without x-queue-type ("quorum" unless configured otherwise).
 	DefaultQueueType string `json:"default_queue_type"`
+	// Limits are the vhost's limits (rabbitmqctl set_vhost_limits), by
+	// RabbitMQ's names: max-connections and max-queues. A limit that is
+	// not there is no limit.
+	Limits map[string]int64 `json:"limits,omitempty"`
 }
 
 // User is an account that may log in.

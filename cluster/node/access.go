@@ -27,6 +27,16 @@ func (a *adminBackend) AddVhost(name, defaultQueueType string) error {
 }
 func (a *adminBackend) DeleteVhost(name string) error { return accessError(a.b.DeleteVhost(name)) }
 func (a *adminBackend) Vhosts() []metadata.Vhost      { return a.b.Vhosts() }
+func (a *adminBackend) SetVhostLimits(vhost, definition string) error {
+	var limits map[string]int64
+	if definition != "" {
+		var err error
+		if limits, err = broker.ParseVhostLimits(definition); err != nil {
+			return accessError(err)
+		}
+	}
+	return accessError(a.b.SetVhostLimits(vhost, limits))
+}
 func (a *adminBackend) SetPermissions(p metadata.Permission) error {
 	return accessError(a.b.SetPermissions(p))
 }

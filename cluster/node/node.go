@@ -42,6 +42,10 @@ type Config struct {
 	Cluster *ClusterConfig
 }
 
+// connectionCountWait bounds how long a connection to a vhost with a
+// connection limit waits for the other nodes' counts.
+const connectionCountWait = 3 * time.Second
+
 // Node is a running node.
 type Node struct {
 	cfg     Config
@@ -149,6 +153,13 @@ func Start(cfg Config) (*Node, error) {
 		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
 		b.OnDrainChange(cn.drainChanged) // drain.go
 		n.startMaintenance()             // drain.go
+		// A vhost's connection limit counts its connections on every
+		// node, as RabbitMQ's connection tracking does.
+		n.server.SetConnectionCounter(func(vhost string) int {
+			ctx, cancel := context.WithTimeout(context.Background(), connectionCountWait)
+			defer cancel()
+			return cn.adminSrv.CountConnections(ctx, vhost)
+		})
 	}
 	waitCtx, stopWaiting := context.WithCancel(context.Background())
 	n.stopWaiting = stopWaiting

@@ -1251,8 +1251,11 @@ type Vhost struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	DefaultQueueType string                 `protobuf:"bytes,2,opt,name=default_queue_type,json=defaultQueueType,proto3" json:"default_queue_type,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Its limits by RabbitMQ's names (max-connections, max-queues); none
+	// for no limit.
+	Limits        map[string]int64 `protobuf:"bytes,3,rep,name=limits,proto3" json:"limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Vhost) Reset() {
@@ -1299,6 +1302,68 @@ func (x *Vhost) GetDefaultQueueType() string {
 	return ""
 }
 
+func (x *Vhost) GetLimits() map[string]int64 {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+type SetVhostLimitsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vhost string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	// A JSON object, as rabbitmqctl set_vhost_limits takes it:
+	// {"max-connections": 100, "max-queues": 500}. A negative value is no
+	// limit; what is not named has none.
+	Definition    string `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetVhostLimitsRequest) Reset() {
+	*x = SetVhostLimitsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetVhostLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetVhostLimitsRequest) ProtoMessage() {}
+
+func (x *SetVhostLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetVhostLimitsRequest.ProtoReflect.Descriptor instead.
+func (*SetVhostLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SetVhostLimitsRequest) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *SetVhostLimitsRequest) GetDefinition() string {
+	if x != nil {
+		return x.Definition
+	}
+	return ""
+}
+
 // A user's access to a vhost: regular expressions matched against the
 // names of the resources it may configure, write to and read from.
 type Permission struct {
@@ -1314,7 +1379,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1391,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1404,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Permission) GetUser() string {
@@ -1387,7 +1452,7 @@ type ClearPermissionsRequest struct {
 
 func (x *ClearPermissionsRequest) Reset() {
 	*x = ClearPermissionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1464,7 @@ func (x *ClearPermissionsRequest) String() string {
 func (*ClearPermissionsRequest) ProtoMessage() {}
 
 func (x *ClearPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1477,7 @@ func (x *ClearPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*ClearPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ClearPermissionsRequest) GetUser() string {
@@ -1440,7 +1505,7 @@ type ListPermissionsRequest struct {
 
 func (x *ListPermissionsRequest) Reset() {
 	*x = ListPermissionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1517,7 @@ func (x *ListPermissionsRequest) String() string {
 func (*ListPermissionsRequest) ProtoMessage() {}
 
 func (x *ListPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1530,7 @@ func (x *ListPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListPermissionsRequest) GetVhost() string {
@@ -1492,7 +1557,7 @@ type ListPermissionsResponse struct {
 
 func (x *ListPermissionsResponse) Reset() {
 	*x = ListPermissionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1569,7 @@ func (x *ListPermissionsResponse) String() string {
 func (*ListPermissionsResponse) ProtoMessage() {}
 
 func (x *ListPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1582,7 @@ func (x *ListPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListPermissionsResponse) GetPermissions() []*Permission {
@@ -1535,7 +1600,7 @@ type AlarmsRequest struct {
 
 func (x *AlarmsRequest) Reset() {
 	*x = AlarmsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1612,7 @@ func (x *AlarmsRequest) String() string {
 func (*AlarmsRequest) ProtoMessage() {}
 
 func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1625,7 @@ func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmsRequest.ProtoReflect.Descriptor instead.
 func (*AlarmsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 type AlarmsResponse struct {
@@ -1585,7 +1650,7 @@ type AlarmsResponse struct {
 
 func (x *AlarmsResponse) Reset() {
 	*x = AlarmsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1662,7 @@ func (x *AlarmsResponse) String() string {
 func (*AlarmsResponse) ProtoMessage() {}
 
 func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1675,7 @@ func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmsResponse.ProtoReflect.Descriptor instead.
 func (*AlarmsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AlarmsResponse) GetNode() string {
@@ -1673,7 +1738,7 @@ type ResourceAlarm struct {
 
 func (x *ResourceAlarm) Reset() {
 	*x = ResourceAlarm{}
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1750,7 @@ func (x *ResourceAlarm) String() string {
 func (*ResourceAlarm) ProtoMessage() {}
 
 func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1763,7 @@ func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceAlarm.ProtoReflect.Descriptor instead.
 func (*ResourceAlarm) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResourceAlarm) GetNode() string {
@@ -1729,7 +1794,7 @@ type SetWatermarkRequest struct {
 
 func (x *SetWatermarkRequest) Reset() {
 	*x = SetWatermarkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1806,7 @@ func (x *SetWatermarkRequest) String() string {
 func (*SetWatermarkRequest) ProtoMessage() {}
 
 func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1819,7 @@ func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWatermarkRequest.ProtoReflect.Descriptor instead.
 func (*SetWatermarkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetWatermarkRequest) GetResource() string {
@@ -1780,7 +1845,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1857,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1870,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DrainRequest) GetNode() string {
@@ -1830,7 +1895,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1907,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1920,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DrainResponse) GetNode() string {
@@ -1897,7 +1962,7 @@ type MemberMaintenanceRequest struct {
 
 func (x *MemberMaintenanceRequest) Reset() {
 	*x = MemberMaintenanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +1974,7 @@ func (x *MemberMaintenanceRequest) String() string {
 func (*MemberMaintenanceRequest) ProtoMessage() {}
 
 func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +1987,7 @@ func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MemberMaintenanceRequest) GetDraining() bool {
@@ -1942,7 +2007,7 @@ type MemberMaintenanceResponse struct {
 
 func (x *MemberMaintenanceResponse) Reset() {
 	*x = MemberMaintenanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2019,7 @@ func (x *MemberMaintenanceResponse) String() string {
 func (*MemberMaintenanceResponse) ProtoMessage() {}
 
 func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2032,7 @@ func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MemberMaintenanceResponse) GetDraining() bool {
@@ -1993,7 +2058,7 @@ type ForgetNodeRequest struct {
 
 func (x *ForgetNodeRequest) Reset() {
 	*x = ForgetNodeRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2070,7 @@ func (x *ForgetNodeRequest) String() string {
 func (*ForgetNodeRequest) ProtoMessage() {}
 
 func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2083,7 @@ func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetNodeRequest.ProtoReflect.Descriptor instead.
 func (*ForgetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ForgetNodeRequest) GetNode() string {
@@ -2036,7 +2101,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2113,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2126,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 type ClusterStatusResponse struct {
@@ -2078,7 +2143,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2155,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2168,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ClusterStatusResponse) GetNode() string {
@@ -2149,7 +2214,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2161,7 +2226,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2174,7 +2239,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Node) GetName() string {
@@ -2248,7 +2313,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2325,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2338,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 type NodeStatusResponse struct {
@@ -2310,7 +2375,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2387,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2400,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeStatusResponse) GetNode() *Node {
@@ -2460,7 +2525,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2472,7 +2537,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2485,7 +2550,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListQueuesRequest) GetVhost() string {
@@ -2505,7 +2570,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +2582,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +2595,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -2568,7 +2633,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2645,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2658,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Queue) GetVhost() string {
@@ -2691,7 +2756,7 @@ type QuorumStatusRequest struct {
 
 func (x *QuorumStatusRequest) Reset() {
 	*x = QuorumStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2768,7 @@ func (x *QuorumStatusRequest) String() string {
 func (*QuorumStatusRequest) ProtoMessage() {}
 
 func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2781,7 @@ func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusRequest.ProtoReflect.Descriptor instead.
 func (*QuorumStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *QuorumStatusRequest) GetVhost() string {
@@ -2750,7 +2815,7 @@ type QuorumStatusResponse struct {
 
 func (x *QuorumStatusResponse) Reset() {
 	*x = QuorumStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +2827,7 @@ func (x *QuorumStatusResponse) String() string {
 func (*QuorumStatusResponse) ProtoMessage() {}
 
 func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +2840,7 @@ func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusResponse.ProtoReflect.Descriptor instead.
 func (*QuorumStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *QuorumStatusResponse) GetVhost() string {
@@ -2822,7 +2887,7 @@ type MemberStatusRequest struct {
 
 func (x *MemberStatusRequest) Reset() {
 	*x = MemberStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +2899,7 @@ func (x *MemberStatusRequest) String() string {
 func (*MemberStatusRequest) ProtoMessage() {}
 
 func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +2912,7 @@ func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatusRequest.ProtoReflect.Descriptor instead.
 func (*MemberStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MemberStatusRequest) GetQueueId() string {
@@ -2878,7 +2943,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2890,7 +2955,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2903,7 +2968,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Member) GetNode() string {
@@ -2982,7 +3047,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2994,7 +3059,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3007,7 +3072,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Policy) GetVhost() string {
@@ -3068,7 +3133,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3145,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3093,7 +3158,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetPolicyRequest) GetPolicy() *Policy {
@@ -3111,7 +3176,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3188,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3201,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 type ClearPolicyRequest struct {
@@ -3151,7 +3216,7 @@ type ClearPolicyRequest struct {
 
 func (x *ClearPolicyRequest) Reset() {
 	*x = ClearPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3228,7 @@ func (x *ClearPolicyRequest) String() string {
 func (*ClearPolicyRequest) ProtoMessage() {}
 
 func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3241,7 @@ func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyRequest.ProtoReflect.Descriptor instead.
 func (*ClearPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClearPolicyRequest) GetVhost() string {
@@ -3208,7 +3273,7 @@ type ClearPolicyResponse struct {
 
 func (x *ClearPolicyResponse) Reset() {
 	*x = ClearPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3285,7 @@ func (x *ClearPolicyResponse) String() string {
 func (*ClearPolicyResponse) ProtoMessage() {}
 
 func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3298,7 @@ func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyResponse.ProtoReflect.Descriptor instead.
 func (*ClearPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 type ListPoliciesRequest struct {
@@ -3247,7 +3312,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3259,7 +3324,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3272,7 +3337,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListPoliciesRequest) GetVhost() string {
@@ -3299,7 +3364,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3376,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3389,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -3347,7 +3412,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[57]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3359,7 +3424,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[57]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3372,7 +3437,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TransferLeadershipRequest) GetVhost() string {
@@ -3412,7 +3477,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[58]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3424,7 +3489,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[58]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3437,7 +3502,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TransferLeadershipResponse) GetVhost() string {
@@ -3486,7 +3551,7 @@ type MemberTransferLeadershipRequest struct {
 
 func (x *MemberTransferLeadershipRequest) Reset() {
 	*x = MemberTransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[59]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3498,7 +3563,7 @@ func (x *MemberTransferLeadershipRequest) String() string {
 func (*MemberTransferLeadershipRequest) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[59]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3511,7 +3576,7 @@ func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *MemberTransferLeadershipRequest) GetQueueId() string {
@@ -3536,7 +3601,7 @@ type MemberTransferLeadershipResponse struct {
 
 func (x *MemberTransferLeadershipResponse) Reset() {
 	*x = MemberTransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[60]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3548,7 +3613,7 @@ func (x *MemberTransferLeadershipResponse) String() string {
 func (*MemberTransferLeadershipResponse) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[60]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3561,7 +3626,7 @@ func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
 }
 
 type LocalMembersRequest struct {
@@ -3572,7 +3637,7 @@ type LocalMembersRequest struct {
 
 func (x *LocalMembersRequest) Reset() {
 	*x = LocalMembersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[61]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3584,7 +3649,7 @@ func (x *LocalMembersRequest) String() string {
 func (*LocalMembersRequest) ProtoMessage() {}
 
 func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[61]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3597,7 +3662,7 @@ func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersRequest.ProtoReflect.Descriptor instead.
 func (*LocalMembersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
 }
 
 type LocalMembersResponse struct {
@@ -3612,7 +3677,7 @@ type LocalMembersResponse struct {
 
 func (x *LocalMembersResponse) Reset() {
 	*x = LocalMembersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[62]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3689,7 @@ func (x *LocalMembersResponse) String() string {
 func (*LocalMembersResponse) ProtoMessage() {}
 
 func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[62]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3702,7 @@ func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersResponse.ProtoReflect.Descriptor instead.
 func (*LocalMembersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LocalMembersResponse) GetNode() string {
@@ -3664,7 +3729,7 @@ type LocalMember struct {
 
 func (x *LocalMember) Reset() {
 	*x = LocalMember{}
-	mi := &file_adminpb_admin_proto_msgTypes[63]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3741,7 @@ func (x *LocalMember) String() string {
 func (*LocalMember) ProtoMessage() {}
 
 func (x *LocalMember) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[63]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3754,7 @@ func (x *LocalMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMember.ProtoReflect.Descriptor instead.
 func (*LocalMember) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LocalMember) GetQueueId() string {
@@ -3718,7 +3783,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[64]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3730,7 +3795,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[64]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3743,7 +3808,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RebalanceRequest) GetVhostPattern() string {
@@ -3775,7 +3840,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[65]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3787,7 +3852,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[65]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3800,7 +3865,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RebalanceResponse) GetMoves() []*LeaderMove {
@@ -3838,7 +3903,7 @@ type LeaderMove struct {
 
 func (x *LeaderMove) Reset() {
 	*x = LeaderMove{}
-	mi := &file_adminpb_admin_proto_msgTypes[66]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3850,7 +3915,7 @@ func (x *LeaderMove) String() string {
 func (*LeaderMove) ProtoMessage() {}
 
 func (x *LeaderMove) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[66]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3863,7 +3928,7 @@ func (x *LeaderMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderMove.ProtoReflect.Descriptor instead.
 func (*LeaderMove) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *LeaderMove) GetVhost() string {
@@ -3912,7 +3977,7 @@ type NodeLeaders struct {
 
 func (x *NodeLeaders) Reset() {
 	*x = NodeLeaders{}
-	mi := &file_adminpb_admin_proto_msgTypes[67]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +3989,7 @@ func (x *NodeLeaders) String() string {
 func (*NodeLeaders) ProtoMessage() {}
 
 func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[67]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4002,7 @@ func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaders.ProtoReflect.Descriptor instead.
 func (*NodeLeaders) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *NodeLeaders) GetNode() string {
@@ -3971,7 +4036,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_adminpb_admin_proto_msgTypes[68]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4048,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[68]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4061,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *QueueRef) GetVhost() string {
@@ -4023,7 +4088,7 @@ type CheckQuorumCriticalRequest struct {
 
 func (x *CheckQuorumCriticalRequest) Reset() {
 	*x = CheckQuorumCriticalRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4035,7 +4100,7 @@ func (x *CheckQuorumCriticalRequest) String() string {
 func (*CheckQuorumCriticalRequest) ProtoMessage() {}
 
 func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4048,7 +4113,7 @@ func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckQuorumCriticalRequest.ProtoReflect.Descriptor instead.
 func (*CheckQuorumCriticalRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CheckQuorumCriticalRequest) GetNode() string {
@@ -4068,7 +4133,7 @@ type CheckLeaderlessRequest struct {
 
 func (x *CheckLeaderlessRequest) Reset() {
 	*x = CheckLeaderlessRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +4145,7 @@ func (x *CheckLeaderlessRequest) String() string {
 func (*CheckLeaderlessRequest) ProtoMessage() {}
 
 func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +4158,7 @@ func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLeaderlessRequest.ProtoReflect.Descriptor instead.
 func (*CheckLeaderlessRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CheckLeaderlessRequest) GetVhost() string {
@@ -4113,7 +4178,7 @@ type CheckReplicasSyncedRequest struct {
 
 func (x *CheckReplicasSyncedRequest) Reset() {
 	*x = CheckReplicasSyncedRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4125,7 +4190,7 @@ func (x *CheckReplicasSyncedRequest) String() string {
 func (*CheckReplicasSyncedRequest) ProtoMessage() {}
 
 func (x *CheckReplicasSyncedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4138,7 +4203,7 @@ func (x *CheckReplicasSyncedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckReplicasSyncedRequest.ProtoReflect.Descriptor instead.
 func (*CheckReplicasSyncedRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CheckReplicasSyncedRequest) GetNode() string {
@@ -4160,7 +4225,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4172,7 +4237,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4185,7 +4250,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CheckResponse) GetQueues() []*CheckedQueue {
@@ -4213,7 +4278,7 @@ type CheckedQueue struct {
 
 func (x *CheckedQueue) Reset() {
 	*x = CheckedQueue{}
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4225,7 +4290,7 @@ func (x *CheckedQueue) String() string {
 func (*CheckedQueue) ProtoMessage() {}
 
 func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4238,7 +4303,7 @@ func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckedQueue.ProtoReflect.Descriptor instead.
 func (*CheckedQueue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CheckedQueue) GetVhost() string {
@@ -4295,7 +4360,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[74]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4307,7 +4372,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[74]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4320,7 +4385,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *AddMemberRequest) GetVhost() string {
@@ -4357,7 +4422,7 @@ type DeleteMemberRequest struct {
 
 func (x *DeleteMemberRequest) Reset() {
 	*x = DeleteMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[75]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4369,7 +4434,7 @@ func (x *DeleteMemberRequest) String() string {
 func (*DeleteMemberRequest) ProtoMessage() {}
 
 func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[75]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4382,7 +4447,7 @@ func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DeleteMemberRequest) GetVhost() string {
@@ -4430,7 +4495,7 @@ type GrowRequest struct {
 
 func (x *GrowRequest) Reset() {
 	*x = GrowRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[76]
+	mi := &file_adminpb_admin_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4442,7 +4507,7 @@ func (x *GrowRequest) String() string {
 func (*GrowRequest) ProtoMessage() {}
 
 func (x *GrowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[76]
+	mi := &file_adminpb_admin_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4455,7 +4520,7 @@ func (x *GrowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrowRequest.ProtoReflect.Descriptor instead.
 func (*GrowRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GrowRequest) GetNode() string {
@@ -4495,7 +4560,7 @@ type ShrinkRequest struct {
 
 func (x *ShrinkRequest) Reset() {
 	*x = ShrinkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[77]
+	mi := &file_adminpb_admin_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4507,7 +4572,7 @@ func (x *ShrinkRequest) String() string {
 func (*ShrinkRequest) ProtoMessage() {}
 
 func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[77]
+	mi := &file_adminpb_admin_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4520,7 +4585,7 @@ func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShrinkRequest.ProtoReflect.Descriptor instead.
 func (*ShrinkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{77}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ShrinkRequest) GetNode() string {
@@ -4542,7 +4607,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[78]
+	mi := &file_adminpb_admin_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4554,7 +4619,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[78]
+	mi := &file_adminpb_admin_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4567,7 +4632,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{78}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *MembershipResponse) GetChanged() []string {
@@ -4594,7 +4659,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[79]
+	mi := &file_adminpb_admin_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4606,7 +4671,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[79]
+	mi := &file_adminpb_admin_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4619,7 +4684,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{79}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListConnectionsRequest) GetVhost() string {
@@ -4641,7 +4706,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[80]
+	mi := &file_adminpb_admin_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4653,7 +4718,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[80]
+	mi := &file_adminpb_admin_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4666,7 +4731,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{80}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -4702,7 +4767,7 @@ type CloseConnectionsRequest struct {
 
 func (x *CloseConnectionsRequest) Reset() {
 	*x = CloseConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4714,7 +4779,7 @@ func (x *CloseConnectionsRequest) String() string {
 func (*CloseConnectionsRequest) ProtoMessage() {}
 
 func (x *CloseConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4727,7 +4792,7 @@ func (x *CloseConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*CloseConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *CloseConnectionsRequest) GetName() string {
@@ -4784,7 +4849,7 @@ type CloseConnectionsResponse struct {
 
 func (x *CloseConnectionsResponse) Reset() {
 	*x = CloseConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4796,7 +4861,7 @@ func (x *CloseConnectionsResponse) String() string {
 func (*CloseConnectionsResponse) ProtoMessage() {}
 
 func (x *CloseConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4809,7 +4874,7 @@ func (x *CloseConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*CloseConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CloseConnectionsResponse) GetClosed() []*ClosedConnection {
@@ -4838,7 +4903,7 @@ type ClosedConnection struct {
 
 func (x *ClosedConnection) Reset() {
 	*x = ClosedConnection{}
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4850,7 +4915,7 @@ func (x *ClosedConnection) String() string {
 func (*ClosedConnection) ProtoMessage() {}
 
 func (x *ClosedConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4863,7 +4928,7 @@ func (x *ClosedConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedConnection.ProtoReflect.Descriptor instead.
 func (*ClosedConnection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ClosedConnection) GetNode() string {
@@ -4904,7 +4969,7 @@ type NodeError struct {
 
 func (x *NodeError) Reset() {
 	*x = NodeError{}
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4916,7 +4981,7 @@ func (x *NodeError) String() string {
 func (*NodeError) ProtoMessage() {}
 
 func (x *NodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4929,7 +4994,7 @@ func (x *NodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
 func (*NodeError) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *NodeError) GetNode() string {
@@ -4977,7 +5042,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4989,7 +5054,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5002,7 +5067,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *Connection) GetNode() string {
@@ -5139,7 +5204,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5151,7 +5216,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5164,7 +5229,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *Channel) GetNumber() uint32 {
@@ -5241,7 +5306,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5253,7 +5318,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5266,7 +5331,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *Consumer) GetQueue() string {
@@ -5329,7 +5394,7 @@ type QuorumConsumersRequest struct {
 
 func (x *QuorumConsumersRequest) Reset() {
 	*x = QuorumConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5341,7 +5406,7 @@ func (x *QuorumConsumersRequest) String() string {
 func (*QuorumConsumersRequest) ProtoMessage() {}
 
 func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5354,7 +5419,7 @@ func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *QuorumConsumersRequest) GetVhost() string {
@@ -5380,7 +5445,7 @@ type MemberConsumersRequest struct {
 
 func (x *MemberConsumersRequest) Reset() {
 	*x = MemberConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[89]
+	mi := &file_adminpb_admin_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5392,7 +5457,7 @@ func (x *MemberConsumersRequest) String() string {
 func (*MemberConsumersRequest) ProtoMessage() {}
 
 func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[89]
+	mi := &file_adminpb_admin_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5405,7 +5470,7 @@ func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
 func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *MemberConsumersRequest) GetQueueId() string {
@@ -5430,7 +5495,7 @@ type QuorumConsumersResponse struct {
 
 func (x *QuorumConsumersResponse) Reset() {
 	*x = QuorumConsumersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[90]
+	mi := &file_adminpb_admin_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5442,7 +5507,7 @@ func (x *QuorumConsumersResponse) String() string {
 func (*QuorumConsumersResponse) ProtoMessage() {}
 
 func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[90]
+	mi := &file_adminpb_admin_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5455,7 +5520,7 @@ func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{90}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *QuorumConsumersResponse) GetVhost() string {
@@ -5523,7 +5588,7 @@ type QueueConsumer struct {
 
 func (x *QueueConsumer) Reset() {
 	*x = QueueConsumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[91]
+	mi := &file_adminpb_admin_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5535,7 +5600,7 @@ func (x *QueueConsumer) String() string {
 func (*QueueConsumer) ProtoMessage() {}
 
 func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[91]
+	mi := &file_adminpb_admin_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5548,7 +5613,7 @@ func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
 func (*QueueConsumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{91}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *QueueConsumer) GetId() uint64 {
@@ -5634,7 +5699,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[92]
+	mi := &file_adminpb_admin_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5711,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[92]
+	mi := &file_adminpb_admin_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5724,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{92}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *PeekRequest) GetVhost() string {
@@ -5693,7 +5758,7 @@ type MemberPeekRequest struct {
 
 func (x *MemberPeekRequest) Reset() {
 	*x = MemberPeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[93]
+	mi := &file_adminpb_admin_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5705,7 +5770,7 @@ func (x *MemberPeekRequest) String() string {
 func (*MemberPeekRequest) ProtoMessage() {}
 
 func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[93]
+	mi := &file_adminpb_admin_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5718,7 +5783,7 @@ func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPeekRequest.ProtoReflect.Descriptor instead.
 func (*MemberPeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{93}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *MemberPeekRequest) GetQueueId() string {
@@ -5759,7 +5824,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[94]
+	mi := &file_adminpb_admin_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5771,7 +5836,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[94]
+	mi := &file_adminpb_admin_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5784,7 +5849,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{94}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *PeekResponse) GetVhost() string {
@@ -5926,10 +5991,19 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
 	"\x11ListVhostsRequest\"A\n" +
 	"\x12ListVhostsResponse\x12+\n" +
-	"\x06vhosts\x18\x01 \x03(\v2\x13.warren.admin.VhostR\x06vhosts\"I\n" +
+	"\x06vhosts\x18\x01 \x03(\v2\x13.warren.admin.VhostR\x06vhosts\"\xbd\x01\n" +
 	"\x05Vhost\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
-	"\x12default_queue_type\x18\x02 \x01(\tR\x10defaultQueueType\"~\n" +
+	"\x12default_queue_type\x18\x02 \x01(\tR\x10defaultQueueType\x127\n" +
+	"\x06limits\x18\x03 \x03(\v2\x1f.warren.admin.Vhost.LimitsEntryR\x06limits\x1a9\n" +
+	"\vLimitsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"M\n" +
+	"\x15SetVhostLimitsRequest\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x02 \x01(\tR\n" +
+	"definition\"~\n" +
 	"\n" +
 	"Permission\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\x12\x14\n" +
@@ -6258,7 +6332,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"routingKey\x12%\n" +
 	"\x0econtent_header\x18\a \x01(\fR\rcontentHeader\x12\x18\n" +
 	"\apayload\x18\b \x01(\fR\apayload\x12\x1b\n" +
-	"\tbody_size\x18\t \x01(\x04R\bbodySize2\x94!\n" +
+	"\tbody_size\x18\t \x01(\x04R\bbodySize2\xb7\"\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -6306,7 +6380,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\bAddVhost\x12\x1d.warren.admin.AddVhostRequest\x1a\x1c.warren.admin.AccessResponse\x12G\n" +
 	"\vDeleteVhost\x12\x1a.warren.admin.VhostRequest\x1a\x1c.warren.admin.AccessResponse\x12O\n" +
 	"\n" +
-	"ListVhosts\x12\x1f.warren.admin.ListVhostsRequest\x1a .warren.admin.ListVhostsResponse\x12H\n" +
+	"ListVhosts\x12\x1f.warren.admin.ListVhostsRequest\x1a .warren.admin.ListVhostsResponse\x12S\n" +
+	"\x0eSetVhostLimits\x12#.warren.admin.SetVhostLimitsRequest\x1a\x1c.warren.admin.AccessResponse\x12L\n" +
+	"\x10ClearVhostLimits\x12\x1a.warren.admin.VhostRequest\x1a\x1c.warren.admin.AccessResponse\x12H\n" +
 	"\x0eSetPermissions\x12\x18.warren.admin.Permission\x1a\x1c.warren.admin.AccessResponse\x12W\n" +
 	"\x10ClearPermissions\x12%.warren.admin.ClearPermissionsRequest\x1a\x1c.warren.admin.AccessResponse\x12^\n" +
 	"\x0fListPermissions\x12$.warren.admin.ListPermissionsRequest\x1a%.warren.admin.ListPermissionsResponse\x12^\n" +
@@ -6330,7 +6406,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 97)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*ListExchangesRequest)(nil),             // 0: warren.admin.ListExchangesRequest
 	(*ListExchangesResponse)(nil),            // 1: warren.admin.ListExchangesResponse
@@ -6357,213 +6433,220 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*ListVhostsRequest)(nil),                // 22: warren.admin.ListVhostsRequest
 	(*ListVhostsResponse)(nil),               // 23: warren.admin.ListVhostsResponse
 	(*Vhost)(nil),                            // 24: warren.admin.Vhost
-	(*Permission)(nil),                       // 25: warren.admin.Permission
-	(*ClearPermissionsRequest)(nil),          // 26: warren.admin.ClearPermissionsRequest
-	(*ListPermissionsRequest)(nil),           // 27: warren.admin.ListPermissionsRequest
-	(*ListPermissionsResponse)(nil),          // 28: warren.admin.ListPermissionsResponse
-	(*AlarmsRequest)(nil),                    // 29: warren.admin.AlarmsRequest
-	(*AlarmsResponse)(nil),                   // 30: warren.admin.AlarmsResponse
-	(*ResourceAlarm)(nil),                    // 31: warren.admin.ResourceAlarm
-	(*SetWatermarkRequest)(nil),              // 32: warren.admin.SetWatermarkRequest
-	(*DrainRequest)(nil),                     // 33: warren.admin.DrainRequest
-	(*DrainResponse)(nil),                    // 34: warren.admin.DrainResponse
-	(*MemberMaintenanceRequest)(nil),         // 35: warren.admin.MemberMaintenanceRequest
-	(*MemberMaintenanceResponse)(nil),        // 36: warren.admin.MemberMaintenanceResponse
-	(*ForgetNodeRequest)(nil),                // 37: warren.admin.ForgetNodeRequest
-	(*ClusterStatusRequest)(nil),             // 38: warren.admin.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),            // 39: warren.admin.ClusterStatusResponse
-	(*Node)(nil),                             // 40: warren.admin.Node
-	(*NodeStatusRequest)(nil),                // 41: warren.admin.NodeStatusRequest
-	(*NodeStatusResponse)(nil),               // 42: warren.admin.NodeStatusResponse
-	(*ListQueuesRequest)(nil),                // 43: warren.admin.ListQueuesRequest
-	(*ListQueuesResponse)(nil),               // 44: warren.admin.ListQueuesResponse
-	(*Queue)(nil),                            // 45: warren.admin.Queue
-	(*QuorumStatusRequest)(nil),              // 46: warren.admin.QuorumStatusRequest
-	(*QuorumStatusResponse)(nil),             // 47: warren.admin.QuorumStatusResponse
-	(*MemberStatusRequest)(nil),              // 48: warren.admin.MemberStatusRequest
-	(*Member)(nil),                           // 49: warren.admin.Member
-	(*Policy)(nil),                           // 50: warren.admin.Policy
-	(*SetPolicyRequest)(nil),                 // 51: warren.admin.SetPolicyRequest
-	(*SetPolicyResponse)(nil),                // 52: warren.admin.SetPolicyResponse
-	(*ClearPolicyRequest)(nil),               // 53: warren.admin.ClearPolicyRequest
-	(*ClearPolicyResponse)(nil),              // 54: warren.admin.ClearPolicyResponse
-	(*ListPoliciesRequest)(nil),              // 55: warren.admin.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),             // 56: warren.admin.ListPoliciesResponse
-	(*TransferLeadershipRequest)(nil),        // 57: warren.admin.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),       // 58: warren.admin.TransferLeadershipResponse
-	(*MemberTransferLeadershipRequest)(nil),  // 59: warren.admin.MemberTransferLeadershipRequest
-	(*MemberTransferLeadershipResponse)(nil), // 60: warren.admin.MemberTransferLeadershipResponse
-	(*LocalMembersRequest)(nil),              // 61: warren.admin.LocalMembersRequest
-	(*LocalMembersResponse)(nil),             // 62: warren.admin.LocalMembersResponse
-	(*LocalMember)(nil),                      // 63: warren.admin.LocalMember
-	(*RebalanceRequest)(nil),                 // 64: warren.admin.RebalanceRequest
-	(*RebalanceResponse)(nil),                // 65: warren.admin.RebalanceResponse
-	(*LeaderMove)(nil),                       // 66: warren.admin.LeaderMove
-	(*NodeLeaders)(nil),                      // 67: warren.admin.NodeLeaders
-	(*QueueRef)(nil),                         // 68: warren.admin.QueueRef
-	(*CheckQuorumCriticalRequest)(nil),       // 69: warren.admin.CheckQuorumCriticalRequest
-	(*CheckLeaderlessRequest)(nil),           // 70: warren.admin.CheckLeaderlessRequest
-	(*CheckReplicasSyncedRequest)(nil),       // 71: warren.admin.CheckReplicasSyncedRequest
-	(*CheckResponse)(nil),                    // 72: warren.admin.CheckResponse
-	(*CheckedQueue)(nil),                     // 73: warren.admin.CheckedQueue
-	(*AddMemberRequest)(nil),                 // 74: warren.admin.AddMemberRequest
-	(*DeleteMemberRequest)(nil),              // 75: warren.admin.DeleteMemberRequest
-	(*GrowRequest)(nil),                      // 76: warren.admin.GrowRequest
-	(*ShrinkRequest)(nil),                    // 77: warren.admin.ShrinkRequest
-	(*MembershipResponse)(nil),               // 78: warren.admin.MembershipResponse
-	(*ListConnectionsRequest)(nil),           // 79: warren.admin.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 80: warren.admin.ListConnectionsResponse
-	(*CloseConnectionsRequest)(nil),          // 81: warren.admin.CloseConnectionsRequest
-	(*CloseConnectionsResponse)(nil),         // 82: warren.admin.CloseConnectionsResponse
-	(*ClosedConnection)(nil),                 // 83: warren.admin.ClosedConnection
-	(*NodeError)(nil),                        // 84: warren.admin.NodeError
-	(*Connection)(nil),                       // 85: warren.admin.Connection
-	(*Channel)(nil),                          // 86: warren.admin.Channel
-	(*Consumer)(nil),                         // 87: warren.admin.Consumer
-	(*QuorumConsumersRequest)(nil),           // 88: warren.admin.QuorumConsumersRequest
-	(*MemberConsumersRequest)(nil),           // 89: warren.admin.MemberConsumersRequest
-	(*QuorumConsumersResponse)(nil),          // 90: warren.admin.QuorumConsumersResponse
-	(*QueueConsumer)(nil),                    // 91: warren.admin.QueueConsumer
-	(*PeekRequest)(nil),                      // 92: warren.admin.PeekRequest
-	(*MemberPeekRequest)(nil),                // 93: warren.admin.MemberPeekRequest
-	(*PeekResponse)(nil),                     // 94: warren.admin.PeekResponse
-	nil,                                      // 95: warren.admin.ImportDefinitionsResponse.ImportedEntry
-	nil,                                      // 96: warren.admin.NodeStatusResponse.ReplicasEntry
+	(*SetVhostLimitsRequest)(nil),            // 25: warren.admin.SetVhostLimitsRequest
+	(*Permission)(nil),                       // 26: warren.admin.Permission
+	(*ClearPermissionsRequest)(nil),          // 27: warren.admin.ClearPermissionsRequest
+	(*ListPermissionsRequest)(nil),           // 28: warren.admin.ListPermissionsRequest
+	(*ListPermissionsResponse)(nil),          // 29: warren.admin.ListPermissionsResponse
+	(*AlarmsRequest)(nil),                    // 30: warren.admin.AlarmsRequest
+	(*AlarmsResponse)(nil),                   // 31: warren.admin.AlarmsResponse
+	(*ResourceAlarm)(nil),                    // 32: warren.admin.ResourceAlarm
+	(*SetWatermarkRequest)(nil),              // 33: warren.admin.SetWatermarkRequest
+	(*DrainRequest)(nil),                     // 34: warren.admin.DrainRequest
+	(*DrainResponse)(nil),                    // 35: warren.admin.DrainResponse
+	(*MemberMaintenanceRequest)(nil),         // 36: warren.admin.MemberMaintenanceRequest
+	(*MemberMaintenanceResponse)(nil),        // 37: warren.admin.MemberMaintenanceResponse
+	(*ForgetNodeRequest)(nil),                // 38: warren.admin.ForgetNodeRequest
+	(*ClusterStatusRequest)(nil),             // 39: warren.admin.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),            // 40: warren.admin.ClusterStatusResponse
+	(*Node)(nil),                             // 41: warren.admin.Node
+	(*NodeStatusRequest)(nil),                // 42: warren.admin.NodeStatusRequest
+	(*NodeStatusResponse)(nil),               // 43: warren.admin.NodeStatusResponse
+	(*ListQueuesRequest)(nil),                // 44: warren.admin.ListQueuesRequest
+	(*ListQueuesResponse)(nil),               // 45: warren.admin.ListQueuesResponse
+	(*Queue)(nil),                            // 46: warren.admin.Queue
+	(*QuorumStatusRequest)(nil),              // 47: warren.admin.QuorumStatusRequest
+	(*QuorumStatusResponse)(nil),             // 48: warren.admin.QuorumStatusResponse
+	(*MemberStatusRequest)(nil),              // 49: warren.admin.MemberStatusRequest
+	(*Member)(nil),                           // 50: warren.admin.Member
+	(*Policy)(nil),                           // 51: warren.admin.Policy
+	(*SetPolicyRequest)(nil),                 // 52: warren.admin.SetPolicyRequest
+	(*SetPolicyResponse)(nil),                // 53: warren.admin.SetPolicyResponse
+	(*ClearPolicyRequest)(nil),               // 54: warren.admin.ClearPolicyRequest
+	(*ClearPolicyResponse)(nil),              // 55: warren.admin.ClearPolicyResponse
+	(*ListPoliciesRequest)(nil),              // 56: warren.admin.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 57: warren.admin.ListPoliciesResponse
+	(*TransferLeadershipRequest)(nil),        // 58: warren.admin.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),       // 59: warren.admin.TransferLeadershipResponse
+	(*MemberTransferLeadershipRequest)(nil),  // 60: warren.admin.MemberTransferLeadershipRequest
+	(*MemberTransferLeadershipResponse)(nil), // 61: warren.admin.MemberTransferLeadershipResponse
+	(*LocalMembersRequest)(nil),              // 62: warren.admin.LocalMembersRequest
+	(*LocalMembersResponse)(nil),             // 63: warren.admin.LocalMembersResponse
+	(*LocalMember)(nil),                      // 64: warren.admin.LocalMember
+	(*RebalanceRequest)(nil),                 // 65: warren.admin.RebalanceRequest
+	(*RebalanceResponse)(nil),                // 66: warren.admin.RebalanceResponse
+	(*LeaderMove)(nil),                       // 67: warren.admin.LeaderMove
+	(*NodeLeaders)(nil),                      // 68: warren.admin.NodeLeaders
+	(*QueueRef)(nil),                         // 69: warren.admin.QueueRef
+	(*CheckQuorumCriticalRequest)(nil),       // 70: warren.admin.CheckQuorumCriticalRequest
+	(*CheckLeaderlessRequest)(nil),           // 71: warren.admin.CheckLeaderlessRequest
+	(*CheckReplicasSyncedRequest)(nil),       // 72: warren.admin.CheckReplicasSyncedRequest
+	(*CheckResponse)(nil),                    // 73: warren.admin.CheckResponse
+	(*CheckedQueue)(nil),                     // 74: warren.admin.CheckedQueue
+	(*AddMemberRequest)(nil),                 // 75: warren.admin.AddMemberRequest
+	(*DeleteMemberRequest)(nil),              // 76: warren.admin.DeleteMemberRequest
+	(*GrowRequest)(nil),                      // 77: warren.admin.GrowRequest
+	(*ShrinkRequest)(nil),                    // 78: warren.admin.ShrinkRequest
+	(*MembershipResponse)(nil),               // 79: warren.admin.MembershipResponse
+	(*ListConnectionsRequest)(nil),           // 80: warren.admin.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 81: warren.admin.ListConnectionsResponse
+	(*CloseConnectionsRequest)(nil),          // 82: warren.admin.CloseConnectionsRequest
+	(*CloseConnectionsResponse)(nil),         // 83: warren.admin.CloseConnectionsResponse
+	(*ClosedConnection)(nil),                 // 84: warren.admin.ClosedConnection
+	(*NodeError)(nil),                        // 85: warren.admin.NodeError
+	(*Connection)(nil),                       // 86: warren.admin.Connection
+	(*Channel)(nil),                          // 87: warren.admin.Channel
+	(*Consumer)(nil),                         // 88: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 89: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 90: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 91: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 92: warren.admin.QueueConsumer
+	(*PeekRequest)(nil),                      // 93: warren.admin.PeekRequest
+	(*MemberPeekRequest)(nil),                // 94: warren.admin.MemberPeekRequest
+	(*PeekResponse)(nil),                     // 95: warren.admin.PeekResponse
+	nil,                                      // 96: warren.admin.ImportDefinitionsResponse.ImportedEntry
+	nil,                                      // 97: warren.admin.Vhost.LimitsEntry
+	nil,                                      // 98: warren.admin.NodeStatusResponse.ReplicasEntry
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
 	2,  // 0: warren.admin.ListExchangesResponse.exchanges:type_name -> warren.admin.Exchange
 	5,  // 1: warren.admin.ListBindingsResponse.bindings:type_name -> warren.admin.Binding
-	95, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
+	96, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
 	19, // 3: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
 	24, // 4: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
-	25, // 5: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
-	31, // 6: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
-	66, // 7: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
-	40, // 8: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
-	40, // 9: warren.admin.NodeStatusResponse.node:type_name -> warren.admin.Node
-	96, // 10: warren.admin.NodeStatusResponse.replicas:type_name -> warren.admin.NodeStatusResponse.ReplicasEntry
-	45, // 11: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
-	49, // 12: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
-	50, // 13: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
-	50, // 14: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
-	63, // 15: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
-	49, // 16: warren.admin.LocalMember.member:type_name -> warren.admin.Member
-	66, // 17: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
-	67, // 18: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
-	68, // 19: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
-	73, // 20: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	85, // 21: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
-	84, // 22: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	83, // 23: warren.admin.CloseConnectionsResponse.closed:type_name -> warren.admin.ClosedConnection
-	84, // 24: warren.admin.CloseConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	86, // 25: warren.admin.Connection.channels:type_name -> warren.admin.Channel
-	87, // 26: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	91, // 27: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
-	38, // 28: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	41, // 29: warren.admin.Admin.NodeStatus:input_type -> warren.admin.NodeStatusRequest
-	43, // 30: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	46, // 31: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	48, // 32: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	51, // 33: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	53, // 34: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	55, // 35: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	57, // 36: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	59, // 37: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	61, // 38: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	64, // 39: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	69, // 40: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	70, // 41: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	71, // 42: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
-	74, // 43: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	75, // 44: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	76, // 45: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	77, // 46: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	33, // 47: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	33, // 48: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	35, // 49: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	37, // 50: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	79, // 51: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	79, // 52: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	81, // 53: warren.admin.Admin.CloseConnections:input_type -> warren.admin.CloseConnectionsRequest
-	81, // 54: warren.admin.Admin.LocalCloseConnections:input_type -> warren.admin.CloseConnectionsRequest
-	88, // 55: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
-	89, // 56: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	92, // 57: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
-	93, // 58: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
-	29, // 59: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
-	32, // 60: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
-	13, // 61: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
-	14, // 62: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
-	15, // 63: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
-	16, // 64: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
-	17, // 65: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
-	20, // 66: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
-	21, // 67: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
-	22, // 68: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
-	25, // 69: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
-	26, // 70: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
-	27, // 71: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
-	9,  // 72: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
-	10, // 73: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
-	0,  // 74: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
-	3,  // 75: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
-	6,  // 76: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
-	7,  // 77: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
-	39, // 78: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	42, // 79: warren.admin.Admin.NodeStatus:output_type -> warren.admin.NodeStatusResponse
-	44, // 80: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	47, // 81: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	49, // 82: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	52, // 83: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	54, // 84: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	56, // 85: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	58, // 86: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	60, // 87: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	62, // 88: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	65, // 89: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	72, // 90: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	72, // 91: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	72, // 92: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
-	78, // 93: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	78, // 94: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	78, // 95: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	78, // 96: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	34, // 97: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	34, // 98: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	36, // 99: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	78, // 100: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	80, // 101: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	80, // 102: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	82, // 103: warren.admin.Admin.CloseConnections:output_type -> warren.admin.CloseConnectionsResponse
-	82, // 104: warren.admin.Admin.LocalCloseConnections:output_type -> warren.admin.CloseConnectionsResponse
-	90, // 105: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	90, // 106: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	94, // 107: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
-	94, // 108: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
-	30, // 109: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
-	30, // 110: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
-	12, // 111: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
-	12, // 112: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
-	12, // 113: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
-	12, // 114: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
-	18, // 115: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
-	12, // 116: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
-	12, // 117: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
-	23, // 118: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
-	12, // 119: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
-	12, // 120: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
-	28, // 121: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
-	10, // 122: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
-	11, // 123: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
-	1,  // 124: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
-	4,  // 125: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
-	8,  // 126: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
-	8,  // 127: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
-	78, // [78:128] is the sub-list for method output_type
-	28, // [28:78] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	97, // 5: warren.admin.Vhost.limits:type_name -> warren.admin.Vhost.LimitsEntry
+	26, // 6: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
+	32, // 7: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
+	67, // 8: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
+	41, // 9: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
+	41, // 10: warren.admin.NodeStatusResponse.node:type_name -> warren.admin.Node
+	98, // 11: warren.admin.NodeStatusResponse.replicas:type_name -> warren.admin.NodeStatusResponse.ReplicasEntry
+	46, // 12: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
+	50, // 13: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
+	51, // 14: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
+	51, // 15: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
+	64, // 16: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
+	50, // 17: warren.admin.LocalMember.member:type_name -> warren.admin.Member
+	67, // 18: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
+	68, // 19: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
+	69, // 20: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
+	74, // 21: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
+	86, // 22: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	85, // 23: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	84, // 24: warren.admin.CloseConnectionsResponse.closed:type_name -> warren.admin.ClosedConnection
+	85, // 25: warren.admin.CloseConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	87, // 26: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	88, // 27: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	92, // 28: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	39, // 29: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	42, // 30: warren.admin.Admin.NodeStatus:input_type -> warren.admin.NodeStatusRequest
+	44, // 31: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	47, // 32: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	49, // 33: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	52, // 34: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	54, // 35: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	56, // 36: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	58, // 37: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	60, // 38: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	62, // 39: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	65, // 40: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	70, // 41: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	71, // 42: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	72, // 43: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
+	75, // 44: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	76, // 45: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	77, // 46: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	78, // 47: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	34, // 48: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	34, // 49: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	36, // 50: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	38, // 51: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	80, // 52: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	80, // 53: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	82, // 54: warren.admin.Admin.CloseConnections:input_type -> warren.admin.CloseConnectionsRequest
+	82, // 55: warren.admin.Admin.LocalCloseConnections:input_type -> warren.admin.CloseConnectionsRequest
+	89, // 56: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	90, // 57: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	93, // 58: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
+	94, // 59: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
+	30, // 60: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	33, // 61: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	13, // 62: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
+	14, // 63: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
+	15, // 64: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
+	16, // 65: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
+	17, // 66: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
+	20, // 67: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
+	21, // 68: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
+	22, // 69: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
+	25, // 70: warren.admin.Admin.SetVhostLimits:input_type -> warren.admin.SetVhostLimitsRequest
+	21, // 71: warren.admin.Admin.ClearVhostLimits:input_type -> warren.admin.VhostRequest
+	26, // 72: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
+	27, // 73: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
+	28, // 74: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
+	9,  // 75: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
+	10, // 76: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
+	0,  // 77: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
+	3,  // 78: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
+	6,  // 79: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
+	7,  // 80: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
+	40, // 81: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	43, // 82: warren.admin.Admin.NodeStatus:output_type -> warren.admin.NodeStatusResponse
+	45, // 83: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	48, // 84: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	50, // 85: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	53, // 86: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	55, // 87: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	57, // 88: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	59, // 89: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	61, // 90: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	63, // 91: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	66, // 92: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	73, // 93: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	73, // 94: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	73, // 95: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
+	79, // 96: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	79, // 97: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	79, // 98: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	79, // 99: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	35, // 100: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	35, // 101: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	37, // 102: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	79, // 103: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	81, // 104: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	81, // 105: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	83, // 106: warren.admin.Admin.CloseConnections:output_type -> warren.admin.CloseConnectionsResponse
+	83, // 107: warren.admin.Admin.LocalCloseConnections:output_type -> warren.admin.CloseConnectionsResponse
+	91, // 108: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	91, // 109: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	95, // 110: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
+	95, // 111: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
+	31, // 112: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	31, // 113: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	12, // 114: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
+	12, // 115: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
+	12, // 116: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
+	12, // 117: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
+	18, // 118: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
+	12, // 119: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
+	12, // 120: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
+	23, // 121: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
+	12, // 122: warren.admin.Admin.SetVhostLimits:output_type -> warren.admin.AccessResponse
+	12, // 123: warren.admin.Admin.ClearVhostLimits:output_type -> warren.admin.AccessResponse
+	12, // 124: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
+	12, // 125: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
+	29, // 126: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
+	10, // 127: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
+	11, // 128: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
+	1,  // 129: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
+	4,  // 130: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
+	8,  // 131: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
+	8,  // 132: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
+	81, // [81:133] is the sub-list for method output_type
+	29, // [29:81] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -6571,14 +6654,14 @@ func file_adminpb_admin_proto_init() {
 	if File_adminpb_admin_proto != nil {
 		return
 	}
-	file_adminpb_admin_proto_msgTypes[49].OneofWrappers = []any{}
+	file_adminpb_admin_proto_msgTypes[50].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   97,
+			NumMessages:   99,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

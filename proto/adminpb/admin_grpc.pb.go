@@ -60,6 +60,8 @@ const (
 	Admin_AddVhost_FullMethodName                 = "/warren.admin.Admin/AddVhost"
 	Admin_DeleteVhost_FullMethodName              = "/warren.admin.Admin/DeleteVhost"
 	Admin_ListVhosts_FullMethodName               = "/warren.admin.Admin/ListVhosts"
+	Admin_SetVhostLimits_FullMethodName           = "/warren.admin.Admin/SetVhostLimits"
+	Admin_ClearVhostLimits_FullMethodName         = "/warren.admin.Admin/ClearVhostLimits"
 	Admin_SetPermissions_FullMethodName           = "/warren.admin.Admin/SetPermissions"
 	Admin_ClearPermissions_FullMethodName         = "/warren.admin.Admin/ClearPermissions"
 	Admin_ListPermissions_FullMethodName          = "/warren.admin.Admin/ListPermissions"
@@ -248,6 +250,11 @@ type AdminClient interface {
 	AddVhost(ctx context.Context, in *AddVhostRequest, opts ...grpc.CallOption) (*AccessResponse, error)
 	DeleteVhost(ctx context.Context, in *VhostRequest, opts ...grpc.CallOption) (*AccessResponse, error)
 	ListVhosts(ctx context.Context, in *ListVhostsRequest, opts ...grpc.CallOption) (*ListVhostsResponse, error)
+	// SetVhostLimits replaces a vhost's limits (max-connections,
+	// max-queues), as rabbitmqctl set_vhost_limits; ClearVhostLimits
+	// removes them, as clear_vhost_limits.
+	SetVhostLimits(ctx context.Context, in *SetVhostLimitsRequest, opts ...grpc.CallOption) (*AccessResponse, error)
+	ClearVhostLimits(ctx context.Context, in *VhostRequest, opts ...grpc.CallOption) (*AccessResponse, error)
 	SetPermissions(ctx context.Context, in *Permission, opts ...grpc.CallOption) (*AccessResponse, error)
 	ClearPermissions(ctx context.Context, in *ClearPermissionsRequest, opts ...grpc.CallOption) (*AccessResponse, error)
 	ListPermissions(ctx context.Context, in *ListPermissionsRequest, opts ...grpc.CallOption) (*ListPermissionsResponse, error)
@@ -694,6 +701,26 @@ func (c *adminClient) ListVhosts(ctx context.Context, in *ListVhostsRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) SetVhostLimits(ctx context.Context, in *SetVhostLimitsRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_SetVhostLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ClearVhostLimits(ctx context.Context, in *VhostRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_ClearVhostLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) SetPermissions(ctx context.Context, in *Permission, opts ...grpc.CallOption) (*AccessResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AccessResponse)
@@ -961,6 +988,11 @@ type AdminServer interface {
 	AddVhost(context.Context, *AddVhostRequest) (*AccessResponse, error)
 	DeleteVhost(context.Context, *VhostRequest) (*AccessResponse, error)
 	ListVhosts(context.Context, *ListVhostsRequest) (*ListVhostsResponse, error)
+	// SetVhostLimits replaces a vhost's limits (max-connections,
+	// max-queues), as rabbitmqctl set_vhost_limits; ClearVhostLimits
+	// removes them, as clear_vhost_limits.
+	SetVhostLimits(context.Context, *SetVhostLimitsRequest) (*AccessResponse, error)
+	ClearVhostLimits(context.Context, *VhostRequest) (*AccessResponse, error)
 	SetPermissions(context.Context, *Permission) (*AccessResponse, error)
 	ClearPermissions(context.Context, *ClearPermissionsRequest) (*AccessResponse, error)
 	ListPermissions(context.Context, *ListPermissionsRequest) (*ListPermissionsResponse, error)
@@ -1119,6 +1151,12 @@ func (UnimplementedAdminServer) DeleteVhost(context.Context, *VhostRequest) (*Ac
 }
 func (UnimplementedAdminServer) ListVhosts(context.Context, *ListVhostsRequest) (*ListVhostsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListVhosts not implemented")
+}
+func (UnimplementedAdminServer) SetVhostLimits(context.Context, *SetVhostLimitsRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetVhostLimits not implemented")
+}
+func (UnimplementedAdminServer) ClearVhostLimits(context.Context, *VhostRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ClearVhostLimits not implemented")
 }
 func (UnimplementedAdminServer) SetPermissions(context.Context, *Permission) (*AccessResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetPermissions not implemented")
@@ -1906,6 +1944,42 @@ func _Admin_ListVhosts_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_SetVhostLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetVhostLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetVhostLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetVhostLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetVhostLimits(ctx, req.(*SetVhostLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ClearVhostLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VhostRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ClearVhostLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ClearVhostLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ClearVhostLimits(ctx, req.(*VhostRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_SetPermissions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(Permission)
 	if err := dec(in); err != nil {
@@ -2238,6 +2312,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListVhosts",
 			Handler:    _Admin_ListVhosts_Handler,
+		},
+		{
+			MethodName: "SetVhostLimits",
+			Handler:    _Admin_SetVhostLimits_Handler,
+		},
+		{
+			MethodName: "ClearVhostLimits",
+			Handler:    _Admin_ClearVhostLimits_Handler,
 		},
 		{
 			MethodName: "SetPermissions",

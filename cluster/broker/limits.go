@@ -1,0 +1,122 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/metadata"
+)
+
+// Vhost limits, as RabbitMQ's rabbit_vhost_limit: at most so many client
+// connections to the vhost across the cluster, at most so many queues in
+// it. rabbitmqctl set_vhost_limits replaces the vhost's limits with a JSON
+// object; a limit of 0 allows none, a negative one is no limit.
+
+// The limits a vhost may have, by RabbitMQ's names.
+const (
+	LimitMaxConnections = "max-connections"
+	LimitMaxQueues      = "max-queues"
+)
+
+// ParseVhostLimits reads a limits definition as rabbitmqctl
+// set_vhost_limits takes it (a JSON object of integers, keys
+// max-connections and max-queues), dropping negative values (no limit),
+// as RabbitMQ's validation does. The error reads as RabbitMQ's.
+func ParseVhostLimits(definition string) (map[string]int64, error) {
+	var raw map[string]any
+	dec := json.NewDecoder(strings.NewReader(definition))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, invalidAccess("could not parse JSON document: %v", err)
+	}
+	var unknown []string
+	for k := range raw {
+		if k != LimitMaxConnections && k != LimitMaxQueues {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, invalidAccess("Unrecognised terms %v in limits", unknown)
+	}
+	limits := map[string]int64{}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		n, ok := raw[k].(json.Number)
+		i, err := n.Int64()
+		if !ok || err != nil {
+			return nil, invalidAccess("%s should be a number, actually was %v", k, raw[k])
+		}
+		if i >= 0 {
+			limits[k] = i
+		}
+	}
+	return limits, nil
+}
+
+// SetVhostLimits replaces vhost's limits (ParseVhostLimits) and returns
+// once the change is committed; every node enforces them from then on.
+// Connections and queues already over a new limit stay.
+func (b *Broker) SetVhostLimits(vhost string, limits map[string]int64) error {
+	v := b.vhost(vhost)
+	if v == nil {
+		return fmt.Errorf("%w: %s", ErrNoVhost, vhost)
+	}
+	if len(limits) == 0 {
+		limits = nil
+	}
+	if err := b.commit(metadata.Put(metadata.Vhost{Name: vhost, DefaultQueueType: v.defaultQueueType, Limits: limits})); err != nil {
+		return err
+	}
+	b.log.Info("vhost limits set", "vhost", vhost, "limits", limits)
+	return nil
+}
+
+// VhostLimits are vhost's limits; nil if it has none (or no such vhost).
+func (b *Broker) VhostLimits(vhost string) map[string]int64 {
+	v := b.vhost(vhost)
+	if v == nil {
+		return nil
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return maps.Clone(v.limits)
+}
+
+// limitLocked is the vhost's limit key and whether it has one; v.mu held.
+func (v *Vhost) limitLocked(key string) (int64, bool) {
+	n, ok := v.limits[key]
+	return n, ok
+}
+
+// MaxConnections is the vhost's connection limit, or math.MaxInt64 for
+// none.
+func (v *Vhost) MaxConnections() int64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if n, ok := v.limitLocked(LimitMaxConnections); ok {
+		return n
+	}
+	return math.MaxInt64
+}
+
+// ConnectionLimitError is what a client opening a vhost whose
+// connection limit is reached gets: 530 NOT_ALLOWED, as rabbit_reader
+// words it.
+func ConnectionLimitError(vhost, user string, limit int64) *amqp.Error {
+	return amqp.Errorf(amqp.NotAllowed, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", vhost, user, limit)
+}
+
+// checkQueueLimitLocked refuses a new queue name in a vhost whose queue
+// limit is reached: 406, as rabbit_queue_type's check words it. v.mu
+// held.
+func (v *Vhost) checkQueueLimitLocked(name string) error {
+	if n, ok := v.limitLocked(LimitMaxQueues); ok && int64(len(v.queues)) >= n {
+		return amqp.Errorf(amqp.PreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, n)
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+
+	"github.com/warrenmq/warren/proto/adminpb"
+)
+
+// Vhost limits, as rabbitmqctl set_vhost_limits, clear_vhost_limits and
+// list_vhost_limits.
+
+func init() {
+	commands = append(commands, &command{
+		name:    "set vhost-limits",
+		args:    []string{"DEFINITION"},
+		summary: "limit a vhost's connections and queues",
+		help: `Replaces the limits of --vhost with DEFINITION, a JSON object as rabbitmqctl
+set_vhost_limits takes it: {"max-connections": 100, "max-queues": 500}.
+max-connections bounds the client connections to the vhost across the cluster
+(one more is refused with 530 NOT_ALLOWED at connection.open), max-queues the
+queues in it (one more is refused with 406 PRECONDITION_FAILED at
+queue.declare). 0 allows none; a negative value, or a limit not named, is no
+limit. Connections and queues already over a new limit stay.`,
+		setup: setVhostLimits,
+	}, &command{
+		name:    "clear vhost-limits",
+		summary: "remove a vhost's limits",
+		help:    `Removes every limit of --vhost, as rabbitmqctl clear_vhost_limits.`,
+		setup:   clearVhostLimits,
+	}, &command{
+		name:    "list vhost-limits",
+		summary: "the limits of a vhost, or of every vhost that has some",
+		help: `Lists the limits of --vhost, or with --global of every vhost that has any, as
+rabbitmqctl list_vhost_limits.`,
+		setup: listVhostLimits,
+	})
+}
+
+func setVhostLimits(fs *flag.FlagSet) body {
+	vhost := fs.String("vhost", "/", "the `vhost`")
+	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
+		if _, err := c.SetVhostLimits(ctx, &adminpb.SetVhostLimitsRequest{Vhost: *vhost, Definition: args[0]}); err != nil {
+			return nil, err
+		}
+		return done("Set the limits of vhost '%s' to %s.", *vhost, args[0]), nil
+	}
+}
+
+func clearVhostLimits(fs *flag.FlagSet) body {
+	vhost := fs.String("vhost", "/", "the `vhost`")
+	return func(ctx context.Context, c adminpb.AdminClient, _ []string) (report, error) {
+		if _, err := c.ClearVhostLimits(ctx, &adminpb.VhostRequest{Name: *vhost}); err != nil {
+			return nil, err
+		}
+		return done("Cleared the limits of vhost '%s'.", *vhost), nil
+	}
+}
+
+type vhostLimitsReport struct {
+	Limits []vhostLimits `json:"limits"`
+}
+
+type vhostLimits struct {
+	Vhost  string           `json:"vhost"`
+	Limits map[string]int64 `json:"limits"`
+}
+
+func listVhostLimits(fs *flag.FlagSet) body {
+	vhost := fs.String("vhost", "/", "the `vhost`")
+	global := fs.Bool("global", false, "every vhost that has limits")
+	return func(ctx context.Context, c adminpb.AdminClient, _ []string) (report, error) {
+		resp, err := c.ListVhosts(ctx, &adminpb.ListVhostsRequest{})
+		if err != nil {
+			return nil, err
+		}
+		r := &vhostLimitsReport{Limits: []vhostLimits{}}
+		for _, v := range resp.Vhosts {
+			if (*global && len(v.Limits) > 0) || (!*global && v.Name == *vhost) {
+				limits := v.Limits
+				if limits == nil {
+					limits = map[string]int64{}
+				}
+				r.Limits = append(r.Limits, vhostLimits{Vhost: v.Name, Limits: limits})
+			}
+		}
+		return r, nil
+	}
+}
+
+func (r *vhostLimitsReport) writeText(w io.Writer) {
+	var rows [][]string
+	for _, v := range r.Limits {
+		b, _ := json.Marshal(v.Limits) // sorted keys
+		rows = append(rows, []string{v.Vhost, string(b)})
+	}
+	table(w, []string{"VHOST", "LIMITS"}, rows)
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/cluster/node/nodetest"
+)
+
+// TestVhostLimitsAgainstRealCluster: a vhost's max-connections counts its
+// connections on every node (two open on two nodes, the third refused on
+// the third node with RabbitMQ's 530), max-queues refuses one queue more
+// with 406 whichever node declares it; list vhost-limits shows them and
+// clear vhost-limits lifts them everywhere.
+func TestVhostLimitsAgainstRealCluster(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	admin := ms[0].InternalAddr().String()
+	ctl := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := warrenctl(t, append([]string{"--node", admin}, args...)...)
+		if code != 0 {
+			t.Fatalf("warrenctl %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+	ctl("add", "vhost", "tenant")
+	ctl("set", "permissions", "guest", ".*", ".*", ".*", "--vhost", "tenant")
+	ctl("set", "vhost-limits", `{"max-connections": 2, "max-queues": 2}`, "--vhost", "tenant")
+	if code, _, errOut := warrenctl(t, "--node", admin, "set", "vhost-limits", `{"max-channels": 2}`, "--vhost", "tenant"); code != 1 ||
+		!strings.Contains(errOut, "Unrecognised terms [max-channels] in limits") {
+		t.Errorf("an unknown limit: exit %d: %s", code, errOut)
+	}
+
+	dial := func(m *nodetest.Member) (*amqp091.Connection, error) {
+		return amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/tenant", m.AMQPAddr()))
+	}
+	var conns []*amqp091.Connection
+	for _, m := range ms[:2] {
+		var c *amqp091.Connection
+		nodetest.Eventually(t, "a connection to tenant through "+m.Name(), 10*time.Second, func() bool {
+			var err error
+			c, err = dial(m)
+			return err == nil
+		})
+		conns = append(conns, c)
+		defer c.Close()
+	}
+	// Committed through warren-0; the others apply it a moment later.
+	nodetest.Eventually(t, "warren-2 to know the limits", 10*time.Second, func() bool {
+		return ms[2].Broker().VhostLimits("tenant")["max-connections"] == 2
+	})
+	_, err := dial(ms[2])
+	var ae *amqp091.Error
+	if !errors.As(err, &ae) || ae.Code != amqp091.NotAllowed ||
+		ae.Reason != "NOT_ALLOWED - access to vhost 'tenant' refused for user 'guest': connection limit (2) is reached" {
+		t.Fatalf("a third connection, on a third node: %v", err)
+	}
+
+	// Two queues, through two nodes; a third refused through the third.
+	for i, m := range []*amqp091.Connection{conns[0], conns[1]} {
+		ch, err := m.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.QueueDeclare(fmt.Sprintf("q%d", i), true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conns[0].Close()
+	var third *amqp091.Connection
+	nodetest.Eventually(t, "a connection through warren-2 once one closed", 10*time.Second, func() bool {
+		third, err = dial(ms[2])
+		return err == nil
+	})
+	defer third.Close()
+	ch, err := third.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Eventually(t, "warren-2 to know both queues", 10*time.Second, func() bool {
+		_, ok0 := ms[2].Broker().QueueRecord("tenant", "q0")
+		_, ok1 := ms[2].Broker().QueueRecord("tenant", "q1")
+		return ok0 && ok1
+	})
+	_, declared := ch.QueueDeclare("q2", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"})
+	if !errors.As(declared, &ae) || ae.Code != amqp091.PreconditionFailed ||
+		ae.Reason != "PRECONDITION_FAILED - cannot declare queue 'q2': queue limit in vhost 'tenant' (2) is reached" {
+		t.Fatalf("a third queue: %v", declared)
+	}
+
+	var listed struct {
+		Limits []struct {
+			Vhost  string
+			Limits map[string]int64
+		}
+	}
+	if err := json.Unmarshal([]byte(ctl("--json", "list", "vhost-limits", "--global")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Limits) != 1 || listed.Limits[0].Vhost != "tenant" || listed.Limits[0].Limits["max-queues"] != 2 || listed.Limits[0].Limits["max-connections"] != 2 {
+		t.Fatalf("list vhost-limits --global: %+v", listed)
+	}
+
+	ctl("clear", "vhost-limits", "--vhost", "tenant")
+	if out := ctl("list", "vhost-limits", "--vhost", "tenant"); !strings.Contains(out, "{}") {
+		t.Errorf("list vhost-limits after clearing:\n%s", out)
+	}
+	nodetest.Eventually(t, "warren-2 to take the limits away", 10*time.Second, func() bool {
+		c, err := dial(ms[2])
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		ch, err := c.Channel()
+		if err != nil {
+			return false
+		}
+		_, err = ch.QueueDeclare("q2", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"})
+		return err == nil
+	})
+}
