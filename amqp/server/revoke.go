@@ -56,29 +56,34 @@ func (s *Server) CloseMatching(f ConnectionFilter, e *amqp.Error) []ClosedConnec
 	return closed
 }
 
-// SetConnectionCounter sets how the server counts the client connections
-// to a vhost across the cluster, for vhost connection limits; without
-// one, it counts its own.
-func (s *Server) SetConnectionCounter(count func(vhost string) int) {
+// ClientCount is how many client connections, and channels on them, are
+// a vhost's or a user's (whichever is set).
+type ClientCount struct{ Connections, Channels int }
+
+// SetClientCounter sets how the server counts a vhost's or a user's
+// clients across the cluster, for vhost and user limits; without one, it
+// counts its own.
+func (s *Server) SetClientCounter(count func(vhost, user string) ClientCount) {
 	s.mu.Lock()
 	s.countAll = count
 	s.mu.Unlock()
 }
 
-// countConnections is how many client connections vhost has: across the
-// cluster if a counter is set, else on this server. Only a vhost with a
-// connection limit is counted, at connection.open.
-func (s *Server) countConnections(vhost string) int {
+// countClients counts vhost's or user's clients: across the cluster if a
+// counter is set, else on this server. Only a vhost or a user with a limit
+// is counted, at connection.open and channel.open.
+func (s *Server) countClients(vhost, user string) ClientCount {
 	s.mu.Lock()
 	count := s.countAll
 	s.mu.Unlock()
 	if count != nil {
-		return count(vhost)
+		return count(vhost, user)
 	}
-	n := 0
-	for _, c := range s.openConns() {
-		if id := c.ident.Load(); id != nil && id.vhost == vhost {
-			n++
+	var n ClientCount
+	for _, c := range s.Connections() {
+		if (vhost == "" || c.Vhost == vhost) && (user == "" || c.User == user) {
+			n.Connections++
+			n.Channels += len(c.Channels)
 		}
 	}
 	return n

@@ -63,9 +63,9 @@ type Server struct {
 	conns     map[*conn]struct{}
 	closing   bool
 	suspended bool // maintenance mode: new connections are refused (suspend.go)
-	// countAll counts a vhost's connections across the cluster
-	// (SetConnectionCounter); nil on a node of its own.
-	countAll func(vhost string) int
+	// countAll counts a vhost's or a user's clients across the cluster
+	// (SetClientCounter); nil on a node of its own.
+	countAll func(vhost, user string) ClientCount
 	wg       sync.WaitGroup
 
 	replies replyRegistry // direct reply-to consumers (replyto.go)

@@ -25,6 +25,11 @@ type AccessBackend interface {
 	DeleteUser(name string) error
 	ChangePassword(name, password string) error
 	SetUserTags(name string, tags []string) error
+	// SetUserLimits reads definition as rabbitmqctl set_user_limits does
+	// and replaces the user's limits with it; ClearUserLimit removes the
+	// one named, or all of them for "all".
+	SetUserLimits(user, definition string) error
+	ClearUserLimit(user, limit string) error
 	Users() []metadata.User
 	AddVhost(name, defaultQueueType string) error
 	DeleteVhost(name string) error
@@ -85,7 +90,7 @@ func (s *Server) ListUsers(context.Context, *adminpb.ListUsersRequest) (*adminpb
 	}
 	resp := &adminpb.ListUsersResponse{}
 	for _, u := range ab.Users() {
-		resp.Users = append(resp.Users, &adminpb.User{Name: u.Name, Tags: u.Tags, HasPassword: u.PasswordHash != ""})
+		resp.Users = append(resp.Users, &adminpb.User{Name: u.Name, Tags: u.Tags, HasPassword: u.PasswordHash != "", Limits: u.Limits})
 	}
 	return resp, nil
 }
@@ -98,6 +103,19 @@ func (s *Server) AddVhost(_ context.Context, req *adminpb.AddVhostRequest) (*adm
 // DeleteVhost implements adminpb.AdminServer.
 func (s *Server) DeleteVhost(_ context.Context, req *adminpb.VhostRequest) (*adminpb.AccessResponse, error) {
 	return s.accessChange(func(ab AccessBackend) error { return ab.DeleteVhost(req.Name) })
+}
+
+// SetUserLimits implements adminpb.AdminServer.
+func (s *Server) SetUserLimits(_ context.Context, req *adminpb.SetUserLimitsRequest) (*adminpb.AccessResponse, error) {
+	if req.Definition == "" {
+		return nil, statusOf(Invalid("a limits definition is needed (a JSON object)"), codes.InvalidArgument)
+	}
+	return s.accessChange(func(ab AccessBackend) error { return ab.SetUserLimits(req.User, req.Definition) })
+}
+
+// ClearUserLimits implements adminpb.AdminServer.
+func (s *Server) ClearUserLimits(_ context.Context, req *adminpb.ClearUserLimitsRequest) (*adminpb.AccessResponse, error) {
+	return s.accessChange(func(ab AccessBackend) error { return ab.ClearUserLimit(req.User, req.Limit) })
 }
 
 // SetVhostLimits implements adminpb.AdminServer.

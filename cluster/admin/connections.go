@@ -59,16 +59,22 @@ func (s *Server) ListConnections(ctx context.Context, req *adminpb.ListConnectio
 	return resp, nil
 }
 
-// CountConnections is how many client connections to vhost every alive
-// node reports, for a vhost's connection limit (broker.Vhost
-// MaxConnections), as RabbitMQ's connection tracking counts them across
-// the cluster. A node that does not answer within its wait counts none.
-func (s *Server) CountConnections(ctx context.Context, vhost string) int {
-	resp, err := s.ListConnections(ctx, &adminpb.ListConnectionsRequest{Vhost: vhost})
+// CountClients is how many client connections to vhost, or of user, and
+// channels on them, every alive node reports, for vhost and user limits
+// (broker/limits.go), as RabbitMQ's connection and channel tracking count
+// them across the cluster. A node that does not answer within its wait
+// counts none.
+func (s *Server) CountClients(ctx context.Context, vhost, user string) server.ClientCount {
+	var n server.ClientCount
+	resp, err := s.ListConnections(ctx, &adminpb.ListConnectionsRequest{Vhost: vhost, User: user})
 	if err != nil {
-		return 0
+		return n
 	}
-	return len(resp.Connections)
+	for _, c := range resp.Connections {
+		n.Connections++
+		n.Channels += len(c.Channels)
+	}
+	return n
 }
 
 // askConnections is node's answer to LocalConnections.
@@ -101,7 +107,7 @@ func (s *Server) LocalConnections(_ context.Context, req *adminpb.ListConnection
 	}
 	resp := &adminpb.ListConnectionsResponse{}
 	for _, c := range cb.Connections() {
-		if req.Vhost == "" || c.Vhost == req.Vhost {
+		if (req.Vhost == "" || c.Vhost == req.Vhost) && (req.User == "" || c.User == req.User) {
 			resp.Connections = append(resp.Connections, connectionPB(s.b.Self(), c))
 		}
 	}

@@ -87,8 +87,12 @@ type DefVhost struct {
 }
 
 // limits are v's limits, none if the document gives none.
-func (v DefVhost) limits() (map[string]int64, error) {
-	raw := v.Limits
+func (v DefVhost) limits() (map[string]int64, error) { return readLimits(v.Limits, ParseVhostLimits) }
+
+// readLimits reads a vhost's or a user's limits from a definitions
+// document: an object as RabbitMQ 4.x writes it, or [name, value] pairs
+// as 3.x does; none for nothing, null, [] or {}.
+func readLimits(raw json.RawMessage, parse func(string) (map[string]int64, error)) (map[string]int64, error) {
 	var pairs [][2]json.RawMessage
 	if len(raw) > 0 && raw[0] == '[' {
 		if err := json.Unmarshal(raw, &pairs); err != nil {
@@ -107,7 +111,7 @@ func (v DefVhost) limits() (map[string]int64, error) {
 	if len(raw) == 0 || string(raw) == "null" || string(raw) == "{}" {
 		return nil, nil
 	}
-	return ParseVhostLimits(string(raw))
+	return parse(string(raw))
 }
 
 // vhostMetada's tags are a list, or "" (RabbitMQ 3.10 writes both).
@@ -215,7 +219,14 @@ func (b *Broker) ImportDefinitions(d *Definitions) ImportReport {
 			r.problem("a user without a name")
 			continue
 		}
-		if err := b.commit(metadata.Put(metadata.User{Name: u.Name, PasswordHash: u.PasswordHash, Tags: []string(u.Tags)})); err != nil {
+		limits, err := readLimits(u.Limits, ParseUserLimits)
+		if err != nil {
+			r.problem("limits of user %s: %v", u.Name, err)
+		}
+		if len(limits) == 0 {
+			limits = nil
+		}
+		if err := b.commit(metadata.Put(metadata.User{Name: u.Name, PasswordHash: u.PasswordHash, Tags: []string(u.Tags), Limits: limits})); err != nil {
 			r.problem("user %s: %v", u.Name, err)
 			continue
 		}
@@ -420,8 +431,9 @@ func (b *Broker) ExportDefinitions(product, version string) (*Definitions, error
 		Policies: []DefPolicy{}, Queues: []DefQueue{}, Exchanges: []DefExchange{}, Bindings: []DefBinding{},
 	}
 	for _, u := range snap.Users {
+		limits, _ := json.Marshal(nonNilLimits(u.Limits))
 		d.Users = append(d.Users, DefUser{Name: u.Name, PasswordHash: u.PasswordHash, HashingAlgorithm: sha256Hashing,
-			Tags: defTags(nonNilStrings(u.Tags)), Limits: json.RawMessage("{}")})
+			Tags: defTags(nonNilStrings(u.Tags)), Limits: limits})
 	}
 	for _, v := range snap.Vhosts {
 		limits, _ := json.Marshal(nonNilLimits(v.Limits))

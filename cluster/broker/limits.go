@@ -12,15 +12,19 @@ import (
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
-// Vhost limits, as RabbitMQ's rabbit_vhost_limit: at most so many client
-// connections to the vhost across the cluster, at most so many queues in
-// it. rabbitmqctl set_vhost_limits replaces the vhost's limits with a JSON
-// object; a limit of 0 allows none, a negative one is no limit.
+// Vhost and user limits, as RabbitMQ's rabbit_vhost_limit and
+// rabbit_auth_backend_internal's: at most so many client connections to a
+// vhost across the cluster and so many queues in it; at most so many
+// connections and channels of a user across the cluster. rabbitmqctl
+// set_vhost_limits and set_user_limits replace them with a JSON object; a
+// limit of 0 allows none, a negative one is no limit.
 
-// The limits a vhost may have, by RabbitMQ's names.
+// The limits, by RabbitMQ's names: a vhost's max-connections and
+// max-queues, a user's max-connections and max-channels.
 const (
 	LimitMaxConnections = "max-connections"
 	LimitMaxQueues      = "max-queues"
+	LimitMaxChannels    = "max-channels"
 )
 
 // ParseVhostLimits reads a limits definition as rabbitmqctl
@@ -28,6 +32,17 @@ const (
 // max-connections and max-queues), dropping negative values (no limit),
 // as RabbitMQ's validation does. The error reads as RabbitMQ's.
 func ParseVhostLimits(definition string) (map[string]int64, error) {
+	return parseLimits(definition, LimitMaxConnections, LimitMaxQueues)
+}
+
+// ParseUserLimits reads a user's limits as rabbitmqctl set_user_limits
+// takes them (keys max-connections and max-channels), as
+// ParseVhostLimits does a vhost's.
+func ParseUserLimits(definition string) (map[string]int64, error) {
+	return parseLimits(definition, LimitMaxConnections, LimitMaxChannels)
+}
+
+func parseLimits(definition string, known ...string) (map[string]int64, error) {
 	var raw map[string]any
 	dec := json.NewDecoder(strings.NewReader(definition))
 	dec.UseNumber()
@@ -36,7 +51,7 @@ func ParseVhostLimits(definition string) (map[string]int64, error) {
 	}
 	var unknown []string
 	for k := range raw {
-		if k != LimitMaxConnections && k != LimitMaxQueues {
+		if !slices.Contains(known, k) {
 			unknown = append(unknown, k)
 		}
 	}
@@ -119,4 +134,61 @@ func (v *Vhost) checkQueueLimitLocked(name string) error {
 		return amqp.Errorf(amqp.PreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, n)
 	}
 	return nil
+}
+
+// SetUserLimits replaces user's limits (ParseUserLimits) and returns once
+// the change is committed. Connections and channels already over a new
+// limit stay.
+func (b *Broker) SetUserLimits(user string, limits map[string]int64) error {
+	if len(limits) == 0 {
+		limits = nil
+	}
+	if err := b.updateUser(user, func(u *metadata.User) { u.Limits = limits }); err != nil {
+		return err
+	}
+	b.log.Info("user limits set", "user", user, "limits", limits)
+	return nil
+}
+
+// UserLimit is user's limit key and whether it has one.
+func (b *Broker) UserLimit(user, key string) (int64, bool) {
+	u, ok := b.user(user)
+	if !ok {
+		return 0, false
+	}
+	n, ok := u.Limits[key]
+	return n, ok
+}
+
+// UserConnectionLimitError is what a client of a user whose connection
+// limit is reached gets at connection.open: 530, as rabbit_reader words
+// it.
+func UserConnectionLimitError(user string, limit int64) *amqp.Error {
+	return amqp.Errorf(amqp.NotAllowed, "connection refused for user '%s': user connection limit (%d) is reached", user, limit)
+}
+
+// UserChannelLimitError is what a connection opening one channel more
+// than its user's limit gets: 530, closing the connection, as
+// rabbit_reader words it.
+func UserChannelLimitError(user string, limit int64) *amqp.Error {
+	return amqp.Errorf(amqp.NotAllowed, "number of channels opened for user '%s' has reached the maximum allowed user limit of %d", user, limit)
+}
+
+// ClearUserLimit removes user's limit named limit, or every one for
+// "all", as rabbitmqctl clear_user_limits.
+func (b *Broker) ClearUserLimit(user, limit string) error {
+	if limit != "all" && limit != LimitMaxConnections && limit != LimitMaxChannels {
+		return invalidAccess("no such limit '%s' (max-connections, max-channels or all)", limit)
+	}
+	u, ok := b.user(user)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrNoUser, user)
+	}
+	limits := maps.Clone(u.Limits)
+	if limit == "all" {
+		limits = nil
+	} else {
+		delete(limits, limit)
+	}
+	return b.SetUserLimits(user, limits)
 }

@@ -110,3 +110,54 @@ func TestImportRabbitMQVhostLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestUserLimits: set, read, clear one, clear all, and the definitions
+// round trip of a user's limits.
+func TestUserLimits(t *testing.T) {
+	b := newTestBroker(t)
+	if _, err := ParseUserLimits(`{"max-queues": 1}`); err == nil || !strings.Contains(err.Error(), "Unrecognised terms [max-queues] in limits") {
+		t.Fatalf("a vhost limit for a user: %v", err)
+	}
+	limits, err := ParseUserLimits(`{"max-connections": 3, "max-channels": 0}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetUserLimits("guest", limits); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := b.UserLimit("guest", LimitMaxChannels); !ok || n != 0 {
+		t.Fatalf("max-channels %d %v", n, ok)
+	}
+	d, err := b.ExportDefinitions("Warren", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newTestBroker(t)
+	if r := other.ImportDefinitions(d); len(r.Problems) != 0 {
+		t.Fatalf("import: %q", r.Problems)
+	}
+	if n, ok := other.UserLimit("guest", LimitMaxConnections); !ok || n != 3 {
+		t.Fatalf("imported max-connections %d %v", n, ok)
+	}
+	if err := b.ClearUserLimit("guest", LimitMaxChannels); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.UserLimit("guest", LimitMaxChannels); ok {
+		t.Fatal("max-channels still set")
+	}
+	if n, ok := b.UserLimit("guest", LimitMaxConnections); !ok || n != 3 {
+		t.Fatalf("max-connections after clearing max-channels: %d %v", n, ok)
+	}
+	if err := b.ClearUserLimit("guest", "all"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.UserLimit("guest", LimitMaxConnections); ok {
+		t.Fatal("max-connections still set after all")
+	}
+	if err := b.ClearUserLimit("guest", "max-queues"); !errors.Is(err, ErrInvalidAccess) {
+		t.Fatalf("clearing an unknown limit: %v", err)
+	}
+	if err := b.SetUserLimits("nobody", limits); !errors.Is(err, ErrNoUser) {
+		t.Fatalf("limits of a missing user: %v", err)
+	}
+}

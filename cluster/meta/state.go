@@ -3,6 +3,7 @@ package meta
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -217,7 +218,7 @@ func (s *state) change(c *metadata.Change) {
 	}
 	switch kind {
 	case kindVhost:
-		s.vhosts[k] = *c.Vhost
+		s.vhosts[k] = cloneVhost(*c.Vhost)
 	case kindUser:
 		s.users[k] = cloneUser(*c.User)
 	case kindPermission:
@@ -235,7 +236,11 @@ func (s *state) change(c *metadata.Change) {
 	}
 }
 
-func cloneUser(u metadata.User) metadata.User { u.Tags = slices.Clone(u.Tags); return u }
+func cloneUser(u metadata.User) metadata.User {
+	u.Tags, u.Limits = slices.Clone(u.Tags), maps.Clone(u.Limits)
+	return u
+}
+func cloneVhost(v metadata.Vhost) metadata.Vhost { v.Limits = maps.Clone(v.Limits); return v }
 func cloneExchange(x metadata.Exchange) metadata.Exchange {
 	x.Arguments = slices.Clone(x.Arguments)
 	return x

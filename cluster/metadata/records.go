@@ -26,6 +26,10 @@ type User struct {
 	// cannot log in with a password.
 	PasswordHash string   `json:"password_hash"`
 	Tags         []string `json:"tags,omitempty"`
+	// Limits are the user's limits (rabbitmqctl set_user_limits), by
+	// RabbitMQ's names: max-connections and max-channels. A limit that is
+	// not there is no limit.
+	Limits map[string]int64 `json:"limits,omitempty"`
 }
 
 // Permission grants a user access to a vhost: three regular expressions

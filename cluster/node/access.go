@@ -27,6 +27,16 @@ func (a *adminBackend) AddVhost(name, defaultQueueType string) error {
 }
 func (a *adminBackend) DeleteVhost(name string) error { return accessError(a.b.DeleteVhost(name)) }
 func (a *adminBackend) Vhosts() []metadata.Vhost      { return a.b.Vhosts() }
+func (a *adminBackend) SetUserLimits(user, definition string) error {
+	limits, err := broker.ParseUserLimits(definition)
+	if err != nil {
+		return accessError(err)
+	}
+	return accessError(a.b.SetUserLimits(user, limits))
+}
+func (a *adminBackend) ClearUserLimit(user, limit string) error {
+	return accessError(a.b.ClearUserLimit(user, limit))
+}
 func (a *adminBackend) SetVhostLimits(vhost, definition string) error {
 	var limits map[string]int64
 	if definition != "" {

@@ -42,8 +42,8 @@ type Config struct {
 	Cluster *ClusterConfig
 }
 
-// connectionCountWait bounds how long a connection to a vhost with a
-// connection limit waits for the other nodes' counts.
+// connectionCountWait bounds how long a connection or channel opening
+// under a vhost's or a user's limit waits for the other nodes' counts.
 const connectionCountWait = 3 * time.Second
 
 // Node is a running node.
@@ -153,12 +153,12 @@ func Start(cfg Config) (*Node, error) {
 		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
 		b.OnDrainChange(cn.drainChanged) // drain.go
 		n.startMaintenance()             // drain.go
-		// A vhost's connection limit counts its connections on every
-		// node, as RabbitMQ's connection tracking does.
-		n.server.SetConnectionCounter(func(vhost string) int {
+		// Vhost and user limits count clients on every node, as
+		// RabbitMQ's connection and channel tracking do.
+		n.server.SetClientCounter(func(vhost, user string) server.ClientCount {
 			ctx, cancel := context.WithTimeout(context.Background(), connectionCountWait)
 			defer cancel()
-			return cn.adminSrv.CountConnections(ctx, vhost)
+			return cn.adminSrv.CountClients(ctx, vhost, user)
 		})
 	}
 	waitCtx, stopWaiting := context.WithCancel(context.Background())

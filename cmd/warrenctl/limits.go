@@ -9,8 +9,9 @@ import (
 	"github.com/warrenmq/warren/proto/adminpb"
 )
 
-// Vhost limits, as rabbitmqctl set_vhost_limits, clear_vhost_limits and
-// list_vhost_limits.
+// Vhost and user limits, as rabbitmqctl set_vhost_limits,
+// clear_vhost_limits, list_vhost_limits, set_user_limits,
+// clear_user_limits and list_user_limits.
 
 func init() {
 	commands = append(commands, &command{
@@ -36,7 +37,88 @@ limit. Connections and queues already over a new limit stay.`,
 		help: `Lists the limits of --vhost, or with --global of every vhost that has any, as
 rabbitmqctl list_vhost_limits.`,
 		setup: listVhostLimits,
+	}, &command{
+		name:    "set user-limits",
+		args:    []string{"USER", "DEFINITION"},
+		summary: "limit a user's connections and channels",
+		help: `Replaces the limits of USER with DEFINITION, a JSON object as rabbitmqctl
+set_user_limits takes it: {"max-connections": 10, "max-channels": 100}.
+max-connections bounds the user's client connections across the cluster (one
+more is refused with 530 NOT_ALLOWED at connection.open), max-channels the
+channels on them (one more closes the connection that opens it with 530
+NOT_ALLOWED, as in RabbitMQ). 0 allows none; a negative value, or a limit not
+named, is no limit.`,
+		setup: setUserLimits,
+	}, &command{
+		name:    "clear user-limits",
+		args:    []string{"USER", "LIMIT"},
+		summary: "remove one of a user's limits, or all",
+		help:    `Removes USER's limit LIMIT (max-connections or max-channels), or every one for all, as rabbitmqctl clear_user_limits.`,
+		setup:   clearUserLimits,
+	}, &command{
+		name:    "list user-limits",
+		summary: "the limits of a user, or of every user that has some",
+		help:    `Lists the limits of --user, or with --global of every user that has any, as rabbitmqctl list_user_limits.`,
+		setup:   listUserLimits,
 	})
+}
+
+func setUserLimits(*flag.FlagSet) body {
+	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
+		if _, err := c.SetUserLimits(ctx, &adminpb.SetUserLimitsRequest{User: args[0], Definition: args[1]}); err != nil {
+			return nil, err
+		}
+		return done("Set the limits of user '%s' to %s.", args[0], args[1]), nil
+	}
+}
+
+func clearUserLimits(*flag.FlagSet) body {
+	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
+		if _, err := c.ClearUserLimits(ctx, &adminpb.ClearUserLimitsRequest{User: args[0], Limit: args[1]}); err != nil {
+			return nil, err
+		}
+		return done("Cleared limit %s of user '%s'.", args[1], args[0]), nil
+	}
+}
+
+type userLimitsReport struct {
+	Limits []userLimits `json:"limits"`
+}
+
+type userLimits struct {
+	User   string           `json:"user"`
+	Limits map[string]int64 `json:"limits"`
+}
+
+func listUserLimits(fs *flag.FlagSet) body {
+	user := fs.String("user", "guest", "the `user`")
+	global := fs.Bool("global", false, "every user that has limits")
+	return func(ctx context.Context, c adminpb.AdminClient, _ []string) (report, error) {
+		resp, err := c.ListUsers(ctx, &adminpb.ListUsersRequest{})
+		if err != nil {
+			return nil, err
+		}
+		r := &userLimitsReport{Limits: []userLimits{}}
+		for _, u := range resp.Users {
+			if (*global && len(u.Limits) > 0) || (!*global && u.Name == *user) {
+				limits := u.Limits
+				if limits == nil {
+					limits = map[string]int64{}
+				}
+				r.Limits = append(r.Limits, userLimits{User: u.Name, Limits: limits})
+			}
+		}
+		return r, nil
+	}
+}
+
+func (r *userLimitsReport) writeText(w io.Writer) {
+	var rows [][]string
+	for _, u := range r.Limits {
+		b, _ := json.Marshal(u.Limits)
+		rows = append(rows, []string{u.User, string(b)})
+	}
+	table(w, []string{"USER", "LIMITS"}, rows)
 }
 
 func setVhostLimits(fs *flag.FlagSet) body {

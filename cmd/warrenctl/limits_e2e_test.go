@@ -125,3 +125,93 @@ func TestVhostLimitsAgainstRealCluster(t *testing.T) {
 		return err == nil
 	})
 }
+
+// TestUserLimitsAgainstRealCluster: a user's max-connections counts its
+// connections on every node and max-channels its channels on every node
+// (one more closes the connection, as in RabbitMQ), each with RabbitMQ's
+// 530 text; clear user-limits lifts one at a time.
+func TestUserLimitsAgainstRealCluster(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	admin := ms[0].InternalAddr().String()
+	ctl := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := warrenctl(t, append([]string{"--node", admin}, args...)...)
+		if code != 0 {
+			t.Fatalf("warrenctl %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+	ctl("add", "user", "app", "secret")
+	ctl("set", "permissions", "app", ".*", ".*", ".*")
+	ctl("set", "user-limits", "app", `{"max-connections": 2, "max-channels": 2}`)
+	nodetest.Eventually(t, "every node to know the limits", 10*time.Second, func() bool {
+		for _, m := range ms {
+			if n, ok := m.Broker().UserLimit("app", "max-channels"); !ok || n != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	dial := func(m *nodetest.Member) (*amqp091.Connection, error) {
+		return amqp091.Dial(fmt.Sprintf("amqp://app:secret@%s/", m.AMQPAddr()))
+	}
+	a, err := dial(ms[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := dial(ms[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var ae *amqp091.Error
+	if _, err := dial(ms[2]); !errors.As(err, &ae) || ae.Code != amqp091.NotAllowed ||
+		ae.Reason != "NOT_ALLOWED - connection refused for user 'app': user connection limit (2) is reached" {
+		t.Fatalf("a third connection of app: %v", err)
+	}
+	for _, c := range []*amqp091.Connection{a, b} {
+		if _, err := c.Channel(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bClosed := b.NotifyClose(make(chan *amqp091.Error, 1))
+	if _, err := b.Channel(); err == nil {
+		t.Fatal("a third channel of app was opened")
+	}
+	select {
+	case e := <-bClosed:
+		if e == nil || e.Code != amqp091.NotAllowed ||
+			e.Reason != "NOT_ALLOWED - number of channels opened for user 'app' has reached the maximum allowed user limit of 2" {
+			t.Fatalf("the connection closed with %v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection that opened a third channel was not closed")
+	}
+
+	var listed struct {
+		Limits []struct {
+			User   string
+			Limits map[string]int64
+		}
+	}
+	if err := json.Unmarshal([]byte(ctl("--json", "list", "user-limits", "--global")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Limits) != 1 || listed.Limits[0].User != "app" || listed.Limits[0].Limits["max-channels"] != 2 {
+		t.Fatalf("list user-limits --global: %+v", listed)
+	}
+	ctl("clear", "user-limits", "app", "max-channels")
+	nodetest.Eventually(t, "warren-0 to lift max-channels", 10*time.Second, func() bool {
+		_, ok := ms[0].Broker().UserLimit("app", "max-channels")
+		return !ok
+	})
+	for range 3 {
+		if _, err := a.Channel(); err != nil {
+			t.Fatalf("a channel once max-channels was cleared: %v", err)
+		}
+	}
+	if code, _, errOut := warrenctl(t, "--node", admin, "clear", "user-limits", "app", "max-queues"); code != 1 || !strings.Contains(errOut, "no such limit") {
+		t.Errorf("clearing an unknown limit: exit %d: %s", code, errOut)
+	}
+}

@@ -1013,7 +1013,10 @@ type User struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Tags  []string               `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
 	// False for a user that cannot log in with a password.
-	HasPassword   bool `protobuf:"varint,3,opt,name=has_password,json=hasPassword,proto3" json:"has_password,omitempty"`
+	HasPassword bool `protobuf:"varint,3,opt,name=has_password,json=hasPassword,proto3" json:"has_password,omitempty"`
+	// Its limits by RabbitMQ's names (max-connections, max-channels); none
+	// for no limit.
+	Limits        map[string]int64 `protobuf:"bytes,4,rep,name=limits,proto3" json:"limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1069,6 +1072,120 @@ func (x *User) GetHasPassword() bool {
 	return false
 }
 
+func (x *User) GetLimits() map[string]int64 {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+type SetUserLimitsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	User  string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// A JSON object, as rabbitmqctl set_user_limits takes it:
+	// {"max-connections": 10, "max-channels": 100}.
+	Definition    string `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetUserLimitsRequest) Reset() {
+	*x = SetUserLimitsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetUserLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetUserLimitsRequest) ProtoMessage() {}
+
+func (x *SetUserLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetUserLimitsRequest.ProtoReflect.Descriptor instead.
+func (*SetUserLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SetUserLimitsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *SetUserLimitsRequest) GetDefinition() string {
+	if x != nil {
+		return x.Definition
+	}
+	return ""
+}
+
+type ClearUserLimitsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	User  string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// The limit to remove (max-connections, max-channels), or "all".
+	Limit         string `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearUserLimitsRequest) Reset() {
+	*x = ClearUserLimitsRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearUserLimitsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearUserLimitsRequest) ProtoMessage() {}
+
+func (x *ClearUserLimitsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearUserLimitsRequest.ProtoReflect.Descriptor instead.
+func (*ClearUserLimitsRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ClearUserLimitsRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ClearUserLimitsRequest) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
 type AddVhostRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1080,7 +1197,7 @@ type AddVhostRequest struct {
 
 func (x *AddVhostRequest) Reset() {
 	*x = AddVhostRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1209,7 @@ func (x *AddVhostRequest) String() string {
 func (*AddVhostRequest) ProtoMessage() {}
 
 func (x *AddVhostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[20]
+	mi := &file_adminpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1222,7 @@ func (x *AddVhostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVhostRequest.ProtoReflect.Descriptor instead.
 func (*AddVhostRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AddVhostRequest) GetName() string {
@@ -1131,7 +1248,7 @@ type VhostRequest struct {
 
 func (x *VhostRequest) Reset() {
 	*x = VhostRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1260,7 @@ func (x *VhostRequest) String() string {
 func (*VhostRequest) ProtoMessage() {}
 
 func (x *VhostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[21]
+	mi := &file_adminpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1273,7 @@ func (x *VhostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VhostRequest.ProtoReflect.Descriptor instead.
 func (*VhostRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VhostRequest) GetName() string {
@@ -1174,7 +1291,7 @@ type ListVhostsRequest struct {
 
 func (x *ListVhostsRequest) Reset() {
 	*x = ListVhostsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1303,7 @@ func (x *ListVhostsRequest) String() string {
 func (*ListVhostsRequest) ProtoMessage() {}
 
 func (x *ListVhostsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[22]
+	mi := &file_adminpb_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1316,7 @@ func (x *ListVhostsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVhostsRequest.ProtoReflect.Descriptor instead.
 func (*ListVhostsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
 }
 
 type ListVhostsResponse struct {
@@ -1212,7 +1329,7 @@ type ListVhostsResponse struct {
 
 func (x *ListVhostsResponse) Reset() {
 	*x = ListVhostsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1341,7 @@ func (x *ListVhostsResponse) String() string {
 func (*ListVhostsResponse) ProtoMessage() {}
 
 func (x *ListVhostsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[23]
+	mi := &file_adminpb_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1354,7 @@ func (x *ListVhostsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVhostsResponse.ProtoReflect.Descriptor instead.
 func (*ListVhostsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{23}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListVhostsResponse) GetVhosts() []*Vhost {
@@ -1260,7 +1377,7 @@ type Vhost struct {
 
 func (x *Vhost) Reset() {
 	*x = Vhost{}
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1389,7 @@ func (x *Vhost) String() string {
 func (*Vhost) ProtoMessage() {}
 
 func (x *Vhost) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[24]
+	mi := &file_adminpb_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1402,7 @@ func (x *Vhost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vhost.ProtoReflect.Descriptor instead.
 func (*Vhost) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{24}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Vhost) GetName() string {
@@ -1322,7 +1439,7 @@ type SetVhostLimitsRequest struct {
 
 func (x *SetVhostLimitsRequest) Reset() {
 	*x = SetVhostLimitsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1451,7 @@ func (x *SetVhostLimitsRequest) String() string {
 func (*SetVhostLimitsRequest) ProtoMessage() {}
 
 func (x *SetVhostLimitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[25]
+	mi := &file_adminpb_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1464,7 @@ func (x *SetVhostLimitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetVhostLimitsRequest.ProtoReflect.Descriptor instead.
 func (*SetVhostLimitsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{25}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetVhostLimitsRequest) GetVhost() string {
@@ -1379,7 +1496,7 @@ type Permission struct {
 
 func (x *Permission) Reset() {
 	*x = Permission{}
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1508,7 @@ func (x *Permission) String() string {
 func (*Permission) ProtoMessage() {}
 
 func (x *Permission) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[26]
+	mi := &file_adminpb_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1521,7 @@ func (x *Permission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permission.ProtoReflect.Descriptor instead.
 func (*Permission) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{26}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Permission) GetUser() string {
@@ -1452,7 +1569,7 @@ type ClearPermissionsRequest struct {
 
 func (x *ClearPermissionsRequest) Reset() {
 	*x = ClearPermissionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1581,7 @@ func (x *ClearPermissionsRequest) String() string {
 func (*ClearPermissionsRequest) ProtoMessage() {}
 
 func (x *ClearPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[27]
+	mi := &file_adminpb_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1594,7 @@ func (x *ClearPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*ClearPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{27}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ClearPermissionsRequest) GetUser() string {
@@ -1505,7 +1622,7 @@ type ListPermissionsRequest struct {
 
 func (x *ListPermissionsRequest) Reset() {
 	*x = ListPermissionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1634,7 @@ func (x *ListPermissionsRequest) String() string {
 func (*ListPermissionsRequest) ProtoMessage() {}
 
 func (x *ListPermissionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[28]
+	mi := &file_adminpb_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1647,7 @@ func (x *ListPermissionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPermissionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPermissionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{28}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListPermissionsRequest) GetVhost() string {
@@ -1557,7 +1674,7 @@ type ListPermissionsResponse struct {
 
 func (x *ListPermissionsResponse) Reset() {
 	*x = ListPermissionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1686,7 @@ func (x *ListPermissionsResponse) String() string {
 func (*ListPermissionsResponse) ProtoMessage() {}
 
 func (x *ListPermissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[29]
+	mi := &file_adminpb_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1699,7 @@ func (x *ListPermissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPermissionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPermissionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{29}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListPermissionsResponse) GetPermissions() []*Permission {
@@ -1600,7 +1717,7 @@ type AlarmsRequest struct {
 
 func (x *AlarmsRequest) Reset() {
 	*x = AlarmsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1729,7 @@ func (x *AlarmsRequest) String() string {
 func (*AlarmsRequest) ProtoMessage() {}
 
 func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[30]
+	mi := &file_adminpb_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1742,7 @@ func (x *AlarmsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmsRequest.ProtoReflect.Descriptor instead.
 func (*AlarmsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{30}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
 }
 
 type AlarmsResponse struct {
@@ -1650,7 +1767,7 @@ type AlarmsResponse struct {
 
 func (x *AlarmsResponse) Reset() {
 	*x = AlarmsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1779,7 @@ func (x *AlarmsResponse) String() string {
 func (*AlarmsResponse) ProtoMessage() {}
 
 func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[31]
+	mi := &file_adminpb_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1792,7 @@ func (x *AlarmsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmsResponse.ProtoReflect.Descriptor instead.
 func (*AlarmsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{31}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AlarmsResponse) GetNode() string {
@@ -1738,7 +1855,7 @@ type ResourceAlarm struct {
 
 func (x *ResourceAlarm) Reset() {
 	*x = ResourceAlarm{}
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1867,7 @@ func (x *ResourceAlarm) String() string {
 func (*ResourceAlarm) ProtoMessage() {}
 
 func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[32]
+	mi := &file_adminpb_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1880,7 @@ func (x *ResourceAlarm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceAlarm.ProtoReflect.Descriptor instead.
 func (*ResourceAlarm) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{32}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResourceAlarm) GetNode() string {
@@ -1794,7 +1911,7 @@ type SetWatermarkRequest struct {
 
 func (x *SetWatermarkRequest) Reset() {
 	*x = SetWatermarkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1923,7 @@ func (x *SetWatermarkRequest) String() string {
 func (*SetWatermarkRequest) ProtoMessage() {}
 
 func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[33]
+	mi := &file_adminpb_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1936,7 @@ func (x *SetWatermarkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWatermarkRequest.ProtoReflect.Descriptor instead.
 func (*SetWatermarkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{33}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetWatermarkRequest) GetResource() string {
@@ -1845,7 +1962,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +1974,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[34]
+	mi := &file_adminpb_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +1987,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{34}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DrainRequest) GetNode() string {
@@ -1895,7 +2012,7 @@ type DrainResponse struct {
 
 func (x *DrainResponse) Reset() {
 	*x = DrainResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +2024,7 @@ func (x *DrainResponse) String() string {
 func (*DrainResponse) ProtoMessage() {}
 
 func (x *DrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[35]
+	mi := &file_adminpb_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2037,7 @@ func (x *DrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
 func (*DrainResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{35}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DrainResponse) GetNode() string {
@@ -1962,7 +2079,7 @@ type MemberMaintenanceRequest struct {
 
 func (x *MemberMaintenanceRequest) Reset() {
 	*x = MemberMaintenanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2091,7 @@ func (x *MemberMaintenanceRequest) String() string {
 func (*MemberMaintenanceRequest) ProtoMessage() {}
 
 func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[36]
+	mi := &file_adminpb_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2104,7 @@ func (x *MemberMaintenanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceRequest.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{36}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MemberMaintenanceRequest) GetDraining() bool {
@@ -2007,7 +2124,7 @@ type MemberMaintenanceResponse struct {
 
 func (x *MemberMaintenanceResponse) Reset() {
 	*x = MemberMaintenanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2136,7 @@ func (x *MemberMaintenanceResponse) String() string {
 func (*MemberMaintenanceResponse) ProtoMessage() {}
 
 func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[37]
+	mi := &file_adminpb_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2149,7 @@ func (x *MemberMaintenanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberMaintenanceResponse.ProtoReflect.Descriptor instead.
 func (*MemberMaintenanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{37}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MemberMaintenanceResponse) GetDraining() bool {
@@ -2058,7 +2175,7 @@ type ForgetNodeRequest struct {
 
 func (x *ForgetNodeRequest) Reset() {
 	*x = ForgetNodeRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2187,7 @@ func (x *ForgetNodeRequest) String() string {
 func (*ForgetNodeRequest) ProtoMessage() {}
 
 func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[38]
+	mi := &file_adminpb_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2200,7 @@ func (x *ForgetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetNodeRequest.ProtoReflect.Descriptor instead.
 func (*ForgetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{38}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ForgetNodeRequest) GetNode() string {
@@ -2101,7 +2218,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2230,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[39]
+	mi := &file_adminpb_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2243,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{39}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
 }
 
 type ClusterStatusResponse struct {
@@ -2143,7 +2260,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2272,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[40]
+	mi := &file_adminpb_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2285,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{40}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ClusterStatusResponse) GetNode() string {
@@ -2214,7 +2331,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2343,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[41]
+	mi := &file_adminpb_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2356,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{41}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Node) GetName() string {
@@ -2313,7 +2430,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2442,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[42]
+	mi := &file_adminpb_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2455,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{42}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
 }
 
 type NodeStatusResponse struct {
@@ -2375,7 +2492,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2504,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[43]
+	mi := &file_adminpb_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2517,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{43}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeStatusResponse) GetNode() *Node {
@@ -2525,7 +2642,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2537,7 +2654,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[44]
+	mi := &file_adminpb_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2550,7 +2667,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{44}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListQueuesRequest) GetVhost() string {
@@ -2570,7 +2687,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2699,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[45]
+	mi := &file_adminpb_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2712,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{45}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -2633,7 +2750,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2762,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[46]
+	mi := &file_adminpb_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2775,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{46}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Queue) GetVhost() string {
@@ -2756,7 +2873,7 @@ type QuorumStatusRequest struct {
 
 func (x *QuorumStatusRequest) Reset() {
 	*x = QuorumStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +2885,7 @@ func (x *QuorumStatusRequest) String() string {
 func (*QuorumStatusRequest) ProtoMessage() {}
 
 func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[47]
+	mi := &file_adminpb_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +2898,7 @@ func (x *QuorumStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusRequest.ProtoReflect.Descriptor instead.
 func (*QuorumStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{47}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *QuorumStatusRequest) GetVhost() string {
@@ -2815,7 +2932,7 @@ type QuorumStatusResponse struct {
 
 func (x *QuorumStatusResponse) Reset() {
 	*x = QuorumStatusResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2944,7 @@ func (x *QuorumStatusResponse) String() string {
 func (*QuorumStatusResponse) ProtoMessage() {}
 
 func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[48]
+	mi := &file_adminpb_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2957,7 @@ func (x *QuorumStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumStatusResponse.ProtoReflect.Descriptor instead.
 func (*QuorumStatusResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{48}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *QuorumStatusResponse) GetVhost() string {
@@ -2887,7 +3004,7 @@ type MemberStatusRequest struct {
 
 func (x *MemberStatusRequest) Reset() {
 	*x = MemberStatusRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3016,7 @@ func (x *MemberStatusRequest) String() string {
 func (*MemberStatusRequest) ProtoMessage() {}
 
 func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[49]
+	mi := &file_adminpb_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3029,7 @@ func (x *MemberStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatusRequest.ProtoReflect.Descriptor instead.
 func (*MemberStatusRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{49}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MemberStatusRequest) GetQueueId() string {
@@ -2943,7 +3060,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3072,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[50]
+	mi := &file_adminpb_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3085,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{50}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Member) GetNode() string {
@@ -3047,7 +3164,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3059,7 +3176,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[51]
+	mi := &file_adminpb_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3072,7 +3189,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{51}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Policy) GetVhost() string {
@@ -3133,7 +3250,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3262,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[52]
+	mi := &file_adminpb_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3275,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{52}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetPolicyRequest) GetPolicy() *Policy {
@@ -3176,7 +3293,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3188,7 +3305,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[53]
+	mi := &file_adminpb_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3201,7 +3318,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{53}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
 }
 
 type ClearPolicyRequest struct {
@@ -3216,7 +3333,7 @@ type ClearPolicyRequest struct {
 
 func (x *ClearPolicyRequest) Reset() {
 	*x = ClearPolicyRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3228,7 +3345,7 @@ func (x *ClearPolicyRequest) String() string {
 func (*ClearPolicyRequest) ProtoMessage() {}
 
 func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[54]
+	mi := &file_adminpb_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3241,7 +3358,7 @@ func (x *ClearPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyRequest.ProtoReflect.Descriptor instead.
 func (*ClearPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{54}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClearPolicyRequest) GetVhost() string {
@@ -3273,7 +3390,7 @@ type ClearPolicyResponse struct {
 
 func (x *ClearPolicyResponse) Reset() {
 	*x = ClearPolicyResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3402,7 @@ func (x *ClearPolicyResponse) String() string {
 func (*ClearPolicyResponse) ProtoMessage() {}
 
 func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[55]
+	mi := &file_adminpb_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3415,7 @@ func (x *ClearPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPolicyResponse.ProtoReflect.Descriptor instead.
 func (*ClearPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{55}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
 }
 
 type ListPoliciesRequest struct {
@@ -3312,7 +3429,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3324,7 +3441,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[56]
+	mi := &file_adminpb_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3337,7 +3454,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{56}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListPoliciesRequest) GetVhost() string {
@@ -3364,7 +3481,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[57]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3376,7 +3493,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[57]
+	mi := &file_adminpb_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3389,7 +3506,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{57}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -3412,7 +3529,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[58]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3424,7 +3541,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[58]
+	mi := &file_adminpb_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3437,7 +3554,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{58}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *TransferLeadershipRequest) GetVhost() string {
@@ -3477,7 +3594,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[59]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3489,7 +3606,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[59]
+	mi := &file_adminpb_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3502,7 +3619,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{59}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *TransferLeadershipResponse) GetVhost() string {
@@ -3551,7 +3668,7 @@ type MemberTransferLeadershipRequest struct {
 
 func (x *MemberTransferLeadershipRequest) Reset() {
 	*x = MemberTransferLeadershipRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[60]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3563,7 +3680,7 @@ func (x *MemberTransferLeadershipRequest) String() string {
 func (*MemberTransferLeadershipRequest) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[60]
+	mi := &file_adminpb_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3576,7 +3693,7 @@ func (x *MemberTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{60}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *MemberTransferLeadershipRequest) GetQueueId() string {
@@ -3601,7 +3718,7 @@ type MemberTransferLeadershipResponse struct {
 
 func (x *MemberTransferLeadershipResponse) Reset() {
 	*x = MemberTransferLeadershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[61]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +3730,7 @@ func (x *MemberTransferLeadershipResponse) String() string {
 func (*MemberTransferLeadershipResponse) ProtoMessage() {}
 
 func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[61]
+	mi := &file_adminpb_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +3743,7 @@ func (x *MemberTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberTransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*MemberTransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{61}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
 }
 
 type LocalMembersRequest struct {
@@ -3637,7 +3754,7 @@ type LocalMembersRequest struct {
 
 func (x *LocalMembersRequest) Reset() {
 	*x = LocalMembersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[62]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3649,7 +3766,7 @@ func (x *LocalMembersRequest) String() string {
 func (*LocalMembersRequest) ProtoMessage() {}
 
 func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[62]
+	mi := &file_adminpb_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3662,7 +3779,7 @@ func (x *LocalMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersRequest.ProtoReflect.Descriptor instead.
 func (*LocalMembersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{62}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
 }
 
 type LocalMembersResponse struct {
@@ -3677,7 +3794,7 @@ type LocalMembersResponse struct {
 
 func (x *LocalMembersResponse) Reset() {
 	*x = LocalMembersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[63]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3806,7 @@ func (x *LocalMembersResponse) String() string {
 func (*LocalMembersResponse) ProtoMessage() {}
 
 func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[63]
+	mi := &file_adminpb_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3819,7 @@ func (x *LocalMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMembersResponse.ProtoReflect.Descriptor instead.
 func (*LocalMembersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{63}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LocalMembersResponse) GetNode() string {
@@ -3729,7 +3846,7 @@ type LocalMember struct {
 
 func (x *LocalMember) Reset() {
 	*x = LocalMember{}
-	mi := &file_adminpb_admin_proto_msgTypes[64]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3741,7 +3858,7 @@ func (x *LocalMember) String() string {
 func (*LocalMember) ProtoMessage() {}
 
 func (x *LocalMember) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[64]
+	mi := &file_adminpb_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3754,7 +3871,7 @@ func (x *LocalMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalMember.ProtoReflect.Descriptor instead.
 func (*LocalMember) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{64}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *LocalMember) GetQueueId() string {
@@ -3783,7 +3900,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[65]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3795,7 +3912,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[65]
+	mi := &file_adminpb_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3808,7 +3925,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{65}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RebalanceRequest) GetVhostPattern() string {
@@ -3840,7 +3957,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[66]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3852,7 +3969,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[66]
+	mi := &file_adminpb_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3865,7 +3982,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{66}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RebalanceResponse) GetMoves() []*LeaderMove {
@@ -3903,7 +4020,7 @@ type LeaderMove struct {
 
 func (x *LeaderMove) Reset() {
 	*x = LeaderMove{}
-	mi := &file_adminpb_admin_proto_msgTypes[67]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3915,7 +4032,7 @@ func (x *LeaderMove) String() string {
 func (*LeaderMove) ProtoMessage() {}
 
 func (x *LeaderMove) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[67]
+	mi := &file_adminpb_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3928,7 +4045,7 @@ func (x *LeaderMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderMove.ProtoReflect.Descriptor instead.
 func (*LeaderMove) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{67}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *LeaderMove) GetVhost() string {
@@ -3977,7 +4094,7 @@ type NodeLeaders struct {
 
 func (x *NodeLeaders) Reset() {
 	*x = NodeLeaders{}
-	mi := &file_adminpb_admin_proto_msgTypes[68]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3989,7 +4106,7 @@ func (x *NodeLeaders) String() string {
 func (*NodeLeaders) ProtoMessage() {}
 
 func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[68]
+	mi := &file_adminpb_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4002,7 +4119,7 @@ func (x *NodeLeaders) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLeaders.ProtoReflect.Descriptor instead.
 func (*NodeLeaders) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{68}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *NodeLeaders) GetNode() string {
@@ -4036,7 +4153,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4048,7 +4165,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[69]
+	mi := &file_adminpb_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4061,7 +4178,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{69}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *QueueRef) GetVhost() string {
@@ -4088,7 +4205,7 @@ type CheckQuorumCriticalRequest struct {
 
 func (x *CheckQuorumCriticalRequest) Reset() {
 	*x = CheckQuorumCriticalRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4100,7 +4217,7 @@ func (x *CheckQuorumCriticalRequest) String() string {
 func (*CheckQuorumCriticalRequest) ProtoMessage() {}
 
 func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[70]
+	mi := &file_adminpb_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4113,7 +4230,7 @@ func (x *CheckQuorumCriticalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckQuorumCriticalRequest.ProtoReflect.Descriptor instead.
 func (*CheckQuorumCriticalRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{70}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CheckQuorumCriticalRequest) GetNode() string {
@@ -4133,7 +4250,7 @@ type CheckLeaderlessRequest struct {
 
 func (x *CheckLeaderlessRequest) Reset() {
 	*x = CheckLeaderlessRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4145,7 +4262,7 @@ func (x *CheckLeaderlessRequest) String() string {
 func (*CheckLeaderlessRequest) ProtoMessage() {}
 
 func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[71]
+	mi := &file_adminpb_admin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4158,7 +4275,7 @@ func (x *CheckLeaderlessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLeaderlessRequest.ProtoReflect.Descriptor instead.
 func (*CheckLeaderlessRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{71}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CheckLeaderlessRequest) GetVhost() string {
@@ -4178,7 +4295,7 @@ type CheckReplicasSyncedRequest struct {
 
 func (x *CheckReplicasSyncedRequest) Reset() {
 	*x = CheckReplicasSyncedRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4190,7 +4307,7 @@ func (x *CheckReplicasSyncedRequest) String() string {
 func (*CheckReplicasSyncedRequest) ProtoMessage() {}
 
 func (x *CheckReplicasSyncedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[72]
+	mi := &file_adminpb_admin_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4203,7 +4320,7 @@ func (x *CheckReplicasSyncedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckReplicasSyncedRequest.ProtoReflect.Descriptor instead.
 func (*CheckReplicasSyncedRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{72}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CheckReplicasSyncedRequest) GetNode() string {
@@ -4225,7 +4342,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4237,7 +4354,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[73]
+	mi := &file_adminpb_admin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4250,7 +4367,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{73}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CheckResponse) GetQueues() []*CheckedQueue {
@@ -4278,7 +4395,7 @@ type CheckedQueue struct {
 
 func (x *CheckedQueue) Reset() {
 	*x = CheckedQueue{}
-	mi := &file_adminpb_admin_proto_msgTypes[74]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4290,7 +4407,7 @@ func (x *CheckedQueue) String() string {
 func (*CheckedQueue) ProtoMessage() {}
 
 func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[74]
+	mi := &file_adminpb_admin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4303,7 +4420,7 @@ func (x *CheckedQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckedQueue.ProtoReflect.Descriptor instead.
 func (*CheckedQueue) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{74}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CheckedQueue) GetVhost() string {
@@ -4360,7 +4477,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[75]
+	mi := &file_adminpb_admin_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4372,7 +4489,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[75]
+	mi := &file_adminpb_admin_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4385,7 +4502,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{75}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *AddMemberRequest) GetVhost() string {
@@ -4422,7 +4539,7 @@ type DeleteMemberRequest struct {
 
 func (x *DeleteMemberRequest) Reset() {
 	*x = DeleteMemberRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[76]
+	mi := &file_adminpb_admin_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4434,7 +4551,7 @@ func (x *DeleteMemberRequest) String() string {
 func (*DeleteMemberRequest) ProtoMessage() {}
 
 func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[76]
+	mi := &file_adminpb_admin_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4447,7 +4564,7 @@ func (x *DeleteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMemberRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{76}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DeleteMemberRequest) GetVhost() string {
@@ -4495,7 +4612,7 @@ type GrowRequest struct {
 
 func (x *GrowRequest) Reset() {
 	*x = GrowRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[77]
+	mi := &file_adminpb_admin_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4507,7 +4624,7 @@ func (x *GrowRequest) String() string {
 func (*GrowRequest) ProtoMessage() {}
 
 func (x *GrowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[77]
+	mi := &file_adminpb_admin_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4520,7 +4637,7 @@ func (x *GrowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrowRequest.ProtoReflect.Descriptor instead.
 func (*GrowRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{77}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GrowRequest) GetNode() string {
@@ -4560,7 +4677,7 @@ type ShrinkRequest struct {
 
 func (x *ShrinkRequest) Reset() {
 	*x = ShrinkRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[78]
+	mi := &file_adminpb_admin_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4572,7 +4689,7 @@ func (x *ShrinkRequest) String() string {
 func (*ShrinkRequest) ProtoMessage() {}
 
 func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[78]
+	mi := &file_adminpb_admin_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4585,7 +4702,7 @@ func (x *ShrinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShrinkRequest.ProtoReflect.Descriptor instead.
 func (*ShrinkRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{78}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ShrinkRequest) GetNode() string {
@@ -4607,7 +4724,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[79]
+	mi := &file_adminpb_admin_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4619,7 +4736,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[79]
+	mi := &file_adminpb_admin_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4632,7 +4749,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{79}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *MembershipResponse) GetChanged() []string {
@@ -4652,14 +4769,16 @@ func (x *MembershipResponse) GetFailed() []string {
 type ListConnectionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only connections to this vhost; empty means every vhost.
-	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Vhost string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	// Only connections of this user; empty means every user.
+	User          string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[80]
+	mi := &file_adminpb_admin_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4671,7 +4790,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[80]
+	mi := &file_adminpb_admin_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4684,12 +4803,19 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{80}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListConnectionsRequest) GetVhost() string {
 	if x != nil {
 		return x.Vhost
+	}
+	return ""
+}
+
+func (x *ListConnectionsRequest) GetUser() string {
+	if x != nil {
+		return x.User
 	}
 	return ""
 }
@@ -4706,7 +4832,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4718,7 +4844,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4731,7 +4857,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -4767,7 +4893,7 @@ type CloseConnectionsRequest struct {
 
 func (x *CloseConnectionsRequest) Reset() {
 	*x = CloseConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4779,7 +4905,7 @@ func (x *CloseConnectionsRequest) String() string {
 func (*CloseConnectionsRequest) ProtoMessage() {}
 
 func (x *CloseConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4792,7 +4918,7 @@ func (x *CloseConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*CloseConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CloseConnectionsRequest) GetName() string {
@@ -4849,7 +4975,7 @@ type CloseConnectionsResponse struct {
 
 func (x *CloseConnectionsResponse) Reset() {
 	*x = CloseConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4861,7 +4987,7 @@ func (x *CloseConnectionsResponse) String() string {
 func (*CloseConnectionsResponse) ProtoMessage() {}
 
 func (x *CloseConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4874,7 +5000,7 @@ func (x *CloseConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*CloseConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CloseConnectionsResponse) GetClosed() []*ClosedConnection {
@@ -4903,7 +5029,7 @@ type ClosedConnection struct {
 
 func (x *ClosedConnection) Reset() {
 	*x = ClosedConnection{}
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4915,7 +5041,7 @@ func (x *ClosedConnection) String() string {
 func (*ClosedConnection) ProtoMessage() {}
 
 func (x *ClosedConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4928,7 +5054,7 @@ func (x *ClosedConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedConnection.ProtoReflect.Descriptor instead.
 func (*ClosedConnection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ClosedConnection) GetNode() string {
@@ -4969,7 +5095,7 @@ type NodeError struct {
 
 func (x *NodeError) Reset() {
 	*x = NodeError{}
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4981,7 +5107,7 @@ func (x *NodeError) String() string {
 func (*NodeError) ProtoMessage() {}
 
 func (x *NodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4994,7 +5120,7 @@ func (x *NodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
 func (*NodeError) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *NodeError) GetNode() string {
@@ -5042,7 +5168,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5054,7 +5180,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5067,7 +5193,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *Connection) GetNode() string {
@@ -5204,7 +5330,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5216,7 +5342,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5229,7 +5355,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *Channel) GetNumber() uint32 {
@@ -5306,7 +5432,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5318,7 +5444,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5331,7 +5457,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *Consumer) GetQueue() string {
@@ -5394,7 +5520,7 @@ type QuorumConsumersRequest struct {
 
 func (x *QuorumConsumersRequest) Reset() {
 	*x = QuorumConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[89]
+	mi := &file_adminpb_admin_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5406,7 +5532,7 @@ func (x *QuorumConsumersRequest) String() string {
 func (*QuorumConsumersRequest) ProtoMessage() {}
 
 func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[89]
+	mi := &file_adminpb_admin_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5419,7 +5545,7 @@ func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *QuorumConsumersRequest) GetVhost() string {
@@ -5445,7 +5571,7 @@ type MemberConsumersRequest struct {
 
 func (x *MemberConsumersRequest) Reset() {
 	*x = MemberConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[90]
+	mi := &file_adminpb_admin_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5457,7 +5583,7 @@ func (x *MemberConsumersRequest) String() string {
 func (*MemberConsumersRequest) ProtoMessage() {}
 
 func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[90]
+	mi := &file_adminpb_admin_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5470,7 +5596,7 @@ func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
 func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{90}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *MemberConsumersRequest) GetQueueId() string {
@@ -5495,7 +5621,7 @@ type QuorumConsumersResponse struct {
 
 func (x *QuorumConsumersResponse) Reset() {
 	*x = QuorumConsumersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[91]
+	mi := &file_adminpb_admin_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5507,7 +5633,7 @@ func (x *QuorumConsumersResponse) String() string {
 func (*QuorumConsumersResponse) ProtoMessage() {}
 
 func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[91]
+	mi := &file_adminpb_admin_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5520,7 +5646,7 @@ func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{91}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *QuorumConsumersResponse) GetVhost() string {
@@ -5588,7 +5714,7 @@ type QueueConsumer struct {
 
 func (x *QueueConsumer) Reset() {
 	*x = QueueConsumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[92]
+	mi := &file_adminpb_admin_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5600,7 +5726,7 @@ func (x *QueueConsumer) String() string {
 func (*QueueConsumer) ProtoMessage() {}
 
 func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[92]
+	mi := &file_adminpb_admin_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5613,7 +5739,7 @@ func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
 func (*QueueConsumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{92}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *QueueConsumer) GetId() uint64 {
@@ -5699,7 +5825,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[93]
+	mi := &file_adminpb_admin_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5711,7 +5837,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[93]
+	mi := &file_adminpb_admin_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5724,7 +5850,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{93}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *PeekRequest) GetVhost() string {
@@ -5758,7 +5884,7 @@ type MemberPeekRequest struct {
 
 func (x *MemberPeekRequest) Reset() {
 	*x = MemberPeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[94]
+	mi := &file_adminpb_admin_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5770,7 +5896,7 @@ func (x *MemberPeekRequest) String() string {
 func (*MemberPeekRequest) ProtoMessage() {}
 
 func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[94]
+	mi := &file_adminpb_admin_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5783,7 +5909,7 @@ func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPeekRequest.ProtoReflect.Descriptor instead.
 func (*MemberPeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{94}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *MemberPeekRequest) GetQueueId() string {
@@ -5824,7 +5950,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[95]
+	mi := &file_adminpb_admin_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5836,7 +5962,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[95]
+	mi := &file_adminpb_admin_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5849,7 +5975,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{95}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *PeekResponse) GetVhost() string {
@@ -5979,11 +6105,23 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x04tags\x18\x02 \x03(\tR\x04tags\"\x12\n" +
 	"\x10ListUsersRequest\"=\n" +
 	"\x11ListUsersResponse\x12(\n" +
-	"\x05users\x18\x01 \x03(\v2\x12.warren.admin.UserR\x05users\"Q\n" +
+	"\x05users\x18\x01 \x03(\v2\x12.warren.admin.UserR\x05users\"\xc4\x01\n" +
 	"\x04User\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04tags\x18\x02 \x03(\tR\x04tags\x12!\n" +
-	"\fhas_password\x18\x03 \x01(\bR\vhasPassword\"S\n" +
+	"\fhas_password\x18\x03 \x01(\bR\vhasPassword\x126\n" +
+	"\x06limits\x18\x04 \x03(\v2\x1e.warren.admin.User.LimitsEntryR\x06limits\x1a9\n" +
+	"\vLimitsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"J\n" +
+	"\x14SetUserLimitsRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x02 \x01(\tR\n" +
+	"definition\"B\n" +
+	"\x16ClearUserLimitsRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\tR\x05limit\"S\n" +
 	"\x0fAddVhostRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x12default_queue_type\x18\x02 \x01(\tR\x10defaultQueueType\"\"\n" +
@@ -6228,9 +6366,10 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"F\n" +
 	"\x12MembershipResponse\x12\x18\n" +
 	"\achanged\x18\x01 \x03(\tR\achanged\x12\x16\n" +
-	"\x06failed\x18\x02 \x03(\tR\x06failed\".\n" +
+	"\x06failed\x18\x02 \x03(\tR\x06failed\"B\n" +
 	"\x16ListConnectionsRequest\x12\x14\n" +
-	"\x05vhost\x18\x01 \x01(\tR\x05vhost\"\x90\x01\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\"\x90\x01\n" +
 	"\x17ListConnectionsResponse\x12:\n" +
 	"\vconnections\x18\x01 \x03(\v2\x18.warren.admin.ConnectionR\vconnections\x129\n" +
 	"\vunreachable\x18\x02 \x03(\v2\x17.warren.admin.NodeErrorR\vunreachable\"\x99\x01\n" +
@@ -6332,7 +6471,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"routingKey\x12%\n" +
 	"\x0econtent_header\x18\a \x01(\fR\rcontentHeader\x12\x18\n" +
 	"\apayload\x18\b \x01(\fR\apayload\x12\x1b\n" +
-	"\tbody_size\x18\t \x01(\x04R\bbodySize2\xb7\"\n" +
+	"\tbody_size\x18\t \x01(\x04R\bbodySize2\xe1#\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -6376,7 +6515,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"DeleteUser\x12\x19.warren.admin.UserRequest\x1a\x1c.warren.admin.AccessResponse\x12S\n" +
 	"\x0eChangePassword\x12#.warren.admin.ChangePasswordRequest\x1a\x1c.warren.admin.AccessResponse\x12M\n" +
 	"\vSetUserTags\x12 .warren.admin.SetUserTagsRequest\x1a\x1c.warren.admin.AccessResponse\x12L\n" +
-	"\tListUsers\x12\x1e.warren.admin.ListUsersRequest\x1a\x1f.warren.admin.ListUsersResponse\x12G\n" +
+	"\tListUsers\x12\x1e.warren.admin.ListUsersRequest\x1a\x1f.warren.admin.ListUsersResponse\x12Q\n" +
+	"\rSetUserLimits\x12\".warren.admin.SetUserLimitsRequest\x1a\x1c.warren.admin.AccessResponse\x12U\n" +
+	"\x0fClearUserLimits\x12$.warren.admin.ClearUserLimitsRequest\x1a\x1c.warren.admin.AccessResponse\x12G\n" +
 	"\bAddVhost\x12\x1d.warren.admin.AddVhostRequest\x1a\x1c.warren.admin.AccessResponse\x12G\n" +
 	"\vDeleteVhost\x12\x1a.warren.admin.VhostRequest\x1a\x1c.warren.admin.AccessResponse\x12O\n" +
 	"\n" +
@@ -6406,7 +6547,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 99)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*ListExchangesRequest)(nil),             // 0: warren.admin.ListExchangesRequest
 	(*ListExchangesResponse)(nil),            // 1: warren.admin.ListExchangesResponse
@@ -6428,225 +6569,233 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*ListUsersRequest)(nil),                 // 17: warren.admin.ListUsersRequest
 	(*ListUsersResponse)(nil),                // 18: warren.admin.ListUsersResponse
 	(*User)(nil),                             // 19: warren.admin.User
-	(*AddVhostRequest)(nil),                  // 20: warren.admin.AddVhostRequest
-	(*VhostRequest)(nil),                     // 21: warren.admin.VhostRequest
-	(*ListVhostsRequest)(nil),                // 22: warren.admin.ListVhostsRequest
-	(*ListVhostsResponse)(nil),               // 23: warren.admin.ListVhostsResponse
-	(*Vhost)(nil),                            // 24: warren.admin.Vhost
-	(*SetVhostLimitsRequest)(nil),            // 25: warren.admin.SetVhostLimitsRequest
-	(*Permission)(nil),                       // 26: warren.admin.Permission
-	(*ClearPermissionsRequest)(nil),          // 27: warren.admin.ClearPermissionsRequest
-	(*ListPermissionsRequest)(nil),           // 28: warren.admin.ListPermissionsRequest
-	(*ListPermissionsResponse)(nil),          // 29: warren.admin.ListPermissionsResponse
-	(*AlarmsRequest)(nil),                    // 30: warren.admin.AlarmsRequest
-	(*AlarmsResponse)(nil),                   // 31: warren.admin.AlarmsResponse
-	(*ResourceAlarm)(nil),                    // 32: warren.admin.ResourceAlarm
-	(*SetWatermarkRequest)(nil),              // 33: warren.admin.SetWatermarkRequest
-	(*DrainRequest)(nil),                     // 34: warren.admin.DrainRequest
-	(*DrainResponse)(nil),                    // 35: warren.admin.DrainResponse
-	(*MemberMaintenanceRequest)(nil),         // 36: warren.admin.MemberMaintenanceRequest
-	(*MemberMaintenanceResponse)(nil),        // 37: warren.admin.MemberMaintenanceResponse
-	(*ForgetNodeRequest)(nil),                // 38: warren.admin.ForgetNodeRequest
-	(*ClusterStatusRequest)(nil),             // 39: warren.admin.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),            // 40: warren.admin.ClusterStatusResponse
-	(*Node)(nil),                             // 41: warren.admin.Node
-	(*NodeStatusRequest)(nil),                // 42: warren.admin.NodeStatusRequest
-	(*NodeStatusResponse)(nil),               // 43: warren.admin.NodeStatusResponse
-	(*ListQueuesRequest)(nil),                // 44: warren.admin.ListQueuesRequest
-	(*ListQueuesResponse)(nil),               // 45: warren.admin.ListQueuesResponse
-	(*Queue)(nil),                            // 46: warren.admin.Queue
-	(*QuorumStatusRequest)(nil),              // 47: warren.admin.QuorumStatusRequest
-	(*QuorumStatusResponse)(nil),             // 48: warren.admin.QuorumStatusResponse
-	(*MemberStatusRequest)(nil),              // 49: warren.admin.MemberStatusRequest
-	(*Member)(nil),                           // 50: warren.admin.Member
-	(*Policy)(nil),                           // 51: warren.admin.Policy
-	(*SetPolicyRequest)(nil),                 // 52: warren.admin.SetPolicyRequest
-	(*SetPolicyResponse)(nil),                // 53: warren.admin.SetPolicyResponse
-	(*ClearPolicyRequest)(nil),               // 54: warren.admin.ClearPolicyRequest
-	(*ClearPolicyResponse)(nil),              // 55: warren.admin.ClearPolicyResponse
-	(*ListPoliciesRequest)(nil),              // 56: warren.admin.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),             // 57: warren.admin.ListPoliciesResponse
-	(*TransferLeadershipRequest)(nil),        // 58: warren.admin.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),       // 59: warren.admin.TransferLeadershipResponse
-	(*MemberTransferLeadershipRequest)(nil),  // 60: warren.admin.MemberTransferLeadershipRequest
-	(*MemberTransferLeadershipResponse)(nil), // 61: warren.admin.MemberTransferLeadershipResponse
-	(*LocalMembersRequest)(nil),              // 62: warren.admin.LocalMembersRequest
-	(*LocalMembersResponse)(nil),             // 63: warren.admin.LocalMembersResponse
-	(*LocalMember)(nil),                      // 64: warren.admin.LocalMember
-	(*RebalanceRequest)(nil),                 // 65: warren.admin.RebalanceRequest
-	(*RebalanceResponse)(nil),                // 66: warren.admin.RebalanceResponse
-	(*LeaderMove)(nil),                       // 67: warren.admin.LeaderMove
-	(*NodeLeaders)(nil),                      // 68: warren.admin.NodeLeaders
-	(*QueueRef)(nil),                         // 69: warren.admin.QueueRef
-	(*CheckQuorumCriticalRequest)(nil),       // 70: warren.admin.CheckQuorumCriticalRequest
-	(*CheckLeaderlessRequest)(nil),           // 71: warren.admin.CheckLeaderlessRequest
-	(*CheckReplicasSyncedRequest)(nil),       // 72: warren.admin.CheckReplicasSyncedRequest
-	(*CheckResponse)(nil),                    // 73: warren.admin.CheckResponse
-	(*CheckedQueue)(nil),                     // 74: warren.admin.CheckedQueue
-	(*AddMemberRequest)(nil),                 // 75: warren.admin.AddMemberRequest
-	(*DeleteMemberRequest)(nil),              // 76: warren.admin.DeleteMemberRequest
-	(*GrowRequest)(nil),                      // 77: warren.admin.GrowRequest
-	(*ShrinkRequest)(nil),                    // 78: warren.admin.ShrinkRequest
-	(*MembershipResponse)(nil),               // 79: warren.admin.MembershipResponse
-	(*ListConnectionsRequest)(nil),           // 80: warren.admin.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 81: warren.admin.ListConnectionsResponse
-	(*CloseConnectionsRequest)(nil),          // 82: warren.admin.CloseConnectionsRequest
-	(*CloseConnectionsResponse)(nil),         // 83: warren.admin.CloseConnectionsResponse
-	(*ClosedConnection)(nil),                 // 84: warren.admin.ClosedConnection
-	(*NodeError)(nil),                        // 85: warren.admin.NodeError
-	(*Connection)(nil),                       // 86: warren.admin.Connection
-	(*Channel)(nil),                          // 87: warren.admin.Channel
-	(*Consumer)(nil),                         // 88: warren.admin.Consumer
-	(*QuorumConsumersRequest)(nil),           // 89: warren.admin.QuorumConsumersRequest
-	(*MemberConsumersRequest)(nil),           // 90: warren.admin.MemberConsumersRequest
-	(*QuorumConsumersResponse)(nil),          // 91: warren.admin.QuorumConsumersResponse
-	(*QueueConsumer)(nil),                    // 92: warren.admin.QueueConsumer
-	(*PeekRequest)(nil),                      // 93: warren.admin.PeekRequest
-	(*MemberPeekRequest)(nil),                // 94: warren.admin.MemberPeekRequest
-	(*PeekResponse)(nil),                     // 95: warren.admin.PeekResponse
-	nil,                                      // 96: warren.admin.ImportDefinitionsResponse.ImportedEntry
-	nil,                                      // 97: warren.admin.Vhost.LimitsEntry
-	nil,                                      // 98: warren.admin.NodeStatusResponse.ReplicasEntry
+	(*SetUserLimitsRequest)(nil),             // 20: warren.admin.SetUserLimitsRequest
+	(*ClearUserLimitsRequest)(nil),           // 21: warren.admin.ClearUserLimitsRequest
+	(*AddVhostRequest)(nil),                  // 22: warren.admin.AddVhostRequest
+	(*VhostRequest)(nil),                     // 23: warren.admin.VhostRequest
+	(*ListVhostsRequest)(nil),                // 24: warren.admin.ListVhostsRequest
+	(*ListVhostsResponse)(nil),               // 25: warren.admin.ListVhostsResponse
+	(*Vhost)(nil),                            // 26: warren.admin.Vhost
+	(*SetVhostLimitsRequest)(nil),            // 27: warren.admin.SetVhostLimitsRequest
+	(*Permission)(nil),                       // 28: warren.admin.Permission
+	(*ClearPermissionsRequest)(nil),          // 29: warren.admin.ClearPermissionsRequest
+	(*ListPermissionsRequest)(nil),           // 30: warren.admin.ListPermissionsRequest
+	(*ListPermissionsResponse)(nil),          // 31: warren.admin.ListPermissionsResponse
+	(*AlarmsRequest)(nil),                    // 32: warren.admin.AlarmsRequest
+	(*AlarmsResponse)(nil),                   // 33: warren.admin.AlarmsResponse
+	(*ResourceAlarm)(nil),                    // 34: warren.admin.ResourceAlarm
+	(*SetWatermarkRequest)(nil),              // 35: warren.admin.SetWatermarkRequest
+	(*DrainRequest)(nil),                     // 36: warren.admin.DrainRequest
+	(*DrainResponse)(nil),                    // 37: warren.admin.DrainResponse
+	(*MemberMaintenanceRequest)(nil),         // 38: warren.admin.MemberMaintenanceRequest
+	(*MemberMaintenanceResponse)(nil),        // 39: warren.admin.MemberMaintenanceResponse
+	(*ForgetNodeRequest)(nil),                // 40: warren.admin.ForgetNodeRequest
+	(*ClusterStatusRequest)(nil),             // 41: warren.admin.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),            // 42: warren.admin.ClusterStatusResponse
+	(*Node)(nil),                             // 43: warren.admin.Node
+	(*NodeStatusRequest)(nil),                // 44: warren.admin.NodeStatusRequest
+	(*NodeStatusResponse)(nil),               // 45: warren.admin.NodeStatusResponse
+	(*ListQueuesRequest)(nil),                // 46: warren.admin.ListQueuesRequest
+	(*ListQueuesResponse)(nil),               // 47: warren.admin.ListQueuesResponse
+	(*Queue)(nil),                            // 48: warren.admin.Queue
+	(*QuorumStatusRequest)(nil),              // 49: warren.admin.QuorumStatusRequest
+	(*QuorumStatusResponse)(nil),             // 50: warren.admin.QuorumStatusResponse
+	(*MemberStatusRequest)(nil),              // 51: warren.admin.MemberStatusRequest
+	(*Member)(nil),                           // 52: warren.admin.Member
+	(*Policy)(nil),                           // 53: warren.admin.Policy
+	(*SetPolicyRequest)(nil),                 // 54: warren.admin.SetPolicyRequest
+	(*SetPolicyResponse)(nil),                // 55: warren.admin.SetPolicyResponse
+	(*ClearPolicyRequest)(nil),               // 56: warren.admin.ClearPolicyRequest
+	(*ClearPolicyResponse)(nil),              // 57: warren.admin.ClearPolicyResponse
+	(*ListPoliciesRequest)(nil),              // 58: warren.admin.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),             // 59: warren.admin.ListPoliciesResponse
+	(*TransferLeadershipRequest)(nil),        // 60: warren.admin.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),       // 61: warren.admin.TransferLeadershipResponse
+	(*MemberTransferLeadershipRequest)(nil),  // 62: warren.admin.MemberTransferLeadershipRequest
+	(*MemberTransferLeadershipResponse)(nil), // 63: warren.admin.MemberTransferLeadershipResponse
+	(*LocalMembersRequest)(nil),              // 64: warren.admin.LocalMembersRequest
+	(*LocalMembersResponse)(nil),             // 65: warren.admin.LocalMembersResponse
+	(*LocalMember)(nil),                      // 66: warren.admin.LocalMember
+	(*RebalanceRequest)(nil),                 // 67: warren.admin.RebalanceRequest
+	(*RebalanceResponse)(nil),                // 68: warren.admin.RebalanceResponse
+	(*LeaderMove)(nil),                       // 69: warren.admin.LeaderMove
+	(*NodeLeaders)(nil),                      // 70: warren.admin.NodeLeaders
+	(*QueueRef)(nil),                         // 71: warren.admin.QueueRef
+	(*CheckQuorumCriticalRequest)(nil),       // 72: warren.admin.CheckQuorumCriticalRequest
+	(*CheckLeaderlessRequest)(nil),           // 73: warren.admin.CheckLeaderlessRequest
+	(*CheckReplicasSyncedRequest)(nil),       // 74: warren.admin.CheckReplicasSyncedRequest
+	(*CheckResponse)(nil),                    // 75: warren.admin.CheckResponse
+	(*CheckedQueue)(nil),                     // 76: warren.admin.CheckedQueue
+	(*AddMemberRequest)(nil),                 // 77: warren.admin.AddMemberRequest
+	(*DeleteMemberRequest)(nil),              // 78: warren.admin.DeleteMemberRequest
+	(*GrowRequest)(nil),                      // 79: warren.admin.GrowRequest
+	(*ShrinkRequest)(nil),                    // 80: warren.admin.ShrinkRequest
+	(*MembershipResponse)(nil),               // 81: warren.admin.MembershipResponse
+	(*ListConnectionsRequest)(nil),           // 82: warren.admin.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 83: warren.admin.ListConnectionsResponse
+	(*CloseConnectionsRequest)(nil),          // 84: warren.admin.CloseConnectionsRequest
+	(*CloseConnectionsResponse)(nil),         // 85: warren.admin.CloseConnectionsResponse
+	(*ClosedConnection)(nil),                 // 86: warren.admin.ClosedConnection
+	(*NodeError)(nil),                        // 87: warren.admin.NodeError
+	(*Connection)(nil),                       // 88: warren.admin.Connection
+	(*Channel)(nil),                          // 89: warren.admin.Channel
+	(*Consumer)(nil),                         // 90: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 91: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 92: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 93: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 94: warren.admin.QueueConsumer
+	(*PeekRequest)(nil),                      // 95: warren.admin.PeekRequest
+	(*MemberPeekRequest)(nil),                // 96: warren.admin.MemberPeekRequest
+	(*PeekResponse)(nil),                     // 97: warren.admin.PeekResponse
+	nil,                                      // 98: warren.admin.ImportDefinitionsResponse.ImportedEntry
+	nil,                                      // 99: warren.admin.User.LimitsEntry
+	nil,                                      // 100: warren.admin.Vhost.LimitsEntry
+	nil,                                      // 101: warren.admin.NodeStatusResponse.ReplicasEntry
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
-	2,  // 0: warren.admin.ListExchangesResponse.exchanges:type_name -> warren.admin.Exchange
-	5,  // 1: warren.admin.ListBindingsResponse.bindings:type_name -> warren.admin.Binding
-	96, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
-	19, // 3: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
-	24, // 4: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
-	97, // 5: warren.admin.Vhost.limits:type_name -> warren.admin.Vhost.LimitsEntry
-	26, // 6: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
-	32, // 7: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
-	67, // 8: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
-	41, // 9: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
-	41, // 10: warren.admin.NodeStatusResponse.node:type_name -> warren.admin.Node
-	98, // 11: warren.admin.NodeStatusResponse.replicas:type_name -> warren.admin.NodeStatusResponse.ReplicasEntry
-	46, // 12: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
-	50, // 13: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
-	51, // 14: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
-	51, // 15: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
-	64, // 16: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
-	50, // 17: warren.admin.LocalMember.member:type_name -> warren.admin.Member
-	67, // 18: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
-	68, // 19: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
-	69, // 20: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
-	74, // 21: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	86, // 22: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
-	85, // 23: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	84, // 24: warren.admin.CloseConnectionsResponse.closed:type_name -> warren.admin.ClosedConnection
-	85, // 25: warren.admin.CloseConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	87, // 26: warren.admin.Connection.channels:type_name -> warren.admin.Channel
-	88, // 27: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	92, // 28: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
-	39, // 29: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	42, // 30: warren.admin.Admin.NodeStatus:input_type -> warren.admin.NodeStatusRequest
-	44, // 31: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	47, // 32: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	49, // 33: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	52, // 34: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	54, // 35: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	56, // 36: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	58, // 37: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	60, // 38: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	62, // 39: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	65, // 40: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	70, // 41: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	71, // 42: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	72, // 43: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
-	75, // 44: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	76, // 45: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	77, // 46: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	78, // 47: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	34, // 48: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	34, // 49: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	36, // 50: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	38, // 51: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	80, // 52: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	80, // 53: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	82, // 54: warren.admin.Admin.CloseConnections:input_type -> warren.admin.CloseConnectionsRequest
-	82, // 55: warren.admin.Admin.LocalCloseConnections:input_type -> warren.admin.CloseConnectionsRequest
-	89, // 56: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
-	90, // 57: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	93, // 58: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
-	94, // 59: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
-	30, // 60: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
-	33, // 61: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
-	13, // 62: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
-	14, // 63: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
-	15, // 64: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
-	16, // 65: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
-	17, // 66: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
-	20, // 67: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
-	21, // 68: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
-	22, // 69: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
-	25, // 70: warren.admin.Admin.SetVhostLimits:input_type -> warren.admin.SetVhostLimitsRequest
-	21, // 71: warren.admin.Admin.ClearVhostLimits:input_type -> warren.admin.VhostRequest
-	26, // 72: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
-	27, // 73: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
-	28, // 74: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
-	9,  // 75: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
-	10, // 76: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
-	0,  // 77: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
-	3,  // 78: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
-	6,  // 79: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
-	7,  // 80: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
-	40, // 81: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	43, // 82: warren.admin.Admin.NodeStatus:output_type -> warren.admin.NodeStatusResponse
-	45, // 83: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	48, // 84: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	50, // 85: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	53, // 86: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	55, // 87: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	57, // 88: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	59, // 89: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	61, // 90: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	63, // 91: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	66, // 92: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	73, // 93: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	73, // 94: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	73, // 95: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
-	79, // 96: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	79, // 97: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	79, // 98: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	79, // 99: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	35, // 100: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	35, // 101: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	37, // 102: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	79, // 103: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	81, // 104: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	81, // 105: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	83, // 106: warren.admin.Admin.CloseConnections:output_type -> warren.admin.CloseConnectionsResponse
-	83, // 107: warren.admin.Admin.LocalCloseConnections:output_type -> warren.admin.CloseConnectionsResponse
-	91, // 108: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	91, // 109: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	95, // 110: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
-	95, // 111: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
-	31, // 112: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
-	31, // 113: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
-	12, // 114: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
-	12, // 115: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
-	12, // 116: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
-	12, // 117: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
-	18, // 118: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
-	12, // 119: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
-	12, // 120: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
-	23, // 121: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
-	12, // 122: warren.admin.Admin.SetVhostLimits:output_type -> warren.admin.AccessResponse
-	12, // 123: warren.admin.Admin.ClearVhostLimits:output_type -> warren.admin.AccessResponse
-	12, // 124: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
-	12, // 125: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
-	29, // 126: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
-	10, // 127: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
-	11, // 128: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
-	1,  // 129: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
-	4,  // 130: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
-	8,  // 131: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
-	8,  // 132: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
-	81, // [81:133] is the sub-list for method output_type
-	29, // [29:81] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	2,   // 0: warren.admin.ListExchangesResponse.exchanges:type_name -> warren.admin.Exchange
+	5,   // 1: warren.admin.ListBindingsResponse.bindings:type_name -> warren.admin.Binding
+	98,  // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
+	19,  // 3: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
+	99,  // 4: warren.admin.User.limits:type_name -> warren.admin.User.LimitsEntry
+	26,  // 5: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
+	100, // 6: warren.admin.Vhost.limits:type_name -> warren.admin.Vhost.LimitsEntry
+	28,  // 7: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
+	34,  // 8: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
+	69,  // 9: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
+	43,  // 10: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
+	43,  // 11: warren.admin.NodeStatusResponse.node:type_name -> warren.admin.Node
+	101, // 12: warren.admin.NodeStatusResponse.replicas:type_name -> warren.admin.NodeStatusResponse.ReplicasEntry
+	48,  // 13: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
+	52,  // 14: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
+	53,  // 15: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
+	53,  // 16: warren.admin.ListPoliciesResponse.policies:type_name -> warren.admin.Policy
+	66,  // 17: warren.admin.LocalMembersResponse.members:type_name -> warren.admin.LocalMember
+	52,  // 18: warren.admin.LocalMember.member:type_name -> warren.admin.Member
+	69,  // 19: warren.admin.RebalanceResponse.moves:type_name -> warren.admin.LeaderMove
+	70,  // 20: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
+	71,  // 21: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
+	76,  // 22: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
+	88,  // 23: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	87,  // 24: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	86,  // 25: warren.admin.CloseConnectionsResponse.closed:type_name -> warren.admin.ClosedConnection
+	87,  // 26: warren.admin.CloseConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	89,  // 27: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	90,  // 28: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	94,  // 29: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	41,  // 30: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	44,  // 31: warren.admin.Admin.NodeStatus:input_type -> warren.admin.NodeStatusRequest
+	46,  // 32: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	49,  // 33: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	51,  // 34: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	54,  // 35: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	56,  // 36: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	58,  // 37: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	60,  // 38: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	62,  // 39: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	64,  // 40: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	67,  // 41: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	72,  // 42: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	73,  // 43: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	74,  // 44: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
+	77,  // 45: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	78,  // 46: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	79,  // 47: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	80,  // 48: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	36,  // 49: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	36,  // 50: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	38,  // 51: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	40,  // 52: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	82,  // 53: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	82,  // 54: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	84,  // 55: warren.admin.Admin.CloseConnections:input_type -> warren.admin.CloseConnectionsRequest
+	84,  // 56: warren.admin.Admin.LocalCloseConnections:input_type -> warren.admin.CloseConnectionsRequest
+	91,  // 57: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	92,  // 58: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	95,  // 59: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
+	96,  // 60: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
+	32,  // 61: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	35,  // 62: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	13,  // 63: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
+	14,  // 64: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
+	15,  // 65: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
+	16,  // 66: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
+	17,  // 67: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
+	20,  // 68: warren.admin.Admin.SetUserLimits:input_type -> warren.admin.SetUserLimitsRequest
+	21,  // 69: warren.admin.Admin.ClearUserLimits:input_type -> warren.admin.ClearUserLimitsRequest
+	22,  // 70: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
+	23,  // 71: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
+	24,  // 72: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
+	27,  // 73: warren.admin.Admin.SetVhostLimits:input_type -> warren.admin.SetVhostLimitsRequest
+	23,  // 74: warren.admin.Admin.ClearVhostLimits:input_type -> warren.admin.VhostRequest
+	28,  // 75: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
+	29,  // 76: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
+	30,  // 77: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
+	9,   // 78: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
+	10,  // 79: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
+	0,   // 80: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
+	3,   // 81: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
+	6,   // 82: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
+	7,   // 83: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
+	42,  // 84: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	45,  // 85: warren.admin.Admin.NodeStatus:output_type -> warren.admin.NodeStatusResponse
+	47,  // 86: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	50,  // 87: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	52,  // 88: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	55,  // 89: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	57,  // 90: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	59,  // 91: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	61,  // 92: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	63,  // 93: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	65,  // 94: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	68,  // 95: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	75,  // 96: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	75,  // 97: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	75,  // 98: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
+	81,  // 99: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	81,  // 100: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	81,  // 101: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	81,  // 102: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	37,  // 103: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	37,  // 104: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	39,  // 105: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	81,  // 106: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	83,  // 107: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	83,  // 108: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	85,  // 109: warren.admin.Admin.CloseConnections:output_type -> warren.admin.CloseConnectionsResponse
+	85,  // 110: warren.admin.Admin.LocalCloseConnections:output_type -> warren.admin.CloseConnectionsResponse
+	93,  // 111: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	93,  // 112: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	97,  // 113: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
+	97,  // 114: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
+	33,  // 115: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	33,  // 116: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	12,  // 117: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
+	12,  // 118: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
+	12,  // 119: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
+	12,  // 120: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
+	18,  // 121: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
+	12,  // 122: warren.admin.Admin.SetUserLimits:output_type -> warren.admin.AccessResponse
+	12,  // 123: warren.admin.Admin.ClearUserLimits:output_type -> warren.admin.AccessResponse
+	12,  // 124: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
+	12,  // 125: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
+	25,  // 126: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
+	12,  // 127: warren.admin.Admin.SetVhostLimits:output_type -> warren.admin.AccessResponse
+	12,  // 128: warren.admin.Admin.ClearVhostLimits:output_type -> warren.admin.AccessResponse
+	12,  // 129: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
+	12,  // 130: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
+	31,  // 131: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
+	10,  // 132: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
+	11,  // 133: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
+	1,   // 134: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
+	4,   // 135: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
+	8,   // 136: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
+	8,   // 137: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
+	84,  // [84:138] is the sub-list for method output_type
+	30,  // [30:84] is the sub-list for method input_type
+	30,  // [30:30] is the sub-list for extension type_name
+	30,  // [30:30] is the sub-list for extension extendee
+	0,   // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -6654,14 +6803,14 @@ func file_adminpb_admin_proto_init() {
 	if File_adminpb_admin_proto != nil {
 		return
 	}
-	file_adminpb_admin_proto_msgTypes[50].OneofWrappers = []any{}
+	file_adminpb_admin_proto_msgTypes[52].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   99,
+			NumMessages:   102,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -57,6 +57,8 @@ const (
 	Admin_ChangePassword_FullMethodName           = "/warren.admin.Admin/ChangePassword"
 	Admin_SetUserTags_FullMethodName              = "/warren.admin.Admin/SetUserTags"
 	Admin_ListUsers_FullMethodName                = "/warren.admin.Admin/ListUsers"
+	Admin_SetUserLimits_FullMethodName            = "/warren.admin.Admin/SetUserLimits"
+	Admin_ClearUserLimits_FullMethodName          = "/warren.admin.Admin/ClearUserLimits"
 	Admin_AddVhost_FullMethodName                 = "/warren.admin.Admin/AddVhost"
 	Admin_DeleteVhost_FullMethodName              = "/warren.admin.Admin/DeleteVhost"
 	Admin_ListVhosts_FullMethodName               = "/warren.admin.Admin/ListVhosts"
@@ -247,6 +249,11 @@ type AdminClient interface {
 	ChangePassword(ctx context.Context, in *ChangePasswordRequest, opts ...grpc.CallOption) (*AccessResponse, error)
 	SetUserTags(ctx context.Context, in *SetUserTagsRequest, opts ...grpc.CallOption) (*AccessResponse, error)
 	ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error)
+	// SetUserLimits replaces a user's limits (max-connections,
+	// max-channels), as rabbitmqctl set_user_limits; ClearUserLimits
+	// removes one, or all, as clear_user_limits.
+	SetUserLimits(ctx context.Context, in *SetUserLimitsRequest, opts ...grpc.CallOption) (*AccessResponse, error)
+	ClearUserLimits(ctx context.Context, in *ClearUserLimitsRequest, opts ...grpc.CallOption) (*AccessResponse, error)
 	AddVhost(ctx context.Context, in *AddVhostRequest, opts ...grpc.CallOption) (*AccessResponse, error)
 	DeleteVhost(ctx context.Context, in *VhostRequest, opts ...grpc.CallOption) (*AccessResponse, error)
 	ListVhosts(ctx context.Context, in *ListVhostsRequest, opts ...grpc.CallOption) (*ListVhostsResponse, error)
@@ -671,6 +678,26 @@ func (c *adminClient) ListUsers(ctx context.Context, in *ListUsersRequest, opts 
 	return out, nil
 }
 
+func (c *adminClient) SetUserLimits(ctx context.Context, in *SetUserLimitsRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_SetUserLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ClearUserLimits(ctx context.Context, in *ClearUserLimitsRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessResponse)
+	err := c.cc.Invoke(ctx, Admin_ClearUserLimits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) AddVhost(ctx context.Context, in *AddVhostRequest, opts ...grpc.CallOption) (*AccessResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AccessResponse)
@@ -985,6 +1012,11 @@ type AdminServer interface {
 	ChangePassword(context.Context, *ChangePasswordRequest) (*AccessResponse, error)
 	SetUserTags(context.Context, *SetUserTagsRequest) (*AccessResponse, error)
 	ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error)
+	// SetUserLimits replaces a user's limits (max-connections,
+	// max-channels), as rabbitmqctl set_user_limits; ClearUserLimits
+	// removes one, or all, as clear_user_limits.
+	SetUserLimits(context.Context, *SetUserLimitsRequest) (*AccessResponse, error)
+	ClearUserLimits(context.Context, *ClearUserLimitsRequest) (*AccessResponse, error)
 	AddVhost(context.Context, *AddVhostRequest) (*AccessResponse, error)
 	DeleteVhost(context.Context, *VhostRequest) (*AccessResponse, error)
 	ListVhosts(context.Context, *ListVhostsRequest) (*ListVhostsResponse, error)
@@ -1142,6 +1174,12 @@ func (UnimplementedAdminServer) SetUserTags(context.Context, *SetUserTagsRequest
 }
 func (UnimplementedAdminServer) ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListUsers not implemented")
+}
+func (UnimplementedAdminServer) SetUserLimits(context.Context, *SetUserLimitsRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetUserLimits not implemented")
+}
+func (UnimplementedAdminServer) ClearUserLimits(context.Context, *ClearUserLimitsRequest) (*AccessResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ClearUserLimits not implemented")
 }
 func (UnimplementedAdminServer) AddVhost(context.Context, *AddVhostRequest) (*AccessResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AddVhost not implemented")
@@ -1890,6 +1928,42 @@ func _Admin_ListUsers_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_SetUserLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetUserLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetUserLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetUserLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetUserLimits(ctx, req.(*SetUserLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ClearUserLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClearUserLimitsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ClearUserLimits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ClearUserLimits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ClearUserLimits(ctx, req.(*ClearUserLimitsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_AddVhost_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AddVhostRequest)
 	if err := dec(in); err != nil {
@@ -2300,6 +2374,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListUsers",
 			Handler:    _Admin_ListUsers_Handler,
+		},
+		{
+			MethodName: "SetUserLimits",
+			Handler:    _Admin_SetUserLimits_Handler,
+		},
+		{
+			MethodName: "ClearUserLimits",
+			Handler:    _Admin_ClearUserLimits_Handler,
 		},
 		{
 			MethodName: "AddVhost",
