@@ -81,15 +81,6 @@ func clearUserLimits(*flag.FlagSet) body {
 	}
 }
 
-type userLimitsReport struct {
-	Limits []userLimits `json:"limits"`
-}
-
-type userLimits struct {
-	User   string           `json:"user"`
-	Limits map[string]int64 `json:"limits"`
-}
-
 func listUserLimits(fs *flag.FlagSet) body {
 	user := fs.String("user", "guest", "the `user`")
 	global := fs.Bool("global", false, "every user that has limits")
@@ -98,27 +89,12 @@ func listUserLimits(fs *flag.FlagSet) body {
 		if err != nil {
 			return nil, err
 		}
-		r := &userLimitsReport{Limits: []userLimits{}}
+		r := &limitsReport{kind: "USER", Limits: []limitsRow{}}
 		for _, u := range resp.Users {
-			if (*global && len(u.Limits) > 0) || (!*global && u.Name == *user) {
-				limits := u.Limits
-				if limits == nil {
-					limits = map[string]int64{}
-				}
-				r.Limits = append(r.Limits, userLimits{User: u.Name, Limits: limits})
-			}
+			r.add(*global, u.Name == *user, limitsRow{User: u.Name, Limits: u.Limits})
 		}
 		return r, nil
 	}
-}
-
-func (r *userLimitsReport) writeText(w io.Writer) {
-	var rows [][]string
-	for _, u := range r.Limits {
-		b, _ := json.Marshal(u.Limits)
-		rows = append(rows, []string{u.User, string(b)})
-	}
-	table(w, []string{"USER", "LIMITS"}, rows)
 }
 
 func setVhostLimits(fs *flag.FlagSet) body {
@@ -141,13 +117,28 @@ func clearVhostLimits(fs *flag.FlagSet) body {
 	}
 }
 
-type vhostLimitsReport struct {
-	Limits []vhostLimits `json:"limits"`
+// limitsReport is list vhost-limits' or list user-limits' answer.
+type limitsReport struct {
+	Limits []limitsRow `json:"limits"`
+	kind   string      // VHOST or USER, for the text table
 }
 
-type vhostLimits struct {
-	Vhost  string           `json:"vhost"`
+// limitsRow is one vhost's or one user's limits.
+type limitsRow struct {
+	Vhost  string           `json:"vhost,omitempty"`
+	User   string           `json:"user,omitempty"`
 	Limits map[string]int64 `json:"limits"`
+}
+
+// add lists row if it is the one asked for, or, for global, if it has
+// limits.
+func (r *limitsReport) add(global, asked bool, row limitsRow) {
+	if (global && len(row.Limits) > 0) || (!global && asked) {
+		if row.Limits == nil {
+			row.Limits = map[string]int64{}
+		}
+		r.Limits = append(r.Limits, row)
+	}
 }
 
 func listVhostLimits(fs *flag.FlagSet) body {
@@ -158,25 +149,19 @@ func listVhostLimits(fs *flag.FlagSet) body {
 		if err != nil {
 			return nil, err
 		}
-		r := &vhostLimitsReport{Limits: []vhostLimits{}}
+		r := &limitsReport{kind: "VHOST", Limits: []limitsRow{}}
 		for _, v := range resp.Vhosts {
-			if (*global && len(v.Limits) > 0) || (!*global && v.Name == *vhost) {
-				limits := v.Limits
-				if limits == nil {
-					limits = map[string]int64{}
-				}
-				r.Limits = append(r.Limits, vhostLimits{Vhost: v.Name, Limits: limits})
-			}
+			r.add(*global, v.Name == *vhost, limitsRow{Vhost: v.Name, Limits: v.Limits})
 		}
 		return r, nil
 	}
 }
 
-func (r *vhostLimitsReport) writeText(w io.Writer) {
+func (r *limitsReport) writeText(w io.Writer) {
 	var rows [][]string
-	for _, v := range r.Limits {
-		b, _ := json.Marshal(v.Limits) // sorted keys
-		rows = append(rows, []string{v.Vhost, string(b)})
+	for _, l := range r.Limits {
+		b, _ := json.Marshal(l.Limits) // sorted keys
+		rows = append(rows, []string{l.Vhost + l.User, string(b)})
 	}
-	table(w, []string{"VHOST", "LIMITS"}, rows)
+	table(w, []string{r.kind, "LIMITS"}, rows)
 }
