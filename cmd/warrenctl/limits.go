@@ -77,6 +77,9 @@ func clearUserLimits(*flag.FlagSet) body {
 		if _, err := c.ClearUserLimits(ctx, &adminpb.ClearUserLimitsRequest{User: args[0], Limit: args[1]}); err != nil {
 			return nil, err
 		}
+		if args[1] == "all" {
+			return done("Cleared every limit of user '%s'.", args[0]), nil
+		}
 		return done("Cleared limit %s of user '%s'.", args[1], args[0]), nil
 	}
 }
