@@ -216,10 +216,8 @@ func (c *conn) openChannel(f amqp.Frame) error {
 	if f.Channel > c.channelMax || len(c.channels) >= int(c.channelMax) {
 		return withMethod(amqp.Errorf(amqp.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax), m)
 	}
-	// The user's channel limit counts its channels on every node, as
-	// RabbitMQ's channel tracking does; a connection error, as there.
-	if limit, ok := c.s.broker.UserLimit(c.user.Name, broker.LimitMaxChannels); ok && int64(c.s.countClients("", c.user.Name).Channels) >= limit {
-		return withMethod(broker.UserChannelLimitError(c.user.Name, limit), m)
+	if err := c.checkChannelLimits(); err != nil {
+		return withMethod(err, m)
 	}
 	ch := newChannel(c, f.Channel)
 	c.chMu.Lock()

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
-	"github.com/warrenmq/warren/cluster/broker"
 )
 
 // mechanisms offered in connection.start, most preferred first.
@@ -232,18 +230,5 @@ func (c *conn) negotiate(m *amqp.ConnectionTuneOk) error {
 	c.heartbeat = time.Duration(m.Heartbeat) * time.Second
 	c.live.timeout = 2 * c.heartbeat
 	c.r.SetFrameMax(c.frameMax)
-	return nil
-}
-
-// checkConnectionLimits refuses the connection if its vhost or its user
-// has as many connections as its limit allows, counted across the
-// cluster, as RabbitMQ does at connection.open (vhost first).
-func (c *conn) checkConnectionLimits(v *broker.Vhost) *amqp.Error {
-	if limit := v.MaxConnections(); limit != math.MaxInt64 && int64(c.s.countClients(v.Name(), "").Connections) >= limit {
-		return broker.ConnectionLimitError(v.Name(), c.user.Name, limit)
-	}
-	if limit, ok := c.s.broker.UserLimit(c.user.Name, broker.LimitMaxConnections); ok && int64(c.s.countClients("", c.user.Name).Connections) >= limit {
-		return broker.UserConnectionLimitError(c.user.Name, limit)
-	}
 	return nil
 }

@@ -115,13 +115,19 @@ func (s *Server) Connections() []ConnectionInfo {
 
 // openConns is a copy of the server's connections, oldest first.
 func (s *Server) openConns() []*conn {
+	conns := s.connSet()
+	slices.SortFunc(conns, func(a, b *conn) int { return a.accepted.Compare(b.accepted) })
+	return conns
+}
+
+// connSet is a copy of the server's connections, in no order.
+func (s *Server) connSet() []*conn {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
-	s.mu.Unlock()
-	slices.SortFunc(conns, func(a, b *conn) int { return a.accepted.Compare(b.accepted) })
 	return conns
 }
 

@@ -55,36 +55,3 @@ func (s *Server) CloseMatching(f ConnectionFilter, e *amqp.Error) []ClosedConnec
 	}
 	return closed
 }
-
-// ClientCount is how many client connections, and channels on them, are
-// a vhost's or a user's (whichever is set).
-type ClientCount struct{ Connections, Channels int }
-
-// SetClientCounter sets how the server counts a vhost's or a user's
-// clients across the cluster, for vhost and user limits; without one, it
-// counts its own.
-func (s *Server) SetClientCounter(count func(vhost, user string) ClientCount) {
-	s.mu.Lock()
-	s.countAll = count
-	s.mu.Unlock()
-}
-
-// countClients counts vhost's or user's clients: across the cluster if a
-// counter is set, else on this server. Only a vhost or a user with a limit
-// is counted, at connection.open and channel.open.
-func (s *Server) countClients(vhost, user string) ClientCount {
-	s.mu.Lock()
-	count := s.countAll
-	s.mu.Unlock()
-	if count != nil {
-		return count(vhost, user)
-	}
-	var n ClientCount
-	for _, c := range s.Connections() {
-		if (vhost == "" || c.Vhost == vhost) && (user == "" || c.User == user) {
-			n.Connections++
-			n.Channels += len(c.Channels)
-		}
-	}
-	return n
-}

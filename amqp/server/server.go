@@ -36,6 +36,10 @@ type Config struct {
 	Product, Version string
 	// ClusterName is reported in server properties.
 	ClusterName string
+	// ConnectionMax and ChannelMaxPerNode bound the node's client
+	// connections and their channels (RabbitMQ's connection_max and
+	// channel_max_per_node); 0 is no bound.
+	ConnectionMax, ChannelMaxPerNode int
 }
 
 // DefaultConfig has RabbitMQ's defaults.

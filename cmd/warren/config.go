@@ -32,6 +32,8 @@ type config struct {
 	heartbeat        time.Duration
 	frameMax         uint
 	channelMax       uint
+	connectionMax    uint
+	channelMaxNode   uint
 	maxMessageSize   uint64
 	handshakeTimeout time.Duration
 	defaultQueueType string
@@ -96,6 +98,8 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.heartbeat, "heartbeat", 60*time.Second, "heartbeat interval offered to clients (0 disables)")
 	fs.UintVar(&c.frameMax, "frame-max", 131072, "largest frame size offered to clients, in bytes")
 	fs.UintVar(&c.channelMax, "channel-max", 2047, "most channels per connection")
+	fs.UintVar(&c.connectionMax, "connection-max", 0, "most client connections this node accepts, one more refused with 530 (RabbitMQ's connection_max); 0 for no limit")
+	fs.UintVar(&c.channelMaxNode, "channel-max-per-node", 0, "most channels on this node's client connections, one more closing the connection that opens it with 530 (RabbitMQ's channel_max_per_node); 0 for no limit")
 	fs.Uint64Var(&c.maxMessageSize, "max-message-size", 16<<20, "largest message body accepted, in bytes")
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 10*time.Second, "time allowed from TCP accept to connection.open")
 	fs.StringVar(&c.defaultQueueType, "default-queue-type", "quorum", "type of durable queues declared without x-queue-type: quorum or classic")
@@ -330,12 +334,14 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 		DiskFreeLimit: diskLimit,
 		Log:           log,
 		Server: server.Config{
-			ChannelMax:       uint16(c.channelMax),
-			FrameMax:         uint32(c.frameMax),
-			Heartbeat:        c.heartbeat,
-			HandshakeTimeout: c.handshakeTimeout,
-			MaxMessageSize:   c.maxMessageSize,
-			ClusterName:      c.clusterName,
+			ChannelMax:        uint16(c.channelMax),
+			FrameMax:          uint32(c.frameMax),
+			Heartbeat:         c.heartbeat,
+			HandshakeTimeout:  c.handshakeTimeout,
+			MaxMessageSize:    c.maxMessageSize,
+			ClusterName:       c.clusterName,
+			ConnectionMax:     int(c.connectionMax),
+			ChannelMaxPerNode: int(c.channelMaxNode),
 		},
 		Broker: broker.Config{
 			LoopbackUsers:       loopback,

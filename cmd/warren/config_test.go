@@ -14,6 +14,7 @@ func TestConfigPrecedence(t *testing.T) {
 amqp = "127.0.0.1:6000"
 heartbeat = "30s"
 max-message-size = 1024
+connection-max = 100
 log-level = "warn"
 
 [[users]]
@@ -51,6 +52,9 @@ read = ".*"
 	}
 	if c.maxMessageSize != 1024 {
 		t.Errorf("max-message-size from file: %d", c.maxMessageSize)
+	}
+	if c.connectionMax != 100 || c.channelMaxNode != 0 {
+		t.Errorf("connection-max from file %d, channel-max-per-node by default %d", c.connectionMax, c.channelMaxNode)
 	}
 	if c.dataDir != "./data" {
 		t.Errorf("default data dir: %q", c.dataDir)
