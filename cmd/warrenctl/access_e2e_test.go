@@ -29,14 +29,7 @@ import (
 func TestAccessAgainstRealCluster(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
 	admin := ms[0].InternalAddr().String()
-	ctl := func(args ...string) string {
-		t.Helper()
-		code, out, errOut := warrenctl(t, append([]string{"--node", admin}, args...)...)
-		if code != 0 {
-			t.Fatalf("warrenctl %s: exit %d: %s", strings.Join(args, " "), code, errOut)
-		}
-		return out
-	}
+	ctl := ctlAt(t, admin)
 	refused := func(wantErr string, args ...string) {
 		t.Helper()
 		code, _, errOut := warrenctl(t, append([]string{"--node", admin}, args...)...)

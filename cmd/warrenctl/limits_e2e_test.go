@@ -21,14 +21,7 @@ import (
 func TestVhostLimitsAgainstRealCluster(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
 	admin := ms[0].InternalAddr().String()
-	ctl := func(args ...string) string {
-		t.Helper()
-		code, out, errOut := warrenctl(t, append([]string{"--node", admin}, args...)...)
-		if code != 0 {
-			t.Fatalf("warrenctl %s: exit %d: %s", strings.Join(args, " "), code, errOut)
-		}
-		return out
-	}
+	ctl := ctlAt(t, admin)
 	ctl("add", "vhost", "tenant")
 	ctl("set", "permissions", "guest", ".*", ".*", ".*", "--vhost", "tenant")
 	ctl("set", "vhost-limits", `{"max-connections": 2, "max-queues": 2}`, "--vhost", "tenant")
@@ -133,14 +126,7 @@ func TestVhostLimitsAgainstRealCluster(t *testing.T) {
 func TestUserLimitsAgainstRealCluster(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
 	admin := ms[0].InternalAddr().String()
-	ctl := func(args ...string) string {
-		t.Helper()
-		code, out, errOut := warrenctl(t, append([]string{"--node", admin}, args...)...)
-		if code != 0 {
-			t.Fatalf("warrenctl %s: exit %d: %s", strings.Join(args, " "), code, errOut)
-		}
-		return out
-	}
+	ctl := ctlAt(t, admin)
 	ctl("add", "user", "app", "secret")
 	ctl("set", "permissions", "app", ".*", ".*", ".*")
 	ctl("set", "user-limits", "app", `{"max-connections": 2, "max-channels": 2}`)

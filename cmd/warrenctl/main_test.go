@@ -137,6 +137,19 @@ func warrenctl(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// ctlAt returns a warrenctl against the admin service at node that fails
+// the test unless the command exits 0, and returns its output.
+func ctlAt(t *testing.T, node string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		code, out, errOut := warrenctl(t, append([]string{"--node", node}, args...)...)
+		if code != 0 {
+			t.Fatalf("warrenctl %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+}
+
 // columns squeezes runs of spaces, so that tables compare by cells.
 func columns(s string) string {
 	return regexp.MustCompile(` {2,}`).ReplaceAllString(s, " | ")
