@@ -1,8 +1,6 @@
 package server
 
 import (
-	"math"
-
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/broker"
 )
@@ -58,11 +56,11 @@ func (c *conn) checkConnectionLimits(v *broker.Vhost) *amqp.Error {
 	if limit := c.s.cfg.ConnectionMax; limit > 0 && c.s.countClients("", "", true).Connections >= limit {
 		return amqp.Errorf(amqp.NotAllowed, "connection refused: node connection limit (%d) is reached", limit)
 	}
-	if limit := v.MaxConnections(); limit != math.MaxInt64 && int64(c.s.countClients(v.Name(), "", false).Connections) >= limit {
-		return broker.ConnectionLimitError(v.Name(), c.user.Name, limit)
+	if limit, ok := v.Limit(broker.LimitMaxConnections); ok && int64(c.s.countClients(v.Name(), "", false).Connections) >= limit {
+		return amqp.Errorf(amqp.NotAllowed, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", v.Name(), c.user.Name, limit)
 	}
 	if limit, ok := c.s.broker.UserLimit(c.user.Name, broker.LimitMaxConnections); ok && int64(c.s.countClients("", c.user.Name, false).Connections) >= limit {
-		return broker.UserConnectionLimitError(c.user.Name, limit)
+		return amqp.Errorf(amqp.NotAllowed, "connection refused for user '%s': user connection limit (%d) is reached", c.user.Name, limit)
 	}
 	return nil
 }
@@ -72,7 +70,7 @@ func (c *conn) checkConnectionLimits(v *broker.Vhost) *amqp.Error {
 // texts: a connection error, as there.
 func (c *conn) checkChannelLimits() *amqp.Error {
 	if limit, ok := c.s.broker.UserLimit(c.user.Name, broker.LimitMaxChannels); ok && int64(c.s.countClients("", c.user.Name, false).Channels) >= limit {
-		return broker.UserChannelLimitError(c.user.Name, limit)
+		return amqp.Errorf(amqp.NotAllowed, "number of channels opened for user '%s' has reached the maximum allowed user limit of %d", c.user.Name, limit)
 	}
 	if limit := c.s.cfg.ChannelMaxPerNode; limit > 0 && c.s.countClients("", "", true).Channels >= limit {
 		return amqp.Errorf(amqp.NotAllowed, "number of channels opened on node '%s' has reached the maximum allowed limit of %d", c.s.broker.NodeID(), limit)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 
@@ -102,35 +101,19 @@ func (b *Broker) VhostLimits(vhost string) map[string]int64 {
 	return maps.Clone(v.limits)
 }
 
-// limitLocked is the vhost's limit key and whether it has one; v.mu held.
-func (v *Vhost) limitLocked(key string) (int64, bool) {
-	n, ok := v.limits[key]
-	return n, ok
-}
-
-// MaxConnections is the vhost's connection limit, or math.MaxInt64 for
-// none.
-func (v *Vhost) MaxConnections() int64 {
+// Limit is the vhost's limit key and whether it has one.
+func (v *Vhost) Limit(key string) (int64, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	if n, ok := v.limitLocked(LimitMaxConnections); ok {
-		return n
-	}
-	return math.MaxInt64
-}
-
-// ConnectionLimitError is what a client opening a vhost whose
-// connection limit is reached gets: 530 NOT_ALLOWED, as rabbit_reader
-// words it.
-func ConnectionLimitError(vhost, user string, limit int64) *amqp.Error {
-	return amqp.Errorf(amqp.NotAllowed, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", vhost, user, limit)
+	n, ok := v.limits[key]
+	return n, ok
 }
 
 // checkQueueLimitLocked refuses a new queue name in a vhost whose queue
 // limit is reached: 406, as rabbit_queue_type's check words it. v.mu
 // held.
 func (v *Vhost) checkQueueLimitLocked(name string) error {
-	if n, ok := v.limitLocked(LimitMaxQueues); ok && int64(len(v.queues)) >= n {
+	if n, ok := v.limits[LimitMaxQueues]; ok && int64(len(v.queues)) >= n {
 		return amqp.Errorf(amqp.PreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, n)
 	}
 	return nil
@@ -158,20 +141,6 @@ func (b *Broker) UserLimit(user, key string) (int64, bool) {
 	}
 	n, ok := u.Limits[key]
 	return n, ok
-}
-
-// UserConnectionLimitError is what a client of a user whose connection
-// limit is reached gets at connection.open: 530, as rabbit_reader words
-// it.
-func UserConnectionLimitError(user string, limit int64) *amqp.Error {
-	return amqp.Errorf(amqp.NotAllowed, "connection refused for user '%s': user connection limit (%d) is reached", user, limit)
-}
-
-// UserChannelLimitError is what a connection opening one channel more
-// than its user's limit gets: 530, closing the connection, as
-// rabbit_reader words it.
-func UserChannelLimitError(user string, limit int64) *amqp.Error {
-	return amqp.Errorf(amqp.NotAllowed, "number of channels opened for user '%s' has reached the maximum allowed user limit of %d", user, limit)
 }
 
 // ClearUserLimit removes user's limit named limit, or every one for
