@@ -65,19 +65,7 @@ func (s *Server) CloseConnections(ctx context.Context, req *adminpb.CloseConnect
 }
 
 func (s *Server) askClose(ctx context.Context, node string, req *adminpb.CloseConnectionsRequest) ([]*adminpb.ClosedConnection, error) {
-	var resp *adminpb.CloseConnectionsResponse
-	var err error
-	if node == s.b.Self() {
-		resp, err = s.LocalCloseConnections(ctx, req)
-	} else {
-		c, _, perr := s.peer(node)
-		if perr != nil {
-			return nil, perr
-		}
-		cctx, cancel := context.WithTimeout(ctx, memberWait(ctx))
-		defer cancel()
-		resp, err = c.LocalCloseConnections(cctx, req)
-	}
+	resp, err := onNode(ctx, s, node, req, (*Server).LocalCloseConnections, adminpb.AdminClient.LocalCloseConnections)
 	if err != nil {
 		return nil, errors.New(status.Convert(err).Message())
 	}

@@ -79,20 +79,7 @@ func (s *Server) CountClients(ctx context.Context, vhost, user string) server.Cl
 
 // askConnections is node's answer to LocalConnections.
 func (s *Server) askConnections(ctx context.Context, node string, req *adminpb.ListConnectionsRequest) ([]*adminpb.Connection, error) {
-	if node == s.b.Self() {
-		resp, err := s.LocalConnections(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		return resp.Connections, nil
-	}
-	c, _, err := s.peer(node)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, memberWait(ctx))
-	defer cancel()
-	resp, err := c.LocalConnections(ctx, req)
+	resp, err := onNode(ctx, s, node, req, (*Server).LocalConnections, adminpb.AdminClient.LocalConnections)
 	if err != nil {
 		return nil, errors.New(status.Convert(err).Message())
 	}

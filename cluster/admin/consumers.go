@@ -59,7 +59,8 @@ func (s *Server) QuorumConsumers(ctx context.Context, req *adminpb.QuorumConsume
 			return nil, status.Errorf(codes.FailedPrecondition,
 				"queue '%s' in vhost '%s' has no leader now (electing, without a quorum, or hibernating: it has no consumers then)", req.Name, req.Vhost)
 		}
-		resp, err := s.askConsumers(ctx, id, leader)
+		resp, err := onNode(ctx, s, leader, &adminpb.MemberConsumersRequest{QueueId: id},
+			(*Server).MemberConsumers, adminpb.AdminClient.MemberConsumers)
 		if status.Code(err) == codes.FailedPrecondition {
 			continue
 		}
@@ -70,20 +71,6 @@ func (s *Server) QuorumConsumers(ctx context.Context, req *adminpb.QuorumConsume
 		return resp, nil
 	}
 	return nil, status.Errorf(codes.Aborted, "queue '%s' in vhost '%s': the leadership kept moving", req.Name, req.Vhost)
-}
-
-func (s *Server) askConsumers(ctx context.Context, id, leader string) (*adminpb.QuorumConsumersResponse, error) {
-	req := &adminpb.MemberConsumersRequest{QueueId: id}
-	if leader == s.b.Self() {
-		return s.MemberConsumers(ctx, req)
-	}
-	c, _, err := s.peer(leader)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, memberWait(ctx))
-	defer cancel()
-	return c.MemberConsumers(ctx, req)
 }
 
 // MemberConsumers implements adminpb.AdminServer.

@@ -231,19 +231,9 @@ func (s *Server) replicas(ctx context.Context) map[string]map[string]*adminpb.Me
 }
 
 func (s *Server) askLocalMembers(ctx context.Context, node string) (map[string]*adminpb.Member, error) {
-	var resp *adminpb.LocalMembersResponse
-	if node == s.b.Self() {
-		resp, _ = s.LocalMembers(ctx, nil)
-	} else {
-		c, _, err := s.peer(node)
-		if err != nil {
-			return nil, err
-		}
-		ctx, cancel := context.WithTimeout(ctx, memberWait(ctx))
-		defer cancel()
-		if resp, err = c.LocalMembers(ctx, &adminpb.LocalMembersRequest{}); err != nil {
-			return nil, err
-		}
+	resp, err := onNode(ctx, s, node, &adminpb.LocalMembersRequest{}, (*Server).LocalMembers, adminpb.AdminClient.LocalMembers)
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]*adminpb.Member, len(resp.Members))
 	for _, m := range resp.Members {

@@ -57,7 +57,8 @@ func (s *Server) Peek(ctx context.Context, req *adminpb.PeekRequest) (*adminpb.P
 		if leader == "" {
 			return nil, status.Errorf(codes.FailedPrecondition, "queue '%s' in vhost '%s' has no leader now", req.Name, req.Vhost)
 		}
-		resp, err := s.askPeek(ctx, id, leader, req.Position)
+		resp, err := onNode(ctx, s, leader, &adminpb.MemberPeekRequest{QueueId: id, Position: req.Position},
+			(*Server).MemberPeek, adminpb.AdminClient.MemberPeek)
 		switch status.Code(err) {
 		case codes.OK:
 			resp.Vhost, resp.Name = req.Vhost, req.Name
@@ -84,20 +85,6 @@ func (s *Server) leaderAwake(ctx context.Context, id string, members []string) s
 		cancel()
 	}
 	return leader
-}
-
-func (s *Server) askPeek(ctx context.Context, id, leader string, pos uint32) (*adminpb.PeekResponse, error) {
-	req := &adminpb.MemberPeekRequest{QueueId: id, Position: pos}
-	if leader == s.b.Self() {
-		return s.MemberPeek(ctx, req)
-	}
-	c, _, err := s.peer(leader)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, memberWait(ctx))
-	defer cancel()
-	return c.MemberPeek(ctx, req)
 }
 
 // MemberPeek implements adminpb.AdminServer.

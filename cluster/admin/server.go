@@ -189,6 +189,25 @@ func (s *Server) peer(node string) (adminpb.AdminClient, string, error) {
 	return adminpb.NewAdminClient(conn), addr, nil
 }
 
+// onNode makes one of the internal, node-to-node calls on node: this
+// server's own method when node is this one, else the peer's, given
+// memberWait of what ctx allows.
+func onNode[Req, Resp any](ctx context.Context, s *Server, node string, req Req,
+	local func(*Server, context.Context, Req) (Resp, error),
+	remote func(adminpb.AdminClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	if node == s.b.Self() {
+		return local(s, ctx, req)
+	}
+	c, _, err := s.peer(node)
+	if err != nil {
+		var none Resp
+		return none, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, memberWait(ctx))
+	defer cancel()
+	return remote(c, ctx, req)
+}
+
 // memberWait is how long to wait for one member: at most maxMemberWait and
 // half of what the caller allows, so that the answer still reaches it.
 func memberWait(ctx context.Context) time.Duration {
