@@ -47,24 +47,29 @@ func (s *Server) Register(g *grpc.Server) { adminpb.RegisterAdminServer(g, s) }
 func (s *Server) ClusterStatus(context.Context, *adminpb.ClusterStatusRequest) (*adminpb.ClusterStatusResponse, error) {
 	resp := &adminpb.ClusterStatusResponse{Node: s.b.Self(), MetadataLeader: s.b.MetadataLeader()}
 	for _, n := range s.b.Nodes() {
-		var alarms []string
-		if n.State == membership.Alive {
-			alarms = n.Alarms // a node that is down blocks nobody
-		}
-		resp.Nodes = append(resp.Nodes, &adminpb.Node{
-			Name:         n.Name,
-			AmqpAddr:     n.AMQP,
-			InternalAddr: n.Internal,
-			GossipAddr:   n.Gossip,
-			Version:      n.Version,
-			State:        n.State.String(),
-			MetadataRole: string(n.MetadataRole),
-			Draining:     n.Draining,
-			Alarms:       alarms,
-		})
+		resp.Nodes = append(resp.Nodes, nodePB(n))
 	}
 	slices.SortFunc(resp.Nodes, func(a, b *adminpb.Node) int { return cmp.Compare(a.Name, b.Name) })
 	return resp, nil
+}
+
+// nodePB is a node as the admin service describes it.
+func nodePB(n NodeInfo) *adminpb.Node {
+	var alarms []string
+	if n.State == membership.Alive {
+		alarms = n.Alarms // a node that is down blocks nobody
+	}
+	return &adminpb.Node{
+		Name:         n.Name,
+		AmqpAddr:     n.AMQP,
+		InternalAddr: n.Internal,
+		GossipAddr:   n.Gossip,
+		Version:      n.Version,
+		State:        n.State.String(),
+		MetadataRole: string(n.MetadataRole),
+		Draining:     n.Draining,
+		Alarms:       alarms,
+	}
 }
 
 // ListQueues implements adminpb.AdminServer.

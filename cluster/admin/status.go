@@ -56,8 +56,7 @@ func (s *Server) NodeStatus(context.Context, *adminpb.NodeStatusRequest) (*admin
 	}
 	for _, n := range s.b.Nodes() {
 		if n.Name == self {
-			resp.Node = &adminpb.Node{Name: n.Name, AmqpAddr: n.AMQP, InternalAddr: n.Internal, GossipAddr: n.Gossip,
-				Version: n.Version, State: n.State.String(), MetadataRole: string(n.MetadataRole), Draining: n.Draining, Alarms: n.Alarms}
+			resp.Node = nodePB(n)
 		}
 	}
 	for _, m := range s.b.LocalMembers() {

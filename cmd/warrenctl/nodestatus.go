@@ -66,13 +66,11 @@ func nodeStatus(check string) func(*flag.FlagSet) body {
 			if err != nil {
 				return nil, err
 			}
-			n := resp.Node
 			started := time.UnixMilli(resp.StartedUnixMs).UTC()
 			r := &nodeStatusReport{
-				Check: check,
-				nodeReport: nodeReport{Name: n.Name, State: n.State, MetadataRole: n.MetadataRole, AMQP: n.AmqpAddr,
-					Internal: n.InternalAddr, Gossip: n.GossipAddr, Version: n.Version, Maintenance: maintenance(n.Draining), Alarms: n.Alarms},
-				GoVersion: resp.GoVersion, PID: resp.Pid, Started: started, UptimeSeconds: int64(time.Since(started).Seconds()),
+				Check:      check,
+				nodeReport: nodeReportOf(resp.Node),
+				GoVersion:  resp.GoVersion, PID: resp.Pid, Started: started, UptimeSeconds: int64(time.Since(started).Seconds()),
 				DataDir: resp.DataDir, AMQPListen: resp.AmqpListenAddr, Running: resp.Running, MetadataLeader: resp.MetadataLeader, Replicas: resp.Replicas,
 				Connections: resp.Connections, Channels: resp.Channels, MemoryUsed: resp.MemoryUsedBytes, MemoryLimit: resp.MemoryLimitBytes,
 				DiskFree: resp.DiskFreeBytes, DiskFreeLimit: resp.DiskFreeLimitBytes, Goroutines: resp.Goroutines,

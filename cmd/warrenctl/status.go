@@ -46,11 +46,15 @@ func clusterStatus(*flag.FlagSet) body {
 		}
 		r := &clusterReport{Node: resp.Node, MetadataLeader: resp.MetadataLeader, Nodes: []nodeReport{}}
 		for _, n := range resp.Nodes {
-			r.Nodes = append(r.Nodes, nodeReport{Name: n.Name, State: n.State, MetadataRole: n.MetadataRole,
-				AMQP: n.AmqpAddr, Internal: n.InternalAddr, Gossip: n.GossipAddr, Version: n.Version, Maintenance: maintenance(n.Draining), Alarms: n.Alarms})
+			r.Nodes = append(r.Nodes, nodeReportOf(n))
 		}
 		return r, nil
 	}
+}
+
+func nodeReportOf(n *adminpb.Node) nodeReport {
+	return nodeReport{Name: n.Name, State: n.State, MetadataRole: n.MetadataRole, AMQP: n.AmqpAddr, Internal: n.InternalAddr,
+		Gossip: n.GossipAddr, Version: n.Version, Maintenance: maintenance(n.Draining), Alarms: n.Alarms}
 }
 
 func (r *clusterReport) writeText(w io.Writer) {
