@@ -8,6 +8,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq"
 )
 
 // ErrNoMessageAtPosition: fewer messages are ready than the position
@@ -45,14 +46,14 @@ func (r *Replica) Peek(pos int) (*queue.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log entry %d: %w", p.Index, err)
 	}
-	h := make(amqp.Table, len(m.Properties.Headers)+2)
-	for k, v := range m.Properties.Headers {
-		h[k] = v
+	m = withCounts(m, raftq.Effect{DeliveryCount: p.DeliveryCount, AcquiredCount: p.AcquiredCount})
+	if p.DeliveryCount == 0 {
+		// A delivery would not carry it; peek shows it, as RabbitMQ's
+		// does. The message was decoded for this call: its own headers.
+		if m.Properties.Headers == nil {
+			m.Properties.Headers = amqp.Table{}
+		}
+		m.Properties.Headers["x-delivery-count"] = int64(0)
 	}
-	h["x-delivery-count"] = int64(p.DeliveryCount)
-	if p.AcquiredCount > 0 {
-		h["x-acquired-count"] = int64(p.AcquiredCount)
-	}
-	m.Properties.Headers = h
 	return m, nil
 }
