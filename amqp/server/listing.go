@@ -100,7 +100,7 @@ type shownSettings struct {
 // their handshake), oldest first, with their channels by number and their
 // consumers by tag.
 func (s *Server) Connections() []ConnectionInfo {
-	conns := s.openConns()
+	conns := s.connSet() // sorted below, by what the listing shows
 	out := make([]ConnectionInfo, 0, len(conns))
 	for _, c := range conns {
 		if info, ok := c.info(); ok {
