@@ -108,8 +108,8 @@ func (n *Node) DeleteMember(vhost, name, node string, force bool) error {
 type GrowStrategy string
 
 const (
-	// GrowBelowTarget: queues with fewer members than their target size
-	// (Warren's grow, which the issue of this project asked for).
+	// GrowBelowTarget: queues with fewer members than their target size,
+	// Warren's default (RabbitMQ's grow always names a strategy).
 	GrowBelowTarget GrowStrategy = ""
 	// GrowAll: every queue (rabbitmq-queues grow NODE all).
 	GrowAll GrowStrategy = "all"
