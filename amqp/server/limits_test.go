@@ -38,7 +38,15 @@ func TestNodeConnectionAndChannelLimits(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the connection that opened a fourth channel stayed open")
 	}
-	// b's channel went with it: room for one more, and for a connection.
-	c := tn.dial(t)
+	// b's channel went with it: room for one more, and for a connection
+	// once the node has finished closing b (the client sees the close
+	// before the node has let go of the socket, so the room comes a
+	// moment later, as with RabbitMQ's connection tracking).
+	var c *amqp091.Connection
+	eventually(t, 10*time.Second, func() bool {
+		c, err = amqp091.Dial(tn.url("guest", "guest", "/"))
+		return err == nil
+	}, "no room for a connection after b was closed")
+	t.Cleanup(func() { c.Close() })
 	openChannel(t, c)
 }
