@@ -270,6 +270,12 @@ func ParseConfig(args map[string]any) (Config, error) {
 	} else if n != Unset {
 		c.ConsumerTimeout, c.ConsumerTimeoutSet = n, true
 	}
+	// RabbitMQ 4.3's consumer disconnected timeout is the runtime's
+	// (replica.DisconnectedTimeout), not the machine's: checked here,
+	// in declare_args' order, and not kept.
+	if _, err := nonNegArg(args, "x-consumer-disconnected-timeout"); err != nil {
+		return c, err
+	}
 	// x-delivery-limit is not among declare_args: RabbitMQ accepts any
 	// value and uses the default for one that is not an integer
 	// (get_delivery_limit/3).

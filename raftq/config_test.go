@@ -68,7 +68,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{map[string]any{"x-max-length-bytes": "1"}, "x-max-length-bytes", `"expected integer, got longstr"`},
 		{map[string]any{"x-overflow": []byte("drop-head")}, "x-overflow", "{unacceptable_type,binary}"},
 		{map[string]any{"x-single-active-consumer": int8(1)}, "x-single-active-consumer", "{unacceptable_type,byte}"},
+		{map[string]any{"x-consumer-disconnected-timeout": int64(-5)}, "x-consumer-disconnected-timeout", "{value_negative,-5}"},
+		{map[string]any{"x-consumer-disconnected-timeout": "60s"}, "x-consumer-disconnected-timeout", `"expected integer, got longstr"`},
 		// The first failing argument in RabbitMQ's order is reported.
+		{map[string]any{"x-consumer-disconnected-timeout": int64(-1), "x-consumer-timeout": int64(-2)}, "x-consumer-timeout", "{value_negative,-2}"},
 		{map[string]any{"x-consumer-timeout": int64(-1), "x-expires": int64(-1)}, "x-expires", "{value_negative,-1}"},
 	} {
 		_, err := ParseConfig(tc.args)
