@@ -47,6 +47,12 @@ type Config struct {
 	// RabbitMQ 4.3 does by default; Warren accepts them unless set, as
 	// RabbitMQ did before 4.3.
 	DenyTransientQueues bool
+	// ConsumerDisconnectedTimeout is how long a quorum queue keeps the
+	// messages of a consumer whose node is cut off from its leader, for
+	// queues whose arguments and policies set none (RabbitMQ 4.3's
+	// consumer_disconnected_timeout; replica/disconnected.go). Zero
+	// returns them at once.
+	ConsumerDisconnectedTimeout time.Duration
 	// DataDir holds the quorum queues' Raft logs, under quorum/.
 	DataDir string
 	// NodeID is this node's name in Raft groups; DefaultNodeID if empty

@@ -451,6 +451,8 @@ var queuePolicyKeys = map[string][]struct {
 		{"dead-letter-routing-key", resolveArg},
 		{"dead-letter-strategy", resolveArg},
 		{"consumer-timeout", resolveMin},
+		// get_consumer_disconnected_timeout/1: the lower.
+		{"consumer-disconnected-timeout", resolveMin},
 		{"queue-leader-locator", resolvePolicy},
 		// get_delayed_retry_config/1: the policy's type wins, the
 		// lower minimum and maximum.

@@ -361,6 +361,9 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			// dead-letter exchange later. The queue's machine decides
 			// what is dead-lettered; the target is read when it is.
 			DeadLetter: v.deadLetterFunc(q),
+			DisconnectedTimeout: func() time.Duration {
+				return replica.DisconnectedTimeoutOf(q.EffectiveArguments(), v.b.cfg.ConsumerDisconnectedTimeout)
+			},
 		}
 		if v.b.cfg.Cluster != nil {
 			// A member on a drained node stays out of elections from

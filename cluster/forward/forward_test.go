@@ -53,6 +53,11 @@ type node struct {
 	// loseStreamSettlements drops the settlements consume streams carry
 	// in, as a leader that lost them with its leadership would.
 	loseStreamSettlements atomic.Bool
+	// refuseConsume fails new consume streams as a cut link would;
+	// breakStreams ends the open ones here as a broken link would.
+	refuseConsume atomic.Bool
+	streamsMu     sync.Mutex
+	streamCancels []context.CancelFunc
 }
 
 func newNode(t *testing.T, name string) *node {
@@ -103,14 +108,37 @@ func (n *node) faults(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	return handler(ctx, req)
 }
 
-func (n *node) streamFaults(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, &faultyStream{ServerStream: ss, n: n})
+func (n *node) streamFaults(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if path.Base(info.FullMethod) == "Consume" && n.refuseConsume.Load() {
+		return status.Error(codes.Unavailable, "test: link cut")
+	}
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	n.streamsMu.Lock()
+	n.streamCancels = append(n.streamCancels, cancel)
+	n.streamsMu.Unlock()
+	return handler(srv, &faultyStream{ServerStream: ss, n: n, ctx: ctx})
+}
+
+// breakStreams ends every stream open into n, as if its link broke: the
+// serving side sees its context end, not a goodbye.
+func (n *node) breakStreams() {
+	n.streamsMu.Lock()
+	cancels := n.streamCancels
+	n.streamCancels = nil
+	n.streamsMu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
 }
 
 type faultyStream struct {
 	grpc.ServerStream
-	n *node
+	n   *node
+	ctx context.Context
 }
+
+func (s *faultyStream) Context() context.Context { return s.ctx }
 
 func (s *faultyStream) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
@@ -139,8 +167,14 @@ func (n *node) lookup(id string) (forward.Local, bool) {
 
 // openReplica opens a one-member group on n for queue id.
 func (n *node) openReplica(id string) *replica.Replica {
+	return n.openReplicaWith(id, replica.Config{})
+}
+
+// openReplicaWith is openReplica with cfg's settings.
+func (n *node) openReplicaWith(id string, cfg replica.Config) *replica.Replica {
 	n.t.Helper()
-	r, err := replica.Open(replica.Config{Name: "/" + id, Dir: n.t.TempDir(), NodeID: n.name, Created: 1, Log: testLog})
+	cfg.Name, cfg.Dir, cfg.NodeID, cfg.Created, cfg.Log = "/"+id, n.t.TempDir(), n.name, 1, testLog
+	r, err := replica.Open(cfg)
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
@@ -89,3 +90,4 @@ func (detached) GetAs(uint64, bool) (queue.Delivery, uint32, bool, error) {
 }
 func (detached) SettleOwned([]replica.OwnedSettlement) error { return replica.ErrNotLeader }
 func (detached) Knows([]uint64) bool                         { return false }
+func (detached) DisconnectedTimeout() time.Duration          { return 0 }

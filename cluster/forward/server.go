@@ -30,8 +30,15 @@ type Server struct {
 	replies atomic.Pointer[Replies]
 	log     *slog.Logger
 
+	// alive reports whether gossip sees a node alive (SetNodeAlive).
+	alive atomic.Pointer[func(node string) bool]
+
 	mu   sync.Mutex
 	held map[string]*heldSet
+	// suspended are the consumers whose streams broke, with the timers
+	// that return what they still hold (disconnected.go).
+	suspended map[*serverConsumer]*time.Timer
+	closed    bool
 }
 
 // NewServer returns a Server that finds a queue's member with lookup.
@@ -39,7 +46,7 @@ func NewServer(lookup func(queueID string) (Local, bool), log *slog.Logger) *Ser
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{lookup: lookup, log: log, held: make(map[string]*heldSet)}
+	return &Server{lookup: lookup, log: log, held: make(map[string]*heldSet), suspended: make(map[*serverConsumer]*time.Timer)}
 }
 
 // SetAsleep gives the server the node's view of hibernated groups: a
@@ -122,49 +129,6 @@ func (h *heldSet) takeFor(sc *serverConsumer) []uint64 {
 		}
 	}
 	return ids
-}
-
-// NodeGone returns to their queues the deliveries still held by consumers
-// of node's channels whose streams have ended: a consumer cancelled with
-// basic.cancel keeps its unsettled deliveries for its channel to settle,
-// and a channel whose node stops or fails never will (its requeue, sent
-// while the node shuts down, may be lost). Consumers whose streams are
-// open give theirs back when the stream breaks. Called when gossip reports
-// node failed or gone.
-func (s *Server) NodeGone(node string) {
-	if node == "" {
-		return
-	}
-	s.mu.Lock()
-	sets := make(map[string]*heldSet, len(s.held))
-	for q, h := range s.held {
-		sets[q] = h
-	}
-	s.mu.Unlock()
-	for q, h := range sets {
-		h.mu.Lock()
-		var ids []uint64
-		for id, sc := range h.by {
-			sc.mu.Lock()
-			over := sc.end != endNone
-			sc.mu.Unlock()
-			if sc.origin == node && over {
-				ids = append(ids, id)
-				delete(h.by, id)
-			}
-		}
-		h.mu.Unlock()
-		if len(ids) == 0 {
-			continue
-		}
-		l, err := s.member(q, true)
-		if err != nil {
-			s.log.Warn("forward: cannot return a gone node's deliveries", "queue", q, "node", node, "count", len(ids), "err", err)
-			continue
-		}
-		l.Requeue(ids, queue.ReturnConsumerGone)
-		s.log.Info("forward: returned deliveries a gone node's cancelled consumers held", "queue", q, "node", node, "count", len(ids))
-	}
 }
 
 // Leader names the leader this node's member knows.
@@ -400,9 +364,10 @@ func (s *Server) Publish(stream queuepb.Forward_PublishServer) error {
 // serverConsumer is the queue.Consumer a Consume stream attaches to the
 // leading member: deliveries wait in buf for the stream's sender.
 type serverConsumer struct {
-	held   *heldSet
-	wake   chan struct{}
-	origin string // the consuming channel's node (Attach.Origin)
+	queueID string
+	held    *heldSet
+	wake    chan struct{}
+	origin  string // the consuming channel's node (Attach.Origin)
 
 	mu      sync.Mutex
 	buf     []queue.Delivery
@@ -503,7 +468,7 @@ func (s *Server) Consume(stream queuepb.Forward_ConsumeServer) error {
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	sc := &serverConsumer{held: s.heldFor(req.Attach.QueueId), wake: make(chan struct{}, 1), origin: req.Attach.Origin}
+	sc := &serverConsumer{queueID: req.Attach.QueueId, held: s.heldFor(req.Attach.QueueId), wake: make(chan struct{}, 1), origin: req.Attach.Origin}
 	if err := l.Consume(sc, opts); err != nil {
 		return toStatus(err, l.Leader())
 	}
@@ -523,12 +488,10 @@ func (s *Server) Consume(stream queuepb.Forward_ConsumeServer) error {
 		if clean {
 			return
 		}
-		// The router's end of the stream is gone: detach, and give the
-		// deliveries it held back to the queue.
+		// The router's end of the stream is gone: detach, and keep what
+		// it holds for it to come back, for a while (disconnected.go).
 		l.Cancel(sc)
-		if ids := sc.held.takeFor(sc); len(ids) > 0 {
-			l.Requeue(ids, queue.ReturnConsumerGone)
-		}
+		s.disconnected(l, sc)
 	}()
 	if err := stream.Send(&queuepb.ConsumeReply{Attached: true}); err != nil {
 		return err

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/cluster/queue"
@@ -65,3 +66,7 @@ func (u unreplicated) SettleOwned(list []replica.OwnedSettlement) error {
 }
 
 func (u unreplicated) Knows([]uint64) bool { return true }
+
+// DisconnectedTimeout is zero: RabbitMQ's classic queues return a lost
+// consumer's messages at once.
+func (u unreplicated) DisconnectedTimeout() time.Duration { return 0 }

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
@@ -60,6 +61,10 @@ type Local interface {
 	// Knows reports whether the member knows every delivery in ids as
 	// held: it has applied their handing-out, and they are not settled.
 	Knows(ids []uint64) bool
+	// DisconnectedTimeout is how long the deliveries of a consumer whose
+	// stream broke wait for it to attach again before they return to
+	// the queue (replica/disconnected.go); zero returns them at once.
+	DisconnectedTimeout() time.Duration
 }
 
 // ErrReconfigureUnsupported: the leading member's node cannot change a

@@ -202,6 +202,13 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *metadata.Sn
 	c.meta.Register(c.grpc)
 	c.fwd = forward.NewServer(c.lookupReplica, log.With("component", "forward"))
 	c.fwd.SetAsleep(c.isAsleep) // hibernate.go
+	c.fwd.SetNodeAlive(func(node string) bool {
+		if c.gossip == nil {
+			return false
+		}
+		m, ok := c.gossip.Member(node)
+		return ok && m.State == membership.Alive
+	})
 	c.mux.SetOnMissing(func(group string) { c.wake(group) })
 	c.fwd.Register(c.grpc)
 	c.registerMember() // membership.go
@@ -768,6 +775,9 @@ func (c *clusterNode) close() error {
 
 func (c *clusterNode) closeTransport() {
 	c.grpc.Stop()
+	if c.fwd != nil {
+		c.fwd.Close()
+	}
 	c.mux.Close()
 	c.pool.Close()
 }

@@ -54,16 +54,19 @@ func (c *clusterNode) memberEvent(ev membership.Event) {
 	}
 	restartedFrom := c.noteBoot(ev)
 	if ev.Kind == membership.Failed || ev.Kind == membership.Departed || restartedFrom != "" {
-		// Its channels are gone: what its cancelled consumers held goes
-		// back to the queues (forward.Server.NodeGone for those attached
-		// here, Replica.NodeGone for those an earlier leader had).
-		c.fwd.NodeGone(ev.Member.Name)
+		// Its channels are gone, or cut off: what its consumers held
+		// goes back to the queues, at once or, for a node that may only
+		// be cut off, after the queue's consumer disconnected timeout
+		// (forward.Server.NodeGone for those attached here,
+		// Replica.NodeGone for those an earlier leader had).
+		failed := ev.Kind == membership.Failed && restartedFrom == ""
+		c.fwd.NodeGone(ev.Member.Name, failed)
 		boot := ev.Member.Boot
 		if restartedFrom != "" {
 			boot = restartedFrom
 		}
 		for _, r := range c.allReplicas() {
-			r.NodeGone(replica.BootOf(ev.Member.Name, boot))
+			r.NodeGone(replica.BootOf(ev.Member.Name, boot), failed)
 		}
 		if restartedFrom == "" {
 			// A restarted node removes its own (broker.dropStale).
@@ -96,6 +99,9 @@ func (n *Node) Kill() {
 		_ = c.gossip.Stop() // no Leave: the others see a failure
 		c.grpc.Stop()
 		_ = c.mux.Close() // nothing more goes out, heartbeats included
+		// Nor forwarded calls: the releases of the channels closed
+		// below, say, which a crashed node never sends.
+		_ = c.pool.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -18,32 +18,34 @@ import (
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/node"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // config is the server's settings. Each comes, in order of precedence,
 // from a command-line flag, a WARREN_* environment variable, the config
 // file, or its default.
 type config struct {
-	configFile       string
-	dataDir          string
-	amqpAddr         string
-	logLevel         string
-	logFormat        string
-	heartbeat        time.Duration
-	frameMax         uint
-	channelMax       uint
-	connectionMax    uint
-	channelMaxNode   uint
-	maxMessageSize   uint64
-	handshakeTimeout time.Duration
-	defaultQueueType string
-	loopbackUsers    string
-	clusterName      string
-	memoryLimit      string
-	diskFreeLimit    string
-	debugAddr        string
-	prometheusAddr   string
-	transientQueues  string
+	configFile          string
+	dataDir             string
+	amqpAddr            string
+	logLevel            string
+	logFormat           string
+	heartbeat           time.Duration
+	frameMax            uint
+	channelMax          uint
+	connectionMax       uint
+	channelMaxNode      uint
+	maxMessageSize      uint64
+	handshakeTimeout    time.Duration
+	defaultQueueType    string
+	loopbackUsers       string
+	clusterName         string
+	memoryLimit         string
+	diskFreeLimit       string
+	debugAddr           string
+	prometheusAddr      string
+	transientQueues     string
+	disconnectedTimeout time.Duration
 
 	// Clustering: a node is a cluster member when --internal-addr is set.
 	nodeName        string
@@ -106,6 +108,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.loopbackUsers, "loopback-users", "guest", "comma-separated users that may only connect from loopback addresses")
 	fs.StringVar(&c.clusterName, "cluster-name", "warren", "cluster name reported to clients")
 	fs.StringVar(&c.transientQueues, "transient-queues", "permit", "non-durable, non-exclusive queues: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3, a 541 connection error)")
+	fs.DurationVar(&c.disconnectedTimeout, "consumer-disconnected-timeout", replica.DefaultDisconnectedTimeout, "how long a quorum queue keeps the messages of a consumer whose node is cut off from the queue's leader, for it to come back and acknowledge them, before they return to the queue (RabbitMQ 4.3's consumer_disconnected_timeout; a queue may set its own with x-consumer-disconnected-timeout or the consumer-disconnected-timeout policy, in milliseconds, the lower of the two applying); a node that restarted or left returns them at once; 0 returns them at once always")
 	fs.StringVar(&c.prometheusAddr, "prometheus-addr", "", "if set, serve Prometheus metrics on this address (RabbitMQ's port is 15692) under /metrics (per node) and /metrics/per-object (per queue), with rabbitmq_prometheus's metric names")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060) under /debug/pprof/")
 	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "memory the node may use before publishers across the cluster are blocked (RabbitMQ's vm_memory_high_watermark): a fraction of the memory available, RAM or the cgroup's limit if lower (0.4), or an amount (1073741824, 1GiB); 0 disables")
@@ -244,6 +247,9 @@ func (c *config) validate() error {
 	if _, err := parseLevel(c.logLevel); err != nil {
 		return err
 	}
+	if c.disconnectedTimeout < 0 {
+		return fmt.Errorf("--consumer-disconnected-timeout must not be negative, not %v", c.disconnectedTimeout)
+	}
 	if c.transientQueues != "permit" && c.transientQueues != "deny" {
 		return fmt.Errorf("--transient-queues must be permit or deny, not %q", c.transientQueues)
 	}
@@ -344,11 +350,12 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			ChannelMaxPerNode: int(c.channelMaxNode),
 		},
 		Broker: broker.Config{
-			LoopbackUsers:       loopback,
-			DefaultQueueType:    c.defaultQueueType,
-			Seed:                c.seed,
-			MemoryLimit:         limit,
-			DenyTransientQueues: c.transientQueues == "deny",
+			LoopbackUsers:               loopback,
+			DefaultQueueType:            c.defaultQueueType,
+			Seed:                        c.seed,
+			MemoryLimit:                 limit,
+			DenyTransientQueues:         c.transientQueues == "deny",
+			ConsumerDisconnectedTimeout: c.disconnectedTimeout,
 		},
 	}
 }

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -217,12 +218,22 @@ func (r *Replica) reapConsumers() {
 	r.orphansDetached.Store(true) // raft appends in the order proposed
 	r.goTracked(func() {
 		defer r.wg.Done()
-		t := time.NewTimer(OrphanGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-r.done:
-			return
+		// Those that do not follow within OrphanGrace are cut off from
+		// here (or gone, or their channel closed meanwhile): they keep
+		// their messages for the disconnected timeout, if it is longer
+		// (disconnected.go); NodeGone lets go of a restarted or departed
+		// node's at once.
+		for _, wait := range []time.Duration{OrphanGrace, r.DisconnectedTimeout() - OrphanGrace} {
+			if wait <= 0 {
+				continue
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-r.done:
+				t.Stop()
+				return
+			}
 		}
 		if !r.isLeader() {
 			return // the next leader does this again
@@ -235,7 +246,7 @@ func (r *Replica) reapConsumers() {
 		var down []raftq.ConsumerID
 		for _, id := range orphans {
 			if !set.ids[id] {
-				continue // attached again
+				continue // attached again, or let go (NodeGone)
 			}
 			if held[id] && r.cfg.StartAlive != nil && r.cfg.StartAlive(consumerNode(uint64(id))) {
 				// Its node is up, so its channel may still settle what it
@@ -255,16 +266,40 @@ func (r *Replica) reapConsumers() {
 	})
 }
 
-// NodeGone lets go of the cancelled consumers and the getters (owned.go)
-// of a node's start (BootOf) that gossip reports failed, gone or
-// restarted, if this member leads: their channels are gone, and the
-// messages they held return to the queue. (Consumers attached here are
-// declared down when their streams end.)
-func (r *Replica) NodeGone(node string) {
+// NodeGone lets go of what the consumers of a node's start (BootOf) that
+// gossip reports restarted or gone hold, if this member leads: their
+// channels are gone, and the messages they held return to the queue.
+// Those are its cancelled consumers and getters (owned.go), consumers
+// detached when their streams broke (forward's disconnected.go), and
+// its consumers that an earlier leader had and that have not followed
+// (reapConsumers). A start reported failed (failed) may only be cut off:
+// its consumers keep what they hold for the disconnected timeout
+// (disconnected.go), and only if it is not back by then do they let go.
+// (Consumers attached here are handled when their streams end.)
+func (r *Replica) NodeGone(node string, failed bool) {
 	if !r.isLeader() {
 		return
 	}
 	tag := NodeTag(node)
+	if failed {
+		if t := r.DisconnectedTimeout(); t > 0 {
+			time.AfterFunc(t, func() {
+				if r.cfg.StartAlive == nil || !r.cfg.StartAlive(tag) {
+					r.letGo(node, tag)
+				}
+			})
+			return
+		}
+	}
+	r.letGo(node, tag)
+}
+
+// letGo declares down the detached consumers and getters of the node
+// start whose tag is tag.
+func (r *Replica) letGo(node string, tag uint32) {
+	if !r.isLeader() {
+		return
+	}
 	r.fsm.mu.Lock()
 	ids := r.fsm.m.AppendConsumerIDs(nil)
 	gone := ids[:0]
@@ -274,11 +309,23 @@ func (r *Replica) NodeGone(node string) {
 		}
 	}
 	r.fsm.mu.Unlock()
+	r.mu.Lock()
+	if r.orphans != nil {
+		for id := range r.orphans.ids {
+			if consumerNode(uint64(id)) == tag {
+				if !slices.Contains(gone, id) {
+					gone = append(gone, id)
+				}
+				delete(r.orphans.ids, id)
+			}
+		}
+	}
+	r.mu.Unlock()
 	for _, id := range gone {
 		r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
 	}
 	if len(gone) > 0 {
-		r.log.Info("returned the messages of a gone node's cancelled consumers and gets", "node", node, "consumers", len(gone))
+		r.log.Info("returned the messages of a gone node's consumers and gets", "node", node, "consumers", len(gone))
 	}
 }
 

@@ -107,6 +107,11 @@ type Config struct {
 	// their channels to settle (former.go); nil returns them after
 	// OrphanGrace.
 	StartAlive func(tag uint32) bool
+	// DisconnectedTimeout is the queue's consumer disconnected timeout
+	// (DisconnectedTimeoutOf its effective arguments), read whenever a
+	// consumer's node is cut off (disconnected.go); nil is zero, the
+	// messages returning at once.
+	DisconnectedTimeout func() time.Duration
 	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
 	// picks one second each.
 	HeartbeatTimeout, ElectionTimeout time.Duration
