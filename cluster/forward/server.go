@@ -78,8 +78,10 @@ func (s *Server) member(queueID string, leading bool) (Local, error) {
 
 // heldSet is the delivery IDs of one queue that consume streams handed
 // out and that are not settled yet, with the stream that carried them:
-// when a stream breaks (the router's node is gone), its deliveries go
-// back to the queue. Settlements through any stream or Settle remove them.
+// when a stream breaks (the router's node is gone or cut off), its
+// deliveries go back to the queue, after the disconnected timeout unless
+// the consumer attaches again (disconnected.go). Settlements through any
+// stream or Settle remove them.
 type heldSet struct {
 	mu sync.Mutex
 	by map[uint64]*serverConsumer

@@ -26,15 +26,17 @@ import (
 //     says it never received (lost with the old leader) return to the
 //     queue first (raftq.Command.Resume);
 //   - a new leader stops delivering to its predecessor's consumers at once
-//     (reapConsumers) and declares down, after OrphanGrace, those that did
-//     not come back: their node is gone;
+//     (reapConsumers) and declares down those that did not come back after
+//     OrphanGrace or the queue's disconnected timeout, the longer
+//     (disconnected.go): their node is gone or cut off;
 //   - a former leader passes the settlements it still gets, and those the
 //     log refused because the leadership was moving, on to the leader
 //     (Config.SettleAtLeader), named by consumer and message (SettleHeld).
 
-// OrphanGrace is how long a new leader waits for its predecessor's
-// consumers to attach again before it returns the messages they hold to
-// the queue.
+// OrphanGrace is how long at least a new leader waits for its
+// predecessor's consumers to attach again before it returns the messages
+// they hold to the queue (the disconnected timeout, when longer, is how
+// long).
 const OrphanGrace = 2 * time.Second
 
 // HeldSettlement settles messages that Consumer holds, by message: Op is
@@ -165,9 +167,10 @@ func acksOf(toSettle map[raftq.ConsumerID][]uint64) []HeldSettlement {
 // machine that are not attached here were attached to the previous
 // leader. They are detached at once, so that nothing more is delivered to
 // them until they attach here again, under the same ID, keeping the
-// messages they hold (Consume). After OrphanGrace those that did not are
-// declared down, which returns their messages to the queue: their node is
-// gone, or their channel closed meanwhile. Cancelled consumers and getters
+// messages they hold (Consume). After OrphanGrace, or the disconnected
+// timeout if longer, those that did not are declared down, which returns
+// their messages to the queue: their node is gone or cut off, or their
+// channel closed meanwhile. Cancelled consumers and getters
 // (owned.go) of a node start that is alive keep theirs for their channels
 // (Config.StartAlive). Without a way for settlements to be passed on (a
 // single member), they are down at once.
