@@ -27,10 +27,20 @@ func (s *Server) nodeAlive(node string) bool {
 	return fn != nil && (*fn)(node)
 }
 
+// SetStartGone tells the server which consumers' node starts are over
+// (the node restarted since, or left): what such a consumer holds when
+// its stream breaks returns at once.
+func (s *Server) SetStartGone(fn func(consumer uint64) bool) { s.startGone.Store(&fn) }
+
+func (s *Server) consumerGone(id uint64) bool {
+	fn := s.startGone.Load()
+	return id != 0 && fn != nil && (*fn)(id)
+}
+
 // disconnected takes care of what sc, whose stream broke, still holds.
 func (s *Server) disconnected(l Local, sc *serverConsumer) {
 	timeout := l.DisconnectedTimeout()
-	if timeout <= 0 {
+	if timeout <= 0 || s.consumerGone(sc.id) {
 		if ids := sc.held.takeFor(sc); len(ids) > 0 {
 			l.Requeue(ids, queue.ReturnConsumerGone)
 		}

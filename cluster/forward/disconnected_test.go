@@ -87,3 +87,14 @@ func TestBrokenStreamWithoutDisconnectedTimeoutReturnsAtOnce(t *testing.T) {
 	c["b"].breakStreams()
 	waitFor(t, 5*time.Second, "the held deliveries returned", func() bool { st := rep.Stats(); return st.Ready == 5 && st.Unacked == 0 })
 }
+
+// A consumer whose node start is over (the node restarted since, or left)
+// has lost its channel: what it holds returns as soon as its stream
+// breaks, whatever the timeout.
+func TestBrokenStreamOfAGoneNodeStartReturnsAtOnce(t *testing.T) {
+	c, rep, _, _ := disconnectedSetup(t, time.Minute)
+	c["b"].srv.SetStartGone(func(uint64) bool { return true })
+	c["b"].refuseConsume.Store(true)
+	c["b"].breakStreams()
+	waitFor(t, 5*time.Second, "the held deliveries returned", func() bool { st := rep.Stats(); return st.Ready == 5 && st.Unacked == 0 })
+}

@@ -45,6 +45,7 @@ type node struct {
 	mu     sync.Mutex
 	queues map[string]forward.Local
 	g      *grpc.Server
+	srv    *forward.Server
 	// Faults on the link into this node: the answers of the next
 	// loseGetAnswers Gets are lost after the get ran (the caller sees the
 	// link fail), and Settle calls fail unread while refuseSettles.
@@ -81,10 +82,11 @@ func (n *node) start(addr string) {
 		n.t.Fatal(err)
 	}
 	g := grpc.NewServer(append(rpc.ServerOptions(), grpc.ChainUnaryInterceptor(n.faults), grpc.ChainStreamInterceptor(n.streamFaults))...)
-	forward.NewServer(n.lookup, testLog).Register(g)
+	srv := forward.NewServer(n.lookup, testLog)
+	srv.Register(g)
 	n.mu.Lock()
 	n.addr = lis.Addr().String()
-	n.g = g
+	n.g, n.srv = g, srv
 	n.mu.Unlock()
 	go g.Serve(lis)
 }

@@ -30,8 +30,10 @@ type Server struct {
 	replies atomic.Pointer[Replies]
 	log     *slog.Logger
 
-	// alive reports whether gossip sees a node alive (SetNodeAlive).
-	alive atomic.Pointer[func(node string) bool]
+	// alive reports whether gossip sees a node alive (SetNodeAlive), and
+	// startGone whether a consumer's node start is over (SetStartGone).
+	alive     atomic.Pointer[func(node string) bool]
+	startGone atomic.Pointer[func(consumer uint64) bool]
 
 	mu   sync.Mutex
 	held map[string]*heldSet
@@ -367,6 +369,7 @@ func (s *Server) Publish(stream queuepb.Forward_PublishServer) error {
 // leading member: deliveries wait in buf for the stream's sender.
 type serverConsumer struct {
 	queueID string
+	id      uint64 // its consumer ID (0 for a no-ack consumer)
 	held    *heldSet
 	wake    chan struct{}
 	origin  string // the consuming channel's node (Attach.Origin)
@@ -470,7 +473,7 @@ func (s *Server) Consume(stream queuepb.Forward_ConsumeServer) error {
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	sc := &serverConsumer{queueID: req.Attach.QueueId, held: s.heldFor(req.Attach.QueueId), wake: make(chan struct{}, 1), origin: req.Attach.Origin}
+	sc := &serverConsumer{queueID: req.Attach.QueueId, id: opts.ID, held: s.heldFor(req.Attach.QueueId), wake: make(chan struct{}, 1), origin: req.Attach.Origin}
 	if err := l.Consume(sc, opts); err != nil {
 		return toStatus(err, l.Leader())
 	}

@@ -91,9 +91,11 @@ type clusterNode struct {
 	// boot is this start of the node (membership.Meta.Boot); the
 	// consumers of its channels carry it in their IDs (replica.NodeTag).
 	boot string
-	// boots is the boot gossip last reported for each node (failover.go).
+	// boots is the boot gossip last reported for each node, and gone the
+	// node starts seen restarted or departed since (failover.go).
 	bootsMu sync.Mutex
 	boots   map[string]string
+	gone    goneStarts
 	addr    string // advertised internal address
 	ln      net.Listener
 	grpc    *grpc.Server
@@ -209,6 +211,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *metadata.Sn
 		m, ok := c.gossip.Member(node)
 		return ok && m.State == membership.Alive
 	})
+	c.fwd.SetStartGone(func(consumer uint64) bool { return c.startGone(replica.ConsumerTag(consumer)) })
 	c.mux.SetOnMissing(func(group string) { c.wake(group) })
 	c.fwd.Register(c.grpc)
 	c.registerMember() // membership.go
@@ -490,6 +493,7 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 		}
 	}
 	cfg.StartAlive = c.startAlive
+	cfg.StartGone = c.startGone
 	cfg.Bootstrap, cfg.Follow = bootstrap, follow
 	cfg.Peers = nil
 	for _, m := range members {

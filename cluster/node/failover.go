@@ -60,6 +60,12 @@ func (c *clusterNode) memberEvent(ev membership.Event) {
 		// (forward.Server.NodeGone for those attached here,
 		// Replica.NodeGone for those an earlier leader had).
 		failed := ev.Kind == membership.Failed && restartedFrom == ""
+		switch {
+		case restartedFrom != "":
+			c.noteGone(replica.BootOf(ev.Member.Name, restartedFrom))
+		case ev.Kind == membership.Departed && ev.Member.Boot != "":
+			c.noteGone(replica.BootOf(ev.Member.Name, ev.Member.Boot))
+		}
 		c.fwd.NodeGone(ev.Member.Name, failed)
 		boot := ev.Member.Boot
 		if restartedFrom != "" {
@@ -147,6 +153,48 @@ func (c *clusterNode) startAlive(tag uint32) bool {
 		}
 	}
 	return false
+}
+
+// goneStarts are the NodeTags of node starts that are over for good (the
+// node restarted since, or left), the latest maxGoneStarts of them.
+type goneStarts struct {
+	tags  map[uint32]struct{}
+	order []uint32
+}
+
+// maxGoneStarts bounds goneStarts: a node restarted that many times since
+// a queue's consumer of its start was last heard of is forgotten, and its
+// messages wait out the disconnected timeout instead.
+const maxGoneStarts = 4096
+
+// noteGone records that node start (replica.BootOf) is over.
+func (c *clusterNode) noteGone(start string) {
+	tag := replica.NodeTag(start)
+	c.bootsMu.Lock()
+	defer c.bootsMu.Unlock()
+	g := &c.gone
+	if g.tags == nil {
+		g.tags = make(map[uint32]struct{})
+	}
+	if _, ok := g.tags[tag]; ok {
+		return
+	}
+	if len(g.order) >= maxGoneStarts {
+		delete(g.tags, g.order[0])
+		g.order = g.order[1:]
+	}
+	g.tags[tag] = struct{}{}
+	g.order = append(g.order, tag)
+}
+
+// startGone reports whether the node start whose replica.NodeTag is tag is
+// over for good, as far as this node has seen (replica.Config.StartGone).
+// A start that is alive again (a tag shared by chance) is not.
+func (c *clusterNode) startGone(tag uint32) bool {
+	c.bootsMu.Lock()
+	_, gone := c.gone.tags[tag]
+	c.bootsMu.Unlock()
+	return gone && !c.startAlive(tag)
 }
 
 // newBoot is a random name for this start of the node.

@@ -30,3 +30,6 @@ func ConsumerIDFor(node string) uint64 {
 
 // consumerNode is the tag of the node that chose consumer ID id.
 func consumerNode(id uint64) uint32 { return uint32(id >> nodeTagShift) }
+
+// ConsumerTag is the NodeTag of the node start that chose consumer ID id.
+func ConsumerTag(id uint64) uint32 { return consumerNode(id) }

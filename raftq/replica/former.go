@@ -222,51 +222,79 @@ func (r *Replica) reapConsumers() {
 	r.goTracked(func() {
 		defer r.wg.Done()
 		// Those that do not follow within OrphanGrace are cut off from
-		// here (or gone, or their channel closed meanwhile): they keep
-		// their messages for the disconnected timeout, if it is longer
-		// (disconnected.go); NodeGone lets go of a restarted or departed
-		// node's at once.
-		for _, wait := range []time.Duration{OrphanGrace, r.DisconnectedTimeout() - OrphanGrace} {
-			if wait <= 0 {
-				continue
-			}
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-r.done:
-				t.Stop()
-				return
-			}
+		// here, or gone, or their channel closed meanwhile. Those of a
+		// node start that is gone (restarted since, or departed) are
+		// let go then; the others keep their messages for the
+		// disconnected timeout, if it is longer (disconnected.go), and
+		// NodeGone lets go of theirs should their node restart or leave
+		// meanwhile.
+		rest := r.DisconnectedTimeout() - OrphanGrace
+		if !r.sleep(OrphanGrace) || !r.reapOrphans(set, orphans, held, rest <= 0) || rest <= 0 {
+			return
 		}
-		if !r.isLeader() {
-			return // the next leader does this again
-		}
-		r.mu.Lock()
-		if r.orphans != set {
-			r.mu.Unlock()
-			return // a later leadership's reap owns them now
-		}
-		var down []raftq.ConsumerID
-		for _, id := range orphans {
-			if !set.ids[id] {
-				continue // attached again, or let go (NodeGone)
-			}
-			if held[id] && r.cfg.StartAlive != nil && r.cfg.StartAlive(consumerNode(uint64(id))) {
-				// Its node is up, so its channel may still settle what it
-				// holds, as RabbitMQ lets it: those settlements, and the
-				// release when the channel closes, are sent until a leader
-				// takes them, and NodeGone returns them should the node
-				// go.
-				continue
-			}
-			down = append(down, id)
-		}
-		r.orphans = nil
-		r.mu.Unlock()
-		for _, id := range down {
-			r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
+		if r.sleep(rest) {
+			r.reapOrphans(set, orphans, held, true)
 		}
 	})
+}
+
+// sleep waits d, or until the replica closes: false then.
+func (r *Replica) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.done:
+		return false
+	}
+}
+
+// reapOrphans declares down the orphans of a reap (set) that have not
+// attached again: with final, all but the cancelled consumers and getters
+// (held) of a node start that is alive; otherwise those of a node start
+// that is gone. False when this member no longer owns the reap.
+func (r *Replica) reapOrphans(set *orphanSet, orphans []raftq.ConsumerID, held map[raftq.ConsumerID]bool, final bool) bool {
+	if !r.isLeader() {
+		return false // the next leader does this again
+	}
+	r.mu.Lock()
+	if r.orphans != set {
+		r.mu.Unlock()
+		return false // a later leadership's reap owns them now
+	}
+	var down []raftq.ConsumerID
+	for _, id := range orphans {
+		if !set.ids[id] {
+			continue // attached again, or let go (NodeGone)
+		}
+		tag := consumerNode(uint64(id))
+		if r.cfg.StartGone != nil && r.cfg.StartGone(tag) {
+			down = append(down, id)
+			delete(set.ids, id)
+			continue
+		}
+		if !final {
+			continue
+		}
+		if held[id] && r.cfg.StartAlive != nil && r.cfg.StartAlive(tag) {
+			// Its node is up, so its channel may still settle what it
+			// holds, as RabbitMQ lets it: those settlements, and the
+			// release when the channel closes, are sent until a leader
+			// takes them, and NodeGone returns them should the node
+			// go.
+			continue
+		}
+		down = append(down, id)
+	}
+	if final {
+		r.orphans = nil
+	}
+	r.mu.Unlock()
+	for _, id := range down {
+		r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
+	}
+	return true
 }
 
 // NodeGone lets go of what the consumers of a node's start (BootOf) that

@@ -107,6 +107,12 @@ type Config struct {
 	// their channels to settle (former.go); nil returns them after
 	// OrphanGrace.
 	StartAlive func(tag uint32) bool
+	// StartGone reports whether the start of a node whose NodeTag is tag
+	// is over for good: the node restarted since, or left the cluster. Its
+	// channels are gone, so a new leader lets go at once of what that
+	// start's consumers hold (reapConsumers) rather than waiting out the
+	// disconnected timeout for them; nil knows of none.
+	StartGone func(tag uint32) bool
 	// DisconnectedTimeout is the queue's consumer disconnected timeout
 	// (DisconnectedTimeoutOf its effective arguments), read whenever a
 	// consumer's node is cut off (disconnected.go); nil is zero, the
