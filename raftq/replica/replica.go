@@ -1094,7 +1094,14 @@ func (r *Replica) Status() MemberStatus {
 	st.LastLogIndex = num("last_log_index")
 	st.SnapshotIndex = num("last_snapshot_index")
 	if f := r.raft.GetConfiguration(); f.Error() == nil {
-		for _, s := range f.Configuration().Servers {
+		servers := f.Configuration().Servers
+		if conf := r.fo.lateConf.Load(); len(servers) == 0 && conf != nil {
+			// A new group's member that has not heard from the member
+			// chosen to lead yet: the group's first configuration,
+			// which it keeps (failover.go), is what it will have.
+			servers = conf.Servers
+		}
+		for _, s := range servers {
 			if s.ID == raft.ServerID(r.cfg.NodeID) {
 				st.Voter = s.Suffrage == raft.Voter
 			}
