@@ -93,7 +93,8 @@ const (
 	// ReturnConsumerGone is a channel or connection closed with the
 	// message unsettled: delivery-count +1.
 	ReturnConsumerGone
-	// ReturnTimeout is the consumer timeout: delivery-count unchanged.
+	// ReturnTimeout is the consumer timeout, or the consumer disconnected
+	// timeout (queue.ReturnDisconnected): delivery-count unchanged.
 	ReturnTimeout
 
 	causeCount

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // A consumer on another node reaches the leader through a Consume stream.
@@ -41,9 +43,7 @@ func (s *Server) consumerGone(id uint64) bool {
 func (s *Server) disconnected(l Local, sc *serverConsumer) {
 	timeout := l.DisconnectedTimeout()
 	if timeout <= 0 || s.consumerGone(sc.id) {
-		if ids := sc.held.takeFor(sc); len(ids) > 0 {
-			l.Requeue(ids, queue.ReturnConsumerGone)
-		}
+		s.letGo(l, sc, queue.ReturnConsumerGone)
 		return
 	}
 	s.mu.Lock()
@@ -51,7 +51,9 @@ func (s *Server) disconnected(l Local, sc *serverConsumer) {
 		s.mu.Unlock()
 		return // the node stops: its members' successors see to it
 	}
-	s.suspended[sc] = time.AfterFunc(timeout, func() { s.giveBack(sc, "the consumer disconnected timeout passed") })
+	s.suspended[sc] = time.AfterFunc(timeout, func() {
+		s.giveBack(sc, queue.ReturnDisconnected, "the consumer disconnected timeout passed")
+	})
 	s.mu.Unlock()
 	s.log.Info("forward: a consumer's stream broke; its deliveries wait for it", "queue", sc.queueID, "origin", sc.origin, "timeout", timeout)
 }
@@ -68,10 +70,10 @@ func (s *Server) Close() {
 	}
 }
 
-// giveBack returns to the queue what the suspended consumer sc still
-// holds: the deliveries it took over by attaching again are no longer
-// its.
-func (s *Server) giveBack(sc *serverConsumer, why string) {
+// giveBack returns to the queue, with cause, what the suspended consumer
+// sc still holds: the deliveries it took over by attaching again are no
+// longer its.
+func (s *Server) giveBack(sc *serverConsumer, cause queue.ReturnCause, why string) {
 	s.mu.Lock()
 	t, ok := s.suspended[sc]
 	delete(s.suspended, sc)
@@ -80,19 +82,44 @@ func (s *Server) giveBack(sc *serverConsumer, why string) {
 		return
 	}
 	t.Stop()
-	ids := sc.held.takeFor(sc)
-	if len(ids) == 0 {
-		return
+	if !sc.kept && sc.held.countFor(sc) == 0 {
+		return // nothing held that it did not take over again
 	}
 	l, err := s.member(sc.queueID, true)
 	if err != nil {
 		// A leader elected since declares the consumer down unless it
 		// follows (replica's reapConsumers).
-		s.log.Warn("forward: cannot return a disconnected consumer's deliveries here", "queue", sc.queueID, "origin", sc.origin, "count", len(ids), "err", err)
+		sc.held.takeFor(sc)
+		s.log.Warn("forward: cannot let go of a disconnected consumer here", "queue", sc.queueID, "origin", sc.origin, "err", err)
 		return
 	}
-	l.Requeue(ids, queue.ReturnConsumerGone)
-	s.log.Info("forward: returned a disconnected consumer's deliveries", "queue", sc.queueID, "origin", sc.origin, "count", len(ids), "why", why)
+	if n := s.letGo(l, sc, cause); n > 0 {
+		s.log.Info("forward: let go of a disconnected consumer", "queue", sc.queueID, "origin", sc.origin, "held", n, "why", why)
+	}
+}
+
+// letGo returns to the queue, with cause, what the disconnected consumer
+// sc holds and has not taken over by attaching again. A consumer kept in
+// its place that has not come back is declared down instead, which
+// returns everything it holds (what the machine handed it while it was
+// away, which it never received, too), ahead of the ready messages, and
+// only then lets the next take its place: a single active consumer's
+// successor gets the messages in order. (Returned while it still stood
+// in its place, they would go back to it. Declared down, they count a
+// failed delivery, as a lost consumer's do; RabbitMQ 4.3 leaves the
+// count as it was on this timeout.) It returns how many of sc's
+// deliveries there were.
+func (s *Server) letGo(l Local, sc *serverConsumer, cause queue.ReturnCause) int {
+	ids := sc.held.takeFor(sc)
+	switch {
+	case sc.kept && !l.Attached(sc.id):
+		if err := l.SettleOwned([]replica.OwnedSettlement{{Owner: raftq.ConsumerID(sc.id)}}); err != nil {
+			s.log.Warn("forward: cannot declare a disconnected consumer down", "queue", sc.queueID, "origin", sc.origin, "err", err)
+		}
+	case len(ids) > 0 && !sc.kept:
+		l.Requeue(ids, cause)
+	}
+	return len(ids)
 }
 
 // NodeGone returns to their queues what consumers of node's channels hold
@@ -124,7 +151,7 @@ func (s *Server) NodeGone(node string, failed bool) {
 	}
 	s.mu.Unlock()
 	for _, sc := range broken {
-		s.giveBack(sc, "its node restarted or left")
+		s.giveBack(sc, queue.ReturnConsumerGone, "its node restarted or left")
 	}
 	for _, q := range queues {
 		if !failed {

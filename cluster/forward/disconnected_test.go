@@ -1,6 +1,7 @@
 package forward_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -51,6 +52,15 @@ func TestBrokenStreamKeepsDeliveriesForTheDisconnectedTimeout(t *testing.T) {
 	if st := rep.Stats(); st.Unacked != 0 {
 		t.Fatalf("after the timeout: %+v", st)
 	}
+	// Returned first, not counted as a failed delivery (RabbitMQ 4.3's
+	// return on this timeout leaves the delivery-count as it was).
+	d, _, ok, err := rep.Get(true)
+	if err != nil || !ok || string(d.Message.Body) != "m0" || !d.Redelivered {
+		t.Fatalf("first get after the timeout: %+v %v %v", d, ok, err)
+	}
+	if n, set := d.Message.Properties.Headers["x-delivery-count"]; set && n != int64(0) {
+		t.Fatalf("returned with x-delivery-count %v", n)
+	}
 }
 
 // A consumer whose stream broke and that attaches again within the
@@ -97,4 +107,82 @@ func TestBrokenStreamOfAGoneNodeStartReturnsAtOnce(t *testing.T) {
 	c["b"].refuseConsume.Store(true)
 	c["b"].breakStreams()
 	waitFor(t, 5*time.Second, "the held deliveries returned", func() bool { st := rep.Stats(); return st.Ready == 5 && st.Unacked == 0 })
+}
+
+// sacSetup is a single-active-consumer queue on b with the given
+// disconnected timeout, its active consumer on a (through a consume
+// stream) holding the first five messages, and a second consumer attached
+// on b itself, waiting for its turn.
+func sacSetup(t *testing.T, timeout time.Duration) (cluster, *replica.Replica, *forward.Router, *testConsumer, *testConsumer) {
+	t.Helper()
+	c := cluster{"a": newNode(t, "a"), "b": newNode(t, "b")}
+	rep := c["b"].openReplicaWith("q1", replica.Config{
+		Arguments:           map[string]any{"x-single-active-consumer": true},
+		DisconnectedTimeout: func() time.Duration { return timeout },
+	})
+	r := c.router(t, "a", "q1", nil, 0)
+	active := &testConsumer{}
+	if err := r.Consume(active, queue.ConsumeOptions{Tag: "active", Prefetch: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var conf confirms
+	publish(t, r, 0, 5, &conf)
+	waitFor(t, 10*time.Second, "five deliveries", func() bool { return active.count() == 5 })
+	waiting := &testConsumer{}
+	if err := rep.Consume(waiting, queue.ConsumeOptions{Tag: "waiting", Prefetch: 10}); err != nil {
+		t.Fatal(err)
+	}
+	return c, rep, r, active, waiting
+}
+
+// A single active consumer whose stream breaks keeps its place for the
+// disconnected timeout, as RabbitMQ 4.3 keeps a suspected-down active
+// consumer: the next consumer takes over only when it has passed, and
+// then gets the held messages first, in order, ahead of those published
+// meanwhile.
+func TestSingleActiveConsumerKeepsItsPlaceForTheDisconnectedTimeout(t *testing.T) {
+	const timeout = 2 * time.Second
+	c, _, r, _, waiting := sacSetup(t, timeout)
+	c["b"].refuseConsume.Store(true)
+	c["b"].breakStreams()
+	var more confirms
+	publish(t, r, 5, 3, &more)
+	waitFor(t, 5*time.Second, "three more confirmed", func() bool { ok, _ := more.counts(); return ok == 3 })
+	time.Sleep(timeout / 2)
+	if n := waiting.count(); n != 0 {
+		t.Fatalf("the waiting consumer got %d messages within the timeout", n)
+	}
+	waitFor(t, 5*timeout, "the waiting consumer to take over", func() bool { return waiting.count() == 8 })
+	for i, d := range waiting.deliveries() {
+		if want := fmt.Sprintf("m%d", i); string(d.Message.Body) != want {
+			t.Fatalf("delivery %d: %s, want %s", i, d.Message.Body, want)
+		}
+	}
+}
+
+// A single active consumer back within the timeout is still the active
+// one: it settles what it held and gets what was published meanwhile; the
+// waiting consumer gets nothing.
+func TestSingleActiveConsumerBackWithinTheDisconnectedTimeout(t *testing.T) {
+	c, rep, r, active, waiting := sacSetup(t, time.Minute)
+	c["b"].refuseConsume.Store(true)
+	c["b"].breakStreams()
+	var more confirms
+	publish(t, r, 5, 3, &more)
+	waitFor(t, 5*time.Second, "three more confirmed", func() bool { ok, _ := more.counts(); return ok == 3 })
+	time.Sleep(500 * time.Millisecond)
+	c["b"].refuseConsume.Store(false)
+	waitFor(t, 10*time.Second, "the three new ones to the consumer back", func() bool { return active.count() == 8 })
+	r.Settle(ids(active.deliveries()))
+	waitFor(t, 10*time.Second, "all settled", func() bool { st := rep.Stats(); return st.Ready == 0 && st.Unacked == 0 })
+	for i, d := range active.deliveries() {
+		if string(d.Message.Body) != fmt.Sprintf("m%d", i) || d.Redelivered != (i >= 5) {
+			// The three published meanwhile were handed to it in its
+			// place and, never received, returned when it came back.
+			t.Fatalf("delivery %d to the consumer back: %s, redelivered %v", i, d.Message.Body, d.Redelivered)
+		}
+	}
+	if n := waiting.count(); n != 0 {
+		t.Fatalf("the waiting consumer got %d messages", n)
+	}
 }

@@ -91,3 +91,5 @@ func (detached) GetAs(uint64, bool) (queue.Delivery, uint32, bool, error) {
 func (detached) SettleOwned([]replica.OwnedSettlement) error { return replica.ErrNotLeader }
 func (detached) Knows([]uint64) bool                         { return false }
 func (detached) DisconnectedTimeout() time.Duration          { return 0 }
+func (detached) Disconnect(queue.Consumer) bool              { return false }
+func (detached) Attached(uint64) bool                        { return false }

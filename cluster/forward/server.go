@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,10 +122,10 @@ func (h *heldSet) countFor(sc *serverConsumer) int {
 	return n
 }
 
-// takeFor removes and returns the IDs sc holds.
+// takeFor removes and returns the IDs sc holds, in the order they were
+// handed out, which is the order they go back to the queue in.
 func (h *heldSet) takeFor(sc *serverConsumer) []uint64 {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	var ids []uint64
 	for id, c := range h.by {
 		if c == sc {
@@ -132,6 +133,8 @@ func (h *heldSet) takeFor(sc *serverConsumer) []uint64 {
 			delete(h.by, id)
 		}
 	}
+	h.mu.Unlock()
+	slices.Sort(ids)
 	return ids
 }
 
@@ -370,6 +373,7 @@ func (s *Server) Publish(stream queuepb.Forward_PublishServer) error {
 type serverConsumer struct {
 	queueID string
 	id      uint64 // its consumer ID (0 for a no-ack consumer)
+	kept    bool   // still in its place after its stream broke (Local.Disconnect)
 	held    *heldSet
 	wake    chan struct{}
 	origin  string // the consuming channel's node (Attach.Origin)
@@ -493,9 +497,11 @@ func (s *Server) Consume(stream queuepb.Forward_ConsumeServer) error {
 		if clean {
 			return
 		}
-		// The router's end of the stream is gone: detach, and keep what
-		// it holds for it to come back, for a while (disconnected.go).
-		l.Cancel(sc)
+		// The router's end of the stream is gone: take the consumer
+		// away, and keep what it holds (and an exclusive or single
+		// active consumer's place) for it to come back, for a while
+		// (disconnected.go).
+		sc.kept = l.Disconnect(sc)
 		s.disconnected(l, sc)
 	}()
 	if err := stream.Send(&queuepb.ConsumeReply{Attached: true}); err != nil {

@@ -70,3 +70,6 @@ func (u unreplicated) Knows([]uint64) bool { return true }
 // DisconnectedTimeout is zero: RabbitMQ's classic queues return a lost
 // consumer's messages at once.
 func (u unreplicated) DisconnectedTimeout() time.Duration { return 0 }
+
+func (u unreplicated) Disconnect(c queue.Consumer) bool { u.Cancel(c); return false }
+func (u unreplicated) Attached(uint64) bool             { return false }

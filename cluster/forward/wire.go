@@ -65,6 +65,13 @@ type Local interface {
 	// stream broke wait for it to attach again before they return to
 	// the queue (replica/disconnected.go); zero returns them at once.
 	DisconnectedTimeout() time.Duration
+	// Disconnect takes away a consumer whose stream broke: detached, or
+	// kept in its place (an exclusive or single active consumer), which
+	// it reports; a kept one that does not come back is declared down
+	// (SettleOwned with its ID). Attached reports whether the consumer
+	// with this ID came back.
+	Disconnect(c queue.Consumer) (kept bool)
+	Attached(consumer uint64) bool
 }
 
 // ErrReconfigureUnsupported: the leading member's node cannot change a

@@ -101,6 +101,10 @@ const (
 	ReturnNack         ReturnCause = iota // basic.nack / basic.recover with requeue
 	ReturnReject                          // basic.reject with requeue
 	ReturnConsumerGone                    // channel or connection closed with the message unsettled
+	// ReturnDisconnected: the consumer was cut off from the leader for
+	// longer than the consumer disconnected timeout (delivery-count
+	// unchanged, as RabbitMQ 4.3 returns them; raftq.ReturnTimeout).
+	ReturnDisconnected
 )
 
 // Errors a queue returns; the AMQP layer maps them to reply codes.

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq"
 )
 
 // RabbitMQ 4.3 keeps the messages a consumer holds for a while when the
@@ -50,4 +52,44 @@ func (r *Replica) DisconnectedTimeout() time.Duration {
 		return 0
 	}
 	return max(r.cfg.DisconnectedTimeout(), 0)
+}
+
+// Disconnect takes c away, whose link to this leader broke, unless the
+// machine keeps it in its place: an exclusive or single active consumer
+// stays attached in the machine, as RabbitMQ 4.3 keeps a suspected-down
+// consumer active, so that nobody takes its place while it may come back
+// (a single active consumer's successor would otherwise take later
+// messages ahead of the ones it held). Only its handle here goes, as with
+// a predecessor's consumer at a new leader (reapConsumers): what the
+// machine hands it meanwhile it never receives, and its resume returns.
+// Others are detached (Cancel). It reports whether c was kept; a kept
+// consumer that does not attach again must be declared down
+// (SettleOwned with its ID), which returns what it holds and lets the
+// next consumer take its place.
+func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
+	r.mu.Lock()
+	id, ok := r.byHandle[c]
+	ref := r.consumers[id]
+	r.mu.Unlock()
+	if !ok {
+		return false
+	}
+	r.fsm.mu.Lock()
+	keeps := r.fsm.m.Keeps(id)
+	r.fsm.mu.Unlock()
+	if !keeps || ref == nil || ref.noAck {
+		r.Cancel(c)
+		return false
+	}
+	r.forget(c)
+	return true
+}
+
+// Attached reports whether the consumer with this ID is attached through
+// this member: one that was disconnected came back.
+func (r *Replica) Attached(consumer uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.consumers[raftq.ConsumerID(consumer)]
+	return ok
 }
