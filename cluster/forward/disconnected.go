@@ -12,9 +12,10 @@ import (
 // When the stream breaks rather than ends (the link or the node went, a
 // partition), the consumer's channel may be alive and come back, and
 // RabbitMQ 4.3 keeps what such a consumer holds for the queue's consumer
-// disconnected timeout (replica/disconnected.go): the Server detaches the
-// consumer at once, so that nothing more is handed to it, and keeps its
-// deliveries for it. Attaching again under its ID takes them over (the
+// disconnected timeout (replica/disconnected.go): the Server takes the
+// consumer away at once, so that nothing more reaches it (a single active
+// or exclusive consumer keeping its place meanwhile, Local.Disconnect),
+// and keeps its deliveries for it. Attaching again under its ID takes them over (the
 // Consume of the router that follows the consumer); otherwise they return
 // to the queue when the timeout passes, or at once when gossip reports
 // its node restarted or gone, or without a timeout.
