@@ -156,7 +156,7 @@ func (s *Server) NodeGone(node string, failed bool) {
 	}
 	for _, q := range queues {
 		if !failed {
-			s.returnCancelled(q, node)
+			s.returnCancelled(q, node, queue.ReturnConsumerGone)
 			continue
 		}
 		if len(s.cancelledOf(q, node, false)) == 0 {
@@ -168,7 +168,7 @@ func (s *Server) NodeGone(node string, failed bool) {
 		}
 		timeout := l.DisconnectedTimeout()
 		if timeout <= 0 {
-			s.returnCancelled(q, node)
+			s.returnCancelled(q, node, queue.ReturnConsumerGone)
 			continue
 		}
 		time.AfterFunc(timeout, func() {
@@ -176,15 +176,15 @@ func (s *Server) NodeGone(node string, failed bool) {
 			closed := s.closed
 			s.mu.Unlock()
 			if !closed && !s.nodeAlive(node) {
-				s.returnCancelled(q, node)
+				s.returnCancelled(q, node, queue.ReturnDisconnected)
 			}
 		})
 	}
 }
 
-// returnCancelled returns to queue q the deliveries still held by node's
-// consumers whose streams have ended (cancelled ones).
-func (s *Server) returnCancelled(q, node string) {
+// returnCancelled returns to queue q, with cause, the deliveries still
+// held by node's consumers whose streams have ended (cancelled ones).
+func (s *Server) returnCancelled(q, node string, cause queue.ReturnCause) {
 	ids := s.cancelledOf(q, node, true)
 	if len(ids) == 0 {
 		return
@@ -194,7 +194,7 @@ func (s *Server) returnCancelled(q, node string) {
 		s.log.Warn("forward: cannot return a gone node's deliveries", "queue", q, "node", node, "count", len(ids), "err", err)
 		return
 	}
-	l.Requeue(ids, queue.ReturnConsumerGone)
+	l.Requeue(ids, cause)
 	s.log.Info("forward: returned deliveries a gone node's cancelled consumers held", "queue", q, "node", node, "count", len(ids))
 }
 

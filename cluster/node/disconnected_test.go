@@ -39,15 +39,16 @@ func holdFive(t *testing.T, m, publisher *nodetest.Member, queue string) {
 // TestKilledConsumerNodeHoldsForTheDisconnectedTimeout: the messages a
 // consumer held when its node died wait out the queue's consumer
 // disconnected timeout (the node may only be cut off, and come back), as
-// in RabbitMQ 4.3, and then go to another consumer, redelivered.
+// in RabbitMQ 4.3, and then go to another consumer, redelivered, their
+// delivery-count unchanged.
 func TestKilledConsumerNodeHoldsForTheDisconnectedTimeout(t *testing.T) {
 	const timeout = 6 * time.Second
 	_, _, leader, others := threeNodesWithQueue(t, "held", withDisconnectedTimeout(timeout))
 	victim, other := others[0], others[1]
 	holdFive(t, victim, leader, "held")
 	later := consumeSlowly(t, other.Channel(), "held", 100)
+	killed := time.Now() // Kill returns once the node has shut down
 	victim.Kill()
-	killed := time.Now()
 	nodetest.Eventually(t, "the five back, to the other consumer", 30*time.Second, func() bool {
 		return len(later.deliveries()) == 5
 	})
@@ -55,8 +56,8 @@ func TestKilledConsumerNodeHoldsForTheDisconnectedTimeout(t *testing.T) {
 		t.Fatalf("returned %v after the kill, within the %v timeout", waited, timeout)
 	}
 	for _, d := range later.deliveries() {
-		if !d.Redelivered {
-			t.Fatalf("%q not flagged redelivered", d.Body)
+		if n, ok := d.Headers["x-delivery-count"]; !d.Redelivered || (ok && n != int64(0)) {
+			t.Fatalf("%q: redelivered %v, x-delivery-count %v (the timeout counts no failed delivery)", d.Body, d.Redelivered, n)
 		}
 	}
 }
@@ -104,4 +105,30 @@ func TestOrphanedConsumerOfAKilledLeaderNode(t *testing.T) {
 	nodetest.Eventually(t, "the five back once the node restarted", 30*time.Second, func() bool {
 		return len(later.deliveries()) == 5
 	})
+}
+
+// TestOrphanedConsumerReturnsAfterTheDisconnectedTimeout: a consumer on
+// the node of a queue's leader, which dies and stays down, is an orphan to
+// the new leader; its messages go to another consumer once the
+// disconnected timeout has passed, not before, their delivery-count
+// unchanged (rabbit_fifo's return on that timeout counts no failed
+// delivery).
+func TestOrphanedConsumerReturnsAfterTheDisconnectedTimeout(t *testing.T) {
+	const timeout = 6 * time.Second
+	_, _, leader, others := threeNodesWithQueue(t, "expired", withDisconnectedTimeout(timeout))
+	holdFive(t, leader, others[0], "expired")
+	later := consumeSlowly(t, others[1].Channel(), "expired", 100)
+	killed := time.Now() // Kill returns once the node has shut down
+	leader.Kill()
+	nodetest.Eventually(t, "the five back, to the other consumer", 40*time.Second, func() bool {
+		return len(later.deliveries()) == 5
+	})
+	if waited := time.Since(killed); waited < timeout {
+		t.Fatalf("returned %v after the kill, within the %v timeout", waited, timeout)
+	}
+	for _, d := range later.deliveries() {
+		if n, ok := d.Headers["x-delivery-count"]; !d.Redelivered || (ok && n != int64(0)) {
+			t.Fatalf("%q: redelivered %v, x-delivery-count %v", d.Body, d.Redelivered, n)
+		}
+	}
 }

@@ -291,10 +291,30 @@ func (r *Replica) reapOrphans(set *orphanSet, orphans []raftq.ConsumerID, held m
 		r.orphans = nil
 	}
 	r.mu.Unlock()
+	expired := final && r.DisconnectedTimeout() > OrphanGrace
 	for _, id := range down {
-		r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
+		r.declareDown(id, expired && (r.cfg.StartGone == nil || !r.cfg.StartGone(consumerNode(uint64(id)))))
 	}
 	return true
+}
+
+// declareDown declares a consumer down, which returns what it holds. One
+// whose node was cut off for the whole disconnected timeout (expired) has
+// its messages returned first without counting a failed delivery, as
+// rabbit_fifo returns a suspected-down consumer's on that timeout; but a
+// consumer still in its place (an exclusive or single active one) is
+// declared down with them, so that its successor gets them first
+// (forward's letGo).
+func (r *Replica) declareDown(id raftq.ConsumerID, expired bool) {
+	if expired {
+		r.fsm.mu.Lock()
+		keeps := r.fsm.m.Keeps(id)
+		r.fsm.mu.Unlock()
+		if !keeps {
+			r.Requeue(r.Deliveries(uint64(id)), queue.ReturnDisconnected)
+		}
+	}
+	r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
 }
 
 // NodeGone lets go of what the consumers of a node's start (BootOf) that
@@ -316,18 +336,19 @@ func (r *Replica) NodeGone(node string, failed bool) {
 		if t := r.DisconnectedTimeout(); t > 0 {
 			time.AfterFunc(t, func() {
 				if r.cfg.StartAlive == nil || !r.cfg.StartAlive(tag) {
-					r.letGo(node, tag)
+					r.letGo(node, tag, r.cfg.StartGone == nil || !r.cfg.StartGone(tag))
 				}
 			})
 			return
 		}
 	}
-	r.letGo(node, tag)
+	r.letGo(node, tag, false)
 }
 
 // letGo declares down the detached consumers and getters of the node
-// start whose tag is tag.
-func (r *Replica) letGo(node string, tag uint32) {
+// start whose tag is tag; expired when they waited out the disconnected
+// timeout (declareDown).
+func (r *Replica) letGo(node string, tag uint32, expired bool) {
 	if !r.isLeader() {
 		return
 	}
@@ -353,7 +374,7 @@ func (r *Replica) letGo(node string, tag uint32) {
 	}
 	r.mu.Unlock()
 	for _, id := range gone {
-		r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
+		r.declareDown(id, expired)
 	}
 	if len(gone) > 0 {
 		r.log.Info("returned the messages of a gone node's consumers and gets", "node", node, "consumers", len(gone))
