@@ -14,9 +14,15 @@ import (
 // is timeout, and a consumer on a holding five deliveries through a
 // consume stream.
 func disconnectedSetup(t *testing.T, timeout time.Duration) (cluster, *replica.Replica, *forward.Router, *testConsumer) {
+	return holdingFive(t, replica.Config{DisconnectedTimeout: func() time.Duration { return timeout }})
+}
+
+// holdingFive is a queue on b opened with cfg, and a consumer on a
+// holding its first five messages through a consume stream.
+func holdingFive(t *testing.T, cfg replica.Config) (cluster, *replica.Replica, *forward.Router, *testConsumer) {
 	t.Helper()
 	c := cluster{"a": newNode(t, "a"), "b": newNode(t, "b")}
-	rep := c["b"].openReplicaWith("q1", replica.Config{DisconnectedTimeout: func() time.Duration { return timeout }})
+	rep := c["b"].openReplicaWith("q1", cfg)
 	r := c.router(t, "a", "q1", nil, 0)
 	tc := &testConsumer{}
 	if err := r.Consume(tc, queue.ConsumeOptions{Tag: "c", Prefetch: 10}); err != nil {
@@ -115,19 +121,10 @@ func TestBrokenStreamOfAGoneNodeStartReturnsAtOnce(t *testing.T) {
 // on b itself, waiting for its turn.
 func sacSetup(t *testing.T, timeout time.Duration) (cluster, *replica.Replica, *forward.Router, *testConsumer, *testConsumer) {
 	t.Helper()
-	c := cluster{"a": newNode(t, "a"), "b": newNode(t, "b")}
-	rep := c["b"].openReplicaWith("q1", replica.Config{
+	c, rep, r, active := holdingFive(t, replica.Config{
 		Arguments:           map[string]any{"x-single-active-consumer": true},
 		DisconnectedTimeout: func() time.Duration { return timeout },
 	})
-	r := c.router(t, "a", "q1", nil, 0)
-	active := &testConsumer{}
-	if err := r.Consume(active, queue.ConsumeOptions{Tag: "active", Prefetch: 10}); err != nil {
-		t.Fatal(err)
-	}
-	var conf confirms
-	publish(t, r, 0, 5, &conf)
-	waitFor(t, 10*time.Second, "five deliveries", func() bool { return active.count() == 5 })
 	waiting := &testConsumer{}
 	if err := rep.Consume(waiting, queue.ConsumeOptions{Tag: "waiting", Prefetch: 10}); err != nil {
 		t.Fatal(err)
