@@ -60,14 +60,7 @@ func TestVhostQueueLimit(t *testing.T) {
 		t.Fatalf("third queue: %v", err)
 	}
 
-	d, err := b.ExportDefinitions("Warren", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := newTestBroker(t)
-	if r := other.ImportDefinitions(d); len(r.Problems) != 0 {
-		t.Fatalf("import: %q", r.Problems)
-	}
+	other := exportedTo(t, b)
 	if got := other.VhostLimits("/"); !maps.Equal(got, map[string]int64{LimitMaxQueues: 2}) {
 		t.Fatalf("imported limits %v", got)
 	}
@@ -128,14 +121,7 @@ func TestUserLimits(t *testing.T) {
 	if n, ok := b.UserLimit("guest", LimitMaxChannels); !ok || n != 0 {
 		t.Fatalf("max-channels %d %v", n, ok)
 	}
-	d, err := b.ExportDefinitions("Warren", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := newTestBroker(t)
-	if r := other.ImportDefinitions(d); len(r.Problems) != 0 {
-		t.Fatalf("import: %q", r.Problems)
-	}
+	other := exportedTo(t, b)
 	if n, ok := other.UserLimit("guest", LimitMaxConnections); !ok || n != 3 {
 		t.Fatalf("imported max-connections %d %v", n, ok)
 	}
@@ -160,4 +146,19 @@ func TestUserLimits(t *testing.T) {
 	if err := b.SetUserLimits("nobody", limits); !errors.Is(err, ErrNoUser) {
 		t.Fatalf("limits of a missing user: %v", err)
 	}
+}
+
+// exportedTo exports b's definitions and imports them into a new broker,
+// which it returns.
+func exportedTo(t *testing.T, b *Broker) *Broker {
+	t.Helper()
+	d, err := b.ExportDefinitions("Warren", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newTestBroker(t)
+	if r := other.ImportDefinitions(d); len(r.Problems) != 0 {
+		t.Fatalf("import: %q", r.Problems)
+	}
+	return other
 }
