@@ -9,7 +9,7 @@ package replica
 // (no membership change half done). A closed group runs no goroutine and
 // no timer, so anything that must happen later by itself rules it out.
 func (r *Replica) MayHibernate() bool {
-	if r.stopped.Load() || !r.isLeader() || !r.leaderApplied.Load() {
+	if r.stopped.Load() || !r.isLeader() || !r.leaderApplied.Load() || r.Checkpointing() {
 		return false
 	}
 	r.fsm.mu.Lock()

@@ -157,7 +157,9 @@ type Replica struct {
 	leaderOf atomic.Pointer[raft.Raft]
 	fsm      *fsm
 	snapping atomic.Bool // a snapshot snapshotWhenDue started runs
-	store    raftStore
+	// checkpoints counts the Checkpoint calls under way.
+	checkpoints atomic.Int32
+	store       raftStore
 	// closeStore closes store's write-ahead log if it is the queue's
 	// own; the node's stays open.
 	closeStore func() error

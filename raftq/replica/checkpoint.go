@@ -1,0 +1,87 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// maxCheckpointCatchUp bounds how long Checkpoint waits for the member to
+// apply what it is to cover before it snapshots what it has applied.
+const maxCheckpointCatchUp = time.Second
+
+// Checkpoint snapshots this member's state now, as rabbitmq-queues
+// force_checkpoint asks of every member of a queue: raft then compacts
+// the log behind the snapshot (but for its trailing entries and those of
+// live messages), so a restart replays less and the node's write-ahead
+// log can recycle segments sooner. Snapshots are otherwise taken only
+// every few tens of thousands of entries (snapshotWhenDue).
+//
+// A leader first appends a barrier, which returns once it has applied
+// everything before it, and whose AppendEntries tells the followers the
+// commit index that covers everything before it: a follower learns of
+// commits only with the next entry or every CommitTimeout (long), so on
+// an idle queue it may not have applied what it stores. A follower waits,
+// a second at most or until ctx ends, until it has applied appliedThrough
+// (the index before the leader's barrier), or its whole log as it is if
+// that is 0, then snapshots what it has applied.
+//
+// It returns the index of the member's latest snapshot afterwards; a
+// member with nothing new since its last snapshot keeps that one.
+func (r *Replica) Checkpoint(ctx context.Context, appliedThrough uint64) (uint64, error) {
+	r.checkpoints.Add(1)
+	defer r.checkpoints.Add(-1)
+	target := r.raft.LastIndex()
+	if appliedThrough > 0 {
+		target = min(target, appliedThrough)
+	}
+	if r.isLeader() {
+		err := r.wait(r.raft.Barrier(maxCheckpointCatchUp))
+		if err == nil {
+			target = 0 // applied through the barrier
+		} else if !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, raft.ErrLeadershipLost) {
+			return 0, err
+		}
+	}
+	wait, cancel := context.WithTimeout(ctx, maxCheckpointCatchUp)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+catchUp:
+	for r.raft.AppliedIndex() < target {
+		select {
+		case <-tick.C:
+		case <-r.done:
+			return 0, raft.ErrRaftShutdown
+		case <-wait.Done():
+			break catchUp // snapshot what it has applied
+		}
+	}
+	for {
+		err := r.wait(r.raft.Snapshot())
+		if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			return 0, err
+		}
+		snap := raftStats(r.raft)("last_snapshot_index")
+		if err == nil || snap >= r.raft.AppliedIndex() {
+			return snap, nil
+		}
+		// Nothing new to the FSM goroutine, though raft counts entries
+		// applied since the last snapshot: it hands the FSM a batch
+		// before the FSM has applied it, and takes a snapshot request
+		// as readily as a batch. The batch is on its way.
+		select {
+		case <-tick.C:
+		case <-r.done:
+			return 0, raft.ErrRaftShutdown
+		case <-ctx.Done():
+			return snap, nil
+		}
+	}
+}
+
+// Checkpointing reports whether a Checkpoint is under way: the group
+// should not hibernate meanwhile (closing the replica would fail it).
+func (r *Replica) Checkpointing() bool { return r.checkpoints.Load() > 0 }
