@@ -221,4 +221,7 @@ type MemberStatus struct {
 	CommitIndex  uint64
 	AppliedIndex uint64
 	LastLogIndex uint64
+	// SnapshotIndex is the index of the replica's latest snapshot (0:
+	// none, or unknown while it hibernates).
+	SnapshotIndex uint64
 }

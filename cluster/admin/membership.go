@@ -39,8 +39,49 @@ func (s *Server) Grow(ctx context.Context, req *adminpb.GrowRequest) (*adminpb.M
 	if req.Strategy != "" && req.Strategy != "all" && req.Strategy != "even" {
 		return nil, status.Errorf(codes.InvalidArgument, "strategy '%s' is not recognised (all or even)", req.Strategy)
 	}
+	if req.Count > 0 {
+		return s.growToCount(ctx, req)
+	}
 	changed, err := s.b.Grow(ctx, req.Node, req.VhostPattern, req.QueuePattern, req.Strategy)
 	return manyChanged(changed, err)
+}
+
+// GrowToCountBackend is what a Backend offers for growing quorum queues to
+// a number of members (rabbitmq-queues grow_to_count). A Backend without
+// it answers Unimplemented.
+type GrowToCountBackend interface {
+	// GrowToCount adds members to every matching quorum queue that
+	// strategy ("", all or even) selects until it has count, on the
+	// nodes it picks; it returns the members added and, joined, the
+	// errors of the queues that could not grow.
+	GrowToCount(ctx context.Context, count int, vhostPattern, queuePattern, strategy string) ([]AddedMember, error)
+}
+
+// AddedMember is a member GrowToCount added: queue "vhost/name" on node.
+type AddedMember struct {
+	Queue, Node string
+}
+
+func (s *Server) growToCount(ctx context.Context, req *adminpb.GrowRequest) (*adminpb.MembershipResponse, error) {
+	gb, err := optional[GrowToCountBackend](s, "growing queues to a count is")
+	if err != nil {
+		return nil, err
+	}
+	if req.Node != "" {
+		return nil, status.Error(codes.InvalidArgument, "grow names a node or a count, not both")
+	}
+	added, err := gb.GrowToCount(ctx, int(req.Count), req.VhostPattern, req.QueuePattern, req.Strategy)
+	var changed []string
+	for _, a := range added {
+		changed = append(changed, a.Queue)
+	}
+	resp, err := manyChanged(changed, err)
+	if resp != nil {
+		for _, a := range added {
+			resp.AddedOn = append(resp.AddedOn, a.Node)
+		}
+	}
+	return resp, err
 }
 
 func (s *Server) Shrink(ctx context.Context, req *adminpb.ShrinkRequest) (*adminpb.MembershipResponse, error) {

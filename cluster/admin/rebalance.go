@@ -21,15 +21,11 @@ import (
 // caught up with their leader are targets (caughtUp), and a queue whose
 // move fails is not tried again.
 func (s *Server) Rebalance(ctx context.Context, req *adminpb.RebalanceRequest) (*adminpb.RebalanceResponse, error) {
-	vhosts, err := regexp.Compile(req.VhostPattern)
+	matches, err := queuePatterns(req.VhostPattern, req.QueuePattern)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "--vhost-pattern: %v", err)
+		return nil, err
 	}
-	names, err := regexp.Compile(req.QueuePattern)
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "--queue-pattern: %v", err)
-	}
-	groups := s.groups(func(vhost, name string) bool { return vhosts.MatchString(vhost) && names.MatchString(name) })
+	groups := s.groups(matches)
 	survey := s.replicas(ctx)
 
 	type led struct {
@@ -109,6 +105,21 @@ func (s *Server) Rebalance(ctx context.Context, req *adminpb.RebalanceRequest) (
 // entries a second is 1,024 in 50 ms), and sending a thousand entries
 // is quick; a replica that missed seconds of such traffic lacks more.
 const maxTransferLag = 1024
+
+// queuePatterns matches a queue's vhost and name against the regular
+// expressions of --vhost-pattern and --queue-pattern (unanchored, as
+// RabbitMQ's; empty matches everything); an invalid one is InvalidArgument.
+func queuePatterns(vhostPattern, queuePattern string) (func(vhost, name string) bool, error) {
+	vhosts, err := regexp.Compile(vhostPattern)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "--vhost-pattern: %v", err)
+	}
+	names, err := regexp.Compile(queuePattern)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "--queue-pattern: %v", err)
+	}
+	return func(vhost, name string) bool { return vhosts.MatchString(vhost) && names.MatchString(name) }, nil
+}
 
 // caughtUp reports whether follower, as the survey saw it, can take over
 // from leader at once. A Raft leadership transfer first brings the target

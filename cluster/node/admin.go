@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/admin"
@@ -211,7 +213,34 @@ func memberStatus(r *replica.Replica) admin.MemberStatus {
 	case !st.Voter:
 		role = admin.RoleNonVoter
 	}
-	return admin.MemberStatus{Role: role, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, LastLogIndex: st.LastLogIndex}
+	return admin.MemberStatus{Role: role, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
+		LastLogIndex: st.LastLogIndex, SnapshotIndex: st.SnapshotIndex}
+}
+
+// CheckpointMember implements admin.CheckpointBackend. A hibernating
+// replica wakes for it (and its group with it): closed, it has nothing
+// running to snapshot, and its state is rebuilt from its log when it
+// opens, which is what a checkpoint shortens. The group goes back to
+// sleep once idle again.
+//
+// A replica closed under it (its group went to sleep just before the
+// checkpoint began, which holds hibernation off while it runs) is woken
+// and asked again, once.
+func (a *adminBackend) CheckpointMember(ctx context.Context, queueID string, appliedThrough uint64) (admin.MemberStatus, error) {
+	var err error
+	for range 2 {
+		r, ok := a.c.wake(queueID)
+		if !ok {
+			return admin.MemberStatus{}, fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
+		}
+		if _, err = r.Checkpoint(ctx, appliedThrough); err == nil {
+			return memberStatus(r), nil
+		}
+		if !errors.Is(err, raft.ErrRaftShutdown) {
+			break
+		}
+	}
+	return admin.MemberStatus{}, err
 }
 
 func (a *adminBackend) NodeAddr(node string) (string, bool) { return a.c.addrOf(node) }
@@ -398,6 +427,16 @@ func (a *adminBackend) Grow(_ context.Context, node, vhostPattern, queuePattern,
 	return changed, adminErrors(err)
 }
 
+// GrowToCount implements admin.GrowToCountBackend.
+func (a *adminBackend) GrowToCount(_ context.Context, count int, vhostPattern, queuePattern, strategy string) ([]admin.AddedMember, error) {
+	added, err := a.n.GrowToCount(count, vhostPattern, queuePattern, GrowStrategy(strategy))
+	out := make([]admin.AddedMember, len(added))
+	for i, m := range added {
+		out[i] = admin.AddedMember(m)
+	}
+	return out, adminErrors(err)
+}
+
 func (a *adminBackend) Shrink(_ context.Context, node string) ([]string, error) {
 	changed, err := a.n.Shrink(node)
 	return changed, adminErrors(err)
@@ -433,6 +472,8 @@ var (
 	_ admin.ConsumersBackend   = (*adminBackend)(nil)
 	_ admin.ConsumersBackend   = (*lateBackend)(nil)
 	_ admin.PeekBackend        = (*adminBackend)(nil)
+	_ admin.CheckpointBackend  = (*adminBackend)(nil)
+	_ admin.GrowToCountBackend = (*adminBackend)(nil)
 	_ admin.StatusBackend      = (*adminBackend)(nil)
 	_ admin.ConnectionCloser   = (*adminBackend)(nil)
 	_ admin.AlarmsBackend      = (*adminBackend)(nil)

@@ -359,6 +359,8 @@ func (s memberServer) Hibernate(_ context.Context, req *memberpb.HibernateReques
 			why = "another term"
 		case st.LastLogIndex != req.LastIndex:
 			why = "another log"
+		case r.Checkpointing():
+			why = "taking a checkpoint"
 		default:
 			return true
 		}

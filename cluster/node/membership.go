@@ -169,6 +169,74 @@ func (n *Node) Grow(node string, vhostPattern, queuePattern string, strategy Gro
 	return changed, errors.Join(errs...)
 }
 
+// Added is one member GrowToCount added: queue "vhost/name", and node.
+type Added struct {
+	Queue, Node string
+}
+
+// GrowToCount adds members to every quorum queue whose vhost and name
+// match the regular expressions until it has count, as rabbitmq-queues
+// grow_to_count: never more than the nodes replicas may be placed on
+// (alive, not drained). Strategy GrowEven grows only queues with an even
+// number of members, and those by one (the size is looked at again
+// before each member, as RabbitMQ's does); otherwise every queue grows.
+// Each member goes on the node without one that holds the fewest
+// replicas, as the reconciler places them; a queue whose member could
+// not be added is not grown further. It returns the members added and
+// the errors of those that could not be.
+func (n *Node) GrowToCount(count int, vhostPattern, queuePattern string, strategy GrowStrategy) ([]Added, error) {
+	if n.cluster == nil {
+		return nil, ErrNotClustered
+	}
+	if count < 1 {
+		return nil, fmt.Errorf("%w: node count '%d' must be greater than 0", ErrMembershipRefused, count)
+	}
+	if strategy != GrowBelowTarget && strategy != GrowAll && strategy != GrowEven {
+		return nil, fmt.Errorf("%w %q: all or even", ErrBadStrategy, strategy)
+	}
+	vre, err := regexp.Compile(vhostPattern)
+	if err != nil {
+		return nil, fmt.Errorf("vhost pattern: %w", err)
+	}
+	qre, err := regexp.Compile(queuePattern)
+	if err != nil {
+		return nil, fmt.Errorf("queue pattern: %w", err)
+	}
+	placeable := n.cluster.PlacementNodes()
+	target := min(count, len(placeable))
+	queues := n.quorumQueues()
+	replicas := map[string]int{}
+	for _, q := range queues {
+		for _, m := range q.Record.Members {
+			replicas[m]++
+		}
+	}
+	var added []Added
+	var errs []error
+	for _, q := range queues {
+		rec := q.Record
+		if !vre.MatchString(rec.Vhost) || !qre.MatchString(rec.Name) {
+			continue
+		}
+		members := slices.Clone(rec.Members)
+		for len(members) < target && (strategy != GrowEven || len(members)%2 == 0) {
+			candidates := slices.DeleteFunc(slices.Clone(placeable), func(p string) bool { return slices.Contains(members, p) })
+			if len(candidates) == 0 {
+				break
+			}
+			to := fewestReplicas(candidates, replicas)
+			if err := n.AddMember(rec.Vhost, rec.Name, to); err != nil {
+				errs = append(errs, fmt.Errorf("%s/%s: %w", rec.Vhost, rec.Name, err))
+				break
+			}
+			members = append(members, to)
+			replicas[to]++
+			added = append(added, Added{Queue: rec.Vhost + "/" + rec.Name, Node: to})
+		}
+	}
+	return added, errors.Join(errs...)
+}
+
 // Shrink removes node's replica from every quorum queue that has one,
 // unless it is the queue's last. It returns the queues changed.
 func (n *Node) Shrink(node string) ([]string, error) {

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -216,15 +218,7 @@ func (c *clusterNode) reconcileRound(ctx context.Context, b *broker.Broker) bool
 		if added >= maxReconcileAdds || ctx.Err() != nil {
 			return true
 		}
-		to := slices.MinFunc(candidates, func(a, b string) int {
-			if d := replicas[a] - replicas[b]; d != 0 {
-				return d
-			}
-			if a < b {
-				return -1
-			}
-			return 1
-		})
+		to := fewestReplicas(candidates, replicas)
 		worked = true
 		actx, cancel := context.WithTimeout(ctx, memberChangeTimeout)
 		err := c.addMember(actx, b, rec.Vhost, rec.Name, to)
@@ -239,6 +233,14 @@ func (c *clusterNode) reconcileRound(ctx context.Context, b *broker.Broker) bool
 			"members", len(rec.Members)+1, "target", target)
 	}
 	return worked
+}
+
+// fewestReplicas is the node among candidates (not empty) that holds the
+// fewest quorum queue members by replicas, the first by name of those.
+func fewestReplicas(candidates []string, replicas map[string]int) string {
+	return slices.MinFunc(candidates, func(a, b string) int {
+		return cmp.Or(cmp.Compare(replicas[a], replicas[b]), strings.Compare(a, b))
+	})
 }
 
 // rebalanceRejoined moves queue leaders as `warrenctl rebalance` does. It

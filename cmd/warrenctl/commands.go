@@ -64,24 +64,32 @@ nodes are alive.`,
 		args:    []string{"QUEUE"},
 		summary: "each replica of a quorum queue: role, term, log indexes, lag",
 		help: `Asks every member of the quorum queue's Raft group for its own view: role
-(leader, follower, candidate, non-voter), term, commit index, applied index and
-last log index. LAG is the leader's commit index minus the member's applied
-index: entries the member has yet to apply. A member whose node cannot be asked
+(leader, follower, candidate, non-voter, asleep), term, commit index, applied
+index, last log index and the index of its latest snapshot (0: none yet; its
+log holds nothing before it but the trailing entries and live messages). LAG
+is the leader's commit index minus the member's last log index: entries the
+member has yet to receive. A member whose node cannot be asked
 is shown as unreachable, with the reason below the table.`,
 		setup: quorumStatus,
 	},
 }
 
-// lookup finds the command whose words begin args, and the arguments
-// after them.
+// lookup finds the command whose words begin args, the one of most words
+// if several do ("grow to-count 3" is not "grow" of node to-count), and
+// the arguments after them.
 func lookup(args []string) (*command, []string) {
+	var found *command
+	var n int
 	for _, c := range commands {
 		words := strings.Fields(c.name)
-		if len(args) >= len(words) && slices.Equal(args[:len(words)], words) {
-			return c, args[len(words):]
+		if len(words) > n && len(args) >= len(words) && slices.Equal(args[:len(words)], words) {
+			found, n = c, len(words)
 		}
 	}
-	return nil, nil
+	if found == nil {
+		return nil, nil
+	}
+	return found, args[n:]
 }
 
 func printUsage(w io.Writer) {

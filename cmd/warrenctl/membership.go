@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/warrenmq/warren/proto/adminpb"
@@ -54,6 +55,22 @@ exits 1 if any could not.`,
 		timeout: 30 * time.Minute,
 	},
 	{
+		name:     "grow to-count",
+		args:     []string{"COUNT"},
+		optional: []string{"all|even"},
+		summary:  "add members to every quorum queue until it has COUNT",
+		help: `Adds replicas to every quorum queue that matches --vhost-pattern and
+--queue-pattern until it has COUNT members, as rabbitmq-queues grow_to_count:
+never more than the nodes replicas can be placed on (alive and not drained).
+Each new member goes on the node without one that holds the fewest replicas,
+and joins as add member's do (a non-voter until caught up). With even (as
+RabbitMQ's), only queues with an even number of members grow, by one; all,
+the default, grows every matching queue. Lists each member added and the
+queues that could not grow; exits 1 if any could not.`,
+		setup:   growToCount,
+		timeout: 30 * time.Minute,
+	},
+	{
 		name:    "shrink",
 		args:    []string{"NODE"},
 		summary: "remove NODE's replicas from every quorum queue",
@@ -68,10 +85,13 @@ changed and those that could not be; exits 1 if any could not.`,
 func init() { commands = append(commands, membershipCommands...) }
 
 type membershipReport struct {
-	Operation string   `json:"operation"`
-	Node      string   `json:"node"`
-	Changed   []string `json:"changed"`
-	Failed    []string `json:"failed"`
+	Operation string `json:"operation"`
+	// Node is the node named, or grow to-count's COUNT.
+	Node    string   `json:"node"`
+	Changed []string `json:"changed"`
+	Failed  []string `json:"failed"`
+	// AddedOn is grow to-count's node of each member in Changed.
+	AddedOn []string `json:"added_on,omitempty"`
 }
 
 func newMembershipReport(op, node string, resp *adminpb.MembershipResponse) *membershipReport {
@@ -89,13 +109,21 @@ func (r *membershipReport) failed() bool { return len(r.Failed) > 0 }
 
 func (r *membershipReport) writeText(w io.Writer) {
 	verb := map[string]string{"add member": "Added a replica on", "delete member": "Removed the replica on",
-		"grow": "Added a replica on", "shrink": "Removed the replica on"}[r.Operation]
+		"grow": "Added a replica on", "grow to-count": "Added a replica on", "shrink": "Removed the replica on"}[r.Operation]
 	if len(r.Changed) == 0 && len(r.Failed) == 0 {
-		fmt.Fprintf(w, "No queue to change for %s.\n", r.Node)
+		if r.Operation == "grow to-count" {
+			fmt.Fprintf(w, "No queue to grow to %s members.\n", r.Node)
+		} else {
+			fmt.Fprintf(w, "No queue to change for %s.\n", r.Node)
+		}
 		return
 	}
-	for _, q := range r.Changed {
-		fmt.Fprintf(w, "%s %s for queue %s.\n", verb, r.Node, q)
+	for i, q := range r.Changed {
+		node := r.Node
+		if r.Operation == "grow to-count" && i < len(r.AddedOn) {
+			node = r.AddedOn[i]
+		}
+		fmt.Fprintf(w, "%s %s for queue %s.\n", verb, node, q)
 	}
 	for _, f := range r.Failed {
 		fmt.Fprintf(w, "Could not change %s\n", f)
@@ -141,6 +169,34 @@ func grow(fs *flag.FlagSet) body {
 			return nil, err
 		}
 		return newMembershipReport("grow", args[0], resp), nil
+	}
+}
+
+func growToCount(fs *flag.FlagSet) body {
+	vhosts := fs.String("vhost-pattern", "", "only vhosts matching this regular `expression` (default: all)")
+	queues := fs.String("queue-pattern", "", "only queues whose name matches this regular `expression` (default: all)")
+	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
+		count, err := strconv.Atoi(args[0])
+		if err != nil || count < 1 {
+			return nil, fmt.Errorf("node count '%s' must be an integer greater than 0", args[0])
+		}
+		req := &adminpb.GrowRequest{Count: uint32(count), VhostPattern: *vhosts, QueuePattern: *queues}
+		if len(args) > 1 {
+			if args[1] != "all" && args[1] != "even" {
+				return nil, fmt.Errorf("strategy '%s' is not recognised (all or even)", args[1])
+			}
+			req.Strategy = args[1]
+		}
+		resp, err := c.Grow(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		r := newMembershipReport("grow to-count", args[0], resp)
+		r.AddedOn = resp.AddedOn
+		if r.AddedOn == nil {
+			r.AddedOn = []string{}
+		}
+		return r, nil
 	}
 }
 

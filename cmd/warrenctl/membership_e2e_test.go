@@ -215,3 +215,68 @@ func TestGrowStrategies(t *testing.T) {
 		t.Errorf("grow odd: exit %d: %q", code, errOut)
 	}
 }
+
+// TestGrowToCount: on four real nodes, grow to-count brings queues of one,
+// two and three members to three each, on the nodes holding the fewest
+// replicas; even grows none of them then; a pattern selects one queue,
+// and a count beyond the nodes stops at four.
+func TestGrowToCount(t *testing.T) {
+	noReconcile := func(c *node.ClusterConfig) { c.NoQueueReconcile = true }
+	ms := nodetest.StartCluster(t, 4, noReconcile)
+	ch := ms[0].Channel()
+	for name, size := range map[string]int{"one": 1, "two": 2, "three": 3} {
+		args := amqp091.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": size}
+		if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := ms[0].InternalAddr().String()
+	members := func(name string) []string {
+		rec, _ := ms[0].Broker().QueueRecord("/", name)
+		return rec.Members
+	}
+	nodetest.Eventually(t, "the asked node to know the queues", 5*time.Second, func() bool {
+		return len(members("one")) == 1 && len(members("two")) == 2 && len(members("three")) == 3
+	})
+	ctl := ctlAt(t, addr)
+
+	out := ctl("--timeout", "2m", "grow", "to-count", "3")
+	if strings.Count(out, "Added a replica on") != 3 || strings.Count(out, "queue //one") != 2 || strings.Count(out, "queue //two") != 1 {
+		t.Fatalf("grow to-count 3:\n%s", out)
+	}
+	perNode := map[string]int{}
+	for _, q := range []string{"one", "two", "three"} {
+		mem := members(q)
+		if len(mem) != 3 {
+			t.Fatalf("%s has members %v after grow to-count 3", q, mem)
+		}
+		for _, m := range mem {
+			perNode[m]++
+		}
+	}
+	lo, hi := 9, 0
+	for _, m := range ms {
+		lo, hi = min(lo, perNode[m.Name()]), max(hi, perNode[m.Name()])
+	}
+	if hi-lo > 1 {
+		t.Fatalf("replicas per node after grow to-count: %v", perNode)
+	}
+
+	if out := ctl("grow", "to-count", "4", "even"); out != "No queue to grow to 4 members.\n" {
+		t.Fatalf("grow to-count 4 even with every queue at three: %q", out)
+	}
+	ctl("--timeout", "2m", "grow", "to-count", "4", "--queue-pattern", "^one$")
+	if len(members("one")) != 4 || len(members("two")) != 3 {
+		t.Fatalf("after grow to-count 4 of one: one %v, two %v", members("one"), members("two"))
+	}
+	var rep membershipReport
+	if err := json.Unmarshal([]byte(ctl("--json", "--timeout", "2m", "grow", "to-count", "9", "--queue-pattern", "^two$")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Changed) != 1 || len(rep.AddedOn) != 1 || !slices.Contains(members("two"), rep.AddedOn[0]) || len(members("two")) != 4 {
+		t.Fatalf("grow to-count 9 of two on four nodes: %+v, members %v", rep, members("two"))
+	}
+	if code, _, errOut := warrenctl(t, "--node", addr, "grow", "to-count", "0"); code != 1 || !strings.Contains(errOut, "greater than 0") {
+		t.Fatalf("grow to-count 0: exit %d: %s", code, errOut)
+	}
+}

@@ -187,8 +187,11 @@ type memberReport struct {
 	CommitIndex  *uint64 `json:"commit_index"`
 	AppliedIndex *uint64 `json:"applied_index"`
 	LastLogIndex *uint64 `json:"last_log_index"`
-	Lag          *uint64 `json:"lag"`
-	Error        string  `json:"error,omitempty"` // why it is unreachable
+	// SnapshotIndex is null while the member hibernates (not known
+	// without opening it).
+	SnapshotIndex *uint64 `json:"snapshot_index"`
+	Lag           *uint64 `json:"lag"`
+	Error         string  `json:"error,omitempty"` // why it is unreachable
 }
 
 func quorumStatus(fs *flag.FlagSet) body {
@@ -200,14 +203,22 @@ func quorumStatus(fs *flag.FlagSet) body {
 		}
 		r := &quorumReport{Vhost: resp.Vhost, Queue: resp.Name, QueueID: resp.QueueId, Leader: resp.Leader, Members: []memberReport{}}
 		for _, m := range resp.Members {
-			mr := memberReport{Node: m.Node, Role: m.Role, Lag: m.Lag, Error: m.Error}
-			if m.Role != "unreachable" {
-				mr.Term, mr.CommitIndex, mr.AppliedIndex, mr.LastLogIndex = &m.Term, &m.CommitIndex, &m.AppliedIndex, &m.LastLogIndex
-			}
-			r.Members = append(r.Members, mr)
+			r.Members = append(r.Members, newMemberReport(m))
 		}
 		return r, nil
 	}
+}
+
+// newMemberReport is what a member's own answer shows.
+func newMemberReport(m *adminpb.Member) memberReport {
+	mr := memberReport{Node: m.Node, Role: m.Role, Lag: m.Lag, Error: m.Error}
+	if m.Role != "unreachable" {
+		mr.Term, mr.CommitIndex, mr.AppliedIndex, mr.LastLogIndex = &m.Term, &m.CommitIndex, &m.AppliedIndex, &m.LastLogIndex
+		if m.Role != "asleep" {
+			mr.SnapshotIndex = &m.SnapshotIndex
+		}
+	}
+	return mr
 }
 
 func (r *quorumReport) writeText(w io.Writer) {
@@ -225,9 +236,10 @@ func (r *quorumReport) writeText(w io.Writer) {
 	}, "answering", "unreachable"))
 	var rows [][]string
 	for _, m := range r.Members {
-		rows = append(rows, []string{m.Node, m.Role, u64p(m.Term), u64p(m.CommitIndex), u64p(m.AppliedIndex), u64p(m.LastLogIndex), u64p(m.Lag)})
+		rows = append(rows, []string{m.Node, m.Role, u64p(m.Term), u64p(m.CommitIndex), u64p(m.AppliedIndex), u64p(m.LastLogIndex),
+			u64p(m.SnapshotIndex), u64p(m.Lag)})
 	}
-	table(w, []string{"NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "LAST LOG", "LAG"}, rows)
+	table(w, []string{"NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "LAST LOG", "SNAPSHOT", "LAG"}, rows)
 	first := true
 	for _, m := range r.Members {
 		if m.Error != "" {

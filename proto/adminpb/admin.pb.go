@@ -3053,7 +3053,10 @@ type Member struct {
 	// when no leader answered or the member is unreachable.
 	Lag *uint64 `protobuf:"varint,7,opt,name=lag,proto3,oneof" json:"lag,omitempty"`
 	// Why the member is unreachable.
-	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// The index of the member's latest snapshot (0: none yet); unknown
+	// (0) while it hibernates.
+	SnapshotIndex uint64 `protobuf:"varint,9,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3142,6 +3145,13 @@ func (x *Member) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *Member) GetSnapshotIndex() uint64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
 }
 
 // Policy is a policy or an operator policy, as rabbitmqctl set_policy
@@ -4605,7 +4615,11 @@ type GrowRequest struct {
 	// those with fewer members than their target size, "all" for every one
 	// and "even" for those with an even number of members, as
 	// rabbitmq-queues grow's all and even.
-	Strategy      string `protobuf:"bytes,4,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	Strategy string `protobuf:"bytes,4,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// Instead of node: grow each matching queue (that the strategy selects)
+	// to count members, on the alive nodes that hold the fewest replicas,
+	// as rabbitmq-queues grow_to_count. Never beyond the alive nodes.
+	Count         uint32 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4668,6 +4682,13 @@ func (x *GrowRequest) GetStrategy() string {
 	return ""
 }
 
+func (x *GrowRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type ShrinkRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -4712,19 +4733,239 @@ func (x *ShrinkRequest) GetNode() string {
 	return ""
 }
 
+type ForceCheckpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Regular expressions, unanchored; empty matches every name.
+	VhostPattern  string `protobuf:"bytes,1,opt,name=vhost_pattern,json=vhostPattern,proto3" json:"vhost_pattern,omitempty"`
+	QueuePattern  string `protobuf:"bytes,2,opt,name=queue_pattern,json=queuePattern,proto3" json:"queue_pattern,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForceCheckpointRequest) Reset() {
+	*x = ForceCheckpointRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForceCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForceCheckpointRequest) ProtoMessage() {}
+
+func (x *ForceCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForceCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*ForceCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ForceCheckpointRequest) GetVhostPattern() string {
+	if x != nil {
+		return x.VhostPattern
+	}
+	return ""
+}
+
+func (x *ForceCheckpointRequest) GetQueuePattern() string {
+	if x != nil {
+		return x.QueuePattern
+	}
+	return ""
+}
+
+type ForceCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by vhost and name.
+	Queues        []*QueueCheckpoint `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForceCheckpointResponse) Reset() {
+	*x = ForceCheckpointResponse{}
+	mi := &file_adminpb_admin_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForceCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForceCheckpointResponse) ProtoMessage() {}
+
+func (x *ForceCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForceCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*ForceCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ForceCheckpointResponse) GetQueues() []*QueueCheckpoint {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+type MemberCheckpointRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	QueueId string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// A follower waits (a second at most) until it has applied this index
+	// before it snapshots: the index before the leader's own checkpoint, whose
+	// barrier carried the commit index that covers it. 0: until it has
+	// applied its log as it is (when no leader answered).
+	AppliedThrough uint64 `protobuf:"varint,2,opt,name=applied_through,json=appliedThrough,proto3" json:"applied_through,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MemberCheckpointRequest) Reset() {
+	*x = MemberCheckpointRequest{}
+	mi := &file_adminpb_admin_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberCheckpointRequest) ProtoMessage() {}
+
+func (x *MemberCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*MemberCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *MemberCheckpointRequest) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *MemberCheckpointRequest) GetAppliedThrough() uint64 {
+	if x != nil {
+		return x.AppliedThrough
+	}
+	return 0
+}
+
+// QueueCheckpoint is one quorum queue's members after a forced checkpoint.
+type QueueCheckpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vhost string                 `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Sorted by node name; a member that could not take one has role
+	// unreachable and the reason in error.
+	Members       []*Member `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueCheckpoint) Reset() {
+	*x = QueueCheckpoint{}
+	mi := &file_adminpb_admin_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueCheckpoint) ProtoMessage() {}
+
+func (x *QueueCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_adminpb_admin_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueCheckpoint.ProtoReflect.Descriptor instead.
+func (*QueueCheckpoint) Descriptor() ([]byte, []int) {
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *QueueCheckpoint) GetVhost() string {
+	if x != nil {
+		return x.Vhost
+	}
+	return ""
+}
+
+func (x *QueueCheckpoint) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *QueueCheckpoint) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 type MembershipResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The queues changed, as "vhost/name".
 	Changed []string `protobuf:"bytes,1,rep,name=changed,proto3" json:"changed,omitempty"`
 	// Queues that could not be changed, with why ("vhost/name: reason").
-	Failed        []string `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	Failed []string `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	// Growing to a count: the node each member in changed was added on (a
+	// queue is listed once per member added).
+	AddedOn       []string `protobuf:"bytes,3,rep,name=added_on,json=addedOn,proto3" json:"added_on,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4736,7 +4977,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[81]
+	mi := &file_adminpb_admin_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4749,7 +4990,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{81}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *MembershipResponse) GetChanged() []string {
@@ -4766,6 +5007,13 @@ func (x *MembershipResponse) GetFailed() []string {
 	return nil
 }
 
+func (x *MembershipResponse) GetAddedOn() []string {
+	if x != nil {
+		return x.AddedOn
+	}
+	return nil
+}
+
 type ListConnectionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only connections to this vhost; empty means every vhost.
@@ -4778,7 +5026,7 @@ type ListConnectionsRequest struct {
 
 func (x *ListConnectionsRequest) Reset() {
 	*x = ListConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4790,7 +5038,7 @@ func (x *ListConnectionsRequest) String() string {
 func (*ListConnectionsRequest) ProtoMessage() {}
 
 func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[82]
+	mi := &file_adminpb_admin_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4803,7 +5051,7 @@ func (x *ListConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*ListConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{82}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListConnectionsRequest) GetVhost() string {
@@ -4832,7 +5080,7 @@ type ListConnectionsResponse struct {
 
 func (x *ListConnectionsResponse) Reset() {
 	*x = ListConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4844,7 +5092,7 @@ func (x *ListConnectionsResponse) String() string {
 func (*ListConnectionsResponse) ProtoMessage() {}
 
 func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[83]
+	mi := &file_adminpb_admin_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4857,7 +5105,7 @@ func (x *ListConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*ListConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{83}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListConnectionsResponse) GetConnections() []*Connection {
@@ -4893,7 +5141,7 @@ type CloseConnectionsRequest struct {
 
 func (x *CloseConnectionsRequest) Reset() {
 	*x = CloseConnectionsRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4905,7 +5153,7 @@ func (x *CloseConnectionsRequest) String() string {
 func (*CloseConnectionsRequest) ProtoMessage() {}
 
 func (x *CloseConnectionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[84]
+	mi := &file_adminpb_admin_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4918,7 +5166,7 @@ func (x *CloseConnectionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseConnectionsRequest.ProtoReflect.Descriptor instead.
 func (*CloseConnectionsRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{84}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *CloseConnectionsRequest) GetName() string {
@@ -4975,7 +5223,7 @@ type CloseConnectionsResponse struct {
 
 func (x *CloseConnectionsResponse) Reset() {
 	*x = CloseConnectionsResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4987,7 +5235,7 @@ func (x *CloseConnectionsResponse) String() string {
 func (*CloseConnectionsResponse) ProtoMessage() {}
 
 func (x *CloseConnectionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[85]
+	mi := &file_adminpb_admin_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5000,7 +5248,7 @@ func (x *CloseConnectionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseConnectionsResponse.ProtoReflect.Descriptor instead.
 func (*CloseConnectionsResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{85}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *CloseConnectionsResponse) GetClosed() []*ClosedConnection {
@@ -5029,7 +5277,7 @@ type ClosedConnection struct {
 
 func (x *ClosedConnection) Reset() {
 	*x = ClosedConnection{}
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5041,7 +5289,7 @@ func (x *ClosedConnection) String() string {
 func (*ClosedConnection) ProtoMessage() {}
 
 func (x *ClosedConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[86]
+	mi := &file_adminpb_admin_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5054,7 +5302,7 @@ func (x *ClosedConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosedConnection.ProtoReflect.Descriptor instead.
 func (*ClosedConnection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{86}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *ClosedConnection) GetNode() string {
@@ -5095,7 +5343,7 @@ type NodeError struct {
 
 func (x *NodeError) Reset() {
 	*x = NodeError{}
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5107,7 +5355,7 @@ func (x *NodeError) String() string {
 func (*NodeError) ProtoMessage() {}
 
 func (x *NodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[87]
+	mi := &file_adminpb_admin_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5120,7 +5368,7 @@ func (x *NodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeError.ProtoReflect.Descriptor instead.
 func (*NodeError) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{87}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *NodeError) GetNode() string {
@@ -5168,7 +5416,7 @@ type Connection struct {
 
 func (x *Connection) Reset() {
 	*x = Connection{}
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5180,7 +5428,7 @@ func (x *Connection) String() string {
 func (*Connection) ProtoMessage() {}
 
 func (x *Connection) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[88]
+	mi := &file_adminpb_admin_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5193,7 +5441,7 @@ func (x *Connection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connection.ProtoReflect.Descriptor instead.
 func (*Connection) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{88}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *Connection) GetNode() string {
@@ -5330,7 +5578,7 @@ type Channel struct {
 
 func (x *Channel) Reset() {
 	*x = Channel{}
-	mi := &file_adminpb_admin_proto_msgTypes[89]
+	mi := &file_adminpb_admin_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5342,7 +5590,7 @@ func (x *Channel) String() string {
 func (*Channel) ProtoMessage() {}
 
 func (x *Channel) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[89]
+	mi := &file_adminpb_admin_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5355,7 +5603,7 @@ func (x *Channel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Channel.ProtoReflect.Descriptor instead.
 func (*Channel) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{89}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *Channel) GetNumber() uint32 {
@@ -5432,7 +5680,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[90]
+	mi := &file_adminpb_admin_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5444,7 +5692,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[90]
+	mi := &file_adminpb_admin_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5457,7 +5705,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{90}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *Consumer) GetQueue() string {
@@ -5520,7 +5768,7 @@ type QuorumConsumersRequest struct {
 
 func (x *QuorumConsumersRequest) Reset() {
 	*x = QuorumConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[91]
+	mi := &file_adminpb_admin_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5532,7 +5780,7 @@ func (x *QuorumConsumersRequest) String() string {
 func (*QuorumConsumersRequest) ProtoMessage() {}
 
 func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[91]
+	mi := &file_adminpb_admin_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5545,7 +5793,7 @@ func (x *QuorumConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersRequest.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{91}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *QuorumConsumersRequest) GetVhost() string {
@@ -5571,7 +5819,7 @@ type MemberConsumersRequest struct {
 
 func (x *MemberConsumersRequest) Reset() {
 	*x = MemberConsumersRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[92]
+	mi := &file_adminpb_admin_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5583,7 +5831,7 @@ func (x *MemberConsumersRequest) String() string {
 func (*MemberConsumersRequest) ProtoMessage() {}
 
 func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[92]
+	mi := &file_adminpb_admin_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5596,7 +5844,7 @@ func (x *MemberConsumersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberConsumersRequest.ProtoReflect.Descriptor instead.
 func (*MemberConsumersRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{92}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *MemberConsumersRequest) GetQueueId() string {
@@ -5621,7 +5869,7 @@ type QuorumConsumersResponse struct {
 
 func (x *QuorumConsumersResponse) Reset() {
 	*x = QuorumConsumersResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[93]
+	mi := &file_adminpb_admin_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5633,7 +5881,7 @@ func (x *QuorumConsumersResponse) String() string {
 func (*QuorumConsumersResponse) ProtoMessage() {}
 
 func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[93]
+	mi := &file_adminpb_admin_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5646,7 +5894,7 @@ func (x *QuorumConsumersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumConsumersResponse.ProtoReflect.Descriptor instead.
 func (*QuorumConsumersResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{93}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *QuorumConsumersResponse) GetVhost() string {
@@ -5714,7 +5962,7 @@ type QueueConsumer struct {
 
 func (x *QueueConsumer) Reset() {
 	*x = QueueConsumer{}
-	mi := &file_adminpb_admin_proto_msgTypes[94]
+	mi := &file_adminpb_admin_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5726,7 +5974,7 @@ func (x *QueueConsumer) String() string {
 func (*QueueConsumer) ProtoMessage() {}
 
 func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[94]
+	mi := &file_adminpb_admin_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5739,7 +5987,7 @@ func (x *QueueConsumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConsumer.ProtoReflect.Descriptor instead.
 func (*QueueConsumer) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{94}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *QueueConsumer) GetId() uint64 {
@@ -5825,7 +6073,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[95]
+	mi := &file_adminpb_admin_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5837,7 +6085,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[95]
+	mi := &file_adminpb_admin_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5850,7 +6098,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{95}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *PeekRequest) GetVhost() string {
@@ -5884,7 +6132,7 @@ type MemberPeekRequest struct {
 
 func (x *MemberPeekRequest) Reset() {
 	*x = MemberPeekRequest{}
-	mi := &file_adminpb_admin_proto_msgTypes[96]
+	mi := &file_adminpb_admin_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5896,7 +6144,7 @@ func (x *MemberPeekRequest) String() string {
 func (*MemberPeekRequest) ProtoMessage() {}
 
 func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[96]
+	mi := &file_adminpb_admin_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5909,7 +6157,7 @@ func (x *MemberPeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberPeekRequest.ProtoReflect.Descriptor instead.
 func (*MemberPeekRequest) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{96}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *MemberPeekRequest) GetQueueId() string {
@@ -5950,7 +6198,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_adminpb_admin_proto_msgTypes[97]
+	mi := &file_adminpb_admin_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5962,7 +6210,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_adminpb_admin_proto_msgTypes[97]
+	mi := &file_adminpb_admin_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5975,7 +6223,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_adminpb_admin_proto_rawDescGZIP(), []int{97}
+	return file_adminpb_admin_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *PeekResponse) GetVhost() string {
@@ -6255,7 +6503,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x06leader\x18\x04 \x01(\tR\x06leader\x12.\n" +
 	"\amembers\x18\x05 \x03(\v2\x14.warren.admin.MemberR\amembers\"0\n" +
 	"\x13MemberStatusRequest\x12\x19\n" +
-	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\xe7\x01\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\x8e\x02\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
@@ -6264,7 +6512,8 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x12$\n" +
 	"\x0elast_log_index\x18\x06 \x01(\x04R\flastLogIndex\x12\x15\n" +
 	"\x03lag\x18\a \x01(\x04H\x00R\x03lag\x88\x01\x01\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05errorB\x06\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12%\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndexB\x06\n" +
 	"\x04_lag\"\xbf\x01\n" +
 	"\x06Policy\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
@@ -6356,17 +6605,31 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05force\"\x87\x01\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\x9d\x01\n" +
 	"\vGrowRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12#\n" +
 	"\rvhost_pattern\x18\x02 \x01(\tR\fvhostPattern\x12#\n" +
 	"\rqueue_pattern\x18\x03 \x01(\tR\fqueuePattern\x12\x1a\n" +
-	"\bstrategy\x18\x04 \x01(\tR\bstrategy\"#\n" +
+	"\bstrategy\x18\x04 \x01(\tR\bstrategy\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\rR\x05count\"#\n" +
 	"\rShrinkRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"F\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"b\n" +
+	"\x16ForceCheckpointRequest\x12#\n" +
+	"\rvhost_pattern\x18\x01 \x01(\tR\fvhostPattern\x12#\n" +
+	"\rqueue_pattern\x18\x02 \x01(\tR\fqueuePattern\"P\n" +
+	"\x17ForceCheckpointResponse\x125\n" +
+	"\x06queues\x18\x01 \x03(\v2\x1d.warren.admin.QueueCheckpointR\x06queues\"]\n" +
+	"\x17MemberCheckpointRequest\x12\x19\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\x12'\n" +
+	"\x0fapplied_through\x18\x02 \x01(\x04R\x0eappliedThrough\"k\n" +
+	"\x0fQueueCheckpoint\x12\x14\n" +
+	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12.\n" +
+	"\amembers\x18\x03 \x03(\v2\x14.warren.admin.MemberR\amembers\"a\n" +
 	"\x12MembershipResponse\x12\x18\n" +
 	"\achanged\x18\x01 \x03(\tR\achanged\x12\x16\n" +
-	"\x06failed\x18\x02 \x03(\tR\x06failed\"B\n" +
+	"\x06failed\x18\x02 \x03(\tR\x06failed\x12\x19\n" +
+	"\badded_on\x18\x03 \x03(\tR\aaddedOn\"B\n" +
 	"\x16ListConnectionsRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\"\x90\x01\n" +
@@ -6471,7 +6734,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"routingKey\x12%\n" +
 	"\x0econtent_header\x18\a \x01(\fR\rcontentHeader\x12\x18\n" +
 	"\apayload\x18\b \x01(\fR\apayload\x12\x1b\n" +
-	"\tbody_size\x18\t \x01(\x04R\bbodySize2\xe1#\n" +
+	"\tbody_size\x18\t \x01(\x04R\bbodySize2\x92%\n" +
 	"\x05Admin\x12X\n" +
 	"\rClusterStatus\x12\".warren.admin.ClusterStatusRequest\x1a#.warren.admin.ClusterStatusResponse\x12O\n" +
 	"\n" +
@@ -6493,7 +6756,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\tAddMember\x12\x1e.warren.admin.AddMemberRequest\x1a .warren.admin.MembershipResponse\x12S\n" +
 	"\fDeleteMember\x12!.warren.admin.DeleteMemberRequest\x1a .warren.admin.MembershipResponse\x12C\n" +
 	"\x04Grow\x12\x19.warren.admin.GrowRequest\x1a .warren.admin.MembershipResponse\x12G\n" +
-	"\x06Shrink\x12\x1b.warren.admin.ShrinkRequest\x1a .warren.admin.MembershipResponse\x12@\n" +
+	"\x06Shrink\x12\x1b.warren.admin.ShrinkRequest\x1a .warren.admin.MembershipResponse\x12^\n" +
+	"\x0fForceCheckpoint\x12$.warren.admin.ForceCheckpointRequest\x1a%.warren.admin.ForceCheckpointResponse\x12O\n" +
+	"\x10MemberCheckpoint\x12%.warren.admin.MemberCheckpointRequest\x1a\x14.warren.admin.Member\x12@\n" +
 	"\x05Drain\x12\x1a.warren.admin.DrainRequest\x1a\x1b.warren.admin.DrainResponse\x12B\n" +
 	"\aUndrain\x12\x1a.warren.admin.DrainRequest\x1a\x1b.warren.admin.DrainResponse\x12d\n" +
 	"\x11MemberMaintenance\x12&.warren.admin.MemberMaintenanceRequest\x1a'.warren.admin.MemberMaintenanceResponse\x12O\n" +
@@ -6547,7 +6812,7 @@ func file_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_adminpb_admin_proto_rawDescData
 }
 
-var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
+var file_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
 var file_adminpb_admin_proto_goTypes = []any{
 	(*ListExchangesRequest)(nil),             // 0: warren.admin.ListExchangesRequest
 	(*ListExchangesResponse)(nil),            // 1: warren.admin.ListExchangesResponse
@@ -6630,42 +6895,46 @@ var file_adminpb_admin_proto_goTypes = []any{
 	(*DeleteMemberRequest)(nil),              // 78: warren.admin.DeleteMemberRequest
 	(*GrowRequest)(nil),                      // 79: warren.admin.GrowRequest
 	(*ShrinkRequest)(nil),                    // 80: warren.admin.ShrinkRequest
-	(*MembershipResponse)(nil),               // 81: warren.admin.MembershipResponse
-	(*ListConnectionsRequest)(nil),           // 82: warren.admin.ListConnectionsRequest
-	(*ListConnectionsResponse)(nil),          // 83: warren.admin.ListConnectionsResponse
-	(*CloseConnectionsRequest)(nil),          // 84: warren.admin.CloseConnectionsRequest
-	(*CloseConnectionsResponse)(nil),         // 85: warren.admin.CloseConnectionsResponse
-	(*ClosedConnection)(nil),                 // 86: warren.admin.ClosedConnection
-	(*NodeError)(nil),                        // 87: warren.admin.NodeError
-	(*Connection)(nil),                       // 88: warren.admin.Connection
-	(*Channel)(nil),                          // 89: warren.admin.Channel
-	(*Consumer)(nil),                         // 90: warren.admin.Consumer
-	(*QuorumConsumersRequest)(nil),           // 91: warren.admin.QuorumConsumersRequest
-	(*MemberConsumersRequest)(nil),           // 92: warren.admin.MemberConsumersRequest
-	(*QuorumConsumersResponse)(nil),          // 93: warren.admin.QuorumConsumersResponse
-	(*QueueConsumer)(nil),                    // 94: warren.admin.QueueConsumer
-	(*PeekRequest)(nil),                      // 95: warren.admin.PeekRequest
-	(*MemberPeekRequest)(nil),                // 96: warren.admin.MemberPeekRequest
-	(*PeekResponse)(nil),                     // 97: warren.admin.PeekResponse
-	nil,                                      // 98: warren.admin.ImportDefinitionsResponse.ImportedEntry
-	nil,                                      // 99: warren.admin.User.LimitsEntry
-	nil,                                      // 100: warren.admin.Vhost.LimitsEntry
-	nil,                                      // 101: warren.admin.NodeStatusResponse.ReplicasEntry
+	(*ForceCheckpointRequest)(nil),           // 81: warren.admin.ForceCheckpointRequest
+	(*ForceCheckpointResponse)(nil),          // 82: warren.admin.ForceCheckpointResponse
+	(*MemberCheckpointRequest)(nil),          // 83: warren.admin.MemberCheckpointRequest
+	(*QueueCheckpoint)(nil),                  // 84: warren.admin.QueueCheckpoint
+	(*MembershipResponse)(nil),               // 85: warren.admin.MembershipResponse
+	(*ListConnectionsRequest)(nil),           // 86: warren.admin.ListConnectionsRequest
+	(*ListConnectionsResponse)(nil),          // 87: warren.admin.ListConnectionsResponse
+	(*CloseConnectionsRequest)(nil),          // 88: warren.admin.CloseConnectionsRequest
+	(*CloseConnectionsResponse)(nil),         // 89: warren.admin.CloseConnectionsResponse
+	(*ClosedConnection)(nil),                 // 90: warren.admin.ClosedConnection
+	(*NodeError)(nil),                        // 91: warren.admin.NodeError
+	(*Connection)(nil),                       // 92: warren.admin.Connection
+	(*Channel)(nil),                          // 93: warren.admin.Channel
+	(*Consumer)(nil),                         // 94: warren.admin.Consumer
+	(*QuorumConsumersRequest)(nil),           // 95: warren.admin.QuorumConsumersRequest
+	(*MemberConsumersRequest)(nil),           // 96: warren.admin.MemberConsumersRequest
+	(*QuorumConsumersResponse)(nil),          // 97: warren.admin.QuorumConsumersResponse
+	(*QueueConsumer)(nil),                    // 98: warren.admin.QueueConsumer
+	(*PeekRequest)(nil),                      // 99: warren.admin.PeekRequest
+	(*MemberPeekRequest)(nil),                // 100: warren.admin.MemberPeekRequest
+	(*PeekResponse)(nil),                     // 101: warren.admin.PeekResponse
+	nil,                                      // 102: warren.admin.ImportDefinitionsResponse.ImportedEntry
+	nil,                                      // 103: warren.admin.User.LimitsEntry
+	nil,                                      // 104: warren.admin.Vhost.LimitsEntry
+	nil,                                      // 105: warren.admin.NodeStatusResponse.ReplicasEntry
 }
 var file_adminpb_admin_proto_depIdxs = []int32{
 	2,   // 0: warren.admin.ListExchangesResponse.exchanges:type_name -> warren.admin.Exchange
 	5,   // 1: warren.admin.ListBindingsResponse.bindings:type_name -> warren.admin.Binding
-	98,  // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
+	102, // 2: warren.admin.ImportDefinitionsResponse.imported:type_name -> warren.admin.ImportDefinitionsResponse.ImportedEntry
 	19,  // 3: warren.admin.ListUsersResponse.users:type_name -> warren.admin.User
-	99,  // 4: warren.admin.User.limits:type_name -> warren.admin.User.LimitsEntry
+	103, // 4: warren.admin.User.limits:type_name -> warren.admin.User.LimitsEntry
 	26,  // 5: warren.admin.ListVhostsResponse.vhosts:type_name -> warren.admin.Vhost
-	100, // 6: warren.admin.Vhost.limits:type_name -> warren.admin.Vhost.LimitsEntry
+	104, // 6: warren.admin.Vhost.limits:type_name -> warren.admin.Vhost.LimitsEntry
 	28,  // 7: warren.admin.ListPermissionsResponse.permissions:type_name -> warren.admin.Permission
 	34,  // 8: warren.admin.AlarmsResponse.alarms:type_name -> warren.admin.ResourceAlarm
 	69,  // 9: warren.admin.DrainResponse.moves:type_name -> warren.admin.LeaderMove
 	43,  // 10: warren.admin.ClusterStatusResponse.nodes:type_name -> warren.admin.Node
 	43,  // 11: warren.admin.NodeStatusResponse.node:type_name -> warren.admin.Node
-	101, // 12: warren.admin.NodeStatusResponse.replicas:type_name -> warren.admin.NodeStatusResponse.ReplicasEntry
+	105, // 12: warren.admin.NodeStatusResponse.replicas:type_name -> warren.admin.NodeStatusResponse.ReplicasEntry
 	48,  // 13: warren.admin.ListQueuesResponse.queues:type_name -> warren.admin.Queue
 	52,  // 14: warren.admin.QuorumStatusResponse.members:type_name -> warren.admin.Member
 	53,  // 15: warren.admin.SetPolicyRequest.policy:type_name -> warren.admin.Policy
@@ -6676,126 +6945,132 @@ var file_adminpb_admin_proto_depIdxs = []int32{
 	70,  // 20: warren.admin.RebalanceResponse.nodes:type_name -> warren.admin.NodeLeaders
 	71,  // 21: warren.admin.RebalanceResponse.leaderless:type_name -> warren.admin.QueueRef
 	76,  // 22: warren.admin.CheckResponse.queues:type_name -> warren.admin.CheckedQueue
-	88,  // 23: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
-	87,  // 24: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	86,  // 25: warren.admin.CloseConnectionsResponse.closed:type_name -> warren.admin.ClosedConnection
-	87,  // 26: warren.admin.CloseConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
-	89,  // 27: warren.admin.Connection.channels:type_name -> warren.admin.Channel
-	90,  // 28: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
-	94,  // 29: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
-	41,  // 30: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
-	44,  // 31: warren.admin.Admin.NodeStatus:input_type -> warren.admin.NodeStatusRequest
-	46,  // 32: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
-	49,  // 33: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
-	51,  // 34: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
-	54,  // 35: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
-	56,  // 36: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
-	58,  // 37: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
-	60,  // 38: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
-	62,  // 39: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
-	64,  // 40: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
-	67,  // 41: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
-	72,  // 42: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
-	73,  // 43: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
-	74,  // 44: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
-	77,  // 45: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
-	78,  // 46: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
-	79,  // 47: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
-	80,  // 48: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
-	36,  // 49: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
-	36,  // 50: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
-	38,  // 51: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
-	40,  // 52: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
-	82,  // 53: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
-	82,  // 54: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
-	84,  // 55: warren.admin.Admin.CloseConnections:input_type -> warren.admin.CloseConnectionsRequest
-	84,  // 56: warren.admin.Admin.LocalCloseConnections:input_type -> warren.admin.CloseConnectionsRequest
-	91,  // 57: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
-	92,  // 58: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
-	95,  // 59: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
-	96,  // 60: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
-	32,  // 61: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
-	35,  // 62: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
-	13,  // 63: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
-	14,  // 64: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
-	15,  // 65: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
-	16,  // 66: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
-	17,  // 67: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
-	20,  // 68: warren.admin.Admin.SetUserLimits:input_type -> warren.admin.SetUserLimitsRequest
-	21,  // 69: warren.admin.Admin.ClearUserLimits:input_type -> warren.admin.ClearUserLimitsRequest
-	22,  // 70: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
-	23,  // 71: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
-	24,  // 72: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
-	27,  // 73: warren.admin.Admin.SetVhostLimits:input_type -> warren.admin.SetVhostLimitsRequest
-	23,  // 74: warren.admin.Admin.ClearVhostLimits:input_type -> warren.admin.VhostRequest
-	28,  // 75: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
-	29,  // 76: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
-	30,  // 77: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
-	9,   // 78: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
-	10,  // 79: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
-	0,   // 80: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
-	3,   // 81: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
-	6,   // 82: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
-	7,   // 83: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
-	42,  // 84: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
-	45,  // 85: warren.admin.Admin.NodeStatus:output_type -> warren.admin.NodeStatusResponse
-	47,  // 86: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
-	50,  // 87: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
-	52,  // 88: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
-	55,  // 89: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
-	57,  // 90: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
-	59,  // 91: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
-	61,  // 92: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
-	63,  // 93: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
-	65,  // 94: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
-	68,  // 95: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
-	75,  // 96: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
-	75,  // 97: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
-	75,  // 98: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
-	81,  // 99: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
-	81,  // 100: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
-	81,  // 101: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
-	81,  // 102: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
-	37,  // 103: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
-	37,  // 104: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
-	39,  // 105: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
-	81,  // 106: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
-	83,  // 107: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
-	83,  // 108: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
-	85,  // 109: warren.admin.Admin.CloseConnections:output_type -> warren.admin.CloseConnectionsResponse
-	85,  // 110: warren.admin.Admin.LocalCloseConnections:output_type -> warren.admin.CloseConnectionsResponse
-	93,  // 111: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	93,  // 112: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
-	97,  // 113: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
-	97,  // 114: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
-	33,  // 115: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
-	33,  // 116: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
-	12,  // 117: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
-	12,  // 118: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
-	12,  // 119: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
-	12,  // 120: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
-	18,  // 121: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
-	12,  // 122: warren.admin.Admin.SetUserLimits:output_type -> warren.admin.AccessResponse
-	12,  // 123: warren.admin.Admin.ClearUserLimits:output_type -> warren.admin.AccessResponse
-	12,  // 124: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
-	12,  // 125: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
-	25,  // 126: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
-	12,  // 127: warren.admin.Admin.SetVhostLimits:output_type -> warren.admin.AccessResponse
-	12,  // 128: warren.admin.Admin.ClearVhostLimits:output_type -> warren.admin.AccessResponse
-	12,  // 129: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
-	12,  // 130: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
-	31,  // 131: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
-	10,  // 132: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
-	11,  // 133: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
-	1,   // 134: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
-	4,   // 135: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
-	8,   // 136: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
-	8,   // 137: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
-	84,  // [84:138] is the sub-list for method output_type
-	30,  // [30:84] is the sub-list for method input_type
-	30,  // [30:30] is the sub-list for extension type_name
-	30,  // [30:30] is the sub-list for extension extendee
-	0,   // [0:30] is the sub-list for field type_name
+	84,  // 23: warren.admin.ForceCheckpointResponse.queues:type_name -> warren.admin.QueueCheckpoint
+	52,  // 24: warren.admin.QueueCheckpoint.members:type_name -> warren.admin.Member
+	92,  // 25: warren.admin.ListConnectionsResponse.connections:type_name -> warren.admin.Connection
+	91,  // 26: warren.admin.ListConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	90,  // 27: warren.admin.CloseConnectionsResponse.closed:type_name -> warren.admin.ClosedConnection
+	91,  // 28: warren.admin.CloseConnectionsResponse.unreachable:type_name -> warren.admin.NodeError
+	93,  // 29: warren.admin.Connection.channels:type_name -> warren.admin.Channel
+	94,  // 30: warren.admin.Channel.consumers:type_name -> warren.admin.Consumer
+	98,  // 31: warren.admin.QuorumConsumersResponse.consumers:type_name -> warren.admin.QueueConsumer
+	41,  // 32: warren.admin.Admin.ClusterStatus:input_type -> warren.admin.ClusterStatusRequest
+	44,  // 33: warren.admin.Admin.NodeStatus:input_type -> warren.admin.NodeStatusRequest
+	46,  // 34: warren.admin.Admin.ListQueues:input_type -> warren.admin.ListQueuesRequest
+	49,  // 35: warren.admin.Admin.QuorumStatus:input_type -> warren.admin.QuorumStatusRequest
+	51,  // 36: warren.admin.Admin.MemberStatus:input_type -> warren.admin.MemberStatusRequest
+	54,  // 37: warren.admin.Admin.SetPolicy:input_type -> warren.admin.SetPolicyRequest
+	56,  // 38: warren.admin.Admin.ClearPolicy:input_type -> warren.admin.ClearPolicyRequest
+	58,  // 39: warren.admin.Admin.ListPolicies:input_type -> warren.admin.ListPoliciesRequest
+	60,  // 40: warren.admin.Admin.TransferLeadership:input_type -> warren.admin.TransferLeadershipRequest
+	62,  // 41: warren.admin.Admin.MemberTransferLeadership:input_type -> warren.admin.MemberTransferLeadershipRequest
+	64,  // 42: warren.admin.Admin.LocalMembers:input_type -> warren.admin.LocalMembersRequest
+	67,  // 43: warren.admin.Admin.Rebalance:input_type -> warren.admin.RebalanceRequest
+	72,  // 44: warren.admin.Admin.CheckQuorumCritical:input_type -> warren.admin.CheckQuorumCriticalRequest
+	73,  // 45: warren.admin.Admin.CheckLeaderless:input_type -> warren.admin.CheckLeaderlessRequest
+	74,  // 46: warren.admin.Admin.CheckReplicasSynced:input_type -> warren.admin.CheckReplicasSyncedRequest
+	77,  // 47: warren.admin.Admin.AddMember:input_type -> warren.admin.AddMemberRequest
+	78,  // 48: warren.admin.Admin.DeleteMember:input_type -> warren.admin.DeleteMemberRequest
+	79,  // 49: warren.admin.Admin.Grow:input_type -> warren.admin.GrowRequest
+	80,  // 50: warren.admin.Admin.Shrink:input_type -> warren.admin.ShrinkRequest
+	81,  // 51: warren.admin.Admin.ForceCheckpoint:input_type -> warren.admin.ForceCheckpointRequest
+	83,  // 52: warren.admin.Admin.MemberCheckpoint:input_type -> warren.admin.MemberCheckpointRequest
+	36,  // 53: warren.admin.Admin.Drain:input_type -> warren.admin.DrainRequest
+	36,  // 54: warren.admin.Admin.Undrain:input_type -> warren.admin.DrainRequest
+	38,  // 55: warren.admin.Admin.MemberMaintenance:input_type -> warren.admin.MemberMaintenanceRequest
+	40,  // 56: warren.admin.Admin.ForgetNode:input_type -> warren.admin.ForgetNodeRequest
+	86,  // 57: warren.admin.Admin.ListConnections:input_type -> warren.admin.ListConnectionsRequest
+	86,  // 58: warren.admin.Admin.LocalConnections:input_type -> warren.admin.ListConnectionsRequest
+	88,  // 59: warren.admin.Admin.CloseConnections:input_type -> warren.admin.CloseConnectionsRequest
+	88,  // 60: warren.admin.Admin.LocalCloseConnections:input_type -> warren.admin.CloseConnectionsRequest
+	95,  // 61: warren.admin.Admin.QuorumConsumers:input_type -> warren.admin.QuorumConsumersRequest
+	96,  // 62: warren.admin.Admin.MemberConsumers:input_type -> warren.admin.MemberConsumersRequest
+	99,  // 63: warren.admin.Admin.Peek:input_type -> warren.admin.PeekRequest
+	100, // 64: warren.admin.Admin.MemberPeek:input_type -> warren.admin.MemberPeekRequest
+	32,  // 65: warren.admin.Admin.Alarms:input_type -> warren.admin.AlarmsRequest
+	35,  // 66: warren.admin.Admin.SetWatermark:input_type -> warren.admin.SetWatermarkRequest
+	13,  // 67: warren.admin.Admin.AddUser:input_type -> warren.admin.AddUserRequest
+	14,  // 68: warren.admin.Admin.DeleteUser:input_type -> warren.admin.UserRequest
+	15,  // 69: warren.admin.Admin.ChangePassword:input_type -> warren.admin.ChangePasswordRequest
+	16,  // 70: warren.admin.Admin.SetUserTags:input_type -> warren.admin.SetUserTagsRequest
+	17,  // 71: warren.admin.Admin.ListUsers:input_type -> warren.admin.ListUsersRequest
+	20,  // 72: warren.admin.Admin.SetUserLimits:input_type -> warren.admin.SetUserLimitsRequest
+	21,  // 73: warren.admin.Admin.ClearUserLimits:input_type -> warren.admin.ClearUserLimitsRequest
+	22,  // 74: warren.admin.Admin.AddVhost:input_type -> warren.admin.AddVhostRequest
+	23,  // 75: warren.admin.Admin.DeleteVhost:input_type -> warren.admin.VhostRequest
+	24,  // 76: warren.admin.Admin.ListVhosts:input_type -> warren.admin.ListVhostsRequest
+	27,  // 77: warren.admin.Admin.SetVhostLimits:input_type -> warren.admin.SetVhostLimitsRequest
+	23,  // 78: warren.admin.Admin.ClearVhostLimits:input_type -> warren.admin.VhostRequest
+	28,  // 79: warren.admin.Admin.SetPermissions:input_type -> warren.admin.Permission
+	29,  // 80: warren.admin.Admin.ClearPermissions:input_type -> warren.admin.ClearPermissionsRequest
+	30,  // 81: warren.admin.Admin.ListPermissions:input_type -> warren.admin.ListPermissionsRequest
+	9,   // 82: warren.admin.Admin.ExportDefinitions:input_type -> warren.admin.ExportDefinitionsRequest
+	10,  // 83: warren.admin.Admin.ImportDefinitions:input_type -> warren.admin.DefinitionsDocument
+	0,   // 84: warren.admin.Admin.ListExchanges:input_type -> warren.admin.ListExchangesRequest
+	3,   // 85: warren.admin.Admin.ListBindings:input_type -> warren.admin.ListBindingsRequest
+	6,   // 86: warren.admin.Admin.DeleteQueue:input_type -> warren.admin.DeleteQueueRequest
+	7,   // 87: warren.admin.Admin.PurgeQueue:input_type -> warren.admin.PurgeQueueRequest
+	42,  // 88: warren.admin.Admin.ClusterStatus:output_type -> warren.admin.ClusterStatusResponse
+	45,  // 89: warren.admin.Admin.NodeStatus:output_type -> warren.admin.NodeStatusResponse
+	47,  // 90: warren.admin.Admin.ListQueues:output_type -> warren.admin.ListQueuesResponse
+	50,  // 91: warren.admin.Admin.QuorumStatus:output_type -> warren.admin.QuorumStatusResponse
+	52,  // 92: warren.admin.Admin.MemberStatus:output_type -> warren.admin.Member
+	55,  // 93: warren.admin.Admin.SetPolicy:output_type -> warren.admin.SetPolicyResponse
+	57,  // 94: warren.admin.Admin.ClearPolicy:output_type -> warren.admin.ClearPolicyResponse
+	59,  // 95: warren.admin.Admin.ListPolicies:output_type -> warren.admin.ListPoliciesResponse
+	61,  // 96: warren.admin.Admin.TransferLeadership:output_type -> warren.admin.TransferLeadershipResponse
+	63,  // 97: warren.admin.Admin.MemberTransferLeadership:output_type -> warren.admin.MemberTransferLeadershipResponse
+	65,  // 98: warren.admin.Admin.LocalMembers:output_type -> warren.admin.LocalMembersResponse
+	68,  // 99: warren.admin.Admin.Rebalance:output_type -> warren.admin.RebalanceResponse
+	75,  // 100: warren.admin.Admin.CheckQuorumCritical:output_type -> warren.admin.CheckResponse
+	75,  // 101: warren.admin.Admin.CheckLeaderless:output_type -> warren.admin.CheckResponse
+	75,  // 102: warren.admin.Admin.CheckReplicasSynced:output_type -> warren.admin.CheckResponse
+	85,  // 103: warren.admin.Admin.AddMember:output_type -> warren.admin.MembershipResponse
+	85,  // 104: warren.admin.Admin.DeleteMember:output_type -> warren.admin.MembershipResponse
+	85,  // 105: warren.admin.Admin.Grow:output_type -> warren.admin.MembershipResponse
+	85,  // 106: warren.admin.Admin.Shrink:output_type -> warren.admin.MembershipResponse
+	82,  // 107: warren.admin.Admin.ForceCheckpoint:output_type -> warren.admin.ForceCheckpointResponse
+	52,  // 108: warren.admin.Admin.MemberCheckpoint:output_type -> warren.admin.Member
+	37,  // 109: warren.admin.Admin.Drain:output_type -> warren.admin.DrainResponse
+	37,  // 110: warren.admin.Admin.Undrain:output_type -> warren.admin.DrainResponse
+	39,  // 111: warren.admin.Admin.MemberMaintenance:output_type -> warren.admin.MemberMaintenanceResponse
+	85,  // 112: warren.admin.Admin.ForgetNode:output_type -> warren.admin.MembershipResponse
+	87,  // 113: warren.admin.Admin.ListConnections:output_type -> warren.admin.ListConnectionsResponse
+	87,  // 114: warren.admin.Admin.LocalConnections:output_type -> warren.admin.ListConnectionsResponse
+	89,  // 115: warren.admin.Admin.CloseConnections:output_type -> warren.admin.CloseConnectionsResponse
+	89,  // 116: warren.admin.Admin.LocalCloseConnections:output_type -> warren.admin.CloseConnectionsResponse
+	97,  // 117: warren.admin.Admin.QuorumConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	97,  // 118: warren.admin.Admin.MemberConsumers:output_type -> warren.admin.QuorumConsumersResponse
+	101, // 119: warren.admin.Admin.Peek:output_type -> warren.admin.PeekResponse
+	101, // 120: warren.admin.Admin.MemberPeek:output_type -> warren.admin.PeekResponse
+	33,  // 121: warren.admin.Admin.Alarms:output_type -> warren.admin.AlarmsResponse
+	33,  // 122: warren.admin.Admin.SetWatermark:output_type -> warren.admin.AlarmsResponse
+	12,  // 123: warren.admin.Admin.AddUser:output_type -> warren.admin.AccessResponse
+	12,  // 124: warren.admin.Admin.DeleteUser:output_type -> warren.admin.AccessResponse
+	12,  // 125: warren.admin.Admin.ChangePassword:output_type -> warren.admin.AccessResponse
+	12,  // 126: warren.admin.Admin.SetUserTags:output_type -> warren.admin.AccessResponse
+	18,  // 127: warren.admin.Admin.ListUsers:output_type -> warren.admin.ListUsersResponse
+	12,  // 128: warren.admin.Admin.SetUserLimits:output_type -> warren.admin.AccessResponse
+	12,  // 129: warren.admin.Admin.ClearUserLimits:output_type -> warren.admin.AccessResponse
+	12,  // 130: warren.admin.Admin.AddVhost:output_type -> warren.admin.AccessResponse
+	12,  // 131: warren.admin.Admin.DeleteVhost:output_type -> warren.admin.AccessResponse
+	25,  // 132: warren.admin.Admin.ListVhosts:output_type -> warren.admin.ListVhostsResponse
+	12,  // 133: warren.admin.Admin.SetVhostLimits:output_type -> warren.admin.AccessResponse
+	12,  // 134: warren.admin.Admin.ClearVhostLimits:output_type -> warren.admin.AccessResponse
+	12,  // 135: warren.admin.Admin.SetPermissions:output_type -> warren.admin.AccessResponse
+	12,  // 136: warren.admin.Admin.ClearPermissions:output_type -> warren.admin.AccessResponse
+	31,  // 137: warren.admin.Admin.ListPermissions:output_type -> warren.admin.ListPermissionsResponse
+	10,  // 138: warren.admin.Admin.ExportDefinitions:output_type -> warren.admin.DefinitionsDocument
+	11,  // 139: warren.admin.Admin.ImportDefinitions:output_type -> warren.admin.ImportDefinitionsResponse
+	1,   // 140: warren.admin.Admin.ListExchanges:output_type -> warren.admin.ListExchangesResponse
+	4,   // 141: warren.admin.Admin.ListBindings:output_type -> warren.admin.ListBindingsResponse
+	8,   // 142: warren.admin.Admin.DeleteQueue:output_type -> warren.admin.QueueMessagesResponse
+	8,   // 143: warren.admin.Admin.PurgeQueue:output_type -> warren.admin.QueueMessagesResponse
+	88,  // [88:144] is the sub-list for method output_type
+	32,  // [32:88] is the sub-list for method input_type
+	32,  // [32:32] is the sub-list for extension type_name
+	32,  // [32:32] is the sub-list for extension extendee
+	0,   // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_adminpb_admin_proto_init() }
@@ -6810,7 +7085,7 @@ func file_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_adminpb_admin_proto_rawDesc), len(file_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   102,
+			NumMessages:   106,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

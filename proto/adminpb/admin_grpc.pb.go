@@ -38,6 +38,8 @@ const (
 	Admin_DeleteMember_FullMethodName             = "/warren.admin.Admin/DeleteMember"
 	Admin_Grow_FullMethodName                     = "/warren.admin.Admin/Grow"
 	Admin_Shrink_FullMethodName                   = "/warren.admin.Admin/Shrink"
+	Admin_ForceCheckpoint_FullMethodName          = "/warren.admin.Admin/ForceCheckpoint"
+	Admin_MemberCheckpoint_FullMethodName         = "/warren.admin.Admin/MemberCheckpoint"
 	Admin_Drain_FullMethodName                    = "/warren.admin.Admin/Drain"
 	Admin_Undrain_FullMethodName                  = "/warren.admin.Admin/Undrain"
 	Admin_MemberMaintenance_FullMethodName        = "/warren.admin.Admin/MemberMaintenance"
@@ -166,6 +168,14 @@ type AdminClient interface {
 	Grow(ctx context.Context, in *GrowRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
 	// Shrink removes a node's replicas from every quorum queue.
 	Shrink(ctx context.Context, in *ShrinkRequest, opts ...grpc.CallOption) (*MembershipResponse, error)
+	// ForceCheckpoint has every member of each matching quorum queue take a
+	// snapshot now, as rabbitmq-queues force_checkpoint: raft compacts the
+	// log behind it. Answered with each member's snapshot index afterwards,
+	// or why it could not take one.
+	ForceCheckpoint(ctx context.Context, in *ForceCheckpointRequest, opts ...grpc.CallOption) (*ForceCheckpointResponse, error)
+	// MemberCheckpoint is ForceCheckpoint's node-to-node call: this node's
+	// replica of a group takes a snapshot (waking it if it hibernates).
+	MemberCheckpoint(ctx context.Context, in *MemberCheckpointRequest, opts ...grpc.CallOption) (*Member, error)
 	// Drain puts a node into maintenance mode, as rabbitmq-upgrade drain
 	// does: the drained state is committed to the metadata group (no new
 	// queue is placed on the node), every queue leadership moves off it,
@@ -482,6 +492,26 @@ func (c *adminClient) Shrink(ctx context.Context, in *ShrinkRequest, opts ...grp
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MembershipResponse)
 	err := c.cc.Invoke(ctx, Admin_Shrink_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ForceCheckpoint(ctx context.Context, in *ForceCheckpointRequest, opts ...grpc.CallOption) (*ForceCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForceCheckpointResponse)
+	err := c.cc.Invoke(ctx, Admin_ForceCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) MemberCheckpoint(ctx context.Context, in *MemberCheckpointRequest, opts ...grpc.CallOption) (*Member, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Member)
+	err := c.cc.Invoke(ctx, Admin_MemberCheckpoint_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -929,6 +959,14 @@ type AdminServer interface {
 	Grow(context.Context, *GrowRequest) (*MembershipResponse, error)
 	// Shrink removes a node's replicas from every quorum queue.
 	Shrink(context.Context, *ShrinkRequest) (*MembershipResponse, error)
+	// ForceCheckpoint has every member of each matching quorum queue take a
+	// snapshot now, as rabbitmq-queues force_checkpoint: raft compacts the
+	// log behind it. Answered with each member's snapshot index afterwards,
+	// or why it could not take one.
+	ForceCheckpoint(context.Context, *ForceCheckpointRequest) (*ForceCheckpointResponse, error)
+	// MemberCheckpoint is ForceCheckpoint's node-to-node call: this node's
+	// replica of a group takes a snapshot (waking it if it hibernates).
+	MemberCheckpoint(context.Context, *MemberCheckpointRequest) (*Member, error)
 	// Drain puts a node into maintenance mode, as rabbitmq-upgrade drain
 	// does: the drained state is committed to the metadata group (no new
 	// queue is placed on the node), every queue leadership moves off it,
@@ -1117,6 +1155,12 @@ func (UnimplementedAdminServer) Grow(context.Context, *GrowRequest) (*Membership
 }
 func (UnimplementedAdminServer) Shrink(context.Context, *ShrinkRequest) (*MembershipResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Shrink not implemented")
+}
+func (UnimplementedAdminServer) ForceCheckpoint(context.Context, *ForceCheckpointRequest) (*ForceCheckpointResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ForceCheckpoint not implemented")
+}
+func (UnimplementedAdminServer) MemberCheckpoint(context.Context, *MemberCheckpointRequest) (*Member, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method MemberCheckpoint not implemented")
 }
 func (UnimplementedAdminServer) Drain(context.Context, *DrainRequest) (*DrainResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Drain not implemented")
@@ -1582,6 +1626,42 @@ func _Admin_Shrink_Handler(srv interface{}, ctx context.Context, dec func(interf
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).Shrink(ctx, req.(*ShrinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ForceCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForceCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ForceCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ForceCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ForceCheckpoint(ctx, req.(*ForceCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_MemberCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MemberCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).MemberCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_MemberCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).MemberCheckpoint(ctx, req.(*MemberCheckpointRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -2298,6 +2378,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Shrink",
 			Handler:    _Admin_Shrink_Handler,
+		},
+		{
+			MethodName: "ForceCheckpoint",
+			Handler:    _Admin_ForceCheckpoint_Handler,
+		},
+		{
+			MethodName: "MemberCheckpoint",
+			Handler:    _Admin_MemberCheckpoint_Handler,
 		},
 		{
 			MethodName: "Drain",
