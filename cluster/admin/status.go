@@ -30,6 +30,9 @@ type NodeStatus struct {
 	// copy of the metadata caught up since it started).
 	Running               bool
 	Connections, Channels int
+	// PayloadCache is the bytes of message payloads the node's replicas
+	// keep in memory for delivery, and PayloadCacheLimit their bound.
+	PayloadCache, PayloadCacheLimit int64
 }
 
 // NodeStatus implements adminpb.AdminServer.
@@ -53,6 +56,9 @@ func (s *Server) NodeStatus(context.Context, *adminpb.NodeStatusRequest) (*admin
 		Channels:       uint32(st.Channels),
 		Goroutines:     uint32(runtime.NumGoroutine()),
 		AmqpListenAddr: st.AMQPListen,
+
+		PayloadCacheBytes:      st.PayloadCache,
+		PayloadCacheLimitBytes: st.PayloadCacheLimit,
 	}
 	for _, n := range s.b.Nodes() {
 		if n.Name == self {

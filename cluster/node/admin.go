@@ -524,7 +524,8 @@ func (a *adminBackend) NodeStatus() admin.NodeStatus {
 	if err != nil {
 		dir = a.n.cfg.DataDir
 	}
-	st := admin.NodeStatus{Started: a.n.started, DataDir: dir, AMQPListen: a.n.AMQPAddr().String(), Running: a.c.ready(a.b)}
+	st := admin.NodeStatus{Started: a.n.started, DataDir: dir, AMQPListen: a.n.AMQPAddr().String(), Running: a.c.ready(a.b),
+		PayloadCache: a.c.payloads.Used(), PayloadCacheLimit: a.c.payloads.Limit()}
 	for _, c := range a.n.Connections() {
 		st.Connections++
 		st.Channels += len(c.Channels)

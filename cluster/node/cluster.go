@@ -110,6 +110,9 @@ type clusterNode struct {
 	// qlog holds every local queue group's Raft log: their writes share
 	// transactions and fsyncs. Closed after the broker.
 	qlog *wal.Log
+	// payloads bounds the message payloads the node's replicas keep in
+	// memory for delivery, all together.
+	payloads *replica.PayloadCache
 
 	// adminSrv is the admin service, also used by the automatic
 	// rebalance after a node rejoins (reconcile.go).
@@ -236,6 +239,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *metadata.Sn
 		c.closeTransport()
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
+	c.payloads = replica.NewPayloadCache(replica.DefaultPayloadCache)
 	c.qlog, err = replica.OpenNodeWAL(dataDir, log.With("component", "wal"))
 	if err != nil {
 		c.gossip.Stop()
@@ -525,6 +529,7 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	// The group's log goes in the node's write-ahead log, named like its
 	// directory (removeOrphans relies on that).
 	cfg.WAL = c.qlog
+	cfg.Payloads = c.payloads
 	local, err := replica.Open(cfg)
 	if err != nil {
 		trans.Close()

@@ -57,6 +57,10 @@ type nodeStatusReport struct {
 	DiskFree       int64             `json:"disk_free_bytes"`
 	DiskFreeLimit  int64             `json:"disk_free_limit_bytes"`
 	Goroutines     uint32            `json:"goroutines"`
+	// PayloadCache: message payloads the queue leaders keep in memory
+	// for delivery, of PayloadCacheLimit at most.
+	PayloadCache      int64 `json:"payload_cache_bytes"`
+	PayloadCacheLimit int64 `json:"payload_cache_limit_bytes"`
 }
 
 func nodeStatus(check string) func(*flag.FlagSet) body {
@@ -74,6 +78,7 @@ func nodeStatus(check string) func(*flag.FlagSet) body {
 				DataDir: resp.DataDir, AMQPListen: resp.AmqpListenAddr, Running: resp.Running, MetadataLeader: resp.MetadataLeader, Replicas: resp.Replicas,
 				Connections: resp.Connections, Channels: resp.Channels, MemoryUsed: resp.MemoryUsedBytes, MemoryLimit: resp.MemoryLimitBytes,
 				DiskFree: resp.DiskFreeBytes, DiskFreeLimit: resp.DiskFreeLimitBytes, Goroutines: resp.Goroutines,
+				PayloadCache: resp.PayloadCacheBytes, PayloadCacheLimit: resp.PayloadCacheLimitBytes,
 			}
 			if r.Replicas == nil {
 				r.Replicas = map[string]uint32{}
@@ -137,6 +142,8 @@ func (r *nodeStatusReport) writeText(w io.Writer) {
 		{"Queue replicas", replicaText},
 		{"Clients", fmt.Sprintf("%d connections, %d channels", r.Connections, r.Channels)},
 		{"Memory", fmt.Sprintf("%s used, high watermark %s", bytesText(r.MemoryUsed), memLimit)},
+		{"Payload cache", fmt.Sprintf("%s of %s: message payloads queue leaders keep for delivery",
+			bytesText(r.PayloadCache), bytesText(r.PayloadCacheLimit))},
 		{"Disk", fmt.Sprintf("%s free, limit %s", free, diskLimit)},
 		{"Alarms", orDash(strings.Join(r.Alarms, ", "))},
 		{"Goroutines", fmt.Sprint(r.Goroutines)},

@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // TestNodeStatusAgainstRealCluster: status asked of each of three real
@@ -37,7 +38,24 @@ func TestNodeStatusAgainstRealCluster(t *testing.T) {
 		MemoryUsed            int64  `json:"memory_used_bytes"`
 		DiskFree              int64  `json:"disk_free_bytes"`
 		Goroutines            int
+		PayloadCache          int64 `json:"payload_cache_bytes"`
+		PayloadCacheLimit     int64 `json:"payload_cache_limit_bytes"`
 	}
+	// Five messages nobody consumes: their payloads stay at hand on the
+	// leader of a.
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		dc, err := ch.PublishWithDeferredConfirm("", "a", false, false, amqp091.Publishing{Body: []byte("kept for a consumer")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := dc.WaitContext(t.Context()); !ok || err != nil {
+			t.Fatalf("confirm: %v %v", ok, err)
+		}
+	}
+	var payloads int64
 	for i, m := range ms {
 		var st status
 		nodetest.Eventually(t, "both queues' replicas settled on "+m.Name(), 15*time.Second, func() bool {
@@ -56,6 +74,10 @@ func TestNodeStatusAgainstRealCluster(t *testing.T) {
 			st.DataDir == "" || st.MemoryUsed <= 0 || st.DiskFree <= 0 || st.Goroutines == 0 {
 			t.Errorf("status of %s: %+v", m.Name(), st)
 		}
+		if st.PayloadCacheLimit != replica.DefaultPayloadCache {
+			t.Errorf("status of %s: payload cache limit %d", m.Name(), st.PayloadCacheLimit)
+		}
+		payloads += st.PayloadCache
 		wantConns := 0
 		if i == 1 {
 			wantConns = 1
@@ -64,9 +86,12 @@ func TestNodeStatusAgainstRealCluster(t *testing.T) {
 			t.Errorf("status of %s: %d connections, %d channels, want %d each", m.Name(), st.Connections, st.Channels, wantConns)
 		}
 	}
+	if payloads < 5*int64(len("kept for a consumer")) {
+		t.Errorf("the nodes keep %d bytes of payloads, want the five messages'", payloads)
+	}
 	code, out, errOut := warrenctl(t, "--node", ms[0].InternalAddr().String(), "status")
 	if code != 0 || !strings.Contains(out, "Status of node "+ms[0].Name()) || !strings.Contains(out, "yes, serving clients") ||
-		!strings.Contains(out, "2 (") {
+		!strings.Contains(out, "2 (") || !strings.Contains(out, "message payloads queue leaders keep for delivery") {
 		t.Errorf("status as text: exit %d %s:\n%s", code, errOut, out)
 	}
 	t.Logf("\n%s", out)

@@ -2486,8 +2486,12 @@ type NodeStatusResponse struct {
 	// The address the AMQP listener is bound to (node.amqp_addr is the one
 	// the node advertises to the others).
 	AmqpListenAddr string `protobuf:"bytes,16,opt,name=amqp_listen_addr,json=amqpListenAddr,proto3" json:"amqp_listen_addr,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Message payloads the node's queue leaders keep in memory for delivery
+	// (the rest is read back from the log), and their node-wide bound.
+	PayloadCacheBytes      int64 `protobuf:"varint,17,opt,name=payload_cache_bytes,json=payloadCacheBytes,proto3" json:"payload_cache_bytes,omitempty"`
+	PayloadCacheLimitBytes int64 `protobuf:"varint,18,opt,name=payload_cache_limit_bytes,json=payloadCacheLimitBytes,proto3" json:"payload_cache_limit_bytes,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *NodeStatusResponse) Reset() {
@@ -2630,6 +2634,20 @@ func (x *NodeStatusResponse) GetAmqpListenAddr() string {
 		return x.AmqpListenAddr
 	}
 	return ""
+}
+
+func (x *NodeStatusResponse) GetPayloadCacheBytes() int64 {
+	if x != nil {
+		return x.PayloadCacheBytes
+	}
+	return 0
+}
+
+func (x *NodeStatusResponse) GetPayloadCacheLimitBytes() int64 {
+	if x != nil {
+		return x.PayloadCacheLimitBytes
+	}
+	return 0
 }
 
 type ListQueuesRequest struct {
@@ -6450,7 +6468,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\rmetadata_role\x18\a \x01(\tR\fmetadataRole\x12\x1a\n" +
 	"\bdraining\x18\b \x01(\bR\bdraining\x12\x16\n" +
 	"\x06alarms\x18\t \x03(\tR\x06alarms\"\x13\n" +
-	"\x11NodeStatusRequest\"\xb9\x05\n" +
+	"\x11NodeStatusRequest\"\xa4\x06\n" +
 	"\x12NodeStatusResponse\x12&\n" +
 	"\x04node\x18\x01 \x01(\v2\x12.warren.admin.NodeR\x04node\x12\x1d\n" +
 	"\n" +
@@ -6471,7 +6489,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"goroutines\x18\x0f \x01(\rR\n" +
 	"goroutines\x12(\n" +
-	"\x10amqp_listen_addr\x18\x10 \x01(\tR\x0eamqpListenAddr\x1a;\n" +
+	"\x10amqp_listen_addr\x18\x10 \x01(\tR\x0eamqpListenAddr\x12.\n" +
+	"\x13payload_cache_bytes\x18\x11 \x01(\x03R\x11payloadCacheBytes\x129\n" +
+	"\x19payload_cache_limit_bytes\x18\x12 \x01(\x03R\x16payloadCacheLimitBytes\x1a;\n" +
 	"\rReplicasEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\")\n" +

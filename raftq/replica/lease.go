@@ -37,6 +37,7 @@ func (r *Replica) onLeading() {
 // hand go to the new leader.
 func (r *Replica) onFollowing() {
 	r.orphansDetached.Store(false)
+	r.recent.clear() // only a leader delivers
 	r.failPending(ErrNotLeader)
 	r.mu.Lock()
 	consumers := r.consumers

@@ -38,6 +38,9 @@ type Config struct {
 	// the group from it. A log.db left in Dir by an earlier version is
 	// moved into it.
 	WAL *wal.Log
+	// Payloads bounds, with the node's other replicas, the payloads this
+	// one keeps in memory for delivery; nil leaves only its own bound.
+	Payloads *PayloadCache
 	// LogGroup names the group in WAL; empty means Dir's base name.
 	LogGroup string
 	// NodeID is this node's Raft server ID.
@@ -296,6 +299,7 @@ func Open(cfg Config) (*Replica, error) {
 		pending:    make(map[pendingKey]func(error)),
 		idBase:     randomID() &^ 0xffffffff,
 		done:       make(chan struct{}),
+		recent:     recentMessages{shared: cfg.Payloads},
 		consumers:  make(map[raftq.ConsumerID]*consumerRef),
 		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
 		toSettle:   make(map[raftq.ConsumerID][]uint64),
@@ -1031,6 +1035,7 @@ func (r *Replica) shutdown(pendingErr error) {
 	close(r.done)
 	r.wg.Wait()
 	r.failPending(pendingErr) // the enqueues still waiting for a confirm
+	r.recent.clear()          // back to the node's payload cache
 	if err := r.closeStore(); err != nil {
 		r.log.Warn("close raft log", "err", err)
 	}
