@@ -10,13 +10,12 @@ import (
 	"github.com/warrenmq/warren/proto/adminpb"
 )
 
-// force checkpoint, as rabbitmq-queues force_checkpoint.
-
-func init() {
-	commands = append(commands, &command{
-		name:    "force checkpoint",
-		summary: "every member of the matching quorum queues snapshots its state now",
-		help: `Has every member of each quorum queue that matches --vhost-pattern and
+// force checkpoint, as rabbitmq-queues force_checkpoint; listed after the
+// membership commands (membership.go), beside them in RabbitMQ's help.
+var checkpointCommand = &command{
+	name:    "force checkpoint",
+	summary: "every member of the matching quorum queues snapshots its state now",
+	help: `Has every member of each quorum queue that matches --vhost-pattern and
 --queue-pattern (regular expressions, every queue by default) take a snapshot
 of its state now, as rabbitmq-queues force_checkpoint. Raft then drops the log
 before it (but for 1,024 trailing entries and the entries of messages still in
@@ -27,9 +26,8 @@ this is for before a planned restart, or to reclaim disk after a burst.
 A hibernating queue wakes for it and sleeps again once idle. Lists each
 member's snapshot index afterwards; a member that could not take one is shown
 with the reason, and the command exits 1. --errors-only lists only those.`,
-		setup:   forceCheckpoint,
-		timeout: 30 * time.Minute,
-	})
+	setup:   forceCheckpoint,
+	timeout: 30 * time.Minute,
 }
 
 type checkpointReport struct {

@@ -82,7 +82,7 @@ changed and those that could not be; exits 1 if any could not.`,
 	},
 }
 
-func init() { commands = append(commands, membershipCommands...) }
+func init() { commands = append(commands, append(membershipCommands, checkpointCommand)...) }
 
 type membershipReport struct {
 	Operation string `json:"operation"`
