@@ -42,7 +42,7 @@ func TestChaos(t *testing.T) {
 		warren: filepath.Join(bin, "warren"), warrenctl: filepath.Join(bin, "warrenctl"),
 		dir: runDir(t), nodes: 3, queues: 3, deadLetter: 1, rate: 50,
 		duration: 30 * time.Second, hold: 5 * time.Second,
-		faults: faults, ops: []string{"rebalance", "transfer", "drain", "member"},
+		faults: faults, ops: []string{"rebalance", "transfer", "drain", "member", "checkpoint"},
 		seed: seed, drainLimit: 2 * time.Minute,
 	}
 	t.Logf("seed %d (go run ./jepsen --seed %d repeats the schedule)", seed, seed)

@@ -82,7 +82,7 @@ Flags:
 	fs.DurationVar(&cfg.duration, "duration", time.Minute, "how long the clients run and the nemesis breaks things")
 	fs.DurationVar(&cfg.hold, "hold", 8*time.Second, "longest a fault is held (and a pause between faults); each lasts between half this and this")
 	fs.StringVar(&faults, "faults", "kill,stop,pause,partition,alarm", "faults, comma-separated: kill, stop, pause, partition (partition needs root, ip, nft and iptables), alarm (a disk alarm on the node: warrenctl set disk-free-limit above its free space, which blocks publishers on every node, then back to 50MB); empty for none")
-	fs.StringVar(&ops, "ops", "rebalance,transfer,drain,member", "operator commands between faults, comma-separated: rebalance, transfer, drain, member; empty for none")
+	fs.StringVar(&ops, "ops", "rebalance,transfer,drain,member,checkpoint", "operator commands between faults, comma-separated: rebalance, transfer, drain, member, checkpoint; empty for none")
 	fs.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices (printed, to repeat a schedule)")
 	fs.DurationVar(&cfg.drainLimit, "drain-limit", 2*time.Minute, "longest the consumers may take to empty the queues after the healing")
 	fs.StringVar(&extra, "node-flags", "", "more flags for every node, space-separated (e.g. \"--queue-raft-timeout 5s\")")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -38,7 +39,7 @@ type nemesis struct {
 }
 
 // newNemesis builds the faults named (kill, stop, pause, partition, alarm) and
-// the operations (rebalance, transfer, drain, member).
+// the operations (rebalance, transfer, drain, member, checkpoint).
 func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, seed uint64, hold time.Duration, faults, ops []string) (*nemesis, error) {
 	n := &nemesis{log: log, c: c, w: w, warrenctl: warrenctl, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), hold: hold}
 	for _, name := range faults {
@@ -85,9 +86,9 @@ func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, see
 	}
 	for _, op := range ops {
 		switch op {
-		case "rebalance", "transfer", "drain", "member":
+		case "rebalance", "transfer", "drain", "member", "checkpoint":
 		default:
-			return nil, fmt.Errorf("unknown operation %q (rebalance, transfer, drain, member)", op)
+			return nil, fmt.Errorf("unknown operation %q (rebalance, transfer, drain, member, checkpoint)", op)
 		}
 	}
 	n.ops = ops
@@ -153,6 +154,10 @@ func (n *nemesis) operate(ctx context.Context, op string) {
 		// Out and back in: the new member joins as a non-voter and is
 		// promoted once it has caught up.
 		steps = [][]string{{"delete", "member", q, nd}, nil, {"add", "member", q, nd}}
+	case "checkpoint":
+		// Every member snapshots and compacts its log: a member that
+		// falls behind afterwards catches up from the snapshot.
+		steps = [][]string{{"force", "checkpoint", "--queue-pattern", "^" + regexp.QuoteMeta(q) + "$"}}
 	}
 	for _, s := range steps {
 		if s == nil { // hold the state for a while
@@ -161,11 +166,22 @@ func (n *nemesis) operate(ctx context.Context, op string) {
 		}
 		out, err := n.c.ctl(context.Background(), n.warrenctl, s...)
 		if err != nil {
-			n.note("warrenctl %s: %v: %s", strings.Join(s, " "), err, firstLine(out))
+			n.note("warrenctl %s: %v: %s", strings.Join(s, " "), err, failureLine(out))
 		} else {
 			n.note("warrenctl %s: ok", strings.Join(s, " "))
 		}
 	}
+}
+
+// failureLine is the line of a failed command's output that says why: the
+// first that reports an error (a table's row), else the first.
+func failureLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, "error") {
+			return strings.Join(strings.Fields(l), " ")
+		}
+	}
+	return firstLine(s)
 }
 
 func firstLine(s string) string {
