@@ -18,6 +18,7 @@ func (r *Replica) Touch() error {
 // returns the messages of consumers that were attached through an earlier
 // leader.
 func (r *Replica) onLeading() {
+	r.recent.start()
 	r.dlOnce.Do(r.dl.start)
 	r.dl.resendPendingSoon()
 	r.fsm.mu.Lock()

@@ -38,10 +38,14 @@ func (p *PayloadCache) Limit() int64 { return p.limit }
 // recentMessages holds the payloads of messages enqueued recently, so that
 // delivering one soon after it arrived does not read it back from disk. A
 // message leaves on its first delivery; a redelivery reads the log. Only
-// a leader keeps them (it is the one that delivers), and it forgets them
-// when it stops leading.
+// a leader keeps them (it is the one that delivers): from onLeading on, and
+// it forgets them when it stops leading.
 type recentMessages struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// on: the replica leads. The FSM goroutine checks the leadership
+	// before it puts, but the leadership may go between that check and
+	// the put: clear turns this off first, so nothing comes in after.
+	on     bool
 	byIdx  map[uint64][]byte
 	order  []uint64 // indexes in arrival order; some already taken
 	head   int
@@ -52,7 +56,7 @@ type recentMessages struct {
 func (c *recentMessages) put(index uint64, payload []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.shared != nil && c.shared.used.Load()+int64(len(payload)) > c.shared.limit {
+	if !c.on || c.shared != nil && c.shared.used.Load()+int64(len(payload)) > c.shared.limit {
 		return // the node keeps enough: this one is read from the log
 	}
 	if c.byIdx == nil {
@@ -105,11 +109,19 @@ func (c *recentMessages) take(index uint64) *queue.Message {
 	return m
 }
 
-// clear forgets every payload, and the memory that held them, and returns
-// the bytes it kept.
+// start lets payloads in: the replica leads.
+func (c *recentMessages) start() {
+	c.mu.Lock()
+	c.on = true
+	c.mu.Unlock()
+}
+
+// clear forgets every payload, and the memory that held them, keeps new
+// ones out until start, and returns the bytes it kept.
 func (c *recentMessages) clear() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.on = false
 	n := c.bytes
 	c.add(-n)
 	c.byIdx, c.order, c.head = nil, nil, 0
