@@ -144,20 +144,15 @@ func (n *Node) Grow(node string, vhostPattern, queuePattern string, strategy Gro
 	if strategy != GrowBelowTarget && strategy != GrowAll && strategy != GrowEven {
 		return nil, fmt.Errorf("%w %q: all or even (or none, for the queues below their target size)", ErrBadStrategy, strategy)
 	}
-	vre, err := regexp.Compile(vhostPattern)
+	matches, err := queueMatcher(vhostPattern, queuePattern)
 	if err != nil {
-		return nil, fmt.Errorf("vhost pattern: %w", err)
-	}
-	qre, err := regexp.Compile(queuePattern)
-	if err != nil {
-		return nil, fmt.Errorf("queue pattern: %w", err)
+		return nil, err
 	}
 	var changed []string
 	var errs []error
 	for _, q := range n.quorumQueues() {
 		rec := q.Record
-		if !vre.MatchString(rec.Vhost) || !qre.MatchString(rec.Name) ||
-			slices.Contains(rec.Members, node) || !strategy.wants(len(rec.Members), targetSize(n.broker, rec)) {
+		if !matches(rec) || slices.Contains(rec.Members, node) || !strategy.wants(len(rec.Members), targetSize(n.broker, rec)) {
 			continue
 		}
 		if err := n.AddMember(rec.Vhost, rec.Name, node); err != nil {
@@ -194,13 +189,9 @@ func (n *Node) GrowToCount(count int, vhostPattern, queuePattern string, strateg
 	if strategy != GrowBelowTarget && strategy != GrowAll && strategy != GrowEven {
 		return nil, fmt.Errorf("%w %q: all or even", ErrBadStrategy, strategy)
 	}
-	vre, err := regexp.Compile(vhostPattern)
+	matches, err := queueMatcher(vhostPattern, queuePattern)
 	if err != nil {
-		return nil, fmt.Errorf("vhost pattern: %w", err)
-	}
-	qre, err := regexp.Compile(queuePattern)
-	if err != nil {
-		return nil, fmt.Errorf("queue pattern: %w", err)
+		return nil, err
 	}
 	placeable := n.cluster.PlacementNodes()
 	target := min(count, len(placeable))
@@ -215,7 +206,7 @@ func (n *Node) GrowToCount(count int, vhostPattern, queuePattern string, strateg
 	var errs []error
 	for _, q := range queues {
 		rec := q.Record
-		if !vre.MatchString(rec.Vhost) || !qre.MatchString(rec.Name) {
+		if !matches(rec) {
 			continue
 		}
 		members := slices.Clone(rec.Members)
@@ -235,6 +226,20 @@ func (n *Node) GrowToCount(count int, vhostPattern, queuePattern string, strateg
 		}
 	}
 	return added, errors.Join(errs...)
+}
+
+// queueMatcher matches a queue's vhost and name against regular
+// expressions, unanchored as RabbitMQ's.
+func queueMatcher(vhostPattern, queuePattern string) (func(metadata.Queue) bool, error) {
+	vre, err := regexp.Compile(vhostPattern)
+	if err != nil {
+		return nil, fmt.Errorf("vhost pattern: %w", err)
+	}
+	qre, err := regexp.Compile(queuePattern)
+	if err != nil {
+		return nil, fmt.Errorf("queue pattern: %w", err)
+	}
+	return func(rec metadata.Queue) bool { return vre.MatchString(rec.Vhost) && qre.MatchString(rec.Name) }, nil
 }
 
 // Shrink removes node's replica from every quorum queue that has one,

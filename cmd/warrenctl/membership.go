@@ -153,17 +153,31 @@ func deleteMember(fs *flag.FlagSet) body {
 	}
 }
 
-func grow(fs *flag.FlagSet) body {
+// growRequest defines grow's pattern flags on fs and returns what builds
+// the request from them and the optional strategy argument after the first.
+func growRequest(fs *flag.FlagSet) func(args []string) (*adminpb.GrowRequest, error) {
 	vhosts := fs.String("vhost-pattern", "", "only vhosts matching this regular `expression` (default: all)")
 	queues := fs.String("queue-pattern", "", "only queues whose name matches this regular `expression` (default: all)")
-	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
-		req := &adminpb.GrowRequest{Node: args[0], VhostPattern: *vhosts, QueuePattern: *queues}
+	return func(args []string) (*adminpb.GrowRequest, error) {
+		req := &adminpb.GrowRequest{VhostPattern: *vhosts, QueuePattern: *queues}
 		if len(args) > 1 {
 			if args[1] != "all" && args[1] != "even" {
 				return nil, fmt.Errorf("strategy '%s' is not recognised (all or even)", args[1])
 			}
 			req.Strategy = args[1]
 		}
+		return req, nil
+	}
+}
+
+func grow(fs *flag.FlagSet) body {
+	request := growRequest(fs)
+	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
+		req, err := request(args)
+		if err != nil {
+			return nil, err
+		}
+		req.Node = args[0]
 		resp, err := c.Grow(ctx, req)
 		if err != nil {
 			return nil, err
@@ -173,20 +187,17 @@ func grow(fs *flag.FlagSet) body {
 }
 
 func growToCount(fs *flag.FlagSet) body {
-	vhosts := fs.String("vhost-pattern", "", "only vhosts matching this regular `expression` (default: all)")
-	queues := fs.String("queue-pattern", "", "only queues whose name matches this regular `expression` (default: all)")
+	request := growRequest(fs)
 	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
 		count, err := strconv.Atoi(args[0])
 		if err != nil || count < 1 {
 			return nil, fmt.Errorf("node count '%s' must be an integer greater than 0", args[0])
 		}
-		req := &adminpb.GrowRequest{Count: uint32(count), VhostPattern: *vhosts, QueuePattern: *queues}
-		if len(args) > 1 {
-			if args[1] != "all" && args[1] != "even" {
-				return nil, fmt.Errorf("strategy '%s' is not recognised (all or even)", args[1])
-			}
-			req.Strategy = args[1]
+		req, err := request(args)
+		if err != nil {
+			return nil, err
 		}
+		req.Count = uint32(count)
 		resp, err := c.Grow(ctx, req)
 		if err != nil {
 			return nil, err
