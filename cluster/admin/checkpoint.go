@@ -71,9 +71,11 @@ func (s *Server) ForceCheckpoint(ctx context.Context, req *adminpb.ForceCheckpoi
 
 // checkpointQueue asks g's leader (the group woken first if it
 // hibernates), then the other members at once, but for those on nodes
-// gossip does not see alive. The leader's checkpoint begins with a
-// barrier, which tells the followers what is committed: on an idle queue
-// they would otherwise not know, and have applied nothing to snapshot.
+// gossip does not see alive. The leader's checkpoint begins with two
+// barriers, the second of which tells the followers the first is
+// committed: on an idle queue they would otherwise not know, and have
+// applied nothing to snapshot (nothing raft lets them snapshot, after a
+// membership change).
 func (s *Server) checkpointQueue(ctx context.Context, g group, alive map[string]bool) *adminpb.QueueCheckpoint {
 	qc := &adminpb.QueueCheckpoint{Vhost: g.vhost, Name: g.name, Members: make([]*adminpb.Member, len(g.members))}
 	leader := s.leaderAwake(ctx, g.id, g.members)
@@ -81,7 +83,7 @@ func (s *Server) checkpointQueue(ctx context.Context, g group, alive map[string]
 	if i := slices.Index(g.members, leader); i >= 0 {
 		qc.Members[i] = s.checkpointOn(ctx, g.id, leader, 0)
 		if idx := qc.Members[i].SnapshotIndex; idx > 0 {
-			through = idx - 1 // the barrier's own commit reaches them later
+			through = idx - 1 // the first barrier: the second told them it is committed
 		}
 	}
 	var wg sync.WaitGroup

@@ -279,4 +279,11 @@ func TestGrowToCount(t *testing.T) {
 	if code, _, errOut := warrenctl(t, "--node", addr, "grow", "to-count", "0"); code != 1 || !strings.Contains(errOut, "greater than 0") {
 		t.Fatalf("grow to-count 0: exit %d: %s", code, errOut)
 	}
+	// Straight after the membership changes, every member, the new ones
+	// too, takes a checkpoint (raft refuses one while a configuration
+	// entry it holds is not applied).
+	if code, out, errOut := warrenctl(t, "--node", addr, "--timeout", "1m", "force", "checkpoint", "--errors-only"); code != 0 ||
+		out != "Every member took its checkpoint.\n" {
+		t.Fatalf("force checkpoint after growing: exit %d:\n%s%s", code, out, errOut)
+	}
 }

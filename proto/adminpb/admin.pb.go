@@ -4853,9 +4853,10 @@ type MemberCheckpointRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	QueueId string                 `protobuf:"bytes,1,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
 	// A follower waits (a second at most) until it has applied this index
-	// before it snapshots: the index before the leader's own checkpoint, whose
-	// barrier carried the commit index that covers it. 0: until it has
-	// applied its log as it is (when no leader answered).
+	// before it snapshots: the first of the two barriers the leader's own
+	// checkpoint began with (the second told the followers it is
+	// committed). 0: until it has applied its log as it is (when no leader
+	// answered).
 	AppliedThrough uint64 `protobuf:"varint,2,opt,name=applied_through,json=appliedThrough,proto3" json:"applied_through,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

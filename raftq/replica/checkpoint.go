@@ -19,14 +19,14 @@ const maxCheckpointCatchUp = time.Second
 // log can recycle segments sooner. Snapshots are otherwise taken only
 // every few tens of thousands of entries (snapshotWhenDue).
 //
-// A leader first appends a barrier, which returns once it has applied
-// everything before it, and whose AppendEntries tells the followers the
-// commit index that covers everything before it: a follower learns of
+// A leader first appends two barriers, which return once it has applied
+// everything before them, and the second's AppendEntries tells the
+// followers the commit index that covers the first: a follower learns of
 // commits only with the next entry or every CommitTimeout (long), so on
 // an idle queue it may not have applied what it stores. A follower waits,
 // a second at most or until ctx ends, until it has applied appliedThrough
-// (the index before the leader's barrier), or its whole log as it is if
-// that is 0, then snapshots what it has applied.
+// (the leader's first barrier), or its whole log as it is if that is 0,
+// then snapshots what it has applied.
 //
 // It returns the index of the member's latest snapshot afterwards; a
 // member with nothing new since its last snapshot keeps that one.
@@ -38,9 +38,20 @@ func (r *Replica) Checkpoint(ctx context.Context, appliedThrough uint64) (uint64
 		target = min(target, appliedThrough)
 	}
 	if r.isLeader() {
-		err := r.wait(r.raft.Barrier(maxCheckpointCatchUp))
+		// Two barriers: the second's AppendEntries tells the followers
+		// the first is committed. They must apply an entry after the
+		// latest configuration change: raft refuses a snapshot until the
+		// FSM has, and an FSM that does not store configurations is not
+		// told of them (after add member, say, the followers' FSM index
+		// stays before it until the next entry of another kind).
+		var err error
+		for range 2 {
+			if err = r.wait(r.raft.Barrier(maxCheckpointCatchUp)); err != nil {
+				break
+			}
+		}
 		if err == nil {
-			target = 0 // applied through the barrier
+			target = 0 // applied through the barriers
 		} else if !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, raft.ErrLeadershipLost) {
 			return 0, err
 		}
