@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -105,29 +104,10 @@ func (s *Server) checkpointQueue(ctx context.Context, g group, alive map[string]
 // unreachable member saying why it has none.
 func (s *Server) checkpointOn(ctx context.Context, id, node string, appliedThrough uint64) *adminpb.Member {
 	req := &adminpb.MemberCheckpointRequest{QueueId: id, AppliedThrough: appliedThrough}
-	var m *adminpb.Member
-	var err error
-	if node == s.b.Self() {
-		m, err = s.MemberCheckpoint(ctx, req)
-	} else {
-		var c adminpb.AdminClient
-		var addr string
-		if c, addr, err = s.peer(node); err == nil {
-			wait := maxCheckpointWait
-			if deadline, ok := ctx.Deadline(); ok {
-				wait = min(wait, time.Until(deadline)/2)
-			}
-			cctx, cancel := context.WithTimeout(ctx, wait)
-			m, err = c.MemberCheckpoint(cctx, req)
-			cancel()
-			if err != nil {
-				err = fmt.Errorf("%s: %s", addr, status.Convert(err).Message())
-			}
-		}
-	}
+	m, err := onNodeWithin(ctx, s, maxCheckpointWait, node, req, (*Server).MemberCheckpoint, adminpb.AdminClient.MemberCheckpoint)
 	if err != nil {
 		s.log.Warn("forced checkpoint failed", "queue_id", id, "node", node, "err", err)
-		return &adminpb.Member{Node: node, Role: string(RoleUnreachable), Error: err.Error()}
+		return &adminpb.Member{Node: node, Role: string(RoleUnreachable), Error: status.Convert(err).Message()}
 	}
 	m.Node = node // as the queue's record names it
 	return m

@@ -200,6 +200,14 @@ func (s *Server) peer(node string) (adminpb.AdminClient, string, error) {
 func onNode[Req, Resp any](ctx context.Context, s *Server, node string, req Req,
 	local func(*Server, context.Context, Req) (Resp, error),
 	remote func(adminpb.AdminClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	return onNodeWithin(ctx, s, maxMemberWait, node, req, local, remote)
+}
+
+// onNodeWithin is onNode for a call that may take up to most (bounded by
+// half of what ctx allows, as memberWait is) on a peer.
+func onNodeWithin[Req, Resp any](ctx context.Context, s *Server, most time.Duration, node string, req Req,
+	local func(*Server, context.Context, Req) (Resp, error),
+	remote func(adminpb.AdminClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	if node == s.b.Self() {
 		return local(s, ctx, req)
 	}
@@ -208,15 +216,17 @@ func onNode[Req, Resp any](ctx context.Context, s *Server, node string, req Req,
 		var none Resp
 		return none, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, memberWait(ctx))
+	ctx, cancel := context.WithTimeout(ctx, waitUpTo(ctx, most))
 	defer cancel()
 	return remote(c, ctx, req)
 }
 
 // memberWait is how long to wait for one member: at most maxMemberWait and
 // half of what the caller allows, so that the answer still reaches it.
-func memberWait(ctx context.Context) time.Duration {
-	d := maxMemberWait
+func memberWait(ctx context.Context) time.Duration { return waitUpTo(ctx, maxMemberWait) }
+
+// waitUpTo is at most d and half of what ctx allows.
+func waitUpTo(ctx context.Context, d time.Duration) time.Duration {
 	if deadline, ok := ctx.Deadline(); ok {
 		d = min(d, time.Until(deadline)/2)
 	}
