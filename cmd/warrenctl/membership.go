@@ -120,7 +120,7 @@ func (r *membershipReport) writeText(w io.Writer) {
 	}
 	for i, q := range r.Changed {
 		node := r.Node
-		if r.Operation == "grow to-count" && i < len(r.AddedOn) {
+		if i < len(r.AddedOn) { // grow to-count: a node per member
 			node = r.AddedOn[i]
 		}
 		fmt.Fprintf(w, "%s %s for queue %s.\n", verb, node, q)
@@ -204,9 +204,6 @@ func growToCount(fs *flag.FlagSet) body {
 		}
 		r := newMembershipReport("grow to-count", args[0], resp)
 		r.AddedOn = resp.AddedOn
-		if r.AddedOn == nil {
-			r.AddedOn = []string{}
-		}
 		return r, nil
 	}
 }

@@ -116,14 +116,12 @@ func (c *recentMessages) start() {
 	c.mu.Unlock()
 }
 
-// clear forgets every payload, and the memory that held them, keeps new
-// ones out until start, and returns the bytes it kept.
-func (c *recentMessages) clear() int {
+// clear forgets every payload, and the memory that held them, and keeps
+// new ones out until start.
+func (c *recentMessages) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.on = false
-	n := c.bytes
-	c.add(-n)
+	c.add(-c.bytes)
 	c.byIdx, c.order, c.head = nil, nil, 0
-	return n
 }
