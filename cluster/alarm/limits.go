@@ -26,7 +26,7 @@ func ParseMemoryLimit(s string) (int64, error) {
 		}
 		return int64(f), nil // a byte count, perhaps as 1e9
 	}
-	n, err := parseAmount(s)
+	n, err := ParseAmount(s)
 	if err != nil {
 		return 0, fmt.Errorf("a memory high watermark is a fraction of RAM (0.4) or an amount (1073741824, 1GiB), not %q", s)
 	}
@@ -44,7 +44,7 @@ func ParseDiskFreeLimit(s string) (int64, error) {
 		}
 		return ofRAM(f)
 	}
-	n, err := parseAmount(s)
+	n, err := ParseAmount(s)
 	if err != nil {
 		return 0, fmt.Errorf("a disk free limit is an amount (50MB, 2GiB, 1000000000) or mem_relative:F (F times RAM), not %q", s)
 	}
@@ -62,7 +62,9 @@ var units = []struct {
 	{"B", 1},
 }
 
-func parseAmount(s string) (int64, error) {
+// ParseAmount reads an amount (above) into bytes.
+func ParseAmount(s string) (int64, error) {
+	s = strings.TrimSpace(s)
 	factor := int64(1)
 	for _, u := range units {
 		if num, ok := strings.CutSuffix(s, u.suffix); ok {

@@ -53,6 +53,10 @@ type Config struct {
 	// consumer_disconnected_timeout; replica/disconnected.go). Zero
 	// returns them at once.
 	ConsumerDisconnectedTimeout time.Duration
+	// PayloadCache bounds, across the node's quorum queues, the message
+	// payloads their leaders keep in memory for delivery (the rest are
+	// read back from the log); nil bounds only each queue's own share.
+	PayloadCache *replica.PayloadCache
 	// DataDir holds the quorum queues' Raft logs, under quorum/.
 	DataDir string
 	// NodeID is this node's name in Raft groups; DefaultNodeID if empty

@@ -357,6 +357,7 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			OnExpired: func() { v.expire(q) },
 			Log:       v.b.log,
 			WAL:       v.b.wal,
+			Payloads:  v.b.cfg.PayloadCache,
 			// Installed whatever the arguments say: a policy may name a
 			// dead-letter exchange later. The queue's machine decides
 			// what is dead-lettered; the target is read when it is.

@@ -110,8 +110,8 @@ type clusterNode struct {
 	// qlog holds every local queue group's Raft log: their writes share
 	// transactions and fsyncs. Closed after the broker.
 	qlog *wal.Log
-	// payloads bounds the message payloads the node's replicas keep in
-	// memory for delivery, all together.
+	// payloads is the broker's bound on the message payloads the node's
+	// replicas keep in memory for delivery, for warrenctl status.
 	payloads *replica.PayloadCache
 
 	// adminSrv is the admin service, also used by the automatic
@@ -239,7 +239,6 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *metadata.Sn
 		c.closeTransport()
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
-	c.payloads = replica.NewPayloadCache(replica.DefaultPayloadCache)
 	c.qlog, err = replica.OpenNodeWAL(dataDir, log.With("component", "wal"))
 	if err != nil {
 		c.gossip.Stop()
@@ -529,7 +528,6 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	// The group's log goes in the node's write-ahead log, named like its
 	// directory (removeOrphans relies on that).
 	cfg.WAL = c.qlog
-	cfg.Payloads = c.payloads
 	local, err := replica.Open(cfg)
 	if err != nil {
 		trans.Close()

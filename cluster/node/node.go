@@ -81,6 +81,9 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Broker.DataDir == "" {
 		cfg.Broker.DataDir = cfg.DataDir
 	}
+	if cfg.Broker.PayloadCache == nil {
+		cfg.Broker.PayloadCache = replica.NewPayloadCache(replica.DefaultPayloadCache)
+	}
 	var store metadata.Store
 	var cn *clusterNode
 	if cfg.Cluster != nil {
@@ -88,6 +91,7 @@ func Start(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		cn.payloads = cfg.Broker.PayloadCache // for warrenctl status
 		if migrate != nil {
 			if err := retireStandalone(cfg.DataDir, log); err != nil {
 				cn.meta.Close()

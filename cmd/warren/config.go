@@ -46,6 +46,7 @@ type config struct {
 	prometheusAddr      string
 	transientQueues     string
 	disconnectedTimeout time.Duration
+	payloadCache        string
 
 	// Clustering: a node is a cluster member when --internal-addr is set.
 	nodeName        string
@@ -109,6 +110,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.clusterName, "cluster-name", "warren", "cluster name reported to clients")
 	fs.StringVar(&c.transientQueues, "transient-queues", "permit", "non-durable, non-exclusive queues: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3, a 541 connection error)")
 	fs.DurationVar(&c.disconnectedTimeout, "consumer-disconnected-timeout", replica.DefaultDisconnectedTimeout, "how long a quorum queue keeps the messages of a consumer whose node is cut off from the queue's leader, for it to come back and acknowledge them, before they return to the queue (RabbitMQ 4.3's consumer_disconnected_timeout; a queue may set its own with x-consumer-disconnected-timeout or the consumer-disconnected-timeout policy, in milliseconds, the lower of the two applying); a node that restarted or left returns them at once; 0 returns them at once always")
+	fs.StringVar(&c.payloadCache, "queue-payload-cache", "256MiB", "memory the node's quorum queue leaders may keep, all together, for the payloads of messages waiting to be delivered, so that delivering one does not read it back from the log (each queue keeps at most 4 MiB of it): an amount (256MiB, 1GiB, 268435456); 0 reads every delivery from the log")
 	fs.StringVar(&c.prometheusAddr, "prometheus-addr", "", "if set, serve Prometheus metrics on this address (RabbitMQ's port is 15692) under /metrics (per node) and /metrics/per-object (per queue), with rabbitmq_prometheus's metric names")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060) under /debug/pprof/")
 	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "memory the node may use before publishers across the cluster are blocked (RabbitMQ's vm_memory_high_watermark): a fraction of the memory available, RAM or the cgroup's limit if lower (0.4), or an amount (1073741824, 1GiB); 0 disables")
@@ -256,6 +258,9 @@ func (c *config) validate() error {
 	if _, err := alarm.ParseMemoryLimit(c.memoryLimit); err != nil {
 		return fmt.Errorf("--memory-high-watermark: %w", err)
 	}
+	if _, err := alarm.ParseAmount(c.payloadCache); err != nil {
+		return fmt.Errorf("--queue-payload-cache is an amount (256MiB, 1GiB, 268435456), not %q", c.payloadCache)
+	}
 	if _, err := alarm.ParseDiskFreeLimit(c.diskFreeLimit); err != nil {
 		return fmt.Errorf("--disk-free-limit: %w", err)
 	}
@@ -309,6 +314,7 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 	}
 	limit, _ := alarm.ParseMemoryLimit(c.memoryLimit)
 	diskLimit, _ := alarm.ParseDiskFreeLimit(c.diskFreeLimit)
+	payloads, _ := alarm.ParseAmount(c.payloadCache)
 	var cluster *node.ClusterConfig
 	if c.internalAddr != "" {
 		name := c.nodeName
@@ -356,6 +362,7 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			MemoryLimit:                 limit,
 			DenyTransientQueues:         c.transientQueues == "deny",
 			ConsumerDisconnectedTimeout: c.disconnectedTimeout,
+			PayloadCache:                replica.NewPayloadCache(payloads),
 		},
 	}
 }

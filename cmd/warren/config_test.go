@@ -4,8 +4,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 func TestConfigPrecedence(t *testing.T) {
@@ -119,5 +122,33 @@ func TestConfigWatermarks(t *testing.T) {
 	}
 	if nc := c.nodeConfig(nil); nc.DiskFreeLimit != 2<<30 || nc.Broker.MemoryLimit != 1e9 {
 		t.Errorf("disk free limit %d, memory limit %d", nc.DiskFreeLimit, nc.Broker.MemoryLimit)
+	}
+}
+
+func TestConfigPayloadCache(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want int64
+	}{
+		{nil, "", replica.DefaultPayloadCache},
+		{[]string{"--queue-payload-cache", "1GiB"}, "", 1 << 30},
+		{nil, "64MB", 64e6},
+		{[]string{"--queue-payload-cache", "0"}, "64MB", 0},
+	} {
+		env["WARREN_QUEUE_PAYLOAD_CACHE"] = tc.env
+		c, err := loadConfig(tc.args, getenv, io.Discard)
+		if err != nil {
+			t.Fatalf("%v %q: %v", tc.args, tc.env, err)
+		}
+		if got := c.nodeConfig(nil).Broker.PayloadCache.Limit(); got != tc.want {
+			t.Errorf("%v %q: payload cache %d, want %d", tc.args, tc.env, got, tc.want)
+		}
+	}
+	env["WARREN_QUEUE_PAYLOAD_CACHE"] = "plenty"
+	if _, err := loadConfig(nil, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), "queue-payload-cache") {
+		t.Errorf("a bad payload cache: %v", err)
 	}
 }
