@@ -73,10 +73,11 @@ type Backend interface {
 	// AddMember, DeleteMember, Grow and Shrink change the members of
 	// quorum queues (the node drives the change with the queues'
 	// leaders). Grow and Shrink return the queues changed ("vhost/name")
-	// and, joined, the errors of those that could not be.
-	AddMember(ctx context.Context, vhost, name, node string) error
+	// and, joined, the errors of those that could not be. membership is
+	// how a new member joins: Promotable or Voter.
+	AddMember(ctx context.Context, vhost, name, node, membership string) error
 	DeleteMember(ctx context.Context, vhost, name, node string, force bool) error
-	Grow(ctx context.Context, node, vhostPattern, queuePattern, strategy string) ([]string, error)
+	Grow(ctx context.Context, node, vhostPattern, queuePattern, strategy, membership string) ([]string, error)
 	Shrink(ctx context.Context, node string) ([]string, error)
 }
 

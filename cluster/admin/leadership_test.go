@@ -423,21 +423,25 @@ func TestChecks(t *testing.T) {
 }
 
 // Membership operations are tested against real nodes (cluster/node).
-func (*fixedBackend) AddMember(context.Context, string, string, string) error { return errNoMembership }
+func (*fixedBackend) AddMember(context.Context, string, string, string, string) error {
+	return errNoMembership
+}
 func (*fixedBackend) DeleteMember(context.Context, string, string, string, bool) error {
 	return errNoMembership
 }
-func (*fixedBackend) Grow(context.Context, string, string, string, string) ([]string, error) {
+func (*fixedBackend) Grow(context.Context, string, string, string, string, string) ([]string, error) {
 	return nil, errNoMembership
 }
 func (*fixedBackend) Shrink(context.Context, string) ([]string, error) { return nil, errNoMembership }
 
 // Membership operations are tested against real nodes (cluster/node).
-func (*worldNode) AddMember(context.Context, string, string, string) error { return errNoMembership }
+func (*worldNode) AddMember(context.Context, string, string, string, string) error {
+	return errNoMembership
+}
 func (*worldNode) DeleteMember(context.Context, string, string, string, bool) error {
 	return errNoMembership
 }
-func (*worldNode) Grow(context.Context, string, string, string, string) ([]string, error) {
+func (*worldNode) Grow(context.Context, string, string, string, string, string) ([]string, error) {
 	return nil, errNoMembership
 }
 func (*worldNode) Shrink(context.Context, string) ([]string, error) { return nil, errNoMembership }

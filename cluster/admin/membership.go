@@ -15,11 +15,41 @@ import (
 // drives each change with the queue's leader and answers once it is
 // committed (an added member once it votes).
 
+// How a new member joins, as rabbitmq-queues add_member, grow and
+// grow_to_count's --membership.
+const (
+	// Promotable: a non-voter, which the quorum does not count, until it
+	// has caught up with the leader; then a voter. The default.
+	Promotable = "promotable"
+	// Voter: a voter as soon as its replica exists, counted in the
+	// quorum while it catches up.
+	Voter = "voter"
+)
+
+// membershipOf checks a request's membership, empty meaning Promotable.
+// RabbitMQ also takes non_voter, a member never promoted; Warren's
+// members always end up voters, and says so.
+func membershipOf(m string) (string, error) {
+	switch m {
+	case "", Promotable:
+		return Promotable, nil
+	case Voter:
+		return Voter, nil
+	case "non_voter":
+		return "", status.Error(codes.InvalidArgument, "membership non_voter is not supported: a member always becomes a voter (promotable, the default, once it has caught up; voter at once)")
+	}
+	return "", status.Errorf(codes.InvalidArgument, "voter status '%s' is not recognised (promotable or voter)", m)
+}
+
 func (s *Server) AddMember(ctx context.Context, req *adminpb.AddMemberRequest) (*adminpb.MembershipResponse, error) {
 	if req.Vhost == "" {
 		req.Vhost = "/"
 	}
-	if err := s.b.AddMember(ctx, req.Vhost, req.Name, req.Node); err != nil {
+	membership, err := membershipOf(req.Membership)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.b.AddMember(ctx, req.Vhost, req.Name, req.Node, membership); err != nil {
 		return nil, membershipError(err)
 	}
 	return &adminpb.MembershipResponse{Changed: []string{req.Vhost + "/" + req.Name}}, nil
@@ -39,10 +69,14 @@ func (s *Server) Grow(ctx context.Context, req *adminpb.GrowRequest) (*adminpb.M
 	if req.Strategy != "" && req.Strategy != "all" && req.Strategy != "even" {
 		return nil, status.Errorf(codes.InvalidArgument, "strategy '%s' is not recognised (all or even)", req.Strategy)
 	}
-	if req.Count > 0 {
-		return s.growToCount(ctx, req)
+	membership, err := membershipOf(req.Membership)
+	if err != nil {
+		return nil, err
 	}
-	changed, err := s.b.Grow(ctx, req.Node, req.VhostPattern, req.QueuePattern, req.Strategy)
+	if req.Count > 0 {
+		return s.growToCount(ctx, req, membership)
+	}
+	changed, err := s.b.Grow(ctx, req.Node, req.VhostPattern, req.QueuePattern, req.Strategy, membership)
 	return manyChanged(changed, err)
 }
 
@@ -52,9 +86,9 @@ func (s *Server) Grow(ctx context.Context, req *adminpb.GrowRequest) (*adminpb.M
 type GrowToCountBackend interface {
 	// GrowToCount adds members to every matching quorum queue that
 	// strategy ("", all or even) selects until it has count, on the
-	// nodes it picks; it returns the members added and, joined, the
-	// errors of the queues that could not grow.
-	GrowToCount(ctx context.Context, count int, vhostPattern, queuePattern, strategy string) ([]AddedMember, error)
+	// nodes it picks, joining as membership says; it returns the members
+	// added and, joined, the errors of the queues that could not grow.
+	GrowToCount(ctx context.Context, count int, vhostPattern, queuePattern, strategy, membership string) ([]AddedMember, error)
 }
 
 // AddedMember is a member GrowToCount added: queue "vhost/name" on node.
@@ -62,7 +96,7 @@ type AddedMember struct {
 	Queue, Node string
 }
 
-func (s *Server) growToCount(ctx context.Context, req *adminpb.GrowRequest) (*adminpb.MembershipResponse, error) {
+func (s *Server) growToCount(ctx context.Context, req *adminpb.GrowRequest, membership string) (*adminpb.MembershipResponse, error) {
 	gb, err := optional[GrowToCountBackend](s, "growing queues to a count is")
 	if err != nil {
 		return nil, err
@@ -70,7 +104,7 @@ func (s *Server) growToCount(ctx context.Context, req *adminpb.GrowRequest) (*ad
 	if req.Node != "" {
 		return nil, status.Error(codes.InvalidArgument, "grow names a node or a count, not both")
 	}
-	added, err := gb.GrowToCount(ctx, int(req.Count), req.VhostPattern, req.QueuePattern, req.Strategy)
+	added, err := gb.GrowToCount(ctx, int(req.Count), req.VhostPattern, req.QueuePattern, req.Strategy, membership)
 	var changed []string
 	for _, a := range added {
 		changed = append(changed, a.Queue)

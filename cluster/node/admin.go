@@ -414,22 +414,22 @@ func adminErrors(err error) error {
 	return errors.Join(out...)
 }
 
-func (a *adminBackend) AddMember(_ context.Context, vhost, name, node string) error {
-	return adminError(a.n.AddMember(vhost, name, node))
+func (a *adminBackend) AddMember(_ context.Context, vhost, name, node, membership string) error {
+	return adminError(a.n.AddMember(vhost, name, node, Membership(membership)))
 }
 
 func (a *adminBackend) DeleteMember(_ context.Context, vhost, name, node string, force bool) error {
 	return adminError(a.n.DeleteMember(vhost, name, node, force))
 }
 
-func (a *adminBackend) Grow(_ context.Context, node, vhostPattern, queuePattern, strategy string) ([]string, error) {
-	changed, err := a.n.Grow(node, vhostPattern, queuePattern, GrowStrategy(strategy))
+func (a *adminBackend) Grow(_ context.Context, node, vhostPattern, queuePattern, strategy, membership string) ([]string, error) {
+	changed, err := a.n.Grow(node, vhostPattern, queuePattern, GrowStrategy(strategy), Membership(membership))
 	return changed, adminErrors(err)
 }
 
 // GrowToCount implements admin.GrowToCountBackend.
-func (a *adminBackend) GrowToCount(_ context.Context, count int, vhostPattern, queuePattern, strategy string) ([]admin.AddedMember, error) {
-	added, err := a.n.GrowToCount(count, vhostPattern, queuePattern, GrowStrategy(strategy))
+func (a *adminBackend) GrowToCount(_ context.Context, count int, vhostPattern, queuePattern, strategy, membership string) ([]admin.AddedMember, error) {
+	added, err := a.n.GrowToCount(count, vhostPattern, queuePattern, GrowStrategy(strategy), Membership(membership))
 	out := make([]admin.AddedMember, len(added))
 	for i, m := range added {
 		out[i] = admin.AddedMember(m)
@@ -442,14 +442,14 @@ func (a *adminBackend) Shrink(_ context.Context, node string) ([]string, error) 
 	return changed, adminErrors(err)
 }
 
-func (l *lateBackend) AddMember(ctx context.Context, v, q, n string) error {
-	return l.get().AddMember(ctx, v, q, n)
+func (l *lateBackend) AddMember(ctx context.Context, v, q, n, m string) error {
+	return l.get().AddMember(ctx, v, q, n, m)
 }
 func (l *lateBackend) DeleteMember(ctx context.Context, v, q, n string, force bool) error {
 	return l.get().DeleteMember(ctx, v, q, n, force)
 }
-func (l *lateBackend) Grow(ctx context.Context, n, vp, qp, strategy string) ([]string, error) {
-	return l.get().Grow(ctx, n, vp, qp, strategy)
+func (l *lateBackend) Grow(ctx context.Context, n, vp, qp, strategy, m string) ([]string, error) {
+	return l.get().Grow(ctx, n, vp, qp, strategy, m)
 }
 func (l *lateBackend) Shrink(ctx context.Context, n string) ([]string, error) {
 	return l.get().Shrink(ctx, n)
@@ -457,11 +457,13 @@ func (l *lateBackend) Shrink(ctx context.Context, n string) ([]string, error) {
 
 var errStarting = fmt.Errorf("node starting: %w", admin.ErrRefused)
 
-func (startingBackend) AddMember(context.Context, string, string, string) error { return errStarting }
+func (startingBackend) AddMember(context.Context, string, string, string, string) error {
+	return errStarting
+}
 func (startingBackend) DeleteMember(context.Context, string, string, string, bool) error {
 	return errStarting
 }
-func (startingBackend) Grow(context.Context, string, string, string, string) ([]string, error) {
+func (startingBackend) Grow(context.Context, string, string, string, string, string) ([]string, error) {
 	return nil, errStarting
 }
 func (startingBackend) Shrink(context.Context, string) ([]string, error) { return nil, errStarting }

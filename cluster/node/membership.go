@@ -47,6 +47,11 @@ import (
 //  4. the leader promotes N (AddVoter); AddMember returns once N itself
 //     reports that it votes.
 //
+// A Voter member (rabbitmq-queues --membership voter) skips step 3: it is
+// promoted as soon as the record has it, and the quorum counts it while
+// it catches up (a queue of one member grown to two commits nothing
+// until the new member has the log).
+//
 // Removing node N:
 //  1. when N's replica leads, the leadership moves to another member
 //     first (the leader removing itself would step down mid-change and
@@ -80,15 +85,27 @@ var (
 	ErrMembershipRefused = errors.New("membership change refused")
 )
 
-// AddMember adds a replica of quorum queue name in vhost on node and
-// returns once it is a voter (it has caught up with the leader).
-func (n *Node) AddMember(vhost, name, node string) error {
+// Membership is how a new member joins, as rabbitmq-queues --membership.
+type Membership string
+
+const (
+	// Promotable: a non-voter until it has caught up with the leader,
+	// then a voter (the default; the empty Membership too).
+	Promotable Membership = "promotable"
+	// Voter: a voter as soon as its replica exists.
+	Voter Membership = "voter"
+)
+
+// AddMember adds a replica of quorum queue name in vhost on node, joining
+// as m says, and returns once it is a voter (a Promotable one has then
+// caught up with the leader).
+func (n *Node) AddMember(vhost, name, node string, m Membership) error {
 	if n.cluster == nil {
 		return ErrNotClustered
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), memberChangeTimeout)
 	defer cancel()
-	return n.cluster.addMember(ctx, n.broker, vhost, name, node)
+	return n.cluster.addMember(ctx, n.broker, vhost, name, node, m)
 }
 
 // DeleteMember removes node's replica of quorum queue name in vhost.
@@ -136,8 +153,9 @@ func (s GrowStrategy) wants(size, target int) bool {
 // Grow adds node to every quorum queue whose vhost and name match the
 // regular expressions (unanchored, as RabbitMQ's), that has no member on
 // node and that strategy selects. It returns the queues changed
-// ("vhost/name"), and the errors of those it could not change.
-func (n *Node) Grow(node string, vhostPattern, queuePattern string, strategy GrowStrategy) ([]string, error) {
+// ("vhost/name"), and the errors of those it could not change. New
+// members join as m says.
+func (n *Node) Grow(node string, vhostPattern, queuePattern string, strategy GrowStrategy, m Membership) ([]string, error) {
 	if n.cluster == nil {
 		return nil, ErrNotClustered
 	}
@@ -155,7 +173,7 @@ func (n *Node) Grow(node string, vhostPattern, queuePattern string, strategy Gro
 		if !matches(rec) || slices.Contains(rec.Members, node) || !strategy.wants(len(rec.Members), targetSize(n.broker, rec)) {
 			continue
 		}
-		if err := n.AddMember(rec.Vhost, rec.Name, node); err != nil {
+		if err := n.AddMember(rec.Vhost, rec.Name, node, m); err != nil {
 			errs = append(errs, fmt.Errorf("%s/%s: %w", rec.Vhost, rec.Name, err))
 			continue
 		}
@@ -177,9 +195,9 @@ type Added struct {
 // before each member, as RabbitMQ's does); otherwise every queue grows.
 // Each member goes on the node without one that holds the fewest
 // replicas, as the reconciler places them; a queue whose member could
-// not be added is not grown further. It returns the members added and
-// the errors of those that could not be.
-func (n *Node) GrowToCount(count int, vhostPattern, queuePattern string, strategy GrowStrategy) ([]Added, error) {
+// not be added is not grown further. New members join as m says. It
+// returns the members added and the errors of those that could not be.
+func (n *Node) GrowToCount(count int, vhostPattern, queuePattern string, strategy GrowStrategy, m Membership) ([]Added, error) {
 	if n.cluster == nil {
 		return nil, ErrNotClustered
 	}
@@ -216,7 +234,7 @@ func (n *Node) GrowToCount(count int, vhostPattern, queuePattern string, strateg
 				break
 			}
 			to := fewestReplicas(candidates, replicas)
-			if err := n.AddMember(rec.Vhost, rec.Name, to); err != nil {
+			if err := n.AddMember(rec.Vhost, rec.Name, to, m); err != nil {
 				errs = append(errs, fmt.Errorf("%s/%s: %w", rec.Vhost, rec.Name, err))
 				break
 			}
@@ -335,7 +353,7 @@ func firstLeader(rec metadata.Queue, members []string, prefer string) string {
 	return ""
 }
 
-func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, name, node string) error {
+func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, name, node string, m Membership) error {
 	c.memberMu.Lock()
 	defer c.memberMu.Unlock()
 	rec, err := quorumRecord(b, vhost, name)
@@ -381,9 +399,11 @@ func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, na
 		}
 		rec.Members = members
 	}
-	// 3. Caught up, by its own account.
-	if err := c.awaitCaughtUp(ctx, rec.ID, rec.Members, node, idx); err != nil {
-		return fmt.Errorf("new member %s did not catch up: %w", node, err)
+	// 3. Caught up, by its own account; a Voter is not waited for.
+	if m != Voter {
+		if err := c.awaitCaughtUp(ctx, rec.ID, rec.Members, node, idx); err != nil {
+			return fmt.Errorf("new member %s did not catch up: %w", node, err)
+		}
 	}
 	// 4. Promoted.
 	if _, err := c.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_ADD_VOTER, node, addr); err != nil {
@@ -394,7 +414,7 @@ func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, na
 	if err := c.awaitVoter(ctx, rec.ID, node); err != nil {
 		return fmt.Errorf("new member %s promoted, but does not know it yet: %w", node, err)
 	}
-	c.log.Info("queue member added", "queue", vhost+"/"+name, "node", node)
+	c.log.Info("queue member added", "queue", vhost+"/"+name, "node", node, "membership", m)
 	return nil
 }
 

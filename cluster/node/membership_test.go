@@ -237,7 +237,7 @@ func TestQueueMembership(t *testing.T) {
 	tr.progress(100) // a backlog, before any consumer
 
 	// AddMember on a node that is neither the leader nor the new member.
-	if err := ms[1].AddMember("/", "q", outsider.Name()); err != nil {
+	if err := ms[1].AddMember("/", "q", outsider.Name(), node.Promotable); err != nil {
 		t.Fatalf("add member: %v", err)
 	}
 	if st, ok := outsider.QueueMember("/", "q"); !ok || !st.Voter {
@@ -245,7 +245,7 @@ func TestQueueMembership(t *testing.T) {
 	}
 	want := slices.Sorted(slices.Values(append(slices.Clone(members), outsider.Name())))
 	waitMembers(t, ms, "q", want)
-	if err := ms[1].AddMember("/", "q", outsider.Name()); err == nil {
+	if err := ms[1].AddMember("/", "q", outsider.Name(), node.Promotable); err == nil {
 		t.Fatal("adding a member twice succeeded")
 	}
 	// The new member holds the messages: made leader, it serves them all.
@@ -315,12 +315,12 @@ func TestQueueMembership(t *testing.T) {
 	var changed []string
 	nodetest.Eventually(t, "grow onto the new node", 20*time.Second, func() bool {
 		var err error
-		changed, err = ms[2].Grow("warren-4", "^/$", "^q$", node.GrowBelowTarget)
+		changed, err = ms[2].Grow("warren-4", "^/$", "^q$", node.GrowBelowTarget, node.Promotable)
 		return err == nil && len(changed) == 1
 	})
 	want = slices.Sorted(slices.Values(append(want, "warren-4")))
 	waitMembers(t, ms, "q", want)
-	if changed, err := ms[2].Grow("warren-4", ".*", ".*", node.GrowBelowTarget); err != nil || len(changed) != 0 {
+	if changed, err := ms[2].Grow("warren-4", ".*", ".*", node.GrowBelowTarget, node.Promotable); err != nil || len(changed) != 0 {
 		t.Fatalf("second grow: %v %v", changed, err)
 	}
 	tr.progress(50)
@@ -388,7 +388,7 @@ func TestAddMemberAfterInterruptedDelete(t *testing.T) {
 	})
 	tr.progress(50)
 
-	if err := lm.AddMember("/", "q", gone.Name()); err != nil {
+	if err := lm.AddMember("/", "q", gone.Name(), node.Promotable); err != nil {
 		t.Fatalf("add the removed member back: %v", err)
 	}
 	servers, ok := lm.QueueServers("/", "q")
@@ -433,7 +433,7 @@ func TestMemberAddedAgainKeepsItsLogOverRestart(t *testing.T) {
 		t.Fatalf("delete member %s: %v", again.Name(), err)
 	}
 	waitMembers(t, ms, "again", slices.DeleteFunc(slices.Clone(all), func(m string) bool { return m == again.Name() }))
-	if err := leader.AddMember("/", "again", again.Name()); err != nil {
+	if err := leader.AddMember("/", "again", again.Name(), node.Promotable); err != nil {
 		t.Fatalf("add member %s again: %v", again.Name(), err)
 	}
 	waitMembers(t, ms, "again", all)

@@ -221,7 +221,7 @@ func (c *clusterNode) reconcileRound(ctx context.Context, b *broker.Broker) bool
 		to := fewestReplicas(candidates, replicas)
 		worked = true
 		actx, cancel := context.WithTimeout(ctx, memberChangeTimeout)
-		err := c.addMember(actx, b, rec.Vhost, rec.Name, to)
+		err := c.addMember(actx, b, rec.Vhost, rec.Name, to, Promotable)
 		cancel()
 		if err != nil {
 			c.log.Warn("reconcile: could not add a queue member", "queue", rec.Vhost+"/"+rec.Name, "node", to, "target", target, "err", err)

@@ -160,11 +160,13 @@ func TestCommandTimeout(t *testing.T) {
 }
 
 // Membership operations are tested against real nodes (cluster/node).
-func (*fixedNode) AddMember(context.Context, string, string, string) error { return errNoMembership }
+func (*fixedNode) AddMember(context.Context, string, string, string, string) error {
+	return errNoMembership
+}
 func (*fixedNode) DeleteMember(context.Context, string, string, string, bool) error {
 	return errNoMembership
 }
-func (*fixedNode) Grow(context.Context, string, string, string, string) ([]string, error) {
+func (*fixedNode) Grow(context.Context, string, string, string, string, string) ([]string, error) {
 	return nil, errNoMembership
 }
 func (*fixedNode) Shrink(context.Context, string) ([]string, error) { return nil, errNoMembership }

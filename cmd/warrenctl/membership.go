@@ -22,7 +22,10 @@ var membershipCommands = []*command{
 		help: `Adds a replica of quorum queue QUEUE on NODE: it joins the queue's Raft group
 as a non-voter, receives the log (or a snapshot carrying the live messages),
 and is promoted to voter once caught up. Answered after the promotion. The
-queue keeps serving publishes and consumers throughout.`,
+queue keeps serving publishes and consumers throughout. With --membership
+voter (as rabbitmq-queues') it is promoted at once, and the queue's majority
+counts it while it catches up: a queue of one member grown to two confirms
+nothing until the new member has the log.`,
 		setup:   addMember,
 		timeout: 2 * time.Minute,
 	},
@@ -49,8 +52,9 @@ its initial group size) and none on NODE yet, one queue at a time. With all,
 to every quorum queue without one on NODE; with even, to those with an even
 number of members (so that they reach an odd size): rabbitmq-queues grow's
 two strategies. --vhost-pattern and --queue-pattern (regular expressions)
-select the queues. Lists the queues changed and those that could not be;
-exits 1 if any could not.`,
+select the queues; new members join as --membership says (see add member).
+Lists the queues changed and those that could not be; exits 1 if any could
+not.`,
 		setup:   grow,
 		timeout: 30 * time.Minute,
 	},
@@ -63,7 +67,7 @@ exits 1 if any could not.`,
 --queue-pattern until it has COUNT members, as rabbitmq-queues grow_to_count:
 never more than the nodes replicas can be placed on (alive and not drained).
 Each new member goes on the node without one that holds the fewest replicas,
-and joins as add member's do (a non-voter until caught up). With even (as
+and joins as add member's do (--membership). With even (as
 RabbitMQ's), only queues with an even number of members grow, by one; all,
 the default, grows every matching queue. Lists each member added and the
 queues that could not grow; exits 1 if any could not.`,
@@ -130,10 +134,17 @@ func (r *membershipReport) writeText(w io.Writer) {
 	}
 }
 
+// membershipFlag defines --membership, how a new member joins, as
+// rabbitmq-queues' (the node checks the value).
+func membershipFlag(fs *flag.FlagSet) *string {
+	return fs.String("membership", "promotable", "how a new member joins: promotable (a non-voter until it has caught up, then a voter) or voter (a voter at once)")
+}
+
 func addMember(fs *flag.FlagSet) body {
 	vhost := fs.String("vhost", "/", "the queue's `vhost`")
+	membership := membershipFlag(fs)
 	return func(ctx context.Context, c adminpb.AdminClient, args []string) (report, error) {
-		resp, err := c.AddMember(ctx, &adminpb.AddMemberRequest{Vhost: *vhost, Name: args[0], Node: args[1]})
+		resp, err := c.AddMember(ctx, &adminpb.AddMemberRequest{Vhost: *vhost, Name: args[0], Node: args[1], Membership: *membership})
 		if err != nil {
 			return nil, err
 		}
@@ -158,8 +169,9 @@ func deleteMember(fs *flag.FlagSet) body {
 func growRequest(fs *flag.FlagSet) func(args []string) (*adminpb.GrowRequest, error) {
 	vhosts := fs.String("vhost-pattern", "", "only vhosts matching this regular `expression` (default: all)")
 	queues := fs.String("queue-pattern", "", "only queues whose name matches this regular `expression` (default: all)")
+	membership := membershipFlag(fs)
 	return func(args []string) (*adminpb.GrowRequest, error) {
-		req := &adminpb.GrowRequest{VhostPattern: *vhosts, QueuePattern: *queues}
+		req := &adminpb.GrowRequest{VhostPattern: *vhosts, QueuePattern: *queues, Membership: *membership}
 		if len(args) > 1 {
 			if args[1] != "all" && args[1] != "even" {
 				return nil, fmt.Errorf("strategy '%s' is not recognised (all or even)", args[1])

@@ -56,6 +56,53 @@ func TestMembershipCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("delete member: exit %d: %s%s", code, out, errOut)
 	}
+
+	// Back as a voter at once (--membership voter), with messages to
+	// catch up on; the value is checked.
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		dc, err := ch.PublishWithDeferredConfirm("", "orders", false, false, amqp091.Publishing{Body: []byte(strings.Repeat("m", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := dc.WaitContext(t.Context()); !ok || err != nil {
+			t.Fatalf("confirm %d: %v %v", i, ok, err)
+		}
+	}
+	for _, bad := range []struct{ value, says string }{{"non_voter", "not supported"}, {"observer", "not recognised"}} {
+		code, _, errOut := warrenctl(t, "--node", node, "add", "member", "--membership", bad.value, "orders", outsider)
+		if code == 0 || !strings.Contains(errOut, bad.says) {
+			t.Errorf("add member --membership %s: exit %d: %s", bad.value, code, errOut)
+		}
+		code, _, errOut = warrenctl(t, "--node", node, "grow", "--membership", bad.value, outsider, "all")
+		if code == 0 || !strings.Contains(errOut, bad.says) {
+			t.Errorf("grow --membership %s: exit %d: %s", bad.value, code, errOut)
+		}
+	}
+	outsiderNode := ms[slices.IndexFunc(ms, func(m *nodetest.Member) bool { return m.Name() == outsider })]
+	if st, ok := outsiderNode.QueueMember("/", "orders"); ok {
+		t.Fatalf("a refused --membership added a member: %+v", st)
+	}
+	code, out, errOut = warrenctl(t, "--node", node, "add", "member", "--membership", "voter", "orders", outsider)
+	if code != 0 {
+		t.Fatalf("add member --membership voter: exit %d: %s%s", code, out, errOut)
+	}
+	if st, ok := outsiderNode.QueueMember("/", "orders"); !ok || !st.Voter {
+		t.Fatalf("the voter added: %+v %v", st, ok)
+	}
+	// It leads with every message.
+	if code, out, errOut := warrenctl(t, "--node", node, "transfer", "leadership", "orders", outsider); code != 0 {
+		t.Fatalf("transfer leadership to the new voter: exit %d: %s%s", code, out, errOut)
+	}
+	if q, err := ch.QueueDeclarePassive("orders", true, false, false, false, nil); err != nil || q.Messages != 200 {
+		t.Fatalf("the queue led by the new voter: %+v %v", q, err)
+	}
+	code, out, errOut = warrenctl(t, "--node", node, "delete", "member", "orders", outsider)
+	if code != 0 {
+		t.Fatalf("delete member after voter: exit %d: %s%s", code, out, errOut)
+	}
 	// Three members, target three: removing one leaves two, a majority;
 	// a second removal would leave one, which needs --force.
 	if code, _, errOut := warrenctl(t, "--node", node, "delete", "member", "orders", rec.Members[0]); code != 0 {

@@ -4496,9 +4496,13 @@ func (x *CheckedQueue) GetReplicaRole() string {
 type AddMemberRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty means "/".
-	Vhost         string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Node          string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	Vhost string `protobuf:"bytes,1,opt,name=vhost,proto3" json:"vhost,omitempty"`
+	Name  string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Node  string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// How the member joins, as rabbitmq-queues --membership: "promotable"
+	// (or empty), a non-voter promoted once it has caught up; "voter", a
+	// voter as soon as its replica exists.
+	Membership    string `protobuf:"bytes,4,opt,name=membership,proto3" json:"membership,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4550,6 +4554,13 @@ func (x *AddMemberRequest) GetName() string {
 func (x *AddMemberRequest) GetNode() string {
 	if x != nil {
 		return x.Node
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetMembership() string {
+	if x != nil {
+		return x.Membership
 	}
 	return ""
 }
@@ -4637,7 +4648,9 @@ type GrowRequest struct {
 	// Instead of node: grow each matching queue (that the strategy selects)
 	// to count members, on the alive nodes that hold the fewest replicas,
 	// as rabbitmq-queues grow_to_count. Never beyond the alive nodes.
-	Count         uint32 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	Count uint32 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	// How each new member joins, as AddMemberRequest.membership.
+	Membership    string `protobuf:"bytes,6,opt,name=membership,proto3" json:"membership,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4705,6 +4718,13 @@ func (x *GrowRequest) GetCount() uint32 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *GrowRequest) GetMembership() string {
+	if x != nil {
+		return x.Membership
+	}
+	return ""
 }
 
 type ShrinkRequest struct {
@@ -6617,22 +6637,28 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\amembers\x18\x03 \x03(\tR\amembers\x12%\n" +
 	"\x0eonline_members\x18\x04 \x03(\tR\ronlineMembers\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\tR\x06leader\x12!\n" +
-	"\freplica_role\x18\x06 \x01(\tR\vreplicaRole\"P\n" +
+	"\freplica_role\x18\x06 \x01(\tR\vreplicaRole\"p\n" +
 	"\x10AddMemberRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04node\x18\x03 \x01(\tR\x04node\"i\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x1e\n" +
+	"\n" +
+	"membership\x18\x04 \x01(\tR\n" +
+	"membership\"i\n" +
 	"\x13DeleteMemberRequest\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05force\"\x9d\x01\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\xbd\x01\n" +
 	"\vGrowRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12#\n" +
 	"\rvhost_pattern\x18\x02 \x01(\tR\fvhostPattern\x12#\n" +
 	"\rqueue_pattern\x18\x03 \x01(\tR\fqueuePattern\x12\x1a\n" +
 	"\bstrategy\x18\x04 \x01(\tR\bstrategy\x12\x14\n" +
-	"\x05count\x18\x05 \x01(\rR\x05count\"#\n" +
+	"\x05count\x18\x05 \x01(\rR\x05count\x12\x1e\n" +
+	"\n" +
+	"membership\x18\x06 \x01(\tR\n" +
+	"membership\"#\n" +
 	"\rShrinkRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"b\n" +
 	"\x16ForceCheckpointRequest\x12#\n" +
