@@ -63,6 +63,11 @@ const (
 	StatusCancelled ConsumerStatus = "cancelled"
 	// StatusGet: a channel's basic.get messages not yet settled.
 	StatusGet ConsumerStatus = "basic.get"
+	// StatusSuspectedDown: its link to the leader broke, and what it
+	// holds waits the consumer disconnected timeout for it to come back
+	// (RabbitMQ's suspected_down). The machine does not know it: the
+	// leader's runtime, which saw the link break, says so.
+	StatusSuspectedDown ConsumerStatus = "suspected down"
 )
 
 // ConsumerView is one consumer record as the machine has it.

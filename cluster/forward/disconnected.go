@@ -59,6 +59,24 @@ func (s *Server) disconnected(l Local, sc *serverConsumer) {
 	s.log.Info("forward: a consumer's stream broke; its deliveries wait for it", "queue", sc.queueID, "origin", sc.origin, "timeout", timeout)
 }
 
+// Suspended are the consumers of queue queueID whose streams broke and
+// whose deliveries wait for them (RabbitMQ's suspected_down consumers):
+// their IDs, with the node of each one's channel.
+func (s *Server) Suspended(queueID string) map[uint64]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out map[uint64]string
+	for sc := range s.suspended {
+		if sc.queueID == queueID && sc.id != 0 {
+			if out == nil {
+				out = make(map[uint64]string)
+			}
+			out[sc.id] = sc.origin
+		}
+	}
+	return out
+}
+
 // Close stops the timers of the consumers whose streams broke, as the
 // node stops: a new leader returns what they hold, unless they follow.
 func (s *Server) Close() {

@@ -17,6 +17,7 @@ import (
 	"github.com/warrenmq/warren/cluster/meta"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -496,11 +497,17 @@ func (a *adminBackend) QueueConsumers(queueID string) ([]admin.QueueConsumer, er
 	if err != nil {
 		return nil, err
 	}
+	suspended := a.c.fwd.Suspended(queueID)
 	out := make([]admin.QueueConsumer, len(cs))
 	for i, c := range cs {
 		out[i] = admin.QueueConsumer{
 			ID: uint64(c.ID), Status: string(c.Status), AttachedHere: c.Here, Node: c.Origin, Tag: c.Tag,
 			AckRequired: c.AckRequired, Held: c.Held, Credit: c.Prefetch, Priority: c.Priority, Exclusive: c.Exclusive,
+		}
+		// Its stream broke and it has not attached again: the record
+		// says cancelled (or, kept in its place, active), but it is away.
+		if origin, ok := suspended[uint64(c.ID)]; ok && !c.Here {
+			out[i].Status, out[i].Node = string(raftq.StatusSuspectedDown), origin
 		}
 	}
 	return out, nil

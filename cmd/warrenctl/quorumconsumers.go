@@ -23,11 +23,14 @@ has them (any node finds the leader and asks it): each consumer's STATUS (up:
 competing for messages; single active; quiescing: the single active consumer,
 receiving nothing while a higher-priority one waits for it; waiting: for its
 turn as single active consumer; cancelled: detached, still holding messages
-its channel may settle; basic.get: a channel's unsettled basic.get messages),
+its channel may settle; basic.get: a channel's unsettled basic.get messages;
+suspected down: its node's link to the leader broke, and what it holds waits
+for it the consumer disconnected timeout, as RabbitMQ's suspected_down),
 the messages it HOLDS, its CREDIT (its prefetch, or the queue's default of
 2000 for a consumer without one or without acknowledgements) and priority.
 NODE and TAG are the consuming channel's, known for consumers that attached
-through the current leader; ACK says whether it acknowledges.
+through the current leader (NODE also for one suspected down); ACK says
+whether it acknowledges.
 
 A consumer's HELD should match its channel's UNACKED (list channels) once
 acknowledgements have arrived; messages held by a consumer whose channel is
@@ -48,7 +51,8 @@ type queueConsumerReport struct {
 	ID     uint64 `json:"id"`
 	Status string `json:"status"`
 	// Node, Tag and AckRequired are null for a consumer that did not
-	// attach through the current leader.
+	// attach through the current leader (Node is known for one suspected
+	// down).
 	Node        *string `json:"node"`
 	Tag         *string `json:"consumer_tag"`
 	AckRequired *bool   `json:"ack_required"`
@@ -71,6 +75,8 @@ func quorumConsumers(fs *flag.FlagSet) body {
 			qc := queueConsumerReport{ID: k.Id, Status: k.Status, Held: k.Held, Credit: k.Credit, Priority: k.Priority, Exclusive: k.Exclusive}
 			if k.AttachedHere {
 				qc.Node, qc.Tag, qc.AckRequired = &k.Node, &k.Tag, &k.AckRequired
+			} else if k.Node != "" {
+				qc.Node = &k.Node
 			}
 			r.Consumers = append(r.Consumers, qc)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -117,4 +118,80 @@ func TestQuorumConsumersAgainstRealCluster(t *testing.T) {
 	if code != 1 || errOut != "warrenctl: queue 'nope' in vhost '/' not found\n" {
 		t.Errorf("unknown queue: exit %d, %q", code, errOut)
 	}
+}
+
+// TestQuorumConsumersSuspectedDown: a consumer on a node killed while it
+// holds messages is listed suspected down, with its node, until the
+// queue's consumer disconnected timeout returns what it held.
+func TestQuorumConsumersSuspectedDown(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("held", true, false, false, false,
+		amqp091.Table{"x-queue-type": "quorum", "x-consumer-disconnected-timeout": int64(4000)}); err != nil {
+		t.Fatal(err)
+	}
+	// The consumer on a node that does not lead, asked through the third.
+	var leader int
+	nodetest.Eventually(t, "a leader", 10*time.Second, func() bool {
+		leader = slices.IndexFunc(ms, func(m *nodetest.Member) bool {
+			st, ok := m.QueueMember("/", "held")
+			return ok && st.State == "Leader"
+		})
+		return leader >= 0
+	})
+	victim, asked := ms[(leader+1)%3], ms[(leader+2)%3]
+	vch := victim.Channel()
+	if err := vch.Qos(5, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := vch.Consume("held", "holder", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := ms[leader].Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		dc, err := pub.PublishWithDeferredConfirm("", "held", false, false, amqp091.Publishing{Body: []byte("x")})
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	for range 5 {
+		<-ds
+	}
+	type row struct {
+		Status string
+		Node   *string
+		Held   uint32
+	}
+	list := func() []row {
+		code, out, errOut := warrenctl(t, "--node", asked.InternalAddr().String(), "--json", "quorum", "consumers", "held")
+		if code != 0 {
+			t.Fatalf("quorum consumers: exit %d: %s", code, errOut)
+		}
+		var r struct{ Consumers []row }
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Consumers
+	}
+	if rs := list(); len(rs) != 1 || rs[0].Status != "up" || rs[0].Held != 5 {
+		t.Fatalf("before the kill: %+v", rs)
+	}
+	victimName := victim.Name()
+	victim.Kill()
+	var rs []row
+	nodetest.Eventually(t, "the holder suspected down", 3*time.Second, func() bool {
+		rs = list()
+		return len(rs) == 1 && rs[0].Status == "suspected down"
+	})
+	if rs[0].Node == nil || *rs[0].Node != victimName || rs[0].Held != 5 {
+		t.Errorf("suspected down: %+v", rs[0])
+	}
+	nodetest.Eventually(t, "the five back in the queue after the timeout", 15*time.Second, func() bool {
+		q, err := ch.QueueDeclarePassive("held", true, false, false, false, nil)
+		return err == nil && q.Messages == 5 && len(list()) == 0
+	})
 }
