@@ -152,12 +152,20 @@ func (n *nemesis) operate(ctx context.Context, op string) {
 		steps = [][]string{{"drain", nd}, nil, {"undrain", nd}}
 	case "member":
 		// Out and back in: the new member joins as a non-voter and is
-		// promoted once it has caught up.
-		steps = [][]string{{"delete", "member", q, nd}, nil, {"add", "member", q, nd}}
+		// promoted once it has caught up, or half the time as a voter at
+		// once, which the quorum counts while it catches up.
+		add := []string{"add", "member", q, nd}
+		if n.rng.IntN(2) == 0 {
+			add = []string{"add", "member", "--membership", "voter", q, nd}
+		}
+		steps = [][]string{{"delete", "member", q, nd}, nil, add}
 	case "checkpoint":
 		// Every member snapshots and compacts its log: a member that
-		// falls behind afterwards catches up from the snapshot.
-		steps = [][]string{{"force", "checkpoint", "--queue-pattern", "^" + regexp.QuoteMeta(q) + "$"}}
+		// falls behind afterwards catches up from the snapshot. After a
+		// hold, so that gossip sees the node just healed again: asked at
+		// once, the command lists that node's member "not alive" and does
+		// not checkpoint it.
+		steps = [][]string{nil, {"force", "checkpoint", "--queue-pattern", "^" + regexp.QuoteMeta(q) + "$"}}
 	}
 	for _, s := range steps {
 		if s == nil { // hold the state for a while
