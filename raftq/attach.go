@@ -35,6 +35,7 @@ func (m *Machine) attach(index uint64, cmd *Command) {
 	}
 	c.attached = true
 	c.quiescing = false
+	c.suspended = false
 	c.exclusive = cmd.Exclusive
 	c.priority = cmd.ConsumerPriority
 	c.prefetch = cmd.Prefetch
@@ -113,10 +114,27 @@ func (m *Machine) consumerDown(id ConsumerID) {
 	m.activate()
 }
 
+// suspend stops handing messages to attached consumer id, whose link to
+// the leader broke, while it keeps its place and what it holds: it may
+// come back, attaching again under its ID, or be declared down once the
+// consumer disconnected timeout has passed (rabbit_fifo's suspected_down
+// consumers, which checkout skips). A suspended single-active candidate
+// is activated only when nobody else is attached.
+func (m *Machine) suspend(id ConsumerID) {
+	c := m.consumers[id]
+	if c == nil || !c.attached || c.suspended {
+		return
+	}
+	c.suspended = true
+	m.lineup.stepOut(c) // it cannot receive
+	m.activate()
+}
+
 // unattach stops dispatching to c.
 func (m *Machine) unattach(c *consumer) {
 	c.attached = false
 	c.quiescing = false
+	c.suspended = false
 	m.attached--
 	if m.exclusive == c {
 		m.exclusive = nil
@@ -174,7 +192,9 @@ func (m *Machine) activate() {
 	case a == nil:
 		m.active = best
 		m.emit(Effect{Kind: EffectActive, Consumer: best.id, Active: true})
-	case best.priority <= a.priority:
+	case best.suspended || best.priority <= a.priority:
+		// (A suspended consumer is not handed the place while the
+		// active one is there.)
 		a.quiescing = false
 	case a.held == 0:
 		a.quiescing = false
@@ -187,10 +207,14 @@ func (m *Machine) activate() {
 }
 
 // better says whether c should be activated before b (nil: anyone is).
+// A suspended consumer comes last: it is activated only when nobody else
+// is attached, and then keeps the place until it is back or down.
 func better(c, b *consumer) bool {
 	switch {
 	case b == nil:
 		return true
+	case c.suspended != b.suspended:
+		return !c.suspended
 	case c.priority != b.priority:
 		return c.priority > b.priority
 	case c.credit() != b.credit():

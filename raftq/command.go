@@ -46,6 +46,12 @@ const (
 	// changed its effective arguments). See Machine.updateConfig for what
 	// changes at once and what only for later messages and consumers.
 	OpUpdateConfig
+	// OpSuspend marks an attached consumer suspected down: its link to
+	// the leader broke, and it may come back. It keeps its place (an
+	// exclusive or single active consumer stays so) and what it holds,
+	// but is handed nothing until it attaches again (RabbitMQ 4.3's
+	// suspected_down consumer).
+	OpSuspend
 
 	opCount // first unused opcode; new opcodes go just above this line
 )
@@ -57,6 +63,7 @@ var opNames = [...]string{
 	OpAttach:            "attach",
 	OpDetach:            "detach",
 	OpConsumerDown:      "consumer-down",
+	OpSuspend:           "suspend",
 	OpSettle:            "settle",
 	OpReturn:            "return",
 	OpDiscard:           "discard",
@@ -255,7 +262,7 @@ func (c *Command) Append(buf []byte) []byte {
 		if c.Resume {
 			buf = binary.AppendUvarint(buf, c.LastDelivery)
 		}
-	case OpDetach, OpConsumerDown:
+	case OpDetach, OpConsumerDown, OpSuspend:
 		buf = binary.AppendUvarint(buf, uint64(c.Consumer))
 	case OpSettle:
 		buf = binary.AppendUvarint(buf, uint64(c.Consumer))
@@ -349,7 +356,7 @@ func Decode(data []byte, c *Command) error {
 		if flags&flagResume != 0 {
 			c.Resume, c.LastDelivery = true, d.uvarint()
 		}
-	case OpDetach, OpConsumerDown:
+	case OpDetach, OpConsumerDown, OpSuspend:
 		c.Consumer = ConsumerID(d.uvarint())
 	case OpSettle:
 		c.Consumer = ConsumerID(d.uvarint())

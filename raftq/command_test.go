@@ -59,7 +59,7 @@ func TestOpcodesAreStable(t *testing.T) {
 	want := map[Op]uint8{
 		OpEnqueue: 1, OpPublisherDown: 2, OpAttach: 3, OpDetach: 4, OpConsumerDown: 5,
 		OpSettle: 6, OpReturn: 7, OpDiscard: 8, OpPurge: 9, OpGet: 10, OpTick: 11,
-		OpDeadLetterSettled: 12, OpTouch: 13, OpUpdateConfig: 14,
+		OpDeadLetterSettled: 12, OpTouch: 13, OpUpdateConfig: 14, OpSuspend: 15,
 	}
 	for op, n := range want {
 		if uint8(op) != n {

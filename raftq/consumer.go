@@ -16,6 +16,9 @@ type consumer struct {
 	// quiescing: the single active consumer receives nothing more because
 	// a higher-priority one waits for it to drain (rabbit_fifo's quiescing).
 	quiescing bool
+	// suspended: its link to the leader broke (OpSuspend); attached,
+	// in its place, but handed nothing until it attaches again.
+	suspended bool
 	inLine    bool // standing in its lineup level's line
 	prefetch  uint32
 	priority  int32
@@ -53,7 +56,7 @@ func (c *consumer) credit() uint32 {
 
 // canReceive says whether dispatch may hand c a message now.
 func (c *consumer) canReceive() bool {
-	return c.attached && !c.quiescing && c.held < c.prefetch
+	return c.attached && !c.quiescing && !c.suspended && c.held < c.prefetch
 }
 
 // live says whether order entry d is still checked out to c.
@@ -107,14 +110,20 @@ func (l *lineup) leave(c *consumer) {
 	if lv == nil {
 		return
 	}
-	if c.inLine {
-		lv.line.filter(func(x **consumer) bool { return *x != c })
-		c.inLine = false
-	}
+	l.stepOut(c)
 	c.level = nil
 	lv.members--
 	if lv.members == 0 {
 		l.levels = slices.DeleteFunc(l.levels, func(x *level) bool { return x == lv })
+	}
+}
+
+// stepOut takes c out of its line, if it stands there, keeping its level:
+// it cannot receive for now.
+func (l *lineup) stepOut(c *consumer) {
+	if c.inLine {
+		c.level.line.filter(func(x **consumer) bool { return *x != c })
+		c.inLine = false
 	}
 }
 

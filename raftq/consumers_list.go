@@ -63,10 +63,11 @@ const (
 	StatusCancelled ConsumerStatus = "cancelled"
 	// StatusGet: a channel's basic.get messages not yet settled.
 	StatusGet ConsumerStatus = "basic.get"
-	// StatusSuspectedDown: its link to the leader broke, and what it
-	// holds waits the consumer disconnected timeout for it to come back
-	// (RabbitMQ's suspected_down). The machine does not know it: the
-	// leader's runtime, which saw the link break, says so.
+	// StatusSuspectedDown: its link to the leader broke, and it keeps
+	// what it holds, and its place, for the consumer disconnected
+	// timeout, receiving nothing (RabbitMQ's suspected_down): an
+	// attached consumer suspended (OpSuspend), or, as the leader's
+	// runtime knows, a detached one whose deliveries wait for it.
 	StatusSuspectedDown ConsumerStatus = "suspected down"
 )
 
@@ -99,6 +100,8 @@ func (m *Machine) status(c *consumer) ConsumerStatus {
 		return StatusGet
 	case !c.attached:
 		return StatusCancelled
+	case c.suspended:
+		return StatusSuspectedDown
 	case !m.cfg.SingleActiveConsumer:
 		return StatusUp
 	case m.active != c:

@@ -103,6 +103,9 @@ func check(m *Machine, settled bool) error {
 		if c.quiescing && m.active != c {
 			return fmt.Errorf("consumer %d quiescing, not active", id)
 		}
+		if c.suspended && (!c.attached || c.getter) {
+			return fmt.Errorf("consumer %d suspended, not attached", id)
+		}
 		if m.cfg.SingleActiveConsumer && (c.level != nil || c.inLine) {
 			return fmt.Errorf("consumer %d in the lineup with single active consumer", id)
 		}

@@ -111,6 +111,8 @@ func (m *Machine) Apply(meta Meta, c *Command, out []Effect) []Effect {
 		m.detach(c.Consumer)
 	case OpConsumerDown:
 		m.consumerDown(c.Consumer)
+	case OpSuspend:
+		m.suspend(c.Consumer)
 	case OpSettle:
 		m.settle(c.Consumer, c.IDs)
 	case OpReturn:

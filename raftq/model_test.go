@@ -43,6 +43,7 @@ func TestMachineAgainstModel(t *testing.T) {
 			"attach":    h.attach,
 			"detach":    h.consumerOp(OpDetach),
 			"down":      h.consumerOp(OpConsumerDown),
+			"suspend":   h.consumerOp(OpSuspend),
 			"settle":    h.release(OpSettle),
 			"return":    h.release(OpReturn),
 			"discard":   h.release(OpDiscard),
@@ -58,7 +59,7 @@ func TestMachineAgainstModel(t *testing.T) {
 		// Weighted: messages must pile up for the rules to matter.
 		names := []string{"enqueue", "enqueue", "enqueue", "enqueue", "attach", "attach",
 			"settle", "settle", "return", "discard", "get", "get", "tick", "tick",
-			"detach", "down", "purge", "touch", "dlSettled", "pubDown", "snapshot", "update"}
+			"detach", "down", "suspend", "purge", "touch", "dlSettled", "pubDown", "snapshot", "update"}
 		if len(names) < len(actions) {
 			rt.Fatal("an action is missing from the weights")
 		}
@@ -374,7 +375,7 @@ func (h *harness) check(t *rapid.T) {
 	}
 	for id, mc := range mod.cons {
 		c := m.consumers[id]
-		if c == nil || c.attached != mc.attached || c.getter != mc.getter || c.quiescing != mc.quiescing || int(c.held) != len(mc.order) {
+		if c == nil || c.attached != mc.attached || c.getter != mc.getter || c.quiescing != mc.quiescing || c.suspended != mc.suspended || int(c.held) != len(mc.order) {
 			t.Fatalf("consumer %d: machine %+v, model %+v", id, c, mc)
 		}
 		var order []uint64
@@ -473,6 +474,7 @@ type mcons struct {
 	id                                     ConsumerID
 	since                                  uint64
 	getter, attached, exclusive, quiescing bool
+	suspended                              bool
 	prefetch                               uint32
 	prio                                   int32
 	timeout, lastDeadline                  int64
@@ -480,7 +482,7 @@ type mcons struct {
 }
 
 func (c *mcons) canReceive() bool {
-	return c.attached && !c.quiescing && len(c.order) < int(c.prefetch)
+	return c.attached && !c.quiescing && !c.suspended && len(c.order) < int(c.prefetch)
 }
 
 func (c *mcons) credit() int { return max(0, int(c.prefetch)-len(c.order)) }
@@ -566,6 +568,13 @@ func (m *model) apply(t *rapid.T, index uint64, c *Command) []Effect {
 		if k := m.cons[c.Consumer]; k != nil && k.attached {
 			m.unattach(k)
 			m.forgetIfIdle(k)
+			m.activate()
+		}
+	case OpSuspend:
+		// Attached, it keeps its place and messages but gets nothing.
+		if k := m.cons[c.Consumer]; k != nil && k.attached && !k.suspended {
+			k.suspended = true
+			m.leaveLine(k)
 			m.activate()
 		}
 	case OpConsumerDown:
@@ -759,7 +768,7 @@ func (m *model) attach(index uint64, c *Command) {
 		m.cons[k.id] = k
 	}
 	m.leaveLine(k)
-	k.attached, k.quiescing, k.exclusive, k.prio = true, false, c.Exclusive, c.ConsumerPriority
+	k.attached, k.quiescing, k.suspended, k.exclusive, k.prio = true, false, false, c.Exclusive, c.ConsumerPriority
 	k.prefetch = c.Prefetch
 	if k.prefetch == 0 {
 		k.prefetch = UnlimitedPrefetch
@@ -789,7 +798,7 @@ func (m *model) offer(k *mcons) {
 }
 
 func (m *model) unattach(k *mcons) {
-	k.attached, k.quiescing = false, false
+	k.attached, k.quiescing, k.suspended = false, false, false
 	m.leaveLine(k)
 	if m.active == k.id {
 		m.active = 0
@@ -812,8 +821,8 @@ func (m *model) activate() {
 		if !k.attached || k.id == m.active {
 			continue
 		}
-		if best == nil || k.prio > best.prio ||
-			(k.prio == best.prio && (k.credit() > best.credit() || (k.credit() == best.credit() && k.since < best.since))) {
+		if best == nil || (k.suspended != best.suspended && !k.suspended) || (k.suspended == best.suspended && (k.prio > best.prio ||
+			(k.prio == best.prio && (k.credit() > best.credit() || (k.credit() == best.credit() && k.since < best.since))))) {
 			best = k
 		}
 	}
@@ -826,7 +835,7 @@ func (m *model) activate() {
 	case a == nil:
 		m.active = best.id
 		m.emit(Effect{Kind: EffectActive, Consumer: best.id, Active: true})
-	case best.prio <= a.prio:
+	case best.suspended || best.prio <= a.prio:
 		a.quiescing = false
 	case len(a.order) == 0:
 		a.quiescing = false

@@ -27,7 +27,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	enqueue [p=P seq=S] [size=N] [priority=N] [ttl=MS]
 //	publisher-down p=P
 //	attach c=C [prefetch=N] [priority=N] [exclusive] [timeout=MS]
-//	detach c=C | down c=C
+//	detach c=C | down c=C | suspend c=C
 //	settle c=C m=I,J | return c=C m=I cause=nack|reject|gone|timeout
 //	discard c=C m=I [cause=reject|nack]
 //	get c=C [noack] | purge | tick | touch | dl-settled m=I,J
@@ -233,6 +233,8 @@ func (s *script) run(where, line string) []string {
 		c.Op = OpDetach
 	case "down":
 		c.Op = OpConsumerDown
+	case "suspend":
+		c.Op = OpSuspend
 	case "settle":
 		c.Op, c.IDs = OpSettle, ids()
 	case "return":
@@ -410,6 +412,9 @@ func dump(m *Machine) []string {
 		}
 		if c.quiescing {
 			flags = append(flags, "quiescing")
+		}
+		if c.suspended {
+			flags = append(flags, "suspended")
 		}
 		if len(held) == 0 {
 			held = []string{"(none)"}

@@ -61,7 +61,7 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 		w.uvarint(uint64(c.id))
 		w.uvarint(c.since)
 		var flags byte
-		for i, f := range []bool{c.getter, c.attached, c.exclusive, c.quiescing} {
+		for i, f := range []bool{c.getter, c.attached, c.exclusive, c.quiescing, c.suspended} {
 			if f {
 				flags |= 1 << i
 			}
@@ -327,8 +327,9 @@ func (r *restorer) machine() *Machine {
 
 	for n, i := r.count(8), 0; i < n && r.err == nil; i++ {
 		c := &consumer{id: ConsumerID(r.uvarint()), since: r.uvarint()}
-		flags := r.flags(0b1111)
+		flags := r.flags(0b11111)
 		c.getter, c.attached, c.exclusive, c.quiescing = flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0
+		c.suspended = flags&16 != 0
 		c.prefetch = r.uint32()
 		p := r.varint()
 		c.priority = int32(p)
@@ -336,7 +337,7 @@ func (r *restorer) machine() *Machine {
 		c.lastDeadline = r.varint()
 		nheld := r.count(8)
 		if r.err == nil && (m.consumers[c.id] != nil || int64(c.priority) != p || c.timeout < 0 ||
-			(c.getter && (c.attached || nheld == 0)) || (!c.attached && nheld == 0)) {
+			(c.getter && (c.attached || nheld == 0)) || (!c.attached && nheld == 0) || (c.suspended && !c.attached)) {
 			r.fail("bad consumer %d", c.id)
 		}
 		if r.err != nil {

@@ -504,8 +504,9 @@ func (a *adminBackend) QueueConsumers(queueID string) ([]admin.QueueConsumer, er
 			ID: uint64(c.ID), Status: string(c.Status), AttachedHere: c.Here, Node: c.Origin, Tag: c.Tag,
 			AckRequired: c.AckRequired, Held: c.Held, Credit: c.Prefetch, Priority: c.Priority, Exclusive: c.Exclusive,
 		}
-		// Its stream broke and it has not attached again: the record
-		// says cancelled (or, kept in its place, active), but it is away.
+		// Its stream broke and it has not attached again: the machine's
+		// record says cancelled (one kept in its place it suspends, and
+		// says so), but its deliveries wait for it.
 		if origin, ok := suspended[uint64(c.ID)]; ok && !c.Here {
 			out[i].Status, out[i].Node = string(raftq.StatusSuspectedDown), origin
 		}

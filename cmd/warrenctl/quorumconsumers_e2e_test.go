@@ -122,12 +122,21 @@ func TestQuorumConsumersAgainstRealCluster(t *testing.T) {
 
 // TestQuorumConsumersSuspectedDown: a consumer on a node killed while it
 // holds messages is listed suspected down, with its node, until the
-// queue's consumer disconnected timeout returns what it held.
+// queue's consumer disconnected timeout returns what it held. A single
+// active one keeps its place meanwhile and is handed nothing, nor is the
+// consumer waiting behind it, which then gets the held messages first.
 func TestQuorumConsumersSuspectedDown(t *testing.T) {
+	t.Run("competing", func(t *testing.T) { testSuspectedDown(t, false) })
+	t.Run("single active", func(t *testing.T) { testSuspectedDown(t, true) })
+}
+
+func testSuspectedDown(t *testing.T, sac bool) {
 	ms := nodetest.StartCluster(t, 3)
-	ch := ms[0].Channel()
-	if _, err := ch.QueueDeclare("held", true, false, false, false,
-		amqp091.Table{"x-queue-type": "quorum", "x-consumer-disconnected-timeout": int64(4000)}); err != nil {
+	args := amqp091.Table{"x-queue-type": "quorum", "x-consumer-disconnected-timeout": int64(4000)}
+	if sac {
+		args["x-single-active-consumer"] = true
+	}
+	if _, err := ms[0].Channel().QueueDeclare("held", true, false, false, false, args); err != nil {
 		t.Fatal(err)
 	}
 	// The consumer on a node that does not lead, asked through the third.
@@ -140,33 +149,46 @@ func TestQuorumConsumersSuspectedDown(t *testing.T) {
 		return leader >= 0
 	})
 	victim, asked := ms[(leader+1)%3], ms[(leader+2)%3]
-	vch := victim.Channel()
-	if err := vch.Qos(5, 0, false); err != nil {
-		t.Fatal(err)
+	// The holder has credit left: a queue that handed a consumer away
+	// messages would show it.
+	consume := func(m *nodetest.Member, tag string, prefetch int) <-chan amqp091.Delivery {
+		ch := m.Channel()
+		if err := ch.Qos(prefetch, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := ch.Consume("held", tag, false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds
 	}
-	ds, err := vch.Consume("held", "holder", false, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds := consume(victim, "holder", 10)
 	pub := ms[leader].Channel()
 	if err := pub.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
-	for range 5 {
-		dc, err := pub.PublishWithDeferredConfirm("", "held", false, false, amqp091.Publishing{Body: []byte("x")})
-		if err != nil || !dc.Wait() {
-			t.Fatalf("publish: %v", err)
+	publish := func(from, to int) {
+		for i := from; i < to; i++ {
+			dc, err := pub.PublishWithDeferredConfirm("", "held", false, false, amqp091.Publishing{Body: []byte{byte('a' + i)}})
+			if err != nil || !dc.Wait() {
+				t.Fatalf("publish: %v", err)
+			}
 		}
 	}
+	publish(0, 5)
 	for range 5 {
 		<-ds
+	}
+	var waiting <-chan amqp091.Delivery
+	if sac {
+		waiting = consume(asked, "next", 10)
 	}
 	type row struct {
 		Status string
 		Node   *string
 		Held   uint32
 	}
-	list := func() []row {
+	list := func() map[string]row {
 		code, out, errOut := warrenctl(t, "--node", asked.InternalAddr().String(), "--json", "quorum", "consumers", "held")
 		if code != 0 {
 			t.Fatalf("quorum consumers: exit %d: %s", code, errOut)
@@ -175,23 +197,57 @@ func TestQuorumConsumersSuspectedDown(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatal(err)
 		}
-		return r.Consumers
+		byStatus := map[string]row{}
+		for _, k := range r.Consumers {
+			byStatus[k.Status] = k
+		}
+		return byStatus
 	}
-	if rs := list(); len(rs) != 1 || rs[0].Status != "up" || rs[0].Held != 5 {
+	holding := "up"
+	if sac {
+		holding = "single active"
+	}
+	if rs := list(); rs[holding].Held != 5 {
 		t.Fatalf("before the kill: %+v", rs)
 	}
 	victimName := victim.Name()
 	victim.Kill()
-	var rs []row
+	var rs map[string]row
 	nodetest.Eventually(t, "the holder suspected down", 3*time.Second, func() bool {
 		rs = list()
-		return len(rs) == 1 && rs[0].Status == "suspected down"
+		return rs["suspected down"].Status != ""
 	})
-	if rs[0].Node == nil || *rs[0].Node != victimName || rs[0].Held != 5 {
-		t.Errorf("suspected down: %+v", rs[0])
+	if down := rs["suspected down"]; down.Node == nil || *down.Node != victimName || down.Held != 5 {
+		t.Errorf("suspected down: %+v", down)
 	}
-	nodetest.Eventually(t, "the five back in the queue after the timeout", 15*time.Second, func() bool {
-		q, err := ch.QueueDeclarePassive("held", true, false, false, false, nil)
-		return err == nil && q.Messages == 5 && len(list()) == 0
-	})
+	if !sac {
+		nodetest.Eventually(t, "the five back in the queue after the timeout", 15*time.Second, func() bool {
+			q, err := asked.Channel().QueueDeclarePassive("held", true, false, false, false, nil)
+			return err == nil && q.Messages == 5 && len(list()) == 0
+		})
+		return
+	}
+	// Published meanwhile: nobody is handed them while the holder is
+	// away; after the timeout the consumer waiting gets the held five
+	// first, then these, in order.
+	publish(5, 8)
+	select {
+	case d := <-waiting:
+		t.Fatalf("the waiting consumer got %q while the active one was suspected down", d.Body)
+	case <-time.After(2 * time.Second):
+	}
+	if rs := list(); rs["waiting"].Status == "" || rs["suspected down"].Held != 5 {
+		t.Errorf("while suspected down: %+v", rs)
+	}
+	for i := range 8 {
+		select {
+		case d := <-waiting:
+			if d.Body[0] != byte('a'+i) || d.Redelivered != (i < 5) {
+				t.Fatalf("delivery %d to the next consumer: %q, redelivered %v", i, d.Body, d.Redelivered)
+			}
+			d.Ack(false)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("the next consumer got %d of 8", i)
+		}
+	}
 }

@@ -56,16 +56,15 @@ func (r *Replica) DisconnectedTimeout() time.Duration {
 
 // Disconnect takes c away, whose link to this leader broke, unless the
 // machine keeps it in its place: an exclusive or single active consumer
-// stays attached in the machine, as RabbitMQ 4.3 keeps a suspected-down
-// consumer active, so that nobody takes its place while it may come back
-// (a single active consumer's successor would otherwise take later
-// messages ahead of the ones it held). Only its handle here goes, as with
-// a predecessor's consumer at a new leader (reapConsumers): what the
-// machine hands it meanwhile it never receives, and its resume returns.
-// Others are detached (Cancel). It reports whether c was kept; a kept
-// consumer that does not attach again must be declared down
-// (SettleOwned with its ID), which returns what it holds and lets the
-// next consumer take its place.
+// stays attached in the machine, suspended (raftq.OpSuspend), as RabbitMQ
+// 4.3 keeps a suspected-down consumer active and hands it nothing, so
+// that nobody takes its place while it may come back (a single active
+// consumer's successor would otherwise take later messages ahead of the
+// ones it held). Its handle here goes, as with a predecessor's consumer at
+// a new leader (reapConsumers). Others are detached (Cancel). It reports
+// whether c was kept; a kept consumer that does not attach again must be
+// declared down (SettleOwned with its ID), which returns what it holds
+// and lets the next consumer take its place.
 func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
 	r.mu.Lock()
 	id, ok := r.byHandle[c]
@@ -82,6 +81,7 @@ func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
 		return false
 	}
 	r.forget(c)
+	r.propose(&raftq.Command{Op: raftq.OpSuspend, Consumer: id})
 	return true
 }
 

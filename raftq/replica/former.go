@@ -192,7 +192,7 @@ func (r *Replica) reapConsumers() {
 		return
 	}
 	set := &orphanSet{ids: make(map[raftq.ConsumerID]bool, len(orphans))}
-	var detach []raftq.ConsumerID
+	var detach, suspend []raftq.ConsumerID
 	// held: cancelled consumers and getters, whose messages wait for
 	// their channels to settle them.
 	held := make(map[raftq.ConsumerID]bool)
@@ -203,17 +203,22 @@ func (r *Replica) reapConsumers() {
 			held[id] = true
 			continue
 		}
-		// Not the exclusive or single active consumer either: it stays
-		// attached, so that nobody takes its place meanwhile (RabbitMQ
-		// keeps it active); what the machine hands it before it is back,
-		// it never receives, and its resume returns.
-		if !r.fsm.m.Keeps(id) {
+		// Not the exclusive or single active consumer either: that one
+		// stays attached, suspended, so that nobody takes its place
+		// meanwhile and nothing is handed to it before it is back
+		// (RabbitMQ keeps a suspected-down consumer active).
+		if r.fsm.m.Keeps(id) {
+			suspend = append(suspend, id)
+		} else {
 			detach = append(detach, id)
 		}
 	}
 	r.fsm.mu.Unlock()
 	for _, id := range detach {
 		r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id})
+	}
+	for _, id := range suspend {
+		r.propose(&raftq.Command{Op: raftq.OpSuspend, Consumer: id})
 	}
 	r.mu.Lock()
 	r.orphans = set
