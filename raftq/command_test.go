@@ -21,6 +21,7 @@ func sampleCommands() []Command {
 		{Op: OpAttach, Now: 4, Consumer: 15, HasTimeout: true, Timeout: 7, Resume: true},
 		{Op: OpDetach, Now: 5, Consumer: 12},
 		{Op: OpConsumerDown, Now: 6, Consumer: 1 << 60},
+		{Op: OpSuspend, Now: 6, Consumer: 1 << 40},
 		{Op: OpSettle, Now: 7, Consumer: 12, IDs: []uint64{10, 11, 12, 9, 1<<64 - 1, 3}},
 		{Op: OpSettle, Now: 7, Consumer: 12},
 		{Op: OpReturn, Now: 8, Consumer: 12, Cause: ReturnTimeout, IDs: []uint64{5}},
