@@ -80,8 +80,13 @@ func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
 		r.Cancel(c)
 		return false
 	}
+	// Under attachMu, so that the consumer attaching again (Consume,
+	// which finds its ID free once forgotten) follows the suspend in the
+	// log, and clears it.
+	r.attachMu.Lock()
 	r.forget(c)
 	r.propose(&raftq.Command{Op: raftq.OpSuspend, Consumer: id})
+	r.attachMu.Unlock()
 	return true
 }
 

@@ -214,8 +214,9 @@ type Replica struct {
 	consumers map[raftq.ConsumerID]*consumerRef
 	byHandle  map[queue.Consumer]raftq.ConsumerID
 	// attachMu orders a consumer attaching under its own ID
-	// (ConsumeOptions.ID) with a new leader detaching its predecessor's
-	// consumers (former.go): the detach must not follow the attach.
+	// (ConsumeOptions.ID) with a new leader detaching or suspending its
+	// predecessor's consumers (former.go), and with the suspend of one
+	// whose link broke (Disconnect): those must not follow the attach.
 	attachMu sync.Mutex
 	// orphans are the consumers reapConsumers detached and will declare
 	// down after OrphanGrace unless they attach here again meanwhile.
