@@ -50,39 +50,18 @@ func TestQuorumConsumersAgainstRealCluster(t *testing.T) {
 	_, bDeliveries := consume(ms[2], "worker-b")
 	node := ms[0].InternalAddr().String()
 
-	type row struct {
-		ID          uint64
-		Status      string
-		Node        *string
-		Tag         *string `json:"consumer_tag"`
-		AckRequired *bool   `json:"ack_required"`
-		Held        uint32
-		Credit      uint32
+	var leader string
+	list := func() map[string]quorumConsumerRow {
+		var got map[string]quorumConsumerRow
+		leader, got = quorumConsumersByStatus(t, node, "jobs")
+		return got
 	}
-	var r struct {
-		Leader    string
-		Consumers []row
-	}
-	list := func() map[string]row {
-		code, out, errOut := warrenctl(t, "--node", node, "--json", "quorum", "consumers", "jobs")
-		if code != 0 {
-			t.Fatalf("quorum consumers: exit %d: %s", code, errOut)
-		}
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatal(err)
-		}
-		byStatus := map[string]row{}
-		for _, k := range r.Consumers {
-			byStatus[k.Status] = k
-		}
-		return byStatus
-	}
-	var got map[string]row
+	var got map[string]quorumConsumerRow
 	nodetest.Eventually(t, "an active consumer holding 2 and one waiting", 10*time.Second, func() bool {
 		got = list()
-		return len(r.Consumers) == 2 && got["single active"].Held == 2 && got["waiting"].Status != ""
+		return len(got) == 2 && got["single active"].Held == 2 && got["waiting"].Status != ""
 	})
-	if r.Leader == "" {
+	if leader == "" {
 		t.Errorf("no leader named")
 	}
 	active, waiting := got["single active"], got["waiting"]
@@ -183,25 +162,9 @@ func testSuspectedDown(t *testing.T, sac bool) {
 	if sac {
 		waiting = consume(asked, "next", 10)
 	}
-	type row struct {
-		Status string
-		Node   *string
-		Held   uint32
-	}
-	list := func() map[string]row {
-		code, out, errOut := warrenctl(t, "--node", asked.InternalAddr().String(), "--json", "quorum", "consumers", "held")
-		if code != 0 {
-			t.Fatalf("quorum consumers: exit %d: %s", code, errOut)
-		}
-		var r struct{ Consumers []row }
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatal(err)
-		}
-		byStatus := map[string]row{}
-		for _, k := range r.Consumers {
-			byStatus[k.Status] = k
-		}
-		return byStatus
+	list := func() map[string]quorumConsumerRow {
+		_, got := quorumConsumersByStatus(t, asked.InternalAddr().String(), "held")
+		return got
 	}
 	holding := "up"
 	if sac {
@@ -212,7 +175,7 @@ func testSuspectedDown(t *testing.T, sac bool) {
 	}
 	victimName := victim.Name()
 	victim.Kill()
-	var rs map[string]row
+	var rs map[string]quorumConsumerRow
 	nodetest.Eventually(t, "the holder suspected down", 3*time.Second, func() bool {
 		rs = list()
 		return rs["suspected down"].Status != ""
@@ -250,4 +213,37 @@ func testSuspectedDown(t *testing.T, sac bool) {
 			t.Fatalf("the next consumer got %d of 8", i)
 		}
 	}
+}
+
+// quorumConsumerRow is a row of quorum consumers --json.
+type quorumConsumerRow struct {
+	ID          uint64
+	Status      string
+	Node        *string
+	Tag         *string `json:"consumer_tag"`
+	AckRequired *bool   `json:"ack_required"`
+	Held        uint32
+	Credit      uint32
+}
+
+// quorumConsumersByStatus asks node for queue's consumers: the leader
+// named, and the rows by status (one per status in these tests).
+func quorumConsumersByStatus(t *testing.T, node, queue string) (string, map[string]quorumConsumerRow) {
+	t.Helper()
+	code, out, errOut := warrenctl(t, "--node", node, "--json", "quorum", "consumers", queue)
+	if code != 0 {
+		t.Fatalf("quorum consumers: exit %d: %s", code, errOut)
+	}
+	var r struct {
+		Leader    string
+		Consumers []quorumConsumerRow
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	byStatus := map[string]quorumConsumerRow{}
+	for _, k := range r.Consumers {
+		byStatus[k.Status] = k
+	}
+	return r.Leader, byStatus
 }
