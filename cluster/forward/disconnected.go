@@ -119,19 +119,20 @@ func (s *Server) giveBack(sc *serverConsumer, cause queue.ReturnCause, why strin
 
 // letGo returns to the queue, with cause, what the disconnected consumer
 // sc holds and has not taken over by attaching again. A consumer kept in
-// its place that has not come back is declared down instead, which
-// returns everything it holds (what the machine handed it while it was
-// away, which it never received, too), ahead of the ready messages, and
-// only then lets the next take its place: a single active consumer's
-// successor gets the messages in order. (Returned while it still stood
-// in its place, they would go back to it. Declared down, they count a
-// failed delivery, as a lost consumer's do; RabbitMQ 4.3 leaves the
-// count as it was on this timeout.) It returns how many of sc's
-// deliveries there were.
+// its place that has not come back is then declared down, which lets the
+// next take its place: suspended meanwhile (Local.Disconnect), it was
+// handed nothing, so what it held is back ahead of the ready messages
+// first, and a single active consumer's successor gets the messages in
+// order, their delivery-count as cause says (unchanged on this timeout,
+// as RabbitMQ 4.3 leaves it). It returns how many of sc's deliveries
+// there were.
 func (s *Server) letGo(l Local, sc *serverConsumer, cause queue.ReturnCause) int {
 	ids := sc.held.takeFor(sc)
 	switch {
 	case sc.kept && !l.Attached(sc.id):
+		if len(ids) > 0 {
+			l.Requeue(ids, cause)
+		}
 		if err := l.SettleOwned([]replica.OwnedSettlement{{Owner: raftq.ConsumerID(sc.id)}}); err != nil {
 			s.log.Warn("forward: cannot declare a disconnected consumer down", "queue", sc.queueID, "origin", sc.origin, "err", err)
 		}

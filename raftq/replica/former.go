@@ -306,18 +306,12 @@ func (r *Replica) reapOrphans(set *orphanSet, orphans []raftq.ConsumerID, held m
 // declareDown declares a consumer down, which returns what it holds. One
 // whose node was cut off for the whole disconnected timeout (expired) has
 // its messages returned first without counting a failed delivery, as
-// rabbit_fifo returns a suspected-down consumer's on that timeout; but a
-// consumer still in its place (an exclusive or single active one) is
-// declared down with them, so that its successor gets them first
-// (forward's letGo).
+// rabbit_fifo returns a suspected-down consumer's on that timeout: one
+// still in its place (an exclusive or single active one) is suspended, so
+// they are not handed back to it, and its successor gets them first.
 func (r *Replica) declareDown(id raftq.ConsumerID, expired bool) {
 	if expired {
-		r.fsm.mu.Lock()
-		keeps := r.fsm.m.Keeps(id)
-		r.fsm.mu.Unlock()
-		if !keeps {
-			r.Requeue(r.Deliveries(uint64(id)), queue.ReturnDisconnected)
-		}
+		r.Requeue(r.Deliveries(uint64(id)), queue.ReturnDisconnected)
 	}
 	r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
 }
