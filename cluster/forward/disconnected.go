@@ -128,16 +128,16 @@ func (s *Server) giveBack(sc *serverConsumer, cause queue.ReturnCause, why strin
 // there were.
 func (s *Server) letGo(l Local, sc *serverConsumer, cause queue.ReturnCause) int {
 	ids := sc.held.takeFor(sc)
-	switch {
-	case sc.kept && !l.Attached(sc.id):
-		if len(ids) > 0 {
-			l.Requeue(ids, cause)
-		}
+	if sc.kept && l.Attached(sc.id) {
+		return len(ids) // back in its place
+	}
+	if len(ids) > 0 {
+		l.Requeue(ids, cause)
+	}
+	if sc.kept {
 		if err := l.SettleOwned([]replica.OwnedSettlement{{Owner: raftq.ConsumerID(sc.id)}}); err != nil {
 			s.log.Warn("forward: cannot declare a disconnected consumer down", "queue", sc.queueID, "origin", sc.origin, "err", err)
 		}
-	case len(ids) > 0 && !sc.kept:
-		l.Requeue(ids, cause)
 	}
 	return len(ids)
 }

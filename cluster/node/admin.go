@@ -534,8 +534,9 @@ func (a *adminBackend) NodeStatus() admin.NodeStatus {
 	if err != nil {
 		dir = a.n.cfg.DataDir
 	}
+	payloads := a.n.cfg.Broker.PayloadCache
 	st := admin.NodeStatus{Started: a.n.started, DataDir: dir, AMQPListen: a.n.AMQPAddr().String(), Running: a.c.ready(a.b),
-		PayloadCache: a.c.payloads.Used(), PayloadCacheLimit: a.c.payloads.Limit()}
+		PayloadCache: payloads.Used(), PayloadCacheLimit: payloads.Limit()}
 	for _, c := range a.n.Connections() {
 		st.Connections++
 		st.Channels += len(c.Channels)

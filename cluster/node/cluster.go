@@ -110,9 +110,6 @@ type clusterNode struct {
 	// qlog holds every local queue group's Raft log: their writes share
 	// transactions and fsyncs. Closed after the broker.
 	qlog *wal.Log
-	// payloads is the broker's bound on the message payloads the node's
-	// replicas keep in memory for delivery, for warrenctl status.
-	payloads *replica.PayloadCache
 
 	// adminSrv is the admin service, also used by the automatic
 	// rebalance after a node rejoins (reconcile.go).

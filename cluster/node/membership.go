@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/meta"
@@ -91,9 +92,9 @@ type Membership string
 const (
 	// Promotable: a non-voter until it has caught up with the leader,
 	// then a voter (the default; the empty Membership too).
-	Promotable Membership = "promotable"
+	Promotable Membership = admin.Promotable
 	// Voter: a voter as soon as its replica exists.
-	Voter Membership = "voter"
+	Voter Membership = admin.Voter
 )
 
 // AddMember adds a replica of quorum queue name in vhost on node, joining

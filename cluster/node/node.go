@@ -91,7 +91,6 @@ func Start(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		cn.payloads = cfg.Broker.PayloadCache // for warrenctl status
 		if migrate != nil {
 			if err := retireStandalone(cfg.DataDir, log); err != nil {
 				cn.meta.Close()

@@ -192,7 +192,7 @@ func (r *Replica) reapConsumers() {
 		return
 	}
 	set := &orphanSet{ids: make(map[raftq.ConsumerID]bool, len(orphans))}
-	var detach, suspend []raftq.ConsumerID
+	var cmds []*raftq.Command // detaches and suspends
 	// held: cancelled consumers and getters, whose messages wait for
 	// their channels to settle them.
 	held := make(map[raftq.ConsumerID]bool)
@@ -207,18 +207,15 @@ func (r *Replica) reapConsumers() {
 		// stays attached, suspended, so that nobody takes its place
 		// meanwhile and nothing is handed to it before it is back
 		// (RabbitMQ keeps a suspected-down consumer active).
+		op := raftq.OpDetach
 		if r.fsm.m.Keeps(id) {
-			suspend = append(suspend, id)
-		} else {
-			detach = append(detach, id)
+			op = raftq.OpSuspend
 		}
+		cmds = append(cmds, &raftq.Command{Op: op, Consumer: id})
 	}
 	r.fsm.mu.Unlock()
-	for _, id := range detach {
-		r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id})
-	}
-	for _, id := range suspend {
-		r.propose(&raftq.Command{Op: raftq.OpSuspend, Consumer: id})
+	for _, c := range cmds {
+		r.propose(c)
 	}
 	r.mu.Lock()
 	r.orphans = set
