@@ -52,6 +52,10 @@ const (
 	// but is handed nothing until it attaches again (RabbitMQ 4.3's
 	// suspected_down consumer).
 	OpSuspend
+	// OpUpgrade raises the machine version the queue runs (Version), once
+	// every member's node applies it: the leader proposes it
+	// (version.go). From machine version 2 on, OpSuspend suspends.
+	OpUpgrade
 
 	opCount // first unused opcode; new opcodes go just above this line
 )
@@ -64,6 +68,7 @@ var opNames = [...]string{
 	OpDetach:            "detach",
 	OpConsumerDown:      "consumer-down",
 	OpSuspend:           "suspend",
+	OpUpgrade:           "upgrade",
 	OpSettle:            "settle",
 	OpReturn:            "return",
 	OpDiscard:           "discard",
@@ -185,6 +190,9 @@ type Command struct {
 	// IDs are message IDs (Settle, Return, Discard, DeadLetterSettled).
 	IDs []uint64
 
+	// Version is the machine version to run from here on (Upgrade).
+	Version uint32
+
 	// Config is the queue's new configuration (UpdateConfig). Its
 	// ClassicPriority and MaxPriority are not encoded (they decode as
 	// zero): a queue's priorities never change, and neither does
@@ -280,6 +288,8 @@ func (c *Command) Append(buf []byte) []byte {
 		buf = append(buf, flags)
 	case OpDeadLetterSettled:
 		buf = appendIDs(buf, c.IDs)
+	case OpUpgrade:
+		buf = binary.AppendUvarint(buf, uint64(c.Version))
 	case OpUpdateConfig:
 		w := writer{b: buf}
 		w.uvarint(configVersion)
@@ -373,6 +383,14 @@ func Decode(data []byte, c *Command) error {
 		c.NoAck = d.flags(flagNoAck)&flagNoAck != 0
 	case OpDeadLetterSettled:
 		c.IDs = d.ids(ids)
+	case OpUpgrade:
+		// A version this build does not apply is refused here, so that
+		// the member stops on it (with the reason) rather than applying
+		// the entries that follow as an older machine.
+		c.Version = d.uint32()
+		if d.err == nil && (c.Version < 2 || c.Version > MachineVersion) {
+			d.fail("machine version %d, this build applies 1 to %d", c.Version, MachineVersion)
+		}
 	case OpUpdateConfig:
 		if v := d.uvarint(); d.err == nil && v != configVersion {
 			d.fail("config version %d, this build reads %d", v, configVersion)

@@ -32,6 +32,7 @@ func sampleCommands() []Command {
 		{Op: OpTick, Now: 12},
 		{Op: OpDeadLetterSettled, Now: 13, IDs: []uint64{100, 50}},
 		{Op: OpTouch, Now: 14},
+		{Op: OpUpgrade, Now: 14, Version: MachineVersion},
 		{Op: OpUpdateConfig, Now: 15, Config: DefaultConfig()},
 		{Op: OpUpdateConfig, Now: 16, Config: Config{
 			DeliveryLimit: -1, DeadLettering: true, DeadLetterExchange: "dlx", DeadLetterRoutingKey: "dead",
@@ -61,6 +62,7 @@ func TestOpcodesAreStable(t *testing.T) {
 		OpEnqueue: 1, OpPublisherDown: 2, OpAttach: 3, OpDetach: 4, OpConsumerDown: 5,
 		OpSettle: 6, OpReturn: 7, OpDiscard: 8, OpPurge: 9, OpGet: 10, OpTick: 11,
 		OpDeadLetterSettled: 12, OpTouch: 13, OpUpdateConfig: 14, OpSuspend: 15,
+		OpUpgrade: 16,
 	}
 	for op, n := range want {
 		if uint8(op) != n {
@@ -103,6 +105,10 @@ func TestDecodeRefuses(t *testing.T) {
 		"limit below -1": withByte(update, 9, 3),
 		"neg. timeout":   append(update[:len(update)-len(binary.AppendVarint(nil, DefaultConsumerTimeout))], 1),
 		"config cut":     update[:len(update)-1],
+		// A machine version this build does not apply, or version 1
+		// (where every queue starts).
+		"newer version": (&Command{Op: OpUpgrade, Version: MachineVersion + 1}).Append(nil),
+		"version 1":     (&Command{Op: OpUpgrade, Version: 1}).Append(nil),
 	} {
 		var c Command
 		if err := Decode(b, &c); !errors.Is(err, ErrDecode) {

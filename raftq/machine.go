@@ -15,6 +15,9 @@ type Meta struct {
 // time and reads it between them.
 type Machine struct {
 	cfg Config
+	// version is the machine version the queue runs (version.go): 1 from
+	// its creation, raised by OpUpgrade.
+	version uint32
 
 	// lastIndex is the index of the last applied entry.
 	lastIndex uint64
@@ -64,6 +67,7 @@ type Machine struct {
 func New(cfg Config, created int64) *Machine {
 	return &Machine{
 		cfg:        cfg,
+		version:    1,
 		clock:      created,
 		lastActive: created,
 		held:       make(map[uint64]held),
@@ -131,6 +135,8 @@ func (m *Machine) Apply(meta Meta, c *Command, out []Effect) []Effect {
 		m.lastActive = m.clock
 	case OpUpdateConfig:
 		m.updateConfig(c.Config)
+	case OpUpgrade:
+		m.upgrade(c.Version)
 	default:
 		panic(fmt.Sprintf("raftq: applying unknown op %d", c.Op))
 	}

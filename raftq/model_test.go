@@ -55,11 +55,12 @@ func TestMachineAgainstModel(t *testing.T) {
 			"pubDown":   h.pubDown,
 			"snapshot":  h.snapshot,
 			"update":    h.update,
+			"upgrade":   h.upgrade,
 		}
 		// Weighted: messages must pile up for the rules to matter.
 		names := []string{"enqueue", "enqueue", "enqueue", "enqueue", "attach", "attach",
 			"settle", "settle", "return", "discard", "get", "get", "tick", "tick",
-			"detach", "down", "suspend", "purge", "touch", "dlSettled", "pubDown", "snapshot", "update"}
+			"detach", "down", "suspend", "purge", "touch", "dlSettled", "pubDown", "snapshot", "update", "upgrade"}
 		if len(names) < len(actions) {
 			rt.Fatal("an action is missing from the weights")
 		}
@@ -288,6 +289,12 @@ func (h *harness) get(t *rapid.T) {
 	})
 }
 
+// upgrade raises the machine version: until then a suspend changes
+// nothing, and snapshots are written as before machine versions.
+func (h *harness) upgrade(t *rapid.T) {
+	h.apply(Command{Op: OpUpgrade, Version: uint32(rapid.IntRange(VersionSuspend, MachineVersion).Draw(t, "version"))})
+}
+
 func (h *harness) simple(op Op) func(*rapid.T) {
 	return func(*rapid.T) { h.apply(Command{Op: op}) }
 }
@@ -368,6 +375,9 @@ func (h *harness) check(t *rapid.T) {
 	}
 	if p, ok := m.Peek(len(ready) + 1); ok {
 		t.Fatalf("peek past the %d ready: %+v", len(ready), p)
+	}
+	if m.version != mod.version {
+		t.Fatalf("machine version %d, model %d", m.version, mod.version)
 	}
 	// Checked out, per consumer, in delivery order, with the same records.
 	if len(m.consumers) != len(mod.cons) {
@@ -504,6 +514,7 @@ type mpub struct {
 
 type model struct {
 	cfg               Config
+	version           uint32
 	clock, lastActive int64
 	deleteRequested   bool
 
@@ -526,7 +537,7 @@ type model struct {
 
 func newModel(cfg Config, created int64) *model {
 	return &model{
-		cfg: cfg, clock: created, lastActive: created,
+		cfg: cfg, version: 1, clock: created, lastActive: created,
 		held: map[uint64]*mheld{}, cons: map[ConsumerID]*mcons{}, lines: map[int32][]ConsumerID{},
 		pubs: map[uint64]*mpub{}, gone: map[uint64]Reason{},
 	}
@@ -570,9 +581,12 @@ func (m *model) apply(t *rapid.T, index uint64, c *Command) []Effect {
 			m.forgetIfIdle(k)
 			m.activate()
 		}
+	case OpUpgrade:
+		m.version = max(m.version, c.Version)
 	case OpSuspend:
-		// Attached, it keeps its place and messages but gets nothing.
-		if k := m.cons[c.Consumer]; k != nil && k.attached && !k.suspended {
+		// Attached, it keeps its place and messages but gets nothing;
+		// before machine version 2 nothing changes.
+		if k := m.cons[c.Consumer]; m.version >= VersionSuspend && k != nil && k.attached && !k.suspended {
 			k.suspended = true
 			m.leaveLine(k)
 			m.activate()

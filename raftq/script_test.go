@@ -27,12 +27,12 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	enqueue [p=P seq=S] [size=N] [priority=N] [ttl=MS]
 //	publisher-down p=P
 //	attach c=C [prefetch=N] [priority=N] [exclusive] [timeout=MS]
-//	detach c=C | down c=C | suspend c=C
+//	detach c=C | down c=C | suspend c=C | upgrade v=N
 //	settle c=C m=I,J | return c=C m=I cause=nack|reject|gone|timeout
 //	discard c=C m=I [cause=reject|nack]
 //	get c=C [noack] | purge | tick | touch | dl-settled m=I,J
 //	update [x-arg=value...]            UpdateConfig with those arguments
-//	state | live | deadline | pending | config | consumers   inspect, changing nothing
+//	state | live | deadline | pending | config | consumers | version   inspect, changing nothing
 //
 // After every command the harness checks the invariants and that a
 // snapshot restores to a machine that snapshots to the same bytes.
@@ -200,6 +200,8 @@ func (s *script) run(where, line string) []string {
 			return []string{"error: " + err.Error()}
 		}
 		c.Op, c.Config = OpUpdateConfig, cfg
+	case "version":
+		return []string{strconv.FormatUint(uint64(s.m.Version()), 10)}
 	case "deadline":
 		at, ok := s.m.NextDeadline()
 		if !ok {
@@ -235,6 +237,8 @@ func (s *script) run(where, line string) []string {
 		c.Op = OpConsumerDown
 	case "suspend":
 		c.Op = OpSuspend
+	case "upgrade":
+		c.Op, c.Version = OpUpgrade, uint32(num("v", 0))
 	case "settle":
 		c.Op, c.IDs = OpSettle, ids()
 	case "return":

@@ -14,12 +14,16 @@ import (
 // lineup's lines, the ready messages in serving order and the at-least-once
 // dead letters in dead-lettering order. Version 2 adds, at the end, the
 // messages waiting out a delayed retry, in the order they become ready,
-// each with its time. Integers are varints. The same state always gives
+// each with its time. Version 3 adds the machine version (version.go)
+// right after the header; it is written only from machine version 2 on,
+// so that a queue still at version 1 writes snapshots that builds without
+// machine versions read (version 2 reads as machine version 1, version 1
+// too). Integers are varints. The same state always gives
 // the same bytes, and the size is proportional to the number of messages
 // and consumers: message bodies are never in it.
 const (
 	snapshotMagic   = "WARRENQQ"
-	snapshotVersion = 2
+	snapshotVersion = 3
 )
 
 // ErrSnapshot is wrapped by every Restore error.
@@ -29,7 +33,12 @@ var ErrSnapshot = errors.New("raftq: bad snapshot")
 func (m *Machine) AppendSnapshot(dst []byte) []byte {
 	w := writer{b: dst}
 	w.b = append(w.b, snapshotMagic...)
-	w.uvarint(snapshotVersion)
+	if m.version < VersionSuspend {
+		w.uvarint(2)
+	} else {
+		w.uvarint(3)
+		w.uvarint(uint64(m.version))
+	}
 	w.config(&m.cfg)
 
 	w.uvarint(m.lastIndex)
@@ -297,7 +306,15 @@ func (d *decoder) config() Config {
 }
 
 func (r *restorer) machine() *Machine {
+	version := uint64(1)
+	if r.version >= 3 {
+		version = r.uvarint()
+		if r.err == nil && (version < VersionSuspend || version > MachineVersion) {
+			r.fail("machine version %d, this build applies 1 to %d", version, MachineVersion)
+		}
+	}
 	m := New(r.config(), 0)
+	m.version = uint32(version)
 	m.lastIndex = r.uvarint()
 	m.clock = r.varint()
 	m.lastActive = r.varint()
@@ -337,7 +354,7 @@ func (r *restorer) machine() *Machine {
 		c.lastDeadline = r.varint()
 		nheld := r.count(8)
 		if r.err == nil && (m.consumers[c.id] != nil || int64(c.priority) != p || c.timeout < 0 ||
-			(c.getter && (c.attached || nheld == 0)) || (!c.attached && nheld == 0) || (c.suspended && !c.attached)) {
+			(c.getter && (c.attached || nheld == 0)) || (!c.attached && nheld == 0) || (c.suspended && (!c.attached || m.version < VersionSuspend))) {
 			r.fail("bad consumer %d", c.id)
 		}
 		if r.err != nil {

@@ -3,6 +3,7 @@ package raftq
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -81,11 +82,11 @@ func TestSnapshotDeterministic(t *testing.T) {
 
 func TestRestoreRefuses(t *testing.T) {
 	good := busyMachine(t).AppendSnapshot(nil)
-	v3 := append([]byte(snapshotMagic), 3)
+	v4 := append([]byte(snapshotMagic), 4)
 	for name, b := range map[string][]byte{
 		"empty":     nil,
 		"magic":     append([]byte("WARRENQX"), good[8:]...),
-		"version 3": append(v3, good[len(snapshotMagic)+1:]...),
+		"version 4": append(v4, good[len(snapshotMagic)+1:]...),
 		"truncated": good[:len(good)-1],
 		"trailing":  append(append([]byte{}, good...), 0),
 	} {
@@ -127,6 +128,9 @@ func TestRestoreReadsVersion1(t *testing.T) {
 func FuzzRestore(f *testing.F) {
 	f.Add(busyMachine(f).AppendSnapshot(nil))
 	f.Add(New(DefaultConfig(), 0).AppendSnapshot(nil))
+	up := busyMachine(f)
+	up.Apply(Meta{Index: up.LastIndex() + 1}, &Command{Op: OpUpgrade, Version: MachineVersion}, nil)
+	f.Add(up.AppendSnapshot(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Restore(b)
 		if err != nil {
@@ -144,4 +148,55 @@ func FuzzRestore(f *testing.F) {
 			t.Fatal("snapshot is not stable")
 		}
 	})
+}
+
+// TestSnapshotMachineVersion: a queue at machine version 1 writes the
+// snapshots builds without machine versions read (snapshot version 2,
+// which has no suspended flag); once upgraded it writes version 3 with
+// its machine version, restored as it was. A machine version this build
+// does not apply, or a suspended consumer at version 1, is refused.
+func TestSnapshotMachineVersion(t *testing.T) {
+	m := busyMachine(t)
+	if m.Version() != 1 {
+		t.Fatalf("a new queue runs machine version %d, want 1", m.Version())
+	}
+	old := m.AppendSnapshot(nil)
+	if old[len(snapshotMagic)] != 2 {
+		t.Fatalf("at machine version 1 the snapshot is version %d, want 2", old[len(snapshotMagic)])
+	}
+	m.Apply(Meta{Index: m.LastIndex() + 1}, &Command{Op: OpUpgrade, Version: MachineVersion}, nil)
+	snap := m.AppendSnapshot(nil)
+	if snap[len(snapshotMagic)] != 3 || snap[len(snapshotMagic)+1] != MachineVersion {
+		t.Fatalf("after the upgrade: snapshot version %d, machine version %d", snap[len(snapshotMagic)], snap[len(snapshotMagic)+1])
+	}
+	r, err := Restore(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Version() != MachineVersion || !bytes.Equal(r.AppendSnapshot(nil), snap) {
+		t.Fatalf("restored at machine version %d, or to another state", r.Version())
+	}
+	for name, v := range map[string]byte{"newer": MachineVersion + 1, "1 in a version 3 snapshot": 1} {
+		b := slices.Clone(snap)
+		b[len(snapshotMagic)+1] = v
+		if _, err := Restore(b); !errors.Is(err, ErrSnapshot) {
+			t.Errorf("machine version %s: Restore = %v, want ErrSnapshot", name, err)
+		}
+	}
+
+	// A suspended consumer cannot be in a version 1 state.
+	s := New(DefaultConfig(), 0)
+	s.Apply(Meta{Index: 1}, &Command{Op: OpUpgrade, Version: VersionSuspend}, nil)
+	s.Apply(Meta{Index: 2}, &Command{Op: OpAttach, Consumer: 1, Prefetch: 1}, nil)
+	s.Apply(Meta{Index: 3}, &Command{Op: OpSuspend, Consumer: 1}, nil)
+	if got := s.AppendConsumers(nil); len(got) != 1 || got[0].Status != StatusSuspectedDown {
+		t.Fatalf("consumers %+v, want c1 suspected down", got)
+	}
+	b := s.AppendSnapshot(nil)
+	// Rewritten as version 2 (dropping the machine version), the flag is
+	// refused.
+	v2 := append(append([]byte(snapshotMagic), 2), b[len(snapshotMagic)+2:]...)
+	if _, err := Restore(v2); !errors.Is(err, ErrSnapshot) {
+		t.Errorf("a suspended consumer in a version 2 snapshot: Restore = %v, want ErrSnapshot", err)
+	}
 }
