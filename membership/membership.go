@@ -34,6 +34,11 @@ type Meta struct {
 	// Alarms are the node's resource alarms in effect ("memory",
 	// "disk"): while any node has one, every node blocks its publishers.
 	Alarms []string `json:"alarms,omitempty"`
+	// QueueMachine is the newest quorum queue machine version the node's
+	// build applies (raftq.MachineVersion): a queue's leader raises the
+	// queue's version only as far as every member's node goes. Builds
+	// before machine versions leave it out (0), and apply version 1.
+	QueueMachine int `json:"queue_machine,omitempty"`
 }
 
 // State is a member's liveness as gossip sees it.

@@ -24,6 +24,13 @@ func (m *Machine) Keeps(id ConsumerID) bool {
 	return c != nil && c.attached && (m.exclusive == c || m.active == c)
 }
 
+// Suspended says whether consumer id is attached and suspended
+// (OpSuspend): handed nothing until it attaches again.
+func (m *Machine) Suspended(id ConsumerID) bool {
+	c := m.consumers[id]
+	return c != nil && c.suspended
+}
+
 // Cancelled says whether consumer id is known, detached and not a
 // basic.get owner: a consumer cancelled with messages still checked out,
 // which its channel may yet settle.

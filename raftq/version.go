@@ -38,3 +38,15 @@ func (m *Machine) upgrade(v uint32) {
 	}
 	m.version = max(m.version, v)
 }
+
+// Needs is the machine version a build must apply to read c: an older
+// build stops on it.
+func (c *Command) Needs() uint32 {
+	switch c.Op {
+	case OpSuspend:
+		return VersionSuspend
+	case OpUpgrade:
+		return max(c.Version, 1)
+	}
+	return 1
+}

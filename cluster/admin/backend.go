@@ -225,4 +225,7 @@ type MemberStatus struct {
 	// SnapshotIndex is the index of the replica's latest snapshot (0:
 	// none, or unknown while it hibernates).
 	SnapshotIndex uint64
+	// MachineVersion is the queue machine version the replica has
+	// applied (raftq/version.go); 0 while it hibernates.
+	MachineVersion uint32
 }

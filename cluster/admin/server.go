@@ -244,12 +244,13 @@ func (s *Server) MemberStatus(_ context.Context, req *adminpb.MemberStatusReques
 
 func memberPB(node string, st MemberStatus) *adminpb.Member {
 	return &adminpb.Member{
-		Node:          node,
-		Role:          string(st.Role),
-		Term:          st.Term,
-		CommitIndex:   st.CommitIndex,
-		AppliedIndex:  st.AppliedIndex,
-		LastLogIndex:  st.LastLogIndex,
-		SnapshotIndex: st.SnapshotIndex,
+		Node:           node,
+		Role:           string(st.Role),
+		Term:           st.Term,
+		CommitIndex:    st.CommitIndex,
+		AppliedIndex:   st.AppliedIndex,
+		LastLogIndex:   st.LastLogIndex,
+		SnapshotIndex:  st.SnapshotIndex,
+		MachineVersion: st.MachineVersion,
 	}
 }

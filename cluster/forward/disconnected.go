@@ -124,14 +124,16 @@ func (s *Server) giveBack(sc *serverConsumer, cause queue.ReturnCause, why strin
 // handed nothing, so what it held is back ahead of the ready messages
 // first, and a single active consumer's successor gets the messages in
 // order, their delivery-count as cause says (unchanged on this timeout,
-// as RabbitMQ 4.3 leaves it). It returns how many of sc's deliveries
-// there were.
+// as RabbitMQ 4.3 leaves it). (Kept but not suspended, at machine version
+// 1, it stands in its place: what it held would go back to it, so its
+// going down returns it all, counted as a lost consumer's.) It returns
+// how many of sc's deliveries there were.
 func (s *Server) letGo(l Local, sc *serverConsumer, cause queue.ReturnCause) int {
 	ids := sc.held.takeFor(sc)
 	if sc.kept && l.Attached(sc.id) {
 		return len(ids) // back in its place
 	}
-	if len(ids) > 0 {
+	if len(ids) > 0 && (!sc.kept || l.Suspended(sc.id)) {
 		l.Requeue(ids, cause)
 	}
 	if sc.kept {

@@ -93,3 +93,4 @@ func (detached) Knows([]uint64) bool                         { return false }
 func (detached) DisconnectedTimeout() time.Duration          { return 0 }
 func (detached) Disconnect(queue.Consumer) bool              { return false }
 func (detached) Attached(uint64) bool                        { return false }
+func (detached) Suspended(uint64) bool                       { return false }

@@ -73,3 +73,4 @@ func (u unreplicated) DisconnectedTimeout() time.Duration { return 0 }
 
 func (u unreplicated) Disconnect(c queue.Consumer) bool { u.Cancel(c); return false }
 func (u unreplicated) Attached(uint64) bool             { return false }
+func (u unreplicated) Suspended(uint64) bool            { return false }

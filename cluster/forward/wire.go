@@ -69,9 +69,12 @@ type Local interface {
 	// kept in its place (an exclusive or single active consumer), which
 	// it reports; a kept one that does not come back is declared down
 	// (SettleOwned with its ID). Attached reports whether the consumer
-	// with this ID came back.
+	// with this ID came back, Suspended whether it is kept suspended
+	// (handed nothing meanwhile; not before the queue's machine version
+	// 2, when it stays attached and what it is handed waits for it too).
 	Disconnect(c queue.Consumer) (kept bool)
 	Attached(consumer uint64) bool
+	Suspended(consumer uint64) bool
 }
 
 // ErrReconfigureUnsupported: the leading member's node cannot change a

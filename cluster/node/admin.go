@@ -215,7 +215,7 @@ func memberStatus(r *replica.Replica) admin.MemberStatus {
 		role = admin.RoleNonVoter
 	}
 	return admin.MemberStatus{Role: role, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
-		LastLogIndex: st.LastLogIndex, SnapshotIndex: st.SnapshotIndex}
+		LastLogIndex: st.LastLogIndex, SnapshotIndex: st.SnapshotIndex, MachineVersion: r.MachineVersion()}
 }
 
 // CheckpointMember implements admin.CheckpointBackend. A hibernating

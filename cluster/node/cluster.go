@@ -79,6 +79,13 @@ type ClusterConfig struct {
 	// unused appends nothing before it closes on every member until it is
 	// needed again (hibernate.go); zero never closes one.
 	HibernateAfter time.Duration
+	// QueueMachineVersion is the newest quorum queue machine version the
+	// node announces (raftq/version.go), which its queues' leaders wait
+	// for before raising a queue's; zero is raftq.MachineVersion. Tests
+	// set 1 to stand in for a build from before machine versions: its
+	// replicas then stop on an entry that needs a newer one, as that
+	// build's do.
+	QueueMachineVersion int
 }
 
 // clusterNode is the node's part in a cluster: the internal gRPC server,
@@ -224,7 +231,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *metadata.Sn
 		gossipAddr = "127.0.0.1:0"
 	}
 	c.gossip, err = membership.Start(membership.Config{
-		Meta:          membership.Meta{Name: c.self, AMQP: amqpAddr, Internal: addr, Gossip: gossipAddr, Version: cfg.Version, Boot: c.boot},
+		Meta:          membership.Meta{Name: c.self, AMQP: amqpAddr, Internal: addr, Gossip: gossipAddr, Version: cfg.Version, Boot: c.boot, QueueMachine: c.queueMachine()},
 		BindAddr:      gossipAddr,
 		SecretKey:     cfg.GossipKey,
 		ProbeInterval: cfg.ProbeInterval,
@@ -335,6 +342,7 @@ func (c *clusterNode) lead(b *broker.Broker) {
 		case ev := <-c.gossip.Events():
 			c.memberEvent(ev)
 			c.reconcileEvent(ev) // reconcile.go: joins and rejoins trigger it
+			c.upgradeEvent(ev)   // machines.go
 		}
 		if !c.meta.IsLeader() {
 			continue
@@ -494,6 +502,10 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	}
 	cfg.StartAlive = c.startAlive
 	cfg.StartGone = c.startGone
+	cfg.MachineVersion = c.machineVersion
+	if c.cfg.QueueMachineVersion > 0 {
+		cfg.AppliesUpTo = uint32(c.queueMachine())
+	}
 	cfg.Bootstrap, cfg.Follow = bootstrap, follow
 	cfg.Peers = nil
 	for _, m := range members {

@@ -691,6 +691,9 @@ func (s memberServer) Change(_ context.Context, req *memberpb.ChangeRequest) (*m
 	if errors.Is(err, replica.ErrNotLeader) {
 		return &memberpb.ChangeReply{NotLeader: true, Leader: r.Leader()}, nil
 	}
+	if errors.Is(err, replica.ErrMachineVersion) {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}

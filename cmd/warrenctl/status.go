@@ -191,7 +191,11 @@ type memberReport struct {
 	// without opening it).
 	SnapshotIndex *uint64 `json:"snapshot_index"`
 	Lag           *uint64 `json:"lag"`
-	Error         string  `json:"error,omitempty"` // why it is unreachable
+	// MachineVersion is the queue machine version the member has
+	// applied; null while it hibernates or when its node does not say
+	// (a build before machine versions).
+	MachineVersion *uint32 `json:"machine_version"`
+	Error          string  `json:"error,omitempty"` // why it is unreachable
 }
 
 func quorumStatus(fs *flag.FlagSet) body {
@@ -217,6 +221,9 @@ func newMemberReport(m *adminpb.Member) memberReport {
 		if m.Role != "asleep" {
 			mr.SnapshotIndex = &m.SnapshotIndex
 		}
+		if m.MachineVersion > 0 {
+			mr.MachineVersion = &m.MachineVersion
+		}
 	}
 	return mr
 }
@@ -237,9 +244,9 @@ func (r *quorumReport) writeText(w io.Writer) {
 	var rows [][]string
 	for _, m := range r.Members {
 		rows = append(rows, []string{m.Node, m.Role, u64p(m.Term), u64p(m.CommitIndex), u64p(m.AppliedIndex), u64p(m.LastLogIndex),
-			u64p(m.SnapshotIndex), u64p(m.Lag)})
+			u64p(m.SnapshotIndex), u64p(m.Lag), u32p(m.MachineVersion)})
 	}
-	table(w, []string{"NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "LAST LOG", "SNAPSHOT", "LAG"}, rows)
+	table(w, []string{"NODE", "ROLE", "TERM", "COMMIT", "APPLIED", "LAST LOG", "SNAPSHOT", "LAG", "MACHINE"}, rows)
 	first := true
 	for _, m := range r.Members {
 		if m.Error != "" {
@@ -259,6 +266,13 @@ func u64p(n *uint64) string {
 		return "-"
 	}
 	return u64(*n)
+}
+
+func u32p(n *uint32) string {
+	if n == nil {
+		return "-"
+	}
+	return u64(uint64(*n))
 }
 
 func nonNil(s []string) []string {

@@ -3075,8 +3075,12 @@ type Member struct {
 	// The index of the member's latest snapshot (0: none yet); unknown
 	// (0) while it hibernates.
 	SnapshotIndex uint64 `protobuf:"varint,9,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The quorum queue machine version the member has applied (RabbitMQ's
+	// "Machine Version"); 0 while it hibernates, and from nodes on builds
+	// before machine versions.
+	MachineVersion uint32 `protobuf:"varint,10,opt,name=machine_version,json=machineVersion,proto3" json:"machine_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -3168,6 +3172,13 @@ func (x *Member) GetError() string {
 func (x *Member) GetSnapshotIndex() uint64 {
 	if x != nil {
 		return x.SnapshotIndex
+	}
+	return 0
+}
+
+func (x *Member) GetMachineVersion() uint32 {
+	if x != nil {
+		return x.MachineVersion
 	}
 	return 0
 }
@@ -6544,7 +6555,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x06leader\x18\x04 \x01(\tR\x06leader\x12.\n" +
 	"\amembers\x18\x05 \x03(\v2\x14.warren.admin.MemberR\amembers\"0\n" +
 	"\x13MemberStatusRequest\x12\x19\n" +
-	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\x8e\x02\n" +
+	"\bqueue_id\x18\x01 \x01(\tR\aqueueId\"\xb7\x02\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
@@ -6554,7 +6565,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x0elast_log_index\x18\x06 \x01(\x04R\flastLogIndex\x12\x15\n" +
 	"\x03lag\x18\a \x01(\x04H\x00R\x03lag\x88\x01\x01\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x12%\n" +
-	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndexB\x06\n" +
+	"\x0esnapshot_index\x18\t \x01(\x04R\rsnapshotIndex\x12'\n" +
+	"\x0fmachine_version\x18\n" +
+	" \x01(\rR\x0emachineVersionB\x06\n" +
 	"\x04_lag\"\xbf\x01\n" +
 	"\x06Policy\x12\x14\n" +
 	"\x05vhost\x18\x01 \x01(\tR\x05vhost\x12\x12\n" +

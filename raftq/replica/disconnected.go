@@ -75,6 +75,7 @@ func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
 	}
 	r.fsm.mu.Lock()
 	keeps := r.fsm.m.Keeps(id)
+	suspends := r.fsm.m.Version() >= raftq.VersionSuspend
 	r.fsm.mu.Unlock()
 	if !keeps || ref == nil || ref.noAck {
 		r.Cancel(c)
@@ -82,12 +83,25 @@ func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
 	}
 	// Under attachMu, so that the consumer attaching again (Consume,
 	// which finds its ID free once forgotten) follows the suspend in the
-	// log, and clears it.
+	// log, and clears it. A queue still at machine version 1 (a member's
+	// node on an older build) is not asked to suspend: that build would
+	// stop on the command. The consumer stays in its place, and what it
+	// is handed meanwhile waits for it, as before suspensions.
 	r.attachMu.Lock()
 	r.forget(c)
-	r.propose(&raftq.Command{Op: raftq.OpSuspend, Consumer: id})
+	if suspends {
+		r.propose(&raftq.Command{Op: raftq.OpSuspend, Consumer: id})
+	}
 	r.attachMu.Unlock()
 	return true
+}
+
+// Suspended reports whether the consumer with this ID is kept in its
+// place, suspended (Disconnect).
+func (r *Replica) Suspended(consumer uint64) bool {
+	r.fsm.mu.Lock()
+	defer r.fsm.mu.Unlock()
+	return r.fsm.m.Suspended(raftq.ConsumerID(consumer))
 }
 
 // Attached reports whether the consumer with this ID is attached through

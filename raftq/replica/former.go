@@ -206,12 +206,14 @@ func (r *Replica) reapConsumers() {
 		// Not the exclusive or single active consumer either: that one
 		// stays attached, suspended, so that nobody takes its place
 		// meanwhile and nothing is handed to it before it is back
-		// (RabbitMQ keeps a suspected-down consumer active).
-		op := raftq.OpDetach
-		if r.fsm.m.Keeps(id) {
-			op = raftq.OpSuspend
+		// (RabbitMQ keeps a suspected-down consumer active); at machine
+		// version 1, only attached (Disconnect says why).
+		switch {
+		case !r.fsm.m.Keeps(id):
+			cmds = append(cmds, &raftq.Command{Op: raftq.OpDetach, Consumer: id})
+		case r.fsm.m.Version() >= raftq.VersionSuspend:
+			cmds = append(cmds, &raftq.Command{Op: raftq.OpSuspend, Consumer: id})
 		}
-		cmds = append(cmds, &raftq.Command{Op: op, Consumer: id})
 	}
 	r.fsm.mu.Unlock()
 	for _, c := range cmds {
@@ -307,7 +309,12 @@ func (r *Replica) reapOrphans(set *orphanSet, orphans []raftq.ConsumerID, held m
 // still in its place (an exclusive or single active one) is suspended, so
 // they are not handed back to it, and its successor gets them first.
 func (r *Replica) declareDown(id raftq.ConsumerID, expired bool) {
-	if expired {
+	r.fsm.mu.Lock()
+	// (At machine version 1 one kept in its place is not suspended: what
+	// it holds would go back to it, so its going down returns it all.)
+	inPlace := r.fsm.m.Keeps(id) && !r.fsm.m.Suspended(id)
+	r.fsm.mu.Unlock()
+	if expired && !inPlace {
 		r.Requeue(r.Deliveries(uint64(id)), queue.ReturnDisconnected)
 	}
 	r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})

@@ -50,6 +50,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 		// would diverge from the other members. Stop loudly.
 		panic(fmt.Sprintf("replica %s: entry %d: %v", f.r.name, l.Index, err))
 	}
+	if upTo := f.r.cfg.AppliesUpTo; upTo > 0 && f.cmd.Needs() > upTo {
+		panic(fmt.Sprintf("replica %s: entry %d: %s needs machine version %d, this member applies up to %d", f.r.name, l.Index, f.cmd.Op, f.cmd.Needs(), upTo))
+	}
 	leader := f.r.isLeader()
 	// current: an entry this member proposed as leader. One of an earlier
 	// term was another leader's, which carried out its effects (or failed

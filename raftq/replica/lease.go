@@ -28,6 +28,7 @@ func (r *Replica) onLeading() {
 		go r.cfg.OnExpired()
 	}
 	r.reapConsumers()
+	r.UpgradeMachine()
 }
 
 // onFollowing runs when the replica stops leading. Publishes waiting for
@@ -38,6 +39,7 @@ func (r *Replica) onLeading() {
 // hand go to the new leader.
 func (r *Replica) onFollowing() {
 	r.orphansDetached.Store(false)
+	r.upgrading.Store(0)
 	r.recent.clear() // only a leader delivers
 	r.failPending(ErrNotLeader)
 	r.mu.Lock()

@@ -116,6 +116,16 @@ type Config struct {
 	// start's consumers hold (reapConsumers) rather than waiting out the
 	// disconnected timeout for them; nil knows of none.
 	StartGone func(tag uint32) bool
+	// MachineVersion is the newest queue machine version a node's build
+	// applies (as it announces): the leader raises the queue's version
+	// only as far as every member's node goes (UpgradeMachine). Nil knows
+	// only this node, which applies raftq.MachineVersion.
+	MachineVersion func(node string) int
+	// AppliesUpTo, when positive, makes the member stop on an entry that
+	// needs a newer machine version (raftq.Command.Needs), as a build
+	// that applies only that far does: tests stand in an older build
+	// with it.
+	AppliesUpTo uint32
 	// DisconnectedTimeout is the queue's consumer disconnected timeout
 	// (DisconnectedTimeoutOf its effective arguments), read whenever a
 	// consumer's node is cut off (disconnected.go); nil is zero, the
@@ -230,7 +240,10 @@ type Replica struct {
 	// orphansDetached: leading, and the consumers of the previous leader
 	// are detached in the log (former.go).
 	orphansDetached atomic.Bool
-	settleWake      chan struct{}
+	// upgrading is the machine version this leader proposed last
+	// (UpgradeMachine); cleared when it stops leading.
+	upgrading  atomic.Uint32
+	settleWake chan struct{}
 	// proposeMu is held from taking settlements out of toSettle until they
 	// are proposed, so that flushSettlements returns only once everything
 	// acknowledged before it is in the log's order ahead of what follows.
@@ -1137,6 +1150,9 @@ func raftStats(ra *raft.Raft) func(key string) uint64 {
 func (r *Replica) AddNonvoter(id, addr string) (index uint64, err error) {
 	if !r.isLeader() {
 		return 0, ErrNotLeader
+	}
+	if err := r.canJoin(id); err != nil {
+		return 0, err
 	}
 	f := r.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)
 	if err := errorFor(r.wait(f)); err != nil {

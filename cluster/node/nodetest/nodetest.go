@@ -167,3 +167,7 @@ func Eventually(t *testing.T, what string, timeout time.Duration, cond func() bo
 
 // DataDir is the node's data directory.
 func (m *Member) DataDir() string { return m.cfg.DataDir }
+
+// Reconfigure changes the node's cluster settings for its next Start (a
+// restart on a new build, for instance).
+func (m *Member) Reconfigure(o Option) { o(m.cfg.Cluster) }

@@ -1,0 +1,50 @@
+package node
+
+import (
+	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq"
+)
+
+// Quorum queue machine versions across a rolling upgrade (raftq/version.go):
+// every node announces the newest version its build applies, and a
+// queue's leader raises the queue's version once all of the queue's
+// members' nodes announce it (replica.UpgradeMachine): when it starts to
+// lead, and when gossip brings news of a node (a node restarted on a new
+// build announces a newer version).
+
+// queueMachine is the newest queue machine version this node applies.
+func (c *clusterNode) queueMachine() int {
+	if v := c.cfg.QueueMachineVersion; v > 0 {
+		return min(v, raftq.MachineVersion)
+	}
+	return raftq.MachineVersion
+}
+
+// machineVersion is the newest queue machine version node applies, as
+// gossip last told (replica.Config.MachineVersion): 1 for a node not
+// heard from, or one whose build announces none.
+func (c *clusterNode) machineVersion(node string) int {
+	if node == c.self {
+		return c.queueMachine()
+	}
+	if m, ok := c.gossip.Member(node); ok && m.QueueMachine > 0 {
+		return m.QueueMachine
+	}
+	return 1
+}
+
+// upgradeEvent has the queues this node leads raise their machine
+// version, if they can, when a node joins or announces something new. It
+// runs on its own goroutine: the lead loop must not wait for proposals.
+func (c *clusterNode) upgradeEvent(ev membership.Event) {
+	if ev.Kind != membership.Joined && ev.Kind != membership.Updated || ev.Member.QueueMachine <= 1 {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for _, r := range c.replicasByID() {
+			r.UpgradeMachine()
+		}
+	}()
+}

@@ -1,0 +1,81 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/raftq"
+)
+
+// UpgradeMachine has the leader raise the queue's machine version
+// (raftq/version.go) to the newest one every member's node applies, if
+// the queue runs an older one: a member whose node applies less would
+// stop on the upgrade, or on a command of the newer version. The leader
+// calls it when it starts to lead; the node, when gossip brings news of a
+// node. It does nothing on a follower, and proposes each version once
+// per leadership.
+func (r *Replica) UpgradeMachine() {
+	if !r.isLeader() {
+		return
+	}
+	current := r.MachineVersion()
+	if current >= raftq.MachineVersion {
+		return
+	}
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	v := r.membersMachineVersion(f.Configuration().Servers)
+	if v <= current || v <= r.upgrading.Load() {
+		return
+	}
+	r.upgrading.Store(v)
+	r.log.Debug("raising the queue's machine version", "from", current, "to", v)
+	r.propose(&raftq.Command{Op: raftq.OpUpgrade, Version: v})
+}
+
+// membersMachineVersion is the newest machine version all of servers'
+// nodes apply (non-voters too: they apply every entry).
+func (r *Replica) membersMachineVersion(servers []raft.Server) uint32 {
+	v := uint32(raftq.MachineVersion)
+	for _, s := range servers {
+		node := string(s.ID)
+		switch {
+		case node == r.cfg.NodeID && r.cfg.MachineVersion == nil:
+		case r.cfg.MachineVersion == nil:
+			return 1 // another node, whose build nobody told
+		default:
+			v = min(v, uint32(max(r.cfg.MachineVersion(node), 1)))
+		}
+	}
+	return v
+}
+
+// MachineVersion is the machine version the queue runs, as this member
+// has applied it.
+func (r *Replica) MachineVersion() uint32 {
+	r.fsm.mu.Lock()
+	defer r.fsm.mu.Unlock()
+	return r.fsm.m.Version()
+}
+
+// ErrMachineVersion refuses a member whose node's build does not apply
+// the queue's machine version: it would stop on the log.
+var ErrMachineVersion = errors.New("replica: the node's build does not apply the queue's machine version")
+
+// canJoin refuses node as a new member if its build applies an older
+// machine version than the queue runs (a node not yet upgraded, in a
+// rolling upgrade).
+func (r *Replica) canJoin(node string) error {
+	if r.cfg.MachineVersion == nil {
+		return nil
+	}
+	has := r.cfg.MachineVersion(node)
+	if runs := r.MachineVersion(); uint32(max(has, 1)) < runs {
+		return fmt.Errorf("%w: %s applies queue machine version %d, the queue runs %d; upgrade %s first", ErrMachineVersion, node, has, runs, node)
+	}
+	return nil
+}
