@@ -116,8 +116,8 @@ func startCluster(t *testing.T) map[string]string {
 	}
 	lns[2].Close()
 	views := []admin.MemberStatus{
-		{Role: admin.RoleLeader, Term: 4, CommitIndex: 120, AppliedIndex: 120, LastLogIndex: 121, SnapshotIndex: 100},
-		{Role: admin.RoleFollower, Term: 4, CommitIndex: 118, AppliedIndex: 112, LastLogIndex: 115},
+		{Role: admin.RoleLeader, Term: 4, CommitIndex: 120, AppliedIndex: 120, LastLogIndex: 121, SnapshotIndex: 100, MachineVersion: 2},
+		{Role: admin.RoleFollower, Term: 4, CommitIndex: 118, AppliedIndex: 112, LastLogIndex: 115, MachineVersion: 1},
 	}
 	for i := range 2 {
 		pool := rpc.NewPool()
@@ -242,10 +242,10 @@ func TestQuorumStatus(t *testing.T) {
 		"Status of quorum queue 'orders' in vhost '/' (Raft group q-orders)\n",
 		"Leader: warren-0\n",
 		"Members: 3 (2 answering, 1 unreachable)\n",
-		"NODE | ROLE | TERM | COMMIT | APPLIED | LAST LOG | SNAPSHOT | LAG\n" +
-			"warren-0 | leader | 4 | 120 | 120 | 121 | 100 | 0\n" +
-			"warren-1 | follower | 4 | 118 | 112 | 115 | 0 | 5\n" +
-			"warren-2 | unreachable | - | - | - | - | - | -\n",
+		"NODE | ROLE | TERM | COMMIT | APPLIED | LAST LOG | SNAPSHOT | LAG | MACHINE\n" +
+			"warren-0 | leader | 4 | 120 | 120 | 121 | 100 | 0 | 2\n" +
+			"warren-1 | follower | 4 | 118 | 112 | 115 | 0 | 5 | 1\n" +
+			"warren-2 | unreachable | - | - | - | - | - | - | -\n",
 		"\nwarren-2 is unreachable: " + addrs["warren-2"] + ": ",
 	} {
 		if !strings.Contains(columns(out), want) {
