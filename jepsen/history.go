@@ -155,6 +155,8 @@ type verdict struct {
 	Stories []string `json:"stories,omitempty"`
 	// RPC is the RPC workload's verdict (rpc.go), when it ran.
 	RPC *rpcVerdict `json:"rpc,omitempty"`
+	// Upgrade is the rolling upgrade's verdict (upgrade.go), when one ran.
+	Upgrade *upgradeVerdict `json:"upgrade,omitempty"`
 }
 
 // waits summarises confirm waits, in seconds; Slowest is the slowest
@@ -169,7 +171,7 @@ type waits struct {
 
 func (v verdict) ok() bool {
 	return len(v.Lost) == 0 && len(v.Unexpected) == 0 && len(v.Unflagged) == 0 && v.Stranded == 0 && v.RefusedAfterHeal == 0 &&
-		(v.RPC == nil || v.RPC.ok())
+		(v.RPC == nil || v.RPC.ok()) && (v.Upgrade == nil || v.Upgrade.ok())
 }
 
 // check judges the history, once every client has stopped.
@@ -299,6 +301,9 @@ func (v verdict) String() string {
 	}
 	if v.RPC != nil {
 		fmt.Fprintf(&b, "\n%s", v.RPC)
+	}
+	if v.Upgrade != nil {
+		fmt.Fprintf(&b, "\n%s", v.Upgrade)
 	}
 	return b.String()
 }

@@ -35,6 +35,7 @@ type config struct {
 	nodes             int
 	queues            int
 	sleepy            int
+	single            int
 	// deadLetter is the number of queue pairs that dead-letter
 	// (workload.expiring and workload.dead).
 	deadLetter  int
@@ -47,6 +48,10 @@ type config struct {
 	drainLimit  time.Duration
 	// extra are more flags for every node.
 	extra []string
+	// upgradeFrom, when set, is an older build's warren binary: the
+	// cluster starts on it and the nemesis upgrades the nodes to warren
+	// one at a time while the clients run (upgrade.go).
+	upgradeFrom string
 }
 
 func main() {
@@ -76,6 +81,7 @@ Flags:
 	fs.IntVar(&cfg.nodes, "nodes", 3, "cluster size (3 or 5)")
 	fs.IntVar(&cfg.queues, "queues", 3, "quorum queues the clients use")
 	fs.IntVar(&cfg.sleepy, "sleepy-queues", 2, "more quorum queues used in bursts: every 7-12 s each node publishes a few messages with confirms to one of them, then empties them all with basic.get, so that between bursts they hibernate (--queue-hibernate-after, 5s by default) and each burst wakes them")
+	fs.IntVar(&cfg.single, "single-active-queues", 1, "more quorum queues with a single active consumer (x-single-active-consumer, x-consumer-disconnected-timeout 5 s): produced to and consumed like the others, a consumer on every node and one active; a fault on the active one's node suspends it, and the next takes over after the timeout")
 	fs.IntVar(&cfg.deadLetter, "dead-letter-queues", 1, "pairs of quorum queues that dead-letter: the producers publish to the first of each too, whose messages expire after 200 ms with nobody consuming it and are dead-lettered at-least-once to the second, which the consumers empty")
 	fs.IntVar(&cfg.rate, "rate", 100, "messages per second each node's producer publishes")
 	fs.IntVar(&cfg.rpcRate, "rpc-rate", 10, "requests per second each node's RPC client sends: RabbitMQ's request/reply, a client with an exclusive reply queue on its node, requests in the quorum queue "+rpcQueue+" answered by a server on every node, replies published with confirms to the reply queue wherever it lives; 0 for none")
@@ -86,6 +92,7 @@ Flags:
 	fs.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices (printed, to repeat a schedule)")
 	fs.DurationVar(&cfg.drainLimit, "drain-limit", 2*time.Minute, "longest the consumers may take to empty the queues after the healing")
 	fs.StringVar(&extra, "node-flags", "", "more flags for every node, space-separated (e.g. \"--queue-raft-timeout 5s\")")
+	fs.StringVar(&cfg.upgradeFrom, "upgrade-from", "", "an older build's warren `binary`: the cluster starts on it, and in the first rounds the nemesis stops one node after another gracefully and starts it on --warren (a rolling upgrade, under the faults and operations); afterwards every queue member must run the newest queue machine version")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -139,7 +146,11 @@ type report struct {
 // run makes one run: cluster up, clients and nemesis for the duration,
 // heal, drain, check, cluster down.
 func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
-	for _, bin := range []*string{&cfg.warren, &cfg.warrenctl} {
+	bins := []*string{&cfg.warren, &cfg.warrenctl}
+	if cfg.upgradeFrom != "" {
+		bins = append(bins, &cfg.upgradeFrom)
+	}
+	for _, bin := range bins {
 		abs, err := filepath.Abs(*bin)
 		if err != nil {
 			return verdict{}, err
@@ -172,7 +183,11 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 		}
 		defer l.close()
 	}
-	c, err := startCluster(log, cfg.warren, cfg.dir, cfg.nodes, l, cfg.extra)
+	first := cfg.warren
+	if cfg.upgradeFrom != "" {
+		first = cfg.upgradeFrom
+	}
+	c, err := startCluster(log, first, cfg.dir, cfg.nodes, l, cfg.extra)
 	if err != nil {
 		return verdict{}, err
 	}
@@ -187,6 +202,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 		w.dead = append(w.dead, fmt.Sprintf("jepsen-dead-%d", i))
 	}
 	w.h = newHistory(w.expiring)
+	for i := 0; i < cfg.single; i++ {
+		w.single = append(w.single, fmt.Sprintf("jepsen-single-%d", i))
+	}
 	for i := 0; i < cfg.sleepy; i++ {
 		w.sleepy = append(w.sleepy, fmt.Sprintf("jepsen-sleepy-%d", i))
 	}
@@ -199,6 +217,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	n, err := newNemesis(log, c, w, cfg.warrenctl, cfg.seed, cfg.hold, cfg.faults, cfg.ops)
 	if err != nil {
 		return verdict{}, err
+	}
+	if cfg.upgradeFrom != "" {
+		n.upgradeTo = cfg.warren
 	}
 
 	// Consumers run until the queues are drained, producers and the
@@ -262,6 +283,13 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	}
 	v.Stranded = stranded
 	v.RefusedAfterHeal = refusedAfter
+	if cfg.upgradeFrom != "" {
+		v.Upgrade = &upgradeVerdict{Upgraded: n.upgraded, nodes: cfg.nodes}
+		v.Upgrade.Behind = machinesBehind(ctx, c, cfg.warrenctl, w.all())
+		for _, b := range v.Upgrade.Behind {
+			n.note("after the upgrade: %s", b)
+		}
+	}
 	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, Verdict: v, Queues: listing}
 	for _, q := range w.all() {
 		if out, err := c.ctl(ctx, cfg.warrenctl, "quorum", "status", q); err == nil {

@@ -36,6 +36,10 @@ type nemesis struct {
 	ops []string
 	// events is the schedule as it happened, for the report.
 	events []string
+	// upgradeTo is the new build's binary during a rolling upgrade
+	// (upgrade.go); upgraded counts the nodes moved to it so far.
+	upgradeTo string
+	upgraded  int
 }
 
 // newNemesis builds the faults named (kill, stop, pause, partition, alarm) and
@@ -104,6 +108,9 @@ func (n *nemesis) note(format string, args ...any) {
 // run breaks and heals until ctx ends, leaving no fault in force.
 func (n *nemesis) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		if n.upgradeTo != "" && n.upgraded < len(n.c.nodes) {
+			n.upgradeNext()
+		}
 		if len(n.faults) > 0 {
 			f := n.faults[n.rng.IntN(len(n.faults))]
 			i := n.rng.IntN(len(n.c.nodes))
@@ -139,7 +146,7 @@ func (n *nemesis) span() time.Duration {
 func (n *nemesis) operate(ctx context.Context, op string) {
 	// Any queue, the sleepy ones too: a transfer or membership change of
 	// a hibernating queue wakes it.
-	all := append(slices.Clone(n.w.queues), n.w.sleepy...)
+	all := slices.Concat(n.w.queues, n.w.sleepy, n.w.single)
 	q := all[n.rng.IntN(len(all))]
 	nd := n.c.nodes[n.rng.IntN(len(n.c.nodes))].name
 	var steps [][]string

@@ -30,6 +30,10 @@ type workload struct {
 	// at-least-once, to the queue of the same position in dead, which
 	// the consumers empty.
 	expiring, dead []string
+	// single are queues with a single active consumer, produced to and
+	// consumed like queues (a consumer on every node, one active), but
+	// not in the afterwards round (basic.get is refused on them).
+	single []string
 	// rate is each producer's messages per second.
 	rate int
 	// rpc is the RPC workload's history (rpc.go); rpcRate each node's
@@ -61,7 +65,7 @@ const expiringTTL = 200
 // all is every queue the workload uses, each dead-letter queue before
 // the queues that dead-letter to it.
 func (w *workload) all() []string {
-	all := slices.Concat(w.queues, w.sleepy, w.dead, w.expiring)
+	all := slices.Concat(w.queues, w.sleepy, w.dead, w.expiring, w.single)
 	if w.rpcRate > 0 {
 		all = append(all, rpcQueue)
 	}
@@ -69,10 +73,14 @@ func (w *workload) all() []string {
 }
 
 // produced are the queues the producers publish to in turn.
-func (w *workload) produced() []string { return slices.Concat(w.queues, w.expiring) }
+func (w *workload) produced() []string { return slices.Concat(w.queues, w.expiring, w.single) }
 
 // consumed are the queues the consumers take messages from.
-func (w *workload) consumed() []string { return slices.Concat(w.queues, w.dead) }
+func (w *workload) consumed() []string { return slices.Concat(w.queues, w.dead, w.single) }
+
+// singleDisconnectedTimeout is the single active consumer queues'
+// x-consumer-disconnected-timeout.
+const singleDisconnectedTimeout = 5 * time.Second
 
 // arguments are queue q's declaration arguments.
 func (w *workload) arguments(q string) amqp091.Table {
@@ -83,6 +91,13 @@ func (w *workload) arguments(q string) amqp091.Table {
 		args["x-dead-letter-routing-key"] = w.dead[i]
 		args["x-dead-letter-strategy"] = "at-least-once"
 		args["x-overflow"] = "reject-publish" // at-least-once needs it
+	}
+	if slices.Contains(w.single, q) {
+		// The active consumer's node failing keeps its place, and what
+		// it holds, for the timeout (suspended): long enough to come
+		// back from a short fault, short enough not to stall the run.
+		args["x-single-active-consumer"] = true
+		args["x-consumer-disconnected-timeout"] = int32(singleDisconnectedTimeout / time.Millisecond)
 	}
 	return args
 }
