@@ -69,6 +69,7 @@ func nodePB(n NodeInfo) *adminpb.Node {
 		MetadataRole: string(n.MetadataRole),
 		Draining:     n.Draining,
 		Alarms:       alarms,
+		QueueMachine: uint32(max(n.QueueMachine, 0)),
 	}
 }
 

@@ -35,11 +35,14 @@ func (n *fixedNode) Nodes() []admin.NodeInfo {
 		if i == 0 {
 			role = admin.MetadataRoleLeader
 		}
+		machine := 2
 		if i == 2 {
 			st = membership.Dead
+			machine = 0 // a build from before machine versions
 		}
 		out = append(out, admin.NodeInfo{Member: membership.Member{Meta: membership.Meta{Name: name,
-			AMQP: "127.0.0.1:567" + name[7:], Internal: n.addrs[name], Gossip: "127.0.0.1:794" + name[7:], Version: "0.1.0"}, State: st},
+			AMQP: "127.0.0.1:567" + name[7:], Internal: n.addrs[name], Gossip: "127.0.0.1:794" + name[7:], Version: "0.1.0",
+			QueueMachine: machine}, State: st},
 			MetadataRole: role})
 	}
 	return out
@@ -166,9 +169,9 @@ func TestClusterStatusTable(t *testing.T) {
 		"Cluster status as node warren-0 sees it\n",
 		"Metadata leader: warren-0\n",
 		"Nodes: 3 (2 alive, 1 dead)\n",
-		"NODE | STATE | METADATA | AMQP | INTERNAL | GOSSIP | VERSION | ALARMS\n",
-		"warren-0 | alive | leader | 127.0.0.1:5670 | " + addrs["warren-0"] + " | 127.0.0.1:7940 | 0.1.0 | -\n",
-		"warren-2 | dead | voter | 127.0.0.1:5672 | " + addrs["warren-2"] + " | 127.0.0.1:7942 | 0.1.0 | -\n",
+		"NODE | STATE | METADATA | AMQP | INTERNAL | GOSSIP | VERSION | MACHINE | ALARMS\n",
+		"warren-0 | alive | leader | 127.0.0.1:5670 | " + addrs["warren-0"] + " | 127.0.0.1:7940 | 0.1.0 | 2 | -\n",
+		"warren-2 | dead | voter | 127.0.0.1:5672 | " + addrs["warren-2"] + " | 127.0.0.1:7942 | 0.1.0 | - | -\n",
 	} {
 		if !strings.Contains(columns(out), want) {
 			t.Errorf("output lacks %q", want)
@@ -186,12 +189,13 @@ func TestClusterStatusJSON(t *testing.T) {
 	var r struct {
 		Node           string
 		MetadataLeader string `json:"metadata_leader"`
-		Nodes          []map[string]string
+		Nodes          []map[string]any
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v in %s", err, out)
 	}
-	if r.MetadataLeader != "warren-0" || len(r.Nodes) != 3 || r.Nodes[2]["state"] != "dead" || r.Nodes[1]["internal_addr"] != addrs["warren-1"] {
+	if r.MetadataLeader != "warren-0" || len(r.Nodes) != 3 || r.Nodes[2]["state"] != "dead" || r.Nodes[1]["internal_addr"] != addrs["warren-1"] ||
+		r.Nodes[0]["queue_machine"] != float64(2) || r.Nodes[2]["queue_machine"] != nil {
 		t.Errorf("got %s", out)
 	}
 }

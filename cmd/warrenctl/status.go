@@ -36,6 +36,9 @@ type nodeReport struct {
 	// Alarms are the resource alarms in effect on the node ("memory",
 	// "disk"); while any node has one, publishers are blocked.
 	Alarms []string `json:"alarms,omitempty"`
+	// QueueMachine is the newest quorum queue machine version the node's
+	// build applies (null: a build from before machine versions).
+	QueueMachine *uint32 `json:"queue_machine"`
 }
 
 func clusterStatus(*flag.FlagSet) body {
@@ -53,8 +56,12 @@ func clusterStatus(*flag.FlagSet) body {
 }
 
 func nodeReportOf(n *adminpb.Node) nodeReport {
-	return nodeReport{Name: n.Name, State: n.State, MetadataRole: n.MetadataRole, AMQP: n.AmqpAddr, Internal: n.InternalAddr,
+	r := nodeReport{Name: n.Name, State: n.State, MetadataRole: n.MetadataRole, AMQP: n.AmqpAddr, Internal: n.InternalAddr,
 		Gossip: n.GossipAddr, Version: n.Version, Maintenance: maintenance(n.Draining), Alarms: n.Alarms}
+	if n.QueueMachine > 0 {
+		r.QueueMachine = &n.QueueMachine
+	}
+	return r
 }
 
 func (r *clusterReport) writeText(w io.Writer) {
@@ -71,9 +78,9 @@ func (r *clusterReport) writeText(w io.Writer) {
 		if n.Maintenance != "" { // maintenance mode: "alive/drained"
 			state += "/" + n.Maintenance
 		}
-		rows = append(rows, []string{n.Name, state, n.MetadataRole, orDash(n.AMQP), orDash(n.Internal), orDash(n.Gossip), orDash(n.Version), orDash(strings.Join(n.Alarms, ","))})
+		rows = append(rows, []string{n.Name, state, n.MetadataRole, orDash(n.AMQP), orDash(n.Internal), orDash(n.Gossip), orDash(n.Version), u32p(n.QueueMachine), orDash(strings.Join(n.Alarms, ","))})
 	}
-	table(w, []string{"NODE", "STATE", "METADATA", "AMQP", "INTERNAL", "GOSSIP", "VERSION", "ALARMS"}, rows)
+	table(w, []string{"NODE", "STATE", "METADATA", "AMQP", "INTERNAL", "GOSSIP", "VERSION", "MACHINE", "ALARMS"}, rows)
 }
 
 // countBy is "3 (2 alive, 1 dead)": how many items there are, and how

@@ -2324,7 +2324,10 @@ type Node struct {
 	Draining bool `protobuf:"varint,8,opt,name=draining,proto3" json:"draining,omitempty"`
 	// Resource alarms in effect on the node ("memory", "disk"), as it last
 	// gossiped them; none for a node that is not alive.
-	Alarms        []string `protobuf:"bytes,9,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	Alarms []string `protobuf:"bytes,9,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	// The newest quorum queue machine version the node's build applies, as
+	// it announces it; 0 for a build from before machine versions.
+	QueueMachine  uint32 `protobuf:"varint,10,opt,name=queue_machine,json=queueMachine,proto3" json:"queue_machine,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2420,6 +2423,13 @@ func (x *Node) GetAlarms() []string {
 		return x.Alarms
 	}
 	return nil
+}
+
+func (x *Node) GetQueueMachine() uint32 {
+	if x != nil {
+		return x.QueueMachine
+	}
+	return 0
 }
 
 type NodeStatusRequest struct {
@@ -6488,7 +6498,7 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x15ClusterStatusResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12'\n" +
 	"\x0fmetadata_leader\x18\x02 \x01(\tR\x0emetadataLeader\x12(\n" +
-	"\x05nodes\x18\x03 \x03(\v2\x12.warren.admin.NodeR\x05nodes\"\x86\x02\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x12.warren.admin.NodeR\x05nodes\"\xab\x02\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tamqp_addr\x18\x02 \x01(\tR\bamqpAddr\x12#\n" +
@@ -6499,7 +6509,9 @@ const file_adminpb_admin_proto_rawDesc = "" +
 	"\x05state\x18\x06 \x01(\tR\x05state\x12#\n" +
 	"\rmetadata_role\x18\a \x01(\tR\fmetadataRole\x12\x1a\n" +
 	"\bdraining\x18\b \x01(\bR\bdraining\x12\x16\n" +
-	"\x06alarms\x18\t \x03(\tR\x06alarms\"\x13\n" +
+	"\x06alarms\x18\t \x03(\tR\x06alarms\x12#\n" +
+	"\rqueue_machine\x18\n" +
+	" \x01(\rR\fqueueMachine\"\x13\n" +
 	"\x11NodeStatusRequest\"\xa4\x06\n" +
 	"\x12NodeStatusResponse\x12&\n" +
 	"\x04node\x18\x01 \x01(\v2\x12.warren.admin.NodeR\x04node\x12\x1d\n" +
