@@ -37,14 +37,7 @@ func TestQueueMachineVersionAcrossAnUpgrade(t *testing.T) {
 	if _, err := ms[0].Channel().QueueDeclare("mv", true, false, false, false, args); err != nil {
 		t.Fatal(err)
 	}
-	var leader int
-	nodetest.Eventually(t, "a leader", 10*time.Second, func() bool {
-		leader = slices.IndexFunc(ms, func(m *nodetest.Member) bool {
-			st, ok := m.QueueMember("/", "mv")
-			return ok && st.State == "Leader"
-		})
-		return leader >= 0
-	})
+	leader := queueLeader(t, ms, "mv")
 	// The consumer on a node that neither leads nor is the old one; the
 	// next consumer on the remaining node.
 	victim := ms[0]

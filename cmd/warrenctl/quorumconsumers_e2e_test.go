@@ -120,14 +120,7 @@ func testSuspectedDown(t *testing.T, sac bool) {
 		t.Fatal(err)
 	}
 	// The consumer on a node that does not lead, asked through the third.
-	var leader int
-	nodetest.Eventually(t, "a leader", 10*time.Second, func() bool {
-		leader = slices.IndexFunc(ms, func(m *nodetest.Member) bool {
-			st, ok := m.QueueMember("/", "held")
-			return ok && st.State == "Leader"
-		})
-		return leader >= 0
-	})
+	leader := queueLeader(t, ms, "held")
 	victim, asked := ms[(leader+1)%3], ms[(leader+2)%3]
 	// The holder has credit left: a queue that handed a consumer away
 	// messages would show it.
@@ -216,6 +209,21 @@ func testSuspectedDown(t *testing.T, sac bool) {
 			t.Fatalf("the next consumer got %d of 8", i)
 		}
 	}
+}
+
+// queueLeader waits for queue (in vhost /) to elect a leader, and says
+// which of ms it is.
+func queueLeader(t *testing.T, ms []*nodetest.Member, queue string) int {
+	t.Helper()
+	var leader int
+	nodetest.Eventually(t, "a leader of "+queue, 10*time.Second, func() bool {
+		leader = slices.IndexFunc(ms, func(m *nodetest.Member) bool {
+			st, ok := m.QueueMember("/", queue)
+			return ok && st.State == "Leader"
+		})
+		return leader >= 0
+	})
+	return leader
 }
 
 // quorumConsumerRow is a row of quorum consumers --json.
