@@ -47,7 +47,9 @@ var commands = []*command{
 		summary: "the nodes, their state and roles, and the metadata leader",
 		help: `Lists every node the answering node knows of, from gossip and from the
 metadata group: its addresses, version, gossip state (alive, suspect, dead,
-left) and role in the metadata Raft group (leader, voter, non-voter, none).`,
+left), role in the metadata Raft group (leader, voter, non-voter, none) and
+the newest quorum queue machine version its build applies (MACHINE; "-" for
+a build from before machine versions).`,
 		setup: clusterStatus,
 	},
 	{
@@ -68,7 +70,9 @@ nodes are alive.`,
 index, last log index and the index of its latest snapshot (0: none yet; its
 log holds nothing before it but the trailing entries and live messages). LAG
 is the leader's commit index minus the member's last log index: entries the
-member has yet to receive. A member whose node cannot be asked
+member has yet to receive. MACHINE is the queue machine version the member
+has applied: a queue's leader raises it once every member's node applies a
+newer one (a rolling upgrade). A member whose node cannot be asked
 is shown as unreachable, with the reason below the table.`,
 		setup: quorumStatus,
 	},
