@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/amqp/server"
+	"github.com/warrenmq/warren/cluster/node"
 )
 
 func declareTemp(t *testing.T, ch *amqp091.Channel, args amqp091.Table) string {
@@ -156,8 +157,14 @@ func TestTxBufferBound(t *testing.T) {
 	}
 }
 
+// permitGlobalQos starts a node with --global-qos permit (RabbitMQ before
+// 4.3).
+func permitGlobalQos(cfg *node.Config) { cfg.Server.PermitGlobalQos = true }
+
+// TestGlobalQos: with global_qos permitted, one prefetch limit is shared by
+// the channel's consumers (classic queues).
 func TestGlobalQos(t *testing.T) {
-	tn := startNode(t)
+	tn := startNode(t, permitGlobalQos)
 	c := tn.dial(t)
 	ch := openChannel(t, c)
 	q1 := declareTemp(t, ch, nil)
@@ -203,8 +210,10 @@ loop:
 	}
 }
 
+// TestGlobalQosQuorum: with global_qos permitted, a quorum queue refuses a
+// consumer under a global limit, as RabbitMQ before 4.3.
 func TestGlobalQosQuorum(t *testing.T) {
-	tn := startNode(t)
+	tn := startNode(t, permitGlobalQos)
 	c := tn.dial(t)
 	ch := openChannel(t, c)
 	if _, err := ch.QueueDeclare("qq-global", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
@@ -213,6 +222,46 @@ func TestGlobalQosQuorum(t *testing.T) {
 	ch.Qos(10, 0, true)
 	_, err := ch.Consume("qq-global", "", false, false, false, false, nil)
 	wantError(t, err, 540, "NOT_IMPLEMENTED - queue 'qq-global' in vhost '/' does not support global qos")
+}
+
+// TestGlobalQosDenied: by default, as RabbitMQ 4.3 (its deprecated feature
+// global_qos denied), basic.qos with global set is taken as without it: an
+// application that sets it consumes from quorum queues, each consumer with
+// its own prefetch.
+func TestGlobalQosDenied(t *testing.T) {
+	tn := startNode(t)
+	c := tn.dial(t)
+	ch := openChannel(t, c)
+	var ds []<-chan amqp091.Delivery
+	for _, q := range []string{"gq-1", "gq-2"} {
+		declareQuorum(t, ch, q, nil)
+		for i := 0; i < 5; i++ {
+			pub(t, ch, q, q)
+		}
+	}
+	if err := ch.Qos(3, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"gq-1", "gq-2"} {
+		d, err := ch.Consume(q, "", false, false, false, false, nil)
+		if err != nil {
+			t.Fatalf("consume %s under a global qos: %v", q, err)
+		}
+		ds = append(ds, d)
+	}
+	for i, d := range ds {
+		var got []amqp091.Delivery
+		for len(got) < 3 {
+			got = append(got, receive(t, d))
+		}
+		select {
+		case m := <-d:
+			t.Fatalf("consumer %d: a fourth delivery %q past its prefetch of 3", i, m.Body)
+		case <-time.After(200 * time.Millisecond):
+		}
+		got[0].Ack(false)
+		receive(t, d)
+	}
 }
 
 func TestChannelFlow(t *testing.T) {

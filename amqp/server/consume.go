@@ -220,7 +220,7 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 	if m.PrefetchSize != 0 {
 		return amqp.Errorf(amqp.NotImplemented, "prefetch_size!=0 (%d)", m.PrefetchSize)
 	}
-	if m.Global {
+	if m.Global && ch.c.s.cfg.PermitGlobalQos {
 		// As RabbitMQ's limiter: one limit shared by the channel's
 		// acknowledging consumers, existing and future, counting their
 		// unacknowledged deliveries (basic.get's are not counted). Only
@@ -232,6 +232,9 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 		ch.unblock()
 		return nil
 	}
+	// (A global one too, unless permitted: RabbitMQ 4.3's channel takes
+	// basic.qos global=true as global=false while its deprecated feature
+	// global_qos is denied, the default.)
 	// Prefetch applies to consumers created after it, per consumer, as
 	// RabbitMQ's per_consumer_qos does.
 	ch.mu.Lock()

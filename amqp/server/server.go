@@ -40,6 +40,12 @@ type Config struct {
 	// connections and their channels (RabbitMQ's connection_max and
 	// channel_max_per_node); 0 is no bound.
 	ConnectionMax, ChannelMaxPerNode int
+	// PermitGlobalQos makes basic.qos with global set one prefetch limit
+	// shared by the channel's consumers, as RabbitMQ before 4.3 (quorum
+	// queues refuse such consumers, 540). Off, as RabbitMQ 4.3 denies the
+	// deprecated global_qos by default, global is ignored: the limit is
+	// per consumer.
+	PermitGlobalQos bool
 }
 
 // DefaultConfig has RabbitMQ's defaults.

@@ -152,3 +152,33 @@ func TestConfigPayloadCache(t *testing.T) {
 		t.Errorf("a bad payload cache: %v", err)
 	}
 }
+
+// TestConfigGlobalQos: basic.qos global is denied by default, as RabbitMQ
+// 4.3 denies its deprecated global_qos; permit restores the shared limit.
+func TestConfigGlobalQos(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want bool
+	}{
+		{nil, "", false},
+		{[]string{"--global-qos", "permit"}, "", true},
+		{nil, "permit", true},
+		{[]string{"--global-qos", "deny"}, "permit", false},
+	} {
+		env["WARREN_GLOBAL_QOS"] = tc.env
+		c, err := loadConfig(tc.args, getenv, io.Discard)
+		if err != nil {
+			t.Fatalf("%v %q: %v", tc.args, tc.env, err)
+		}
+		if got := c.nodeConfig(nil).Server.PermitGlobalQos; got != tc.want {
+			t.Errorf("%v %q: permit global qos %v, want %v", tc.args, tc.env, got, tc.want)
+		}
+	}
+	env["WARREN_GLOBAL_QOS"] = "sometimes"
+	if _, err := loadConfig(nil, getenv, io.Discard); err == nil || !strings.Contains(err.Error(), "--global-qos") {
+		t.Errorf("a bad --global-qos: %v", err)
+	}
+}
