@@ -153,6 +153,11 @@ func TestQueueMachineVersionAcrossAnUpgrade(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "applies queue machine version 1, the queue runs 2") {
 		t.Fatalf("add member on the old build: exit %d: %s", code, errOut)
 	}
+	// grow (and the reconciler, which grows queues the same way) too.
+	code, out, errOut := warrenctl(t, "--node", asked.InternalAddr().String(), "grow", "warren-3", "all")
+	if all := out + errOut; code == 0 || !strings.Contains(all, "applies queue machine version 1, the queue runs 2") {
+		t.Fatalf("grow onto the old build: exit %d: %s", code, all)
+	}
 	if v := versions(asked); len(v) != 3 {
 		t.Fatalf("after the refused add: members %v", v)
 	}
