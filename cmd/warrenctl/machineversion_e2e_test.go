@@ -64,30 +64,9 @@ func TestQueueMachineVersionAcrossAnUpgrade(t *testing.T) {
 	}
 
 	consume := func(m *nodetest.Member, tag string) (*amqp091.Channel, <-chan amqp091.Delivery) {
-		ch := m.Channel()
-		if err := ch.Qos(10, 0, false); err != nil {
-			t.Fatal(err)
-		}
-		ds, err := ch.Consume("mv", tag, false, false, false, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ch, ds
+		return consumeFrom(t, m, "mv", tag, 10)
 	}
-	publishVia := func(m *nodetest.Member, from, to int) {
-		pub := m.Channel()
-		if err := pub.Confirm(false); err != nil {
-			t.Fatal(err)
-		}
-		defer pub.Close()
-		for i := from; i < to; i++ {
-			dc, err := pub.PublishWithDeferredConfirm("", "mv", false, false, amqp091.Publishing{Body: []byte{byte('a' + i)}})
-			if err != nil || !dc.Wait() {
-				t.Fatalf("publish: %v", err)
-			}
-		}
-	}
-	publish := func(from, to int) { publishVia(ms[leader], from, to) }
+	publish := func(from, to int) { publishLetters(t, ms[leader], "mv", from, to) }
 	_, holder := consume(victim, "holder")
 	publish(0, 5)
 	for range 5 {
@@ -133,7 +112,7 @@ func TestQueueMachineVersionAcrossAnUpgrade(t *testing.T) {
 		v := versions(asked)
 		return len(v) == 3 && v["warren-0"] == raftq.MachineVersion && v["warren-1"] == raftq.MachineVersion && v["warren-2"] == raftq.MachineVersion
 	})
-	publishVia(ms[0], 8, 10)
+	publishLetters(t, ms[0], "mv", 8, 10)
 	_, after := consume(ms[1], "after")
 	for i := 8; i < 10; i++ {
 		select {

@@ -33,15 +33,7 @@ func TestQuorumConsumersAgainstRealCluster(t *testing.T) {
 		}
 	}
 	consume := func(m *nodetest.Member, tag string) (*amqp091.Channel, <-chan amqp091.Delivery) {
-		c := m.Channel()
-		if err := c.Qos(2, 0, false); err != nil {
-			t.Fatal(err)
-		}
-		d, err := c.Consume("jobs", tag, false, false, false, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, d
+		return consumeFrom(t, m, "jobs", tag, 2)
 	}
 	a, aDeliveries := consume(ms[1], "worker-a")
 	for range 2 {
@@ -124,37 +116,15 @@ func testSuspectedDown(t *testing.T, sac bool) {
 	victim, asked := ms[(leader+1)%3], ms[(leader+2)%3]
 	// The holder has credit left: a queue that handed a consumer away
 	// messages would show it.
-	consume := func(m *nodetest.Member, tag string, prefetch int) <-chan amqp091.Delivery {
-		ch := m.Channel()
-		if err := ch.Qos(prefetch, 0, false); err != nil {
-			t.Fatal(err)
-		}
-		ds, err := ch.Consume("held", tag, false, false, false, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ds
-	}
-	ds := consume(victim, "holder", 10)
-	pub := ms[leader].Channel()
-	if err := pub.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	publish := func(from, to int) {
-		for i := from; i < to; i++ {
-			dc, err := pub.PublishWithDeferredConfirm("", "held", false, false, amqp091.Publishing{Body: []byte{byte('a' + i)}})
-			if err != nil || !dc.Wait() {
-				t.Fatalf("publish: %v", err)
-			}
-		}
-	}
+	_, ds := consumeFrom(t, victim, "held", "holder", 10)
+	publish := func(from, to int) { publishLetters(t, ms[leader], "held", from, to) }
 	publish(0, 5)
 	for range 5 {
 		<-ds
 	}
 	var waiting <-chan amqp091.Delivery
 	if sac {
-		waiting = consume(asked, "next", 10)
+		_, waiting = consumeFrom(t, asked, "held", "next", 10)
 	}
 	list := func() map[string]quorumConsumerRow {
 		_, got := quorumConsumersByStatus(t, asked.InternalAddr().String(), "held")
@@ -224,6 +194,37 @@ func queueLeader(t *testing.T, ms []*nodetest.Member, queue string) int {
 		return leader >= 0
 	})
 	return leader
+}
+
+// consumeFrom consumes queue through m with manual acks and prefetch.
+func consumeFrom(t *testing.T, m *nodetest.Member, queue, tag string, prefetch int) (*amqp091.Channel, <-chan amqp091.Delivery) {
+	t.Helper()
+	ch := m.Channel()
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(queue, tag, false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch, ds
+}
+
+// publishLetters publishes messages from to to (bodies 'a'+i) to queue
+// through m, each confirmed before the next.
+func publishLetters(t *testing.T, m *nodetest.Member, queue string, from, to int) {
+	t.Helper()
+	pub := m.Channel()
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	for i := from; i < to; i++ {
+		dc, err := pub.PublishWithDeferredConfirm("", queue, false, false, amqp091.Publishing{Body: []byte{byte('a' + i)}})
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish: %v", err)
+		}
+	}
 }
 
 // quorumConsumerRow is a row of quorum consumers --json.
