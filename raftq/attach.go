@@ -122,7 +122,7 @@ func (m *Machine) consumerDown(id ConsumerID) {
 // is activated only when nobody else is attached.
 func (m *Machine) suspend(id ConsumerID) {
 	c := m.consumers[id]
-	if m.version < VersionSuspend || c == nil || !c.attached || c.suspended {
+	if !m.Suspends() || c == nil || !c.attached || c.suspended {
 		return
 	}
 	c.suspended = true

@@ -27,6 +27,10 @@ const (
 // Version is the machine version the queue runs.
 func (m *Machine) Version() uint32 { return m.version }
 
+// Suspends says whether OpSuspend suspends (machine version 2 on); the
+// runtime proposes it only then.
+func (m *Machine) Suspends() bool { return m.version >= VersionSuspend }
+
 // upgrade makes the queue run version v from the next command on. A
 // version it already runs, or an older one, changes nothing: two leaders
 // may both have proposed the upgrade.

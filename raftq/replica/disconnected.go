@@ -75,7 +75,7 @@ func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
 	}
 	r.fsm.mu.Lock()
 	keeps := r.fsm.m.Keeps(id)
-	suspends := r.fsm.m.Version() >= raftq.VersionSuspend
+	suspends := r.fsm.m.Suspends()
 	r.fsm.mu.Unlock()
 	if !keeps || ref == nil || ref.noAck {
 		r.Cancel(c)

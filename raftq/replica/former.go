@@ -211,7 +211,7 @@ func (r *Replica) reapConsumers() {
 		switch {
 		case !r.fsm.m.Keeps(id):
 			cmds = append(cmds, &raftq.Command{Op: raftq.OpDetach, Consumer: id})
-		case r.fsm.m.Version() >= raftq.VersionSuspend:
+		case r.fsm.m.Suspends():
 			cmds = append(cmds, &raftq.Command{Op: raftq.OpSuspend, Consumer: id})
 		}
 	}

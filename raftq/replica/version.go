@@ -42,16 +42,22 @@ func (r *Replica) UpgradeMachine() {
 func (r *Replica) membersMachineVersion(servers []raft.Server) uint32 {
 	v := uint32(raftq.MachineVersion)
 	for _, s := range servers {
-		node := string(s.ID)
-		switch {
-		case node == r.cfg.NodeID && r.cfg.MachineVersion == nil:
-		case r.cfg.MachineVersion == nil:
-			return 1 // another node, whose build nobody told
-		default:
-			v = min(v, uint32(max(r.cfg.MachineVersion(node), 1)))
-		}
+		v = min(v, r.nodeMachineVersion(string(s.ID)))
 	}
 	return v
+}
+
+// nodeMachineVersion is the newest machine version node's build applies,
+// as Config.MachineVersion says; without it, this build's for this node
+// and 1 for others (nobody told).
+func (r *Replica) nodeMachineVersion(node string) uint32 {
+	switch {
+	case r.cfg.MachineVersion != nil:
+		return uint32(max(r.cfg.MachineVersion(node), 1))
+	case node == r.cfg.NodeID:
+		return raftq.MachineVersion
+	}
+	return 1
 }
 
 // MachineVersion is the machine version the queue runs, as this member
@@ -73,8 +79,8 @@ func (r *Replica) canJoin(node string) error {
 	if r.cfg.MachineVersion == nil {
 		return nil
 	}
-	has := r.cfg.MachineVersion(node)
-	if runs := r.MachineVersion(); uint32(max(has, 1)) < runs {
+	has := r.nodeMachineVersion(node)
+	if runs := r.MachineVersion(); has < runs {
 		return fmt.Errorf("%w: %s applies queue machine version %d, the queue runs %d; upgrade %s first", ErrMachineVersion, node, has, runs, node)
 	}
 	return nil
