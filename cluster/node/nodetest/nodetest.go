@@ -5,9 +5,7 @@ package nodetest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -69,10 +67,7 @@ func AddNode(t *testing.T, name, seed string, opts ...Option) *Member {
 type Option func(*node.ClusterConfig)
 
 func newMember(t *testing.T, name string, expect int, seed string, opts ...Option) *Member {
-	var out io.Writer = io.Discard
-	if os.Getenv("WARREN_TEST_LOG") != "" {
-		out = os.Stderr
-	}
+	out := logOutput(t)
 	cfg := node.Config{
 		DataDir:  t.TempDir(),
 		AMQPAddr: "127.0.0.1:0",
