@@ -626,33 +626,41 @@ func (c *clusterNode) handOff(timeout time.Duration) {
 	if len(leading) == 0 {
 		return
 	}
-	done := make(chan struct{})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	var wg sync.WaitGroup
-	var moved atomic.Int64
+	var moved, failed atomic.Int64
 	sem := make(chan struct{}, 16)
 	for _, r := range leading {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if err := r.HandOff(); err != nil {
-				// A group of one (a cluster of one) has nobody to
-				// hand to.
-				c.log.Debug("hand off queue leadership", "err", err)
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				failed.Add(1)
 				return
 			}
-			moved.Add(1)
+			defer func() { <-sem }()
+			switch err := r.HandOff(ctx); {
+			case errors.Is(err, replica.ErrAlone):
+				// A group of one (a cluster of one) has nobody to
+				// hand to.
+			case err != nil:
+				failed.Add(1)
+				c.log.Warn("queue leadership not handed off before stopping; its other members elect when this node is gone",
+					"queue", r.Name(), "err", err)
+			default:
+				moved.Add(1)
+			}
 		}()
 	}
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		if n := moved.Load(); n > 0 {
-			c.log.Info("handed off queue leadership before stopping", "queues", n)
-		}
-	case <-time.After(timeout):
-		c.log.Warn("not every queue's leadership moved before stopping", "queues", len(leading))
+	wg.Wait()
+	if n := moved.Load(); n > 0 {
+		c.log.Info("handed off queue leadership before stopping", "queues", n)
+	}
+	if n := failed.Load(); n > 0 {
+		c.log.Warn("not every queue's leadership moved before stopping", "queues", n)
 	}
 }
 

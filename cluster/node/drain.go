@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // Maintenance mode (warrenctl drain), this node's part. The drained state
@@ -176,6 +178,11 @@ func forgotten(m membership.Member, role admin.MetadataRole) bool {
 	return (m.State == membership.Dead || m.State == membership.Left) && role == admin.MetadataRoleNone
 }
 
+// drainHandOffTimeout bounds how long a drained node tries to hand off
+// one group's leadership (a transfer whose target does not win takes an
+// election timeout); the drain loop tries again on its next round.
+const drainHandOffTimeout = 5 * time.Second
+
 // handOffDrained hands off the leadership of any group a drained node's
 // replica leads: one that had to elect it (no other member could win) or
 // that a transfer named. Raft picks the most caught-up follower.
@@ -183,9 +190,11 @@ func (n *Node) handOffDrained() {
 	c := n.cluster
 	leading := c.leadingReplicas()
 	for _, r := range leading {
-		if err := r.HandOff(); err != nil {
-			c.log.Debug("drained: hand off queue leadership", "err", err)
+		ctx, cancel := context.WithTimeout(context.Background(), drainHandOffTimeout)
+		if err := r.HandOff(ctx); err != nil && !errors.Is(err, replica.ErrAlone) {
+			c.log.Warn("drained: queue leadership not handed off", "queue", r.Name(), "err", err)
 		}
+		cancel()
 		r.SetDrained(true) // a follower now: raise its timeouts
 	}
 }

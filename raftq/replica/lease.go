@@ -1,6 +1,13 @@
 package replica
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -67,11 +74,58 @@ func (r *Replica) queueConfig() raftq.Config {
 }
 
 // HandOff gives the group's leadership to another member (raft picks the
-// most up-to-date one), before this node stops.
-func (r *Replica) HandOff() error {
-	if !r.isLeader() {
-		return nil
+// most up-to-date one), before this node stops or while it drains. A
+// transfer that fails is tried again until ctx ends: one in progress
+// already (an operator's, or the rebalancer's, which may move the
+// leadership back here) answers at once, and one whose target does not
+// win in time answers after the election timeout. Given up, the node
+// would stop as the leader, and the others would elect only once gossip
+// or their heartbeat timeout says it is gone. ErrAlone: no other voter
+// to hand to.
+func (r *Replica) HandOff(ctx context.Context) error {
+	for {
+		if !r.isLeader() {
+			return nil
+		}
+		if !r.hasOtherVoter() {
+			return ErrAlone
+		}
+		r.settleBeforeTransfer()
+		err := r.wait(r.raft.LeadershipTransfer())
+		if err == nil || !r.isLeader() {
+			return nil
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return errorFor(err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("hand off the leadership: %w (gave up: %w)", err, ctx.Err())
+		case <-r.done:
+			return queue.ErrDeleted
+		case <-time.After(handOffRetry):
+			r.log.Debug("handing off the leadership again", "err", err)
+		}
 	}
-	r.settleBeforeTransfer()
-	return errorFor(r.wait(r.raft.LeadershipTransfer()))
+}
+
+// handOffRetry is how long HandOff waits before it tries again.
+const handOffRetry = 100 * time.Millisecond
+
+// ErrAlone: the group has no other voter to take the leadership.
+var ErrAlone = errors.New("replica: no other voter to take the leadership")
+
+// hasOtherVoter reports whether the group's latest configuration has a
+// voter besides this member.
+func (r *Replica) hasOtherVoter() bool {
+	servers, err := r.Servers()
+	if err != nil {
+		return false
+	}
+	for id, voter := range servers {
+		if voter && id != r.cfg.NodeID {
+			return true
+		}
+	}
+	return false
 }

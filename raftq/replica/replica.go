@@ -1069,6 +1069,9 @@ func (r *Replica) stoppedErr() error {
 // IsLeader reports whether this member leads the group now.
 func (r *Replica) IsLeader() bool { return r.isLeader() }
 
+// Name is the queue's name in logs ("vhost/name").
+func (r *Replica) Name() string { return r.cfg.Name }
+
 // Leader is the node name of the group's leader as this member knows it,
 // "" while there is none.
 func (r *Replica) Leader() string {

@@ -1,0 +1,56 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestHandOffOutlastsATransferInProgress: a hand-off that finds another
+// transfer under way (an operator's or the rebalancer's), here one to a
+// member that is gone and cannot win, tries again once that one has
+// failed, and moves the leadership to the live follower. Giving up at
+// the first answer left a stopping node leading, and its queue without a
+// leader until the others' timeouts.
+func TestHandOffOutlastsATransferInProgress(t *testing.T) {
+	g := newGroup(t, perQueueFiles)
+	leadName, lead := g.leader()
+	var gone, live string
+	for _, n := range g.names {
+		if n != leadName {
+			if gone == "" {
+				gone = n
+			} else {
+				live = n
+			}
+		}
+	}
+	g.stop(gone)
+	publish(t, lead, 0, 5) // the gone member is behind: it cannot be caught up
+	transferred := make(chan error, 1)
+	go func() { transferred <- lead.TransferLeadership(gone, gone) }()
+	time.Sleep(50 * time.Millisecond) // well inside its election timeout (400 ms)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := lead.HandOff(ctx); err != nil {
+		t.Fatalf("hand off: %v", err)
+	}
+	if err := <-transferred; err == nil {
+		t.Fatal("the transfer to the gone member succeeded; the test needs it to fail")
+	}
+	waitFor(t, "the live follower to lead", func() bool {
+		r := g.members[live]
+		return r.IsLeader()
+	})
+}
+
+// TestHandOffAlone: a group of one has nobody to hand to.
+func TestHandOffAlone(t *testing.T) {
+	r := openTest(t, nil, t.TempDir(), nil)
+	defer r.Close()
+	waitFor(t, "a leader", r.IsLeader)
+	if err := r.HandOff(context.Background()); !errors.Is(err, ErrAlone) {
+		t.Fatalf("hand off alone: %v, want ErrAlone", err)
+	}
+}
