@@ -642,10 +642,11 @@ func (c *clusterNode) handOff(timeout time.Duration) {
 				return
 			}
 			defer func() { <-sem }()
-			switch err := r.HandOff(ctx); {
-			case errors.Is(err, replica.ErrAlone):
-				// A group of one (a cluster of one) has nobody to
-				// hand to.
+			switch err := r.HandOff(ctx, c.canLead); {
+			case errors.Is(err, replica.ErrNoTarget):
+				// A group of one (a cluster of one), or one whose
+				// other members' nodes are gone, has nobody to hand
+				// to.
 			case err != nil:
 				failed.Add(1)
 				c.log.Warn("queue leadership not handed off before stopping; its other members elect when this node is gone",
@@ -662,6 +663,15 @@ func (c *clusterNode) handOff(timeout time.Duration) {
 	if n := failed.Load(); n > 0 {
 		c.log.Warn("not every queue's leadership moved before stopping", "queues", n)
 	}
+}
+
+// canLead reports whether node may take a leadership this node hands
+// off: gossip sees it alive and not leaving. Asking a node that is gone
+// fails only after raft's election timeout (30 s for queue groups by
+// default), longer than a stop waits.
+func (c *clusterNode) canLead(node string) bool {
+	m, ok := c.gossip.Member(node)
+	return ok && m.State == membership.Alive && !m.Leaving
 }
 
 // removeOrphans deletes the Raft groups of queues this node no longer

@@ -191,7 +191,7 @@ func (n *Node) handOffDrained() {
 	leading := c.leadingReplicas()
 	for _, r := range leading {
 		ctx, cancel := context.WithTimeout(context.Background(), drainHandOffTimeout)
-		if err := r.HandOff(ctx); err != nil && !errors.Is(err, replica.ErrAlone) {
+		if err := r.HandOff(ctx, c.canLead); err != nil && !errors.Is(err, replica.ErrNoTarget) {
 			c.log.Warn("drained: queue leadership not handed off", "queue", r.Name(), "err", err)
 		}
 		cancel()

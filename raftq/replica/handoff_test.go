@@ -33,7 +33,7 @@ func TestHandOffOutlastsATransferInProgress(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // well inside its election timeout (400 ms)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := lead.HandOff(ctx); err != nil {
+	if err := lead.HandOff(ctx, nil); err != nil {
 		t.Fatalf("hand off: %v", err)
 	}
 	if err := <-transferred; err == nil {
@@ -45,12 +45,38 @@ func TestHandOffOutlastsATransferInProgress(t *testing.T) {
 	})
 }
 
+// TestHandOffToNodesThatCanTake: a voter whose node cannot take the
+// leadership (gone, as gossip says) is not asked; with none left to ask,
+// HandOff says so at once instead of trying until its deadline.
+func TestHandOffToNodesThatCanTake(t *testing.T) {
+	g := newGroup(t, perQueueFiles)
+	leadName, lead := g.leader()
+	var others []string
+	for _, n := range g.names {
+		if n != leadName {
+			others = append(others, n)
+		}
+	}
+	gone, live := others[0], others[1]
+	g.stop(gone)
+	publish(t, lead, 0, 5)
+	if err := lead.HandOff(context.Background(), func(string) bool { return false }); !errors.Is(err, ErrNoTarget) {
+		t.Fatalf("hand off with no node to take it: %v, want ErrNoTarget", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := lead.HandOff(ctx, func(n string) bool { return n != gone }); err != nil {
+		t.Fatalf("hand off: %v", err)
+	}
+	waitFor(t, "the live follower to lead", func() bool { return g.members[live].IsLeader() })
+}
+
 // TestHandOffAlone: a group of one has nobody to hand to.
 func TestHandOffAlone(t *testing.T) {
 	r := openTest(t, nil, t.TempDir(), nil)
 	defer r.Close()
 	waitFor(t, "a leader", r.IsLeader)
-	if err := r.HandOff(context.Background()); !errors.Is(err, ErrAlone) {
-		t.Fatalf("hand off alone: %v, want ErrAlone", err)
+	if err := r.HandOff(context.Background(), nil); !errors.Is(err, ErrNoTarget) {
+		t.Fatalf("hand off alone: %v, want ErrNoTarget", err)
 	}
 }

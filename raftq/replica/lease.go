@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -73,25 +75,34 @@ func (r *Replica) queueConfig() raftq.Config {
 	return r.fsm.m.Config()
 }
 
-// HandOff gives the group's leadership to another member (raft picks the
-// most up-to-date one), before this node stops or while it drains. A
-// transfer that fails is tried again until ctx ends: one in progress
-// already (an operator's, or the rebalancer's, which may move the
-// leadership back here) answers at once, and one whose target does not
-// win in time answers after the election timeout. Given up, the node
-// would stop as the leader, and the others would elect only once gossip
-// or their heartbeat timeout says it is gone. ErrAlone: no other voter
-// to hand to.
-func (r *Replica) HandOff(ctx context.Context) error {
-	for {
+// HandOff gives the group's leadership to another voter whose node
+// canTake accepts (nil: any), before this node stops or while it drains.
+// The first try lets raft pick the most up-to-date voter when every other
+// one may take it; later tries name them in turn. A transfer that fails
+// is tried again until ctx ends: one in progress already (an operator's,
+// or the rebalancer's, which may move the leadership back here) answers
+// at once, and one whose target does not win answers after the election
+// timeout. Given up, the node would stop as the leader, and the others
+// would elect only once gossip or their heartbeat timeout says it is
+// gone. ErrNoTarget: no voter to hand to.
+func (r *Replica) HandOff(ctx context.Context, canTake func(node string) bool) error {
+	for try := 0; ; try++ {
 		if !r.isLeader() {
 			return nil
 		}
-		if !r.hasOtherVoter() {
-			return ErrAlone
+		targets, all := r.handOffTargets(canTake)
+		if len(targets) == 0 {
+			return ErrNoTarget
 		}
 		r.settleBeforeTransfer()
-		err := r.wait(r.raft.LeadershipTransfer())
+		var f raft.Future
+		if try == 0 && all {
+			f = r.raft.LeadershipTransfer()
+		} else {
+			to := targets[try%len(targets)]
+			f = r.raft.LeadershipTransferToServer(to.ID, to.Address)
+		}
+		err := r.wait(f)
 		if err == nil || !r.isLeader() {
 			return nil
 		}
@@ -112,20 +123,27 @@ func (r *Replica) HandOff(ctx context.Context) error {
 // handOffRetry is how long HandOff waits before it tries again.
 const handOffRetry = 100 * time.Millisecond
 
-// ErrAlone: the group has no other voter to take the leadership.
-var ErrAlone = errors.New("replica: no other voter to take the leadership")
+// ErrNoTarget: the group has no other voter that may take the leadership.
+var ErrNoTarget = errors.New("replica: no other voter to take the leadership")
 
-// hasOtherVoter reports whether the group's latest configuration has a
-// voter besides this member.
-func (r *Replica) hasOtherVoter() bool {
-	servers, err := r.Servers()
-	if err != nil {
-		return false
+// handOffTargets are the group's voters other than this member that
+// canTake accepts, by name; all reports whether that is every other one.
+func (r *Replica) handOffTargets(canTake func(node string) bool) (targets []raft.Server, all bool) {
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil, false
 	}
-	for id, voter := range servers {
-		if voter && id != r.cfg.NodeID {
-			return true
+	all = true
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter || string(s.ID) == r.cfg.NodeID {
+			continue
 		}
+		if canTake != nil && !canTake(string(s.ID)) {
+			all = false
+			continue
+		}
+		targets = append(targets, s)
 	}
-	return false
+	slices.SortFunc(targets, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return targets, all
 }

@@ -151,7 +151,7 @@ func testHandOffSettlesGatheredAcks(t *testing.T, st storage) {
 	publish(t, lead, 0, 10)
 	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
 	lead.Settle(c.ids()) // 10 of prefetch 256: gathered, not due
-	if err := lead.HandOff(context.Background()); err != nil {
+	if err := lead.HandOff(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	n, next := g.leader()
@@ -176,7 +176,7 @@ func consumedThenMoved(t *testing.T, g *group, opts queue.ConsumeOptions) (old, 
 	}
 	publish(t, old, 0, 10)
 	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
-	if err := old.HandOff(context.Background()); err != nil {
+	if err := old.HandOff(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	<-c.lost
