@@ -130,6 +130,34 @@ func TestDefaultQueueType(t *testing.T) {
 	}
 }
 
+// TestClassicQueueVersion: x-queue-version 2 is accepted on a classic
+// queue, anything else refused with RabbitMQ 4.3's 406 texts (version 1
+// storage was removed in 4.3; rabbit_amqqueue:check_queue_version).
+func TestClassicQueueVersion(t *testing.T) {
+	n := startNode(t)
+	c := n.dial(t)
+	ch := openChannel(t, c)
+	if _, err := ch.QueueDeclare("cq.v2", true, false, false, false, amqp091.Table{"x-queue-type": "classic", "x-queue-version": int32(2)}); err != nil {
+		t.Fatalf("classic queue with x-queue-version 2: %v", err)
+	}
+	const pre = "PRECONDITION_FAILED - invalid arg 'x-queue-version' for queue 'cq.v' in vhost '/': "
+	for _, tc := range []struct {
+		version any
+		text    string
+	}{
+		{int32(1), pre + `"unsupported queue version '1'"`},
+		{int64(3), pre + `"unsupported queue version '3'"`},
+		{int32(-1), pre + "{value_negative,-1}"},
+		{"2", pre + "{unacceptable_type,longstr}"},
+	} {
+		_, err := openChannel(t, c).QueueDeclare("cq.v", true, false, false, false, amqp091.Table{"x-queue-type": "classic", "x-queue-version": tc.version})
+		wantError(t, err, amqp091.PreconditionFailed, tc.text)
+	}
+	if queueExists(t, c, "cq.v") {
+		t.Fatal("a refused declaration created the queue")
+	}
+}
+
 func TestQuorumQueueDeleteConditionalIsConnectionError(t *testing.T) {
 	n := startNode(t)
 	for _, tc := range []struct {

@@ -505,6 +505,9 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 		if _, _, err := local.ParseConfig(d.Arguments); err != nil {
 			return "", argError(err, what)
 		}
+		if err := checkQueueVersion(what, d.Arguments); err != nil {
+			return "", err
+		}
 	case QueueTypeQuorum:
 		if err := checkQuorumDeclare(d, serverNamed, what); err != nil {
 			return "", err
@@ -526,6 +529,20 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 		}
 	}
 	return typ, nil
+}
+
+// checkQueueVersion refuses a classic queue's x-queue-version other than
+// 2, as RabbitMQ 4.3 does (rabbit_amqqueue:check_queue_version), which
+// removed the version 1 storage. Warren stores classic queues its own way,
+// so 2 changes nothing. Only a declaration is checked: a queue declared
+// with 1 under an earlier Warren is restored as it was (RabbitMQ 4.3
+// converts such queues on upgrade).
+func checkQueueVersion(what string, args amqp.Table) error {
+	n, ok, err := intArg(what, args, "x-queue-version", 0)
+	if err != nil || !ok || n == 2 {
+		return err
+	}
+	return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-version' for %s: \"unsupported queue version '%d'\"", what, n)
 }
 
 func checkQuorumDeclare(d QueueDeclare, serverNamed bool, what string) error {
