@@ -86,6 +86,10 @@ type ClusterConfig struct {
 	// replicas then stop on an entry that needs a newer one, as that
 	// build's do.
 	QueueMachineVersion int
+	// NoHandOffOnStop makes a graceful stop keep the leaderships it
+	// holds, for tests of what the other members do when a hand-off
+	// fails.
+	NoHandOffOnStop bool
 }
 
 // clusterNode is the node's part in a cluster: the internal gRPC server,
@@ -623,7 +627,7 @@ func (q *clusterQueue) Close() {
 // groups that did not move elect a new leader when this node is gone.
 func (c *clusterNode) handOff(timeout time.Duration) {
 	leading := c.leadingReplicas()
-	if len(leading) == 0 {
+	if len(leading) == 0 || c.cfg.NoHandOffOnStop {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -68,6 +68,44 @@ func TestKilledLeaderFailover(t *testing.T) {
 	})
 }
 
+// TestLeftLeaderFailover: a node that stops gracefully but could not
+// hand its leaderships off (here it is told not to try) is gone as surely
+// as a killed one: the members that still follow it elect at once when
+// gossip reports it left, rather than after the queue groups' heartbeat
+// timeout (30 s here).
+func TestLeftLeaderFailover(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3, func(c *node.ClusterConfig) {
+		c.QueueTimeout = 30 * time.Second
+		c.NoHandOffOnStop = true
+		c.NoRebalanceOnRejoin = true
+	})
+	const n = 6
+	ch := ms[0].Channel()
+	for i := range n {
+		if _, err := ch.QueueDeclare(fmt.Sprintf("l%d", i), true, false, false, false, quorum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodetest.Eventually(t, "every queue led, some by warren-2", 30*time.Second, func() bool {
+		total := 0
+		for _, m := range ms {
+			total += m.LeadingQueues()
+		}
+		return total == n && ms[2].LeadingQueues() > 0
+	})
+	lost := ms[2].LeadingQueues()
+	ms[2].Stop()
+	stopped := time.Now()
+	nodetest.Eventually(t, "new leaders for the stopped node's queues", 25*time.Second, func() bool {
+		return ms[0].LeadingQueues()+ms[1].LeadingQueues() == n
+	})
+	took := time.Since(stopped)
+	t.Logf("%d queues led by the stopped node had new leaders %v after it stopped", lost, took)
+	if took > 10*time.Second {
+		t.Errorf("failover took %v after a graceful stop, no quicker than the queue heartbeat timeout", took)
+	}
+}
+
 // TestWholeClusterRestart: every node stops, then all start again. Nobody
 // leads any queue then, and raft alone would elect only after the queue
 // groups' timeout (10 s) of silence; a member that starts asks whether a
