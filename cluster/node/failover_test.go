@@ -21,19 +21,7 @@ import (
 func TestKilledLeaderFailover(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
 	const n = 9
-	ch := ms[0].Channel()
-	for i := range n {
-		if _, err := ch.QueueDeclare(fmt.Sprintf("f%d", i), true, false, false, false, quorum); err != nil {
-			t.Fatal(err)
-		}
-	}
-	nodetest.Eventually(t, "every queue led, by more than one node", 30*time.Second, func() bool {
-		total := 0
-		for _, m := range ms {
-			total += m.LeadingQueues()
-		}
-		return total == n && ms[1].LeadingQueues() > 0
-	})
+	declareLed(t, ms, "f", n, ms[1])
 	// A while idle: the groups keep their leaders on rare heartbeats.
 	before := []int{ms[0].LeadingQueues(), ms[1].LeadingQueues(), ms[2].LeadingQueues()}
 	time.Sleep(2 * time.Second)
@@ -80,19 +68,7 @@ func TestLeftLeaderFailover(t *testing.T) {
 		c.NoRebalanceOnRejoin = true
 	})
 	const n = 6
-	ch := ms[0].Channel()
-	for i := range n {
-		if _, err := ch.QueueDeclare(fmt.Sprintf("l%d", i), true, false, false, false, quorum); err != nil {
-			t.Fatal(err)
-		}
-	}
-	nodetest.Eventually(t, "every queue led, some by warren-2", 30*time.Second, func() bool {
-		total := 0
-		for _, m := range ms {
-			total += m.LeadingQueues()
-		}
-		return total == n && ms[2].LeadingQueues() > 0
-	})
+	declareLed(t, ms, "l", n, ms[2])
 	lost := ms[2].LeadingQueues()
 	ms[2].Stop()
 	stopped := time.Now()
@@ -104,6 +80,25 @@ func TestLeftLeaderFailover(t *testing.T) {
 	if took > 10*time.Second {
 		t.Errorf("failover took %v after a graceful stop, no quicker than the queue heartbeat timeout", took)
 	}
+}
+
+// declareLed declares n quorum queues named prefix0, prefix1, ... through
+// ms[0] and waits until each has a leader, some of them on node by.
+func declareLed(t *testing.T, ms []*nodetest.Member, prefix string, n int, by *nodetest.Member) {
+	t.Helper()
+	ch := ms[0].Channel()
+	for i := range n {
+		if _, err := ch.QueueDeclare(fmt.Sprintf("%s%d", prefix, i), true, false, false, false, quorum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodetest.Eventually(t, "every queue led, some by "+by.Name(), 30*time.Second, func() bool {
+		total := 0
+		for _, m := range ms {
+			total += m.LeadingQueues()
+		}
+		return total == n && by.LeadingQueues() > 0
+	})
 }
 
 // TestWholeClusterRestart: every node stops, then all start again. Nobody
