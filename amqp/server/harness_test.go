@@ -15,6 +15,7 @@ import (
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/node"
+	"github.com/warrenmq/warren/cluster/node/nodetest"
 )
 
 // testNode starts a node on a free loopback port with its data in a
@@ -35,7 +36,7 @@ func startNode(t testing.TB, opts ...nodeOption) *testNode {
 	}
 	cfg := node.Config{
 		DataDir:  t.TempDir(),
-		AMQPAddr: "127.0.0.1:0",
+		AMQPAddr: nodetest.FreeAddr(t), // kept across restarts: below the ephemeral range
 		Log:      slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Broker:   broker.Config{Seed: broker.DefaultSeed()},
 	}

@@ -3,17 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/cluster/node/nodetest"
 )
 
 // The end-to-end tests run this test binary itself as the server, in a
@@ -35,43 +34,9 @@ type serverProcess struct {
 	waitErr error
 }
 
-// freeAddr is a loopback address whose port is free for TCP and UDP (the
-// gossip address needs both) and lies below the kernel's ephemeral range:
-// a port the kernel handed out for ":0" could be taken again, by another
-// test's listener or any outgoing connection's source, before the server
-// process binds it (CI saw "address already in use" so). No port is handed
-// out twice by one test binary.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for range 1000 {
-		port := 10000 + rand.IntN(22000) // below 32768, the usual ephemeral start
-		if portsGiven[port] {
-			continue
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp", addr)
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		portsGiven[port] = true
-		return addr
-	}
-	t.Fatal("no free port found")
-	return ""
-}
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{}
-)
+// freeAddr is a loopback port below the kernel's ephemeral range, free
+// for TCP and UDP (nodetest.FreeAddr).
+func freeAddr(t *testing.T) string { return nodetest.FreeAddr(t) }
 
 func startServer(t *testing.T, dataDir, addr string) *serverProcess {
 	t.Helper()

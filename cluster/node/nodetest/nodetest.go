@@ -70,13 +70,13 @@ func newMember(t *testing.T, name string, expect int, seed string, opts ...Optio
 	out := logOutput(t)
 	cfg := node.Config{
 		DataDir:  t.TempDir(),
-		AMQPAddr: "127.0.0.1:0",
+		AMQPAddr: FreeAddr(t),
 		Log:      slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name),
 		Broker:   broker.Config{Seed: broker.DefaultSeed()},
 		Cluster: &node.ClusterConfig{
 			NodeName:         name,
-			InternalAddr:     "127.0.0.1:0",
-			GossipAddr:       "127.0.0.1:0",
+			InternalAddr:     FreeAddr(t),
+			GossipAddr:       FreeAddr(t),
 			BootstrapExpect:  expect,
 			HeartbeatTimeout: 500 * time.Millisecond,
 			ElectionTimeout:  500 * time.Millisecond,
