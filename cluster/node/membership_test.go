@@ -437,6 +437,24 @@ func TestMemberAddedAgainKeepsItsLogOverRestart(t *testing.T) {
 		t.Fatalf("add member %s again: %v", again.Name(), err)
 	}
 	waitMembers(t, ms, "again", all)
+	// Promoted, as every member knows: a member stopped before the
+	// promotion reached it keeps a configuration where again does not
+	// vote, refuses again's pre-vote on restart (hashicorp/raft's "node
+	// is not a voter"), and the two could not elect without the leader.
+	nodetest.Eventually(t, again.Name()+" a voter in every member's configuration", 30*time.Second, func() bool {
+		for _, m := range ms {
+			servers, ok := m.QueueServers("/", "again")
+			if !ok || len(servers) != len(all) {
+				return false
+			}
+			for _, voter := range servers {
+				if !voter {
+					return false
+				}
+			}
+		}
+		return true
+	})
 
 	third.Stop()
 	pub := leader.Channel()
