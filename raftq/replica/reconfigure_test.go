@@ -173,6 +173,10 @@ func TestReconfigureRefusesBadArguments(t *testing.T) {
 		defer r.fsm.mu.Unlock()
 		return r.fsm.m.LastIndex()
 	}
+	// Settled first: a new leader's entries (its machine upgrade among
+	// them) land a moment after Open, and a loaded machine saw them
+	// arrive between the two readings below.
+	waitFor(t, "the queue's machine upgraded", func() bool { return r.MachineVersion() == raftq.MachineVersion })
 	before := lastIndex()
 	err := r.Reconfigure(amqp.Table{"x-max-length": int64(-1)})
 	var argErr *raftq.ArgError
