@@ -621,6 +621,11 @@ func (q *clusterQueue) Close() {
 	q.c.forget(q.id)
 }
 
+// handOffTimeout is how long a node tries to hand off its leaderships
+// before it stops (all of them) or while it drains (each one): a transfer
+// whose target does not win takes an election timeout.
+const handOffTimeout = 5 * time.Second
+
 // handOff moves the leadership of every queue this node leads to another
 // member before it stops, so that clients see a leader change at once
 // instead of an election timeout later. It waits at most timeout; the

@@ -178,19 +178,15 @@ func forgotten(m membership.Member, role admin.MetadataRole) bool {
 	return (m.State == membership.Dead || m.State == membership.Left) && role == admin.MetadataRoleNone
 }
 
-// drainHandOffTimeout bounds how long a drained node tries to hand off
-// one group's leadership (a transfer whose target does not win takes an
-// election timeout); the drain loop tries again on its next round.
-const drainHandOffTimeout = 5 * time.Second
-
 // handOffDrained hands off the leadership of any group a drained node's
 // replica leads: one that had to elect it (no other member could win) or
-// that a transfer named. Raft picks the most caught-up follower.
+// that a transfer named. Raft picks the most caught-up follower. Each
+// tries for handOffTimeout; the drain loop tries again on its next round.
 func (n *Node) handOffDrained() {
 	c := n.cluster
 	leading := c.leadingReplicas()
 	for _, r := range leading {
-		ctx, cancel := context.WithTimeout(context.Background(), drainHandOffTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
 		if err := r.HandOff(ctx, c.canLead); err != nil && !errors.Is(err, replica.ErrNoTarget) {
 			c.log.Warn("drained: queue leadership not handed off", "queue", r.Name(), "err", err)
 		}

@@ -80,21 +80,20 @@ func (c *clusterNode) memberEvent(ev membership.Event) {
 		}
 	}
 	switch {
-	case ev.Kind == membership.Failed:
+	case ev.Kind == membership.Failed, ev.Kind == membership.Departed:
+		// A departed node is as gone as a failed one. Its graceful stop
+		// handed its leaderships off first, but one it could not hand
+		// over (handOff gives up after a few seconds) would otherwise
+		// wait out the queue's heartbeat timeout. Members following a
+		// new leader ignore it.
 		for _, r := range c.allReplicas() {
 			r.LeaderSuspected(ev.Member.Name)
 		}
-		c.log.Info("node failed; its queues elect new leaders", "node", ev.Member.Name)
-	case ev.Kind == membership.Departed:
-		// A graceful stop hands its leaderships off first; one it could
-		// not hand over (handOff gives up after a few seconds) would
-		// otherwise wait out the queue's heartbeat timeout. The members
-		// that still follow the departed node elect, as after a failure;
-		// the others, following a new leader, ignore it.
-		for _, r := range c.allReplicas() {
-			r.LeaderSuspected(ev.Member.Name)
+		how := "failed"
+		if ev.Kind == membership.Departed {
+			how = "left"
 		}
-		c.log.Info("node left; queues still led by it elect new leaders", "node", ev.Member.Name)
+		c.log.Info("node "+how+"; queues still led by it elect new leaders", "node", ev.Member.Name)
 	case restartedFrom != "":
 		// Its members lead nothing since: a member that led may win
 		// again by itself, but not on a drained node, and this node's

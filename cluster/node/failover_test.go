@@ -34,25 +34,12 @@ func TestKilledLeaderFailover(t *testing.T) {
 	victim := ms[1]
 	lost := victim.LeadingQueues()
 	victim.Kill()
-	killed := time.Now()
-	survivors := []*nodetest.Member{ms[0], ms[2]}
-	nodetest.Eventually(t, "new leaders for the killed node's queues", 20*time.Second, func() bool {
-		return survivors[0].LeadingQueues()+survivors[1].LeadingQueues() == n
-	})
-	took := time.Since(killed)
-	t.Logf("%d queues led by the killed node had new leaders %v after the kill", lost, took)
-	if took > 5*time.Second {
-		t.Errorf("failover took %v, no quicker than the queue heartbeat timeout", took)
-	}
+	awaitNewLeaders(t, "killed", lost, n, time.Now(), 20*time.Second, 5*time.Second, ms[0], ms[2])
 
 	// The restarted node catches up and follows.
 	victim.Start()
 	nodetest.Eventually(t, "every queue led after the restart", 30*time.Second, func() bool {
-		total := 0
-		for _, m := range ms {
-			total += m.LeadingQueues()
-		}
-		return total == n
+		return leading(ms...) == n
 	})
 }
 
@@ -71,15 +58,32 @@ func TestLeftLeaderFailover(t *testing.T) {
 	declareLed(t, ms, "l", n, ms[2])
 	lost := ms[2].LeadingQueues()
 	ms[2].Stop()
-	stopped := time.Now()
-	nodetest.Eventually(t, "new leaders for the stopped node's queues", 25*time.Second, func() bool {
-		return ms[0].LeadingQueues()+ms[1].LeadingQueues() == n
+	awaitNewLeaders(t, "stopped", lost, n, time.Now(), 25*time.Second, 10*time.Second, ms[0], ms[1])
+}
+
+// awaitNewLeaders waits (up to wait) until survivors lead all n queues
+// after a node that led lost of them went (how: killed, stopped) at
+// since, and fails the test if that took longer than within: no quicker
+// than the queue groups' heartbeat timeout.
+func awaitNewLeaders(t *testing.T, how string, lost, n int, since time.Time, wait, within time.Duration, survivors ...*nodetest.Member) {
+	t.Helper()
+	nodetest.Eventually(t, "new leaders for the "+how+" node's queues", wait, func() bool {
+		return leading(survivors...) == n
 	})
-	took := time.Since(stopped)
-	t.Logf("%d queues led by the stopped node had new leaders %v after it stopped", lost, took)
-	if took > 10*time.Second {
-		t.Errorf("failover took %v after a graceful stop, no quicker than the queue heartbeat timeout", took)
+	took := time.Since(since)
+	t.Logf("%d queues led by the %s node had new leaders %v after it went", lost, how, took)
+	if took > within {
+		t.Errorf("failover took %v after the node was %s, no quicker than the queue heartbeat timeout", took, how)
 	}
+}
+
+// leading is how many queues ms lead together.
+func leading(ms ...*nodetest.Member) int {
+	total := 0
+	for _, m := range ms {
+		total += m.LeadingQueues()
+	}
+	return total
 }
 
 // declareLed declares n quorum queues named prefix0, prefix1, ... through
@@ -93,11 +97,7 @@ func declareLed(t *testing.T, ms []*nodetest.Member, prefix string, n int, by *n
 		}
 	}
 	nodetest.Eventually(t, "every queue led, some by "+by.Name(), 30*time.Second, func() bool {
-		total := 0
-		for _, m := range ms {
-			total += m.LeadingQueues()
-		}
-		return total == n && by.LeadingQueues() > 0
+		return leading(ms...) == n && by.LeadingQueues() > 0
 	})
 }
 
@@ -126,11 +126,7 @@ func TestWholeClusterRestart(t *testing.T) {
 	}
 	started := time.Now()
 	nodetest.Eventually(t, "every queue led after the restart", 30*time.Second, func() bool {
-		total := 0
-		for _, m := range ms {
-			total += m.LeadingQueues()
-		}
-		return total == n
+		return leading(ms...) == n
 	})
 	took := time.Since(started)
 	t.Logf("every queue led %v after the last node started", took)

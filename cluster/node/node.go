@@ -209,7 +209,7 @@ func (n *Node) Close(ctx context.Context) error {
 	err := n.server.Shutdown(ctx)
 	<-n.served
 	if n.cluster != nil {
-		n.cluster.handOff(5 * time.Second)
+		n.cluster.handOff(handOffTimeout)
 	}
 	if n.serveErr != nil && !errors.Is(n.serveErr, server.ErrServerClosed) {
 		err = errors.Join(err, n.serveErr)
