@@ -56,6 +56,19 @@ func TestLeftLeaderFailover(t *testing.T) {
 	})
 	const n = 6
 	declareLed(t, ms, "l", n, ms[2])
+	// Formed: a group whose first leader goes before its followers hold
+	// the configuration has nobody who may campaign (noted, not tested
+	// here; CI stopped warren-2 in that moment).
+	nodetest.Eventually(t, "every queue with three voters", 30*time.Second, func() bool {
+		for i := range n {
+			for _, m := range ms {
+				if st, ok := m.QueueMember("/", fmt.Sprintf("l%d", i)); !ok || !st.Voter || st.LastLogIndex == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	lost := ms[2].LeadingQueues()
 	ms[2].Stop()
 	awaitNewLeaders(t, "stopped", lost, n, time.Now(), 25*time.Second, 10*time.Second, ms[0], ms[1])
