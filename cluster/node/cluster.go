@@ -511,6 +511,7 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 		cfg.AppliesUpTo = uint32(c.queueMachine())
 	}
 	cfg.Bootstrap, cfg.Follow = bootstrap, follow
+	cfg.Rebootstrap = func(peers []replica.Peer) { c.rebootstrap(id, peers) }
 	cfg.Peers = nil
 	for _, m := range members {
 		addr, _ := c.addrOf(m)
@@ -551,6 +552,44 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 	}
 	c.opened.Add(1)
 	return local, nil
+}
+
+// rebootstrap opens this node's member of a new group id again to write
+// the group's first configuration, with peers as its voters (replica's
+// Config.Rebootstrap): it voted for the member chosen to lead, which
+// failed before its first entries arrived here.
+func (c *clusterNode) rebootstrap(id string, peers []replica.Peer) {
+	q := c.router(id)
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	old, open := c.replica(id)
+	if !open || old.LastIndex() != 0 {
+		return // gone, or it heard from the group meanwhile
+	}
+	members := make([]string, 0, len(peers))
+	for _, p := range peers {
+		members = append(members, p.ID)
+	}
+	c.mu.Lock()
+	delete(c.replicas, id)
+	c.mu.Unlock()
+	q.Router.SetMembers(q.members, nil)
+	old.Close()
+	cfg := q.cfg
+	cfg.Rebootstrapped = true
+	r, err := c.openReplica(id, cfg, members, true, true)
+	if err != nil {
+		c.log.Error("cannot open the queue's member again to write its first configuration", "queue", q.cfg.Name, "err", err)
+		return
+	}
+	c.mu.Lock()
+	c.replicas[id] = r
+	c.mu.Unlock()
+	q.Router.SetMembers(q.members, r)
+	c.log.Info("opened the queue's member again with its first configuration; it elects with the others", "queue", q.cfg.Name)
 }
 
 // settleAtLeader passes settlements of deliveries this node's member of

@@ -56,9 +56,10 @@ func TestLeftLeaderFailover(t *testing.T) {
 	})
 	const n = 6
 	declareLed(t, ms, "l", n, ms[2])
-	// Formed: a group whose first leader goes before its followers hold
-	// the configuration has nobody who may campaign (noted, not tested
-	// here; CI stopped warren-2 in that moment).
+	// Formed, so that what is timed is the failover of a leader that
+	// led: a group whose first leader goes before its followers hold
+	// the configuration elects once they have written it (replica's
+	// TestFirstLeaderGoneBeforeItsFirstEntries), which takes longer.
 	nodetest.Eventually(t, "every queue with three voters", 30*time.Second, func() bool {
 		for i := range n {
 			for _, m := range ms {

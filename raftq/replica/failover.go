@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -103,17 +104,57 @@ type failover struct {
 // leader until it came back. It is the configuration the chosen member
 // bootstrapped with, so this is as if every member had bootstrapped at
 // the start, which raft allows; and since nothing can have committed
-// without a second member holding state, nothing is lost by it.
+// without a second member holding state, nothing is lost by it. A member
+// that voted for the chosen one (it won, then failed before its first
+// entries arrived) holds a term, and raft bootstraps only members that
+// hold nothing: the node opens it again to write the configuration
+// (Config.Rebootstrap).
 func (r *Replica) bootstrapLate() {
 	conf := r.fo.lateConf.Swap(nil)
 	if conf == nil || r.raft.LastIndex() != 0 {
 		return
 	}
-	if err := r.raft.BootstrapCluster(*conf).Error(); err != nil {
+	err := r.raft.BootstrapCluster(*conf).Error()
+	switch {
+	case errors.Is(err, raft.ErrCantBootstrap) && r.cfg.Rebootstrap != nil:
+		// It holds a term: it voted for the chosen member, which won
+		// and failed before its first entries reached this one. raft
+		// bootstraps only members that never voted, so the node opens
+		// this replica again to write the configuration (Open's
+		// bootstrapAfterVote).
+		var peers []Peer
+		for _, s := range conf.Servers {
+			peers = append(peers, Peer{ID: string(s.ID), Addr: string(s.Address)})
+		}
+		r.log.Info("the leader first elected for a new queue failed before it was heard from; opening this member again to write its configuration")
+		go r.cfg.Rebootstrap(peers)
+	case err != nil:
 		r.log.Warn("bootstrap after the first leader failed", "err", err)
-		return
+	default:
+		r.log.Info("the member chosen to lead a new queue failed before it was heard from; bootstrapped its configuration here")
 	}
-	r.log.Info("the member chosen to lead a new queue failed before it was heard from; bootstrapped its configuration here")
+}
+
+// bootstrapAfterVote writes conf as the first entry of a member's log, as
+// raft's BootstrapCluster does, on a member that holds a term (it voted in
+// its group's first election) but no entry and no snapshot; raft's own
+// bootstrap refuses any member with a term. It is the entry every member
+// of the group was to bootstrap with (Config.Follow), the same index,
+// term and content as the chosen member's first entry, so the logs agree
+// as raft requires; the term and vote the member holds stay as they are.
+func bootstrapAfterVote(logs raft.LogStore, snaps raft.SnapshotStore, conf raft.Configuration) error {
+	last, err := logs.LastIndex()
+	if err != nil {
+		return err
+	}
+	taken, err := snaps.List()
+	if err != nil {
+		return err
+	}
+	if last > 0 || len(taken) > 0 {
+		return nil // it heard from the group after all
+	}
+	return logs.StoreLog(&raft.Log{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: raft.EncodeConfiguration(conf)})
 }
 
 // init records the timeouts of a multi-member group's config.

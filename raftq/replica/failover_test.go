@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -448,4 +449,83 @@ func TestRestartedLeaderOnADrainedNode(t *testing.T) {
 	if got := nr.Stats().Ready; got != 15 {
 		t.Fatalf("the new leader holds %d messages, want 15", got)
 	}
+}
+
+// unheardTransport is a member's transport whose appends never arrive: it
+// can win an election, but the members that voted for it hear nothing
+// from it afterwards.
+type unheardTransport struct{ campaigningTransport }
+
+func (unheardTransport) AppendEntries(raft.ServerID, raft.ServerAddress, *raft.AppendEntriesRequest, *raft.AppendEntriesResponse) error {
+	return errors.New("cut off")
+}
+
+func (unheardTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// TestFirstLeaderGoneBeforeItsFirstEntries: a new group's chosen member
+// wins the first election, so both followers hold a term, and its node
+// goes before any entry of it reaches them. The followers (Follow) had
+// kept the group's configuration unwritten, and raft refuses to bootstrap
+// a member with a term: they had no configuration to campaign with, and
+// the queue stayed leaderless until that node returned (CI saw it when a
+// node stopped a second after a declaration). Each is now opened again
+// with the configuration written (Rebootstrap), and they elect.
+func TestFirstLeaderGoneBeforeItsFirstEntries(t *testing.T) {
+	eachStorage(t, func(t *testing.T, st storage) {
+		reopen := make(chan string, 4)
+		var mu sync.Mutex
+		rebootstrapped := map[string]bool{}
+		g := newGroupWith(t, st, func(n string, cfg *Config) {
+			suspicious(n, cfg)
+			if n == "a" {
+				cfg.Transport = unheardTransport{cfg.Transport.(campaigningTransport)}
+				return
+			}
+			cfg.Bootstrap, cfg.Follow = true, true
+			cfg.Rebootstrap = func(peers []Peer) {
+				if len(peers) != 3 {
+					t.Errorf("%s reopens with %d peers, want the group's 3", n, len(peers))
+				}
+				reopen <- n
+			}
+			mu.Lock()
+			cfg.Rebootstrapped = rebootstrapped[n]
+			mu.Unlock()
+		})
+		// a campaigned as it opened, before b and c were there; started
+		// again on its state, it asks them and campaigns.
+		g.stop("a")
+		g.start("a", true)
+		waitFor(t, "a leads, with b and c holding its term but no entry", func() bool {
+			if !g.members["a"].IsLeader() {
+				return false
+			}
+			for _, n := range []string{"b", "c"} {
+				if st := g.members[n].Status(); st.Term == 0 || st.LastLogIndex != 0 {
+					return false
+				}
+			}
+			return true
+		})
+		g.stop("a")
+		for _, n := range []string{"b", "c"} {
+			g.members[n].LeaderSuspected("a")
+		}
+		for range 2 {
+			select {
+			case n := <-reopen:
+				mu.Lock()
+				rebootstrapped[n] = true
+				mu.Unlock()
+				g.stop(n)
+				g.start(n, true)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the followers were not opened again")
+			}
+		}
+		_, lr := g.leader()
+		publish(t, lr, 0, 5)
+	})
 }

@@ -84,6 +84,20 @@ type Config struct {
 	// declaration a write on each of them.
 	Bootstrap bool
 	Follow    bool
+	// Rebootstrap is called, in a goroutine of its own, when a new
+	// group's member opened with Follow must write the group's first
+	// configuration (failover.go's bootstrapLate) but raft refuses to
+	// bootstrap it while it runs: it voted in the group's first election,
+	// so it holds a term, yet heard nothing from the leader it elected,
+	// whose node gossip now reports failed or gone. The node closes the
+	// replica and opens it again with Rebootstrapped and peers. Nil
+	// leaves the member without a configuration, so without a vote, until
+	// that leader's node returns.
+	Rebootstrap func(peers []Peer)
+	// Rebootstrapped makes Open write Peers as the group's first
+	// configuration, as Bootstrap would have, on a member that holds a
+	// term but no log entry and no snapshot (Rebootstrap).
+	Rebootstrapped bool
 	// SeesAlive asks the node of member peer whether its gossip sees node
 	// alive. A member whose own gossip calls its leader's node failed
 	// campaigns only when a majority of the voters' nodes agree (failover.go);
@@ -413,13 +427,19 @@ func Open(cfg Config) (*Replica, error) {
 		closeStore()
 		return nil, fmt.Errorf("read raft state: %w", err)
 	}
-	if !existing && bootstrap && cfg.Follow {
+	switch {
+	case !existing && bootstrap && cfg.Follow:
 		// Kept, not written: see failover.go's bootstrapLate.
 		r.fo.lateConf.Store(&conf)
-	} else if !existing && bootstrap {
+	case !existing && bootstrap:
 		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
 			closeStore()
 			return nil, fmt.Errorf("bootstrap raft group: %w", err)
+		}
+	case existing && cfg.Rebootstrapped && cfg.Transport != nil:
+		if err := bootstrapAfterVote(logs, snaps, conf); err != nil {
+			closeStore()
+			return nil, fmt.Errorf("bootstrap raft group after its first vote: %w", err)
 		}
 	}
 	r.raft, err = raft.NewRaft(rc, r.fsm, logs, store, snaps, trans)
