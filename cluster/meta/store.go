@@ -166,8 +166,19 @@ func Open(cfg Config) (*Store, error) {
 		logs.Close()
 		return nil, fmt.Errorf("meta: start raft: %w", err)
 	}
+	if j, ok := cfg.Transport.(voteJudge); ok {
+		j.JudgeVotesOf(s.raft)
+	}
 	go s.runNotices()
 	return s, nil
+}
+
+// voteJudge is a transport that answers pre-votes from candidates the
+// member's configuration does not count as voters, from raft's state
+// (cluster/transport's votes.go): a node that missed another's promotion
+// would refuse it outright.
+type voteJudge interface {
+	JudgeVotesOf(*raft.Raft)
 }
 
 // Register adds the Meta gRPC service (forwarded proposals and

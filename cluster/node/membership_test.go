@@ -437,10 +437,9 @@ func TestMemberAddedAgainKeepsItsLogOverRestart(t *testing.T) {
 		t.Fatalf("add member %s again: %v", again.Name(), err)
 	}
 	waitMembers(t, ms, "again", all)
-	// Promoted, as every member knows: a member stopped before the
-	// promotion reached it keeps a configuration where again does not
-	// vote, refuses again's pre-vote on restart (hashicorp/raft's "node
-	// is not a voter"), and the two could not elect without the leader.
+	// Promoted, as every member knows, so that what follows tests the
+	// log kept over the restart: a member that missed the promotion is
+	// cluster/transport's TestMissedPromotionElects.
 	nodetest.Eventually(t, again.Name()+" a voter in every member's configuration", 30*time.Second, func() bool {
 		for _, m := range ms {
 			servers, ok := m.QueueServers("/", "again")

@@ -145,6 +145,7 @@ func (h *harness) startRafts(nd *node) {
 		if err != nil {
 			h.t.Fatal(err)
 		}
+		tr.JudgeVotesOf(r)
 		m.raft = r
 	}
 }

@@ -87,7 +87,9 @@ func (s *server) RequestVote(ctx context.Context, req *raftpb.RequestVoteRequest
 	if err != nil {
 		return nil, err
 	}
-	resp, rpcErr, err := t.serve(ctx, voteReqFromPB(req), false)
+	vote := voteReqFromPB(req)
+	vote.ID = nil // judged on terms and logs (votes.go)
+	resp, rpcErr, err := t.serve(ctx, vote, false)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +102,11 @@ func (s *server) RequestPreVote(ctx context.Context, req *raftpb.RequestPreVoteR
 	if err != nil {
 		return nil, err
 	}
-	resp, rpcErr, err := t.serve(ctx, preVoteReqFromPB(req), false)
+	pre := preVoteReqFromPB(req)
+	if resp, ok := t.answerPreVote(pre); ok {
+		return preVoteRespToPB(resp, nil), nil
+	}
+	resp, rpcErr, err := t.serve(ctx, pre, false)
 	if err != nil {
 		return nil, err
 	}

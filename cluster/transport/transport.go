@@ -46,6 +46,8 @@ type Transport struct {
 	// for a peer (awaitPeer) give up.
 	stopWaiting       context.Context
 	cancelStopWaiting context.CancelFunc
+	// judge is JudgeVotesOf's raft, or nil (votes.go).
+	judge atomic.Pointer[raft.Raft]
 	// pipelineIdle is SetPipelineIdle's function, or nil.
 	pipelineIdle atomic.Pointer[func(lastAcked uint64)]
 	// tracking and acks record followers' acknowledgements (acks.go):

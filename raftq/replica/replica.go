@@ -449,6 +449,9 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	r.leaderOf.Store(r.raft)
 	r.raft.RegisterObserver(raft.NewObserver(nil, false, r.observe))
+	if j, ok := cfg.Transport.(voteJudge); ok {
+		j.JudgeVotesOf(r.raft) // cluster/transport's votes.go
+	}
 	if pi, ok := cfg.Transport.(pipelineIdler); ok {
 		pi.SetPipelineIdle(func(lastAcked uint64) {
 			if r.raft.LastIndex() > lastAcked {
@@ -1035,6 +1038,14 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 // still waiting for their commit are answered ErrNotLeader: forwarders send
 // them on to the group's next leader.
 func (r *Replica) Close() { r.shutdown(ErrNotLeader) }
+
+// voteJudge is a transport that answers pre-votes from candidates the
+// member's configuration does not count as voters, from raft's state
+// (cluster/transport's JudgeVotesOf): a member that missed another's
+// promotion would refuse it outright.
+type voteJudge interface {
+	JudgeVotesOf(*raft.Raft)
+}
 
 // pipelineIdler is a transport that says when a replication pipeline went
 // idle short of the leader's log (cluster/transport's SetPipelineIdle):
