@@ -690,7 +690,7 @@ func (c *clusterNode) handOff(timeout time.Duration) {
 				return
 			}
 			defer func() { <-sem }()
-			switch err := r.HandOff(ctx, c.canLead); {
+			switch err := c.handOffUndrained(ctx, r, true); {
 			case errors.Is(err, replica.ErrNoTarget):
 				// A group of one (a cluster of one), or one whose
 				// other members' nodes are gone, has nobody to hand
@@ -720,6 +720,19 @@ func (c *clusterNode) handOff(timeout time.Duration) {
 func (c *clusterNode) canLead(node string) bool {
 	m, ok := c.gossip.Member(node)
 	return ok && m.State == membership.Alive && !m.Leaving
+}
+
+// handOffUndrained hands r's leadership to a member whose node may lead
+// and is not drained: a drained node would only hand it on again, and two
+// drained nodes would pass it back and forth. With orDrained, a drained
+// node takes it when no other can (a stopping node: better a leader that
+// moves on later than none until an election).
+func (c *clusterNode) handOffUndrained(ctx context.Context, r *replica.Replica, orDrained bool) error {
+	err := r.HandOff(ctx, func(node string) bool { return c.canLead(node) && !c.drained(node) })
+	if errors.Is(err, replica.ErrNoTarget) && orDrained {
+		err = r.HandOff(ctx, c.canLead)
+	}
+	return err
 }
 
 // removeOrphans deletes the Raft groups of queues this node no longer

@@ -180,14 +180,14 @@ func forgotten(m membership.Member, role admin.MetadataRole) bool {
 
 // handOffDrained hands off the leadership of any group a drained node's
 // replica leads: one that had to elect it (no other member could win) or
-// that a transfer named. Raft picks the most caught-up follower. Each
+// that a transfer named, to a member on a node that is not drained. Each
 // tries for handOffTimeout; the drain loop tries again on its next round.
 func (n *Node) handOffDrained() {
 	c := n.cluster
 	leading := c.leadingReplicas()
 	for _, r := range leading {
 		ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
-		if err := r.HandOff(ctx, c.canLead); err != nil && !errors.Is(err, replica.ErrNoTarget) {
+		if err := c.handOffUndrained(ctx, r, false); err != nil && !errors.Is(err, replica.ErrNoTarget) {
 			c.log.Warn("drained: queue leadership not handed off", "queue", r.Name(), "err", err)
 		}
 		cancel()

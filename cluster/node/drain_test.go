@@ -247,3 +247,38 @@ func TestForgetNode(t *testing.T) {
 		t.Errorf("queue after forget: %v", err)
 	}
 }
+
+// TestStopHandsOffPastADrainedNode: a node that stops hands its queues'
+// leadership to the node that is not drained, not to the drained one
+// (which would only hand it on again, and another drained node back).
+// The drained node is the one raft picks when all are equally caught up
+// (the first in the configuration).
+func TestStopHandsOffPastADrainedNode(t *testing.T) {
+	ms := nodetest.StartCluster(t, 3)
+	const n = 4
+	declareLed(t, ms, "past", n, ms[0])
+	nodetest.Eventually(t, "every queue formed", 30*time.Second, func() bool {
+		for i := range n {
+			for _, m := range ms {
+				if st, ok := m.QueueMember("/", fmt.Sprintf("past%d", i)); !ok || !st.Voter || st.LastLogIndex == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if _, err := adminClient(t, ms[2]).Drain(callCtx(t, time.Minute), &adminpb.DrainRequest{Node: ms[1].Name()}); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	led := ms[0].LeadingQueues()
+	if led == 0 {
+		t.Fatalf("%s leads no queue after the drain", ms[0].Name())
+	}
+	ms[0].Stop()
+	if got := ms[1].LeadingQueues(); got != 0 {
+		t.Errorf("the drained node took %d leaderships from the stopping node", got)
+	}
+	nodetest.Eventually(t, "every queue led by "+ms[2].Name(), 10*time.Second, func() bool {
+		return ms[2].LeadingQueues() == n
+	})
+}
