@@ -47,6 +47,12 @@ type Config struct {
 	// RabbitMQ 4.3 does by default; Warren accepts them unless set, as
 	// RabbitMQ did before 4.3.
 	DenyTransientQueues bool
+	// DenyQueueMasterLocator refuses the x-queue-master-locator argument
+	// of a classic queue and the queue-master-locator policy key, both
+	// deprecated, as RabbitMQ 4.3 does by default; Warren accepts them
+	// unless set (they place nothing: a classic queue lives on the node
+	// that declared it), as RabbitMQ did before 4.3.
+	DenyQueueMasterLocator bool
 	// ConsumerDisconnectedTimeout is how long a quorum queue keeps the
 	// messages of a consumer whose node is cut off from its leader, for
 	// queues whose arguments and policies set none (RabbitMQ 4.3's

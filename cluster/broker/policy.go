@@ -235,6 +235,11 @@ var policyKeys = map[string]policyKey{
 	"stream-filter-size-bytes":      {func(v any) bool { n, ok := v.(int64); return ok && n >= 16 && n <= 255 }, "%s is not a valid filter size. Valid range is 16-255", false},
 	"queue-leader-locator":          {oneOf("client-local", "balanced", "random", "least-leaders"), "%s is not a valid queue leader locator value", false},
 	"initial-cluster-size":          {isInt(0), "%s is not a valid cluster size", false},
+	// queue-master-locator, deprecated, is registered by
+	// rabbit_classic_queue (policy and operator policy validator); it
+	// takes the leader locators' names. 4.3 refuses the key outright
+	// unless the deprecated feature is permitted (validatePolicy's deny).
+	"queue-master-locator": {oneOf("client-local", "balanced", "random", "least-leaders", "min-masters"), "%s is not a valid master locator", true},
 	// target-group-size is registered by rabbit_quorum_queue (policy and
 	// operator policy validator): a positive integer. Warren's reconciler
 	// grows quorum queues to it (cluster/node/reconcile.go).
@@ -251,8 +256,9 @@ var policyKeys = map[string]policyKey{
 // apply-to value, the pattern, then the definition: no keys is an error,
 // each known key's value is checked (in key order; the first error is
 // the answer), and unknown keys (or, for an operator policy, keys
-// operators may not set) are refused together.
-func validatePolicy(p *PolicyDef) error {
+// operators may not set) are refused together. denyMasterLocator refuses
+// the deprecated queue-master-locator key, as RabbitMQ 4.3 does by default.
+func validatePolicy(p *PolicyDef, denyMasterLocator bool) error {
 	if p.Name == "" {
 		return policyErrorf("a policy needs a name")
 	}
@@ -273,6 +279,9 @@ func validatePolicy(p *PolicyDef) error {
 		if !ok || (p.Operator && !pk.operator) {
 			unknown = append(unknown, "{"+erlTerm(k)+","+erlTerm(p.Definition[k])+"}")
 			continue
+		}
+		if k == "queue-master-locator" && denyMasterLocator {
+			return policyErrorf("use of deprecated queue-master-locator argument is not permitted")
 		}
 		if !pk.check(p.Definition[k]) {
 			return policyErrorf(pk.text, erlTerm(p.Definition[k]))

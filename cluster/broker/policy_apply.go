@@ -50,7 +50,7 @@ func (b *Broker) SetPolicy(d PolicyDef) error {
 	if d.ApplyTo == "" {
 		d.ApplyTo = ApplyToAll
 	}
-	if err := validatePolicy(&d); err != nil {
+	if err := validatePolicy(&d, b.cfg.DenyQueueMasterLocator); err != nil {
 		return err
 	}
 	v := b.vhost(d.Vhost)

@@ -78,10 +78,12 @@ func TestValidatePolicy(t *testing.T) {
 		{`{"delayed-retry-min":0}`, "all", false, "0 is not a valid delayed retry minimum delay. Must be a positive integer"},
 		{`{"delayed-retry-type":"all"}`, "all", false, "delayed-retry-min is required when delayed-retry-type is all"},
 		{`{"delayed-retry-type":"all","delayed-retry-min":500,"delayed-retry-max":100}`, "all", false, "delayed-retry-max (100) must not be smaller than delayed-retry-min (500)"},
+		{`{"queue-master-locator":"min-masters"}`, "classic_queues", true, ""},
+		{`{"queue-master-locator":"far"}`, "all", false, `<<"far">> is not a valid master locator`},
 	}
 	for _, c := range cases {
 		d := PolicyDef{Name: "p", Pattern: ".*", ApplyTo: c.applyTo, Operator: c.operator, Definition: mustDef(t, c.def)}
-		err := validatePolicy(&d)
+		err := validatePolicy(&d, false)
 		got := ""
 		if err != nil {
 			got = err.Error()
@@ -89,6 +91,16 @@ func TestValidatePolicy(t *testing.T) {
 		if got != c.err {
 			t.Errorf("%s (apply-to %s, operator %v): got %q, want %q", c.def, c.applyTo, c.operator, got, c.err)
 		}
+	}
+}
+
+// With the deprecated feature denied (--queue-master-locator=deny), as
+// RabbitMQ 4.3 by default, the key is refused whatever its value.
+func TestValidatePolicyDeniesMasterLocator(t *testing.T) {
+	d := PolicyDef{Name: "p", Pattern: ".*", ApplyTo: "all", Definition: mustDef(t, `{"max-length":1,"queue-master-locator":"client-local"}`)}
+	err := validatePolicy(&d, true)
+	if want := "use of deprecated queue-master-locator argument is not permitted"; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
 	}
 }
 

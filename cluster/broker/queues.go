@@ -220,9 +220,7 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	defer v.mu.Unlock()
 
 	if !d.Durable && !d.Exclusive && v.b.cfg.DenyTransientQueues {
-		// RabbitMQ 4.3 denies the deprecated transient_nonexcl_queues
-		// feature by default, as a connection error with this text.
-		return nil, queue.Stats{}, amqp.Errorf(amqp.InternalError, "Feature `transient_nonexcl_queues` is deprecated.\nBy default, this feature is not permitted anymore.\nThe feature will be removed from a future major RabbitMQ version, regardless of the configuration; actual version to be determined.\nTo continue using it, set the following parameter in your configuration:\n    \"deprecated_features.permit.transient_nonexcl_queues = true\"")
+		return nil, queue.Stats{}, deprecatedDenied("transient_nonexcl_queues")
 	}
 
 	if err := v.checkQueueLimitLocked(d.Name); err != nil {
@@ -508,6 +506,11 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 		if err := checkQueueVersion(what, d.Arguments); err != nil {
 			return "", err
 		}
+		if _, ok := d.Arguments["x-queue-master-locator"]; ok && v.b.cfg.DenyQueueMasterLocator {
+			// rabbit_classic_queue:validate_arguments, once the
+			// arguments passed rabbit_amqqueue's checks.
+			return "", deprecatedDenied("queue_master_locator")
+		}
 	case QueueTypeQuorum:
 		if err := checkQuorumDeclare(d, serverNamed, what); err != nil {
 			return "", err
@@ -529,6 +532,16 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 		}
 	}
 	return typ, nil
+}
+
+// deprecatedDenied is RabbitMQ 4.3's refusal of a deprecated feature that
+// is denied by default: a connection error (541) whose text is
+// rabbit_deprecated_features' when_denied message for that phase.
+func deprecatedDenied(feature string) *amqp.Error {
+	return amqp.Errorf(amqp.InternalError, "Feature `%s` is deprecated.\nBy default, this feature is not permitted anymore.\n"+
+		"The feature will be removed from a future major RabbitMQ version, regardless of the configuration; actual version to be determined.\n"+
+		"To continue using this feature when it is not permitted by default, set the following parameter in your configuration:\n"+
+		"    \"deprecated_features.permit.%s = true\"", feature, feature)
 }
 
 // checkQueueVersion refuses a classic queue's x-queue-version other than

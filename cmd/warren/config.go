@@ -45,6 +45,7 @@ type config struct {
 	debugAddr           string
 	prometheusAddr      string
 	transientQueues     string
+	masterLocator       string
 	globalQos           string
 	disconnectedTimeout time.Duration
 	payloadCache        string
@@ -111,6 +112,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.clusterName, "cluster-name", "warren", "cluster name reported to clients")
 	fs.StringVar(&c.globalQos, "global-qos", "deny", "basic.qos with global set: deny (as RabbitMQ 4.3, where the deprecated global_qos is denied: the prefetch is per consumer, as without global) or permit (as RabbitMQ before 4.3: one prefetch shared by the channel's consumers, which quorum queues refuse with 540)")
 	fs.StringVar(&c.transientQueues, "transient-queues", "permit", "non-durable, non-exclusive queues: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3, a 541 connection error)")
+	fs.StringVar(&c.masterLocator, "queue-master-locator", "permit", "the deprecated x-queue-master-locator argument and queue-master-locator policy key: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3: a 541 connection error, a refused policy)")
 	fs.DurationVar(&c.disconnectedTimeout, "consumer-disconnected-timeout", replica.DefaultDisconnectedTimeout, "how long a quorum queue keeps the messages of a consumer whose node is cut off from the queue's leader, for it to come back and acknowledge them, before they return to the queue (RabbitMQ 4.3's consumer_disconnected_timeout; a queue may set its own with x-consumer-disconnected-timeout or the consumer-disconnected-timeout policy, in milliseconds, the lower of the two applying); a node that restarted or left returns them at once; 0 returns them at once always")
 	fs.StringVar(&c.payloadCache, "queue-payload-cache", "256MiB", "memory the node's quorum queue leaders may keep, all together, for the payloads of messages waiting to be delivered, so that delivering one does not read it back from the log (each queue keeps at most 4 MiB of it): an amount (256MiB, 1GiB, 268435456); 0 reads every delivery from the log")
 	fs.StringVar(&c.prometheusAddr, "prometheus-addr", "", "if set, serve Prometheus metrics on this address (RabbitMQ's port is 15692) under /metrics (per node) and /metrics/per-object (per queue), with rabbitmq_prometheus's metric names")
@@ -257,6 +259,9 @@ func (c *config) validate() error {
 	if c.transientQueues != "permit" && c.transientQueues != "deny" {
 		return fmt.Errorf("--transient-queues must be permit or deny, not %q", c.transientQueues)
 	}
+	if c.masterLocator != "permit" && c.masterLocator != "deny" {
+		return fmt.Errorf("--queue-master-locator must be permit or deny, not %q", c.masterLocator)
+	}
 	if c.globalQos != "permit" && c.globalQos != "deny" {
 		return fmt.Errorf("--global-qos must be permit or deny, not %q", c.globalQos)
 	}
@@ -367,6 +372,7 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			Seed:                        c.seed,
 			MemoryLimit:                 limit,
 			DenyTransientQueues:         c.transientQueues == "deny",
+			DenyQueueMasterLocator:      c.masterLocator == "deny",
 			ConsumerDisconnectedTimeout: c.disconnectedTimeout,
 			PayloadCache:                replica.NewPayloadCache(payloads),
 		},
