@@ -670,3 +670,51 @@ func TestMayBeStale(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestMayBeStaleAfterLosingTouch: a follower cut off from the leader for
+// longer than staleAfter counts its copy possibly stale once the link
+// heals, even with a fresh contact and nothing unapplied, until a CatchUp
+// asks the leader: the first contact after a heal is a heartbeat, which
+// carries none of what was committed meanwhile (a queue declared during
+// the cut was unroutable through the healed node).
+func TestMayBeStaleAfterLosingTouch(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
+		t.Fatal(err)
+	}
+	l, f := c.leader(), c.follower()
+	if err := l.store.Apply(metadata.Put(vhostA)); err != nil {
+		t.Fatal(err)
+	}
+	f.updates.wait(t, 1)
+	catchUp := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := f.store.CatchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	catchUp()
+	if f.store.MayBeStale() {
+		t.Fatal("stale after catching up")
+	}
+	c.disconnect(f)
+	if err := l.store.Apply(metadata.Put(exchX)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * f.store.staleAfter())
+	c.connect(f)
+	f.updates.wait(t, 2) // what was committed meanwhile has arrived
+	eventually(t, 10*time.Second, "fresh contact with the leader", func() bool {
+		_, addr := f.store.Leader()
+		return addr != "" && time.Since(f.store.raft.LastContact()) < f.store.staleAfter()/2
+	})
+	if !f.store.MayBeStale() {
+		t.Fatal("a follower back from a cut counts itself current before asking the leader")
+	}
+	catchUp()
+	if f.store.MayBeStale() {
+		t.Fatal("stale after catching up again")
+	}
+}

@@ -74,6 +74,12 @@ type Store struct {
 	// caughtUp is set by the first CatchUp that succeeds: until then the
 	// state is what this node held when it stopped, and MayBeStale says so.
 	caughtUp atomic.Bool
+	// gaps counts the times this node went without hearing from a
+	// leader for longer than staleAfter (watchContact), and caughtGap is
+	// gaps as it was when the last CatchUp that succeeded began:
+	// MayBeStale holds while they differ.
+	gaps, caughtGap atomic.Uint64
+	contactDone     chan struct{}
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -135,6 +141,7 @@ func Open(cfg Config) (*Store, error) {
 		applyTimeout: applyTimeout,
 		notice:       make(chan struct{}, 1),
 		noticesDone:  make(chan struct{}),
+		contactDone:  make(chan struct{}),
 		closed:       make(chan struct{}),
 	}
 	logger := raftlog.New(s.log, hclog.Info)
@@ -170,6 +177,7 @@ func Open(cfg Config) (*Store, error) {
 		j.JudgeVotesOf(s.raft)
 	}
 	go s.runNotices()
+	go s.watchContact()
 	return s, nil
 }
 
@@ -280,6 +288,7 @@ func (s *Store) Close() error {
 		}
 		err := s.raft.Shutdown().Error()
 		<-s.noticesDone
+		<-s.contactDone
 		s.fsm.stop()
 		s.closeErr = errors.Join(err, s.logs.Close())
 	})
