@@ -344,6 +344,22 @@ func TestFollowersApplyCommitsWithoutCommitTimeout(t *testing.T) {
 	}
 }
 
+// formedCluster is a bootstrapped three-node cluster with its leader and
+// a follower that has been handed the first change (vhostA).
+func formedCluster(t *testing.T) (c *testCluster, l, f *testNode) {
+	t.Helper()
+	c = newCluster(t, 3)
+	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
+		t.Fatal(err)
+	}
+	l, f = c.leader(), c.follower()
+	if err := l.store.Apply(metadata.Put(vhostA)); err != nil {
+		t.Fatal(err)
+	}
+	f.updates.wait(t, 1)
+	return c, l, f
+}
+
 // CatchUp returns only once the FSM holds what the leader had applied:
 // raft counts an entry applied as soon as it hands it to the FSM's
 // goroutine, before the FSM has applied it. With a follower's FSM held
@@ -351,15 +367,7 @@ func TestFollowersApplyCommitsWithoutCommitTimeout(t *testing.T) {
 // state has the change. (A restarted node that caught up early saw its
 // queues as deleted and removed their data.)
 func TestCatchUpWaitsForTheFSM(t *testing.T) {
-	c := newCluster(t, 3)
-	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
-		t.Fatal(err)
-	}
-	l, f := c.leader(), c.follower()
-	if err := l.store.Apply(metadata.Put(vhostA)); err != nil {
-		t.Fatal(err)
-	}
-	f.updates.wait(t, 1)
+	_, l, f := formedCluster(t)
 
 	f.store.fsm.mu.Lock()
 	held := true
@@ -678,15 +686,7 @@ func TestMayBeStale(t *testing.T) {
 // carries none of what was committed meanwhile (a queue declared during
 // the cut was unroutable through the healed node).
 func TestMayBeStaleAfterLosingTouch(t *testing.T) {
-	c := newCluster(t, 3)
-	if err := c.nodes[0].store.Bootstrap(c.servers(c.nodes...)); err != nil {
-		t.Fatal(err)
-	}
-	l, f := c.leader(), c.follower()
-	if err := l.store.Apply(metadata.Put(vhostA)); err != nil {
-		t.Fatal(err)
-	}
-	f.updates.wait(t, 1)
+	c, l, f := formedCluster(t)
 	catchUp := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

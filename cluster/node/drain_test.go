@@ -257,16 +257,7 @@ func TestStopHandsOffPastADrainedNode(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
 	const n = 4
 	declareLed(t, ms, "past", n, ms[0])
-	nodetest.Eventually(t, "every queue formed", 30*time.Second, func() bool {
-		for i := range n {
-			for _, m := range ms {
-				if st, ok := m.QueueMember("/", fmt.Sprintf("past%d", i)); !ok || !st.Voter || st.LastLogIndex == 0 {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	awaitFormed(t, ms, "past", n)
 	if _, err := adminClient(t, ms[2]).Drain(callCtx(t, time.Minute), &adminpb.DrainRequest{Node: ms[1].Name()}); err != nil {
 		t.Fatalf("drain: %v", err)
 	}

@@ -60,19 +60,26 @@ func TestLeftLeaderFailover(t *testing.T) {
 	// led: a group whose first leader goes before its followers hold
 	// the configuration elects once they have written it (replica's
 	// TestFirstLeaderGoneBeforeItsFirstEntries), which takes longer.
-	nodetest.Eventually(t, "every queue with three voters", 30*time.Second, func() bool {
+	awaitFormed(t, ms, "l", n)
+	lost := ms[2].LeadingQueues()
+	ms[2].Stop()
+	awaitNewLeaders(t, "stopped", lost, n, time.Now(), 25*time.Second, 10*time.Second, ms[0], ms[1])
+}
+
+// awaitFormed waits until every member of queues prefix0..prefix(n-1)
+// votes and holds the group's first entries.
+func awaitFormed(t *testing.T, ms []*nodetest.Member, prefix string, n int) {
+	t.Helper()
+	nodetest.Eventually(t, "every queue formed, with three voters", 30*time.Second, func() bool {
 		for i := range n {
 			for _, m := range ms {
-				if st, ok := m.QueueMember("/", fmt.Sprintf("l%d", i)); !ok || !st.Voter || st.LastLogIndex == 0 {
+				if st, ok := m.QueueMember("/", fmt.Sprintf("%s%d", prefix, i)); !ok || !st.Voter || st.LastLogIndex == 0 {
 					return false
 				}
 			}
 		}
 		return true
 	})
-	lost := ms[2].LeadingQueues()
-	ms[2].Stop()
-	awaitNewLeaders(t, "stopped", lost, n, time.Now(), 25*time.Second, 10*time.Second, ms[0], ms[1])
 }
 
 // awaitNewLeaders waits (up to wait) until survivors lead all n queues
