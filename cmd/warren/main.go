@@ -36,6 +36,15 @@ func run(args []string) int {
 		return 2
 	}
 	log := cfg.logger(os.Stderr)
+	if cfg.timerSlack > 0 {
+		// First, so that the threads started later take it from their
+		// creators.
+		if threads, refused, err := setTimerSlack(cfg.timerSlack); err != nil {
+			log.Info("timer slack not set on every thread", "slack", cfg.timerSlack, "threads", threads, "refused", refused, "err", err)
+		} else {
+			log.Debug("timer slack set", "slack", cfg.timerSlack, "threads", threads)
+		}
+	}
 	if os.Getenv("GOGC") == "" {
 		go tuneGC()
 	}
