@@ -14,7 +14,7 @@ import (
 // to d: how late the kernel may end a timed sleep to wake several sleepers
 // at once. The Go runtime's monitor thread (sysmon) sleeps 20 µs at a time
 // while any goroutine runs, and a broker at 1,000 msg/s goes from idle to
-// busy a thousand times a second, so those wake-ups were about a fifth of
+// busy a thousand times a second, so those wake-ups were about a sixth of
 // its CPU; with 1 ms the broker used a quarter less CPU per message, at
 // the same confirm latency (docs/performance.md, thirty-fifth session).
 // Network and disk wake-ups do not wait on timers and are not delayed.
