@@ -511,7 +511,7 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 		cfg.AppliesUpTo = uint32(c.queueMachine())
 	}
 	cfg.Bootstrap, cfg.Follow = bootstrap, follow
-	cfg.Rebootstrap = func(peers []replica.Peer) { c.rebootstrap(id, peers) }
+	cfg.Rebootstrap = func(members []string) { c.rebootstrap(id, members) }
 	cfg.Peers = nil
 	for _, m := range members {
 		addr, _ := c.addrOf(m)
@@ -555,10 +555,10 @@ func (c *clusterNode) openReplica(id string, cfg replica.Config, members []strin
 }
 
 // rebootstrap opens this node's member of a new group id again to write
-// the group's first configuration, with peers as its voters (replica's
+// the group's first configuration, with members as its voters (replica's
 // Config.Rebootstrap): it voted for the member chosen to lead, which
 // failed before its first entries arrived here.
-func (c *clusterNode) rebootstrap(id string, peers []replica.Peer) {
+func (c *clusterNode) rebootstrap(id string, members []string) {
 	q := c.router(id)
 	if q == nil {
 		return
@@ -569,14 +569,7 @@ func (c *clusterNode) rebootstrap(id string, peers []replica.Peer) {
 	if !open || old.LastIndex() != 0 {
 		return // gone, or it heard from the group meanwhile
 	}
-	members := make([]string, 0, len(peers))
-	for _, p := range peers {
-		members = append(members, p.ID)
-	}
-	c.mu.Lock()
-	delete(c.replicas, id)
-	c.mu.Unlock()
-	q.Router.SetMembers(q.members, nil)
+	q.setLocalLocked(nil)
 	old.Close()
 	cfg := q.cfg
 	cfg.Rebootstrapped = true
@@ -585,10 +578,7 @@ func (c *clusterNode) rebootstrap(id string, peers []replica.Peer) {
 		c.log.Error("cannot open the queue's member again to write its first configuration", "queue", q.cfg.Name, "err", err)
 		return
 	}
-	c.mu.Lock()
-	c.replicas[id] = r
-	c.mu.Unlock()
-	q.Router.SetMembers(q.members, r)
+	q.setLocalLocked(r)
 	c.log.Info("opened the queue's member again with its first configuration; it elects with the others", "queue", q.cfg.Name)
 }
 

@@ -745,16 +745,13 @@ func (q *clusterQueue) MembersChanged(members []string) {
 			q.Router.SetMembers(members, nil)
 			return
 		}
-		c.mu.Lock()
-		c.replicas[q.id] = r
-		c.mu.Unlock()
-		q.Router.SetMembers(members, r)
+		q.setLocalLocked(r)
 		c.log.Info("this node became a member of the queue", "queue", q.cfg.Name)
 	case !member && had && !c.meta.CaughtUp():
 		q.Router.SetMembers(members, nil)
 		c.log.Debug("not removing this node's member of the queue before catching up", "queue", q.cfg.Name)
 	case !member && had:
-		q.removeLocalLocked(members, local)
+		q.removeLocalLocked(local)
 	case had:
 		q.Router.SetMembers(members, local)
 	default:
@@ -763,15 +760,30 @@ func (q *clusterQueue) MembersChanged(members []string) {
 }
 
 // removeLocalLocked removes this node's replica of the queue, with its
-// files, and routes to members; q.mu held.
-func (q *clusterQueue) removeLocalLocked(members []string, local *replica.Replica) {
-	c := q.c
-	q.Router.SetMembers(members, nil)
-	c.mu.Lock()
-	delete(c.replicas, q.id)
-	c.mu.Unlock()
+// files, and routes to the members; q.mu held.
+func (q *clusterQueue) removeLocalLocked(local *replica.Replica) {
+	q.setLocalLocked(nil)
 	local.Remove()
-	c.log.Info("this node's member of the queue was removed", "queue", q.cfg.Name)
+	q.c.log.Info("this node's member of the queue was removed", "queue", q.cfg.Name)
+}
+
+// setLocalLocked makes r this node's open replica of the queue (nil:
+// none), for the node and for the queue's router, which routes to
+// q.members; q.mu held.
+func (q *clusterQueue) setLocalLocked(r *replica.Replica) {
+	c := q.c
+	c.mu.Lock()
+	if r == nil {
+		delete(c.replicas, q.id)
+		c.mu.Unlock()
+		// A nil interface, not an interface holding a nil *Replica: the
+		// router would take that for a local member.
+		q.Router.SetMembers(q.members, nil)
+		return
+	}
+	c.replicas[q.id] = r
+	c.mu.Unlock()
+	q.Router.SetMembers(q.members, r)
 }
 
 // removeFormerMembers removes the replicas MembersChanged kept while the
@@ -786,7 +798,7 @@ func (c *clusterNode) removeFormerMembers() {
 		if !slices.Contains(q.members, c.self) {
 			// A hibernating one wakes to go, as in MembersChanged.
 			if local, had := c.wakeLocked(q); had {
-				q.removeLocalLocked(q.members, local)
+				q.removeLocalLocked(local)
 			}
 		}
 		q.mu.Unlock()

@@ -122,12 +122,12 @@ func (r *Replica) bootstrapLate() {
 		// bootstraps only members that never voted, so the node opens
 		// this replica again to write the configuration (Open's
 		// bootstrapAfterVote).
-		var peers []Peer
+		var members []string
 		for _, s := range conf.Servers {
-			peers = append(peers, Peer{ID: string(s.ID), Addr: string(s.Address)})
+			members = append(members, string(s.ID))
 		}
 		r.log.Info("the leader first elected for a new queue failed before it was heard from; opening this member again to write its configuration")
-		go r.cfg.Rebootstrap(peers)
+		go r.cfg.Rebootstrap(members)
 	case err != nil:
 		r.log.Warn("bootstrap after the first leader failed", "err", err)
 	default:

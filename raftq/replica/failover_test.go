@@ -484,9 +484,9 @@ func TestFirstLeaderGoneBeforeItsFirstEntries(t *testing.T) {
 				return
 			}
 			cfg.Bootstrap, cfg.Follow = true, true
-			cfg.Rebootstrap = func(peers []Peer) {
-				if len(peers) != 3 {
-					t.Errorf("%s reopens with %d peers, want the group's 3", n, len(peers))
+			cfg.Rebootstrap = func(members []string) {
+				if len(members) != 3 {
+					t.Errorf("%s reopens with %d peers, want the group's 3", n, len(members))
 				}
 				reopen <- n
 			}

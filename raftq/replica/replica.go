@@ -90,10 +90,11 @@ type Config struct {
 	// bootstrap it while it runs: it voted in the group's first election,
 	// so it holds a term, yet heard nothing from the leader it elected,
 	// whose node gossip now reports failed or gone. The node closes the
-	// replica and opens it again with Rebootstrapped and peers. Nil
-	// leaves the member without a configuration, so without a vote, until
-	// that leader's node returns.
-	Rebootstrap func(peers []Peer)
+	// replica and opens it again with Rebootstrapped and members (the
+	// nodes of the configuration it kept) as its Peers. Nil leaves the
+	// member without a configuration, so without a vote, until that
+	// leader's node returns.
+	Rebootstrap func(members []string)
 	// Rebootstrapped makes Open write Peers as the group's first
 	// configuration, as Bootstrap would have, on a member that holds a
 	// term but no log entry and no snapshot (Rebootstrap).
@@ -436,7 +437,7 @@ func Open(cfg Config) (*Replica, error) {
 			closeStore()
 			return nil, fmt.Errorf("bootstrap raft group: %w", err)
 		}
-	case existing && cfg.Rebootstrapped && cfg.Transport != nil:
+	case existing && cfg.Rebootstrapped:
 		if err := bootstrapAfterVote(logs, snaps, conf); err != nil {
 			closeStore()
 			return nil, fmt.Errorf("bootstrap raft group after its first vote: %w", err)
