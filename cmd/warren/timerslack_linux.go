@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"runtime"
@@ -30,9 +31,9 @@ func setTimerSlack(d time.Duration) (threads, refused int, err error) {
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(d.Nanoseconds()), 0, 0, 0); err != nil {
 		return 0, 0, fmt.Errorf("prctl PR_SET_TIMERSLACK: %w", err)
 	}
-	self := unix.Gettid()
+	self := strconv.Itoa(unix.Gettid())
 	val := []byte(strconv.FormatInt(d.Nanoseconds(), 10))
-	var errs []error
+	var first error
 	// Twice: a thread created during the first pass by one not yet set
 	// took the old slack.
 	for range 2 {
@@ -40,19 +41,19 @@ func setTimerSlack(d time.Duration) (threads, refused int, err error) {
 		if err != nil {
 			return 1, 0, fmt.Errorf("list threads: %w", err)
 		}
-		threads, refused, errs = len(tasks), 0, errs[:0]
+		threads, refused, first = len(tasks), 0, nil
 		for _, t := range tasks {
-			if tid, _ := strconv.Atoi(t.Name()); tid == self {
+			if t.Name() == self {
 				continue
 			}
 			if err := os.WriteFile("/proc/"+t.Name()+"/timerslack_ns", val, 0); err != nil {
 				refused++
-				errs = append(errs, err)
+				first = cmp.Or(first, err)
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return threads, refused, fmt.Errorf("%d of %d threads keep the kernel's slack: %w", refused, threads, errs[0])
+	if first != nil {
+		return threads, refused, fmt.Errorf("%d of %d threads keep the kernel's slack: %w", refused, threads, first)
 	}
 	return threads, 0, nil
 }
