@@ -29,13 +29,7 @@ func TestTransientQueuesSwitch(t *testing.T) {
 		t.Fatalf("exclusive queue refused: %v", err)
 	}
 	_, err := ch.QueueDeclare("t", false, false, false, false, nil)
-	e := wantCode(t, err, 541)
-	if !strings.HasPrefix(e.Reason, "INTERNAL_ERROR - Feature `transient_nonexcl_queues` is deprecated.") {
-		t.Fatalf("reason %q", e.Reason)
-	}
-	if !conn.IsClosed() {
-		t.Fatal("541 must close the connection")
-	}
+	wantDenied(t, conn, err, "INTERNAL_ERROR - Feature `transient_nonexcl_queues` is deprecated.")
 }
 
 // TestQueueMasterLocatorSwitch: the deprecated x-queue-master-locator
@@ -63,18 +57,25 @@ func TestQueueMasterLocatorSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := ch.QueueDeclare("loc", true, false, false, false, args)
-	e := wantCode(t, err, 541)
-	if !strings.HasPrefix(e.Reason, "INTERNAL_ERROR - Feature `queue_master_locator` is deprecated.\nBy default, this feature is not permitted anymore.") {
-		t.Fatalf("reason %q", e.Reason)
-	}
-	if !conn.IsClosed() {
-		t.Fatal("541 must close the connection")
-	}
+	wantDenied(t, conn, err, "INTERNAL_ERROR - Feature `queue_master_locator` is deprecated.\nBy default, this feature is not permitted anymore.")
 	if queueExists(t, deny.dial(t), "loc") {
 		t.Fatal("a refused declaration created the queue")
 	}
 	err = deny.Broker().SetPolicy(policy)
 	if want := "use of deprecated queue-master-locator argument is not permitted"; err == nil || err.Error() != want {
 		t.Fatalf("policy: got %v, want %q", err, want)
+	}
+}
+
+// wantDenied checks err is RabbitMQ 4.3's refusal of a deprecated feature:
+// 541 with a reason starting with prefix, and conn closed by it.
+func wantDenied(t *testing.T, conn *amqp091.Connection, err error, prefix string) {
+	t.Helper()
+	e := wantCode(t, err, 541)
+	if !strings.HasPrefix(e.Reason, prefix) {
+		t.Fatalf("reason %q", e.Reason)
+	}
+	if !conn.IsClosed() {
+		t.Fatal("541 must close the connection")
 	}
 }
