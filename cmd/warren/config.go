@@ -44,6 +44,7 @@ type config struct {
 	diskFreeLimit       string
 	debugAddr           string
 	timerSlack          time.Duration
+	adaptiveProcs       bool
 	prometheusAddr      string
 	transientQueues     string
 	masterLocator       string
@@ -118,6 +119,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.payloadCache, "queue-payload-cache", "256MiB", "memory the node's quorum queue leaders may keep, all together, for the payloads of messages waiting to be delivered, so that delivering one does not read it back from the log (each queue keeps at most 4 MiB of it): an amount (256MiB, 1GiB, 268435456); 0 reads every delivery from the log")
 	fs.StringVar(&c.prometheusAddr, "prometheus-addr", "", "if set, serve Prometheus metrics on this address (RabbitMQ's port is 15692) under /metrics (per node) and /metrics/per-object (per queue), with rabbitmq_prometheus's metric names")
 	fs.DurationVar(&c.timerSlack, "timer-slack", time.Millisecond, "how late the kernel may end this process's timed sleeps (Linux timer slack, on every thread): the Go runtime's monitor thread sleeps 20µs at a time while the broker is busy, and at 1,000 msg/s 1ms took a quarter off the CPU per message at the same latency; network and disk wake-ups are not delayed. Setting it on threads other than the first needs CAP_SYS_NICE (root); 0 leaves the kernel's (50µs)")
+	fs.BoolVar(&c.adaptiveProcs, "adaptive-procs", true, fmt.Sprintf("run the Go scheduler on one processor while the node uses little CPU (below %g cores for %v) and on all of them from the first %v in which it uses %g cores: at low load, idle processors woken to look for work cost CPU and mostly find none; ignored when the GOMAXPROCS environment variable is set", procsDownAt, procsDownAfter*procsInterval, procsInterval, procsUpAt))
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060) under /debug/pprof/")
 	fs.StringVar(&c.memoryLimit, "memory-high-watermark", "0.4", "memory the node may use before publishers across the cluster are blocked (RabbitMQ's vm_memory_high_watermark): a fraction of the memory available, RAM or the cgroup's limit if lower (0.4), or an amount (1073741824, 1GiB); 0 disables")
 	fs.StringVar(&c.diskFreeLimit, "disk-free-limit", "50MB", "free space of the data directory's file system below which publishers across the cluster are blocked (RabbitMQ's disk_free_limit): an amount (50MB, 2GiB) or mem_relative:F (F times RAM); 0 disables")

@@ -45,6 +45,9 @@ func run(args []string) int {
 			log.Debug("timer slack set", "slack", cfg.timerSlack, "threads", threads)
 		}
 	}
+	if cfg.adaptiveProcs && os.Getenv("GOMAXPROCS") == "" {
+		go adaptProcs(log)
+	}
 	if os.Getenv("GOGC") == "" {
 		go tuneGC()
 	}

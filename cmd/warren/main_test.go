@@ -38,7 +38,9 @@ type serverProcess struct {
 // for TCP and UDP (nodetest.FreeAddr).
 func freeAddr(t *testing.T) string { return nodetest.FreeAddr(t) }
 
-func startServer(t *testing.T, dataDir, addr string) *serverProcess {
+// startServer starts the server on dataDir and addr, with the WARREN_*
+// settings of env besides.
+func startServer(t *testing.T, dataDir, addr string, env ...string) *serverProcess {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
@@ -47,6 +49,7 @@ func startServer(t *testing.T, dataDir, addr string) *serverProcess {
 		"WARREN_AMQP="+addr,
 		"WARREN_LOG_LEVEL=warn",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
