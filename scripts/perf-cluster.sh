@@ -93,13 +93,17 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # perf PRODUCER_URIS CONSUMER_URIS warren-perf-flags...: the summary line of one run. Queue k
-# is declared through producer URI k mod 3.
+# is declared through producer URI k mod 3, with x-queue-leader-locator=client-local so that
+# its leader is on that node in both brokers: RabbitMQ's default locator, but not Warren's
+# (balanced), which would otherwise put Warren's leader on whichever node leads fewest and
+# make its messages cross one more node than RabbitMQ's.
 perf() {
   local p=$1 c=$2
   shift 2
   # shellcheck disable=SC2086
   bin/warren-perf --uri "$p" --consumer-uri "$c" --size "$SIZE" --confirm "$CONFIRM" \
-    --prefetch "$PREFETCH" --queue-type quorum --delete --json-only "$@" $EXTRA | grep '^{"summary"'
+    --prefetch "$PREFETCH" --queue-type quorum --queue-arg x-queue-leader-locator=client-local \
+    --delete --json-only "$@" $EXTRA | grep '^{"summary"'
 }
 
 # retry CMD...: CMD, up to 3 times while it fails. A consumer on another node than the one

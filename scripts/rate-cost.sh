@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # rate-cost.sh — what one quorum queue at a fixed rate costs each node: starts a 3-node
 # Warren cluster on loopback, runs one producer (confirms, node 1) and one consumer (manual
-# acks, node 2) of 1 KB messages at RATE msg/s for DURATION seconds, and prints each node's
-# CPU ticks and, where `perf` is installed, its fdatasync, write, read, futex and
-# epoll_pwait calls and context switches per second; then CPU µs per message and the
-# load tool's p50/p99 latencies.
+# acks, node 2) of 1 KB messages at RATE msg/s for DURATION seconds, the queue's leader on
+# the producer's node (client-local, as in perf-cluster.sh), and prints each node's CPU
+# ticks and, where `perf` is installed, its fdatasync, write, read, futex and epoll_pwait
+# calls and context switches per second; then CPU µs per message and the load tool's p50/p99
+# latencies.
 #
 # Environment: RATE (1000), DURATION (30), PORT_BASE (5702), EXTRA (more warren flags).
 # The environment reaches the nodes, so e.g. GOMAXPROCS=1 or WARREN_* settings apply to them.
@@ -27,7 +28,8 @@ pids=("${WARREN_PIDS[@]}")
 run() {
   bin/warren-perf --uri "amqp://guest:guest@127.0.0.1:$((PORT_BASE + 1))/" \
     --consumer-uri "amqp://guest:guest@127.0.0.1:$((PORT_BASE + 2))/" --producers 1 --consumers 1 \
-    --size 1000 --confirm 256 --prefetch 256 --queue-type quorum --queue rate-cost --json-only "$@"
+    --size 1000 --confirm 256 --prefetch 256 --queue-type quorum --queue rate-cost \
+    --queue-arg x-queue-leader-locator=client-local --json-only "$@"
 }
 run --messages 100 --duration 0 --drain 1s >/dev/null # declare the queue, warm up
 
