@@ -2,8 +2,8 @@
 # rate-cost.sh — what one quorum queue at a fixed rate costs each node: starts a 3-node
 # Warren cluster on loopback, runs one producer (confirms, node 1) and one consumer (manual
 # acks, node 2) of 1 KB messages at RATE msg/s for DURATION seconds, the queue's leader on
-# the producer's node (client-local, as in perf-cluster.sh), and prints each node's CPU
-# ticks and, where `perf` is installed, its fdatasync, write, read, futex and epoll_pwait
+# the producer's node (client-local, as in perf-cluster.sh; printed), and prints each node's
+# CPU ticks and, where `perf` is installed, its fdatasync, write, read, futex and epoll_pwait
 # calls and context switches per second; then CPU µs per message and the load tool's p50/p99
 # latencies.
 #
@@ -17,7 +17,7 @@ DURATION=${DURATION:-30}
 PORT_BASE=${PORT_BASE:-5702}
 EXTRA=${EXTRA:-}
 
-go build -o bin/ ./cmd/warren ./cmd/warren-perf
+go build -o bin/ ./cmd/warren ./cmd/warren-perf ./cmd/warrenctl
 
 source scripts/warren-cluster.sh
 trap warren_cluster_stop EXIT
@@ -32,6 +32,8 @@ run() {
     --queue-arg x-queue-leader-locator=client-local --json-only "$@"
 }
 run --messages 100 --duration 0 --drain 1s >/dev/null # declare the queue, warm up
+echo "queue rate-cost led by $(bin/warrenctl --node "127.0.0.1:$((PORT_BASE + 20000))" list queues |
+  awk '$2 == "rate-cost" {print $4}') (producer on warren-1, consumer on warren-2)"
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 declare -A before
