@@ -1202,10 +1202,42 @@ func (r *Replica) AddVoter(id, addr string) (index uint64, err error) {
 		return 0, ErrNotLeader
 	}
 	f := r.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)
-	if err := errorFor(r.wait(f)); err != nil {
+	if err := errorFor(r.waitPromotion(f)); err != nil {
 		return 0, err
 	}
 	return f.Index(), nil
+}
+
+// promotionNudge is how long a promotion waits for its commit before the
+// leader appends an entry after it (waitPromotion).
+const promotionNudge = 500 * time.Millisecond
+
+// waitPromotion is wait for AddVoter's future. hashicorp/raft writes and
+// replicates a configuration entry before it counts the new voters in its
+// commitment (appendConfigurationEntry: dispatchLogs, then
+// commitment.setConfiguration), so an acknowledgement of the entry from
+// the promoted member that comes back in between is not counted, and
+// later AppendEntries carry no entry to acknowledge again. When the
+// promoted member's vote is needed for a majority (another member is
+// down) the entry then commits only once another entry follows: never,
+// on an idle queue (seen as a transport test hanging under CI's load). So
+// while the promotion waits, a barrier entry follows it every
+// promotionNudge.
+func (r *Replica) waitPromotion(f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	t := time.NewTicker(promotionNudge)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-t.C:
+			r.raft.Barrier(promotionNudge) // not waited for: it only has to be appended
+		case <-r.done:
+			return raft.ErrRaftShutdown
+		}
+	}
 }
 
 // RemoveServer removes node id from the group. Asked to remove itself,
