@@ -743,14 +743,28 @@ func (r *Replica) completeEnqueue(publisher, seq uint64, err error) {
 
 // wait returns f's error, or raft.ErrRaftShutdown once the replica stops:
 // raft leaves Apply futures that were still queued at shutdown unanswered.
-func (r *Replica) wait(f raft.Future) error {
+func (r *Replica) wait(f raft.Future) error { return r.waitNudging(f, 0, nil) }
+
+// waitNudging is wait, calling nudge every interval while f is unanswered
+// (never if nudge is nil).
+func (r *Replica) waitNudging(f raft.Future, interval time.Duration, nudge func()) error {
 	errc := make(chan error, 1)
 	go func() { errc <- f.Error() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-r.done:
-		return raft.ErrRaftShutdown
+	var tick <-chan time.Time
+	if nudge != nil {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-tick:
+			nudge()
+		case <-r.done:
+			return raft.ErrRaftShutdown
+		}
 	}
 }
 
@@ -1222,22 +1236,9 @@ const promotionNudge = 500 * time.Millisecond
 // down) the entry then commits only once another entry follows: never,
 // on an idle queue (seen as a transport test hanging under CI's load). So
 // while the promotion waits, a barrier entry follows it every
-// promotionNudge.
+// promotionNudge (not waited for: it only has to be appended).
 func (r *Replica) waitPromotion(f raft.Future) error {
-	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
-	t := time.NewTicker(promotionNudge)
-	defer t.Stop()
-	for {
-		select {
-		case err := <-errc:
-			return err
-		case <-t.C:
-			r.raft.Barrier(promotionNudge) // not waited for: it only has to be appended
-		case <-r.done:
-			return raft.ErrRaftShutdown
-		}
-	}
+	return r.waitNudging(f, promotionNudge, func() { r.raft.Barrier(promotionNudge) })
 }
 
 // RemoveServer removes node id from the group. Asked to remove itself,
