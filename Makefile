@@ -134,6 +134,10 @@ perf-compare: build ## warren-perf against `make run`'s node and a 1-node Rabbit
 idle-cost: ## CPU, memory and goroutines of 3 local nodes with N (default 1000) idle quorum queues
 	N=$(or $(QUEUES),1000) ./scripts/idle-cost.sh
 
+.PHONY: machine-cost
+machine-cost: ## what this machine charges for a log sync and for a request served from idle: the floor under CPU per message
+	go run ./scripts/machine-cost --dir $(or $(TMPDIR),/tmp)
+
 .PHONY: rate-cost
 rate-cost: ## one quorum queue on 3 local nodes at RATE (default 1000) msg/s: CPU, syscalls and context switches per node
 	RATE=$(or $(RATE),1000) ./scripts/rate-cost.sh

@@ -23,6 +23,8 @@
 #   declare  one client declares DECLARE quorum queues one after another through node 1
 #            (declare-compare.sh's measurement, bench-lib.sh): seconds, and the VmRSS and
 #            RssAnon it adds across the three nodes (10 s after the last declare).
+# With the rate part, scripts/machine-cost's figures for this machine follow (what a log sync
+# and a served request cost the kernel), before the table.
 # A warren-perf run that fails is retried up to twice (see retry below).
 #
 # Environment: DURATION (default 30s; single and multi), SIZE (1000), CONFIRM (256: confirm
@@ -174,6 +176,13 @@ for broker in ${BROKERS:-warren rabbit}; do
     broker_stop "$broker"
   done
 done
+
+# What a sync and a served request cost on this machine that day, so that CPU figures from
+# different machines can be told apart (docs/performance.md, thirty-eighth session).
+if [[ " ${parts[*]} " == *" rate "* ]]; then
+  echo "== this machine (scripts/machine-cost)"
+  go run ./scripts/machine-cost --dir "${TMPDIR:-/tmp}"
+fi
 
 args=()
 for part in "${parts[@]}"; do args+=("$part" "${result[warren.$part]:-}" "${result[rabbit.$part]:-}"); done
