@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,11 +49,30 @@ type node struct {
 // member is one node's replica of one group. Its stores outlive a node
 // restart, as a disk would.
 type member struct {
-	logs  *raft.InmemStore
-	snaps raft.SnapshotStore
-	fsm   *countFSM
-	raft  *raft.Raft
-	trans *Transport
+	logs *raft.InmemStore
+	// stalled makes the member's log writes wait until it is cleared,
+	// as a disk that stops answering would (stallingLog).
+	stalled atomic.Bool
+	snaps   raft.SnapshotStore
+	fsm     *countFSM
+	raft    *raft.Raft
+	trans   *Transport
+}
+
+// stallingLog is a member's log store whose writes wait while the member
+// is stalled.
+type stallingLog struct{ m *member }
+
+func (s stallingLog) FirstIndex() (uint64, error)        { return s.m.logs.FirstIndex() }
+func (s stallingLog) LastIndex() (uint64, error)         { return s.m.logs.LastIndex() }
+func (s stallingLog) GetLog(i uint64, l *raft.Log) error { return s.m.logs.GetLog(i, l) }
+func (s stallingLog) DeleteRange(lo, hi uint64) error    { return s.m.logs.DeleteRange(lo, hi) }
+func (s stallingLog) StoreLog(l *raft.Log) error         { return s.StoreLogs([]*raft.Log{l}) }
+func (s stallingLog) StoreLogs(logs []*raft.Log) error {
+	for s.m.stalled.Load() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return s.m.logs.StoreLogs(logs)
 }
 
 // fastConfig: short timeouts for tests, with room for a loaded machine.
@@ -141,7 +161,7 @@ func (h *harness) startRafts(nd *node) {
 			h.t.Fatal(err)
 		}
 		m.fsm, m.trans = &countFSM{}, tr
-		r, err := raft.NewRaft(h.config(nd), m.fsm, m.logs, m.logs, m.snaps, tr)
+		r, err := raft.NewRaft(h.config(nd), m.fsm, stallingLog{m}, m.logs, m.snaps, tr)
 		if err != nil {
 			h.t.Fatal(err)
 		}

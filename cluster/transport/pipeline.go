@@ -45,7 +45,7 @@ func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 		return nil, t.failReplication("AppendEntriesPipeline", target, err)
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
-	return &pipeline{
+	p := &pipeline{
 		t:            t,
 		target:       target,
 		client:       raftpb.NewRaftClient(cc),
@@ -57,7 +57,10 @@ func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 		// sender one more before blocking: depth-2 buffered.
 		inflight: make(chan *appendFuture, pipelineDepth-2),
 		doneCh:   make(chan raft.AppendFuture, pipelineDepth-2),
-	}, nil
+	}
+	p.waitingSince.Store(time.Now().UnixNano())
+	t.pipes.Store(target, p) // for the choice of spare followers (spare.go)
+	return p, nil
 }
 
 // pipeline is one follower's replication pipeline. AppendEntries is
@@ -92,12 +95,38 @@ type pipeline struct {
 	// and the follower's last acknowledged index when it was last set.
 	idleCheck         *time.Timer
 	idleSeq, idleLast atomic.Uint64
+
+	// lastSend is when the last request went out (AppendEntries only).
+	// pending counts requests sent and not yet answered, and waitingSince
+	// is the Unix nanoseconds of the last answer or, if later, of the
+	// request sent when nothing was pending: how long the follower has
+	// kept the leader waiting (spare.go's answering).
+	lastSend     time.Time
+	pending      atomic.Int32
+	waitingSince atomic.Int64
 }
 
 // AppendEntries implements raft.AppendPipeline. It blocks while
 // pipelineDepth requests are in flight.
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
-	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
+	now := time.Now()
+	if wait := p.t.spareWait(p, args, now); wait > 0 {
+		// A spare follower (spare.go): raft gathers the entries appended
+		// meanwhile for the next request, which the follower stores with
+		// one sync.
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-p.t.hurry:
+			timer.Stop()
+		case <-p.ctx.Done():
+			timer.Stop()
+			return nil, raft.ErrPipelineShutdown
+		}
+		now = time.Now()
+	}
+	p.lastSend = now
+	f := &appendFuture{start: now, args: args, resp: resp, done: make(chan struct{})}
 	p.sent.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -106,7 +135,11 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 			return nil, p.t.failReplication("AppendEntriesPipeline", p.target, err)
 		}
 	}
+	if p.pending.Add(1) == 1 {
+		p.waitingSince.Store(now.UnixNano())
+	}
 	if err := p.stream.Send(appendReqToPB(p.t.group, args)); err != nil {
+		p.pending.Add(-1)
 		// io.EOF means the stream ended; the reason comes with the
 		// receiving side, and raft closes the pipeline either way.
 		return nil, p.t.failReplication("AppendEntriesPipeline", p.target, err)
@@ -115,6 +148,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	case p.inflight <- f:
 		return f, nil
 	case <-p.ctx.Done():
+		p.pending.Add(-1)
 		return nil, raft.ErrPipelineShutdown
 	}
 }
@@ -139,6 +173,7 @@ func (p *pipeline) Consumer() <-chan raft.AppendFuture { return p.doneCh }
 // the calls in flight.
 func (p *pipeline) Close() error {
 	p.once.Do(p.cancel)
+	p.t.pipes.CompareAndDelete(p.target, p)
 	return nil
 }
 
@@ -176,6 +211,7 @@ func (p *pipeline) receive(stream raftpb.Raft_AppendEntriesPipelineClient, cance
 			if failed != nil {
 				f.err = failed
 			}
+			p.answered()
 			close(f.done)
 			if !p.hand(f) {
 				return
@@ -207,6 +243,13 @@ func (p *pipeline) receive(stream raftpb.Raft_AppendEntriesPipelineClient, cance
 			return
 		}
 	}
+}
+
+// answered notes the answer (or failure) of the oldest request in flight;
+// the time it notes is when the next one started waiting at the latest.
+func (p *pipeline) answered() {
+	p.waitingSince.Store(time.Now().UnixNano())
+	p.pending.Add(-1)
 }
 
 // consumerWait is how long a future waits for raft's decoder to take it

@@ -57,6 +57,11 @@ type Transport struct {
 	// laggards are the followers a replication call failed to reach
 	// since their last answered heartbeat (failReplication).
 	laggards sync.Map // raft.ServerAddress → struct{}
+	// spareDelay is SetSpareDelay's, and pipes the open replication
+	// pipelines by follower address (raft.ServerAddress → *pipeline),
+	// whose answers tell which followers are keeping up (spare.go).
+	spareDelay atomic.Int64
+	pipes      sync.Map
 	// peerWait is how long an AppendEntries waits for a peer whose
 	// connection is down (SetPeerWait); 0: not at all.
 	peerWait atomic.Int64
