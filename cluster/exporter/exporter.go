@@ -74,6 +74,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.queues(&e)
 	c.memory(&e)
 	c.disk(&e)
+	if syncs, ok := c.n.LogSyncs(); ok {
+		e.counter("warren_wal_syncs_total", "Syncs to disk (fdatasync) of the node's write-ahead log, which holds every local quorum queue replica's Raft log", syncs)
+	}
 }
 
 // memory is the node's memory alarm, as RabbitMQ's: the alarm gauge, the

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -376,5 +377,69 @@ func TestDiskAlarmMetrics(t *testing.T) {
 	m = scrape(t, url+"/metrics")
 	if m["rabbitmq_alarms_free_disk_space_watermark"] != 0 || m["rabbitmq_disk_space_available_limit_bytes"] != 1e6 {
 		t.Fatalf("limit below the free space: alarm %v, limit %v", m["rabbitmq_alarms_free_disk_space_watermark"], m["rabbitmq_disk_space_available_limit_bytes"])
+	}
+}
+
+// Through the real broker: one quorum queue on three nodes, publishes
+// with confirms one at a time. Each node's warren_wal_syncs_total shows
+// the leader and the eager follower syncing for every publish and the
+// spare follower (--spare-follower-delay, long here) in batches.
+func TestSpareFollowerSyncsInBatches(t *testing.T) {
+	const delay = 100 * time.Millisecond
+	ms := nodetest.StartCluster(t, 3, func(c *node.ClusterConfig) { c.SpareFollowerDelay = delay })
+	ch := ms[0].Channel()
+	if _, err := ch.QueueDeclare("spare", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for _, m := range ms {
+		srv := httptest.NewServer(exporter.Handler(m.Node, "test"))
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL+"/metrics")
+	}
+	syncs := func() []float64 {
+		var out []float64
+		for _, u := range urls {
+			v, ok := scrape(t, u)["warren_wal_syncs_total"]
+			if !ok {
+				t.Fatalf("%s: no warren_wal_syncs_total", u)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	publish := func() {
+		dc, err := ch.PublishWithDeferredConfirm("", "spare", false, false, amqp91Msg)
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	for range 5 { // every member open and replicating
+		publish()
+	}
+	before := syncs()
+	const n = 150
+	start := time.Now()
+	for range n {
+		publish()
+	}
+	took := time.Since(start)
+	after := syncs()
+	var delta []float64
+	for i := range after {
+		delta = append(delta, after[i]-before[i])
+	}
+	t.Logf("%d publishes in %v; syncs per node %v", n, took, delta)
+	sorted := slices.Sorted(slices.Values(delta))
+	// The spare gets at most one request per delay (plus the one that
+	// started each wait); the other two sync about once per publish.
+	if most := float64(took/delay) + 5; sorted[0] > most {
+		t.Fatalf("least syncing node synced %v times in %v, more than a spare's %v", sorted[0], took, most)
+	}
+	if sorted[1] < n/2 {
+		t.Fatalf("only %v syncs on the eager nodes for %d publishes: are the nodes' logs counted?", sorted[1], n)
 	}
 }
