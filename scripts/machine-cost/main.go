@@ -224,42 +224,31 @@ func serveRequests(mode string, n int) error {
 type rawFD uintptr
 
 func (fd rawFD) Read(p []byte) (int, error) {
-	for {
-		n, err := rawCall(syscall.SYS_READ, fd, p)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return 0, err
-		case n == 0:
-			return 0, io.EOF
-		}
-		return n, nil
+	n, err := rawCall(syscall.SYS_READ, fd, p)
+	if err == nil && n == 0 {
+		return 0, io.EOF
 	}
+	return n, err
 }
 
-func (fd rawFD) Write(p []byte) (int, error) {
-	for {
-		n, err := rawCall(syscall.SYS_WRITE, fd, p)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return 0, err
-		}
-		return n, nil
-	}
-}
+func (fd rawFD) Write(p []byte) (int, error) { return rawCall(syscall.SYS_WRITE, fd, p) }
 
 // rawCall makes a system call without telling the Go runtime, so that its monitor thread
 // does not hand the thread's processor to another thread while the call blocks: what a
-// plain C program pays.
+// plain C program pays. It retries a call a signal interrupted (the runtime's preemption
+// signals come every 10 ms to a goroutine that seems to run that long).
 func rawCall(trap uintptr, fd rawFD, p []byte) (int, error) {
-	n, _, errno := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if errno != 0 {
-		return 0, errno
+	for {
+		n, _, errno := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		switch errno {
+		case 0:
+			return int(n), nil
+		case syscall.EINTR:
+			continue
+		default:
+			return 0, errno
+		}
 	}
-	return int(n), nil
 }
 
 // setTimerSlack gives every thread of the process the slack Warren gives its own
