@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"weak"
@@ -280,25 +281,46 @@ func TestTransferLeadershipOfHibernatingQueue(t *testing.T) {
 // its configuration, and with it everything raft had allocated.)
 func TestHibernatedReplicasAreFreed(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3, hibernateAfter(300*time.Millisecond))
+	// Every replica seen open, whenever, watched from before the first
+	// declare: the first groups may hibernate before the last are
+	// declared (CI saw "every replica open" time out when waiting for all
+	// 30 open at once, and again when it only started looking after the
+	// declares, which took longer than 300 ms on a loaded machine). A
+	// group woken again adds its new replicas, which must be freed as well.
+	var mu sync.Mutex
+	seen := map[weak.Pointer[replica.Replica]]bool{}
+	look := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range ms {
+			for _, w := range m.WeakReplicas() {
+				seen[w] = true
+			}
+		}
+		return len(seen)
+	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			look()
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	stopLooking := sync.OnceFunc(func() { close(stop); <-stopped })
+	defer stopLooking()
 	ch := ms[0].Channel()
 	for i := range 10 {
 		if _, err := ch.QueueDeclare(fmt.Sprintf("freed-%d", i), true, false, false, false, quorum); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Every replica seen open, whenever: the first groups may hibernate
-	// before the last are declared (CI saw "every replica open" time out
-	// when waiting for all 30 open at once). A group woken again adds its
-	// new replicas, which must be freed as well.
-	seen := map[weak.Pointer[replica.Replica]]bool{}
-	nodetest.Eventually(t, "every replica open", 15*time.Second, func() bool {
-		for _, m := range ms {
-			for _, w := range m.WeakReplicas() {
-				seen[w] = true
-			}
-		}
-		return len(seen) >= 30
-	})
+	nodetest.Eventually(t, "every replica open", 15*time.Second, func() bool { return look() >= 30 })
+	stopLooking()
 	ws := slices.Collect(maps.Keys(seen))
 	nodetest.Eventually(t, "every group asleep", 20*time.Second, func() bool {
 		open, asleep := groups(ms)
