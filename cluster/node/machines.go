@@ -21,13 +21,17 @@ func (c *clusterNode) queueMachine() int {
 }
 
 // machineVersion is the newest queue machine version node applies, as
-// gossip last told (replica.Config.MachineVersion): 1 for a node not
-// heard from, or one whose build announces none.
+// gossip last told (replica.Config.MachineVersion): 0 for a node gossip
+// has not told of, 1 for one whose build announces none.
 func (c *clusterNode) machineVersion(node string) int {
 	if node == c.self {
 		return c.queueMachine()
 	}
-	if m, ok := c.gossip.Member(node); ok && m.QueueMachine > 0 {
+	m, ok := c.gossip.Member(node)
+	switch {
+	case !ok:
+		return 0
+	case m.QueueMachine > 0:
 		return m.QueueMachine
 	}
 	return 1

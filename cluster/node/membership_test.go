@@ -313,9 +313,20 @@ func TestQueueMembership(t *testing.T) {
 	late := nodetest.AddNode(t, "warren-4", "localhost:"+port)
 	ms = append(ms, late)
 	var changed []string
-	nodetest.Eventually(t, "grow onto the new node", 20*time.Second, func() bool {
+	var lastErr string
+	// The queue's leader refuses the new node until gossip has told its
+	// node of it (its machine version): within a second here, but up to
+	// memberlist's 30 s full exchange if its UDP messages are lost, as
+	// on a loaded CI machine (a run timed out at 20 s).
+	nodetest.Eventually(t, "grow onto the new node", 45*time.Second, func() bool {
 		var err error
 		changed, err = ms[2].Grow("warren-4", "^/$", "^q$", node.GrowBelowTarget, node.Promotable)
+		// Each new refusal, so that a timeout says why (CI once timed out
+		// here with nothing in the nodes' logs).
+		if msg := fmt.Sprintf("%v, changed %v", err, changed); msg != lastErr {
+			t.Logf("grow onto warren-4: %s", msg)
+			lastErr = msg
+		}
 		return err == nil && len(changed) == 1
 	})
 	want = slices.Sorted(slices.Values(append(want, "warren-4")))

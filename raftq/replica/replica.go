@@ -132,9 +132,10 @@ type Config struct {
 	// disconnected timeout for them; nil knows of none.
 	StartGone func(tag uint32) bool
 	// MachineVersion is the newest queue machine version a node's build
-	// applies (as it announces): the leader raises the queue's version
-	// only as far as every member's node goes (UpgradeMachine). Nil knows
-	// only this node, which applies raftq.MachineVersion.
+	// applies (as it announces), 0 for a node not heard from yet: the
+	// leader raises the queue's version only as far as every member's
+	// node goes (UpgradeMachine), counting 0 as 1. Nil knows only this
+	// node, which applies raftq.MachineVersion.
 	MachineVersion func(node string) int
 	// AppliesUpTo, when positive, makes the member stop on an entry that
 	// needs a newer machine version (raftq.Command.Needs), as a build
