@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"cmp"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -81,39 +83,33 @@ func (t *Transport) isSpare(target raft.ServerAddress, delay time.Duration, now 
 	self := t.LocalAddr()
 	voters := 0
 	var followers []raft.ServerAddress
-	targetVotes := false
 	for _, s := range servers {
 		if s.Suffrage != raft.Voter {
 			continue
 		}
 		voters++
-		if s.Address == self {
-			continue
+		if s.Address != self {
+			followers = append(followers, s.Address)
 		}
-		followers = append(followers, s.Address)
-		targetVotes = targetVotes || s.Address == target
 	}
-	if !targetVotes {
+	if !slices.Contains(followers, target) {
 		return true // a non-voter: no commit waits for it
 	}
 	need := voters / 2 // followers a majority needs besides the leader
 	if len(followers) <= need {
 		return false
 	}
-	rank := func(a raft.ServerAddress) uint32 { return spareRank(t.group, a) }
+	// The first need healthy followers in rank order are eager; target is
+	// spare if it is not among them.
+	slices.SortFunc(followers, func(a, b raft.ServerAddress) int {
+		return cmp.Compare(spareRank(t.group, a), spareRank(t.group, b))
+	})
 	patience := eagerPatience(delay)
-	// Walk the followers in rank order, counting healthy ones until need
-	// are found; target is spare if it is not among them.
 	eager := 0
-	for len(followers) > 0 && eager < need {
-		best := 0
-		for i := range followers {
-			if rank(followers[i]) < rank(followers[best]) {
-				best = i
-			}
+	for _, a := range followers {
+		if eager == need {
+			break
 		}
-		a := followers[best]
-		followers = append(followers[:best], followers[best+1:]...)
 		if !t.answering(a, patience, now) {
 			continue
 		}
