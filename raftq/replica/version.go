@@ -79,16 +79,16 @@ func (r *Replica) canJoin(node string) error {
 	if r.cfg.MachineVersion == nil {
 		return nil
 	}
-	has := r.nodeMachineVersion(node)
-	runs := r.MachineVersion()
-	if has < runs && r.cfg.MachineVersion(node) == 0 {
+	announced, runs := r.cfg.MachineVersion(node), r.MachineVersion()
+	switch has := uint32(max(announced, 1)); {
+	case has >= runs:
+		return nil
+	case announced == 0:
 		// Not refused for its build: this node has not heard of it yet
 		// (gossip reaches every node within seconds of a join, or at
 		// its next full exchange under loss).
 		return fmt.Errorf("%w: %s has not announced the queue machine version it applies to this node yet (it has just joined, or gossip has not reached it); try again", ErrMachineVersion, node)
-	}
-	if has < runs {
+	default:
 		return fmt.Errorf("%w: %s applies queue machine version %d, the queue runs %d; upgrade %s first", ErrMachineVersion, node, has, runs, node)
 	}
-	return nil
 }
