@@ -20,6 +20,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/exporter"
 	"github.com/warrenmq/warren/cluster/node"
+	"github.com/warrenmq/warren/cmd/warren/timerslack"
 )
 
 func main() {
@@ -39,7 +40,7 @@ func run(args []string) int {
 	if cfg.timerSlack > 0 {
 		// First, so that the threads started later take it from their
 		// creators.
-		if threads, refused, err := setTimerSlack(cfg.timerSlack); err != nil {
+		if threads, refused, err := timerslack.Set(cfg.timerSlack); err != nil {
 			log.Info("timer slack not set on every thread", "slack", cfg.timerSlack, "threads", threads, "refused", refused, "err", err)
 		} else {
 			log.Debug("timer slack set", "slack", cfg.timerSlack, "threads", threads)

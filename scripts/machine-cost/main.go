@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/warrenmq/warren/cmd/warren/timerslack"
 )
 
 const (
@@ -47,7 +49,10 @@ func main() {
 	if *serve != "" {
 		if *serve == "netpoll" {
 			runtime.GOMAXPROCS(*procs)
-			setTimerSlack(*slack)
+			// As the server does at start.
+			if _, _, err := timerslack.Set(*slack); err != nil {
+				fmt.Fprintln(os.Stderr, "machine-cost serve: timer slack:", err)
+			}
 		}
 		if err := serveRequests(*serve, *n); err != nil {
 			fmt.Fprintln(os.Stderr, "machine-cost serve:", err)
@@ -248,14 +253,5 @@ func rawCall(trap uintptr, fd rawFD, p []byte) (int, error) {
 		default:
 			return 0, errno
 		}
-	}
-}
-
-// setTimerSlack gives every thread of the process the slack Warren gives its own
-// (cmd/warren's setTimerSlack); threads it may not set keep the kernel's.
-func setTimerSlack(d time.Duration) {
-	tasks, _ := os.ReadDir("/proc/self/task")
-	for _, t := range tasks {
-		_ = os.WriteFile("/proc/"+t.Name()+"/timerslack_ns", []byte(fmt.Sprint(d.Nanoseconds())), 0)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package timerslack
 
 import (
 	"os"
@@ -9,14 +9,14 @@ import (
 	"time"
 )
 
-// TestSetTimerSlack: every thread of the process, the runtime's own
+// TestSet: every thread of the process, the runtime's own
 // included, takes the slack, and so do threads started afterwards.
-func TestSetTimerSlack(t *testing.T) {
+func TestSet(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("setting other threads' timer slack needs CAP_SYS_NICE")
 	}
-	defer setTimerSlack(50 * time.Microsecond) // the kernel's default, for the package's other tests
-	threads, refused, err := setTimerSlack(2 * time.Millisecond)
+	defer Set(50 * time.Microsecond) // the kernel's default, for the package's other tests
+	threads, refused, err := Set(2 * time.Millisecond)
 	if err != nil || refused != 0 || threads < 2 {
 		t.Fatalf("set: %d threads, %d refused, %v", threads, refused, err)
 	}

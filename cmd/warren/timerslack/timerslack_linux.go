@@ -1,4 +1,7 @@
-package main
+// Package timerslack sets the Linux timer slack of every thread of a Go
+// process: the server's --timer-slack, and scripts/machine-cost, which
+// measures a served request with the server's settings.
+package timerslack
 
 import (
 	"cmp"
@@ -11,8 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// setTimerSlack sets the Linux timer slack of every thread of the process
-// to d: how late the kernel may end a timed sleep to wake several sleepers
+// Set sets the Linux timer slack of every thread of the process to d: how late the kernel may end a timed sleep to wake several sleepers
 // at once. The Go runtime's monitor thread (sysmon) sleeps 20 µs at a time
 // while any goroutine runs, and a broker at 1,000 msg/s goes from idle to
 // busy a thousand times a second, so those wake-ups were about a sixth of
@@ -25,7 +27,7 @@ import (
 // thread is set through /proc; setting another thread's needs CAP_SYS_NICE
 // (root in the images). Without it only this thread, and the threads it
 // creates, get d: refused counts the others.
-func setTimerSlack(d time.Duration) (threads, refused int, err error) {
+func Set(d time.Duration) (threads, refused int, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(d.Nanoseconds()), 0, 0, 0); err != nil {
