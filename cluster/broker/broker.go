@@ -634,6 +634,15 @@ func (b *Broker) Close() error {
 	return errors.Join(b.closeWAL(), b.store.Close())
 }
 
+// LogSyncs is how many times a standalone node's write-ahead log has
+// synced to disk; ok is false on a cluster member (its Cluster's log).
+func (b *Broker) LogSyncs() (syncs uint64, ok bool) {
+	if b.wal == nil {
+		return 0, false
+	}
+	return b.wal.Commits(), true
+}
+
 // closeWAL closes the standalone node's write-ahead log, once its queues
 // are closed.
 func (b *Broker) closeWAL() error {

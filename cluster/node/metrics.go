@@ -89,10 +89,12 @@ func (n *Node) ClusterName() string { return n.server.ClusterName() }
 
 // LogSyncs is how many times the node's write-ahead log, which holds
 // every local quorum queue replica's Raft log, has synced to disk
-// (fdatasync) since the node started; ok is false without one (a node
-// started without a cluster holds classic queues only).
+// (fdatasync) since the node started; ok is false without one.
 func (n *Node) LogSyncs() (syncs uint64, ok bool) {
-	if n.cluster == nil || n.cluster.qlog == nil {
+	if n.cluster == nil {
+		return n.broker.LogSyncs() // a standalone node's own
+	}
+	if n.cluster.qlog == nil {
 		return 0, false
 	}
 	return n.cluster.qlog.Commits(), true
