@@ -359,7 +359,8 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			// Installed whatever the arguments say: a policy may name a
 			// dead-letter exchange later. The queue's machine decides
 			// what is dead-lettered; the target is read when it is.
-			DeadLetter: v.deadLetterFunc(q),
+			DeadLetter:    v.deadLetterFunc(q),
+			PublishLinger: v.b.cfg.publishLinger(),
 			DisconnectedTimeout: func() time.Duration {
 				return replica.DisconnectedTimeoutOf(q.EffectiveArguments(), v.b.cfg.ConsumerDisconnectedTimeout)
 			},

@@ -214,11 +214,13 @@ func (r *Replica) proposeSettlements() []proposedSettlement {
 	return proposed
 }
 
-// settleBeforeTransfer commits the settlements in hand before this leader
-// asks raft to move the leadership: raft refuses entries while a transfer
-// runs, and acks left in hand would otherwise reach the next leader only
-// by being passed on.
+// settleBeforeTransfer commits the settlements in hand, and appends the
+// publishes held (linger.go), before this leader asks raft to move the
+// leadership: raft refuses entries while a transfer runs, acks left in
+// hand would otherwise reach the next leader only by being passed on, and
+// held publishes would wait for this member to stop leading to be nacked.
 func (r *Replica) settleBeforeTransfer() {
+	r.flushPublishes()
 	r.passOnRefused(r.proposeSettlements())
 }
 

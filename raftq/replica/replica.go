@@ -158,6 +158,10 @@ type Config struct {
 	// Drained opens the member drained (SetDrained), so that it takes no
 	// part in the elections after its start.
 	Drained bool
+	// PublishLinger is how long the leader may hold a publish for others
+	// to share its log write, syncs and AppendEntries (linger.go); zero
+	// sends each at once.
+	PublishLinger time.Duration
 }
 
 // Peer is one member of a group: its node name (the Raft server ID) and
@@ -216,6 +220,13 @@ type Replica struct {
 	// in raft.Apply.
 	pendMu  sync.Mutex
 	pending map[pendingKey]func(error)
+	// linger holds publishes for company (linger.go), under pubMu.
+	linger linger
+	// pendingEpoch counts failPending's answers of pending (raised under
+	// pendMu): the held publishes of an earlier epoch are dropped, and
+	// seqEpoch (under pubMu) is the epoch publisher's numbering began in.
+	pendingEpoch atomic.Uint64
+	seqEpoch     uint64
 
 	idBase  uint64
 	nextID  atomic.Uint64
@@ -334,6 +345,7 @@ func Open(cfg Config) (*Replica, error) {
 		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
 		toSettle:   make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
+		linger:     linger{wait: cfg.PublishLinger},
 	}
 	r.w.looking.Store(true)     // wakes wait for startWatching
 	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet
@@ -673,7 +685,17 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 		return err
 	}
 	r.pubMu.Lock()
-	if publisher == 0 {
+	epoch := r.pendingEpoch.Load()
+	local := publisher == 0
+	if local {
+		if epoch != r.seqEpoch {
+			// failPending answered publishes of this member that may
+			// never reach the log (held ones never do, uncommitted ones
+			// a new leader may drop): numbered on after them, every
+			// later one would be refused as out of sequence should
+			// this member lead again. Number them as a new publisher.
+			r.publisher, r.seq, r.seqEpoch = randomID(), 0, epoch
+		}
 		r.seq++
 		publisher, seq = r.publisher, r.seq
 	}
@@ -684,8 +706,18 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 	// per publish.
 	entry := cmd.Append(make([]byte, 0, 64+len(m.Exchange)+len(m.RoutingKey)+256+len(m.Body)))
 	entry, err := appendMessage(entry, m)
+	if err == nil {
+		r.pendMu.Lock()
+		if r.pendingEpoch.Load() != epoch {
+			// failPending ran since it was numbered: answered as it
+			// answered the others (under pendMu, so that no publish
+			// joins pending with an epoch whose held ones are dropped).
+			r.pendMu.Unlock()
+			err = ErrNotLeader
+		}
+	}
 	if err != nil {
-		if publisher == r.publisher {
+		if local {
 			r.seq--
 		}
 		r.pubMu.Unlock()
@@ -694,7 +726,6 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 		return err
 	}
 	k := pendingKey{publisher, seq}
-	r.pendMu.Lock()
 	if prev, dup := r.pending[k]; dup {
 		// The same publish sent again before its first proposal was
 		// answered: both are answered by whichever commits first.
@@ -705,7 +736,7 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 		r.pending[k] = done
 	}
 	r.pendMu.Unlock()
-	r.raft.Apply(entry, 0)
+	r.proposePublish(entry, epoch)
 	r.pubMu.Unlock()
 	return nil
 }
@@ -716,6 +747,7 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 // stores a re-sent publish once); local publishers get basic.nack.
 func (r *Replica) failPending(err error) {
 	r.pendMu.Lock()
+	r.pendingEpoch.Add(1) // held publishes among these are not to be stored
 	pending := r.pending
 	r.pending = make(map[pendingKey]func(error))
 	r.pendMu.Unlock()
@@ -886,6 +918,7 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 		// Refused before the log, as RabbitMQ's channel does (405).
 		return queue.Delivery{}, 0, false, queue.ErrGetUnsupported
 	}
+	r.flushPublishes() // a get sees what was published before it
 	f := r.propose(&raftq.Command{Op: raftq.OpGet, Consumer: raftq.ConsumerID(getter), NoAck: noAck})
 	if err := errorFor(r.wait(f)); err != nil {
 		return queue.Delivery{}, 0, false, err
@@ -980,6 +1013,7 @@ func (r *Replica) Discard(ids []uint64, cause queue.ReturnCause) {
 
 // Purge removes the ready messages through the log.
 func (r *Replica) Purge() (uint32, error) {
+	r.flushPublishes() // purged with the rest
 	f := r.propose(&raftq.Command{Op: raftq.OpPurge})
 	if err := errorFor(r.wait(f)); err != nil {
 		return 0, err
