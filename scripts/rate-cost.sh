@@ -64,4 +64,5 @@ echo "CPU µs per message: $(echo "$total * 1000000 / $hz / ($RATE * $DURATION)"
 echo "$out" | python3 -c 'import json, sys
 s = json.load(sys.stdin)["summary"]
 e, c = s["latency_e2e_us"], s["latency_confirm_us"]
-print("received %d; end-to-end p50 %.2f ms, p99 %.2f ms; confirm p50 %.2f ms, p99 %.2f ms" % (s["received"], e["p50"] / 1000, e["p99"] / 1000, c["p50"] / 1000, c["p99"] / 1000))'
+print("received %d; end-to-end p50 %.2f ms, p99 %.2f ms; confirm p50 %.2f ms, p99 %.2f ms" % (s["received"], e["p50"] / 1000, e["p99"] / 1000, c["p50"] / 1000, c["p99"] / 1000))
+print("confirm ms: p75 %.2f, p95 %.2f, p99.9 %.2f, max %.2f" % (c["p75"] / 1000, c["p95"] / 1000, c["p999"] / 1000, c["max"] / 1000))'
