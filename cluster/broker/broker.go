@@ -30,24 +30,6 @@ import (
 	"github.com/warrenmq/warren/raftq/wal"
 )
 
-// DefaultPublishLinger is Config.PublishLinger's default: at 1,000 msg/s
-// to one quorum queue, 2 ms took 40% off the cluster's CPU per message for
-// about 1.3 ms more confirm latency (docs/performance.md, thirty-ninth
-// session).
-const DefaultPublishLinger = 2 * time.Millisecond
-
-// publishLinger is the configured PublishLinger, with its default.
-func (c *Config) publishLinger() time.Duration {
-	switch d := c.PublishLinger; {
-	case d < 0:
-		return 0
-	case d == 0:
-		return DefaultPublishLinger
-	default:
-		return d
-	}
-}
-
 // Config is what the broker needs from the node's configuration.
 type Config struct {
 	// LoopbackUsers may only connect from a loopback address
@@ -83,8 +65,7 @@ type Config struct {
 	PayloadCache *replica.PayloadCache
 	// PublishLinger is how long a replicated queue's leader may hold a
 	// publish for the ones that follow to share its log write, syncs and
-	// AppendEntries (raftq/replica's linger.go); zero is
-	// DefaultPublishLinger, negative holds none.
+	// AppendEntries (raftq/replica's linger.go); zero holds none.
 	PublishLinger time.Duration
 	// DataDir holds the quorum queues' Raft logs, under quorum/.
 	DataDir string

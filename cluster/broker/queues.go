@@ -360,7 +360,7 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			// dead-letter exchange later. The queue's machine decides
 			// what is dead-lettered; the target is read when it is.
 			DeadLetter:    v.deadLetterFunc(q),
-			PublishLinger: v.b.cfg.publishLinger(),
+			PublishLinger: v.b.cfg.PublishLinger,
 			DisconnectedTimeout: func() time.Duration {
 				return replica.DisconnectedTimeoutOf(q.EffectiveArguments(), v.b.cfg.ConsumerDisconnectedTimeout)
 			},

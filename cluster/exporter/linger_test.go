@@ -91,7 +91,7 @@ func TestPublishLingerSharesSyncs(t *testing.T) {
 		}
 		return got
 	}
-	held, unheld := run(20*time.Millisecond), run(-1)
+	held, unheld := run(20*time.Millisecond), run(0)
 	t.Logf("%d publishes %v apart: %v syncs with a 20ms linger, %v without", n, gap, held, unheld)
 	if held*3 > unheld {
 		t.Fatalf("%v syncs with the linger against %v without: the publishes were not held together", held, unheld)

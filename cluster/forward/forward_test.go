@@ -57,8 +57,11 @@ type node struct {
 	// refuseConsume fails new consume streams as a cut link would;
 	// breakStreams ends the open ones here as a broken link would.
 	refuseConsume atomic.Bool
-	streamsMu     sync.Mutex
-	streamCancels []context.CancelFunc
+	// deliveryReplies counts the consume stream messages carrying
+	// deliveries sent out of this node.
+	deliveryReplies atomic.Int64
+	streamsMu       sync.Mutex
+	streamCancels   []context.CancelFunc
 }
 
 func newNode(t *testing.T, name string) *node {
@@ -148,6 +151,13 @@ func (s *faultyStream) RecvMsg(m any) error {
 		req.Settlements = nil
 	}
 	return err
+}
+
+func (s *faultyStream) SendMsg(m any) error {
+	if reply, ok := m.(*queuepb.ConsumeReply); ok && len(reply.Deliveries) > 0 {
+		s.n.deliveryReplies.Add(1)
+	}
+	return s.ServerStream.SendMsg(m)
 }
 
 func (n *node) stop() {

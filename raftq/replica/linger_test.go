@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warrenmq/warren/cluster/linger"
 	"github.com/warrenmq/warren/cluster/queue"
 )
 
@@ -94,9 +95,9 @@ func TestLingerBatchesSteadyPublishes(t *testing.T) {
 // stops holding, so such a publisher runs nearly as fast as without the
 // linger (held, 30 publishes would take 30 lingers).
 func TestLingerLeavesSerialPublisherAlone(t *testing.T) {
-	const linger = 100 * time.Millisecond
+	const wait = 100 * time.Millisecond
 	for _, window := range []int{1, 4} {
-		r := openLingering(t, sharedLog.node(t), linger)
+		r := openLingering(t, sharedLog.node(t), wait)
 		start := time.Now()
 		for round := range 30 {
 			var answers []<-chan error
@@ -111,8 +112,8 @@ func TestLingerLeavesSerialPublisherAlone(t *testing.T) {
 		}
 		took := time.Since(start)
 		t.Logf("window %d: 30 rounds in %v", window, took)
-		// lingerMisses held rounds, then none for lingerRest.
-		if limit := (lingerMisses + 5) * linger; took > limit {
+		// linger.Misses held rounds, then none for linger.Rest.
+		if limit := (linger.Misses + 5) * wait; took > limit {
 			t.Fatalf("window %d: 30 rounds took %v, over %v: the publisher stayed held", window, took, limit)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/cluster/linger"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/local"
@@ -221,7 +222,7 @@ type Replica struct {
 	pendMu  sync.Mutex
 	pending map[pendingKey]func(error)
 	// linger holds publishes for company (linger.go), under pubMu.
-	linger linger
+	linger heldPublishes
 	// pendingEpoch counts failPending's answers of pending (raised under
 	// pendMu): the held publishes of an earlier epoch are dropped, and
 	// seqEpoch (under pubMu) is the epoch publisher's numbering began in.
@@ -345,7 +346,7 @@ func Open(cfg Config) (*Replica, error) {
 		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
 		toSettle:   make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
-		linger:     linger{wait: cfg.PublishLinger},
+		linger:     heldPublishes{policy: linger.New(cfg.PublishLinger)},
 	}
 	r.w.looking.Store(true)     // wakes wait for startWatching
 	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet
