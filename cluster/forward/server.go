@@ -434,12 +434,15 @@ func (sc *serverConsumer) Deliver(d queue.Delivery) bool {
 	if n >= serverBufLimit {
 		sc.paused = true
 	}
-	held := sc.linger.Arrive(time.Now())
-	full := sc.linger.Full()
+	full := false
+	if sc.linger.Wait() > 0 {
+		sc.linger.Arrive(time.Now())
+		full = sc.linger.Full()
+	}
 	sc.mu.Unlock()
-	// A held delivery's sender waits for the linger already, or starts
-	// waiting once woken by the first.
-	if n == 1 || full || n >= serverBufLimit || !held {
+	// The first wakes the sender, which sends at once or, while some are
+	// held, waits out their linger: only a full batch wakes it again.
+	if n == 1 || full || n >= serverBufLimit {
 		sc.signal()
 	}
 	return n < serverBufLimit

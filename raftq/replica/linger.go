@@ -41,7 +41,7 @@ type heldEntry struct {
 // pendingEpoch when the publish was numbered. Called with pubMu held.
 func (r *Replica) proposePublish(entry []byte, epoch uint64) {
 	h := &r.linger
-	if !h.policy.Arrive(time.Now()) {
+	if h.policy.Wait() == 0 || !h.policy.Arrive(time.Now()) {
 		r.raft.Apply(entry, 0)
 		return
 	}
