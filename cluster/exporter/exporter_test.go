@@ -71,11 +71,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // alone.
 func startNode(t *testing.T, memoryLimit int64) (*node.Node, string) {
 	t.Helper()
+	return startNodeWith(t, broker.Config{Seed: broker.DefaultSeed(), MemoryLimit: memoryLimit})
+}
+
+// startNodeWith is startNode with the broker's settings given.
+func startNodeWith(t *testing.T, cfg broker.Config) (*node.Node, string) {
+	t.Helper()
 	n, err := node.Start(node.Config{
 		DataDir: t.TempDir(), AMQPAddr: "127.0.0.1:0",
 		Log:              slog.New(slog.DiscardHandler),
-		Broker:           broker.Config{Seed: broker.DefaultSeed(), MemoryLimit: memoryLimit},
-		MessageBytesOnly: memoryLimit > 0,
+		Broker:           cfg,
+		MessageBytesOnly: cfg.MemoryLimit > 0,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,18 +1,13 @@
 package exporter_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/exporter"
-	"github.com/warrenmq/warren/cluster/node"
 )
 
 // Through the real broker: a publisher with confirms that sends a message
@@ -23,19 +18,9 @@ import (
 func TestPublishLingerSharesSyncs(t *testing.T) {
 	const n, gap = 150, 2 * time.Millisecond
 	run := func(linger time.Duration) float64 {
-		nd, err := node.Start(node.Config{
-			DataDir: t.TempDir(), AMQPAddr: "127.0.0.1:0",
-			Log:    slog.New(slog.DiscardHandler),
-			Broker: broker.Config{Seed: broker.DefaultSeed(), PublishLinger: linger},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nd.Close(context.Background())
-		srv := httptest.NewServer(exporter.Handler(nd, "test"))
-		defer srv.Close()
+		nd, url := startNodeWith(t, broker.Config{Seed: broker.DefaultSeed(), PublishLinger: linger})
 		syncs := func() float64 {
-			v, ok := scrape(t, srv.URL+"/metrics")["warren_wal_syncs_total"]
+			v, ok := scrape(t, url+"/metrics")["warren_wal_syncs_total"]
 			if !ok {
 				t.Fatal("no warren_wal_syncs_total on a standalone node")
 			}
