@@ -88,11 +88,17 @@ func (l *Log) write(batch []*request, c *compaction) error {
 		// until the next write covers it: past it, a recycled file
 		// holds its earlier use.
 		pending = append(pending, zeros[:headerSize]...)
-		if err := l.prefill(w, start+int64(len(pending))); err != nil {
-			return err
-		}
-		if _, err := w.f.WriteAt(pending, start); err != nil {
-			return err
+		if w.dio != nil {
+			if err := l.writeDirect(w, pending, n, start); err != nil {
+				return err
+			}
+		} else {
+			if err := l.prefill(w, start+int64(len(pending))); err != nil {
+				return err
+			}
+			if _, err := w.f.WriteAt(pending, start); err != nil {
+				return err
+			}
 		}
 		start += int64(n)
 		w.size = start
@@ -105,14 +111,20 @@ func (l *Log) write(batch []*request, c *compaction) error {
 				return nil, 0, err
 			}
 			// The full segment is synced before the next is written: only
-			// the last segment may end in a torn record.
-			if err := unix.Fdatasync(int(w.f.Fd())); err != nil {
-				return nil, 0, err
+			// the last segment may end in a torn record. A direct write
+			// is durable when it returns.
+			if w.dio == nil {
+				if err := unix.Fdatasync(int(w.f.Fd())); err != nil {
+					return nil, 0, err
+				}
 			}
 			l.mu.Lock()
 			next, err := l.newSegment(w.id + 1)
 			l.mu.Unlock()
 			if err != nil {
+				return nil, 0, err
+			}
+			if err := w.closeDirect(); err != nil {
 				return nil, 0, err
 			}
 			w, start = next, 0
@@ -140,6 +152,9 @@ func (l *Log) write(batch []*request, c *compaction) error {
 		pending = nil // a compaction's or a huge message's: let it go
 	}
 	l.buf = pending
+	if w.dio != nil {
+		return nil // durable already
+	}
 	return unix.Fdatasync(int(w.f.Fd()))
 }
 

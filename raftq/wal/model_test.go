@@ -30,12 +30,17 @@ func (m *modelGroup) bounds() (first, last uint64) {
 // TestModel runs random writes, deletions (prefixes, holes, cut tails),
 // stable values, drops and reopenings against small segments, so that
 // segments roll, compact and go, and compares the log with a map after
-// every step and after every reopening.
+// every step and after every reopening. Each opening writes directly or
+// through the page cache (direct.go), as drawn, where the file system
+// takes direct writes.
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		dir := t.TempDir()
 		segSize := rapid.Int64Range(200, 3000).Draw(rt, "segSize")
-		l, err := Open(dir, Options{SegmentSize: segSize})
+		opts := func() Options {
+			return Options{SegmentSize: segSize, Buffered: rapid.Bool().Draw(rt, "buffered")}
+		}
+		l, err := Open(dir, opts())
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -116,14 +121,14 @@ func TestModel(t *testing.T) {
 				if err := l.Close(); err != nil {
 					rt.Fatal(err)
 				}
-				if l, err = Open(dir, Options{SegmentSize: segSize}); err != nil {
+				if l, err = Open(dir, opts()); err != nil {
 					rt.Fatal(err)
 				}
 			}
 			compare(rt, l, model)
 		}
 		l.Close()
-		if l, err = Open(dir, Options{SegmentSize: segSize}); err != nil {
+		if l, err = Open(dir, opts()); err != nil {
 			rt.Fatal(err)
 		}
 		compare(rt, l, model)

@@ -5,8 +5,9 @@
 //
 // Why not a b-tree (bbolt): a Raft log is written once, at its end, and
 // deleted from the front; a b-tree pays page writes, rebalancing and two
-// fsyncs per commit for that. Here a commit is one write and one
-// fdatasync, whatever the number of groups and entries in it (group
+// fsyncs per commit for that. Here a commit is one durable write (a
+// direct write where the file system allows it, direct.go; else a write
+// and an fdatasync), whatever the number of groups and entries in it (group
 // commit: one committer goroutine takes every write waiting, with no
 // timer, so a lone writer is served at once and the writes that arrive
 // during an fsync form the next batch). Deleting entries is an in-memory
@@ -56,6 +57,9 @@ const maxSpares = 2
 type Options struct {
 	SegmentSize int64
 	Logger      *slog.Logger
+	// Buffered writes through the page cache and syncs with fdatasync
+	// even where direct writes are possible (direct.go).
+	Buffered bool
 }
 
 // ErrClosed answers writes after Close.
@@ -85,12 +89,18 @@ type Log struct {
 	buf     []byte // the committer's write buffer
 
 	commits atomic.Uint64 // fdatasyncs of batches
+
+	// useDirect: the segment written to has a direct descriptor
+	// (direct.go); direct is the committer's state for it.
+	useDirect bool
+	direct    directWriter
 }
 
 type segment struct {
 	id   uint32
 	f    *os.File
-	size int64 // bytes written; the committer's (and replay's) alone
+	dio  *os.File // the direct descriptor of the segment written to, or nil
+	size int64    // bytes written; the committer's (and replay's) alone
 	// filled is the file's size: records up to size, then a zero header,
 	// then zeros (prefill) or a recycled file's earlier use. The
 	// committer's alone.
@@ -144,6 +154,10 @@ func Open(dir string, opts Options) (*Log, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
+	l.useDirect = !opts.Buffered && directSupported(dir)
+	if !l.useDirect && !opts.Buffered {
+		l.log.Info("wal: the file system takes no direct writes; writing through the page cache", "dir", dir)
+	}
 	ids, err := segmentIDs(dir)
 	if err != nil {
 		return nil, err
@@ -164,6 +178,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	if len(l.segs) == 0 {
 		if _, err := l.newSegment(1); err != nil {
+			l.closeFiles()
+			return nil, err
+		}
+	} else if l.useDirect {
+		if err := l.openDirect(l.segs[len(l.segs)-1]); err != nil {
 			l.closeFiles()
 			return nil, err
 		}
@@ -221,6 +240,12 @@ func (l *Log) newSegment(id uint32) (*segment, error) {
 		s.f.Close()
 		return nil, err
 	}
+	if l.useDirect {
+		if err := l.openDirect(s); err != nil {
+			s.f.Close()
+			return nil, err
+		}
+	}
 	l.segs = append(l.segs, s)
 	return s, nil
 }
@@ -244,6 +269,9 @@ func (l *Log) sparePath(id uint32) string {
 // retire removes spent segment s (the oldest), keeping its file as a
 // spare while there are fewer than maxSpares.
 func (l *Log) retire(s *segment) {
+	if err := s.closeDirect(); err != nil {
+		l.log.Warn("wal: close a spent segment's direct descriptor", "err", err)
+	}
 	if len(l.spares) < maxSpares && s.filled <= 2*l.segSize {
 		if err := os.Rename(l.segPath(s.id), l.sparePath(s.id)); err == nil {
 			l.spares = append(l.spares, s)
@@ -413,7 +441,7 @@ func (l *Log) Close() error {
 func (l *Log) closeFiles() error {
 	var err error
 	for _, s := range l.segs {
-		err = errors.Join(err, s.f.Close())
+		err = errors.Join(err, s.closeDirect(), s.f.Close())
 	}
 	for _, sp := range l.spares {
 		err = errors.Join(err, sp.f.Close())
@@ -475,6 +503,9 @@ func (l *Log) Groups() []string {
 	sort.Strings(ids)
 	return ids
 }
+
+// Direct reports whether commits are direct writes (direct.go).
+func (l *Log) Direct() bool { return l.useDirect }
 
 // Commits is the number of batches written and synced so far.
 func (l *Log) Commits() uint64 { return l.commits.Load() }

@@ -450,3 +450,47 @@ func TestSegmentFilesAreRecycled(t *testing.T) {
 	defer checkReopen.Close()
 	wantBounds(t, groupT(t, checkReopen, "q"), next-2, next-1)
 }
+
+// Where the file system takes direct writes the log makes them, unless
+// told to write buffered; records of every size, across block boundaries
+// and segments, read back the same after reopening either way.
+func TestDirectWrites(t *testing.T) {
+	dir := t.TempDir()
+	if !directSupported(dir) {
+		t.Skip("the file system takes no direct writes (tmpfs?)")
+	}
+	for _, buffered := range []bool{false, true, false} {
+		l, err := Open(dir, Options{SegmentSize: 64 << 10, Buffered: buffered})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Direct() == buffered {
+			t.Fatalf("buffered %v: Direct() = %v", buffered, l.Direct())
+		}
+		g := groupT(t, l, "q")
+		first, _ := g.LastIndex()
+		for i := first + 1; i <= first+300; i++ {
+			data := strings.Repeat(string(rune('a'+i%26)), int(i*37%5000))
+			if err := g.StoreLog(&raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(data)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.Close()
+	}
+	l := openT(t, dir, 64<<10)
+	defer l.Close()
+	g := groupT(t, l, "q")
+	wantBounds(t, g, 1, 900)
+	for i := uint64(1); i <= 900; i++ {
+		var got raft.Log
+		if err := g.GetLog(i, &got); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if want := strings.Repeat(string(rune('a'+i%26)), int(i*37%5000)); string(got.Data) != want {
+			t.Fatalf("entry %d: %d bytes, want %d", i, len(got.Data), len(want))
+		}
+	}
+	if l.Segments() < 2 {
+		t.Fatalf("%d segments, want several", l.Segments())
+	}
+}
