@@ -67,6 +67,9 @@ type Config struct {
 	// publish for the ones that follow to share its log write, syncs and
 	// AppendEntries (raftq/replica's linger.go); zero holds none.
 	PublishLinger time.Duration
+	// PublishLingerShare, if not zero, holds a publish at most that share
+	// of its leader's recent commit p99 (raftq/replica's committail.go).
+	PublishLingerShare float64
 	// DataDir holds the quorum queues' Raft logs, under quorum/.
 	DataDir string
 	// NodeID is this node's name in Raft groups; DefaultNodeID if empty

@@ -359,8 +359,9 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			// Installed whatever the arguments say: a policy may name a
 			// dead-letter exchange later. The queue's machine decides
 			// what is dead-lettered; the target is read when it is.
-			DeadLetter:    v.deadLetterFunc(q),
-			PublishLinger: v.b.cfg.PublishLinger,
+			DeadLetter:         v.deadLetterFunc(q),
+			PublishLinger:      v.b.cfg.PublishLinger,
+			PublishLingerShare: v.b.cfg.PublishLingerShare,
 			DisconnectedTimeout: func() time.Duration {
 				return replica.DisconnectedTimeoutOf(q.EffectiveArguments(), v.b.cfg.ConsumerDisconnectedTimeout)
 			},

@@ -45,6 +45,14 @@ func New(wait time.Duration) Policy { return Policy{wait: wait} }
 // Wait is the longest an item is held.
 func (p *Policy) Wait() time.Duration { return p.wait }
 
+// SetWait changes the longest an item is held, for the items that arrive
+// while none is held; 0 holds none.
+func (p *Policy) SetWait(wait time.Duration) {
+	if p.held == 0 {
+		p.wait = wait
+	}
+}
+
 // Arrive records an item arriving at now and says whether it is held:
 // it joins items already held, or it came within the wait of the one
 // before while the policy is not resting.

@@ -107,3 +107,25 @@ func TestZeroWaitHoldsNothing(t *testing.T) {
 		}
 	}
 }
+
+// SetWait changes the hold for items arriving while none is held; held
+// items keep theirs (a publish arriving amid held ones must join them).
+func TestSetWaitBetweenHolds(t *testing.T) {
+	p := New(0)
+	if p.Arrive(at(0)) || p.Arrive(at(0.5)) {
+		t.Fatal("held with no wait")
+	}
+	p.SetWait(2 * time.Millisecond)
+	if !p.Arrive(at(1)) {
+		t.Fatal("not held after SetWait")
+	}
+	p.SetWait(0)
+	if p.Wait() != 2*time.Millisecond || !p.Arrive(at(1.5)) {
+		t.Fatal("SetWait(0) with items held let the next one pass them")
+	}
+	p.Release(true, at(3))
+	p.SetWait(0)
+	if p.Wait() != 0 || p.Arrive(at(3.5)) {
+		t.Fatal("SetWait(0) between holds did not stop the holding")
+	}
+}

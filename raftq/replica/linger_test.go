@@ -18,10 +18,16 @@ import (
 // holds publishes for linger (0: none).
 func openLingering(t *testing.T, n *testNode, linger time.Duration) *Replica {
 	t.Helper()
+	return openLingeringShare(t, n, linger, 0)
+}
+
+// openLingeringShare is openLingering with Config.PublishLingerShare.
+func openLingeringShare(t *testing.T, n *testNode, linger time.Duration, share float64) *Replica {
+	t.Helper()
 	cfg := Config{
 		Name: "test/q", Dir: t.TempDir(), NodeID: "n1", Created: 1,
 		Log:           slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PublishLinger: linger,
+		PublishLinger: linger, PublishLingerShare: share,
 	}
 	n.configure(&cfg)
 	r, err := Open(cfg)
@@ -89,6 +95,47 @@ func TestLingerBatchesSteadyPublishes(t *testing.T) {
 		t.Fatalf("%d syncs with the linger against %d without: publishes were not held together", held, unheld)
 	}
 }
+
+// With a share set, publishes are held only as long as the commit tail
+// allows: nothing before a window has set the hold, and up to the linger
+// once the tail allows it.
+func TestLingerShareFollowsCommitTail(t *testing.T) {
+	const n, gap = 100, 2 * time.Millisecond
+	node := sharedLog.node(t)
+	r := openLingeringShare(t, node, sharedLinger, 0.25)
+	run := func() uint64 {
+		before := node.log.Commits()
+		var answers []<-chan error
+		tick := time.NewTicker(gap)
+		for i := range n {
+			answers = append(answers, startPublish(t, r, fmt.Sprint(i)))
+			<-tick.C
+		}
+		tick.Stop()
+		for i, a := range answers {
+			if err := await(t, fmt.Sprint("publish ", i), a); err != nil {
+				t.Fatalf("publish %d: %v", i, err)
+			}
+		}
+		return node.log.Commits() - before
+	}
+	unheld := run()
+	r.tail.wait.Store(int64(sharedLinger)) // as a slow window would
+	held := run()
+	t.Logf("%d publishes %v apart: %d syncs before the tail allowed a hold, %d after", n, gap, unheld, held)
+	if unheld < n/2 {
+		t.Fatalf("%d syncs for %d publishes before any window: held with no hold allowed", unheld, n)
+	}
+	if held*3 > unheld {
+		t.Fatalf("%d syncs with the hold allowed against %d before: not held together", held, unheld)
+	}
+	if st := r.Stats(); st.Ready != 2*n {
+		t.Fatalf("%d messages stored, want %d", st.Ready, 2*n)
+	}
+}
+
+// sharedLinger is the longest hold in TestLingerShareFollowsCommitTail.
+const sharedLinger = 20 * time.Millisecond
 
 // A publisher that waits for each confirm before the next publish never
 // has company: after a few held publishes that stayed alone, the leader

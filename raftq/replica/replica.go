@@ -163,6 +163,10 @@ type Config struct {
 	// to share its log write, syncs and AppendEntries (linger.go); zero
 	// sends each at once.
 	PublishLinger time.Duration
+	// PublishLingerShare, if not zero, holds publishes at most that share
+	// of the leader's recent commit p99, and never longer than
+	// PublishLinger (committail.go).
+	PublishLingerShare float64
 }
 
 // Peer is one member of a group: its node name (the Raft server ID) and
@@ -223,6 +227,8 @@ type Replica struct {
 	pending map[pendingKey]func(error)
 	// linger holds publishes for company (linger.go), under pubMu.
 	linger heldPublishes
+	// tail times commits for a hold by PublishLingerShare.
+	tail commitTail
 	// pendingEpoch counts failPending's answers of pending (raised under
 	// pendMu): the held publishes of an earlier epoch are dropped, and
 	// seqEpoch (under pubMu) is the epoch publisher's numbering began in.
@@ -347,6 +353,10 @@ func Open(cfg Config) (*Replica, error) {
 		toSettle:   make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
 		linger:     heldPublishes{policy: linger.New(cfg.PublishLinger)},
+	}
+	r.tail.share = cfg.PublishLingerShare
+	if r.tail.share > 0 {
+		r.linger.policy = linger.New(0) // until the first window's p99
 	}
 	r.w.looking.Store(true)     // wakes wait for startWatching
 	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet
@@ -737,7 +747,7 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 		r.pending[k] = done
 	}
 	r.pendMu.Unlock()
-	r.proposePublish(entry, epoch)
+	r.proposePublish(entry, k, epoch)
 	r.pubMu.Unlock()
 	return nil
 }
@@ -749,6 +759,7 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 func (r *Replica) failPending(err error) {
 	r.pendMu.Lock()
 	r.pendingEpoch.Add(1) // held publishes among these are not to be stored
+	r.tail.forget()
 	pending := r.pending
 	r.pending = make(map[pendingKey]func(error))
 	r.pendMu.Unlock()
@@ -769,6 +780,7 @@ func (r *Replica) completeEnqueue(publisher, seq uint64, err error) {
 	done, ok := r.pending[k]
 	delete(r.pending, k)
 	r.pendMu.Unlock()
+	r.tail.committed(k)
 	if ok {
 		<-r.slots
 		done(err)
