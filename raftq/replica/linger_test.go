@@ -70,20 +70,7 @@ func TestLingerBatchesSteadyPublishes(t *testing.T) {
 		node := sharedLog.node(t)
 		r := openLingering(t, node, linger)
 		<-startPublish(t, r, "warm-up")
-		before := node.log.Commits()
-		var answers []<-chan error
-		tick := time.NewTicker(gap)
-		for i := range n {
-			answers = append(answers, startPublish(t, r, fmt.Sprint(i)))
-			<-tick.C
-		}
-		tick.Stop()
-		for i, a := range answers {
-			if err := await(t, fmt.Sprint("publish ", i), a); err != nil {
-				t.Fatalf("publish %d: %v", i, err)
-			}
-		}
-		got := node.log.Commits() - before
+		got := publishSteadily(t, node, r, n, gap)
 		if st := r.Stats(); st.Ready != n+1 {
 			t.Fatalf("linger %v: %d messages stored, want %d", linger, st.Ready, n+1)
 		}
@@ -103,25 +90,9 @@ func TestLingerShareFollowsCommitTail(t *testing.T) {
 	const n, gap = 100, 2 * time.Millisecond
 	node := sharedLog.node(t)
 	r := openLingeringShare(t, node, sharedLinger, 0.25)
-	run := func() uint64 {
-		before := node.log.Commits()
-		var answers []<-chan error
-		tick := time.NewTicker(gap)
-		for i := range n {
-			answers = append(answers, startPublish(t, r, fmt.Sprint(i)))
-			<-tick.C
-		}
-		tick.Stop()
-		for i, a := range answers {
-			if err := await(t, fmt.Sprint("publish ", i), a); err != nil {
-				t.Fatalf("publish %d: %v", i, err)
-			}
-		}
-		return node.log.Commits() - before
-	}
-	unheld := run()
+	unheld := publishSteadily(t, node, r, n, gap)
 	r.tail.wait.Store(int64(sharedLinger)) // as a slow window would
-	held := run()
+	held := publishSteadily(t, node, r, n, gap)
 	t.Logf("%d publishes %v apart: %d syncs before the tail allowed a hold, %d after", n, gap, unheld, held)
 	if unheld < n/2 {
 		t.Fatalf("%d syncs for %d publishes before any window: held with no hold allowed", unheld, n)
@@ -132,6 +103,27 @@ func TestLingerShareFollowsCommitTail(t *testing.T) {
 	if st := r.Stats(); st.Ready != 2*n {
 		t.Fatalf("%d messages stored, want %d", st.Ready, 2*n)
 	}
+}
+
+// publishSteadily publishes n messages gap apart, each without waiting
+// for the one before, waits for their confirms and returns how many
+// times the node's log synced meanwhile.
+func publishSteadily(t *testing.T, node *testNode, r *Replica, n int, gap time.Duration) uint64 {
+	t.Helper()
+	before := node.log.Commits()
+	var answers []<-chan error
+	tick := time.NewTicker(gap)
+	for i := range n {
+		answers = append(answers, startPublish(t, r, fmt.Sprint(i)))
+		<-tick.C
+	}
+	tick.Stop()
+	for i, a := range answers {
+		if err := await(t, fmt.Sprint("publish ", i), a); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	return node.log.Commits() - before
 }
 
 // sharedLinger is the longest hold in TestLingerShareFollowsCommitTail.
