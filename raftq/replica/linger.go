@@ -104,12 +104,12 @@ func (r *Replica) sendHeld(expired bool) {
 	if len(h.held) == 0 {
 		return
 	}
-	h.policy.Release(expired, time.Now())
+	now := time.Now()
+	h.policy.Release(expired, now)
 	if !expired {
 		h.timer.Stop() // armed when the first was held
 	}
 	epoch := r.pendingEpoch.Load()
-	now := time.Now()
 	for i, e := range h.held {
 		if e.epoch == epoch {
 			r.tail.propose(e.key, now) // the first of them, unless one is timed

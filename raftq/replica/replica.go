@@ -354,8 +354,8 @@ func Open(cfg Config) (*Replica, error) {
 		settleWake: make(chan struct{}, 1),
 		linger:     heldPublishes{policy: linger.New(cfg.PublishLinger)},
 	}
-	r.tail.share = cfg.PublishLingerShare
-	if r.tail.share > 0 {
+	if cfg.PublishLinger > 0 && cfg.PublishLingerShare > 0 {
+		r.tail.share = cfg.PublishLingerShare
 		r.linger.policy = linger.New(0) // until the first window's p99
 	}
 	r.w.looking.Store(true)     // wakes wait for startWatching
