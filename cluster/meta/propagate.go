@@ -72,6 +72,10 @@ func (s *Store) awaitFollowers(ctx context.Context, index uint64) {
 				s.lagMu.Lock()
 				s.lag[srv.Address] = index
 				s.lagMu.Unlock()
+				// Until it holds the entry, that node may route as if
+				// the change had not happened (MayBeStale cannot tell).
+				s.log.Info("metadata follower has not acknowledged a commit; answering without it",
+					"follower", srv.ID, "index", index, "acknowledged", acked, "limit", propagateWait)
 				return
 			}
 			time.Sleep(propagatePoll)
