@@ -113,13 +113,17 @@ func (l *Log) writeDirect(s *segment, p []byte, n int, start int64) error {
 	copy(buf, d.tail)
 	copy(buf[head:], p)
 	clear(buf[head+len(p):])
-	if err := l.prefillDirect(s, off+int64(size)); err != nil {
-		return err
-	}
 	if _, err := s.dio.WriteAt(buf, off); err != nil {
 		return err
 	}
 	s.filled = max(s.filled, off+int64(size))
+	// Zeros after it, for the commits that follow: a write past the
+	// file's end commits its size and blocks too. After the write, not
+	// before, so a large record extends the file once rather than being
+	// preceded by as much of zeros.
+	if err := l.prefillDirect(s, off+int64(size)+1); err != nil {
+		return err
+	}
 	end := start + int64(n)
 	d.tail = append(d.tail[:0], buf[alignDown(end)-off:end-off]...)
 	if cap(d.buf) > 4<<20 {
@@ -129,8 +133,9 @@ func (l *Log) writeDirect(s *segment, p []byte, n int, start int64) error {
 }
 
 // prefillDirect is prefill for direct writes: whole blocks of zeros from
-// the block boundary at or after the file's end, up to end at least
-// (the block the file ends in is written whole by the next write).
+// the block boundary at or after the file's end, past end (up to the
+// segment's size, prefillSize at a time); the block the file ends in is
+// written whole by the next write.
 func (l *Log) prefillDirect(s *segment, end int64) error {
 	d := &l.direct
 	for {

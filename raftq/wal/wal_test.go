@@ -452,8 +452,9 @@ func TestSegmentFilesAreRecycled(t *testing.T) {
 }
 
 // Where the file system takes direct writes the log makes them, unless
-// told to write buffered; records of every size, across block boundaries
-// and segments, read back the same after reopening either way.
+// told to write buffered; records of every size (one larger than a
+// segment and than prefillSize), across block boundaries and segments,
+// read back the same after reopening either way.
 func TestDirectWrites(t *testing.T) {
 	dir := t.TempDir()
 	if !directSupported(dir) {
@@ -470,7 +471,7 @@ func TestDirectWrites(t *testing.T) {
 		g := groupT(t, l, "q")
 		first, _ := g.LastIndex()
 		for i := first + 1; i <= first+300; i++ {
-			data := strings.Repeat(string(rune('a'+i%26)), int(i*37%5000))
+			data := strings.Repeat(string(rune('a'+i%26)), bodySize(i))
 			if err := g.StoreLog(&raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(data)}); err != nil {
 				t.Fatal(err)
 			}
@@ -486,11 +487,20 @@ func TestDirectWrites(t *testing.T) {
 		if err := g.GetLog(i, &got); err != nil {
 			t.Fatalf("entry %d: %v", i, err)
 		}
-		if want := strings.Repeat(string(rune('a'+i%26)), int(i*37%5000)); string(got.Data) != want {
+		if want := strings.Repeat(string(rune('a'+i%26)), bodySize(i)); string(got.Data) != want {
 			t.Fatalf("entry %d: %d bytes, want %d", i, len(got.Data), len(want))
 		}
 	}
 	if l.Segments() < 2 {
 		t.Fatalf("%d segments, want several", l.Segments())
 	}
+}
+
+// bodySize is TestDirectWrites's entry size for index i: up to 5,000
+// bytes, and 3 MiB for every hundred and fiftieth.
+func bodySize(i uint64) int {
+	if i%150 == 0 {
+		return 3 << 20
+	}
+	return int(i * 37 % 5000)
 }
