@@ -75,7 +75,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.memory(&e)
 	c.disk(&e)
 	if syncs, ok := c.n.LogSyncs(); ok {
-		e.counter("warren_wal_syncs_total", "Syncs to disk (fdatasync) of the node's write-ahead log, which holds every local quorum queue replica's Raft log", syncs)
+		e.counter("warren_wal_syncs_total", "Durable writes to disk (a direct O_DSYNC write, or a write and fdatasync) of the node's write-ahead log, which holds every local quorum queue replica's Raft log", syncs)
 	}
 }
 

@@ -88,7 +88,7 @@ type Log struct {
 	stopped chan struct{}
 	buf     []byte // the committer's write buffer
 
-	commits atomic.Uint64 // fdatasyncs of batches
+	commits atomic.Uint64 // batches made durable (a direct write, or a write and fdatasync)
 
 	// useDirect: the segment written to has a direct descriptor
 	// (direct.go); direct is the committer's state for it.
