@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -14,9 +13,10 @@ import (
 // nothing is held; where they are slow, publishes share log writes, syncs
 // and AppendEntries, which is what makes commits slow on a busy machine.
 //
-// One publish at a time is timed, from its proposal to its commit (the
-// hold excluded), into a histogram of tailBuckets of tailBucket each;
-// every tailWindow the p99 of the samples sets the hold.
+// The times are the commit latency the FSM already takes of each entry
+// this member appended as leader (from raft's append to the apply: the
+// hold excluded), counted into a histogram of tailBuckets of tailBucket
+// each; every tailWindow the p99 of the window sets the hold.
 const (
 	tailBucket  = 250 * time.Microsecond
 	tailBuckets = 64 // the last counts everything from 15.75 ms on
@@ -25,18 +25,11 @@ const (
 	tailSamples = 50
 )
 
-// commitTail times commits for the publish hold.
+// commitTail keeps the commit latencies for the publish hold.
 type commitTail struct {
-	share float64 // of the p99; 0: the hold is the whole linger
+	share float64 // of the p99; 0: not kept, the hold is the whole linger
 
-	// The publish being timed: its key and proposal time (Unix ns; 0 if
-	// none). Set under pubMu, taken at its commit.
-	probing   atomic.Bool
-	publisher atomic.Uint64
-	seq       atomic.Uint64
-	at        atomic.Int64
-
-	mu      sync.Mutex
+	// The FSM goroutine's alone.
 	start   time.Time // the window's
 	counts  [tailBuckets]uint32
 	samples int
@@ -45,36 +38,9 @@ type commitTail struct {
 	wait atomic.Int64
 }
 
-// propose starts timing the publish k proposed now, unless one is being
-// timed.
-func (c *commitTail) propose(k pendingKey, now time.Time) {
-	if c.share == 0 || c.probing.Load() {
-		return
-	}
-	c.publisher.Store(k.publisher)
-	c.seq.Store(k.seq)
-	c.at.Store(now.UnixNano())
-	c.probing.Store(true)
-}
-
-// committed records the commit of publish k, if it is the one timed.
-func (c *commitTail) committed(k pendingKey) {
-	if c.timing(k) {
-		c.record(time.Now())
-	}
-}
-
-// timing reports whether publish k is the one being timed.
-func (c *commitTail) timing(k pendingKey) bool {
-	return c.probing.Load() && c.seq.Load() == k.seq && c.publisher.Load() == k.publisher
-}
-
-// record ends the timing at now, the commit of the publish timed.
-func (c *commitTail) record(now time.Time) {
-	took := now.Sub(time.Unix(0, c.at.Load()))
-	c.probing.Store(false)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// record counts an entry committed at now that took took from its
+// append; at the end of a window with enough samples it sets the hold.
+func (c *commitTail) record(took time.Duration, now time.Time) {
 	c.counts[min(int(took/tailBucket), tailBuckets-1)]++
 	c.samples++
 	if c.start.IsZero() {
@@ -89,12 +55,8 @@ func (c *commitTail) record(now time.Time) {
 	c.counts, c.samples, c.start = [tailBuckets]uint32{}, 0, now
 }
 
-// forget drops the publish being timed: it was answered without a commit
-// (this member stopped leading).
-func (c *commitTail) forget() { c.probing.Store(false) }
-
 // p99 is the upper bound of the bucket holding the window's 99th
-// percentile; mu held.
+// percentile.
 func (c *commitTail) p99() time.Duration {
 	need := (c.samples*99 + 99) / 100
 	seen := 0

@@ -59,7 +59,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 	// first: see the cases below).
 	current := leader && l.Term == f.r.leaderOf.Load().CurrentTerm()
 	if current && !l.AppendedAt.IsZero() {
-		f.r.commitLatency.Store(int64(time.Since(l.AppendedAt)))
+		now := time.Now()
+		took := now.Sub(l.AppendedAt)
+		f.r.commitLatency.Store(int64(took))
+		if f.r.tail.share > 0 {
+			f.r.tail.record(took, now)
+		}
 	}
 	if current && f.cmd.Op == raftq.OpAttach {
 		// Deliveries to the consumer are this member's to send from

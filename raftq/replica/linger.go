@@ -30,38 +30,27 @@ type heldPublishes struct {
 	timer  *time.Timer
 }
 
-// heldEntry is a held publish's log entry, its key and the epoch it was
-// held in.
+// heldEntry is a held publish's log entry and the epoch it was held in.
 type heldEntry struct {
 	entry []byte
-	key   pendingKey
 	epoch uint64
 }
 
-// proposePublish appends a numbered publish's entry (key k) to the log,
-// now or, held, with those that follow it within the linger. epoch is
+// proposePublish appends a numbered publish's entry to the log, now or,
+// held, with those that follow it within the linger. epoch is
 // pendingEpoch when the publish was numbered. Called with pubMu held.
-func (r *Replica) proposePublish(entry []byte, k pendingKey, epoch uint64) {
+func (r *Replica) proposePublish(entry []byte, epoch uint64) {
 	h := &r.linger
 	if r.tail.share > 0 && len(h.held) == 0 {
 		// Only between holds: a publish arriving while others are held
 		// joins them, whatever the hold is now, to keep the log in order.
 		h.policy.SetWait(min(r.cfg.PublishLinger, time.Duration(r.tail.wait.Load())))
 	}
-	if h.policy.Wait() == 0 {
-		if r.tail.share > 0 {
-			r.tail.propose(k, time.Now())
-		}
+	if h.policy.Wait() == 0 || !h.policy.Arrive(time.Now()) {
 		r.raft.Apply(entry, 0)
 		return
 	}
-	now := time.Now()
-	if !h.policy.Arrive(now) {
-		r.tail.propose(k, now)
-		r.raft.Apply(entry, 0)
-		return
-	}
-	h.held = append(h.held, heldEntry{entry, k, epoch})
+	h.held = append(h.held, heldEntry{entry, epoch})
 	switch {
 	case h.policy.Full():
 		r.sendHeld(false)
@@ -104,15 +93,13 @@ func (r *Replica) sendHeld(expired bool) {
 	if len(h.held) == 0 {
 		return
 	}
-	now := time.Now()
-	h.policy.Release(expired, now)
+	h.policy.Release(expired, time.Now())
 	if !expired {
 		h.timer.Stop() // armed when the first was held
 	}
 	epoch := r.pendingEpoch.Load()
 	for i, e := range h.held {
 		if e.epoch == epoch {
-			r.tail.propose(e.key, now) // the first of them, unless one is timed
 			r.raft.Apply(e.entry, 0)
 		}
 		h.held[i] = heldEntry{}

@@ -227,7 +227,7 @@ type Replica struct {
 	pending map[pendingKey]func(error)
 	// linger holds publishes for company (linger.go), under pubMu.
 	linger heldPublishes
-	// tail times commits for a hold by PublishLingerShare.
+	// tail keeps commit latencies for a hold by PublishLingerShare.
 	tail commitTail
 	// pendingEpoch counts failPending's answers of pending (raised under
 	// pendMu): the held publishes of an earlier epoch are dropped, and
@@ -356,7 +356,7 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	if cfg.PublishLinger > 0 && cfg.PublishLingerShare > 0 {
 		r.tail.share = cfg.PublishLingerShare
-		r.linger.policy = linger.New(0) // until the first window's p99
+		r.linger.policy.SetWait(0) // until the first window's p99
 	}
 	r.w.looking.Store(true)     // wakes wait for startWatching
 	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet
@@ -747,7 +747,7 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 		r.pending[k] = done
 	}
 	r.pendMu.Unlock()
-	r.proposePublish(entry, k, epoch)
+	r.proposePublish(entry, epoch)
 	r.pubMu.Unlock()
 	return nil
 }
@@ -759,7 +759,6 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 func (r *Replica) failPending(err error) {
 	r.pendMu.Lock()
 	r.pendingEpoch.Add(1) // held publishes among these are not to be stored
-	r.tail.forget()
 	pending := r.pending
 	r.pending = make(map[pendingKey]func(error))
 	r.pendMu.Unlock()
@@ -780,7 +779,6 @@ func (r *Replica) completeEnqueue(publisher, seq uint64, err error) {
 	done, ok := r.pending[k]
 	delete(r.pending, k)
 	r.pendMu.Unlock()
-	r.tail.committed(k)
 	if ok {
 		<-r.slots
 		done(err)
