@@ -269,9 +269,6 @@ func (l *Log) sparePath(id uint32) string {
 // retire removes spent segment s (the oldest), keeping its file as a
 // spare while there are fewer than maxSpares.
 func (l *Log) retire(s *segment) {
-	if err := s.closeDirect(); err != nil {
-		l.log.Warn("wal: close a spent segment's direct descriptor", "err", err)
-	}
 	if len(l.spares) < maxSpares && s.filled <= 2*l.segSize {
 		if err := os.Rename(l.segPath(s.id), l.sparePath(s.id)); err == nil {
 			l.spares = append(l.spares, s)
