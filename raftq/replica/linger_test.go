@@ -233,3 +233,20 @@ func TestLingerDropsHeldPublishesAnsweredOnLeadershipLoss(t *testing.T) {
 		}
 	}
 }
+
+// The commit tail is fed by the leader's own commits: after a window of
+// them, the hold is a share of their p99 (more than nothing, since every
+// commit takes some time).
+func TestLingerShareLearnsFromCommits(t *testing.T) {
+	r := openLingeringShare(t, sharedLog.node(t), sharedLinger, 0.25)
+	deadline := time.Now().Add(tailWindow + 500*time.Millisecond)
+	for i := 0; time.Now().Before(deadline) || i < tailSamples+1; i++ {
+		if err := await(t, "publish", startPublish(t, r, fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if w := time.Duration(r.tail.wait.Load()); w <= 0 || w > time.Duration(float64(tailBuckets*tailBucket)*0.25) {
+		t.Fatalf("hold %v after a window of commits, want a quarter of some p99", w)
+	}
+}
