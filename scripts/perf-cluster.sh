@@ -19,7 +19,9 @@
 #   rate     as single, at a fixed RATE msg/s for RATE_DURATION: latencies, and the CPU time
 #            (utime+stime) of all the broker's processes over the warren-perf run per message
 #            consumed (Warren: the three warren processes; RabbitMQ: the three beam.smp, their
-#            descendants such as erl_child_setup and inet_gethost, and epmd).
+#            descendants such as erl_child_setup and inet_gethost, and epmd). Runs after the
+#            other parts, RATE_ROUNDS (3) rounds alternating the brokers; the table shows each
+#            broker's run of median CPU per message.
 #   declare  one client declares DECLARE quorum queues one after another through node 1
 #            (declare-compare.sh's measurement, bench-lib.sh): seconds, and the VmRSS and
 #            RssAnon it adds across the three nodes (10 s after the last declare).
@@ -29,8 +31,8 @@
 #
 # Environment: DURATION (default 30s; single and multi), SIZE (1000), CONFIRM (256: confirm
 # window per producer), PREFETCH (256), QUEUES (10), RATE (1000 msg/s), RATE_DURATION (30s),
-# DECLARE (1000), PARTS (default "single sustained multi multi_sustained rate declare"; a
-# subset, space- or comma-separated), PORT_BASE (5682: Warren's AMQP ports; internal +20000,
+# RATE_ROUNDS (3), DECLARE (1000), PARTS (default "single sustained multi multi_sustained rate
+# declare"; a subset, space- or comma-separated), PORT_BASE (5682: Warren's AMQP ports; internal +20000,
 # gossip +2274), EXTRA (more warren-perf flags for every part but declare), KEEP=1 keeps the data,
 # BROKERS ("warren rabbit"; "warren" alone to try a change quickly, with an empty RabbitMQ column).
 set -euo pipefail
@@ -44,6 +46,7 @@ PREFETCH=${PREFETCH:-256}
 QUEUES=${QUEUES:-10}
 RATE=${RATE:-1000}
 RATE_DURATION=${RATE_DURATION:-30s}
+RATE_ROUNDS=${RATE_ROUNDS:-3}
 DECLARE=${DECLARE:-1000}
 PARTS=${PARTS:-single sustained multi multi_sustained rate declare}
 SUSTAINED_DURATION=${SUSTAINED_DURATION:-15s}
@@ -167,8 +170,10 @@ part_declare() {
 }
 
 declare -A result
-for broker in ${BROKERS:-warren rabbit}; do
+read -r -a brokers <<<"${BROKERS:-warren rabbit}"
+for broker in "${brokers[@]}"; do
   for part in "${parts[@]}"; do
+    [ "$part" = rate ] && continue # below, in rounds
     echo "== $broker, 3 nodes: $part"
     broker_start "$broker"
     result[$broker.$part]=$(part_"$part" "$broker")
@@ -176,6 +181,34 @@ for broker in ${BROKERS:-warren rabbit}; do
     broker_stop "$broker"
   done
 done
+
+# The rate part's CPU per message follows this machine's load, which drifted by a quarter
+# within minutes (docs/performance.md, fortieth session), so its runs alternate the brokers,
+# RATE_ROUNDS rounds of one run each, and the run with each broker's median CPU per message
+# stands in the table (every run's figure is printed).
+if [[ " ${parts[*]} " == *" rate "* ]]; then
+  declare -A rate_runs
+  for round in $(seq "$RATE_ROUNDS"); do
+    for broker in "${brokers[@]}"; do
+      echo "== $broker, 3 nodes: rate (round $round of $RATE_ROUNDS)"
+      broker_start "$broker"
+      out=$(part_rate "$broker")
+      echo "$out"
+      rate_runs[$broker]+="$out"$'\n'
+      broker_stop "$broker"
+    done
+  done
+  for broker in "${brokers[@]}"; do
+    result[$broker.rate]=$(printf '%s' "${rate_runs[$broker]}" | python3 -c '
+import json, sys
+runs = [json.loads(l) for l in sys.stdin if l.strip()]
+cost = lambda d: 1e6 * d["cpu_s"] / max(d["summary"]["received"], 1)
+runs.sort(key=cost)
+mid = runs[(len(runs) - 1) // 2]
+print("%s rate rounds, CPU µs per message: %s (median %.1f)" % (sys.argv[1], ", ".join("%.1f" % cost(d) for d in runs), cost(mid)), file=sys.stderr)
+print(json.dumps(mid, separators=(",", ":")))' "$broker")
+  done
+fi
 
 # What a sync and a served request cost on this machine that day, so that CPU figures from
 # different machines can be told apart (docs/performance.md, thirty-eighth session).
