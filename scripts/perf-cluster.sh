@@ -203,9 +203,8 @@ if [[ " ${parts[*]} " == *" rate "* ]]; then
 import json, sys
 runs = [json.loads(l) for l in sys.stdin if l.strip()]
 cost = lambda d: 1e6 * d["cpu_s"] / max(d["summary"]["received"], 1)
-runs.sort(key=cost)
-mid = runs[(len(runs) - 1) // 2]
-print("%s rate rounds, CPU µs per message: %s (median %.1f)" % (sys.argv[1], ", ".join("%.1f" % cost(d) for d in runs), cost(mid)), file=sys.stderr)
+mid = sorted(runs, key=cost)[(len(runs) - 1) // 2]
+print("%s rate rounds, CPU µs per message in run order: %s (median %.1f)" % (sys.argv[1], ", ".join("%.1f" % cost(d) for d in runs), cost(mid)), file=sys.stderr)
 print(json.dumps(mid, separators=(",", ":")))' "$broker")
   done
 fi
