@@ -142,6 +142,10 @@ machine-cost: ## what this machine charges for a log sync and for a request serv
 rate-cost: ## one quorum queue on 3 local nodes at RATE (default 1000) msg/s: CPU, syscalls and context switches per node
 	RATE=$(or $(RATE),1000) ./scripts/rate-cost.sh
 
+.PHONY: rate-ab
+rate-ab: ## rate-cost for two builds (A, B: git revisions; empty: the working tree) or settings (A_ENV, B_ENV), alternating ROUNDS (3) rounds
+	./scripts/rate-ab.sh
+
 .PHONY: backlog-memory
 backlog-memory: ## 1,000,000 x 1 KB messages into one quorum queue, then its RssAnon
 	./scripts/backlog-memory.sh

@@ -9,6 +9,8 @@
 #
 # Environment: RATE (1000), DURATION (30), PORT_BASE (5702), EXTRA (more warren flags).
 # The environment reaches the nodes, so e.g. GOMAXPROCS=1 or WARREN_* settings apply to them.
+# NODE_BIN, a directory, runs the nodes from NODE_BIN/warren instead of the working tree's
+# build (rate-ab.sh); the load tool is always the working tree's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
