@@ -32,9 +32,10 @@
 # Environment: DURATION (default 30s; single and multi), SIZE (1000), CONFIRM (256: confirm
 # window per producer), PREFETCH (256), QUEUES (10), RATE (1000 msg/s), RATE_DURATION (30s),
 # RATE_ROUNDS (3), DECLARE (1000), PARTS (default "single sustained multi multi_sustained rate
-# declare"; a subset, space- or comma-separated), PORT_BASE (5682: Warren's AMQP ports; internal +20000,
-# gossip +2274), EXTRA (more warren-perf flags for every part but declare), KEEP=1 keeps the data,
-# BROKERS ("warren rabbit"; "warren" alone to try a change quickly, with an empty RabbitMQ column).
+# declare"; a subset, space- or comma-separated), PORT_BASE (5682: Warren's AMQP ports;
+# internal +20000, gossip +2274), EXTRA (more warren-perf flags for every part but declare),
+# KEEP=1 keeps the data, BROKERS ("warren rabbit"; "warren" alone to try a change quickly,
+# with an empty RabbitMQ column).
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
