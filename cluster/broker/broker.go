@@ -167,9 +167,13 @@ func (b *Broker) catchUpOnce() bool {
 	return true
 }
 
-// caughtUpAfterMiss is for a lookup that missed: if this node's model may
-// be behind, it catches up and reports true, and the caller looks again.
-func (b *Broker) caughtUpAfterMiss() bool { return b.mayBeStale() && b.catchUp() }
+// lookAgainAfterMiss is for a lookup that missed: it reports whether the
+// caller should look again. If this node's model may be behind, it
+// catches up first (false if that fails). If not, the missing change may
+// still have reached the model between the lookup and the check (the
+// check sees an entry handed to the model meanwhile as nothing missing),
+// so a second look is worth its cost, which only a miss pays.
+func (b *Broker) lookAgainAfterMiss() bool { return !b.mayBeStale() || b.catchUp() }
 
 // mayBeStale reports whether a miss in the model (no such exchange, no
 // queue routed to) may be a change committed through another node that
@@ -490,7 +494,7 @@ func loginRefused(mechanism string) *amqp.Error {
 func (b *Broker) Authenticate(mechanism, username, password string, addr net.Addr) (*User, error) {
 	u, ok := b.user(username)
 	valid := ok && u.PasswordHash != "" && CheckPassword(u.PasswordHash, password)
-	if !valid && b.caughtUpAfterMiss() {
+	if !valid && b.lookAgainAfterMiss() {
 		u, ok = b.user(username)
 		valid = ok && u.PasswordHash != "" && CheckPassword(u.PasswordHash, password)
 	}
@@ -541,7 +545,7 @@ func (b *Broker) user(name string) (metadata.User, bool) {
 // be behind catches up first, as Authenticate does.
 func (b *Broker) OpenVhost(u *User, name string) (*Vhost, error) {
 	v, ok, allowed := b.vhostFor(u, name)
-	if (!ok || !allowed) && b.caughtUpAfterMiss() {
+	if (!ok || !allowed) && b.lookAgainAfterMiss() {
 		v, ok, allowed = b.vhostFor(u, name)
 	}
 	if !ok || !allowed {
@@ -701,7 +705,7 @@ func (b *Broker) Queues(vhost string) []QueueSummary {
 // right after this node restarted must not find the queue missing).
 func (b *Broker) QueueRecord(vhost, name string) (metadata.Queue, bool) {
 	rec, ok := b.queueRecord(vhost, name)
-	if !ok && b.caughtUpAfterMiss() {
+	if !ok && b.lookAgainAfterMiss() {
 		rec, ok = b.queueRecord(vhost, name)
 	}
 	return rec, ok

@@ -210,7 +210,13 @@ func (v *Vhost) dropExchangeLocked(x *exchange) []metadata.Change {
 func (v *Vhost) Route(exchangeName string, keys []string, headers amqp.Table, out []*Queue) ([]*Queue, error) {
 	n := len(out)
 	out, found, err := v.route(exchangeName, keys, headers, out)
-	if (found && (err != nil || len(out) > n)) || !v.b.mayBeStale() {
+	if found && (err != nil || len(out) > n) {
+		return out, err
+	}
+	if !v.b.mayBeStale() {
+		// The change missed may have reached the model since the first
+		// attempt (lookAgainAfterMiss).
+		out, _, err = v.route(exchangeName, keys, headers, out[:n])
 		return out, err
 	}
 	if !v.b.catchUp() {
