@@ -96,6 +96,7 @@ func (n *Node) watchMaintenance() {
 		if draining {
 			n.handOffDrained()
 		}
+		c.upgradeMachines() // machines.go
 	}
 }
 

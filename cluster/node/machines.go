@@ -52,3 +52,18 @@ func (c *clusterNode) upgradeEvent(ev membership.Event) {
 		}
 	}()
 }
+
+// upgradeMachines has every queue this node leads raise its machine
+// version if it can, behind the two moments that normally do it (when it
+// starts to lead, upgradeEvent): a leader whose node did not know every
+// member's build at the first and heard of them before the replica led,
+// or before it opened, would otherwise keep the old version until the
+// next news of a node (a CI run of TestQueueMachineVersionAcrossAnUpgrade
+// kept the queue at the old version for 20 s after the upgrade). The
+// maintenance loop calls it every maintainInterval; for a queue at the
+// newest version, or on a follower, it is two checks.
+func (c *clusterNode) upgradeMachines() {
+	for _, r := range c.replicasByID() {
+		r.UpgradeMachine()
+	}
+}

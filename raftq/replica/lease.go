@@ -49,6 +49,7 @@ func (r *Replica) onLeading() {
 func (r *Replica) onFollowing() {
 	r.orphansDetached.Store(false)
 	r.upgrading.Store(0)
+	r.upgradeHeld.Store(false)
 	r.recent.clear() // only a leader delivers
 	r.failPending(ErrNotLeader)
 	r.mu.Lock()

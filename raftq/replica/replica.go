@@ -275,9 +275,11 @@ type Replica struct {
 	// are detached in the log (former.go).
 	orphansDetached atomic.Bool
 	// upgrading is the machine version this leader proposed last
-	// (UpgradeMachine); cleared when it stops leading.
-	upgrading  atomic.Uint32
-	settleWake chan struct{}
+	// (UpgradeMachine); cleared when it stops leading, as is upgradeHeld,
+	// set once UpgradeMachine has logged why it could not.
+	upgrading   atomic.Uint32
+	upgradeHeld atomic.Bool
+	settleWake  chan struct{}
 	// proposeMu is held from taking settlements out of toSettle until they
 	// are proposed, so that flushSettlements returns only once everything
 	// acknowledged before it is in the log's order ahead of what follows.

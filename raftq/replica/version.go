@@ -14,8 +14,9 @@ import (
 // the queue runs an older one: a member whose node applies less would
 // stop on the upgrade, or on a command of the newer version. The leader
 // calls it when it starts to lead; the node, when gossip brings news of a
-// node. It does nothing on a follower, and proposes each version once
-// per leadership.
+// node, and once a second (its maintenance loop) in case neither found
+// every member's build known. It does nothing on a follower, and proposes
+// each version once per leadership.
 func (r *Replica) UpgradeMachine() {
 	if !r.isLeader() {
 		return
@@ -28,8 +29,19 @@ func (r *Replica) UpgradeMachine() {
 	if f.Error() != nil {
 		return
 	}
-	v := r.membersMachineVersion(f.Configuration().Servers)
-	if v <= current || v <= r.upgrading.Load() {
+	servers := f.Configuration().Servers
+	v := r.membersMachineVersion(servers)
+	if v <= current {
+		if !r.upgradeHeld.Swap(true) { // once per leadership
+			held := make([]string, 0, len(servers))
+			for _, s := range servers {
+				held = append(held, fmt.Sprintf("%s=%d", s.ID, r.nodeMachineVersion(string(s.ID))))
+			}
+			r.log.Debug("queue machine version held back by a member's build", "runs", current, "newest", raftq.MachineVersion, "members", held)
+		}
+		return
+	}
+	if v <= r.upgrading.Load() {
 		return
 	}
 	r.upgrading.Store(v)
