@@ -47,9 +47,7 @@ func (c *clusterNode) upgradeEvent(ev membership.Event) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		for _, r := range c.replicasByID() {
-			r.UpgradeMachine()
-		}
+		c.upgradeMachines()
 	}()
 }
 
