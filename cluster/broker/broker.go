@@ -67,8 +67,9 @@ type Config struct {
 	// publish for the ones that follow to share its log write, syncs and
 	// AppendEntries (raftq/replica's linger.go); zero holds none.
 	PublishLinger time.Duration
-	// PublishLingerShare, if not zero, holds a publish at most that share
-	// of its leader's recent commit p99 (raftq/replica's committail.go).
+	// PublishLingerShare, if not zero, holds publishes only while
+	// PublishLinger is at most that share of their leader's recent commit
+	// p99, and at most that share (raftq/replica's committail.go).
 	PublishLingerShare float64
 	// DataDir holds the quorum queues' Raft logs, under quorum/.
 	DataDir string

@@ -63,7 +63,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 		took := now.Sub(l.AppendedAt)
 		f.r.commitLatency.Store(int64(took))
 		if f.r.tail.share > 0 {
-			f.r.tail.record(took, now)
+			if switched, p99 := f.r.tail.record(took, now); switched {
+				f.r.log.Debug("publish hold", "holding", f.r.tail.holding, "commit_p99", p99,
+					"hold", time.Duration(f.r.tail.wait.Load()))
+			}
 		}
 	}
 	if current && f.cmd.Op == raftq.OpAttach {

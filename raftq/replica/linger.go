@@ -10,10 +10,12 @@ import (
 // arrived shortly before it (cluster/linger says when), so that the
 // publishes of that moment go to raft together: raft stores them with one
 // log write, each follower with one sync, and sends them in one
-// AppendEntries. At 1,000 msg/s to one queue a hold of 2 ms took 40% off
-// the CPU the cluster spends per message, and added the hold to the
-// confirm latency (docs/performance.md, thirty-ninth session); off by
-// default, since on a quiet machine that is more than RabbitMQ's p99.
+// AppendEntries. At 1,000 msg/s to one queue a hold of 2 ms took a third
+// or more off the CPU the cluster spends per message, and added the hold
+// to the confirm latency (docs/performance.md, thirty-ninth and
+// forty-second sessions): on a quiet machine more than RabbitMQ's p99,
+// so with Config.PublishLingerShare (the node's default) a leader holds
+// only while its commits are slow enough to hide the hold (committail.go).
 //
 // Held publishes are entries already numbered (publisher, seq) and in
 // pending; they stay in arrival order, and every later publish joins them

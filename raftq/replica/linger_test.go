@@ -235,18 +235,29 @@ func TestLingerDropsHeldPublishesAnsweredOnLeadershipLoss(t *testing.T) {
 }
 
 // The commit tail is fed by the leader's own commits: after a window of
-// them, the hold is a share of their p99 (more than nothing, since every
-// commit takes some time).
+// them, a linger shorter than a share of any p99 (at least a bucket) is
+// held whole, and one longer than a share of any p99 the histogram can
+// hold (16 ms) is not held at all.
 func TestLingerShareLearnsFromCommits(t *testing.T) {
-	r := openLingeringShare(t, sharedLog.node(t), sharedLinger, 0.25)
-	deadline := time.Now().Add(tailWindow + 500*time.Millisecond)
-	for i := 0; time.Now().Before(deadline) || i < tailSamples+1; i++ {
-		if err := await(t, "publish", startPublish(t, r, fmt.Sprint(i))); err != nil {
-			t.Fatal(err)
+	for _, c := range []struct {
+		linger, want time.Duration
+	}{
+		{tailBucket / 4, tailBucket / 4},
+		{time.Second, 0},
+	} {
+		r := openLingeringShare(t, sharedLog.node(t), c.linger, 0.25)
+		deadline := time.Now().Add(tailWindow + 500*time.Millisecond)
+		for i := 0; time.Now().Before(deadline) || i < tailSamples+1; i++ {
+			if err := await(t, "publish", startPublish(t, r, fmt.Sprint(i))); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if w := time.Duration(r.tail.wait.Load()); w <= 0 || w > time.Duration(float64(tailBuckets*tailBucket)*0.25) {
-		t.Fatalf("hold %v after a window of commits, want a quarter of some p99", w)
+		if r.tail.samples == 0 && r.tail.start.IsZero() {
+			t.Fatalf("linger %v: the commit tail saw no commits", c.linger)
+		}
+		if w := time.Duration(r.tail.wait.Load()); w != c.want {
+			t.Fatalf("linger %v: hold %v after a window of commits, want %v", c.linger, w, c.want)
+		}
 	}
 }

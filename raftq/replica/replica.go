@@ -163,9 +163,9 @@ type Config struct {
 	// to share its log write, syncs and AppendEntries (linger.go); zero
 	// sends each at once.
 	PublishLinger time.Duration
-	// PublishLingerShare, if not zero, holds publishes at most that share
-	// of the leader's recent commit p99, and never longer than
-	// PublishLinger (committail.go).
+	// PublishLingerShare, if not zero, holds publishes only while
+	// PublishLinger is at most that share of the leader's recent commit
+	// p99, and for at most that share (committail.go).
 	PublishLingerShare float64
 }
 
@@ -357,7 +357,7 @@ func Open(cfg Config) (*Replica, error) {
 		linger:     heldPublishes{policy: linger.New(cfg.PublishLinger)},
 	}
 	if cfg.PublishLinger > 0 && cfg.PublishLingerShare > 0 {
-		r.tail.share = cfg.PublishLingerShare
+		r.tail.share, r.tail.linger = cfg.PublishLingerShare, cfg.PublishLinger
 		r.linger.policy.SetWait(0) // until the first window's p99
 	}
 	r.w.looking.Store(true)     // wakes wait for startWatching
