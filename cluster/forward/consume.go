@@ -127,8 +127,12 @@ func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 	}
 	if id := w.opts.ID; release && id != 0 {
 		// Whatever path the consumer is on, or none (between leaders: a
-		// new leader declares it down after its own grace anyway).
-		defer time.AfterFunc(releaseGrace, func() { r.releaseOwner(id) })
+		// new leader declares it down after its own grace anyway). Only
+		// once its goroutine is done: an attach still under way when the
+		// consumer was stopped, applied after the release, would take
+		// messages for a consumer nothing declares down any more (a
+		// chaos run stranded 32 that way).
+		defer r.releaseAfter(w, id)
 	}
 	w.mu.Lock()
 	if w.over {
@@ -157,6 +161,27 @@ func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 	}
 	r.log.Debug("forward: consumer stopped", "consumer", w.opts.Tag, "id", w.opts.ID, "release", release, "path", mode, "last_delivery", w.last.Load())
 }
+
+// releaseAfter declares the released consumer w (its owner ID id) down at
+// the leader releaseGrace after w's goroutine has returned, so after any
+// attach it made; at most releaseWait after now, should it not return.
+func (r *Router) releaseAfter(w *consumer, id uint64) {
+	go func() {
+		t := time.NewTimer(releaseWait)
+		select {
+		case <-w.exited:
+		case <-t.C:
+			r.log.Warn("forward: released consumer still attaching; declaring it down anyway", "consumer", w.opts.Tag)
+		}
+		t.Stop()
+		time.AfterFunc(releaseGrace, func() { r.releaseOwner(id) })
+	}()
+}
+
+// releaseWait bounds how long a release waits for the consumer's
+// goroutine: an attach gives up after opTimeout, a cancel after
+// cancelWait.
+const releaseWait = opTimeout + cancelWait
 
 // Resume passes a local attachment's resume on. A remote leader's
 // deliveries are bounded by the consumer's credit there.
@@ -272,6 +297,9 @@ func (w *consumer) connect(ctx context.Context) error {
 			}
 			f = failure{err: err, retry: true}
 		} else {
+			if w.isOver() {
+				return errCancelled
+			}
 			if f = w.attachRemote(ctx, t.addr); f.err == nil {
 				return nil
 			}

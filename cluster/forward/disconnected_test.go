@@ -183,3 +183,30 @@ func TestSingleActiveConsumerBackWithinTheDisconnectedTimeout(t *testing.T) {
 		t.Fatalf("the waiting consumer got %d messages", n)
 	}
 }
+
+// A consumer whose channel closes (Release) while its router is still
+// trying to attach it to the leader (its stream broke, the link is back a
+// moment later) is declared down only after those tries end: an attach
+// that got through after the release would take the queue's messages for
+// a consumer nothing declares down any more (a chaos run stranded 32 so,
+// unacknowledged until the node stopped). The five it held return, and
+// nothing is handed out again.
+func TestReleaseWhileAttachingReturnsWhatTheConsumerHeld(t *testing.T) {
+	c, rep, r, tc := disconnectedSetup(t, time.Minute)
+	c["b"].refuseConsume.Store(true)
+	c["b"].breakStreams()
+	waitFor(t, 5*time.Second, "the consumer detached", func() bool { return rep.Stats().Consumers == 0 })
+	r.Release(tc)
+	// Past the release's grace: before the fix the release had gone in by
+	// now, and the attach below came after it.
+	time.Sleep(1500 * time.Millisecond)
+	c["b"].refuseConsume.Store(false)
+	waitFor(t, 10*time.Second, "the five returned", func() bool { st := rep.Stats(); return st.Ready == 5 && st.Unacked == 0 })
+	time.Sleep(time.Second) // an attach still under way would take them now
+	if st := rep.Stats(); st.Ready != 5 || st.Unacked != 0 || st.Consumers != 0 {
+		t.Fatalf("a second after the five returned: %+v, want five ready, none held, no consumer", st)
+	}
+	if n := tc.count(); n != 5 {
+		t.Fatalf("the released consumer got %d deliveries, want the first five only", n)
+	}
+}
