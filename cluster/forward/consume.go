@@ -150,14 +150,10 @@ func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 		// The leader detaches, sends what it delivered until then, and
 		// ends the stream.
 		a.requestCancel()
-		t := time.NewTimer(cancelWait)
-		select {
-		case <-w.exited:
-		case <-t.C:
+		if !w.awaitExit(cancelWait) {
 			r.log.Warn("forward: consumer cancel not answered in time", "consumer", w.opts.Tag)
 			a.close()
 		}
-		t.Stop()
 	}
 	r.log.Debug("forward: consumer stopped", "consumer", w.opts.Tag, "id", w.opts.ID, "release", release, "path", mode, "last_delivery", w.last.Load())
 }
@@ -167,15 +163,24 @@ func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 // attach it made; at most releaseWait after now, should it not return.
 func (r *Router) releaseAfter(w *consumer, id uint64) {
 	go func() {
-		t := time.NewTimer(releaseWait)
-		select {
-		case <-w.exited:
-		case <-t.C:
+		if !w.awaitExit(releaseWait) {
 			r.log.Warn("forward: released consumer still attaching; declaring it down anyway", "consumer", w.opts.Tag)
 		}
-		t.Stop()
 		time.AfterFunc(releaseGrace, func() { r.releaseOwner(id) })
 	}()
+}
+
+// awaitExit waits up to d for w's goroutine to return, and says whether
+// it did.
+func (w *consumer) awaitExit(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.exited:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // releaseWait bounds how long a release waits for the consumer's

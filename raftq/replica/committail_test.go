@@ -43,7 +43,7 @@ func TestCommitTailHoldsWhereTheTailHidesIt(t *testing.T) {
 		want     time.Duration
 	}{
 		{0, 0, 0},                       // p99 1.25 ms: quick commits, no hold
-		{2, 3500 * time.Microsecond, 0}, // p99 3.75 ms: a hold of 1.875 ms would be most of it
+		{2, 3500 * time.Microsecond, 0}, // p99 3.75 ms: under twice the linger, no hold
 		{2, 8 * time.Millisecond, 2 * time.Millisecond},       // p99 8.25 ms: the whole linger
 		{2, 3100 * time.Microsecond, 1625 * time.Microsecond}, // p99 3.25 ms, holding: half of it
 		{2, 2600 * time.Microsecond, 0},                       // p99 2.75 ms: below three quarters of 4 ms
