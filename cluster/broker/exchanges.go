@@ -213,13 +213,10 @@ func (v *Vhost) Route(exchangeName string, keys []string, headers amqp.Table, ou
 	if found && (err != nil || len(out) > n) {
 		return out, err
 	}
-	if !v.b.mayBeStale() {
-		// The change missed may have reached the model since the first
-		// attempt (lookAgainAfterMiss).
-		out, _, err = v.route(exchangeName, keys, headers, out[:n])
-		return out, err
-	}
-	if !v.b.catchUp() {
+	// Routed again after a catch-up, or at once when nothing may be
+	// behind: the change missed may have reached the model since the
+	// first attempt (lookAgainAfterMiss).
+	if v.b.mayBeStale() && !v.b.catchUp() {
 		if found {
 			err = ErrRouteUncertain
 		}

@@ -166,7 +166,8 @@ func (r *Router) releaseAfter(w *consumer, id uint64) {
 		if !w.awaitExit(releaseWait) {
 			r.log.Warn("forward: released consumer still attaching; declaring it down anyway", "consumer", w.opts.Tag)
 		}
-		time.AfterFunc(releaseGrace, func() { r.releaseOwner(id) })
+		time.Sleep(releaseGrace)
+		r.releaseOwner(id)
 	}()
 }
 

@@ -46,7 +46,8 @@ func (r *Replica) proposePublish(entry []byte, epoch uint64) {
 	if r.tail.share > 0 && len(h.held) == 0 {
 		// Only between holds: a publish arriving while others are held
 		// joins them, whatever the hold is now, to keep the log in order.
-		h.policy.SetWait(min(r.cfg.PublishLinger, time.Duration(r.tail.wait.Load())))
+		// The tail's hold is never longer than the linger (committail.go).
+		h.policy.SetWait(time.Duration(r.tail.wait.Load()))
 	}
 	if h.policy.Wait() == 0 || !h.policy.Arrive(time.Now()) {
 		r.raft.Apply(entry, 0)
