@@ -1,7 +1,8 @@
 # warren-cluster.sh — sourced by the measurement scripts: start a local 3-node Warren
 # cluster for one run and stop it again. Node i listens for AMQP on PORT_BASE+i, for
 # internal traffic on PORT_BASE+20000+i and for gossip on PORT_BASE+2274+i; with
-# DEBUG_PORTS=1 it serves pprof on PORT_BASE+3000+i. Data in a temporary directory. The nodes
+# DEBUG_PORTS=1 it serves pprof on PORT_BASE+3000+i and Prometheus metrics on
+# PORT_BASE+4000+i. Data in a temporary directory. The nodes
 # run NODE_BIN/warren (default bin/warren), the readiness check bin/warren-perf.
 #
 #   source scripts/warren-cluster.sh
@@ -18,7 +19,8 @@ warren_cluster_start() {
   for i in 0 1 2; do join+="${join:+,}127.0.0.1:$((PORT_BASE + 2274 + i))"; done
   for i in 0 1 2; do
     debug=()
-    [ -n "${DEBUG_PORTS:-}" ] && debug=(--debug-addr "127.0.0.1:$((PORT_BASE + 3000 + i))")
+    [ -n "${DEBUG_PORTS:-}" ] && debug=(--debug-addr "127.0.0.1:$((PORT_BASE + 3000 + i))"
+      --prometheus-addr "127.0.0.1:$((PORT_BASE + 4000 + i))")
     "${NODE_BIN:-bin}/warren" --node-name "warren-$i" --amqp "127.0.0.1:$((PORT_BASE + i))" \
       --internal-addr "127.0.0.1:$((PORT_BASE + 20000 + i))" --gossip-addr "127.0.0.1:$((PORT_BASE + 2274 + i))" \
       "${debug[@]}" --join "$join" --bootstrap-expect 3 --data-dir "$WARREN_DATA/warren-$i" --log-level warn "$@" \

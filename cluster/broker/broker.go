@@ -71,6 +71,10 @@ type Config struct {
 	// PublishLinger is at most that share of their leader's recent commit
 	// p99, and at most that share (raftq/replica's committail.go).
 	PublishLingerShare float64
+	// PublishLingerBatch, with PublishLingerShare, holds publishes while
+	// commits are quick too, until this many are held (raftq/replica's
+	// linger.go); zero holds none then.
+	PublishLingerBatch int
 	// DataDir holds the quorum queues' Raft logs, under quorum/.
 	DataDir string
 	// NodeID is this node's name in Raft groups; DefaultNodeID if empty

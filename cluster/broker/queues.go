@@ -362,6 +362,7 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 			DeadLetter:         v.deadLetterFunc(q),
 			PublishLinger:      v.b.cfg.PublishLinger,
 			PublishLingerShare: v.b.cfg.PublishLingerShare,
+			PublishLingerBatch: v.b.cfg.PublishLingerBatch,
 			DisconnectedTimeout: func() time.Duration {
 				return replica.DisconnectedTimeoutOf(q.EffectiveArguments(), v.b.cfg.ConsumerDisconnectedTimeout)
 			},

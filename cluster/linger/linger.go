@@ -13,8 +13,8 @@
 //     for a small window of them, brings no company: a hold that runs out
 //     with nothing arrived after its first quarter gained nothing, and
 //     Misses such holds in a row stop the holding for Rest;
-//   - Batch held items go at once: at high rates the sends batch by
-//     themselves, and a hold would only add latency.
+//   - Batch held items go at once (or fewer, SetBatch): at high rates the
+//     sends batch by themselves, and a hold would only add latency.
 package linger
 
 import "time"
@@ -31,6 +31,7 @@ const (
 // owner guards it with the lock that orders the items.
 type Policy struct {
 	wait   time.Duration // 0 holds nothing
+	batch  int           // held items go at once when this many are held
 	held   int
 	first  time.Time // the first held item's arrival
 	due    time.Time // when the held items go: first + wait
@@ -40,7 +41,7 @@ type Policy struct {
 }
 
 // New returns a policy that holds items for up to wait; 0 holds none.
-func New(wait time.Duration) Policy { return Policy{wait: wait} }
+func New(wait time.Duration) Policy { return Policy{wait: wait, batch: Batch} }
 
 // Wait is the longest an item is held.
 func (p *Policy) Wait() time.Duration { return p.wait }
@@ -50,6 +51,17 @@ func (p *Policy) Wait() time.Duration { return p.wait }
 func (p *Policy) SetWait(wait time.Duration) {
 	if p.held == 0 {
 		p.wait = wait
+	}
+}
+
+// SetBatch changes how many held items go at once (at least 2), for the
+// items that arrive while none is held. Two holds an item at most until
+// the next one arrives: items that come in bursts (a producer paced by a
+// coarse timer sends two or three back to back) share a send, while one
+// arriving alone waits about one gap, not the whole wait.
+func (p *Policy) SetBatch(n int) {
+	if p.held == 0 {
+		p.batch = max(n, 2)
 	}
 }
 
@@ -71,8 +83,8 @@ func (p *Policy) Arrive(now time.Time) bool {
 // Held is the number of items held.
 func (p *Policy) Held() int { return p.held }
 
-// Full says the held items should go now (Batch of them).
-func (p *Policy) Full() bool { return p.held >= Batch }
+// Full says the held items should go now (Batch of them, or SetBatch's).
+func (p *Policy) Full() bool { return p.held >= p.batch }
 
 // Due is when the held items go.
 func (p *Policy) Due() time.Time { return p.due }

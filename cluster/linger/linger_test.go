@@ -129,3 +129,33 @@ func TestSetWaitBetweenHolds(t *testing.T) {
 		t.Fatal("SetWait(0) between holds did not stop the holding")
 	}
 }
+
+// SetBatch(2) sends a pair as soon as the second arrives; it changes the
+// batch only between holds, like SetWait.
+func TestSetBatchPairs(t *testing.T) {
+	p := New(2 * time.Millisecond)
+	p.SetBatch(2)
+	p.Arrive(at(0))
+	if !p.Arrive(at(0.5)) || p.Full() {
+		t.Fatal("the first of a pair was not held, or was full alone")
+	}
+	p.SetBatch(16) // ignored: one is held
+	if !p.Arrive(at(0.6)) || !p.Full() {
+		t.Fatal("a pair was not full")
+	}
+	p.Release(false, at(0.6))
+	p.SetBatch(16)
+	for i := range 15 {
+		p.Arrive(at(0.7 + 0.01*float64(i)))
+		if p.Full() {
+			t.Fatalf("full at %d held after SetBatch(16)", i+1)
+		}
+	}
+	p.SetBatch(1)
+	p.Release(false, at(1))
+	p.SetBatch(1) // at least 2: one held alone is never full
+	p.Arrive(at(1.1))
+	if p.Full() {
+		t.Fatal("SetBatch(1) made one held item full")
+	}
+}

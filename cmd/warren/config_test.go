@@ -76,6 +76,8 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"--disk-free-limit", "lots"},
 		{"--disk-free-limit", "-5MB"},
 		{"--memory-high-watermark", "most"},
+		{"--publish-linger-batch", "1"},
+		{"--publish-linger-batch", "17"},
 		{"extra-argument"},
 	} {
 		if _, err := loadConfig(args, none, io.Discard); err == nil {

@@ -16,6 +16,13 @@ import (
 // forty-second sessions): on a quiet machine more than RabbitMQ's p99,
 // so with Config.PublishLingerShare (the node's default) a leader holds
 // only while its commits are slow enough to hide the hold (committail.go).
+// While they are quicker, Config.PublishLingerBatch may still hold a
+// publish until the next one arrives: a producer paced at 1,000 msg/s by
+// a timer sends two or three back to back, each of which would otherwise
+// wait out the previous one's log write and go in an entry of its own.
+// At that rate pairs took about a tenth off the CPU per message and
+// nothing off the confirm p99 (docs/performance.md, forty-third session),
+// where holding for the whole linger added about 1.5 ms to it.
 //
 // Held publishes are entries already numbered (publisher, seq) and in
 // pending; they stay in arrival order, and every later publish joins them
@@ -46,8 +53,7 @@ func (r *Replica) proposePublish(entry []byte, epoch uint64) {
 	if r.tail.share > 0 && len(h.held) == 0 {
 		// Only between holds: a publish arriving while others are held
 		// joins them, whatever the hold is now, to keep the log in order.
-		// The tail's hold is never longer than the linger (committail.go).
-		h.policy.SetWait(time.Duration(r.tail.wait.Load()))
+		r.setHold()
 	}
 	if h.policy.Wait() == 0 || !h.policy.Arrive(time.Now()) {
 		r.raft.Apply(entry, 0)
@@ -63,6 +69,24 @@ func (r *Replica) proposePublish(entry []byte, epoch uint64) {
 		} else {
 			h.timer.Reset(h.policy.Wait())
 		}
+	}
+}
+
+// setHold sets the hold for the publishes that arrive until the next
+// ones held are sent: the commit tail's, for up to linger.Batch of them;
+// while commits are too quick for that, the whole linger for pairs (or
+// Config.PublishLingerBatch); else none. Called with pubMu held.
+func (r *Replica) setHold() {
+	h := &r.linger
+	switch wait := time.Duration(r.tail.wait.Load()); {
+	case wait > 0: // never longer than the linger (committail.go)
+		h.policy.SetWait(wait)
+		h.policy.SetBatch(linger.Batch)
+	case r.cfg.PublishLingerBatch > 0:
+		h.policy.SetWait(r.cfg.PublishLinger)
+		h.policy.SetBatch(r.cfg.PublishLingerBatch)
+	default:
+		h.policy.SetWait(0)
 	}
 }
 

@@ -24,10 +24,16 @@ func openLingering(t *testing.T, n *testNode, linger time.Duration) *Replica {
 // openLingeringShare is openLingering with Config.PublishLingerShare.
 func openLingeringShare(t *testing.T, n *testNode, linger time.Duration, share float64) *Replica {
 	t.Helper()
+	return openLingeringBatch(t, n, linger, share, 0)
+}
+
+// openLingeringBatch is openLingeringShare with Config.PublishLingerBatch.
+func openLingeringBatch(t *testing.T, n *testNode, linger time.Duration, share float64, batch int) *Replica {
+	t.Helper()
 	cfg := Config{
 		Name: "test/q", Dir: t.TempDir(), NodeID: "n1", Created: 1,
 		Log:           slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PublishLinger: linger, PublishLingerShare: share,
+		PublishLinger: linger, PublishLingerShare: share, PublishLingerBatch: batch,
 	}
 	n.configure(&cfg)
 	r, err := Open(cfg)
@@ -102,6 +108,62 @@ func TestLingerShareFollowsCommitTail(t *testing.T) {
 	}
 	if st := r.Stats(); st.Ready != 2*n {
 		t.Fatalf("%d messages stored, want %d", st.Ready, 2*n)
+	}
+}
+
+// While the commit tail holds nothing, PublishLingerBatch 2 still holds a
+// publish until the next one arrives: publishes coming in pairs (the
+// second a few milliseconds after the first, well within the linger)
+// share an entry, which they do not without it, and the second sends the
+// pair rather than the linger. Once the tail allows a hold, a steady
+// stream is held in batches larger than pairs.
+func TestLingerPairsWhileCommitsAreQuick(t *testing.T) {
+	const pairs, within, between = 40, 3 * time.Millisecond, 10 * time.Millisecond
+	run := func(batch int) (syncs uint64, took time.Duration) {
+		node := sharedLog.node(t)
+		r := openLingeringBatch(t, node, sharedLinger, 0.25, batch)
+		<-startPublish(t, r, "warm-up")
+		before := node.log.Commits()
+		var answers []<-chan error
+		for i := range pairs {
+			answers = append(answers, startPublish(t, r, fmt.Sprint(i, "a")))
+			time.Sleep(within)
+			start := time.Now()
+			second := startPublish(t, r, fmt.Sprint(i, "b"))
+			if err := await(t, "publish", second); err != nil {
+				t.Fatal(err)
+			}
+			took = max(took, time.Since(start))
+			time.Sleep(between)
+		}
+		for i, a := range answers {
+			if err := await(t, fmt.Sprint("publish ", i), a); err != nil {
+				t.Fatalf("publish %d: %v", i, err)
+			}
+		}
+		syncs = node.log.Commits() - before
+		if st := r.Stats(); st.Ready != 2*pairs+1 {
+			t.Fatalf("batch %d: %d messages stored, want %d", batch, st.Ready, 2*pairs+1)
+		}
+		if batch > 0 {
+			r.tail.wait.Store(int64(sharedLinger)) // as a slow window would
+			steady := publishSteadily(t, node, r, pairs, 2*time.Millisecond)
+			t.Logf("%d publishes 2ms apart with the tail's hold: %d syncs", pairs, steady)
+			if steady*3 > pairs {
+				t.Fatalf("%d syncs for %d steady publishes with the tail's hold: held in pairs only", steady, pairs)
+			}
+		}
+		return syncs, took
+	}
+	paired, tookPaired := run(2)
+	unpaired, _ := run(0)
+	t.Logf("%d pairs %v apart within: %d syncs held in pairs, %d not held; a pair's second confirmed within %v",
+		pairs, within, paired, unpaired, tookPaired)
+	if paired > pairs+pairs/5 || unpaired*2 < paired*3 {
+		t.Fatalf("%d syncs held in pairs against %d not held, for %d pairs: pairs did not share entries", paired, unpaired, pairs)
+	}
+	if tookPaired >= sharedLinger {
+		t.Fatalf("a pair's second publish took %v to confirm: the pair waited out the %v linger", tookPaired, sharedLinger)
 	}
 }
 

@@ -167,6 +167,12 @@ type Config struct {
 	// PublishLinger is at most that share of the leader's recent commit
 	// p99, and for at most that share (committail.go).
 	PublishLingerShare float64
+	// PublishLingerBatch, with PublishLingerShare, holds publishes while
+	// commits are too quick for the share's hold too, but only until
+	// this many are held (at least 2): a publish then waits at most for
+	// the next one, so that publishes arriving together share an entry
+	// (linger.go). Zero holds none while commits are quick.
+	PublishLingerBatch int
 }
 
 // Peer is one member of a group: its node name (the Raft server ID) and
