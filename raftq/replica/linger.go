@@ -20,8 +20,8 @@ import (
 // publish until the next one arrives: a producer paced at 1,000 msg/s by
 // a timer sends two or three back to back, each of which would otherwise
 // wait out the previous one's log write and go in an entry of its own.
-// At that rate pairs took about a tenth off the CPU per message and
-// nothing off the confirm p99 (docs/performance.md, forty-third session),
+// At that rate pairs took 8% off the CPU per message and left the
+// confirm p99 where it was (docs/performance.md, forty-third session),
 // where holding for the whole linger added about 1.5 ms to it.
 //
 // Held publishes are entries already numbered (publisher, seq) and in
