@@ -162,7 +162,9 @@ func SettleDueAt(credit uint32) int {
 // (which the machine counted against the consumer's credit when it handed
 // them out). It does not wait for a batch to commit: raft already writes
 // every entry proposed meanwhile with one fsync, and waiting would add a
-// commit to the time a consumer's credit takes to come back.
+// commit to the time a consumer's credit takes to come back. A batch that
+// gathered for the whole SettleLinger (nobody's credit waits on it) goes
+// with the publishes held for company, or the next ones (linger.go).
 func (r *Replica) settler() {
 	defer r.wg.Done()
 	for {
@@ -171,19 +173,24 @@ func (r *Replica) settler() {
 		case <-r.done:
 			return
 		}
-		if !r.gatherSettlements() {
+		due, ok := r.gatherSettlements()
+		if !ok {
 			return
 		}
-		r.flushSettlements()
+		r.passOnRefusedLater(r.proposeSettlements(!due))
 	}
 }
 
 // flushSettlements proposes the settlements in hand, and returns once
 // every settlement taken before it, by it or by the settler, is proposed.
-// Those the log refuses because the leadership moves are passed on to the
-// next leader in the background (former.go).
 func (r *Replica) flushSettlements() {
-	proposed := r.proposeSettlements()
+	r.passOnRefusedLater(r.proposeSettlements(false))
+}
+
+// passOnRefusedLater passes the proposed settlements the log refuses
+// because the leadership moves on to the next leader, in the background
+// (former.go).
+func (r *Replica) passOnRefusedLater(proposed []proposedSettlement) {
 	if len(proposed) > 0 && r.cfg.SettleAtLeader != nil {
 		r.goTracked(func() {
 			defer r.wg.Done()
@@ -193,8 +200,10 @@ func (r *Replica) flushSettlements() {
 }
 
 // proposeSettlements proposes the settlements in hand and returns the
-// entries (a future may be waited on by one goroutine only).
-func (r *Replica) proposeSettlements() []proposedSettlement {
+// entries (a future may be waited on by one goroutine only). With
+// publishes held they go along (sending them now, unless ride), and with
+// ride they may wait for the next publish, up to the publish linger.
+func (r *Replica) proposeSettlements(ride bool) []proposedSettlement {
 	r.proposeMu.Lock()
 	defer r.proposeMu.Unlock()
 	r.mu.Lock()
@@ -206,10 +215,16 @@ func (r *Replica) proposeSettlements() []proposedSettlement {
 	r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
 	r.mu.Unlock()
 	acks := acksOf(batch)
-	proposed := make([]proposedSettlement, 0, len(acks))
-	for _, s := range acks {
-		f := r.propose(&raftq.Command{Op: raftq.OpSettle, Consumer: s.Consumer, IDs: s.Messages})
-		proposed = append(proposed, proposedSettlement{f: f, s: s})
+	now := time.Now().UnixMilli()
+	entries := make([][]byte, len(acks))
+	for i, s := range acks {
+		cmd := raftq.Command{Op: raftq.OpSettle, Consumer: s.Consumer, IDs: s.Messages, Now: now}
+		entries[i] = cmd.Append(nil)
+	}
+	futures := r.proposeWithPublishes(entries, ride)
+	proposed := make([]proposedSettlement, len(acks))
+	for i, s := range acks {
+		proposed[i] = proposedSettlement{f: futures[i], s: s}
 	}
 	return proposed
 }
@@ -221,30 +236,31 @@ func (r *Replica) proposeSettlements() []proposedSettlement {
 // held publishes would wait for this member to stop leading to be nacked.
 func (r *Replica) settleBeforeTransfer() {
 	r.flushPublishes()
-	r.passOnRefused(r.proposeSettlements())
+	r.passOnRefused(r.proposeSettlements(false))
 }
 
 // gatherSettlements waits until the settlements in hand are due
-// (settleDue) or SettleLinger has passed; false if the replica stopped.
-func (r *Replica) gatherSettlements() bool {
+// (settleDue) or SettleLinger has passed, and says which; false if the
+// replica stopped.
+func (r *Replica) gatherSettlements() (due, ok bool) {
 	deadline := time.Now().Add(SettleLinger)
 	for !r.settleDue() {
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			return true
+			return false, true
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-			return true
+			return false, true
 		case <-r.settleWake: // more came: due now?
 			t.Stop()
 		case <-r.done:
 			t.Stop()
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, true
 }
 
 // settleDue reports whether the settlements in hand should be proposed

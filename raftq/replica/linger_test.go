@@ -323,3 +323,47 @@ func TestLingerShareLearnsFromCommits(t *testing.T) {
 		}
 	}
 }
+
+// Settlements the settler proposes at a steady rate go to the log with
+// the publishes held for company, not with log writes of their own: a
+// queue published to and consumed from steadily syncs about as often as
+// when it was only published to, though its log takes the settlements too.
+// The last batch, after the publishes stopped, waits out the linger and
+// goes alone.
+func TestSettlementsRideWithHeldPublishes(t *testing.T) {
+	const n, gap = 100, 2 * time.Millisecond
+	node := sharedLog.node(t)
+	r := openLingering(t, node, sharedLinger)
+	<-startPublish(t, r, "warm-up")
+	alone := publishSteadily(t, node, r, n, gap)
+	c := &ackingConsumer{r: r}
+	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	settled := func() bool { st := r.Stats(); return st.Ready == 0 && st.Unacked == 0 }
+	waitFor(t, "the first publishes consumed", settled)
+	before := r.Status().LastLogIndex
+	consumed := publishSteadily(t, node, r, n, gap)
+	waitFor(t, "every publish consumed", settled)
+	settles := int(r.Status().LastLogIndex-before) - n
+	t.Logf("%d publishes %v apart: %d syncs unconsumed; consumed, %d syncs with %d settlement entries",
+		n, gap, alone, consumed, settles)
+	if settles < 5 {
+		t.Fatalf("%d settlement entries for %d acks over %v: too few to tell", settles, n, n*gap)
+	}
+	if consumed > alone+uint64(settles)/2 {
+		t.Fatalf("%d syncs consumed against %d unconsumed, with %d settlement entries: they took syncs of their own",
+			consumed, alone, settles)
+	}
+}
+
+// ackingConsumer acknowledges each delivery as it arrives.
+type ackingConsumer struct {
+	fakeConsumer
+	r *Replica
+}
+
+func (a *ackingConsumer) Deliver(d queue.Delivery) bool {
+	go a.r.Settle([]uint64{d.ID})
+	return a.fakeConsumer.Deliver(d)
+}
