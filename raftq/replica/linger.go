@@ -69,40 +69,48 @@ type settleRide struct {
 // held, with those that follow it within the linger. epoch is
 // pendingEpoch when the publish was numbered. Called with pubMu held.
 func (r *Replica) proposePublish(entry []byte, epoch uint64) {
-	h := &r.linger
-	if r.tail.share > 0 && len(h.held) == 0 {
-		// Only between holds: a publish arriving while others are held
-		// joins them, whatever the hold is now, to keep the log in order.
-		r.setHold()
-	}
-	if h.policy.Wait() == 0 || !h.policy.Arrive(time.Now()) {
+	if !r.arrive() {
 		r.raft.Apply(entry, 0)
 		return
 	}
-	h.held = append(h.held, heldEntry{entry: entry, epoch: epoch})
+	r.keep(heldEntry{entry: entry, epoch: epoch})
+}
+
+// arrive records an entry arriving for the log and says whether it is to
+// be held: it joins the entries held, or starts a hold as the policy
+// allows. Called with pubMu held.
+func (r *Replica) arrive() bool {
+	h := &r.linger
+	if r.tail.share > 0 && len(h.held) == 0 {
+		// Only between holds: an entry arriving while others are held
+		// joins them, whatever the hold is now, to keep the log in order.
+		r.setHold()
+	}
+	return h.policy.Wait() > 0 && h.policy.Arrive(time.Now())
+}
+
+// keep adds entries arrive held to those held: all of them go if the
+// batch is full; the first held start the linger's timer. Called with
+// pubMu held.
+func (r *Replica) keep(entries ...heldEntry) {
+	h := &r.linger
+	first := len(h.held) == 0
+	h.held = append(h.held, entries...)
 	switch {
 	case h.policy.Full():
 		r.sendHeld(false)
-	case len(h.held) == 1:
-		r.armLinger()
-	}
-}
-
-// armLinger starts the linger's timer for the first held entries. Called
-// with pubMu held.
-func (r *Replica) armLinger() {
-	h := &r.linger
-	if h.timer == nil {
+	case !first:
+	case h.timer == nil:
 		h.timer = time.AfterFunc(h.policy.Wait(), r.lingerOver)
-	} else {
+	default:
 		h.timer.Reset(h.policy.Wait())
 	}
 }
 
 // setHold sets the hold for the publishes that arrive until the next
 // ones held are sent: the commit tail's, for up to linger.Batch of them;
-// while commits are too quick for that, the whole linger for pairs (or
-// Config.PublishLingerBatch); else none. Called with pubMu held.
+// while commits are too quick for that, the whole linger for up to
+// Config.PublishLingerBatch of them; else none. Called with pubMu held.
 func (r *Replica) setHold() {
 	h := &r.linger
 	switch wait := time.Duration(r.tail.wait.Load()); {
@@ -208,30 +216,17 @@ func (r *Replica) proposeWithPublishes(entries [][]byte, ride bool) []raft.Apply
 func (r *Replica) holdSettlements(entries [][]byte, ride bool) *settleRide {
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
-	h := &r.linger
-	now := time.Now()
-	if len(h.held) == 0 {
-		if !ride {
-			return nil
-		}
-		if r.tail.share > 0 {
-			r.setHold()
-		}
-		if h.policy.Wait() == 0 || !h.policy.Arrive(now) {
-			return nil
-		}
-	} else {
-		h.policy.Arrive(now) // joins them
+	if (!ride && len(r.linger.held) == 0) || !r.arrive() {
+		return nil
 	}
 	w := &settleRide{sent: make(chan struct{})}
-	for _, e := range entries {
-		h.held = append(h.held, heldEntry{entry: e, ride: w})
+	held := make([]heldEntry, len(entries))
+	for i, e := range entries {
+		held[i] = heldEntry{entry: e, ride: w}
 	}
-	switch {
-	case !ride || h.policy.Full():
-		r.sendHeld(false)
-	case len(h.held) == len(entries):
-		r.armLinger()
+	r.keep(held...)
+	if !ride {
+		r.sendHeld(false) // if keep did not: they go now
 	}
 	return w
 }
