@@ -159,6 +159,52 @@ func TestHeartbeatsLingerPerGroup(t *testing.T) {
 	}
 }
 
+// A peer's sender stops once its call leaves nothing queued, rather than
+// linger again only to find the queue empty (a timer wake-up per call on
+// an idle node), and the next heartbeat still lingers before its call.
+func TestHeartbeatSenderStopsAfterItsCall(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 2, nil, nil)
+	b := h.nodes[1]
+	as, _ := groupPairs(t, h, 1, func(i int, rpc raft.RPC) {
+		req := rpc.Command.(*raft.AppendEntriesRequest)
+		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
+	})
+	const linger = 500 * time.Millisecond
+	as[0].SetHeartbeatLinger(linger)
+	ph := h.nodes[0].mux.heartbeats(b.addr, linger)
+	sending := func() bool {
+		ph.mu.Lock()
+		defer ph.mu.Unlock()
+		return ph.sending
+	}
+	beat := func() time.Duration {
+		start := time.Now()
+		var resp raft.AppendEntriesResponse
+		if err := as[0].AppendEntries(b.id, raft.ServerAddress(b.addr), heartbeatOf(as[0], 3), &resp); err != nil || !resp.Success {
+			t.Fatalf("heartbeat: %v, %+v", err, resp)
+		}
+		return time.Since(start)
+	}
+	if d := beat(); d < linger {
+		t.Fatalf("the first heartbeat was answered after %v, before the linger (%v)", d, linger)
+	}
+	// The sender hands out the answers, then stops: well within the
+	// linger the old sender slept again for.
+	waitFor(t, linger/2, "the sender to stop", func() error {
+		if sending() {
+			return fmt.Errorf("still sending")
+		}
+		return nil
+	})
+	if d := beat(); d < linger {
+		t.Fatalf("the next heartbeat was answered after %v, before the linger (%v)", d, linger)
+	}
+	if calls := b.mux.hbServed.Load(); calls != 2 {
+		t.Fatalf("%d calls, want 2", calls)
+	}
+}
+
 // While calls to a peer fail, heartbeats to it do not linger: raft learns
 // from a heartbeat that a follower answers again (and resumes replicating
 // to it), so a restarted node is heard at once. Once it answers, they
