@@ -170,7 +170,7 @@ func TestHeartbeatSenderStopsAfterItsCall(t *testing.T) {
 		req := rpc.Command.(*raft.AppendEntriesRequest)
 		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
 	})
-	const linger = 500 * time.Millisecond
+	const linger = time.Second // the stop is checked within half of it
 	as[0].SetHeartbeatLinger(linger)
 	ph := h.nodes[0].mux.heartbeats(b.addr, linger)
 	sending := func() bool {
