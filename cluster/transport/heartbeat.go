@@ -75,7 +75,8 @@ type peerHeartbeats struct {
 	mu      sync.Mutex
 	queue   []*hbCall
 	sending bool
-	failing bool // the last call failed (failingLinger)
+	failing bool      // the last call failed (failingLinger)
+	called  time.Time // when the last call returned
 }
 
 // heartbeats returns the heartbeat sender to target for groups that
@@ -151,19 +152,24 @@ func (h *peerHeartbeats) add(c *hbCall) {
 	}
 }
 
-// run sends what is queued, one call at a time, each after the linger,
-// and stops as soon as a call leaves nothing queued: sleeping another
-// linger only to find the queue empty cost a timer wake-up per call, a
-// tenth of the context switches of an idle node leading the metadata
-// group (docs/performance.md, forty-fifth session). The next heartbeat
-// starts a sender that lingers first, so calls to a peer are still at
-// least a linger apart.
+// run sends what is queued, one call at a time, and stops as soon as a
+// call leaves nothing queued. A call goes a linger after the call before
+// it or, if the heartbeat that started the sender came later than that,
+// a linger after that heartbeat: the rhythm of the sender that slept the
+// linger after every call and stopped only then, finding nothing queued
+// (a timer wake-up per call, on an idle node most of the sender's own;
+// docs/performance.md, forty-fifth session). A group's next heartbeat,
+// raft's interval after the answer, so still goes at most a linger after
+// the call that carried the last one.
 func (h *peerHeartbeats) run() {
 	for {
 		h.mu.Lock()
 		wait := h.linger
 		if h.failing {
 			wait = min(wait, failingLinger)
+		}
+		if until := time.Until(h.called.Add(wait)); until > 0 {
+			wait = until
 		}
 		h.mu.Unlock()
 		time.Sleep(wait)
@@ -180,6 +186,7 @@ func (h *peerHeartbeats) run() {
 			h.send(batch)
 		}
 		h.mu.Lock()
+		h.called = time.Now()
 		if len(h.queue) == 0 {
 			h.sending = false
 			h.mu.Unlock()
