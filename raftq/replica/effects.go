@@ -215,11 +215,9 @@ func (r *Replica) proposeSettlements(ride bool) []proposedSettlement {
 	r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
 	r.mu.Unlock()
 	acks := acksOf(batch)
-	now := time.Now().UnixMilli()
 	entries := make([][]byte, len(acks))
 	for i, s := range acks {
-		cmd := raftq.Command{Op: raftq.OpSettle, Consumer: s.Consumer, IDs: s.Messages, Now: now}
-		entries[i] = cmd.Append(nil)
+		entries[i] = stamped(&raftq.Command{Op: raftq.OpSettle, Consumer: s.Consumer, IDs: s.Messages})
 	}
 	futures := r.proposeWithPublishes(entries, ride)
 	proposed := make([]proposedSettlement, len(acks))

@@ -621,8 +621,13 @@ func (r *Replica) awaitLeadership(timeout time.Duration) error {
 
 // propose stamps the leader's time into cmd and appends it to the log.
 func (r *Replica) propose(cmd *raftq.Command) raft.ApplyFuture {
+	return r.raft.Apply(stamped(cmd), 0)
+}
+
+// stamped stamps the leader's time into cmd and returns its log entry.
+func stamped(cmd *raftq.Command) []byte {
 	cmd.Now = time.Now().UnixMilli()
-	return r.raft.Apply(cmd.Append(nil), 0)
+	return cmd.Append(nil)
 }
 
 // errorFor maps raft's errors to the queue boundary's.
