@@ -38,6 +38,13 @@ func groupPairs(t *testing.T, h *harness, n int, answer func(i int, rpc raft.RPC
 	return as, bs
 }
 
+// acceptHeartbeat is a follower's heartbeat handler that accepts every
+// heartbeat, answering in its term.
+func acceptHeartbeat(_ int, rpc raft.RPC) {
+	req := rpc.Command.(*raft.AppendEntriesRequest)
+	rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
+}
+
 func heartbeatOf(ta *Transport, term uint64) *raft.AppendEntriesRequest {
 	return &raft.AppendEntriesRequest{
 		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n0"), Addr: []byte(ta.LocalAddr())},
@@ -120,10 +127,7 @@ func TestHeartbeatsLingerPerGroup(t *testing.T) {
 	h := newHarness(t, 2, nil, nil)
 	b := h.nodes[1]
 	const n = 6
-	as, _ := groupPairs(t, h, n, func(i int, rpc raft.RPC) {
-		req := rpc.Command.(*raft.AppendEntriesRequest)
-		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
-	})
+	as, _ := groupPairs(t, h, n, acceptHeartbeat)
 	const long = 2 * time.Second // far more than starting n-1 goroutines takes
 	for _, ta := range as[:n-1] {
 		ta.SetHeartbeatLinger(long)
@@ -167,10 +171,7 @@ func TestHeartbeatSenderStopsAfterItsCall(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 2, nil, nil)
 	b := h.nodes[1]
-	as, _ := groupPairs(t, h, 1, func(i int, rpc raft.RPC) {
-		req := rpc.Command.(*raft.AppendEntriesRequest)
-		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
-	})
+	as, _ := groupPairs(t, h, 1, acceptHeartbeat)
 	const linger = time.Second // the checks below leave it 400-500 ms either way
 	as[0].SetHeartbeatLinger(linger)
 	ph := h.nodes[0].mux.heartbeats(b.addr, linger)
@@ -259,10 +260,7 @@ func TestFailingPeerHeardAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb.SetHeartbeatHandler(func(rpc raft.RPC) {
-		req := rpc.Command.(*raft.AppendEntriesRequest)
-		rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, Success: true}, nil)
-	})
+	tb.SetHeartbeatHandler(func(rpc raft.RPC) { acceptHeartbeat(0, rpc) })
 	// gRPC may still be backing off its reconnection (at most 2 s).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
