@@ -182,9 +182,7 @@ func (h *peerHeartbeats) run() {
 			h.queue = nil
 		}
 		h.mu.Unlock()
-		if len(batch) > 0 {
-			h.send(batch)
-		}
+		h.send(batch) // never empty: the sender runs only while something is queued
 		h.mu.Lock()
 		h.called = time.Now()
 		if len(h.queue) == 0 {
