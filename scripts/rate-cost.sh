@@ -7,7 +7,9 @@
 # calls and context switches per second; then CPU µs per message and the load tool's p50/p99
 # latencies.
 #
-# Environment: RATE (1000), DURATION (30), PORT_BASE (5702), EXTRA (more warren flags).
+# Environment: RATE (1000), DURATION (30), PORT_BASE (5702), EXTRA (more warren flags),
+# CONSUMER_NODE (2: the consumer's node; 1 puts it on the leader's, so that no delivery is
+# forwarded).
 # The environment reaches the nodes, so e.g. GOMAXPROCS=1 or WARREN_* settings apply to them.
 # NODE_BIN, a directory, runs the nodes from NODE_BIN/warren instead of the working tree's
 # build (rate-ab.sh); the load tool is always the working tree's.
@@ -18,6 +20,7 @@ RATE=${RATE:-1000}
 DURATION=${DURATION:-30}
 PORT_BASE=${PORT_BASE:-5702}
 EXTRA=${EXTRA:-}
+CONSUMER_NODE=${CONSUMER_NODE:-2}
 
 go build -o bin/ ./cmd/warren ./cmd/warren-perf ./cmd/warrenctl
 
@@ -29,13 +32,13 @@ pids=("${WARREN_PIDS[@]}")
 
 run() {
   bin/warren-perf --uri "amqp://guest:guest@127.0.0.1:$((PORT_BASE + 1))/" \
-    --consumer-uri "amqp://guest:guest@127.0.0.1:$((PORT_BASE + 2))/" --producers 1 --consumers 1 \
+    --consumer-uri "amqp://guest:guest@127.0.0.1:$((PORT_BASE + CONSUMER_NODE))/" --producers 1 --consumers 1 \
     --size 1000 --confirm 256 --prefetch 256 --queue-type quorum --queue rate-cost \
     --queue-arg x-queue-leader-locator=client-local --json-only "$@"
 }
 run --messages 100 --duration 0 --drain 1s >/dev/null # declare the queue, warm up
 echo "queue rate-cost led by $(bin/warrenctl --node "127.0.0.1:$((PORT_BASE + 20000))" list queues |
-  awk '$2 == "rate-cost" {print $4}') (producer on warren-1, consumer on warren-2)"
+  awk '$2 == "rate-cost" {print $4}') (producer on warren-1, consumer on warren-$CONSUMER_NODE)"
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 declare -A before
