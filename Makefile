@@ -138,6 +138,10 @@ idle-cost: ## CPU, memory and goroutines of 3 local nodes with N (default 1000) 
 machine-cost: ## what this machine charges for a log sync and for a request served from idle: the floor under CPU per message
 	go run ./scripts/machine-cost --dir $(or $(TMPDIR),/tmp)
 
+.PHONY: write-cost
+write-cost: ## what one durable log write costs a Go process here, made seven ways (DIR: the file system to write to)
+	go run ./scripts/write-cost --dir $(or $(DIR),$(TMPDIR),/tmp)
+
 .PHONY: rate-cost
 rate-cost: ## one quorum queue on 3 local nodes at RATE (default 1000) msg/s: CPU, syscalls and context switches per node
 	RATE=$(or $(RATE),1000) ./scripts/rate-cost.sh
