@@ -356,9 +356,9 @@ func (c *clusterNode) lead(b *broker.Broker) {
 			return
 		case <-t.C:
 		case ev := <-c.gossip.Events():
-			c.memberEvent(ev)
-			c.reconcileEvent(ev) // reconcile.go: joins and rejoins trigger it
-			c.upgradeEvent(ev)   // machines.go
+			restarted := c.memberEvent(ev)
+			c.reconcileEvent(ev, restarted) // reconcile.go: joins and rejoins trigger it
+			c.upgradeEvent(ev)              // machines.go
 		}
 		if !c.meta.IsLeader() {
 			continue

@@ -47,10 +47,11 @@ func (c *clusterNode) queueTimeout() time.Duration {
 // memberEvent reacts to gossip: when a node fails or restarts, this
 // node's followers in every group that node led elect a new leader
 // promptly instead of after a full queue heartbeat timeout
-// (replica.LeaderSuspected, replica.LeaderRestarted).
-func (c *clusterNode) memberEvent(ev membership.Event) {
+// (replica.LeaderSuspected, replica.LeaderRestarted). It reports whether
+// the event shows the node restarted since gossip last reported it.
+func (c *clusterNode) memberEvent(ev membership.Event) (restarted bool) {
 	if ev.Member.Name == c.self {
-		return
+		return false
 	}
 	restartedFrom := c.noteBoot(ev)
 	if ev.Kind == membership.Failed || ev.Kind == membership.Departed || restartedFrom != "" {
@@ -103,6 +104,7 @@ func (c *clusterNode) memberEvent(ev membership.Event) {
 		}
 		c.log.Info("node restarted; queues it led elect new leaders", "node", ev.Member.Name)
 	}
+	return restartedFrom != ""
 }
 
 // Kill stops the node abruptly, as a crash would as far as the other

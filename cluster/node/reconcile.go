@@ -41,7 +41,8 @@ import (
 // left the cluster) is not done.
 //
 // The same loop rebalances queue leaders once after a node rejoins
-// (gossip reports it alive after failing or leaving), ReconcileDelay
+// (gossip reports it alive after failing or leaving, or with a new start
+// however quick its restart), ReconcileDelay
 // later: the planner of `warrenctl rebalance` (admin.Server.Rebalance) on
 // every quorum queue.
 
@@ -95,8 +96,12 @@ func (c *clusterNode) reconcileTimes() (interval, delay time.Duration) {
 }
 
 // reconcileEvent records a gossip event for the reconcile loop; it never
-// blocks (the lead loop calls it).
-func (c *clusterNode) reconcileEvent(ev membership.Event) {
+// blocks (the lead loop calls it). restarted is memberEvent's verdict: a
+// node that restarted quicker than gossip's failure detection rejoins
+// without having been reported gone, on some nodes or all (its graceful
+// leave may reach some and not others), and its restart handed its
+// leaderships off all the same.
+func (c *clusterNode) reconcileEvent(ev membership.Event, restarted bool) {
 	name := ev.Member.Name
 	if name == c.self {
 		return
@@ -108,7 +113,7 @@ func (c *clusterNode) reconcileEvent(ev membership.Event) {
 		r.gone[name] = true
 		r.due = true
 	case membership.Joined, membership.Updated:
-		if r.gone[name] {
+		if r.gone[name] || restarted {
 			delete(r.gone, name)
 			r.rejoined[name] = true
 			r.rebalance = true
