@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // TestHandOffOutlastsATransferInProgress: a hand-off that finds another
@@ -78,5 +80,43 @@ func TestHandOffAlone(t *testing.T) {
 	waitFor(t, "a leader", r.IsLeader)
 	if err := r.HandOff(context.Background(), nil); !errors.Is(err, ErrNoTarget) {
 		t.Fatalf("hand off alone: %v, want ErrNoTarget", err)
+	}
+}
+
+// TestHandOffGivesUpAtItsDeadline: raft answers a transfer to a member
+// it cannot catch up only after its election timeout, 30 s for queue
+// groups. A hand-off waits at most until its context ends (a stopping
+// node's is 5 s), not that out: a chaos run saw a stopping node hold its
+// leadership 30 s, its queue confirming nothing, while its transfer
+// waited out raft's timeout.
+func TestHandOffGivesUpAtItsDeadline(t *testing.T) {
+	g := newGroupWith(t, perQueueFiles, func(_ string, cfg *Config) {
+		cfg.ElectionTimeout = 30 * time.Second // a transfer's limit too
+	})
+	leadName, lead := g.leader()
+	var target string
+	for _, n := range g.names {
+		if n != leadName {
+			target = n
+			break
+		}
+	}
+	// The leader's requests no longer reach the target, which falls
+	// behind and cannot be caught up for the transfer.
+	g.trans[leadName].Disconnect(raft.ServerAddress(target))
+	publish(t, lead, 0, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	err := lead.HandOff(ctx, func(n string) bool { return n == target })
+	took := time.Since(start)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hand off to a member that cannot catch up: %v, want its deadline exceeded", err)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("hand off with a 1 s deadline returned after %v", took.Round(time.Millisecond))
+	}
+	if !lead.IsLeader() {
+		t.Fatal("the leader stepped down, so the test shows nothing")
 	}
 }

@@ -82,8 +82,9 @@ func (r *Replica) queueConfig() raftq.Config {
 // one may take it; later tries name them in turn. A transfer that fails
 // is tried again until ctx ends: one in progress already (an operator's,
 // or the rebalancer's, which may move the leadership back here) answers
-// at once, and one whose target does not win answers after the election
-// timeout. Given up, the node would stop as the leader, and the others
+// at once, and one whose target does not win, or cannot be caught up,
+// answers after the election timeout: HandOff stops waiting for it when
+// ctx ends. Given up, the node would stop as the leader, and the others
 // would elect only once gossip or their heartbeat timeout says it is
 // gone. ErrNoTarget: no voter to hand to.
 func (r *Replica) HandOff(ctx context.Context, canTake func(node string) bool) error {
@@ -103,12 +104,18 @@ func (r *Replica) HandOff(ctx context.Context, canTake func(node string) bool) e
 			to := targets[try%len(targets)]
 			f = r.raft.LeadershipTransferToServer(to.ID, to.Address)
 		}
-		err := r.wait(f)
+		// raft answers a transfer whose target it cannot catch up, or
+		// which does not win, only after its election timeout (30 s for
+		// queue groups): a stopping node waits at most its deadline.
+		err := r.waitUntil(ctx, f)
 		if err == nil || !r.isLeader() {
 			return nil
 		}
 		if errors.Is(err, raft.ErrRaftShutdown) {
 			return errorFor(err)
+		}
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("hand off the leadership: no transfer done in time: %w", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -802,6 +802,21 @@ func (r *Replica) completeEnqueue(publisher, seq uint64, err error) {
 // raft leaves Apply futures that were still queued at shutdown unanswered.
 func (r *Replica) wait(f raft.Future) error { return r.waitNudging(f, 0, nil) }
 
+// waitUntil is wait, giving up with ctx's error when ctx ends first; f
+// goes on inside raft.
+func (r *Replica) waitUntil(ctx context.Context, f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.done:
+		return raft.ErrRaftShutdown
+	}
+}
+
 // waitNudging is wait, calling nudge every interval while f is unanswered
 // (never if nudge is nil).
 func (r *Replica) waitNudging(f raft.Future, interval time.Duration, nudge func()) error {
