@@ -99,8 +99,8 @@ func (c *clusterNode) reconcileTimes() (interval, delay time.Duration) {
 // blocks (the lead loop calls it). restarted is memberEvent's verdict: a
 // node that restarted quicker than gossip's failure detection rejoins
 // without having been reported gone, on some nodes or all (its graceful
-// leave may reach some and not others), and its restart handed its
-// leaderships off all the same.
+// leave may reach some and not others), and leads nothing after its
+// restart, as after a failure.
 func (c *clusterNode) reconcileEvent(ev membership.Event, restarted bool) {
 	name := ev.Member.Name
 	if name == c.self {

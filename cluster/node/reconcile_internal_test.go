@@ -8,8 +8,8 @@ import (
 
 // TestRestartQuickerThanGossipRebalances: a node that restarted before
 // gossip reported it gone here (its leave reached other nodes, or none)
-// handed its leaderships off all the same, so its return schedules the
-// rebalance a return after a failure does. CI once saw the metadata
+// leads nothing after its restart, as after a failure, so its return
+// schedules the rebalance a return after a failure does. CI once saw the metadata
 // leader miss the leave, and the leaders stayed 4-2-0.
 func TestRestartQuickerThanGossipRebalances(t *testing.T) {
 	ev := func(kind membership.EventKind) membership.Event {
