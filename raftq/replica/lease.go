@@ -114,7 +114,7 @@ func (r *Replica) HandOff(ctx context.Context, canTake func(node string) bool) e
 		if errors.Is(err, raft.ErrRaftShutdown) {
 			return errorFor(err)
 		}
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		if errors.Is(err, ctx.Err()) { // waitUntil gave up
 			return fmt.Errorf("hand off the leadership: no transfer done in time: %w", err)
 		}
 		select {

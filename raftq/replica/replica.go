@@ -800,26 +800,17 @@ func (r *Replica) completeEnqueue(publisher, seq uint64, err error) {
 
 // wait returns f's error, or raft.ErrRaftShutdown once the replica stops:
 // raft leaves Apply futures that were still queued at shutdown unanswered.
-func (r *Replica) wait(f raft.Future) error { return r.waitNudging(f, 0, nil) }
+func (r *Replica) wait(f raft.Future) error { return r.waitNudging(context.Background(), f, 0, nil) }
 
 // waitUntil is wait, giving up with ctx's error when ctx ends first; f
 // goes on inside raft.
 func (r *Replica) waitUntil(ctx context.Context, f raft.Future) error {
-	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-r.done:
-		return raft.ErrRaftShutdown
-	}
+	return r.waitNudging(ctx, f, 0, nil)
 }
 
-// waitNudging is wait, calling nudge every interval while f is unanswered
-// (never if nudge is nil).
-func (r *Replica) waitNudging(f raft.Future, interval time.Duration, nudge func()) error {
+// waitNudging is waitUntil, calling nudge every interval while f is
+// unanswered (never if nudge is nil).
+func (r *Replica) waitNudging(ctx context.Context, f raft.Future, interval time.Duration, nudge func()) error {
 	errc := make(chan error, 1)
 	go func() { errc <- f.Error() }()
 	var tick <-chan time.Time
@@ -834,6 +825,8 @@ func (r *Replica) waitNudging(f raft.Future, interval time.Duration, nudge func(
 			return err
 		case <-tick:
 			nudge()
+		case <-ctx.Done():
+			return ctx.Err()
 		case <-r.done:
 			return raft.ErrRaftShutdown
 		}
@@ -1312,7 +1305,7 @@ const promotionNudge = 500 * time.Millisecond
 // while the promotion waits, a barrier entry follows it every
 // promotionNudge (not waited for: it only has to be appended).
 func (r *Replica) waitPromotion(f raft.Future) error {
-	return r.waitNudging(f, promotionNudge, func() { r.raft.Barrier(promotionNudge) })
+	return r.waitNudging(context.Background(), f, promotionNudge, func() { r.raft.Barrier(promotionNudge) })
 }
 
 // RemoveServer removes node id from the group. Asked to remove itself,
