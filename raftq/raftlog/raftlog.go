@@ -15,14 +15,24 @@ import (
 // The queue groups use hclog.Warn (one group per queue: their elections
 // and snapshots would drown everything else), the metadata group
 // hclog.Info.
-func New(l *slog.Logger, min hclog.Level) hclog.Logger { return newLogger(l, min, shared) }
+func New(l *slog.Logger, min hclog.Level) hclog.Logger { return newLogger(l, min, shared, "") }
 
-func newLogger(l *slog.Logger, min hclog.Level, q *quieter) hclog.Logger {
+// NewMember is New for a member of a group whose transport has local
+// address self and which asks itself for votes (a queue group's member
+// raising its term before a campaign, cluster/transport's RaiseTerm).
+// raft refuses such a request at WARN and names the member itself as the
+// candidate, which reads as another node campaigning; those lines go to
+// debug.
+func NewMember(l *slog.Logger, min hclog.Level, self string) hclog.Logger {
+	return newLogger(l, min, shared, self)
+}
+
+func newLogger(l *slog.Logger, min hclog.Level, q *quieter, self string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:        "raft",
 		Level:       min,
 		DisableTime: true,
-		Output:      writer{l, q},
+		Output:      writer{l, q, self},
 	})
 }
 
@@ -38,8 +48,9 @@ var levels = []struct {
 }
 
 type writer struct {
-	l *slog.Logger
-	q *quieter // lines about unreachable peers (quiet.go)
+	l    *slog.Logger
+	q    *quieter // lines about unreachable peers (quiet.go)
+	self string   // the member's own address, or ""
 }
 
 func (w writer) Write(p []byte) (int, error) {
@@ -51,7 +62,7 @@ func (w writer) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	if kindOf(msg, routineWarnings) != "" {
+	if kindOf(msg, routineWarnings) != "" || w.fromSelf(msg) {
 		level = slog.LevelDebug
 	}
 	msg, ok := w.q.filter(msg)
@@ -80,6 +91,20 @@ var routineWarnings = []string{
 	"rejecting pre-vote request since we have a leader",
 	"rejecting pre-vote request since our last term is greater",
 	"rejecting pre-vote request since our last index is greater",
+}
+
+// fromSelf says whether msg is raft refusing a vote request that the
+// member sent itself.
+func (w writer) fromSelf(msg string) bool {
+	if w.self == "" || !strings.HasPrefix(strings.TrimPrefix(msg, "raft: "), "rejecting vote request") {
+		return false
+	}
+	for _, key := range []string{" candidate=", " from="} { // raft names it either way
+		if _, rest, ok := strings.Cut(msg, key+w.self); ok && (rest == "" || rest[0] == ' ') {
+			return true
+		}
+	}
+	return false
 }
 
 // kindOf is the one of kinds that raft's line msg begins with (after the

@@ -14,7 +14,7 @@ import (
 // in normal operation, which go to debug.
 func TestLevels(t *testing.T) {
 	var buf bytes.Buffer
-	l := newLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), hclog.Info, newQuieter(time.Now))
+	l := newLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), hclog.Info, newQuieter(time.Now), "")
 	l.Info("entering follower state")
 	l.Warn("failed to get previous log", "previous-index", 1, "last-index", 0)
 	l.Warn("appendEntries rejected, sending older logs", "next", 1)
@@ -44,6 +44,34 @@ func TestLevels(t *testing.T) {
 	}
 }
 
+// A member's refusal of the vote request it sent itself to raise its term
+// names itself as the candidate: debug, not a warning. Another candidate's,
+// including one whose address begins with this member's, stays a warning.
+func TestOwnVoteRequestRefusalIsDebug(t *testing.T) {
+	var buf bytes.Buffer
+	sl := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l := NewMember(sl, hclog.Warn, "127.0.0.1:2570")
+	l.Warn("rejecting vote request since our last term is greater", "candidate", "127.0.0.1:2570", "last-term", 3, "last-candidate-term", 0)
+	l.Warn("rejecting vote request since we have a leader", "from", "127.0.0.1:2570", "leader", "x", "leader-id", "n2")
+	l.Warn("rejecting vote request since our last term is greater", "candidate", "127.0.0.1:25702", "last-term", 3, "last-candidate-term", 2)
+	l.Warn("rejecting vote request since our last term is greater", "candidate", "127.0.0.2:2570", "last-term", 3, "last-candidate-term", 2)
+	want := []string{
+		"level=DEBUG msg=\"raft: rejecting vote request since our last term is greater: candidate=127.0.0.1:2570 last-term=3",
+		"level=DEBUG msg=\"raft: rejecting vote request since we have a leader: from=127.0.0.1:2570 leader=x leader-id=n2\"",
+		"level=WARN msg=\"raft: rejecting vote request since our last term is greater: candidate=127.0.0.1:25702",
+		"level=WARN msg=\"raft: rejecting vote request since our last term is greater: candidate=127.0.0.2:2570",
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d = %s, want it to contain %s", i, lines[i], w)
+		}
+	}
+}
+
 // Lines about an unreachable peer are written once per quietPeriod for
 // each kind and peer, whichever group logs them, with the count of those
 // left out; other lines all pass.
@@ -52,7 +80,7 @@ func TestPeerTroubleQuieted(t *testing.T) {
 	q := newQuieter(func() time.Time { return now })
 	var buf bytes.Buffer
 	sl := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	groups := []hclog.Logger{newLogger(sl, hclog.Warn, q), newLogger(sl, hclog.Warn, q), newLogger(sl, hclog.Warn, q)}
+	groups := []hclog.Logger{newLogger(sl, hclog.Warn, q, ""), newLogger(sl, hclog.Warn, q, ""), newLogger(sl, hclog.Warn, q, "")}
 	for i := range 90 {
 		g := groups[i%3]
 		g.Error("failed to heartbeat to", "peer", "10.0.0.3:25672", "error", "connection refused")

@@ -425,7 +425,11 @@ func Open(cfg Config) (*Replica, error) {
 	// configuration entries).
 	rc.SnapshotInterval = 2 * time.Minute
 	rc.TrailingLogs = 1024
-	rc.Logger = raftlog.New(r.log.With("component", "raft"), hclog.Warn)
+	var self string // the address this member's own vote requests name (failover.go's raiseTerm)
+	if cfg.Transport != nil {
+		self = string(cfg.Transport.LocalAddr())
+	}
+	rc.Logger = raftlog.NewMember(r.log.With("component", "raft"), hclog.Warn, self)
 
 	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, rc.Logger)
 	snaps := &bodyStore{SnapshotStore: files, logs: store}
