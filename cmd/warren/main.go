@@ -90,7 +90,11 @@ func run(args []string) int {
 	}
 
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	// A hang-up stops the node as SIGTERM does, handing its leaderships
+	// off: the terminal it ran in closed, or it was stopped (SIGSTOP) in
+	// a process group that became orphaned. Go's default would end it on
+	// the spot, without a line in the log.
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	select {
 	case s := <-sigs:
 		log.Info("shutting down", "signal", s.String())

@@ -182,29 +182,36 @@ func TestDefinitionsSurviveKill9(t *testing.T) {
 }
 
 // TestGracefulStop checks that SIGTERM closes clients with
-// CONNECTION_FORCED and exits 0.
+// CONNECTION_FORCED and exits 0; and so does a hang-up (SIGHUP: the
+// terminal that started the node closed, or the node was stopped in a
+// process group that became orphaned), which Go's default would end on the
+// spot without a line in the log.
 func TestGracefulStop(t *testing.T) {
-	p := startServer(t, t.TempDir(), freeAddr(t))
-	c := p.dial()
-	closed := c.NotifyClose(make(chan *amqp091.Error, 1))
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case e := <-closed:
-		if e == nil || e.Code != amqp091.ConnectionForced {
-			t.Fatalf("client saw %v, want 320 CONNECTION_FORCED", e)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("connection not closed on SIGTERM")
-	}
-	select {
-	case <-p.exited:
-		if p.waitErr != nil {
-			t.Fatalf("server exit: %v", p.waitErr)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("server did not exit on SIGTERM")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			p := startServer(t, t.TempDir(), freeAddr(t))
+			c := p.dial()
+			closed := c.NotifyClose(make(chan *amqp091.Error, 1))
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case e := <-closed:
+				if e == nil || e.Code != amqp091.ConnectionForced {
+					t.Fatalf("client saw %v, want 320 CONNECTION_FORCED", e)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("connection not closed on %v", sig)
+			}
+			select {
+			case <-p.exited:
+				if p.waitErr != nil {
+					t.Fatalf("server exit: %v", p.waitErr)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatalf("server did not exit on %v", sig)
+			}
+		})
 	}
 }
 
