@@ -44,6 +44,10 @@ type node struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	paused bool
+	// ending: the harness asked the process to end (kill, stop). An
+	// exit it did not ask for is a crash, recorded in crashes.
+	ending  bool
+	crashes []string
 }
 
 // cluster is the harness's nodes, and the namespaces they run in when the
@@ -175,13 +179,29 @@ func (nd *node) start() error {
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// A process group of its own: the kernel sends SIGHUP to a stopped
+	// process whose group is orphaned, so a node paused by the nemesis
+	// in the harness's group died when the shell that started the
+	// harness exited (a run started in the background lost warren-2 that
+	// way, silently, two seconds in).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	nd.mu.Lock()
+	nd.ending = false
+	nd.mu.Unlock()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", nd.name, err)
 	}
 	exited := make(chan struct{})
 	go func() {
-		cmd.Wait()
+		err := cmd.Wait()
+		nd.mu.Lock()
+		if !nd.ending {
+			crash := fmt.Sprintf("%s exited at %s without being asked: %v", nd.name, time.Now().Format("15:04:05.000"), err)
+			nd.crashes = append(nd.crashes, crash)
+			fmt.Fprintf(logf, "jepsen: %s\n", crash)
+		}
+		nd.mu.Unlock()
 		logf.Close()
 		close(exited)
 	}()
@@ -189,6 +209,18 @@ func (nd *node) start() error {
 	nd.cmd, nd.exited, nd.paused = cmd, exited, false
 	nd.mu.Unlock()
 	return nil
+}
+
+// crashed returns the exits of the node's processes that the harness did
+// not ask for.
+func (c *cluster) crashed() []string {
+	var all []string
+	for _, nd := range c.nodes {
+		nd.mu.Lock()
+		all = append(all, nd.crashes...)
+		nd.mu.Unlock()
+	}
+	return all
 }
 
 // restart starts the node again and waits until it takes logins.
@@ -237,15 +269,26 @@ func (nd *node) signal(sig syscall.Signal, wait time.Duration) error {
 	}
 }
 
-func (nd *node) kill() error { return nd.signal(syscall.SIGKILL, 10*time.Second) }
+func (nd *node) kill() error {
+	nd.expectExit()
+	return nd.signal(syscall.SIGKILL, 10*time.Second)
+}
 
 // stop is a graceful stop; a node that takes too long is killed.
 func (nd *node) stop() error {
+	nd.expectExit()
 	if err := nd.signal(syscall.SIGTERM, 60*time.Second); err != nil {
 		nd.kill()
 		return err
 	}
 	return nil
+}
+
+// expectExit notes that the process is about to be asked to end.
+func (nd *node) expectExit() {
+	nd.mu.Lock()
+	nd.ending = true
+	nd.mu.Unlock()
 }
 
 func (nd *node) pause() error {

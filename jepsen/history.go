@@ -151,6 +151,10 @@ type verdict struct {
 	Lost       []uint64 `json:"lost"`
 	Unexpected []uint64 `json:"unexpected"`
 	Unflagged  []uint64 `json:"unflagged"`
+	// Crashed lists the nodes' exits that the harness did not ask for:
+	// each is a defect (a panic or a fatal error is at the end of that
+	// node's log).
+	Crashed []string `json:"crashed,omitempty"`
 	// Stories tell the defective messages' histories, for the post-mortem.
 	Stories []string `json:"stories,omitempty"`
 	// RPC is the RPC workload's verdict (rpc.go), when it ran.
@@ -171,6 +175,7 @@ type waits struct {
 
 func (v verdict) ok() bool {
 	return len(v.Lost) == 0 && len(v.Unexpected) == 0 && len(v.Unflagged) == 0 && v.Stranded == 0 && v.RefusedAfterHeal == 0 &&
+		len(v.Crashed) == 0 &&
 		(v.RPC == nil || v.RPC.ok()) && (v.Upgrade == nil || v.Upgrade.ok())
 }
 
@@ -295,7 +300,11 @@ func (v verdict) String() string {
 	fmt.Fprintf(&b, "unexpected (delivered, never published): %d\n", len(v.Unexpected))
 	fmt.Fprintf(&b, "unflagged redeliveries: %d\n", len(v.Unflagged))
 	fmt.Fprintf(&b, "stranded (unacknowledged, no consumer, 10 s after the end): %d\n", v.Stranded)
-	fmt.Fprintf(&b, "refused after healing (publishes nacked or unconfirmed): %d", v.RefusedAfterHeal)
+	fmt.Fprintf(&b, "refused after healing (publishes nacked or unconfirmed): %d\n", v.RefusedAfterHeal)
+	fmt.Fprintf(&b, "nodes that exited without being asked: %d", len(v.Crashed))
+	for _, c := range v.Crashed {
+		fmt.Fprintf(&b, "\n  %s", c)
+	}
 	for _, s := range v.Stories {
 		fmt.Fprintf(&b, "\n  %s", s)
 	}

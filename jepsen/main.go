@@ -283,6 +283,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	}
 	v.Stranded = stranded
 	v.RefusedAfterHeal = refusedAfter
+	v.Crashed = c.crashed()
 	if cfg.upgradeFrom != "" {
 		v.Upgrade = &upgradeVerdict{Upgraded: n.upgraded, nodes: cfg.nodes}
 		v.Upgrade.Behind = machinesBehind(ctx, c, cfg.warrenctl, w.all())
