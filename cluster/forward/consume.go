@@ -81,6 +81,17 @@ func (r *Router) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 		w.mu.Unlock()
 		close(w.stop)
 		close(w.exited)
+		if opts.ID != 0 {
+			// An attempt that timed out here may still be applied at the
+			// leader, with nothing on this node to settle or release what
+			// the consumer is then handed: a chaos run stranded 96
+			// messages with three such consumers, whose attaches were
+			// committed 40 s after their nodes gave up on them. Declared
+			// down, as a closed channel's consumer is; the leader applies
+			// whatever was proposed before the release first
+			// (replica.SettleOwned), so it is down for good.
+			time.AfterFunc(releaseGrace, func() { r.releaseOwner(opts.ID) })
+		}
 		return err
 	}
 	r.wg.Add(1)

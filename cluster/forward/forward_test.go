@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/queue"
@@ -57,6 +58,9 @@ type node struct {
 	// refuseConsume fails new consume streams as a cut link would;
 	// breakStreams ends the open ones here as a broken link would.
 	refuseConsume atomic.Bool
+	// holdConsume serves a new consume stream's attach only once the
+	// caller has given up on it, as a leader whose commits stalled does.
+	holdConsume atomic.Bool
 	// deliveryReplies counts the consume stream messages carrying
 	// deliveries sent out of this node.
 	deliveryReplies atomic.Int64
@@ -117,6 +121,14 @@ func (n *node) streamFaults(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if path.Base(info.FullMethod) == "Consume" && n.refuseConsume.Load() {
 		return status.Error(codes.Unavailable, "test: link cut")
 	}
+	if path.Base(info.FullMethod) == "Consume" && n.holdConsume.Load() {
+		first := new(queuepb.ConsumeRequest)
+		if err := ss.RecvMsg(first); err != nil {
+			return err
+		}
+		<-ss.Context().Done()
+		return handler(srv, &faultyStream{ServerStream: ss, n: n, ctx: ss.Context(), first: first})
+	}
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 	n.streamsMu.Lock()
@@ -139,13 +151,19 @@ func (n *node) breakStreams() {
 
 type faultyStream struct {
 	grpc.ServerStream
-	n   *node
-	ctx context.Context
+	n     *node
+	ctx   context.Context
+	first *queuepb.ConsumeRequest // received already (holdConsume)
 }
 
 func (s *faultyStream) Context() context.Context { return s.ctx }
 
 func (s *faultyStream) RecvMsg(m any) error {
+	if req, ok := m.(*queuepb.ConsumeRequest); ok && s.first != nil {
+		proto.Merge(req, s.first)
+		s.first = nil
+		return nil
+	}
 	err := s.ServerStream.RecvMsg(m)
 	if req, ok := m.(*queuepb.ConsumeRequest); ok && err == nil && s.n.loseStreamSettlements.Load() {
 		req.Settlements = nil

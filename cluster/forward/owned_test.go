@@ -210,3 +210,29 @@ func getRedelivered(t *testing.T, r *forward.Router, body string) {
 		t.Fatalf("get of the returned %s: %+v ok %v err %v", body, d, ok, err)
 	}
 }
+
+// A consumer whose attach timed out at its node but was applied at the
+// leader afterwards (commits stalled meanwhile) is handed messages that no
+// channel knows of: the node declares it down once its Consume fails, and
+// they come back. Without that, they stayed checked out to a cancelled
+// consumer for as long as its node lived (a chaos run stranded 96 so).
+func TestConsumerWhoseAttachTimedOutIsReleased(t *testing.T) {
+	c := cluster{"a": newNode(t, "a"), "b": newNode(t, "b")}
+	rep := c["b"].openReplicaWith("q1", replica.Config{DisconnectedTimeout: func() time.Duration { return time.Hour }})
+	r := c.router(t, "a", "q1", nil, 0)
+	var conf confirms
+	publish(t, r, 0, 3, &conf)
+	waitFor(t, 10*time.Second, "the confirms", func() bool { ok, _ := conf.counts(); return ok == 3 })
+
+	c["b"].holdConsume.Store(true)
+	if err := r.Consume(&testConsumer{}, queue.ConsumeOptions{Tag: "late", Prefetch: 10}); err == nil {
+		t.Fatal("the attach the leader held succeeded")
+	}
+	// The leader applies the attach once the node has given up: the
+	// consumer takes the three messages, and its stream is gone.
+	waitFor(t, 10*time.Second, "the late attach to take the messages", func() bool { return rep.Stats().Unacked == 3 })
+	waitFor(t, 10*time.Second, "the messages back in the queue", func() bool {
+		st := rep.Stats()
+		return st.Ready == 3 && st.Unacked == 0
+	})
+}

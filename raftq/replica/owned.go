@@ -1,7 +1,9 @@
 package replica
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -52,6 +54,28 @@ func (r *Replica) SettleOwned(list []OwnedSettlement) error {
 	if !r.isLeader() || !r.orphansDetached.Load() {
 		return ErrNotLeader
 	}
+	// An owner released before its attach or get, proposed here before
+	// its node gave up on it, is applied: that would take messages after
+	// the release found nothing to do. Everything appended so far is
+	// applied first. Under attachMu, which Consume and GetAs hold from
+	// making their owner pending to proposing, so the barrier follows
+	// the proposal it waits for. (What earlier leaders proposed is
+	// applied already, orphansDetached says; a proposal in no leader's
+	// log can never commit.)
+	r.attachMu.Lock()
+	var barrier raft.Future
+	if r.releasesPending(list) {
+		barrier = r.raft.Barrier(ownedBarrierWait)
+	}
+	r.attachMu.Unlock()
+	if barrier != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), ownedBarrierWait)
+		err := r.waitUntil(ctx, barrier)
+		cancel()
+		if err != nil {
+			return errorFor(err) // sent again
+		}
+	}
 	var cmds []*raftq.Command
 	r.fsm.mu.Lock()
 	for _, s := range list {
@@ -82,4 +106,39 @@ func (r *Replica) SettleOwned(list []OwnedSettlement) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ownedBarrierWait bounds SettleOwned's wait for the entries before a
+// release of an unknown owner; its node sends the release again after it.
+const ownedBarrierWait = 10 * time.Second
+
+// releasesPending says whether list releases an owner (Delivery 0) that
+// the machine does not know while an attach or a forwarded get this member
+// proposed may still make it known: the consumer's attach is under way
+// here (Consume registers it first), or a forwarded get is. A consumer
+// that was cancelled holding nothing is forgotten by the machine, so most
+// releases of closed channels find their owner unknown, and pay no barrier.
+func (r *Replica) releasesPending(list []OwnedSettlement) bool {
+	var unknown []raftq.ConsumerID
+	r.fsm.mu.Lock()
+	for _, s := range list {
+		if s.Delivery == 0 && !r.fsm.m.Known(s.Owner) {
+			unknown = append(unknown, s.Owner)
+		}
+	}
+	r.fsm.mu.Unlock()
+	if len(unknown) == 0 {
+		return false
+	}
+	if r.foreignGets.Load() > 0 {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range unknown {
+		if _, attaching := r.consumers[id]; attaching {
+			return true
+		}
+	}
+	return false
 }

@@ -245,6 +245,9 @@ type Replica struct {
 	nextID  atomic.Uint64
 	getter  raftq.ConsumerID
 	stopped atomic.Bool
+	// foreignGets counts the forwarded gets (GetAs with another node's
+	// getter) proposed and not yet answered (owned.go's releasesPending).
+	foreignGets atomic.Int32
 	// stopErr is why it stopped: queue.ErrDeleted once deleted, else
 	// ErrNotLeader (closed with its node, or while its group hibernates),
 	// which tells a forwarder to send the publish again to whichever
@@ -955,7 +958,18 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 		return queue.Delivery{}, 0, false, queue.ErrGetUnsupported
 	}
 	r.flushPublishes() // a get sees what was published before it
-	f := r.propose(&raftq.Command{Op: raftq.OpGet, Consumer: raftq.ConsumerID(getter), NoAck: noAck})
+	cmd := &raftq.Command{Op: raftq.OpGet, Consumer: raftq.ConsumerID(getter), NoAck: noAck}
+	var f raft.ApplyFuture
+	if getter != uint64(r.getter) {
+		// A release of its getter waits for it (SettleOwned).
+		r.attachMu.Lock()
+		r.foreignGets.Add(1)
+		f = r.propose(cmd)
+		r.attachMu.Unlock()
+		defer r.foreignGets.Add(-1)
+	} else {
+		f = r.propose(cmd)
+	}
 	if err := errorFor(r.wait(f)); err != nil {
 		return queue.Delivery{}, 0, false, err
 	}
