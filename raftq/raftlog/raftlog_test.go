@@ -33,15 +33,7 @@ func TestLevels(t *testing.T) {
 		"level=WARN msg=\"raft: failed to contact quorum of nodes, stepping down\"",
 		"level=ERROR msg=\"raft: failed to heartbeat to: peer=x\"",
 	}
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != len(want) {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), buf.String())
-	}
-	for i, w := range want {
-		if !strings.Contains(lines[i], w) {
-			t.Errorf("line %d = %s, want it to contain %s", i, lines[i], w)
-		}
-	}
+	checkLines(t, buf.String(), want)
 }
 
 // A member's refusal of the vote request it sent itself to raise its term
@@ -61,9 +53,15 @@ func TestOwnVoteRequestRefusalIsDebug(t *testing.T) {
 		"level=WARN msg=\"raft: rejecting vote request since our last term is greater: candidate=127.0.0.1:25702",
 		"level=WARN msg=\"raft: rejecting vote request since our last term is greater: candidate=127.0.0.2:2570",
 	}
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	checkLines(t, buf.String(), want)
+}
+
+// checkLines checks that out has one line per want, each containing it.
+func checkLines(t *testing.T, out string, want []string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != len(want) {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), buf.String())
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out)
 	}
 	for i, w := range want {
 		if !strings.Contains(lines[i], w) {
