@@ -54,14 +54,15 @@ func (r *Replica) SettleOwned(list []OwnedSettlement) error {
 	if !r.isLeader() || !r.orphansDetached.Load() {
 		return ErrNotLeader
 	}
-	// An owner released before its attach or get, proposed here before
-	// its node gave up on it, is applied: that would take messages after
-	// the release found nothing to do. Everything appended so far is
-	// applied first. Under attachMu, which Consume and GetAs hold from
-	// making their owner pending to proposing, so the barrier follows
-	// the proposal it waits for. (What earlier leaders proposed is
-	// applied already, orphansDetached says; a proposal in no leader's
-	// log can never commit.)
+	// A release can reach this leader before the attach or get it is
+	// to undo is applied, proposed here before its node gave up on it:
+	// checked against the machine then, it would find nothing to do, and
+	// the attach would take messages afterwards. So everything appended
+	// so far is applied first. Under attachMu, which Consume and GetAs
+	// hold from making their owner pending to proposing, so that the
+	// barrier follows the proposal it waits for. (What earlier leaders
+	// proposed is applied already, orphansDetached says; a proposal in no
+	// leader's log can never commit.)
 	r.attachMu.Lock()
 	var barrier raft.Future
 	if r.releasesPending(list) {
