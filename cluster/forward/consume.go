@@ -90,7 +90,7 @@ func (r *Router) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 			// down, as a closed channel's consumer is; the leader applies
 			// whatever was proposed before the release first
 			// (replica.SettleOwned), so it is down for good.
-			time.AfterFunc(releaseGrace, func() { r.releaseOwner(opts.ID) })
+			r.releaseAfterGrace(opts.ID)
 		}
 		return err
 	}
@@ -126,7 +126,7 @@ func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 		if id, ok := r.cancelled.take(c); ok {
 			r.mu.Unlock()
 			r.log.Debug("forward: releasing a cancelled consumer", "id", id)
-			time.AfterFunc(releaseGrace, func() { r.releaseOwner(id) })
+			r.releaseAfterGrace(id)
 			return
 		}
 	case w != nil && !release && w.opts.ID != 0:
@@ -167,6 +167,13 @@ func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 		}
 	}
 	r.log.Debug("forward: consumer stopped", "consumer", w.opts.Tag, "id", w.opts.ID, "release", release, "path", mode, "last_delivery", w.last.Load())
+}
+
+// releaseAfterGrace declares the consumer with ID id down at the leader
+// releaseGrace from now, once the acknowledgements sent before can have
+// arrived.
+func (r *Router) releaseAfterGrace(id uint64) {
+	time.AfterFunc(releaseGrace, func() { r.releaseOwner(id) })
 }
 
 // releaseAfter declares the released consumer w (its owner ID id) down at

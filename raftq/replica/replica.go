@@ -958,18 +958,13 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 		return queue.Delivery{}, 0, false, queue.ErrGetUnsupported
 	}
 	r.flushPublishes() // a get sees what was published before it
-	cmd := &raftq.Command{Op: raftq.OpGet, Consumer: raftq.ConsumerID(getter), NoAck: noAck}
-	var f raft.ApplyFuture
+	r.attachMu.Lock()  // a release of a forwarded get's getter waits for it (SettleOwned)
 	if getter != uint64(r.getter) {
-		// A release of its getter waits for it (SettleOwned).
-		r.attachMu.Lock()
 		r.foreignGets.Add(1)
-		f = r.propose(cmd)
-		r.attachMu.Unlock()
 		defer r.foreignGets.Add(-1)
-	} else {
-		f = r.propose(cmd)
 	}
+	f := r.propose(&raftq.Command{Op: raftq.OpGet, Consumer: raftq.ConsumerID(getter), NoAck: noAck})
+	r.attachMu.Unlock()
 	if err := errorFor(r.wait(f)); err != nil {
 		return queue.Delivery{}, 0, false, err
 	}
