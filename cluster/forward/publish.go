@@ -78,6 +78,10 @@ type publisher struct {
 	// by it, rather than open stream after stream while the members'
 	// views of the leadership disagree (a chaos run saw 840 a second).
 	refused atomic.Int32
+	// goneWarn and lateWarn pace expire's warnings (under mu): held_back
+	// in a line counts the publishes its kind failed since the previous
+	// line without a line of their own.
+	goneWarn, lateWarn warnPace
 }
 
 type pubStream struct {
@@ -288,14 +292,30 @@ func (p *publisher) expire() (gone bool) {
 			u.done = nil
 		}
 	}
-	p.mu.Unlock()
-	err := error(ErrPublishTimeout)
+	// Each kind of warning goes at most once per warnPaceEvery.
+	var pace *warnPace
 	switch {
 	case len(calls) > 0 && goneErr != nil:
-		err = goneErr
-		p.r.log.Warn("forward: publishes nacked, the queue's node is gone", "count", len(calls), "err", goneErr)
+		pace = &p.goneWarn
 	case len(calls) > 0:
-		p.r.log.Warn("forward: publishes not confirmed in time", "count", len(calls), "timeout", p.r.cfg.PublishTimeout)
+		pace = &p.lateWarn
+	}
+	var heldBack int
+	var log bool
+	if pace != nil {
+		heldBack, log = pace.add(now, len(calls))
+	}
+	p.mu.Unlock()
+	switch {
+	case !log:
+	case goneErr != nil:
+		p.r.log.Warn("forward: publishes nacked, the queue's node is gone", "count", len(calls), "held_back", heldBack, "err", goneErr)
+	default:
+		p.r.log.Warn("forward: publishes not confirmed in time", "count", len(calls), "held_back", heldBack, "timeout", p.r.cfg.PublishTimeout)
+	}
+	err := error(ErrPublishTimeout)
+	if goneErr != nil {
+		err = goneErr
 	}
 	for _, done := range calls {
 		done(err)
