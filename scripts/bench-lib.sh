@@ -108,10 +108,14 @@ print("pass" if ok else "fail", round(got), round(sent), round(p99, 1))
 }
 
 # sustained_search NAME RUN: an unlimited run, then STEPS (default 5) runs searching --rate
-# between half and all of the unlimited run's consumed rate; prints the summary line of the
-# passing run that consumed most (the unlimited one if it passed; empty if none did).
+# between half and all of the unlimited run's consumed rate. If every one of them passed, the
+# unlimited run was no ceiling (its queue grew, and a broker delivering a backlog reads it back
+# from its log, a slower regime than keeping pace), so the search goes on above it: --rate a
+# quarter higher each time, up to GROW (default 4) times, until a run fails, then STEPS more
+# runs between the last rate that passed and the first that failed. Prints the summary line of
+# the passing run that consumed most (the unlimited one if it passed; empty if none did).
 sustained_search() {
-  local name=$1 run=$2 line v best="" bestgot=0 lo hi mid step
+  local name=$1 run=$2 line v best="" bestgot=0 lo hi mid step failed=""
   line=$("$run" 0) || return 1
   v=($(keeps_pace "$line"))
   echo "$name unlimited: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
@@ -128,16 +132,35 @@ sustained_search() {
     else
       mid=$(((lo + hi) / 2))
     fi
-    line=$("$run" "$mid") || return 1
-    v=($(keeps_pace "$line"))
-    echo "$name at $mid/s: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
-    if [ "${v[0]}" = pass ]; then
-      lo=$mid
-      if [ "${v[1]}" -gt "$bestgot" ]; then best=$line bestgot=${v[1]}; fi
-    else
-      hi=$mid
-    fi
+    sustained_try || return 1
   done
+  if [ -z "$failed" ] && [ -n "$best" ]; then
+    for step in $(seq "${GROW:-4}"); do
+      mid=$((lo * 5 / 4))
+      sustained_try || return 1
+      [ -n "$failed" ] && break
+    done
+    if [ -n "$failed" ]; then
+      for step in $(seq "${STEPS:-5}"); do
+        mid=$(((lo + hi) / 2))
+        sustained_try || return 1
+      done
+    fi
+  fi
   echo "$best"
+}
+
+# sustained_try: one run of sustained_search's at --rate mid, moving its lo or hi (and best,
+# failed) by the result. Uses sustained_search's locals.
+sustained_try() {
+  line=$("$run" "$mid") || return 1
+  v=($(keeps_pace "$line"))
+  echo "$name at $mid/s: consumed ${v[1]}/s, published ${v[2]}/s, e2e p99 ${v[3]} ms (${v[0]})" >&2
+  if [ "${v[0]}" = pass ]; then
+    lo=$mid
+    if [ "${v[1]}" -gt "$bestgot" ]; then best=$line bestgot=${v[1]}; fi
+  else
+    hi=$mid failed=1
+  fi
 }
 

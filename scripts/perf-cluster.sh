@@ -12,8 +12,10 @@
 #            Consumed msg/s in total, confirm p99, end-to-end p99.
 #   sustained  as single, searching the highest rate at which the consumer keeps pace
 #            (bench-lib.sh's sustained_search, as perf-sustained.sh does on one node):
-#            an unlimited run and STEPS (5) runs at rates, SUSTAINED_DURATION (15s) each;
-#            the consumed msg/s of the best passing run.
+#            an unlimited run and STEPS (5) runs at rates below its consumed rate, and
+#            above it while every run passes (up to GROW (4) runs a quarter higher each,
+#            then STEPS more), SUSTAINED_DURATION (15s) each; the consumed msg/s of the best
+#            passing run.
 #   multi_sustained  as multi, searching the highest total rate at which the consumers keep
 #            pace (the same search as sustained).
 #   rate     as single, at a fixed RATE msg/s for RATE_DURATION: latencies, and the CPU time

@@ -6,14 +6,16 @@
 # An unlimited run shows how fast messages can be published, but on a small machine the
 # consumer may fall behind and the queue grow for the whole run; its consumed rate is then
 # not a rate the broker sustains. Here each broker is first run unlimited, then at fixed
-# rates (warren-perf --rate), searching for the highest rate at which, over the run,
+# rates (warren-perf --rate), searching for the highest rate at which, over the run (above
+# the unlimited run's consumed rate too when every rate below it passes: bench-lib.sh),
 #   - the consumer receives at least 99% of what was published, and
 #   - the end-to-end p99 latency stays under MAX_P99_MS (1000): the queue does not grow.
 # The sustained rate is the consumed msg/s of the best passing run. (A producer held to a
 # rate publishes somewhat less than it, more so with a slower broker: the limiter does not
 # make up for time spent waiting on a full confirm window. What counts is what was consumed.)
 #
-# Environment: SIZE (1000), DURATION (15s per run), STEPS (5 search steps), MAX_P99_MS (1000),
+# Environment: SIZE (1000), DURATION (15s per run), STEPS (5 search steps), GROW (4 steps
+# above the unlimited rate at most), MAX_P99_MS (1000),
 # WARREN_PORT (5680), EXTRA (more warren-perf flags, e.g. --batch-writes=false). Same flags
 # as the benchmark: 1 producer with confirms (window 256), 1 consumer (prefetch 256,
 # manual acks).
