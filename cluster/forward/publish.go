@@ -293,17 +293,13 @@ func (p *publisher) expire() (gone bool) {
 		}
 	}
 	// Each kind of warning goes at most once per warnPaceEvery.
-	var pace *warnPace
-	switch {
-	case len(calls) > 0 && goneErr != nil:
-		pace = &p.goneWarn
-	case len(calls) > 0:
-		pace = &p.lateWarn
-	}
 	var heldBack int
 	var log bool
-	if pace != nil {
-		heldBack, log = pace.add(now, len(calls))
+	switch {
+	case len(calls) > 0 && goneErr != nil:
+		heldBack, log = p.goneWarn.add(now, len(calls))
+	case len(calls) > 0:
+		heldBack, log = p.lateWarn.add(now, len(calls))
 	}
 	p.mu.Unlock()
 	switch {
