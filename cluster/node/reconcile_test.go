@@ -109,13 +109,14 @@ func TestReconcileGrowsOntoJoiningNode(t *testing.T) {
 	})
 }
 
-// After a node restarts, the metadata leader spreads the queue leaders
-// again (it led none: it handed them off when it stopped).
-func TestRebalanceOnRejoin(t *testing.T) {
-	ms := nodetest.StartCluster(t, 3, fastReconcile(time.Hour))
+// rejoinCluster starts three nodes with opts and rejoinQueues quorum
+// queues, stops the third until the others lead every queue, and starts
+// it again. It returns the nodes and how many queues a node leads.
+func rejoinCluster(t *testing.T, opts ...nodetest.Option) ([]*nodetest.Member, func(*nodetest.Member) int) {
+	t.Helper()
+	ms := nodetest.StartCluster(t, 3, opts...)
 	ch := ms[0].Channel()
-	const queues = 6
-	for i := range queues {
+	for i := range rejoinQueues {
 		if _, err := ch.QueueDeclare(fmt.Sprintf("q%d", i), true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
 			t.Fatal(err)
 		}
@@ -127,12 +128,34 @@ func TestRebalanceOnRejoin(t *testing.T) {
 		return m.LeadingQueues()
 	}
 	total := func() int { return leading(ms[0]) + leading(ms[1]) + leading(ms[2]) }
-	nodetest.Eventually(t, "every queue led", 10*time.Second, func() bool { return total() == queues })
+	nodetest.Eventually(t, "every queue led", 10*time.Second, func() bool { return total() == rejoinQueues })
 	ms[2].Stop()
-	nodetest.Eventually(t, "the others lead every queue", 30*time.Second, func() bool { return total() == queues })
+	nodetest.Eventually(t, "the others lead every queue", 30*time.Second, func() bool { return total() == rejoinQueues })
 	ms[2].Start()
+	return ms, leading
+}
+
+const rejoinQueues = 6
+
+// After a node restarts, the metadata leader spreads the queue leaders
+// again (it led none: it handed them off when it stopped).
+func TestRebalanceOnRejoin(t *testing.T) {
+	ms, leading := rejoinCluster(t, fastReconcile(time.Hour))
 	nodetest.Eventually(t, "leaders spread again", 60*time.Second, func() bool {
 		a, b, c := leading(ms[0]), leading(ms[1]), leading(ms[2])
-		return a+b+c == queues && max(a, b, c)-min(a, b, c) <= 1
+		return a+b+c == rejoinQueues && max(a, b, c)-min(a, b, c) <= 1
 	})
+}
+
+// With rebalance on rejoin off (--rebalance-on-rejoin=false), a node that
+// restarts leads nothing until an operator rebalances.
+func TestNoRebalanceOnRejoin(t *testing.T) {
+	ms, leading := rejoinCluster(t, fastReconcile(time.Hour), func(c *node.ClusterConfig) { c.NoRebalanceOnRejoin = true })
+	// TestRebalanceOnRejoin's spread comes within seconds of the restart;
+	// here the restarted node is to lead nothing for longer than that.
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if n := leading(ms[2]); n != 0 {
+			t.Fatalf("the restarted node leads %d queues with rebalance on rejoin off", n)
+		}
+	}
 }
