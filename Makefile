@@ -11,7 +11,7 @@ PROMETHEUS_ADDR ?= 127.0.0.1:15692
 INTERNAL_ADDR ?= 127.0.0.1:25672
 GOSSIP_ADDR ?= 127.0.0.1:7946
 NODE_NAME ?= warren@localhost
-SPEC      ?= ../shared/spec/amqp-rabbitmq-0.9.1.json
+SPEC      ?= amqp/internal/specgen/spec/amqp-rabbitmq-0.9.1.json
 FUZZTIME  ?= 30s
 
 .DEFAULT_GOAL := help
@@ -80,8 +80,8 @@ declare-compare: build ## time and memory to declare 1,000 quorum queues: 3-node
 perf-cluster: build ## 3-node Warren vs 3-node RabbitMQ: 1 queue and 10 queues (full speed and sustained), 1,000 msg/s (latency, CPU per message), declaring 1,000 queues (PARTS=...)
 	./scripts/perf-cluster.sh
 
-FUZZ_TARGETS = ./amqp/:FuzzReadFrame ./amqp/:FuzzDecodeMethod ./amqp/:FuzzDecodeTable \
-	./amqp/:FuzzDecodeContentHeader ./raftq/:FuzzDecode ./raftq/:FuzzRestore ./raftq/wal/:FuzzReplay
+FUZZ_TARGETS = ./amqp/wire/:FuzzReadFrame ./amqp/wire/:FuzzDecodeMethod ./amqp/wire/:FuzzDecodeTable \
+	./amqp/wire/:FuzzDecodeContentHeader ./raftq/:FuzzDecode ./raftq/:FuzzRestore ./raftq/wal/:FuzzReplay
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 30s); their seed corpora run in make test
@@ -98,7 +98,7 @@ lint: ## gofmt check, go vet, and go mod tidy check
 
 .PHONY: generate
 generate: ## regenerate the AMQP method code from the spec
-	$(GO) run ./amqp/internal/specgen -spec $(SPEC) -out amqp/spec_gen.go
+	$(GO) run ./amqp/internal/specgen -spec $(SPEC) -out amqp/wire/spec_gen.go
 
 PROTOS = $(wildcard proto/*/*.proto)
 
@@ -114,7 +114,7 @@ proto: ## regenerate proto/*/ Go code (needs protoc from Debian's protobuf-compi
 
 .PHONY: verify-generate
 verify-generate: ## fail if the committed generated code is stale
-	$(GO) test -count=1 -run 'Generated|Stale|Spec' ./amqp/
+	$(GO) test -count=1 -run 'Generated|Stale|Spec' ./amqp/wire/
 
 N ?= 3
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // Defaults RabbitMQ 4.3 applies when a quorum queue's arguments say nothing.
@@ -371,7 +371,7 @@ func unacceptable(key string, v any) error {
 }
 
 // intValue accepts RabbitMQ's ?INTEGER_ARG_TYPES.
-var intValue = amqp.IntValue
+var intValue = wire.IntValue
 
 // fieldType is RabbitMQ's name for a field-table value's type.
-var fieldType = amqp.TypeName
+var fieldType = wire.TypeName

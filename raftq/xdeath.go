@@ -3,7 +3,7 @@ package raftq
 import (
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // Death is one dead-lettering of a message: the inputs of its x-death
@@ -48,8 +48,8 @@ type Death struct {
 // Unlike RabbitMQ, which keeps its death history beside the message and
 // ignores an x-death header a client published, Warren keeps the message
 // as published and so reads the history back from the header.
-func RecordDeath(headers amqp.Table, d Death) amqp.Table {
-	out := make(amqp.Table, len(headers)+7)
+func RecordDeath(headers wire.Table, d Death) wire.Table {
+	out := make(wire.Table, len(headers)+7)
 	for k, v := range headers {
 		out[k] = v
 	}
@@ -57,7 +57,7 @@ func RecordDeath(headers amqp.Table, d Death) amqp.Table {
 	old, _ := headers["x-death"].([]any)
 	deaths := make([]any, 1, len(old)+1)
 	first := true
-	var found amqp.Table
+	var found wire.Table
 	for _, e := range old {
 		t := asTable(e)
 		if t != nil {
@@ -70,7 +70,7 @@ func RecordDeath(headers amqp.Table, d Death) amqp.Table {
 		deaths = append(deaths, e)
 	}
 	if found != nil {
-		entry := make(amqp.Table, len(found))
+		entry := make(wire.Table, len(found))
 		for k, v := range found {
 			entry[k] = v
 		}
@@ -82,7 +82,7 @@ func RecordDeath(headers amqp.Table, d Death) amqp.Table {
 		for i, k := range d.RoutingKeys {
 			keys[i] = k
 		}
-		entry := amqp.Table{
+		entry := wire.Table{
 			"count":        int64(1),
 			"reason":       reason,
 			"queue":        d.Queue,
@@ -107,9 +107,9 @@ func RecordDeath(headers amqp.Table, d Death) amqp.Table {
 	return out
 }
 
-func asTable(v any) amqp.Table {
+func asTable(v any) wire.Table {
 	switch t := v.(type) {
-	case amqp.Table:
+	case wire.Table:
 		return t
 	case map[string]any:
 		return t

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // TestRecordDeathLayout checks RecordDeath against the dead-lettering
@@ -14,13 +14,13 @@ import (
 // death's timestamp in whole seconds, exchange and routing-keys of the
 // first death, original-expiration when the message had one.
 func TestRecordDeathLayout(t *testing.T) {
-	orig := amqp.Table{"app": "x"}
+	orig := wire.Table{"app": "x"}
 	h1 := RecordDeath(orig, Death{
 		Queue: "work", Reason: ReasonExpired, Time: 1_700_000_000_999,
 		Exchange: "orders", RoutingKeys: []string{"eu", "cc-key"},
 		Expiration: "60000", HasExpiration: true,
 	})
-	first := amqp.Table{
+	first := wire.Table{
 		"count":               int64(1),
 		"reason":              "expired",
 		"queue":               "work",
@@ -29,7 +29,7 @@ func TestRecordDeathLayout(t *testing.T) {
 		"routing-keys":        []any{"eu", "cc-key"},
 		"original-expiration": "60000",
 	}
-	want := amqp.Table{
+	want := wire.Table{
 		"app":                    "x",
 		"x-death":                []any{first},
 		"x-first-death-queue":    "work",
@@ -49,7 +49,7 @@ func TestRecordDeathLayout(t *testing.T) {
 	// A second death, from another queue and for another reason: a new
 	// entry in front; the first-death headers stay.
 	h2 := RecordDeath(h1, Death{Queue: "retry", Reason: ReasonRejected, Time: 1_700_000_100_000, Exchange: "dlx", RoutingKeys: []string{"work"}})
-	second := amqp.Table{
+	second := wire.Table{
 		"count": int64(1), "reason": "rejected", "queue": "retry",
 		"time": time.Unix(1_700_000_100, 0).UTC(), "exchange": "dlx", "routing-keys": []any{"work"},
 	}
@@ -64,7 +64,7 @@ func TestRecordDeathLayout(t *testing.T) {
 	// The first again: its entry counts 2, moves to the front, and keeps
 	// its first time, exchange and routing keys.
 	h3 := RecordDeath(h2, Death{Queue: "work", Reason: ReasonExpired, Time: 1_700_000_200_000, Exchange: "dlx", RoutingKeys: []string{"other"}})
-	again := amqp.Table{}
+	again := wire.Table{}
 	for k, v := range first {
 		again[k] = v
 	}
@@ -75,7 +75,7 @@ func TestRecordDeathLayout(t *testing.T) {
 	if h3["x-last-death-queue"] != "work" || h3["x-last-death-exchange"] != "dlx" || h3["x-first-death-reason"] != "expired" {
 		t.Fatalf("repeated death: headers %#v", h3)
 	}
-	if c := h2["x-death"].([]any)[1].(amqp.Table)["count"]; c != int64(1) {
+	if c := h2["x-death"].([]any)[1].(wire.Table)["count"]; c != int64(1) {
 		t.Fatal("RecordDeath modified an entry of its input")
 	}
 }
@@ -85,24 +85,24 @@ func TestRecordDeathLayout(t *testing.T) {
 // integer type, as a client might send) is updated in place.
 func TestRecordDeathSurvivesTheWire(t *testing.T) {
 	h := RecordDeath(nil, Death{Queue: "q", Reason: ReasonMaxLen, Time: 5000, Exchange: "", RoutingKeys: []string{"q"}})
-	b, err := amqp.AppendTable(nil, h)
+	b, err := wire.AppendTable(nil, h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, _, err := amqp.DecodeTable(b)
+	dec, _, err := wire.DecodeTable(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(dec, h) {
 		t.Fatalf("decoded %#v, want %#v", dec, h)
 	}
-	dec["x-death"].([]any)[0].(amqp.Table)["count"] = int32(4)
+	dec["x-death"].([]any)[0].(wire.Table)["count"] = int32(4)
 	h2 := RecordDeath(dec, Death{Queue: "q", Reason: ReasonMaxLen, Time: 9000})
 	deaths := h2["x-death"].([]any)
-	if len(deaths) != 1 || deaths[0].(amqp.Table)["count"] != int64(5) {
+	if len(deaths) != 1 || deaths[0].(wire.Table)["count"] != int64(5) {
 		t.Fatalf("x-death = %#v", deaths)
 	}
-	if _, err := amqp.AppendTable(nil, h2); err != nil {
+	if _, err := wire.AppendTable(nil, h2); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,6 @@
 package server
 
-import "github.com/warrenmq/warren/amqp"
+import "github.com/warrenmq/warren/amqp/wire"
 
 // waitForAlarms holds a publishing connection while a resource alarm is in
 // effect anywhere in the cluster, as RabbitMQ does: the client is told
@@ -18,7 +18,7 @@ func (c *conn) waitForAlarms() error {
 	c.blocked.Store(true)
 	defer c.blocked.Store(false)
 	if c.caps.connectionBlocked {
-		c.out.push(outItem{method: &amqp.ConnectionBlocked{Reason: reason}})
+		c.out.push(outItem{method: &wire.ConnectionBlocked{Reason: reason}})
 	}
 	for changed != nil {
 		select {
@@ -29,7 +29,7 @@ func (c *conn) waitForAlarms() error {
 		_, changed = c.s.broker.Blocking()
 	}
 	if c.caps.connectionBlocked {
-		c.out.push(outItem{method: &amqp.ConnectionUnblocked{}})
+		c.out.push(outItem{method: &wire.ConnectionUnblocked{}})
 	}
 	c.log.Info("publisher unblocked")
 	return nil

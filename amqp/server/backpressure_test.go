@@ -8,7 +8,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // stalledConsumer is a raw AMQP client that consumes without acks and then
@@ -16,8 +16,8 @@ import (
 type stalledConsumer struct {
 	t  *testing.T
 	nc *net.TCPConn
-	r  *amqp.Reader
-	w  *amqp.Writer
+	r  *wire.Reader
+	w  *wire.Writer
 }
 
 func dialStalledConsumer(t *testing.T, addr, queueName string) *stalledConsumer {
@@ -27,23 +27,23 @@ func dialStalledConsumer(t *testing.T, addr, queueName string) *stalledConsumer 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	s := &stalledConsumer{t: t, nc: nc.(*net.TCPConn), r: amqp.NewReader(nc), w: amqp.NewWriter(nc)}
+	s := &stalledConsumer{t: t, nc: nc.(*net.TCPConn), r: wire.NewReader(nc), w: wire.NewWriter(nc)}
 	s.w.WriteProtocolHeader()
 	s.w.Flush()
-	s.expect(&amqp.ConnectionStart{})
-	s.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
-	s.expect(&amqp.ConnectionTune{})
-	s.send(0, &amqp.ConnectionTuneOk{ChannelMax: 16, FrameMax: amqp.DefaultFrameMax})
-	s.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	s.expect(&amqp.ConnectionOpenOk{})
-	s.send(1, &amqp.ChannelOpen{})
-	s.expect(&amqp.ChannelOpenOk{})
-	s.send(1, &amqp.BasicConsume{Queue: queueName, ConsumerTag: "stalled", NoAck: true})
-	s.expect(&amqp.BasicConsumeOk{})
+	s.expect(&wire.ConnectionStart{})
+	s.send(0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
+	s.expect(&wire.ConnectionTune{})
+	s.send(0, &wire.ConnectionTuneOk{ChannelMax: 16, FrameMax: wire.DefaultFrameMax})
+	s.send(0, &wire.ConnectionOpen{VirtualHost: "/"})
+	s.expect(&wire.ConnectionOpenOk{})
+	s.send(1, &wire.ChannelOpen{})
+	s.expect(&wire.ChannelOpenOk{})
+	s.send(1, &wire.BasicConsume{Queue: queueName, ConsumerTag: "stalled", NoAck: true})
+	s.expect(&wire.BasicConsumeOk{})
 	return s
 }
 
-func (s *stalledConsumer) send(ch uint16, m amqp.Method) {
+func (s *stalledConsumer) send(ch uint16, m wire.Method) {
 	s.t.Helper()
 	if err := s.w.WriteMethod(ch, m); err != nil {
 		s.t.Fatal(err)
@@ -54,14 +54,14 @@ func (s *stalledConsumer) send(ch uint16, m amqp.Method) {
 }
 
 // expect reads the next method and checks its type.
-func (s *stalledConsumer) expect(want amqp.Method) amqp.Method {
+func (s *stalledConsumer) expect(want wire.Method) wire.Method {
 	s.t.Helper()
 	s.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	f, err := s.r.ReadFrame()
 	if err != nil {
 		s.t.Fatalf("waiting for %s: %v", want.Name(), err)
 	}
-	m, err := amqp.DecodeMethod(f.Payload)
+	m, err := wire.DecodeMethod(f.Payload)
 	if err != nil || m.Name() != want.Name() {
 		s.t.Fatalf("got %v (%v), want %s", m, err, want.Name())
 	}
@@ -78,8 +78,8 @@ func (s *stalledConsumer) countDeliveries(n int) {
 		if err != nil {
 			s.t.Fatalf("after %d of %d deliveries: %v", got, n, err)
 		}
-		if f.Type == amqp.FrameMethod {
-			if m, err := amqp.DecodeMethod(f.Payload); err == nil && m.Name() == "basic.deliver" {
+		if f.Type == wire.FrameMethod {
+			if m, err := wire.DecodeMethod(f.Payload); err == nil && m.Name() == "basic.deliver" {
 				got++
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/queue"
 )
@@ -80,7 +80,7 @@ func newChannel(c *conn, id uint16) *channel {
 
 // handleFrame processes one frame for this channel. Soft errors close the
 // channel here; hard ones are returned to close the connection.
-func (ch *channel) handleFrame(f amqp.Frame) error {
+func (ch *channel) handleFrame(f wire.Frame) error {
 	ch.op.Lock()
 	defer ch.op.Unlock()
 	if ch.closing {
@@ -88,29 +88,29 @@ func (ch *channel) handleFrame(f amqp.Frame) error {
 	}
 	var err error
 	switch f.Type {
-	case amqp.FrameMethod:
+	case wire.FrameMethod:
 		if ch.content.active() {
 			return ch.content.unexpected()
 		}
-		var m amqp.Method
-		if m, err = amqp.DecodeMethod(f.Payload); err != nil {
+		var m wire.Method
+		if m, err = wire.DecodeMethod(f.Payload); err != nil {
 			return err
 		}
 		err = withMethodErr(ch.handleMethod(m), m)
-	case amqp.FrameHeader:
+	case wire.FrameHeader:
 		err = ch.contentHeader(f.Payload)
-	case amqp.FrameBody:
+	case wire.FrameBody:
 		err = ch.contentBody(f.Payload)
 	default:
-		return amqp.Errorf(amqp.FrameError, "unexpected frame type %d", f.Type)
+		return wire.Errorf(wire.FrameError, "unexpected frame type %d", f.Type)
 	}
 	if err == nil {
 		return nil
 	}
-	var ae *amqp.Error
+	var ae *wire.Error
 	if !errors.As(err, &ae) {
 		ch.c.log.Error("channel method failed", "channel", ch.id, "err", err)
-		return amqp.Errorf(amqp.InternalError, "%v", err)
+		return wire.Errorf(wire.InternalError, "%v", err)
 	}
 	if ae.Hard() {
 		return ae
@@ -119,8 +119,8 @@ func (ch *channel) handleFrame(f amqp.Frame) error {
 	return nil
 }
 
-func withMethodErr(err error, m amqp.Method) error {
-	var ae *amqp.Error
+func withMethodErr(err error, m wire.Method) error {
+	var ae *wire.Error
 	if errors.As(err, &ae) {
 		return withMethod(ae, m)
 	}
@@ -130,7 +130,7 @@ func withMethodErr(err error, m amqp.Method) error {
 // softClose closes the channel for a channel-level error: channel.close is
 // sent, the channel's consumers and deliveries are released at once, and
 // everything but close and close-ok is ignored until the client answers.
-func (ch *channel) softClose(e *amqp.Error) {
+func (ch *channel) softClose(e *wire.Error) {
 	ch.c.log.Info("closing channel", "channel", ch.id, "code", e.Code, "text", e.Text, "class", e.ClassID, "method", e.MethodID)
 	ch.closing = true
 	ch.content.reset()
@@ -140,7 +140,7 @@ func (ch *channel) softClose(e *amqp.Error) {
 
 // closeFromQueue closes the channel for an error that arose outside the
 // reader, as softClose does, unless it is closing or closed already.
-func (ch *channel) closeFromQueue(e *amqp.Error) {
+func (ch *channel) closeFromQueue(e *wire.Error) {
 	ch.op.Lock()
 	defer ch.op.Unlock()
 	if ch.closing || ch.released {
@@ -149,19 +149,19 @@ func (ch *channel) closeFromQueue(e *amqp.Error) {
 	ch.softClose(e)
 }
 
-func (ch *channel) whileClosing(f amqp.Frame) error {
-	if f.Type != amqp.FrameMethod {
+func (ch *channel) whileClosing(f wire.Frame) error {
+	if f.Type != wire.FrameMethod {
 		return nil
 	}
-	m, err := amqp.DecodeMethod(f.Payload)
+	m, err := wire.DecodeMethod(f.Payload)
 	if err != nil {
 		return nil // the channel is going away; its garbage does not matter
 	}
 	switch m.(type) {
-	case *amqp.ChannelCloseOk:
+	case *wire.ChannelCloseOk:
 		ch.c.removeChannel(ch.id)
-	case *amqp.ChannelClose:
-		ch.c.out.push(outItem{channel: ch.id, method: &amqp.ChannelCloseOk{}})
+	case *wire.ChannelClose:
+		ch.c.out.push(outItem{channel: ch.id, method: &wire.ChannelCloseOk{}})
 		ch.c.removeChannel(ch.id)
 	}
 	return nil
@@ -203,90 +203,90 @@ func (ch *channel) release() {
 	ch.confirms.reset()
 }
 
-func (ch *channel) reply(m amqp.Method) {
+func (ch *channel) reply(m wire.Method) {
 	ch.c.out.push(outItem{channel: ch.id, method: m})
 }
 
 // handleMethod runs one method. It returns *amqp.Error for refusals.
-func (ch *channel) handleMethod(m amqp.Method) error {
+func (ch *channel) handleMethod(m wire.Method) error {
 	switch m := m.(type) {
-	case *amqp.ChannelOpen:
-		return amqp.Errorf(amqp.ChannelError, "second 'channel.open' seen")
-	case *amqp.ChannelClose:
+	case *wire.ChannelOpen:
+		return wire.Errorf(wire.ChannelError, "second 'channel.open' seen")
+	case *wire.ChannelClose:
 		ch.release()
-		ch.reply(&amqp.ChannelCloseOk{})
+		ch.reply(&wire.ChannelCloseOk{})
 		ch.c.removeChannel(ch.id)
 		return nil
-	case *amqp.ChannelCloseOk:
+	case *wire.ChannelCloseOk:
 		return nil
-	case *amqp.ChannelFlow:
+	case *wire.ChannelFlow:
 		return ch.channelFlow(m)
 
-	case *amqp.ExchangeDeclare:
+	case *wire.ExchangeDeclare:
 		return ch.exchangeDeclare(m)
-	case *amqp.ExchangeDelete:
+	case *wire.ExchangeDelete:
 		return ch.exchangeDelete(m)
-	case *amqp.ExchangeBind:
+	case *wire.ExchangeBind:
 		return ch.exchangeBind(m)
-	case *amqp.ExchangeUnbind:
+	case *wire.ExchangeUnbind:
 		return ch.exchangeUnbind(m)
 
-	case *amqp.QueueDeclare:
+	case *wire.QueueDeclare:
 		return ch.queueDeclare(m)
-	case *amqp.QueueBind:
+	case *wire.QueueBind:
 		return ch.queueBind(m)
-	case *amqp.QueueUnbind:
+	case *wire.QueueUnbind:
 		return ch.queueUnbind(m)
-	case *amqp.QueuePurge:
+	case *wire.QueuePurge:
 		return ch.queuePurge(m)
-	case *amqp.QueueDelete:
+	case *wire.QueueDelete:
 		return ch.queueDelete(m)
 
-	case *amqp.BasicQos:
+	case *wire.BasicQos:
 		return ch.basicQos(m)
-	case *amqp.BasicConsume:
+	case *wire.BasicConsume:
 		return ch.basicConsume(m)
-	case *amqp.BasicCancel:
+	case *wire.BasicCancel:
 		return ch.basicCancel(m)
-	case *amqp.BasicPublish:
+	case *wire.BasicPublish:
 		return ch.basicPublish(m)
-	case *amqp.BasicGet:
+	case *wire.BasicGet:
 		return ch.basicGet(m)
-	case *amqp.BasicAck:
+	case *wire.BasicAck:
 		return ch.basicAck(m)
-	case *amqp.BasicReject:
+	case *wire.BasicReject:
 		return ch.basicReject(m)
-	case *amqp.BasicNack:
+	case *wire.BasicNack:
 		return ch.basicNack(m)
-	case *amqp.BasicRecover:
+	case *wire.BasicRecover:
 		if err := ch.recover(m.Requeue); err != nil {
 			return err
 		}
-		ch.reply(&amqp.BasicRecoverOk{})
+		ch.reply(&wire.BasicRecoverOk{})
 		return nil
-	case *amqp.BasicRecoverAsync:
+	case *wire.BasicRecoverAsync:
 		return ch.recover(m.Requeue)
 
-	case *amqp.ConfirmSelect:
+	case *wire.ConfirmSelect:
 		if ch.txMode {
-			return amqp.Errorf(amqp.PreconditionFailed, "cannot switch from tx to confirm mode")
+			return wire.Errorf(wire.PreconditionFailed, "cannot switch from tx to confirm mode")
 		}
 		ch.confirmMode = true
 		ch.mu.Lock()
 		ch.shown.confirm = true
 		ch.mu.Unlock()
 		if !m.NoWait {
-			ch.reply(&amqp.ConfirmSelectOk{})
+			ch.reply(&wire.ConfirmSelectOk{})
 		}
 		return nil
-	case *amqp.TxSelect:
+	case *wire.TxSelect:
 		return ch.txSelect()
-	case *amqp.TxCommit:
+	case *wire.TxCommit:
 		return ch.txCommit()
-	case *amqp.TxRollback:
+	case *wire.TxRollback:
 		return ch.txRollback()
 	}
-	return amqp.Errorf(amqp.CommandInvalid, "unimplemented method")
+	return wire.Errorf(wire.CommandInvalid, "unimplemented method")
 }
 
 // queueName resolves the empty name to the channel's last declared queue.
@@ -295,7 +295,7 @@ func (ch *channel) queueName(name string) (string, error) {
 		return name, nil
 	}
 	if ch.lastQueue == "" {
-		return "", amqp.Errorf(amqp.NotFound, "no previously declared queue")
+		return "", wire.Errorf(wire.NotFound, "no previously declared queue")
 	}
 	return ch.lastQueue, nil
 }

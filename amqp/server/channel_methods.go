@@ -4,7 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/queue"
 )
@@ -20,11 +20,11 @@ import (
 //
 // RabbitMQ 4.3 refuses active=false with 540 NOT_IMPLEMENTED
 // "active=false"; Warren implements the 0-9-1 semantics instead.
-func (ch *channel) channelFlow(m *amqp.ChannelFlow) error {
+func (ch *channel) channelFlow(m *wire.ChannelFlow) error {
 	ch.mu.Lock()
 	ch.flowOff = !m.Active
 	ch.mu.Unlock()
-	ch.reply(&amqp.ChannelFlowOk{Active: m.Active})
+	ch.reply(&wire.ChannelFlowOk{Active: m.Active})
 	if m.Active {
 		ch.unblock()
 	}
@@ -103,7 +103,7 @@ type txBuffer struct {
 }
 
 type txPublish struct {
-	pub     *amqp.BasicPublish
+	pub     *wire.BasicPublish
 	msg     *queue.Message
 	qs      []*broker.Queue // where it was routed at publish time
 	replies replyRoute      // direct reply-to names it was routed to (replyto.go)
@@ -127,22 +127,22 @@ func (b *txBuffer) ackedEntries() []unackedEntry {
 
 func (ch *channel) txSelect() error {
 	if ch.confirmMode {
-		return amqp.Errorf(amqp.PreconditionFailed, "cannot switch from confirm to tx mode")
+		return wire.Errorf(wire.PreconditionFailed, "cannot switch from confirm to tx mode")
 	}
 	ch.txMode = true
 	ch.mu.Lock()
 	ch.shown.transactional = true
 	ch.mu.Unlock()
-	ch.reply(&amqp.TxSelectOk{})
+	ch.reply(&wire.TxSelectOk{})
 	return nil
 }
 
 // txBufferPublish keeps a routed publish until commit. qs is copied.
-func (ch *channel) txBufferPublish(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies replyRoute) error {
+func (ch *channel) txBufferPublish(pub *wire.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies replyRoute) error {
 	limit := max(uint64(txMaxBytes), ch.c.s.cfg.MaxMessageSize)
 	size := uint64(len(msg.Body))
 	if len(ch.tx.pubs) >= txMaxMessages || ch.tx.bytes+size > limit {
-		return amqp.Errorf(amqp.PreconditionFailed,
+		return wire.Errorf(wire.PreconditionFailed,
 			"transaction too large: at most %d messages and %d bytes may be published per transaction", txMaxMessages, limit)
 	}
 	ch.tx.bytes += size
@@ -168,7 +168,7 @@ func (ch *channel) txSettle(tag uint64, multiple bool, kind txKind, requeue bool
 	}
 	ch.mu.Unlock()
 	if !ok {
-		return amqp.Errorf(amqp.PreconditionFailed, "unknown delivery tag %d", tag)
+		return wire.Errorf(wire.PreconditionFailed, "unknown delivery tag %d", tag)
 	}
 	ch.tx.acks = append(ch.tx.acks, txSettlement{kind: kind, requeue: requeue, entries: entries})
 	return nil
@@ -178,7 +178,7 @@ func (ch *channel) txSettle(tag uint64, multiple bool, kind txKind, requeue bool
 // has stored them, settles the buffered acks, and answers commit-ok.
 func (ch *channel) txCommit() error {
 	if !ch.txMode {
-		return amqp.Errorf(amqp.PreconditionFailed, "channel is not transactional")
+		return wire.Errorf(wire.PreconditionFailed, "channel is not transactional")
 	}
 	var wg sync.WaitGroup
 	for i := range ch.tx.pubs {
@@ -224,7 +224,7 @@ func (ch *channel) txCommit() error {
 		}
 	}
 	ch.tx.reset()
-	ch.reply(&amqp.TxCommitOk{})
+	ch.reply(&wire.TxCommitOk{})
 	ch.unblock()
 	return nil
 }
@@ -233,14 +233,14 @@ func (ch *channel) txCommit() error {
 // those deliveries are unacknowledged again, as in RabbitMQ.
 func (ch *channel) txRollback() error {
 	if !ch.txMode {
-		return amqp.Errorf(amqp.PreconditionFailed, "channel is not transactional")
+		return wire.Errorf(wire.PreconditionFailed, "channel is not transactional")
 	}
 	ch.mu.Lock()
 	ch.unacked.restore(ch.tx.ackedEntries())
 	ch.txCounted = 0
 	ch.mu.Unlock()
 	ch.tx.reset()
-	ch.reply(&amqp.TxRollbackOk{})
+	ch.reply(&wire.TxRollbackOk{})
 	return nil
 }
 
@@ -248,19 +248,19 @@ func (ch *channel) txRollback() error {
 
 // consumeReplyTo makes the channel's reply consumer: basic.consume from
 // amq.rabbitmq.reply-to, which must be no-ack.
-func (ch *channel) consumeReplyTo(tag string, m *amqp.BasicConsume) error {
+func (ch *channel) consumeReplyTo(tag string, m *wire.BasicConsume) error {
 	if !m.NoAck {
-		return amqp.Errorf(amqp.PreconditionFailed, "reply consumer cannot acknowledge")
+		return wire.Errorf(wire.PreconditionFailed, "reply consumer cannot acknowledge")
 	}
 	if ch.replyConsumer != nil {
-		return amqp.Errorf(amqp.PreconditionFailed, "reply consumer already set")
+		return wire.Errorf(wire.PreconditionFailed, "reply consumer already set")
 	}
 	k := &consumer{ch: ch, tag: tag, noAck: true}
 	ch.mu.Lock()
 	ch.consumers[tag] = k
 	ch.replyConsumer = k
 	if !m.NoWait {
-		ch.reply(&amqp.BasicConsumeOk{ConsumerTag: tag})
+		ch.reply(&wire.BasicConsumeOk{ConsumerTag: tag})
 	}
 	k.started = true
 	ch.mu.Unlock()
@@ -274,18 +274,18 @@ func (ch *channel) consumeReplyTo(tag string, m *amqp.BasicConsume) error {
 // exists, and a rewritten name exists while its reply consumer lives
 // (0 messages, 1 consumer; 404 once gone), which is how a responder can
 // check that the requester is still there.
-func (ch *channel) declareReplyTo(m *amqp.QueueDeclare) (bool, error) {
+func (ch *channel) declareReplyTo(m *wire.QueueDeclare) (bool, error) {
 	switch {
 	case m.Queue == replyToQueue:
 	case isReplyName(m.Queue):
 		if !ch.c.s.replyLives(m.Queue) {
-			return true, amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", m.Queue, ch.c.vhost.Name())
+			return true, wire.Errorf(wire.NotFound, "no queue '%s' in vhost '%s'", m.Queue, ch.c.vhost.Name())
 		}
 	default:
 		return false, nil
 	}
 	if !m.NoWait {
-		ch.reply(&amqp.QueueDeclareOk{Queue: m.Queue, ConsumerCount: 1})
+		ch.reply(&wire.QueueDeclareOk{Queue: m.Queue, ConsumerCount: 1})
 	}
 	return true, nil
 }

@@ -3,7 +3,7 @@ package server
 import (
 	"sync"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // confirmTracker numbers a confirm-mode channel's publishes and turns their
@@ -127,9 +127,9 @@ func (t *confirmTracker) appendConfirms(items []outItem, channel uint16, stats *
 // n-1 unconfirmed publishes before it (multiple) when n > 1.
 func (t *confirmTracker) appendConfirm(items []outItem, channel uint16, stats *counters, k, n int) []outItem {
 	tag := t.base + uint64(k)
-	var m amqp.Method = &amqp.BasicAck{DeliveryTag: tag, Multiple: n > 1}
+	var m wire.Method = &wire.BasicAck{DeliveryTag: tag, Multiple: n > 1}
 	if t.pending[k].nack {
-		m = &amqp.BasicNack{DeliveryTag: tag, Multiple: n > 1}
+		m = &wire.BasicNack{DeliveryTag: tag, Multiple: n > 1}
 	} else {
 		stats.add(cConfirmed, uint64(n))
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // frames renders confirm frames as "ack 3", "ack 5+" (multiple), "nack 4".
@@ -13,9 +13,9 @@ func frames(items []outItem) string {
 	var out []string
 	for _, it := range items {
 		switch m := it.method.(type) {
-		case *amqp.BasicAck:
+		case *wire.BasicAck:
 			out = append(out, fmt.Sprintf("ack %d%s", m.DeliveryTag, plus(m.Multiple)))
-		case *amqp.BasicNack:
+		case *wire.BasicNack:
 			out = append(out, fmt.Sprintf("nack %d%s", m.DeliveryTag, plus(m.Multiple)))
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
 )
 
@@ -21,8 +21,8 @@ type conn struct {
 	s   *Server
 	nc  net.Conn
 	log *slog.Logger
-	r   *amqp.Reader
-	w   *amqp.Writer
+	r   *wire.Reader
+	w   *wire.Writer
 	out *outbox
 
 	owner broker.OwnerID
@@ -42,7 +42,7 @@ type conn struct {
 
 	closeOnce sync.Once
 	// forced carries a server-initiated close (shutdown) to the reader.
-	forced chan *amqp.Error
+	forced chan *wire.Error
 	live   *liveReader
 
 	// For listings (listing.go): who the connection is, once the
@@ -63,14 +63,14 @@ type capabilities struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	forced := make(chan *amqp.Error, 1)
+	forced := make(chan *wire.Error, 1)
 	live := &liveReader{nc: nc, forced: forced}
 	c := &conn{
 		live:       live,
 		s:          s,
 		nc:         nc,
 		log:        s.log.With("remote", nc.RemoteAddr().String()),
-		r:          amqp.NewReader(live),
+		r:          wire.NewReader(live),
 		out:        newOutbox(),
 		owner:      broker.NewOwnerID(),
 		frameMax:   s.cfg.FrameMax,
@@ -80,7 +80,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		forced:     forced,
 		accepted:   time.Now(),
 	}
-	c.w = amqp.NewWriter(countingWriter{nc, &c.sentBytes})
+	c.w = wire.NewWriter(countingWriter{nc, &c.sentBytes})
 	return c
 }
 
@@ -108,7 +108,7 @@ func (c *conn) serve() {
 }
 
 // forceClose closes the connection from outside the reader (shutdown).
-func (c *conn) forceClose(e *amqp.Error) {
+func (c *conn) forceClose(e *wire.Error) {
 	select {
 	case c.forced <- e:
 	default:
@@ -141,14 +141,14 @@ func (c *conn) readLoop() error {
 				c.log.Warn("missed heartbeats from client", "timeout", c.heartbeat)
 				return errors.New("missed heartbeats")
 			}
-			var ae *amqp.Error
+			var ae *wire.Error
 			if errors.As(err, &ae) {
 				return c.closeWith(ae)
 			}
 			return err
 		}
 		if err := c.dispatch(f); err != nil {
-			var ae *amqp.Error
+			var ae *wire.Error
 			if errors.As(err, &ae) {
 				return c.closeWith(ae)
 			}
@@ -159,12 +159,12 @@ func (c *conn) readLoop() error {
 }
 
 // dispatch routes one frame to the connection or to its channel.
-func (c *conn) dispatch(f amqp.Frame) error {
+func (c *conn) dispatch(f wire.Frame) error {
 	if f.Channel == 0 {
 		return c.connectionFrame(f)
 	}
-	if f.Type == amqp.FrameHeartbeat {
-		return amqp.Errorf(amqp.UnexpectedFrame, "heartbeat frame on channel %d", f.Channel)
+	if f.Type == wire.FrameHeartbeat {
+		return wire.Errorf(wire.UnexpectedFrame, "heartbeat frame on channel %d", f.Channel)
 	}
 	ch := c.channels[f.Channel]
 	if ch == nil {
@@ -173,48 +173,48 @@ func (c *conn) dispatch(f amqp.Frame) error {
 	return ch.handleFrame(f)
 }
 
-func (c *conn) connectionFrame(f amqp.Frame) error {
+func (c *conn) connectionFrame(f wire.Frame) error {
 	switch f.Type {
-	case amqp.FrameHeartbeat:
+	case wire.FrameHeartbeat:
 		return nil
-	case amqp.FrameMethod:
+	case wire.FrameMethod:
 	default:
-		return amqp.Errorf(amqp.UnexpectedFrame, "frame of type %d on channel 0", f.Type)
+		return wire.Errorf(wire.UnexpectedFrame, "frame of type %d on channel 0", f.Type)
 	}
-	m, err := amqp.DecodeMethod(f.Payload)
+	m, err := wire.DecodeMethod(f.Payload)
 	if err != nil {
 		return err
 	}
 	switch m := m.(type) {
-	case *amqp.ConnectionClose:
+	case *wire.ConnectionClose:
 		c.log.Debug("client closing connection", "code", m.ReplyCode, "text", m.ReplyText)
 		// sendDirect writes the socket itself: the writer goroutine must
 		// have flushed what it holds and stopped first, or the two race
 		// on the buffered writer (and close-ok could overtake frames).
 		c.stopWriter()
-		c.sendDirect(0, &amqp.ConnectionCloseOk{})
+		c.sendDirect(0, &wire.ConnectionCloseOk{})
 		return errClientClosed
-	case *amqp.ConnectionCloseOk:
+	case *wire.ConnectionCloseOk:
 		return errClientClosed
-	case *amqp.ConnectionBlocked, *amqp.ConnectionUnblocked:
+	case *wire.ConnectionBlocked, *wire.ConnectionUnblocked:
 		return nil // a client telling us it is blocked changes nothing here
 	}
-	return withMethod(amqp.Errorf(amqp.ChannelError, "unexpected method in connection state running"), m)
+	return withMethod(wire.Errorf(wire.ChannelError, "unexpected method in connection state running"), m)
 }
 
-func (c *conn) openChannel(f amqp.Frame) error {
-	if f.Type != amqp.FrameMethod {
-		return amqp.Errorf(amqp.UnexpectedFrame, "expected method frame, got non method frame instead")
+func (c *conn) openChannel(f wire.Frame) error {
+	if f.Type != wire.FrameMethod {
+		return wire.Errorf(wire.UnexpectedFrame, "expected method frame, got non method frame instead")
 	}
-	m, err := amqp.DecodeMethod(f.Payload)
+	m, err := wire.DecodeMethod(f.Payload)
 	if err != nil {
 		return err
 	}
-	if _, ok := m.(*amqp.ChannelOpen); !ok {
-		return withMethod(amqp.Errorf(amqp.ChannelError, "expected 'channel.open'"), m)
+	if _, ok := m.(*wire.ChannelOpen); !ok {
+		return withMethod(wire.Errorf(wire.ChannelError, "expected 'channel.open'"), m)
 	}
 	if f.Channel > c.channelMax || len(c.channels) >= int(c.channelMax) {
-		return withMethod(amqp.Errorf(amqp.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax), m)
+		return withMethod(wire.Errorf(wire.NotAllowed, "number of channels opened (%d) has reached the negotiated channel_max (%d)", len(c.channels), c.channelMax), m)
 	}
 	if err := c.checkChannelLimits(); err != nil {
 		return withMethod(err, m)
@@ -224,7 +224,7 @@ func (c *conn) openChannel(f amqp.Frame) error {
 	c.channels[f.Channel] = ch
 	c.chMu.Unlock()
 	c.stats.add(cChannelsOpened, 1)
-	c.out.push(outItem{channel: f.Channel, method: &amqp.ChannelOpenOk{}})
+	c.out.push(outItem{channel: f.Channel, method: &wire.ChannelOpenOk{}})
 	return nil
 }
 
@@ -238,7 +238,7 @@ func (c *conn) removeChannel(id uint16) {
 
 // sendDirect writes a method bypassing the outbox, for the handshake and
 // the final close, when the writer goroutine is not running.
-func (c *conn) sendDirect(channel uint16, m amqp.Method) error {
+func (c *conn) sendDirect(channel uint16, m wire.Method) error {
 	c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if err := c.w.WriteMethod(channel, m); err != nil {
 		return err
@@ -248,7 +248,7 @@ func (c *conn) sendDirect(channel uint16, m amqp.Method) error {
 
 // closeWith sends connection.close for a hard error, waits briefly for
 // close-ok, and returns the error that ends the connection.
-func (c *conn) closeWith(e *amqp.Error) error {
+func (c *conn) closeWith(e *wire.Error) error {
 	c.log.Warn("closing connection", "code", e.Code, "text", e.Text, "class", e.ClassID, "method", e.MethodID)
 	c.stopWriter()
 	c.sendDirect(0, e.ConnectionClose())
@@ -261,13 +261,13 @@ func (c *conn) closeWith(e *amqp.Error) error {
 		if err != nil {
 			return e
 		}
-		if f.Channel == 0 && f.Type == amqp.FrameMethod {
-			if m, err := amqp.DecodeMethod(f.Payload); err == nil {
+		if f.Channel == 0 && f.Type == wire.FrameMethod {
+			if m, err := wire.DecodeMethod(f.Payload); err == nil {
 				switch m.(type) {
-				case *amqp.ConnectionClose:
-					c.sendDirect(0, &amqp.ConnectionCloseOk{})
+				case *wire.ConnectionClose:
+					c.sendDirect(0, &wire.ConnectionCloseOk{})
 					return e
-				case *amqp.ConnectionCloseOk:
+				case *wire.ConnectionCloseOk:
 					return e
 				}
 			}
@@ -307,7 +307,7 @@ func (c *conn) cleanup() {
 }
 
 // withMethod records which method caused e, for the close frame.
-func withMethod(e *amqp.Error, m amqp.Method) *amqp.Error {
+func withMethod(e *wire.Error, m wire.Method) *wire.Error {
 	if e.ClassID == 0 && m != nil {
 		e.ClassID, e.MethodID = m.ClassID(), m.MethodID()
 	}
@@ -319,7 +319,7 @@ func withMethod(e *amqp.Error, m amqp.Method) *amqp.Error {
 type liveReader struct {
 	nc      net.Conn
 	timeout time.Duration    // owned by the reader goroutine
-	forced  chan *amqp.Error // conn.forced
+	forced  chan *wire.Error // conn.forced
 	read    atomic.Uint64    // bytes read, for listings
 }
 

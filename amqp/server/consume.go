@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/queue"
 )
@@ -143,7 +143,7 @@ func (k *consumer) Gone() {
 	}
 	ch.mu.Unlock()
 	if current && ch.c.caps.consumerCancelNotify {
-		ch.c.out.push(outItem{channel: ch.id, method: &amqp.BasicCancel{ConsumerTag: k.tag, NoWait: true}})
+		ch.c.out.push(outItem{channel: ch.id, method: &wire.BasicCancel{ConsumerTag: k.tag, NoWait: true}})
 	}
 }
 
@@ -165,10 +165,10 @@ func (k *consumer) TimedOut(timeout time.Duration) {
 	ch.mu.Unlock()
 	if notify {
 		ch.c.log.Warn("consumer timed out; cancelling it", "channel", ch.id, "consumer", k.tag, "queue", k.q.Name(), "timeout", timeout)
-		ch.c.out.push(outItem{channel: ch.id, method: &amqp.BasicCancel{ConsumerTag: k.tag, NoWait: true}})
+		ch.c.out.push(outItem{channel: ch.id, method: &wire.BasicCancel{ConsumerTag: k.tag, NoWait: true}})
 		return
 	}
-	ch.closeFromQueue(amqp.Errorf(amqp.PreconditionFailed,
+	ch.closeFromQueue(wire.Errorf(wire.PreconditionFailed,
 		"delivery acknowledgement on channel %d timed out. Timeout value used: %d ms. "+
 			"This timeout value can be configured, see consumers doc guide to learn more",
 		ch.id, timeout.Milliseconds()))
@@ -198,7 +198,7 @@ func (ch *channel) deliverLocked(k *consumer, d queue.Delivery) bool {
 	}
 	return ch.c.out.push(outItem{
 		channel: ch.id,
-		method: &amqp.BasicDeliver{
+		method: &wire.BasicDeliver{
 			ConsumerTag: k.tag,
 			DeliveryTag: ch.nextTag,
 			Redelivered: d.Redelivered,
@@ -216,9 +216,9 @@ func generateConsumerTag() string {
 	return "amq.ctag-" + base64.RawURLEncoding.EncodeToString(id[:])
 }
 
-func (ch *channel) basicQos(m *amqp.BasicQos) error {
+func (ch *channel) basicQos(m *wire.BasicQos) error {
 	if m.PrefetchSize != 0 {
-		return amqp.Errorf(amqp.NotImplemented, "prefetch_size!=0 (%d)", m.PrefetchSize)
+		return wire.Errorf(wire.NotImplemented, "prefetch_size!=0 (%d)", m.PrefetchSize)
 	}
 	if m.Global && ch.c.s.cfg.PermitGlobalQos {
 		// As RabbitMQ's limiter: one limit shared by the channel's
@@ -228,7 +228,7 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 		ch.mu.Lock()
 		ch.globalPrefetch = uint32(m.PrefetchCount)
 		ch.mu.Unlock()
-		ch.reply(&amqp.BasicQosOk{})
+		ch.reply(&wire.BasicQosOk{})
 		ch.unblock()
 		return nil
 	}
@@ -240,11 +240,11 @@ func (ch *channel) basicQos(m *amqp.BasicQos) error {
 	ch.mu.Lock()
 	ch.prefetch = uint32(m.PrefetchCount)
 	ch.mu.Unlock()
-	ch.reply(&amqp.BasicQosOk{})
+	ch.reply(&wire.BasicQosOk{})
 	return nil
 }
 
-func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
+func (ch *channel) basicConsume(m *wire.BasicConsume) error {
 	// A reused tag is refused before the queue is looked at, as in
 	// RabbitMQ.
 	tag := m.ConsumerTag
@@ -255,7 +255,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	_, taken := ch.consumers[tag]
 	ch.mu.Unlock()
 	if taken {
-		return amqp.Errorf(amqp.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
+		return wire.Errorf(wire.NotAllowed, "attempt to reuse consumer tag '%s'", tag)
 	}
 	if m.Queue == replyToQueue {
 		return ch.consumeReplyTo(tag, m)
@@ -275,7 +275,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 		// rabbit_quorum_queue:consume refuses an active limiter
 		// (global_qos_not_supported_for_queue_type); rabbit_channel
 		// answers 540.
-		return amqp.Errorf(amqp.NotImplemented, "queue '%s' in vhost '%s' does not support global qos", name, ch.c.vhost.Name())
+		return wire.Errorf(wire.NotImplemented, "queue '%s' in vhost '%s' does not support global qos", name, ch.c.vhost.Name())
 	}
 	priority, err := consumerPriority(m.Arguments)
 	if err != nil {
@@ -293,7 +293,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	k := &consumer{ch: ch, tag: tag, q: q, noAck: m.NoAck, opts: opts}
 	if err := q.Engine().Consume(k, opts); err != nil {
 		if err == queue.ErrExclusiveConsumer {
-			return amqp.Errorf(amqp.AccessRefused, "queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.Name())
+			return wire.Errorf(wire.AccessRefused, "queue '%s' in vhost '%s' in exclusive use", name, ch.c.vhost.Name())
 		}
 		return ch.queueFailed("basic.consume", "consuming from", q, err)
 	}
@@ -301,7 +301,7 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	ch.mu.Lock()
 	ch.consumers[tag] = k
 	if !m.NoWait {
-		ch.reply(&amqp.BasicConsumeOk{ConsumerTag: tag})
+		ch.reply(&wire.BasicConsumeOk{ConsumerTag: tag})
 	}
 	k.started = true
 	for _, d := range k.early {
@@ -321,18 +321,18 @@ func (ch *channel) basicConsume(m *amqp.BasicConsume) error {
 	return nil
 }
 
-func consumerPriority(args amqp.Table) (int32, error) {
+func consumerPriority(args wire.Table) (int32, error) {
 	v, ok := args["x-priority"]
 	if !ok {
 		return 0, nil
 	}
-	if n, ok := amqp.IntValue(v); ok && n >= -1<<31 && n < 1<<31 {
+	if n, ok := wire.IntValue(v); ok && n >= -1<<31 && n < 1<<31 {
 		return int32(n), nil
 	}
-	return 0, amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-priority' for consumer: %v", v)
+	return 0, wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-priority' for consumer: %v", v)
 }
 
-func (ch *channel) basicCancel(m *amqp.BasicCancel) error {
+func (ch *channel) basicCancel(m *wire.BasicCancel) error {
 	ch.mu.Lock()
 	k := ch.consumers[m.ConsumerTag]
 	delete(ch.consumers, m.ConsumerTag)
@@ -347,12 +347,12 @@ func (ch *channel) basicCancel(m *amqp.BasicCancel) error {
 		ch.keepCancelled(k)
 	}
 	if !m.NoWait {
-		ch.reply(&amqp.BasicCancelOk{ConsumerTag: m.ConsumerTag})
+		ch.reply(&wire.BasicCancelOk{ConsumerTag: m.ConsumerTag})
 	}
 	return nil
 }
 
-func (ch *channel) basicGet(m *amqp.BasicGet) error {
+func (ch *channel) basicGet(m *wire.BasicGet) error {
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
 		return err
@@ -365,14 +365,14 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	if errors.Is(err, queue.ErrGetUnsupported) {
 		// rabbit_channel's unsupported_single_active_consumer_error: the
 		// type is printed with ~p, a binary.
-		return amqp.Errorf(amqp.ResourceLocked, "cannot obtain access to locked queue '%s' in vhost '%s'. basic.get operations are not supported by <<\"%s\">> queues with single active consumer", name, ch.c.vhost.Name(), q.Type())
+		return wire.Errorf(wire.ResourceLocked, "cannot obtain access to locked queue '%s' in vhost '%s'. basic.get operations are not supported by <<\"%s\">> queues with single active consumer", name, ch.c.vhost.Name(), q.Type())
 	}
 	if err != nil {
 		return ch.queueFailed("basic.get", "getting from", q, err)
 	}
 	if !ok {
 		ch.c.stats.add(cGetEmpty, 1)
-		ch.reply(&amqp.BasicGetEmpty{})
+		ch.reply(&wire.BasicGetEmpty{})
 		return nil
 	}
 	ch.mu.Lock()
@@ -388,7 +388,7 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 	}
 	ch.c.out.push(outItem{
 		channel: ch.id,
-		method: &amqp.BasicGetOk{
+		method: &wire.BasicGetOk{
 			DeliveryTag:  ch.nextTag,
 			Redelivered:  d.Redelivered,
 			Exchange:     d.Message.Exchange,
@@ -411,16 +411,16 @@ func (ch *channel) basicGet(m *amqp.BasicGet) error {
 func (ch *channel) queueFailed(method, what string, q *broker.Queue, err error) error {
 	name := q.Name()
 	if errors.Is(err, queue.ErrDeleted) {
-		return amqp.Errorf(amqp.NotFound, "no queue '%s' in vhost '%s'", name, ch.c.vhost.Name())
+		return wire.Errorf(wire.NotFound, "no queue '%s' in vhost '%s'", name, ch.c.vhost.Name())
 	}
 	if err := broker.NodeDown(err, name, ch.c.vhost.Name()); err != nil {
 		return err
 	}
 	ch.c.log.Warn(method+" failed", "channel", ch.id, "queue", name, "err", err)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return amqp.Errorf(amqp.InternalError, "timed out %s %s queue '%s' in vhost '%s'", what, q.Type(), name, ch.c.vhost.Name())
+		return wire.Errorf(wire.InternalError, "timed out %s %s queue '%s' in vhost '%s'", what, q.Type(), name, ch.c.vhost.Name())
 	}
-	return amqp.Errorf(amqp.InternalError, "failed %s %s queue '%s' in vhost '%s': %v", what, q.Type(), name, ch.c.vhost.Name(), err)
+	return wire.Errorf(wire.InternalError, "failed %s %s queue '%s' in vhost '%s': %v", what, q.Type(), name, ch.c.vhost.Name(), err)
 }
 
 // settleTags takes the deliveries an ack, nack or reject names, or
@@ -430,12 +430,12 @@ func (ch *channel) settleTags(tag uint64, multiple bool) error {
 	ok := ch.unacked.take(tag, multiple, &ch.settle)
 	ch.mu.Unlock()
 	if !ok {
-		return amqp.Errorf(amqp.PreconditionFailed, "unknown delivery tag %d", tag)
+		return wire.Errorf(wire.PreconditionFailed, "unknown delivery tag %d", tag)
 	}
 	return nil
 }
 
-func (ch *channel) basicAck(m *amqp.BasicAck) error {
+func (ch *channel) basicAck(m *wire.BasicAck) error {
 	if ch.txMode {
 		return ch.txSettle(m.DeliveryTag, m.Multiple, txAck, false)
 	}
@@ -447,11 +447,11 @@ func (ch *channel) basicAck(m *amqp.BasicAck) error {
 	return nil
 }
 
-func (ch *channel) basicReject(m *amqp.BasicReject) error {
+func (ch *channel) basicReject(m *wire.BasicReject) error {
 	return ch.refuse(m.DeliveryTag, false, m.Requeue, txReject, queue.ReturnReject)
 }
 
-func (ch *channel) basicNack(m *amqp.BasicNack) error {
+func (ch *channel) basicNack(m *wire.BasicNack) error {
 	return ch.refuse(m.DeliveryTag, m.Multiple, m.Requeue, txNack, queue.ReturnNack)
 }
 
@@ -480,7 +480,7 @@ func (ch *channel) refuse(tag uint64, multiple, requeue bool, kind txKind, cause
 // not_implemented "requeue=false"; basic.recover goes through it).
 func (ch *channel) recover(requeue bool) error {
 	if !requeue {
-		return amqp.Errorf(amqp.NotImplemented, "requeue=false")
+		return wire.Errorf(wire.NotImplemented, "requeue=false")
 	}
 	ch.mu.Lock()
 	ch.unacked.takeAll(&ch.settle)

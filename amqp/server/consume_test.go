@@ -9,7 +9,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // consumeWithServerTag opens a connection frame by frame (amqp091-go
@@ -23,8 +23,8 @@ func consumeWithServerTag(t *testing.T, n *testNode, queue string) string {
 	}
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(5 * time.Second))
-	r, w := amqp.NewReader(nc), amqp.NewWriter(nc)
-	send := func(ch uint16, m amqp.Method) {
+	r, w := wire.NewReader(nc), wire.NewWriter(nc)
+	send := func(ch uint16, m wire.Method) {
 		t.Helper()
 		if err := w.WriteMethod(ch, m); err != nil {
 			t.Fatal(err)
@@ -33,17 +33,17 @@ func consumeWithServerTag(t *testing.T, n *testNode, queue string) string {
 			t.Fatal(err)
 		}
 	}
-	expect := func(ch uint16, want string) amqp.Method {
+	expect := func(ch uint16, want string) wire.Method {
 		t.Helper()
 		for {
 			f, err := r.ReadFrame()
 			if err != nil {
 				t.Fatalf("waiting for %s: %v", want, err)
 			}
-			if f.Type != amqp.FrameMethod {
+			if f.Type != wire.FrameMethod {
 				continue
 			}
-			m, err := amqp.DecodeMethod(f.Payload)
+			m, err := wire.DecodeMethod(f.Payload)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,20 +53,20 @@ func consumeWithServerTag(t *testing.T, n *testNode, queue string) string {
 			return m
 		}
 	}
-	if _, err := nc.Write([]byte(amqp.ProtocolHeader)); err != nil {
+	if _, err := nc.Write([]byte(wire.ProtocolHeader)); err != nil {
 		t.Fatal(err)
 	}
 	expect(0, "connection.start")
-	send(0, &amqp.ConnectionStartOk{ClientProperties: amqp.Table{"product": "test"}, Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
-	tune := expect(0, "connection.tune").(*amqp.ConnectionTune)
-	send(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
-	send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+	send(0, &wire.ConnectionStartOk{ClientProperties: wire.Table{"product": "test"}, Mechanism: "PLAIN", Response: "\x00guest\x00guest", Locale: "en_US"})
+	tune := expect(0, "connection.tune").(*wire.ConnectionTune)
+	send(0, &wire.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
+	send(0, &wire.ConnectionOpen{VirtualHost: "/"})
 	expect(0, "connection.open-ok")
-	send(1, &amqp.ChannelOpen{})
+	send(1, &wire.ChannelOpen{})
 	expect(1, "channel.open-ok")
-	send(1, &amqp.BasicConsume{Queue: queue})
-	tag := expect(1, "basic.consume-ok").(*amqp.BasicConsumeOk).ConsumerTag
-	send(0, &amqp.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
+	send(1, &wire.BasicConsume{Queue: queue})
+	tag := expect(1, "basic.consume-ok").(*wire.BasicConsumeOk).ConsumerTag
+	send(0, &wire.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
 	expect(0, "connection.close-ok")
 	return tag
 }

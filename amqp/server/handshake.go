@@ -7,21 +7,21 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // mechanisms offered in connection.start, most preferred first.
 const mechanisms = "PLAIN AMQPLAIN"
 
-func (c *conn) serverProperties() amqp.Table {
-	return amqp.Table{
+func (c *conn) serverProperties() wire.Table {
+	return wire.Table{
 		"product":      c.s.cfg.Product,
 		"version":      c.s.cfg.Version,
 		"platform":     "Go " + runtime.Version(),
 		"cluster_name": c.s.cfg.ClusterName,
 		"copyright":    "Copyright (c) the Warren authors",
 		"information":  "Warren: RabbitMQ-compatible quorum queues. Licensed under the Apache License 2.0.",
-		"capabilities": amqp.Table{
+		"capabilities": wire.Table{
 			"publisher_confirms":           true,
 			"exchange_exchange_bindings":   true,
 			"basic.nack":                   true,
@@ -47,14 +47,14 @@ func (c *conn) handshake() error {
 	if err != nil {
 		return fmt.Errorf("read protocol header: %w", err)
 	}
-	if string(header[:]) != amqp.ProtocolHeader {
+	if string(header[:]) != wire.ProtocolHeader {
 		// Tell the client which protocol we speak, then hang up.
 		c.w.WriteProtocolHeader()
 		c.w.Flush()
 		return fmt.Errorf("unsupported protocol header %q", header[:])
 	}
 
-	err = c.sendDirect(0, &amqp.ConnectionStart{
+	err = c.sendDirect(0, &wire.ConnectionStart{
 		VersionMajor:     0,
 		VersionMinor:     9,
 		ServerProperties: c.serverProperties(),
@@ -65,7 +65,7 @@ func (c *conn) handshake() error {
 		return fmt.Errorf("send connection.start: %w", err)
 	}
 
-	startOk, err := readHandshakeMethod[*amqp.ConnectionStartOk](c)
+	startOk, err := readHandshakeMethod[*wire.ConnectionStartOk](c)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (c *conn) handshake() error {
 		return err
 	}
 
-	err = c.sendDirect(0, &amqp.ConnectionTune{
+	err = c.sendDirect(0, &wire.ConnectionTune{
 		ChannelMax: c.s.cfg.ChannelMax,
 		FrameMax:   c.s.cfg.FrameMax,
 		Heartbeat:  uint16(c.s.cfg.Heartbeat / time.Second),
@@ -82,25 +82,25 @@ func (c *conn) handshake() error {
 	if err != nil {
 		return fmt.Errorf("send connection.tune: %w", err)
 	}
-	tuneOk, err := readHandshakeMethod[*amqp.ConnectionTuneOk](c)
+	tuneOk, err := readHandshakeMethod[*wire.ConnectionTuneOk](c)
 	if err != nil {
 		return err
 	}
 	if err := c.negotiate(tuneOk); err != nil {
-		var ae *amqp.Error
+		var ae *wire.Error
 		if errors.As(err, &ae) {
 			c.sendDirect(0, ae.ConnectionClose())
 		}
 		return err
 	}
 
-	open, err := readHandshakeMethod[*amqp.ConnectionOpen](c)
+	open, err := readHandshakeMethod[*wire.ConnectionOpen](c)
 	if err != nil {
 		return err
 	}
 	v, err := c.s.broker.OpenVhost(c.user, open.VirtualHost)
 	if err != nil {
-		var ae *amqp.Error
+		var ae *wire.Error
 		if errors.As(err, &ae) {
 			c.sendDirect(0, withMethod(ae, open).ConnectionClose())
 		}
@@ -112,30 +112,30 @@ func (c *conn) handshake() error {
 	}
 	c.vhost = v
 	c.ident.Store(newConnIdent(c, startOk.ClientProperties))
-	return c.sendDirect(0, &amqp.ConnectionOpenOk{})
+	return c.sendDirect(0, &wire.ConnectionOpenOk{})
 }
 
 // readHandshakeMethod reads the next frame and insists that it is the
 // method the handshake expects next.
-func readHandshakeMethod[M amqp.Method](c *conn) (M, error) {
+func readHandshakeMethod[M wire.Method](c *conn) (M, error) {
 	var zero M
 	for {
 		f, err := c.r.ReadFrame()
 		if err != nil {
 			return zero, fmt.Errorf("read handshake frame: %w", err)
 		}
-		if f.Type == amqp.FrameHeartbeat {
+		if f.Type == wire.FrameHeartbeat {
 			continue
 		}
-		if f.Type != amqp.FrameMethod || f.Channel != 0 {
+		if f.Type != wire.FrameMethod || f.Channel != 0 {
 			return zero, fmt.Errorf("unexpected frame type %d on channel %d during handshake", f.Type, f.Channel)
 		}
-		m, err := amqp.DecodeMethod(f.Payload)
+		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil {
 			return zero, fmt.Errorf("decode handshake method: %w", err)
 		}
-		if close, ok := m.(*amqp.ConnectionClose); ok {
-			c.sendDirect(0, &amqp.ConnectionCloseOk{})
+		if close, ok := m.(*wire.ConnectionClose); ok {
+			c.sendDirect(0, &wire.ConnectionCloseOk{})
 			return zero, fmt.Errorf("client closed during handshake: %d %s", close.ReplyCode, close.ReplyText)
 		}
 		want, ok := m.(M)
@@ -146,8 +146,8 @@ func readHandshakeMethod[M amqp.Method](c *conn) (M, error) {
 	}
 }
 
-func (c *conn) readCapabilities(props amqp.Table) {
-	caps, _ := props["capabilities"].(amqp.Table)
+func (c *conn) readCapabilities(props wire.Table) {
+	caps, _ := props["capabilities"].(wire.Table)
 	flag := func(k string) bool { b, _ := caps[k].(bool); return b }
 	c.caps = capabilities{
 		consumerCancelNotify:       flag("consumer_cancel_notify"),
@@ -161,14 +161,14 @@ func (c *conn) readCapabilities(props amqp.Table) {
 
 // authenticate checks the start-ok credentials. A refused login is told
 // to the client only if it announced authentication_failure_close.
-func (c *conn) authenticate(m *amqp.ConnectionStartOk) error {
+func (c *conn) authenticate(m *wire.ConnectionStartOk) error {
 	username, password, err := parseCredentials(m.Mechanism, m.Response)
 	if err != nil {
 		return err
 	}
 	u, err := c.s.broker.Authenticate(m.Mechanism, username, password, c.nc.RemoteAddr())
 	if err != nil {
-		var ae *amqp.Error
+		var ae *wire.Error
 		if errors.As(err, &ae) && c.caps.authenticationFailureClose {
 			c.sendDirect(0, ae.ConnectionClose())
 		}
@@ -193,7 +193,7 @@ func parseCredentials(mechanism, response string) (user, pass string, err error)
 		raw := make([]byte, 4+len(response))
 		raw[0], raw[1], raw[2], raw[3] = byte(len(response)>>24), byte(len(response)>>16), byte(len(response)>>8), byte(len(response))
 		copy(raw[4:], response)
-		t, _, err := amqp.DecodeTable(raw)
+		t, _, err := wire.DecodeTable(raw)
 		if err != nil {
 			return "", "", fmt.Errorf("AMQPLAIN response malformed: %w", err)
 		}
@@ -205,15 +205,15 @@ func parseCredentials(mechanism, response string) (user, pass string, err error)
 }
 
 // negotiate applies the client's tune-ok within the limits we offered.
-func (c *conn) negotiate(m *amqp.ConnectionTuneOk) error {
+func (c *conn) negotiate(m *wire.ConnectionTuneOk) error {
 	fail := func(format string, args ...any) error {
-		return withMethod(amqp.Errorf(amqp.NotAllowed, format, args...), &amqp.ConnectionTune{})
+		return withMethod(wire.Errorf(wire.NotAllowed, format, args...), &wire.ConnectionTune{})
 	}
 	switch {
 	case m.FrameMax == 0:
 		c.frameMax = c.s.cfg.FrameMax
-	case m.FrameMax < amqp.FrameMinSize:
-		return fail("negotiated frame_max = %d is lower than the minimum allowed value (%d)", m.FrameMax, amqp.FrameMinSize)
+	case m.FrameMax < wire.FrameMinSize:
+		return fail("negotiated frame_max = %d is lower than the minimum allowed value (%d)", m.FrameMax, wire.FrameMinSize)
 	case m.FrameMax > c.s.cfg.FrameMax:
 		return fail("negotiated frame_max = %d is higher than the maximum allowed value (%d)", m.FrameMax, c.s.cfg.FrameMax)
 	default:

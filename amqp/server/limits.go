@@ -1,7 +1,7 @@
 package server
 
 import (
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
 )
 
@@ -52,15 +52,15 @@ func (s *Server) countClients(vhost, user string, local bool) ClientCount {
 // its user has as many connections as its limit allows (the vhost's and
 // user's counted across the cluster), with RabbitMQ's texts, in
 // rabbit_reader's order.
-func (c *conn) checkConnectionLimits(v *broker.Vhost) *amqp.Error {
+func (c *conn) checkConnectionLimits(v *broker.Vhost) *wire.Error {
 	if limit := c.s.cfg.ConnectionMax; limit > 0 && c.s.countClients("", "", true).Connections >= limit {
-		return amqp.Errorf(amqp.NotAllowed, "connection refused: node connection limit (%d) is reached", limit)
+		return wire.Errorf(wire.NotAllowed, "connection refused: node connection limit (%d) is reached", limit)
 	}
 	if limit, ok := v.Limit(broker.LimitMaxConnections); ok && int64(c.s.countClients(v.Name(), "", false).Connections) >= limit {
-		return amqp.Errorf(amqp.NotAllowed, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", v.Name(), c.user.Name, limit)
+		return wire.Errorf(wire.NotAllowed, "access to vhost '%s' refused for user '%s': connection limit (%d) is reached", v.Name(), c.user.Name, limit)
 	}
 	if limit, ok := c.s.broker.UserLimit(c.user.Name, broker.LimitMaxConnections); ok && int64(c.s.countClients("", c.user.Name, false).Connections) >= limit {
-		return amqp.Errorf(amqp.NotAllowed, "connection refused for user '%s': user connection limit (%d) is reached", c.user.Name, limit)
+		return wire.Errorf(wire.NotAllowed, "connection refused for user '%s': user connection limit (%d) is reached", c.user.Name, limit)
 	}
 	return nil
 }
@@ -68,12 +68,12 @@ func (c *conn) checkConnectionLimits(v *broker.Vhost) *amqp.Error {
 // checkChannelLimits refuses one channel more than the user's limit
 // (counted across the cluster) or the node's allows, with RabbitMQ's
 // texts: a connection error, as there.
-func (c *conn) checkChannelLimits() *amqp.Error {
+func (c *conn) checkChannelLimits() *wire.Error {
 	if limit, ok := c.s.broker.UserLimit(c.user.Name, broker.LimitMaxChannels); ok && int64(c.s.countClients("", c.user.Name, false).Channels) >= limit {
-		return amqp.Errorf(amqp.NotAllowed, "number of channels opened for user '%s' has reached the maximum allowed user limit of %d", c.user.Name, limit)
+		return wire.Errorf(wire.NotAllowed, "number of channels opened for user '%s' has reached the maximum allowed user limit of %d", c.user.Name, limit)
 	}
 	if limit := c.s.cfg.ChannelMaxPerNode; limit > 0 && c.s.countClients("", "", true).Channels >= limit {
-		return amqp.Errorf(amqp.NotAllowed, "number of channels opened on node '%s' has reached the maximum allowed limit of %d", c.s.broker.NodeID(), limit)
+		return wire.Errorf(wire.NotAllowed, "number of channels opened on node '%s' has reached the maximum allowed limit of %d", c.s.broker.NodeID(), limit)
 	}
 	return nil
 }

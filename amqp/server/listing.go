@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // What operators list of a node's clients: its connections, their
@@ -61,7 +61,7 @@ type ConsumerInfo struct {
 	// it consumed); 0 is none.
 	Prefetch  uint32
 	Priority  int32
-	Arguments amqp.Table
+	Arguments wire.Table
 }
 
 // connIdent is what a connection's handshake settled: set once, read by
@@ -74,7 +74,7 @@ type connIdent struct {
 	heartbeat                        time.Duration
 }
 
-func newConnIdent(c *conn, props amqp.Table) *connIdent {
+func newConnIdent(c *conn, props wire.Table) *connIdent {
 	str := func(k string) string { s, _ := props[k].(string); return s }
 	return &connIdent{
 		user:       c.user.Name,

@@ -1,13 +1,13 @@
 package server
 
 import (
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
 )
 
 // The exchange and queue class methods: thin translations to the broker.
 
-func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
+func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
 	err := ch.c.vhost.DeclareExchange(ch.c.user, broker.ExchangeDeclare{
 		Name:       m.Exchange,
 		Type:       m.Type,
@@ -21,23 +21,23 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 		return err
 	}
 	if !m.NoWait {
-		ch.reply(&amqp.ExchangeDeclareOk{})
+		ch.reply(&wire.ExchangeDeclareOk{})
 	}
 	return nil
 }
 
-func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
+func (ch *channel) exchangeDelete(m *wire.ExchangeDelete) error {
 	if err := ch.c.vhost.DeleteExchange(ch.c.user, m.Exchange, m.IfUnused); err != nil {
 		return err
 	}
 	delete(ch.canPublish, m.Exchange)
 	if !m.NoWait {
-		ch.reply(&amqp.ExchangeDeleteOk{})
+		ch.reply(&wire.ExchangeDeleteOk{})
 	}
 	return nil
 }
 
-func (ch *channel) exchangeBind(m *amqp.ExchangeBind) error {
+func (ch *channel) exchangeBind(m *wire.ExchangeBind) error {
 	err := ch.c.vhost.BindExchange(ch.c.user, broker.ExchangeBinding{
 		Destination: m.Destination,
 		Source:      m.Source,
@@ -48,12 +48,12 @@ func (ch *channel) exchangeBind(m *amqp.ExchangeBind) error {
 		return err
 	}
 	if !m.NoWait {
-		ch.reply(&amqp.ExchangeBindOk{})
+		ch.reply(&wire.ExchangeBindOk{})
 	}
 	return nil
 }
 
-func (ch *channel) exchangeUnbind(m *amqp.ExchangeUnbind) error {
+func (ch *channel) exchangeUnbind(m *wire.ExchangeUnbind) error {
 	err := ch.c.vhost.UnbindExchange(ch.c.user, broker.ExchangeBinding{
 		Destination: m.Destination,
 		Source:      m.Source,
@@ -64,12 +64,12 @@ func (ch *channel) exchangeUnbind(m *amqp.ExchangeUnbind) error {
 		return err
 	}
 	if !m.NoWait {
-		ch.reply(&amqp.ExchangeUnbindOk{})
+		ch.reply(&wire.ExchangeUnbindOk{})
 	}
 	return nil
 }
 
-func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
+func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 	if done, err := ch.declareReplyTo(m); done {
 		return err
 	}
@@ -93,14 +93,14 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	}
 	ch.lastQueue = q.Name()
 	if !m.NoWait {
-		ch.reply(&amqp.QueueDeclareOk{Queue: q.Name(), MessageCount: st.Ready, ConsumerCount: st.Consumers})
+		ch.reply(&wire.QueueDeclareOk{Queue: q.Name(), MessageCount: st.Ready, ConsumerCount: st.Consumers})
 	}
 	return nil
 }
 
 // binding resolves queue.bind/unbind's shortcuts: an empty queue name is
 // the last declared queue, and then an empty routing key is its name too.
-func (ch *channel) binding(queueName, exchange, key string, args amqp.Table) (broker.QueueBinding, error) {
+func (ch *channel) binding(queueName, exchange, key string, args wire.Table) (broker.QueueBinding, error) {
 	if queueName == "" {
 		name, err := ch.queueName(queueName)
 		if err != nil {
@@ -114,7 +114,7 @@ func (ch *channel) binding(queueName, exchange, key string, args amqp.Table) (br
 	return broker.QueueBinding{Queue: queueName, Exchange: exchange, RoutingKey: key, Arguments: args}, nil
 }
 
-func (ch *channel) queueBind(m *amqp.QueueBind) error {
+func (ch *channel) queueBind(m *wire.QueueBind) error {
 	b, err := ch.binding(m.Queue, m.Exchange, m.RoutingKey, m.Arguments)
 	if err != nil {
 		return err
@@ -123,12 +123,12 @@ func (ch *channel) queueBind(m *amqp.QueueBind) error {
 		return err
 	}
 	if !m.NoWait {
-		ch.reply(&amqp.QueueBindOk{})
+		ch.reply(&wire.QueueBindOk{})
 	}
 	return nil
 }
 
-func (ch *channel) queueUnbind(m *amqp.QueueUnbind) error {
+func (ch *channel) queueUnbind(m *wire.QueueUnbind) error {
 	b, err := ch.binding(m.Queue, m.Exchange, m.RoutingKey, m.Arguments)
 	if err != nil {
 		return err
@@ -136,11 +136,11 @@ func (ch *channel) queueUnbind(m *amqp.QueueUnbind) error {
 	if err := ch.c.vhost.UnbindQueue(ch.c.user, ch.c.owner, b); err != nil {
 		return err
 	}
-	ch.reply(&amqp.QueueUnbindOk{})
+	ch.reply(&wire.QueueUnbindOk{})
 	return nil
 }
 
-func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
+func (ch *channel) queuePurge(m *wire.QueuePurge) error {
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
 		return err
@@ -150,12 +150,12 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 		return err
 	}
 	if !m.NoWait {
-		ch.reply(&amqp.QueuePurgeOk{MessageCount: n})
+		ch.reply(&wire.QueuePurgeOk{MessageCount: n})
 	}
 	return nil
 }
 
-func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
+func (ch *channel) queueDelete(m *wire.QueueDelete) error {
 	name, err := ch.queueName(m.Queue)
 	if err != nil {
 		return err
@@ -165,7 +165,7 @@ func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 		return err
 	}
 	if !m.NoWait {
-		ch.reply(&amqp.QueueDeleteOk{MessageCount: n})
+		ch.reply(&wire.QueueDeleteOk{MessageCount: n})
 	}
 	return nil
 }

@@ -4,14 +4,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // outItem is one method to send, with its content when it has one.
 type outItem struct {
 	channel uint16
-	method  amqp.Method
-	props   *amqp.Properties // nil unless the method carries content
+	method  wire.Method
+	props   *wire.Properties // nil unless the method carries content
 	body    []byte
 }
 

@@ -27,7 +27,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/node"
@@ -53,8 +53,8 @@ func withServerConfig(f func(*server.Config)) nodeOption {
 type rawConn struct {
 	t        testing.TB
 	nc       net.Conn
-	r        *amqp.Reader
-	w        *amqp.Writer
+	r        *wire.Reader
+	w        *wire.Writer
 	frameMax uint32 // as negotiated by open
 }
 
@@ -65,16 +65,16 @@ func dialRaw(t testing.TB, n *testNode) *rawConn {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	r := amqp.NewReader(nc)
+	r := wire.NewReader(nc)
 	r.SetFrameMax(0) // the server's frames are not under test here
-	return &rawConn{t: t, nc: nc, r: r, w: amqp.NewWriter(nc)}
+	return &rawConn{t: t, nc: nc, r: r, w: wire.NewWriter(nc)}
 }
 
 // openRaw dials and completes the handshake with the limits the server offers.
 func openRaw(t testing.TB, n *testNode) *rawConn {
 	t.Helper()
 	c := dialRaw(t, n)
-	c.open(amqp.ConnectionTuneOk{})
+	c.open(wire.ConnectionTuneOk{})
 	return c
 }
 
@@ -93,7 +93,7 @@ func (c *rawConn) tryWrite(b []byte) error {
 }
 
 // send writes one method frame.
-func (c *rawConn) send(channel uint16, m amqp.Method) {
+func (c *rawConn) send(channel uint16, m wire.Method) {
 	c.t.Helper()
 	if err := c.w.WriteMethod(channel, m); err != nil {
 		c.t.Fatalf("encode %s: %v", m.Name(), err)
@@ -122,37 +122,37 @@ func (c *rawConn) flush() {
 // bodySize bytes, and no body.
 func (c *rawConn) publishHeader(channel uint16, routingKey string, bodySize uint64) {
 	c.t.Helper()
-	c.send(channel, &amqp.BasicPublish{RoutingKey: routingKey})
-	c.sendFrame(amqp.FrameHeader, channel, headerPayload(amqp.ClassBasic, bodySize))
+	c.send(channel, &wire.BasicPublish{RoutingKey: routingKey})
+	c.sendFrame(wire.FrameHeader, channel, headerPayload(wire.ClassBasic, bodySize))
 }
 
-func (c *rawConn) readFrame(wait time.Duration) (amqp.Frame, error) {
+func (c *rawConn) readFrame(wait time.Duration) (wire.Frame, error) {
 	c.nc.SetReadDeadline(time.Now().Add(wait))
 	return c.r.ReadFrame()
 }
 
 // next returns the next frame that is not a heartbeat.
-func (c *rawConn) next() amqp.Frame {
+func (c *rawConn) next() wire.Frame {
 	c.t.Helper()
 	for {
 		f, err := c.readFrame(rawWait)
 		if err != nil {
 			c.t.Fatalf("read frame: %v", err)
 		}
-		if f.Type != amqp.FrameHeartbeat {
+		if f.Type != wire.FrameHeartbeat {
 			return f
 		}
 	}
 }
 
 // nextMethod returns the next method, skipping heartbeats; any other frame fails the test.
-func (c *rawConn) nextMethod() (uint16, amqp.Method) {
+func (c *rawConn) nextMethod() (uint16, wire.Method) {
 	c.t.Helper()
 	f := c.next()
-	if f.Type != amqp.FrameMethod {
+	if f.Type != wire.FrameMethod {
 		c.t.Fatalf("got a frame of type %d on channel %d, want a method", f.Type, f.Channel)
 	}
-	m, err := amqp.DecodeMethod(f.Payload)
+	m, err := wire.DecodeMethod(f.Payload)
 	if err != nil {
 		c.t.Fatalf("decode the server's method: %v", err)
 	}
@@ -160,7 +160,7 @@ func (c *rawConn) nextMethod() (uint16, amqp.Method) {
 }
 
 // expectRaw reads the next method and insists that it is an M on channel.
-func expectRaw[M amqp.Method](c *rawConn, channel uint16) M {
+func expectRaw[M wire.Method](c *rawConn, channel uint16) M {
 	c.t.Helper()
 	ch, m := c.nextMethod()
 	want, ok := m.(M)
@@ -172,11 +172,11 @@ func expectRaw[M amqp.Method](c *rawConn, channel uint16) M {
 }
 
 // describe names a method, with the reply of a close.
-func describe(m amqp.Method) string {
+func describe(m wire.Method) string {
 	switch m := m.(type) {
-	case *amqp.ConnectionClose:
+	case *wire.ConnectionClose:
 		return fmt.Sprintf("connection.close %d %q (failing %d/%d)", m.ReplyCode, m.ReplyText, m.FailingClassID, m.FailingMethodID)
-	case *amqp.ChannelClose:
+	case *wire.ChannelClose:
 		return fmt.Sprintf("channel.close %d %q (failing %d/%d)", m.ReplyCode, m.ReplyText, m.FailingClassID, m.FailingMethodID)
 	}
 	return m.Name()
@@ -184,10 +184,10 @@ func describe(m amqp.Method) string {
 
 // readClose reads connection.close, answers close-ok, and checks that the server then closes
 // the socket without sending anything more.
-func (c *rawConn) readClose() *amqp.ConnectionClose {
+func (c *rawConn) readClose() *wire.ConnectionClose {
 	c.t.Helper()
-	cl := expectRaw[*amqp.ConnectionClose](c, 0)
-	c.tryWrite(rawMethodFrame(0, &amqp.ConnectionCloseOk{})) // the server may not wait for it
+	cl := expectRaw[*wire.ConnectionClose](c, 0)
+	c.tryWrite(rawMethodFrame(0, &wire.ConnectionCloseOk{})) // the server may not wait for it
 	c.expectEOF()
 	return cl
 }
@@ -199,11 +199,11 @@ func (c *rawConn) expectEOF() {
 	for {
 		f, err := c.readFrame(rawWait)
 		switch {
-		case err == nil && f.Type == amqp.FrameHeartbeat:
+		case err == nil && f.Type == wire.FrameHeartbeat:
 			continue
 		case err == nil:
-			if f.Type == amqp.FrameMethod {
-				if m, err := amqp.DecodeMethod(f.Payload); err == nil {
+			if f.Type == wire.FrameMethod {
+				if m, err := wire.DecodeMethod(f.Payload); err == nil {
 					c.t.Fatalf("got %s on channel %d, want the socket closed", describe(m), f.Channel)
 				}
 			}
@@ -223,7 +223,7 @@ func isClosed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
-var clientCapabilities = amqp.Table{
+var clientCapabilities = wire.Table{
 	"authentication_failure_close": true,
 	"basic.nack":                   true,
 	"connection.blocked":           true,
@@ -232,15 +232,15 @@ var clientCapabilities = amqp.Table{
 }
 
 // start sends the protocol header, reads connection.start and answers with start-ok.
-func (c *rawConn) start(mechanism, response string, caps amqp.Table) *amqp.ConnectionStart {
+func (c *rawConn) start(mechanism, response string, caps wire.Table) *wire.ConnectionStart {
 	c.t.Helper()
-	c.write([]byte(amqp.ProtocolHeader))
-	st := expectRaw[*amqp.ConnectionStart](c, 0)
-	props := amqp.Table{"product": "warren protocol_test"}
+	c.write([]byte(wire.ProtocolHeader))
+	st := expectRaw[*wire.ConnectionStart](c, 0)
+	props := wire.Table{"product": "warren protocol_test"}
 	if caps != nil {
 		props["capabilities"] = caps
 	}
-	c.send(0, &amqp.ConnectionStartOk{ClientProperties: props, Mechanism: mechanism, Response: response, Locale: "en_US"})
+	c.send(0, &wire.ConnectionStartOk{ClientProperties: props, Mechanism: mechanism, Response: response, Locale: "en_US"})
 	return st
 }
 
@@ -248,10 +248,10 @@ func plainResponse(user, pass string) string { return "\x00" + user + "\x00" + p
 
 // open logs in as guest, tunes and opens vhost "/". Zero fields of tune take the value the
 // server offers. It returns the server's connection.tune.
-func (c *rawConn) open(tune amqp.ConnectionTuneOk) *amqp.ConnectionTune {
+func (c *rawConn) open(tune wire.ConnectionTuneOk) *wire.ConnectionTune {
 	c.t.Helper()
 	c.start("PLAIN", plainResponse("guest", "guest"), clientCapabilities)
-	offer := expectRaw[*amqp.ConnectionTune](c, 0)
+	offer := expectRaw[*wire.ConnectionTune](c, 0)
 	if tune.ChannelMax == 0 {
 		tune.ChannelMax = offer.ChannelMax
 	}
@@ -260,15 +260,15 @@ func (c *rawConn) open(tune amqp.ConnectionTuneOk) *amqp.ConnectionTune {
 	}
 	c.frameMax = tune.FrameMax
 	c.send(0, &tune)
-	c.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	expectRaw[*amqp.ConnectionOpenOk](c, 0)
+	c.send(0, &wire.ConnectionOpen{VirtualHost: "/"})
+	expectRaw[*wire.ConnectionOpenOk](c, 0)
 	return offer
 }
 
 func (c *rawConn) openChannel(id uint16) {
 	c.t.Helper()
-	c.send(id, &amqp.ChannelOpen{})
-	expectRaw[*amqp.ChannelOpenOk](c, id)
+	c.send(id, &wire.ChannelOpen{})
+	expectRaw[*wire.ChannelOpenOk](c, id)
 }
 
 func rawFrame(typ uint8, channel uint16, payload []byte) []byte {
@@ -276,23 +276,23 @@ func rawFrame(typ uint8, channel uint16, payload []byte) []byte {
 	b = binary.BigEndian.AppendUint16(b, channel)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
 	b = append(b, payload...)
-	return append(b, amqp.FrameEnd)
+	return append(b, wire.FrameEnd)
 }
 
-func methodPayload(m amqp.Method) []byte {
-	p, err := amqp.AppendMethod(nil, m)
+func methodPayload(m wire.Method) []byte {
+	p, err := wire.AppendMethod(nil, m)
 	if err != nil {
 		panic(fmt.Sprintf("encode %s: %v", m.Name(), err))
 	}
 	return p
 }
 
-func rawMethodFrame(channel uint16, m amqp.Method) []byte {
-	return rawFrame(amqp.FrameMethod, channel, methodPayload(m))
+func rawMethodFrame(channel uint16, m wire.Method) []byte {
+	return rawFrame(wire.FrameMethod, channel, methodPayload(m))
 }
 
 func headerPayload(classID uint16, bodySize uint64) []byte {
-	p, err := amqp.AppendContentHeader(nil, &amqp.ContentHeader{ClassID: classID, BodySize: bodySize})
+	p, err := wire.AppendContentHeader(nil, &wire.ContentHeader{ClassID: classID, BodySize: bodySize})
 	if err != nil {
 		panic(err)
 	}
@@ -307,28 +307,28 @@ type wantClose struct {
 	anyMethod     bool   // do not check class and method
 }
 
-func (w wantClose) diff(cl *amqp.ConnectionClose) string {
+func (w wantClose) diff(cl *wire.ConnectionClose) string {
 	var d []string
 	if cl.ReplyCode != w.code {
 		d = append(d, fmt.Sprintf("code %d, want %d", cl.ReplyCode, w.code))
 	}
-	if !strings.HasPrefix(cl.ReplyText, amqp.ReplyName(cl.ReplyCode)+" - ") {
-		d = append(d, fmt.Sprintf("reply-text %q does not start with %q", cl.ReplyText, amqp.ReplyName(cl.ReplyCode)+" - "))
+	if !strings.HasPrefix(cl.ReplyText, wire.ReplyName(cl.ReplyCode)+" - ") {
+		d = append(d, fmt.Sprintf("reply-text %q does not start with %q", cl.ReplyText, wire.ReplyName(cl.ReplyCode)+" - "))
 	}
 	if !strings.Contains(cl.ReplyText, w.text) {
 		d = append(d, fmt.Sprintf("reply-text %q does not contain %q", cl.ReplyText, w.text))
 	}
 	if !w.anyMethod && (cl.FailingClassID != w.class || cl.FailingMethodID != w.method) {
 		d = append(d, fmt.Sprintf("failing method %d/%d (%s), want %d/%d (%s)",
-			cl.FailingClassID, cl.FailingMethodID, amqp.MethodName(cl.FailingClassID, cl.FailingMethodID),
-			w.class, w.method, amqp.MethodName(w.class, w.method)))
+			cl.FailingClassID, cl.FailingMethodID, wire.MethodName(cl.FailingClassID, cl.FailingMethodID),
+			w.class, w.method, wire.MethodName(w.class, w.method)))
 	}
 	return strings.Join(d, "; ")
 }
 
 // check fails t unless cl is what w describes. A non-empty bug names the divergence it would
 // be, for the failure message.
-func (w wantClose) check(t testing.TB, cl *amqp.ConnectionClose, bug string) {
+func (w wantClose) check(t testing.TB, cl *wire.ConnectionClose, bug string) {
 	t.Helper()
 	d := w.diff(cl)
 	if d == "" {
@@ -354,7 +354,7 @@ func TestProtocolHandshakeStartAndTune(t *testing.T) {
 			t.Errorf("server property %q = %#v, want a string", k, st.ServerProperties[k])
 		}
 	}
-	caps, _ := st.ServerProperties["capabilities"].(amqp.Table)
+	caps, _ := st.ServerProperties["capabilities"].(wire.Table)
 	for _, k := range []string{
 		"publisher_confirms", "exchange_exchange_bindings", "basic.nack", "consumer_cancel_notify",
 		"connection.blocked", "consumer_priorities", "authentication_failure_close",
@@ -374,18 +374,18 @@ func TestProtocolHandshakeStartAndTune(t *testing.T) {
 		t.Errorf("locales %q lack en_US", st.Locales)
 	}
 
-	tune := expectRaw[*amqp.ConnectionTune](c, 0)
+	tune := expectRaw[*wire.ConnectionTune](c, 0)
 	if tune.ChannelMax != 2047 || tune.FrameMax != 131072 || tune.Heartbeat != 60 {
 		t.Errorf("connection.tune offers channel_max %d, frame_max %d, heartbeat %d; want 2047, 131072, 60",
 			tune.ChannelMax, tune.FrameMax, tune.Heartbeat)
 	}
-	c.send(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
-	c.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	expectRaw[*amqp.ConnectionOpenOk](c, 0)
+	c.send(0, &wire.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
+	c.send(0, &wire.ConnectionOpen{VirtualHost: "/"})
+	expectRaw[*wire.ConnectionOpenOk](c, 0)
 
 	// A client's orderly close.
-	c.send(0, &amqp.ConnectionClose{ReplyCode: amqp.ReplySuccess, ReplyText: "bye"})
-	expectRaw[*amqp.ConnectionCloseOk](c, 0)
+	c.send(0, &wire.ConnectionClose{ReplyCode: wire.ReplySuccess, ReplyText: "bye"})
+	expectRaw[*wire.ConnectionCloseOk](c, 0)
 	c.expectEOF()
 }
 
@@ -411,8 +411,8 @@ func TestProtocolHeaderRefused(t *testing.T) {
 			if err != nil && !isClosed(err) {
 				t.Fatalf("read the reply: %v (after %q)", err, got)
 			}
-			if string(got) != amqp.ProtocolHeader {
-				t.Fatalf("server answered %q, want %q and the socket closed", got, amqp.ProtocolHeader)
+			if string(got) != wire.ProtocolHeader {
+				t.Fatalf("server answered %q, want %q and the socket closed", got, wire.ProtocolHeader)
 			}
 		})
 	}
@@ -429,7 +429,7 @@ func TestProtocolLogin(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	amqplain := func(user, pass string) string {
-		b, err := amqp.AppendTable(nil, amqp.Table{"LOGIN": user, "PASSWORD": pass})
+		b, err := wire.AppendTable(nil, wire.Table{"LOGIN": user, "PASSWORD": pass})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -437,7 +437,7 @@ func TestProtocolLogin(t *testing.T) {
 	}
 	refused := func(mechanism string) wantClose {
 		return wantClose{
-			code: amqp.AccessRefused,
+			code: wire.AccessRefused,
 			text: "Login was refused using authentication mechanism " + mechanism + ". For details see the broker logfile.",
 		}
 	}
@@ -446,10 +446,10 @@ func TestProtocolLogin(t *testing.T) {
 		t.Parallel()
 		c := dialRaw(t, n)
 		c.start("AMQPLAIN", amqplain("guest", "guest"), nil)
-		tune := expectRaw[*amqp.ConnectionTune](c, 0)
-		c.send(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
-		c.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-		expectRaw[*amqp.ConnectionOpenOk](c, 0)
+		tune := expectRaw[*wire.ConnectionTune](c, 0)
+		c.send(0, &wire.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
+		c.send(0, &wire.ConnectionOpen{VirtualHost: "/"})
+		expectRaw[*wire.ConnectionOpenOk](c, 0)
 	})
 	for _, tc := range []struct {
 		name                string
@@ -462,13 +462,13 @@ func TestProtocolLogin(t *testing.T) {
 		t.Run(tc.name+" with authentication_failure_close", func(t *testing.T) {
 			t.Parallel()
 			c := dialRaw(t, n)
-			c.start(tc.mechanism, tc.response, amqp.Table{"authentication_failure_close": true})
+			c.start(tc.mechanism, tc.response, wire.Table{"authentication_failure_close": true})
 			refused(tc.mechanism).check(t, c.readClose(), "")
 		})
 		t.Run(tc.name+" without authentication_failure_close", func(t *testing.T) {
 			t.Parallel()
 			c := dialRaw(t, n)
-			c.start(tc.mechanism, tc.response, amqp.Table{"authentication_failure_close": false})
+			c.start(tc.mechanism, tc.response, wire.Table{"authentication_failure_close": false})
 			c.expectEOF()
 		})
 	}
@@ -490,11 +490,11 @@ func TestProtocolLogin(t *testing.T) {
 		t.Parallel()
 		c := dialRaw(t, n)
 		c.start("PLAIN", plainResponse("guest", "guest"), clientCapabilities)
-		tune := expectRaw[*amqp.ConnectionTune](c, 0)
-		c.send(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
-		c.send(0, &amqp.ConnectionOpen{VirtualHost: "no-such-vhost"})
-		want := wantClose{code: amqp.NotAllowed, text: "access to vhost 'no-such-vhost' refused for user 'guest'",
-			class: amqp.ClassConnection, method: 40}
+		tune := expectRaw[*wire.ConnectionTune](c, 0)
+		c.send(0, &wire.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
+		c.send(0, &wire.ConnectionOpen{VirtualHost: "no-such-vhost"})
+		want := wantClose{code: wire.NotAllowed, text: "access to vhost 'no-such-vhost' refused for user 'guest'",
+			class: wire.ClassConnection, method: 40}
 		want.check(t, c.readClose(), "")
 	})
 }
@@ -516,19 +516,19 @@ func TestProtocolTuneOkLimits(t *testing.T) {
 			t.Parallel()
 			c := dialRaw(t, n)
 			c.start("PLAIN", plainResponse("guest", "guest"), clientCapabilities)
-			expectRaw[*amqp.ConnectionTune](c, 0)
-			c.send(0, &amqp.ConnectionTuneOk{ChannelMax: tc.channelMax, FrameMax: tc.frameMax})
+			expectRaw[*wire.ConnectionTune](c, 0)
+			c.send(0, &wire.ConnectionTuneOk{ChannelMax: tc.channelMax, FrameMax: tc.frameMax})
 			cl := c.readClose()
-			(wantClose{code: amqp.NotAllowed, text: tc.text, anyMethod: true}).check(t, cl, "")
+			(wantClose{code: wire.NotAllowed, text: tc.text, anyMethod: true}).check(t, cl, "")
 			// rabbit_reader:fail_negotiation blames connection.tune (10/30).
-			(wantClose{code: amqp.NotAllowed, text: tc.text, class: amqp.ClassConnection, method: 30}).check(t, cl,
+			(wantClose{code: wire.NotAllowed, text: tc.text, class: wire.ClassConnection, method: 30}).check(t, cl,
 				"handshake.go negotiate blames connection.tune-ok where RabbitMQ blames connection.tune")
 		})
 	}
 	t.Run("smallest frame_max", func(t *testing.T) {
 		t.Parallel()
 		c := dialRaw(t, n)
-		c.open(amqp.ConnectionTuneOk{FrameMax: amqp.FrameMinSize, ChannelMax: 1})
+		c.open(wire.ConnectionTuneOk{FrameMax: wire.FrameMinSize, ChannelMax: 1})
 		c.openChannel(1)
 	})
 }
@@ -544,23 +544,23 @@ func TestProtocolHandshakeTimeout(t *testing.T) {
 		{"silent client", func(c *rawConn) {}},
 		{"half a protocol header", func(c *rawConn) { c.write([]byte("AMQP")) }},
 		{"after connection.start", func(c *rawConn) {
-			c.write([]byte(amqp.ProtocolHeader))
-			expectRaw[*amqp.ConnectionStart](c, 0)
+			c.write([]byte(wire.ProtocolHeader))
+			expectRaw[*wire.ConnectionStart](c, 0)
 		}},
 		{"inside start-ok", func(c *rawConn) {
-			c.write([]byte(amqp.ProtocolHeader))
-			expectRaw[*amqp.ConnectionStart](c, 0)
-			f := rawMethodFrame(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: plainResponse("guest", "guest")})
+			c.write([]byte(wire.ProtocolHeader))
+			expectRaw[*wire.ConnectionStart](c, 0)
+			f := rawMethodFrame(0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: plainResponse("guest", "guest")})
 			c.write(f[:len(f)/2])
 		}},
 		{"after connection.tune", func(c *rawConn) {
 			c.start("PLAIN", plainResponse("guest", "guest"), nil)
-			expectRaw[*amqp.ConnectionTune](c, 0)
+			expectRaw[*wire.ConnectionTune](c, 0)
 		}},
 		{"before connection.open", func(c *rawConn) {
 			c.start("PLAIN", plainResponse("guest", "guest"), nil)
-			tune := expectRaw[*amqp.ConnectionTune](c, 0)
-			c.send(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
+			tune := expectRaw[*wire.ConnectionTune](c, 0)
+			c.send(0, &wire.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -590,35 +590,35 @@ func TestProtocolHandshakeOutOfOrder(t *testing.T) {
 	t.Run("connection.open instead of start-ok", func(t *testing.T) {
 		t.Parallel()
 		c := dialRaw(t, n)
-		c.write([]byte(amqp.ProtocolHeader))
-		expectRaw[*amqp.ConnectionStart](c, 0)
-		c.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
+		c.write([]byte(wire.ProtocolHeader))
+		expectRaw[*wire.ConnectionStart](c, 0)
+		c.send(0, &wire.ConnectionOpen{VirtualHost: "/"})
 		c.expectEOF()
 	})
 	t.Run("method on channel 1 before open", func(t *testing.T) {
 		t.Parallel()
 		c := dialRaw(t, n)
 		c.start("PLAIN", plainResponse("guest", "guest"), nil)
-		expectRaw[*amqp.ConnectionTune](c, 0)
-		c.send(1, &amqp.ChannelOpen{})
+		expectRaw[*wire.ConnectionTune](c, 0)
+		c.send(1, &wire.ChannelOpen{})
 		c.expectEOF()
 	})
 	t.Run("frame claiming 2 GiB", func(t *testing.T) {
 		t.Parallel()
 		c := dialRaw(t, n)
-		c.write([]byte(amqp.ProtocolHeader))
-		expectRaw[*amqp.ConnectionStart](c, 0)
-		c.write([]byte{amqp.FrameMethod, 0, 0, 0x80, 0, 0, 0})
+		c.write([]byte(wire.ProtocolHeader))
+		expectRaw[*wire.ConnectionStart](c, 0)
+		c.write([]byte{wire.FrameMethod, 0, 0, 0x80, 0, 0, 0})
 		c.expectEOF()
 	})
 	t.Run("heartbeats are allowed", func(t *testing.T) {
 		t.Parallel()
 		c := dialRaw(t, n)
-		c.write([]byte(amqp.ProtocolHeader))
-		expectRaw[*amqp.ConnectionStart](c, 0)
-		c.sendFrame(amqp.FrameHeartbeat, 0, nil)
-		c.send(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: plainResponse("guest", "guest"), Locale: "en_US"})
-		expectRaw[*amqp.ConnectionTune](c, 0)
+		c.write([]byte(wire.ProtocolHeader))
+		expectRaw[*wire.ConnectionStart](c, 0)
+		c.sendFrame(wire.FrameHeartbeat, 0, nil)
+		c.send(0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: plainResponse("guest", "guest"), Locale: "en_US"})
+		expectRaw[*wire.ConnectionTune](c, 0)
 	})
 }
 
@@ -639,273 +639,273 @@ func TestProtocolHardErrors(t *testing.T) {
 		{
 			name: "frame one byte over frame_max",
 			send: func(c *rawConn) {
-				c.write(rawFrame(amqp.FrameBody, 1, make([]byte, c.frameMax-8+1)))
+				c.write(rawFrame(wire.FrameBody, 1, make([]byte, c.frameMax-8+1)))
 			},
-			want: wantClose{code: amqp.FrameError, text: "exceeds frame max"},
+			want: wantClose{code: wire.FrameError, text: "exceeds frame max"},
 		},
 		{
 			name: "frame claiming 2 GiB",
-			send: func(c *rawConn) { c.write([]byte{amqp.FrameMethod, 0, 1, 0x80, 0, 0, 0}) },
-			want: wantClose{code: amqp.FrameError, text: "exceeds frame max"},
+			send: func(c *rawConn) { c.write([]byte{wire.FrameMethod, 0, 1, 0x80, 0, 0, 0}) },
+			want: wantClose{code: wire.FrameError, text: "exceeds frame max"},
 		},
 		{
 			name: "frame claiming 4 GiB on channel 0",
-			send: func(c *rawConn) { c.write([]byte{amqp.FrameMethod, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF}) },
-			want: wantClose{code: amqp.FrameError, text: "exceeds frame max"},
+			send: func(c *rawConn) { c.write([]byte{wire.FrameMethod, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF}) },
+			want: wantClose{code: wire.FrameError, text: "exceeds frame max"},
 		},
 		{
 			name: "bad frame-end octet",
 			send: func(c *rawConn) {
-				f := rawMethodFrame(1, &amqp.BasicQos{PrefetchCount: 1})
+				f := rawMethodFrame(1, &wire.BasicQos{PrefetchCount: 1})
 				f[len(f)-1] = 0
 				c.write(f)
 			},
-			want: wantClose{code: amqp.FrameError, text: "frame-end"},
+			want: wantClose{code: wire.FrameError, text: "frame-end"},
 		},
 		{
 			name: "unknown frame type",
 			send: func(c *rawConn) { c.write(rawFrame(7, 1, []byte("x"))) },
-			want: wantClose{code: amqp.FrameError, text: "unknown frame type 7"},
+			want: wantClose{code: wire.FrameError, text: "unknown frame type 7"},
 		},
 		{
 			name: "frame type 0",
 			send: func(c *rawConn) { c.write(rawFrame(0, 0, nil)) },
-			want: wantClose{code: amqp.FrameError, text: "unknown frame type 0"},
+			want: wantClose{code: wire.FrameError, text: "unknown frame type 0"},
 		},
 		{
 			name: "heartbeat with a payload",
-			send: func(c *rawConn) { c.write(rawFrame(amqp.FrameHeartbeat, 0, []byte{1})) },
-			want: wantClose{code: amqp.FrameError, text: "heartbeat"},
+			send: func(c *rawConn) { c.write(rawFrame(wire.FrameHeartbeat, 0, []byte{1})) },
+			want: wantClose{code: wire.FrameError, text: "heartbeat"},
 		},
 		{
 			name: "HTTP request",
 			send: func(c *rawConn) { c.write([]byte("GET / HTTP/1.1\r\nHost: warren\r\n\r\n")) },
-			want: wantClose{code: amqp.FrameError}, // "GET " is a frame type 'G' and "/ H" a size of 539 MB
+			want: wantClose{code: wire.FrameError}, // "GET " is a frame type 'G' and "/ H" a size of 539 MB
 		},
 
 		// Frames in the wrong place.
 		{
 			name: "heartbeat on channel 1",
-			send: func(c *rawConn) { c.sendFrame(amqp.FrameHeartbeat, 1, nil) },
-			want: wantClose{code: amqp.UnexpectedFrame},
+			send: func(c *rawConn) { c.sendFrame(wire.FrameHeartbeat, 1, nil) },
+			want: wantClose{code: wire.UnexpectedFrame},
 		},
 		{
 			name: "content header on channel 0",
-			send: func(c *rawConn) { c.sendFrame(amqp.FrameHeader, 0, headerPayload(amqp.ClassBasic, 1)) },
-			want: wantClose{code: amqp.UnexpectedFrame},
+			send: func(c *rawConn) { c.sendFrame(wire.FrameHeader, 0, headerPayload(wire.ClassBasic, 1)) },
+			want: wantClose{code: wire.UnexpectedFrame},
 		},
 		{
 			name: "content body on channel 0",
-			send: func(c *rawConn) { c.sendFrame(amqp.FrameBody, 0, []byte("x")) },
-			want: wantClose{code: amqp.UnexpectedFrame},
+			send: func(c *rawConn) { c.sendFrame(wire.FrameBody, 0, []byte("x")) },
+			want: wantClose{code: wire.UnexpectedFrame},
 		},
 		{
 			name: "channel.open on channel 0",
-			send: func(c *rawConn) { c.send(0, &amqp.ChannelOpen{}) },
-			want: wantClose{code: amqp.ChannelError, text: "unexpected method in connection state running", class: amqp.ClassChannel, method: 10},
+			send: func(c *rawConn) { c.send(0, &wire.ChannelOpen{}) },
+			want: wantClose{code: wire.ChannelError, text: "unexpected method in connection state running", class: wire.ClassChannel, method: 10},
 			bug:  "conn.go connectionFrame does not name the failing method (rabbit_reader:handle_method0 does)",
 		},
 		{
 			name: "basic.qos on channel 0",
-			send: func(c *rawConn) { c.send(0, &amqp.BasicQos{PrefetchCount: 1}) },
-			want: wantClose{code: amqp.ChannelError, text: "unexpected method in connection state running", class: amqp.ClassBasic, method: 10},
+			send: func(c *rawConn) { c.send(0, &wire.BasicQos{PrefetchCount: 1}) },
+			want: wantClose{code: wire.ChannelError, text: "unexpected method in connection state running", class: wire.ClassBasic, method: 10},
 			bug:  "conn.go connectionFrame does not name the failing method (rabbit_reader:handle_method0 does)",
 		},
 		{
 			name: "connection.start from the client",
-			send: func(c *rawConn) { c.send(0, &amqp.ConnectionStart{VersionMinor: 9}) },
-			want: wantClose{code: amqp.ChannelError, text: "unexpected method in connection state running", class: amqp.ClassConnection, method: 10},
+			send: func(c *rawConn) { c.send(0, &wire.ConnectionStart{VersionMinor: 9}) },
+			want: wantClose{code: wire.ChannelError, text: "unexpected method in connection state running", class: wire.ClassConnection, method: 10},
 			bug:  "conn.go connectionFrame does not name the failing method (rabbit_reader:handle_method0 does)",
 		},
 		{
 			name: "method before channel.open",
-			send: func(c *rawConn) { c.send(2, &amqp.QueueDeclare{Queue: "q"}) },
-			want: wantClose{code: amqp.ChannelError, text: "expected 'channel.open'", class: amqp.ClassQueue, method: 10},
+			send: func(c *rawConn) { c.send(2, &wire.QueueDeclare{Queue: "q"}) },
+			want: wantClose{code: wire.ChannelError, text: "expected 'channel.open'", class: wire.ClassQueue, method: 10},
 			bug:  "conn.go openChannel does not name the failing method (rabbit_channel does)",
 		},
 		{
 			name: "content header before channel.open",
-			send: func(c *rawConn) { c.sendFrame(amqp.FrameHeader, 2, headerPayload(amqp.ClassBasic, 1)) },
-			want: wantClose{code: amqp.UnexpectedFrame, text: "expected method frame, got non method frame instead"},
+			send: func(c *rawConn) { c.sendFrame(wire.FrameHeader, 2, headerPayload(wire.ClassBasic, 1)) },
+			want: wantClose{code: wire.UnexpectedFrame, text: "expected method frame, got non method frame instead"},
 			bug:  "conn.go openChannel answers a non-method frame on a new channel with 504 where RabbitMQ's command assembler answers 505",
 		},
 		{
 			name: "second channel.open",
-			send: func(c *rawConn) { c.send(1, &amqp.ChannelOpen{}) },
-			want: wantClose{code: amqp.ChannelError, text: "second 'channel.open' seen", class: amqp.ClassChannel, method: 10},
+			send: func(c *rawConn) { c.send(1, &wire.ChannelOpen{}) },
+			want: wantClose{code: wire.ChannelError, text: "second 'channel.open' seen", class: wire.ClassChannel, method: 10},
 		},
 		{
 			name: "channel above channel_max",
-			send: func(c *rawConn) { c.send(2048, &amqp.ChannelOpen{}) },
-			want: wantClose{code: amqp.NotAllowed, text: "channel_max", anyMethod: true},
+			send: func(c *rawConn) { c.send(2048, &wire.ChannelOpen{}) },
+			want: wantClose{code: wire.NotAllowed, text: "channel_max", anyMethod: true},
 		},
 
 		// Content assembly: method, header, body, nothing else in between on the channel.
 		{
 			name: "content header without basic.publish",
-			send: func(c *rawConn) { c.sendFrame(amqp.FrameHeader, 1, headerPayload(amqp.ClassBasic, 1)) },
-			want: wantClose{code: amqp.UnexpectedFrame, text: "expected method frame, got non method frame instead"},
+			send: func(c *rawConn) { c.sendFrame(wire.FrameHeader, 1, headerPayload(wire.ClassBasic, 1)) },
+			want: wantClose{code: wire.UnexpectedFrame, text: "expected method frame, got non method frame instead"},
 		},
 		{
 			name: "content body without basic.publish",
-			send: func(c *rawConn) { c.sendFrame(amqp.FrameBody, 1, []byte("x")) },
-			want: wantClose{code: amqp.UnexpectedFrame, text: "expected method frame, got non method frame instead"},
+			send: func(c *rawConn) { c.sendFrame(wire.FrameBody, 1, []byte("x")) },
+			want: wantClose{code: wire.UnexpectedFrame, text: "expected method frame, got non method frame instead"},
 		},
 		{
 			name: "method between basic.publish and its header",
 			send: func(c *rawConn) {
-				c.send(1, &amqp.BasicPublish{RoutingKey: "q"})
-				c.send(1, &amqp.BasicQos{PrefetchCount: 1})
+				c.send(1, &wire.BasicPublish{RoutingKey: "q"})
+				c.send(1, &wire.BasicQos{PrefetchCount: 1})
 			},
-			want: wantClose{code: amqp.UnexpectedFrame, text: "expected content header for class 60, got non content header frame instead",
-				class: amqp.ClassBasic, method: 40},
+			want: wantClose{code: wire.UnexpectedFrame, text: "expected content header for class 60, got non content header frame instead",
+				class: wire.ClassBasic, method: 40},
 			bug: "publish.go contentAssembly.unexpected does not name basic.publish (rabbit_command_assembler does)",
 		},
 		{
 			name: "body between basic.publish and its header",
 			send: func(c *rawConn) {
-				c.send(1, &amqp.BasicPublish{RoutingKey: "q"})
-				c.sendFrame(amqp.FrameBody, 1, []byte("x"))
+				c.send(1, &wire.BasicPublish{RoutingKey: "q"})
+				c.sendFrame(wire.FrameBody, 1, []byte("x"))
 			},
-			want: wantClose{code: amqp.UnexpectedFrame, text: "expected content header for class 60, got non content header frame instead",
-				class: amqp.ClassBasic, method: 40},
+			want: wantClose{code: wire.UnexpectedFrame, text: "expected content header for class 60, got non content header frame instead",
+				class: wire.ClassBasic, method: 40},
 			bug: "publish.go contentBody does not name basic.publish (rabbit_command_assembler does)",
 		},
 		{
 			name: "method between the header and the body",
 			send: func(c *rawConn) {
 				c.publishHeader(1, "q", 10)
-				c.send(1, &amqp.BasicQos{PrefetchCount: 1})
+				c.send(1, &wire.BasicQos{PrefetchCount: 1})
 			},
-			want: wantClose{code: amqp.UnexpectedFrame, text: "expected content body, got non content body frame instead",
-				class: amqp.ClassBasic, method: 40},
+			want: wantClose{code: wire.UnexpectedFrame, text: "expected content body, got non content body frame instead",
+				class: wire.ClassBasic, method: 40},
 			bug: "publish.go contentAssembly.unexpected does not name basic.publish (rabbit_command_assembler does)",
 		},
 		{
 			name: "second content header",
 			send: func(c *rawConn) {
 				c.publishHeader(1, "q", 10)
-				c.sendFrame(amqp.FrameHeader, 1, headerPayload(amqp.ClassBasic, 10))
+				c.sendFrame(wire.FrameHeader, 1, headerPayload(wire.ClassBasic, 10))
 			},
-			want: wantClose{code: amqp.UnexpectedFrame, text: "expected content body, got non content body frame instead",
-				class: amqp.ClassBasic, method: 40},
+			want: wantClose{code: wire.UnexpectedFrame, text: "expected content body, got non content body frame instead",
+				class: wire.ClassBasic, method: 40},
 			bug: "publish.go contentHeader does not name basic.publish (rabbit_command_assembler does)",
 		},
 		{
 			name: "content header of another class",
 			send: func(c *rawConn) {
-				c.send(1, &amqp.BasicPublish{RoutingKey: "q"})
-				c.sendFrame(amqp.FrameHeader, 1, headerPayload(amqp.ClassQueue, 1))
+				c.send(1, &wire.BasicPublish{RoutingKey: "q"})
+				c.sendFrame(wire.FrameHeader, 1, headerPayload(wire.ClassQueue, 1))
 			},
-			want: wantClose{code: amqp.UnexpectedFrame, text: "expected content header for class 60, got one for class 50 instead",
-				class: amqp.ClassBasic, method: 40},
+			want: wantClose{code: wire.UnexpectedFrame, text: "expected content header for class 60, got one for class 50 instead",
+				class: wire.ClassBasic, method: 40},
 			bug: "publish.go contentHeader does not name basic.publish (rabbit_command_assembler does)",
 		},
 		{
 			name: "content header with a weight",
 			send: func(c *rawConn) {
-				c.send(1, &amqp.BasicPublish{RoutingKey: "q"})
-				h := headerPayload(amqp.ClassBasic, 1)
+				c.send(1, &wire.BasicPublish{RoutingKey: "q"})
+				h := headerPayload(wire.ClassBasic, 1)
 				h[3] = 1
-				c.sendFrame(amqp.FrameHeader, 1, h)
+				c.sendFrame(wire.FrameHeader, 1, h)
 			},
-			want: wantClose{code: amqp.UnexpectedFrame, class: amqp.ClassBasic, method: 40},
+			want: wantClose{code: wire.UnexpectedFrame, class: wire.ClassBasic, method: 40},
 		},
 		{
 			name: "truncated content header",
 			send: func(c *rawConn) {
-				c.send(1, &amqp.BasicPublish{RoutingKey: "q"})
-				c.sendFrame(amqp.FrameHeader, 1, headerPayload(amqp.ClassBasic, 1)[:6])
+				c.send(1, &wire.BasicPublish{RoutingKey: "q"})
+				c.sendFrame(wire.FrameHeader, 1, headerPayload(wire.ClassBasic, 1)[:6])
 			},
-			want: wantClose{code: amqp.FrameError, class: amqp.ClassBasic, method: 40},
+			want: wantClose{code: wire.FrameError, class: wire.ClassBasic, method: 40},
 		},
 		{
 			name: "body larger than announced",
 			send: func(c *rawConn) {
 				c.publishHeader(1, "q", 5)
-				c.sendFrame(amqp.FrameBody, 1, []byte("123456"))
+				c.sendFrame(wire.FrameBody, 1, []byte("123456"))
 			},
-			want: wantClose{code: amqp.FrameError, text: "content body frame exceeds remaining content size", class: amqp.ClassBasic, method: 40},
+			want: wantClose{code: wire.FrameError, text: "content body frame exceeds remaining content size", class: wire.ClassBasic, method: 40},
 		},
 		{
 			name: "second body frame past the announced size",
 			send: func(c *rawConn) {
 				c.publishHeader(1, "q", 5)
-				c.sendFrame(amqp.FrameBody, 1, []byte("123"))
-				c.sendFrame(amqp.FrameBody, 1, []byte("456"))
+				c.sendFrame(wire.FrameBody, 1, []byte("123"))
+				c.sendFrame(wire.FrameBody, 1, []byte("456"))
 			},
-			want: wantClose{code: amqp.FrameError, text: "content body frame exceeds remaining content size", class: amqp.ClassBasic, method: 40},
+			want: wantClose{code: wire.FrameError, text: "content body frame exceeds remaining content size", class: wire.ClassBasic, method: 40},
 		},
 
 		// Methods the server does not take.
 		{
 			name: "unknown class on channel 0",
-			send: func(c *rawConn) { c.sendFrame(amqp.FrameMethod, 0, []byte{0, 99, 0, 1}) },
-			want: wantClose{code: amqp.NotImplemented, text: "unknown method", class: 99, method: 1},
+			send: func(c *rawConn) { c.sendFrame(wire.FrameMethod, 0, []byte{0, 99, 0, 1}) },
+			want: wantClose{code: wire.NotImplemented, text: "unknown method", class: 99, method: 1},
 		},
 		{
 			name: "unknown basic method",
-			send: func(c *rawConn) { c.sendFrame(amqp.FrameMethod, 1, []byte{0, 60, 0, 99}) },
-			want: wantClose{code: amqp.NotImplemented, text: "unknown method", class: amqp.ClassBasic, method: 99},
+			send: func(c *rawConn) { c.sendFrame(wire.FrameMethod, 1, []byte{0, 60, 0, 99}) },
+			want: wantClose{code: wire.NotImplemented, text: "unknown method", class: wire.ClassBasic, method: 99},
 		},
 		{
 			name: "unknown method before channel.open",
-			send: func(c *rawConn) { c.sendFrame(amqp.FrameMethod, 2, []byte{0, 20, 0, 99}) },
-			want: wantClose{code: amqp.NotImplemented, text: "unknown method", class: amqp.ClassChannel, method: 99},
+			send: func(c *rawConn) { c.sendFrame(wire.FrameMethod, 2, []byte{0, 20, 0, 99}) },
+			want: wantClose{code: wire.NotImplemented, text: "unknown method", class: wire.ClassChannel, method: 99},
 		},
 		{
 			name: "basic.publish with immediate",
-			send: func(c *rawConn) { c.send(1, &amqp.BasicPublish{RoutingKey: "q", Immediate: true}) },
-			want: wantClose{code: amqp.NotImplemented, text: "immediate=true", class: amqp.ClassBasic, method: 40},
+			send: func(c *rawConn) { c.send(1, &wire.BasicPublish{RoutingKey: "q", Immediate: true}) },
+			want: wantClose{code: wire.NotImplemented, text: "immediate=true", class: wire.ClassBasic, method: 40},
 		},
 		{
 			name: "basic.deliver from the client",
-			send: func(c *rawConn) { c.send(1, &amqp.BasicDeliver{ConsumerTag: "x", DeliveryTag: 1}) },
-			want: wantClose{code: amqp.CommandInvalid, text: "unimplemented method", class: amqp.ClassBasic, method: 60},
+			send: func(c *rawConn) { c.send(1, &wire.BasicDeliver{ConsumerTag: "x", DeliveryTag: 1}) },
+			want: wantClose{code: wire.CommandInvalid, text: "unimplemented method", class: wire.ClassBasic, method: 60},
 		},
 
 		// Arguments that do not decode: FRAME_ERROR, as the amqp package documents.
 		{
 			name: "method frame without ids",
-			send: func(c *rawConn) { c.sendFrame(amqp.FrameMethod, 1, []byte{0, 50}) },
-			want: wantClose{code: amqp.FrameError},
+			send: func(c *rawConn) { c.sendFrame(wire.FrameMethod, 1, []byte{0, 50}) },
+			want: wantClose{code: wire.FrameError},
 		},
 		{
 			name: "truncated arguments",
 			send: func(c *rawConn) {
-				p := methodPayload(&amqp.QueueDeclare{Queue: "truncated", Arguments: amqp.Table{"x-max-length": int32(5)}})
-				c.sendFrame(amqp.FrameMethod, 1, p[:len(p)-3])
+				p := methodPayload(&wire.QueueDeclare{Queue: "truncated", Arguments: wire.Table{"x-max-length": int32(5)}})
+				c.sendFrame(wire.FrameMethod, 1, p[:len(p)-3])
 			},
-			want: wantClose{code: amqp.FrameError, text: "cannot decode queue.declare", class: amqp.ClassQueue, method: 10},
+			want: wantClose{code: wire.FrameError, text: "cannot decode queue.declare", class: wire.ClassQueue, method: 10},
 		},
 		{
 			name: "truncated arguments on channel 0",
 			send: func(c *rawConn) {
-				p := methodPayload(&amqp.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
-				c.sendFrame(amqp.FrameMethod, 0, p[:len(p)-2])
+				p := methodPayload(&wire.ConnectionClose{ReplyCode: 200, ReplyText: "bye"})
+				c.sendFrame(wire.FrameMethod, 0, p[:len(p)-2])
 			},
-			want: wantClose{code: amqp.FrameError, text: "cannot decode connection.close", class: amqp.ClassConnection, method: 50},
+			want: wantClose{code: wire.FrameError, text: "cannot decode connection.close", class: wire.ClassConnection, method: 50},
 		},
 		{
 			name: "bytes after the last argument",
 			send: func(c *rawConn) {
-				c.sendFrame(amqp.FrameMethod, 1, append(methodPayload(&amqp.BasicQos{PrefetchCount: 1}), 0))
+				c.sendFrame(wire.FrameMethod, 1, append(methodPayload(&wire.BasicQos{PrefetchCount: 1}), 0))
 			},
-			want: wantClose{code: amqp.FrameError, text: "cannot decode basic.qos", class: amqp.ClassBasic, method: 10},
+			want: wantClose{code: wire.FrameError, text: "cannot decode basic.qos", class: wire.ClassBasic, method: 10},
 		},
 		{
 			name: "malformed UTF-8 in a queue name",
-			send: func(c *rawConn) { c.send(1, &amqp.QueueDeclare{Queue: "bad\xff"}) },
-			want: wantClose{code: amqp.FrameError, text: "cannot decode queue.declare", class: amqp.ClassQueue, method: 10},
+			send: func(c *rawConn) { c.send(1, &wire.QueueDeclare{Queue: "bad\xff"}) },
+			want: wantClose{code: wire.FrameError, text: "cannot decode queue.declare", class: wire.ClassQueue, method: 10},
 		},
 		{
 			name: "field table longer than the frame",
 			send: func(c *rawConn) {
-				p := methodPayload(&amqp.QueueDeclare{Queue: "q"})
+				p := methodPayload(&wire.QueueDeclare{Queue: "q"})
 				binary.BigEndian.PutUint32(p[len(p)-4:], 1<<30) // the arguments table's length
-				c.sendFrame(amqp.FrameMethod, 1, p)
+				c.sendFrame(wire.FrameMethod, 1, p)
 			},
-			want: wantClose{code: amqp.FrameError, text: "cannot decode queue.declare", class: amqp.ClassQueue, method: 10},
+			want: wantClose{code: wire.FrameError, text: "cannot decode queue.declare", class: wire.ClassQueue, method: 10},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -921,12 +921,12 @@ func TestProtocolHardErrors(t *testing.T) {
 func TestProtocolCloseHandshake(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
-	hardError := func(c *rawConn) *amqp.ConnectionClose {
+	hardError := func(c *rawConn) *wire.ConnectionClose {
 		c.t.Helper()
 		c.openChannel(1)
-		c.send(1, &amqp.ChannelOpen{})
-		cl := expectRaw[*amqp.ConnectionClose](c, 0)
-		if cl.ReplyCode != amqp.ChannelError {
+		c.send(1, &wire.ChannelOpen{})
+		cl := expectRaw[*wire.ConnectionClose](c, 0)
+		if cl.ReplyCode != wire.ChannelError {
 			c.t.Fatalf("got %s, want 504", describe(cl))
 		}
 		return cl
@@ -935,10 +935,10 @@ func TestProtocolCloseHandshake(t *testing.T) {
 		t.Parallel()
 		c := openRaw(t, n)
 		hardError(c)
-		c.send(1, &amqp.QueueDeclare{Queue: "ignored"})
-		c.send(2, &amqp.ChannelOpen{})
-		c.sendFrame(amqp.FrameHeartbeat, 0, nil)
-		c.send(0, &amqp.ConnectionCloseOk{})
+		c.send(1, &wire.QueueDeclare{Queue: "ignored"})
+		c.send(2, &wire.ChannelOpen{})
+		c.sendFrame(wire.FrameHeartbeat, 0, nil)
+		c.send(0, &wire.ConnectionCloseOk{})
 		c.expectEOF()
 	})
 	t.Run("no close-ok: closed after a grace period", func(t *testing.T) {
@@ -951,7 +951,7 @@ func TestProtocolCloseHandshake(t *testing.T) {
 		t.Parallel()
 		c := openRaw(t, n)
 		hardError(c)
-		c.send(0, &amqp.ConnectionClose{ReplyCode: amqp.ReplySuccess})
+		c.send(0, &wire.ConnectionClose{ReplyCode: wire.ReplySuccess})
 		// RabbitMQ answers a connection.close in its closed state with close-ok
 		// (rabbit_reader:handle_method0 when ?IS_STOPPING).
 		f, err := c.readFrame(rawWait)
@@ -961,7 +961,7 @@ func TestProtocolCloseHandshake(t *testing.T) {
 			}
 			t.Fatalf("read: %v", err)
 		}
-		if m, err := amqp.DecodeMethod(f.Payload); err != nil || f.Channel != 0 || m.Name() != "connection.close-ok" {
+		if m, err := wire.DecodeMethod(f.Payload); err != nil || f.Channel != 0 || m.Name() != "connection.close-ok" {
 			t.Fatalf("got frame %+v, want connection.close-ok", f)
 		}
 		c.expectEOF()
@@ -972,17 +972,17 @@ func TestProtocolChannelMax(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	c := dialRaw(t, n)
-	c.open(amqp.ConnectionTuneOk{ChannelMax: 3})
+	c.open(wire.ConnectionTuneOk{ChannelMax: 3})
 	for id := uint16(1); id <= 3; id++ {
 		c.openChannel(id)
 	}
 	// Closing one frees its slot.
-	c.send(3, &amqp.ChannelClose{ReplyCode: amqp.ReplySuccess})
-	expectRaw[*amqp.ChannelCloseOk](c, 3)
+	c.send(3, &wire.ChannelClose{ReplyCode: wire.ReplySuccess})
+	expectRaw[*wire.ChannelCloseOk](c, 3)
 	c.openChannel(3)
 
-	c.send(4, &amqp.ChannelOpen{})
-	want := wantClose{code: amqp.NotAllowed, text: "number of channels opened (3) has reached the negotiated channel_max (3)", anyMethod: true}
+	c.send(4, &wire.ChannelOpen{})
+	want := wantClose{code: wire.NotAllowed, text: "number of channels opened (3) has reached the negotiated channel_max (3)", anyMethod: true}
 	want.check(t, c.readClose(), "")
 }
 
@@ -990,25 +990,25 @@ func TestProtocolFrameMaxBoundary(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	c := dialRaw(t, n)
-	c.open(amqp.ConnectionTuneOk{FrameMax: amqp.FrameMinSize})
+	c.open(wire.ConnectionTuneOk{FrameMax: wire.FrameMinSize})
 	c.openChannel(1)
-	c.send(1, &amqp.QueueDeclare{Queue: "raw-frame-max", Durable: true})
-	expectRaw[*amqp.QueueDeclareOk](c, 1)
-	c.send(1, &amqp.ConfirmSelect{})
-	expectRaw[*amqp.ConfirmSelectOk](c, 1)
+	c.send(1, &wire.QueueDeclare{Queue: "raw-frame-max", Durable: true})
+	expectRaw[*wire.QueueDeclareOk](c, 1)
+	c.send(1, &wire.ConfirmSelect{})
+	expectRaw[*wire.ConfirmSelectOk](c, 1)
 
 	// A body frame of exactly frame_max octets is fine.
-	full := amqp.FrameMinSize - 8
+	full := wire.FrameMinSize - 8
 	c.publishHeader(1, "raw-frame-max", uint64(full+1))
-	c.sendFrame(amqp.FrameBody, 1, make([]byte, full))
-	c.sendFrame(amqp.FrameBody, 1, []byte{1})
-	if ack := expectRaw[*amqp.BasicAck](c, 1); ack.DeliveryTag != 1 {
+	c.sendFrame(wire.FrameBody, 1, make([]byte, full))
+	c.sendFrame(wire.FrameBody, 1, []byte{1})
+	if ack := expectRaw[*wire.BasicAck](c, 1); ack.DeliveryTag != 1 {
 		t.Fatalf("confirm for delivery tag %d, want 1", ack.DeliveryTag)
 	}
 	// One more octet is not.
 	c.publishHeader(1, "raw-frame-max", uint64(full+1))
-	c.sendFrame(amqp.FrameBody, 1, make([]byte, full+1))
-	(wantClose{code: amqp.FrameError, text: "frame of 4097 bytes exceeds frame max 4096"}).check(t, c.readClose(), "")
+	c.sendFrame(wire.FrameBody, 1, make([]byte, full+1))
+	(wantClose{code: wire.FrameError, text: "frame of 4097 bytes exceeds frame max 4096"}).check(t, c.readClose(), "")
 }
 
 // Frames on one channel's content do not disturb another channel's.
@@ -1018,28 +1018,28 @@ func TestProtocolContentInterleavedAcrossChannels(t *testing.T) {
 	c := openRaw(t, n)
 	c.openChannel(1)
 	c.openChannel(2)
-	c.send(2, &amqp.QueueDeclare{Queue: "raw-interleave", Durable: true})
-	expectRaw[*amqp.QueueDeclareOk](c, 2)
-	c.send(1, &amqp.ConfirmSelect{})
-	expectRaw[*amqp.ConfirmSelectOk](c, 1)
+	c.send(2, &wire.QueueDeclare{Queue: "raw-interleave", Durable: true})
+	expectRaw[*wire.QueueDeclareOk](c, 2)
+	c.send(1, &wire.ConfirmSelect{})
+	expectRaw[*wire.ConfirmSelectOk](c, 1)
 
-	c.send(1, &amqp.BasicPublish{RoutingKey: "raw-interleave"})
-	c.send(2, &amqp.BasicGet{Queue: "raw-interleave", NoAck: true})
-	expectRaw[*amqp.BasicGetEmpty](c, 2)
-	c.sendFrame(amqp.FrameHeader, 1, headerPayload(amqp.ClassBasic, 5))
-	c.sendFrame(amqp.FrameHeartbeat, 0, nil)
-	c.sendFrame(amqp.FrameBody, 1, []byte("he"))
-	c.send(2, &amqp.BasicQos{PrefetchCount: 1})
-	expectRaw[*amqp.BasicQosOk](c, 2)
-	c.sendFrame(amqp.FrameBody, 1, []byte("llo"))
-	expectRaw[*amqp.BasicAck](c, 1)
+	c.send(1, &wire.BasicPublish{RoutingKey: "raw-interleave"})
+	c.send(2, &wire.BasicGet{Queue: "raw-interleave", NoAck: true})
+	expectRaw[*wire.BasicGetEmpty](c, 2)
+	c.sendFrame(wire.FrameHeader, 1, headerPayload(wire.ClassBasic, 5))
+	c.sendFrame(wire.FrameHeartbeat, 0, nil)
+	c.sendFrame(wire.FrameBody, 1, []byte("he"))
+	c.send(2, &wire.BasicQos{PrefetchCount: 1})
+	expectRaw[*wire.BasicQosOk](c, 2)
+	c.sendFrame(wire.FrameBody, 1, []byte("llo"))
+	expectRaw[*wire.BasicAck](c, 1)
 
-	c.send(2, &amqp.BasicGet{Queue: "raw-interleave", NoAck: true})
-	expectRaw[*amqp.BasicGetOk](c, 2)
-	if h := c.next(); h.Type != amqp.FrameHeader || h.Channel != 2 {
+	c.send(2, &wire.BasicGet{Queue: "raw-interleave", NoAck: true})
+	expectRaw[*wire.BasicGetOk](c, 2)
+	if h := c.next(); h.Type != wire.FrameHeader || h.Channel != 2 {
 		t.Fatalf("got frame type %d on channel %d, want the content header on channel 2", h.Type, h.Channel)
 	}
-	if b := c.next(); b.Type != amqp.FrameBody || string(b.Payload) != "hello" {
+	if b := c.next(); b.Type != wire.FrameBody || string(b.Payload) != "hello" {
 		t.Fatalf("got frame type %d with %q, want body %q", b.Type, b.Payload, "hello")
 	}
 }
@@ -1060,24 +1060,24 @@ func TestProtocolSoftErrorClosesOnlyTheChannel(t *testing.T) {
 	}{
 		{
 			name:  "basic.ack of an unknown tag",
-			fault: func(c *rawConn) { c.send(1, &amqp.BasicAck{DeliveryTag: 42}) },
-			code:  amqp.PreconditionFailed, text: "unknown delivery tag 42",
-			class: amqp.ClassBasic, meth: 80,
+			fault: func(c *rawConn) { c.send(1, &wire.BasicAck{DeliveryTag: 42}) },
+			code:  wire.PreconditionFailed, text: "unknown delivery tag 42",
+			class: wire.ClassBasic, meth: 80,
 		},
 		{
 			name: "message over the size limit",
 			fault: func(c *rawConn) {
 				c.publishHeader(1, "raw-soft", server.DefaultConfig().MaxMessageSize+1)
-				c.sendFrame(amqp.FrameBody, 1, make([]byte, 1000)) // ignored with the rest
+				c.sendFrame(wire.FrameBody, 1, make([]byte, 1000)) // ignored with the rest
 			},
-			code: amqp.PreconditionFailed, text: "is larger than configured max size",
-			class: amqp.ClassBasic, meth: 40,
+			code: wire.PreconditionFailed, text: "is larger than configured max size",
+			class: wire.ClassBasic, meth: 40,
 		},
 		{
 			name:  "passive declare of a missing queue",
-			fault: func(c *rawConn) { c.send(1, &amqp.QueueDeclare{Queue: "raw-missing", Passive: true}) },
-			code:  amqp.NotFound, text: "raw-missing",
-			class: amqp.ClassQueue, meth: 10,
+			fault: func(c *rawConn) { c.send(1, &wire.QueueDeclare{Queue: "raw-missing", Passive: true}) },
+			code:  wire.NotFound, text: "raw-missing",
+			class: wire.ClassQueue, meth: 10,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1086,37 +1086,37 @@ func TestProtocolSoftErrorClosesOnlyTheChannel(t *testing.T) {
 			c.openChannel(1)
 			c.openChannel(2)
 			tc.fault(c)
-			cl := expectRaw[*amqp.ChannelClose](c, 1)
+			cl := expectRaw[*wire.ChannelClose](c, 1)
 			if cl.ReplyCode != tc.code || !strings.Contains(cl.ReplyText, tc.text) ||
-				!strings.HasPrefix(cl.ReplyText, amqp.ReplyName(tc.code)+" - ") ||
+				!strings.HasPrefix(cl.ReplyText, wire.ReplyName(tc.code)+" - ") ||
 				cl.FailingClassID != tc.class || cl.FailingMethodID != tc.meth {
 				t.Fatalf("got %s, want %d %q failing %d/%d", describe(cl), tc.code, tc.text, tc.class, tc.meth)
 			}
 
 			// Until close-ok, channel 1 ignores everything, content included.
-			c.send(1, &amqp.QueueDeclare{Queue: "raw-ignored"})
-			c.send(1, &amqp.ChannelOpen{})
+			c.send(1, &wire.QueueDeclare{Queue: "raw-ignored"})
+			c.send(1, &wire.ChannelOpen{})
 			c.publishHeader(1, "raw-ignored", 3)
-			c.sendFrame(amqp.FrameBody, 1, []byte("abc"))
-			c.send(1, &amqp.BasicAck{DeliveryTag: 7})
+			c.sendFrame(wire.FrameBody, 1, []byte("abc"))
+			c.send(1, &wire.BasicAck{DeliveryTag: 7})
 			// Channel 2 works meanwhile, and its reply is the next frame: nothing came from 1.
-			c.send(2, &amqp.QueueDeclare{Exclusive: true})
-			expectRaw[*amqp.QueueDeclareOk](c, 2)
+			c.send(2, &wire.QueueDeclare{Exclusive: true})
+			expectRaw[*wire.QueueDeclareOk](c, 2)
 
-			c.send(1, &amqp.ChannelCloseOk{})
+			c.send(1, &wire.ChannelCloseOk{})
 			c.openChannel(1)
-			c.send(1, &amqp.QueueDeclare{Exclusive: true})
-			expectRaw[*amqp.QueueDeclareOk](c, 1)
+			c.send(1, &wire.QueueDeclare{Exclusive: true})
+			expectRaw[*wire.QueueDeclareOk](c, 1)
 		})
 	}
 	t.Run("client closes the channel at the same time", func(t *testing.T) {
 		t.Parallel()
 		c := openRaw(t, n)
 		c.openChannel(1)
-		c.send(1, &amqp.BasicAck{DeliveryTag: 1})
-		expectRaw[*amqp.ChannelClose](c, 1)
-		c.send(1, &amqp.ChannelClose{ReplyCode: amqp.ReplySuccess})
-		expectRaw[*amqp.ChannelCloseOk](c, 1)
+		c.send(1, &wire.BasicAck{DeliveryTag: 1})
+		expectRaw[*wire.ChannelClose](c, 1)
+		c.send(1, &wire.ChannelClose{ReplyCode: wire.ReplySuccess})
+		expectRaw[*wire.ChannelCloseOk](c, 1)
 		c.openChannel(1)
 	})
 }
@@ -1127,7 +1127,7 @@ func TestProtocolHeartbeats(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	c := dialRaw(t, n)
-	c.open(amqp.ConnectionTuneOk{Heartbeat: 1})
+	c.open(wire.ConnectionTuneOk{Heartbeat: 1})
 	c.openChannel(1) // the server has written something since the handshake
 
 	// For three seconds the client sends a heartbeat every 300ms and expects the server's.
@@ -1143,7 +1143,7 @@ func TestProtocolHeartbeats(t *testing.T) {
 			case <-stop:
 				return
 			case <-tick.C:
-				if c.tryWrite(rawFrame(amqp.FrameHeartbeat, 0, nil)) != nil {
+				if c.tryWrite(rawFrame(wire.FrameHeartbeat, 0, nil)) != nil {
 					return
 				}
 			}
@@ -1161,7 +1161,7 @@ func TestProtocolHeartbeats(t *testing.T) {
 				"outbox.go writeLoop writes heartbeats under a stale write deadline", beats)
 		case err != nil:
 			t.Fatalf("after %d heartbeats: %v", beats, err)
-		case f.Type != amqp.FrameHeartbeat || f.Channel != 0:
+		case f.Type != wire.FrameHeartbeat || f.Channel != 0:
 			t.Fatalf("got frame type %d on channel %d, want heartbeats", f.Type, f.Channel)
 		}
 		beats++
@@ -1169,8 +1169,8 @@ func TestProtocolHeartbeats(t *testing.T) {
 	if beats < 3 {
 		t.Fatalf("%d heartbeats in 3s at a 1s interval", beats)
 	}
-	c.send(1, &amqp.QueueDeclare{Exclusive: true})
-	expectRaw[*amqp.QueueDeclareOk](c, 1)
+	c.send(1, &wire.QueueDeclare{Exclusive: true})
+	expectRaw[*wire.QueueDeclareOk](c, 1)
 
 	// Now the client falls silent.
 	stopBeating()
@@ -1187,7 +1187,7 @@ func TestProtocolHeartbeatSilentClientDisconnected(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	c := dialRaw(t, n)
-	c.open(amqp.ConnectionTuneOk{Heartbeat: 1})
+	c.open(wire.ConnectionTuneOk{Heartbeat: 1})
 	silent := time.Now()
 	beats := 0
 	for {
@@ -1198,7 +1198,7 @@ func TestProtocolHeartbeatSilentClientDisconnected(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d heartbeats: %v", beats, err)
 		}
-		if f.Type != amqp.FrameHeartbeat || f.Channel != 0 {
+		if f.Type != wire.FrameHeartbeat || f.Channel != 0 {
 			t.Fatalf("got frame type %d on channel %d, want heartbeats, then the socket closed", f.Type, f.Channel)
 		}
 		beats++
@@ -1218,9 +1218,9 @@ func TestProtocolHeartbeatBusyClientStaysConnected(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	c := dialRaw(t, n)
-	c.open(amqp.ConnectionTuneOk{Heartbeat: 1})
+	c.open(wire.ConnectionTuneOk{Heartbeat: 1})
 
-	hb := rawFrame(amqp.FrameHeartbeat, 0, nil)
+	hb := rawFrame(wire.FrameHeartbeat, 0, nil)
 	c.write(hb[:1])
 	chunk := append(append([]byte{}, hb[1:]...), hb[0])
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -1232,17 +1232,17 @@ func TestProtocolHeartbeatBusyClientStaysConnected(t *testing.T) {
 				"the heartbeat read deadline only when its read buffer is empty", err)
 		}
 	}
-	rest := append(append([]byte{}, hb[1:]...), rawMethodFrame(1, &amqp.ChannelOpen{})...)
+	rest := append(append([]byte{}, hb[1:]...), rawMethodFrame(1, &wire.ChannelOpen{})...)
 	err := c.tryWrite(rest)
 	for err == nil {
-		var f amqp.Frame
+		var f wire.Frame
 		if f, err = c.readFrame(rawWait); err != nil {
 			break
 		}
-		if f.Type == amqp.FrameHeartbeat {
+		if f.Type == wire.FrameHeartbeat {
 			continue
 		}
-		if m, err := amqp.DecodeMethod(f.Payload); err != nil || m.Name() != "channel.open-ok" {
+		if m, err := wire.DecodeMethod(f.Payload); err != nil || m.Name() != "channel.open-ok" {
 			t.Fatalf("got frame %+v, want channel.open-ok", f)
 		}
 		return
@@ -1282,9 +1282,9 @@ func shutdownBusy(t *testing.T) bool {
 	}
 	var burst []byte
 	for range window {
-		burst = append(burst, rawMethodFrame(1, &amqp.BasicQos{PrefetchCount: 10})...)
+		burst = append(burst, rawMethodFrame(1, &wire.BasicQos{PrefetchCount: 10})...)
 	}
-	closes := make([]*amqp.ConnectionClose, conns)
+	closes := make([]*wire.ConnectionClose, conns)
 	var clients sync.WaitGroup
 	for i, c := range cs {
 		clients.Add(1)
@@ -1299,16 +1299,16 @@ func shutdownBusy(t *testing.T) bool {
 					if err != nil {
 						return
 					}
-					m, err := amqp.DecodeMethod(f.Payload)
-					if err != nil || f.Type != amqp.FrameMethod {
+					m, err := wire.DecodeMethod(f.Payload)
+					if err != nil || f.Type != wire.FrameMethod {
 						return
 					}
 					switch m := m.(type) {
-					case *amqp.BasicQosOk:
+					case *wire.BasicQosOk:
 						pending--
-					case *amqp.ConnectionClose:
+					case *wire.ConnectionClose:
 						closes[i] = m
-						c.tryWrite(rawMethodFrame(0, &amqp.ConnectionCloseOk{}))
+						c.tryWrite(rawMethodFrame(0, &wire.ConnectionCloseOk{}))
 						return
 					default:
 						return
@@ -1328,7 +1328,7 @@ func shutdownBusy(t *testing.T) bool {
 		return false
 	}
 	for i, cl := range closes {
-		if cl == nil || cl.ReplyCode != amqp.ConnectionForced {
+		if cl == nil || cl.ReplyCode != wire.ConnectionForced {
 			t.Errorf("client %d: got %v, want connection.close 320", i, cl)
 		}
 	}
@@ -1347,7 +1347,7 @@ func TestRawTruncatedFrameReleasesConnection(t *testing.T) {
 	}
 	lookup := func(name string) uint16 {
 		_, err := v.LookupQueue(nil, 0, name, broker.Read)
-		var ae *amqp.Error
+		var ae *wire.Error
 		if errors.As(err, &ae) {
 			return ae.Code
 		}
@@ -1356,7 +1356,7 @@ func TestRawTruncatedFrameReleasesConnection(t *testing.T) {
 		}
 		return 0
 	}
-	publish := rawMethodFrame(1, &amqp.BasicPublish{RoutingKey: "x"})
+	publish := rawMethodFrame(1, &wire.BasicPublish{RoutingKey: "x"})
 	for i, tc := range []struct {
 		name      string
 		tail      []byte
@@ -1366,16 +1366,16 @@ func TestRawTruncatedFrameReleasesConnection(t *testing.T) {
 		{"inside a payload", publish[:10], false},
 		{"before the frame-end octet", publish[:len(publish)-1], true},
 		{"inside a content body", append(append(append([]byte{}, publish...),
-			rawFrame(amqp.FrameHeader, 1, headerPayload(amqp.ClassBasic, 100))...), rawFrame(amqp.FrameBody, 1, make([]byte, 50))[:30]...), true},
+			rawFrame(wire.FrameHeader, 1, headerPayload(wire.ClassBasic, 100))...), rawFrame(wire.FrameBody, 1, make([]byte, 50))[:30]...), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			q := fmt.Sprintf("raw-truncated-%d", i)
 			c := openRaw(t, n)
 			c.openChannel(1)
-			c.send(1, &amqp.QueueDeclare{Queue: q, Exclusive: true})
-			expectRaw[*amqp.QueueDeclareOk](c, 1)
-			if code := lookup(q); code != amqp.ResourceLocked {
+			c.send(1, &wire.QueueDeclare{Queue: q, Exclusive: true})
+			expectRaw[*wire.QueueDeclareOk](c, 1)
+			if code := lookup(q); code != wire.ResourceLocked {
 				t.Fatalf("lookup of the raw connection's exclusive queue: code %d, want 405", code)
 			}
 			c.write(tc.tail)
@@ -1385,7 +1385,7 @@ func TestRawTruncatedFrameReleasesConnection(t *testing.T) {
 			} else {
 				c.nc.Close()
 			}
-			eventually(t, rawWait, func() bool { return lookup(q) == amqp.NotFound },
+			eventually(t, rawWait, func() bool { return lookup(q) == wire.NotFound },
 				"exclusive queue %s outlived its connection", q)
 		})
 	}
@@ -1446,19 +1446,19 @@ func TestRawRandomGarbageAfterOpen(t *testing.T) {
 				if err != nil {
 					t.Fatalf("garbage %x: %v", garbage, err)
 				}
-				if f.Type == amqp.FrameHeartbeat {
+				if f.Type == wire.FrameHeartbeat {
 					continue
 				}
-				m, err := amqp.DecodeMethod(f.Payload)
+				m, err := wire.DecodeMethod(f.Payload)
 				if err != nil {
 					t.Fatalf("garbage %x: undecodable reply: %v", garbage, err)
 				}
 				switch m := m.(type) {
-				case *amqp.ConnectionClose:
-					if !amqp.IsHardCode(m.ReplyCode) {
+				case *wire.ConnectionClose:
+					if !wire.IsHardCode(m.ReplyCode) {
 						t.Fatalf("garbage %x: got %s, want a hard error", garbage, describe(m))
 					}
-				case *amqp.ChannelClose:
+				case *wire.ChannelClose:
 					// A garbage frame that decodes as a method on channel 1 may be a soft error.
 				default:
 					t.Fatalf("garbage %x: got %s", garbage, describe(m))
@@ -1549,7 +1549,7 @@ var abuses = []struct {
 		return c.write(randomBytes(rng, 1+rng.IntN(64)))
 	}},
 	{"garbage after the protocol header", func(c *abuser, rng *rand.Rand) error {
-		return c.write(append([]byte(amqp.ProtocolHeader), randomBytes(rng, 1+rng.IntN(256))...))
+		return c.write(append([]byte(wire.ProtocolHeader), randomBytes(rng, 1+rng.IntN(256))...))
 	}},
 	{"garbage after the handshake", func(c *abuser, rng *rand.Rand) error {
 		if err := c.handshake(); err != nil {
@@ -1561,10 +1561,10 @@ var abuses = []struct {
 		if err := c.handshake(); err != nil {
 			return err
 		}
-		types := []uint8{amqp.FrameMethod, amqp.FrameHeader, amqp.FrameBody, amqp.FrameHeartbeat}
+		types := []uint8{wire.FrameMethod, wire.FrameHeader, wire.FrameBody, wire.FrameHeartbeat}
 		var b []byte
 		for range 1 + rng.IntN(8) {
-			p := methodPayload(&amqp.ChannelOpen{})
+			p := methodPayload(&wire.ChannelOpen{})
 			if rng.IntN(2) == 0 {
 				p = randomBytes(rng, rng.IntN(64))
 			}
@@ -1576,23 +1576,23 @@ var abuses = []struct {
 		if err := c.handshake(); err != nil {
 			return err
 		}
-		return c.write([]byte{amqp.FrameBody, 0, 1, 0x80, 0, 0, 0})
+		return c.write([]byte{wire.FrameBody, 0, 1, 0x80, 0, 0, 0})
 	}},
 	{"truncated frame", func(c *abuser, rng *rand.Rand) error {
 		if err := c.handshake(); err != nil {
 			return err
 		}
-		f := rawMethodFrame(uint16(rng.IntN(3)), &amqp.QueueDeclare{Queue: "raw-abuse"})
+		f := rawMethodFrame(uint16(rng.IntN(3)), &wire.QueueDeclare{Queue: "raw-abuse"})
 		return c.write(f[:rng.IntN(len(f))])
 	}},
 	{"publish cut short", func(c *abuser, rng *rand.Rand) error {
 		if err := c.handshake(); err != nil {
 			return err
 		}
-		b := rawMethodFrame(1, &amqp.ChannelOpen{})
-		b = append(b, rawMethodFrame(1, &amqp.BasicPublish{RoutingKey: "raw-abuse"})...)
-		b = append(b, rawFrame(amqp.FrameHeader, 1, headerPayload(amqp.ClassBasic, 1<<20))...)
-		b = append(b, rawFrame(amqp.FrameBody, 1, make([]byte, 1000))...)
+		b := rawMethodFrame(1, &wire.ChannelOpen{})
+		b = append(b, rawMethodFrame(1, &wire.BasicPublish{RoutingKey: "raw-abuse"})...)
+		b = append(b, rawFrame(wire.FrameHeader, 1, headerPayload(wire.ClassBasic, 1<<20))...)
+		b = append(b, rawFrame(wire.FrameBody, 1, make([]byte, 1000))...)
 		return c.write(b)
 	}},
 }
@@ -1600,7 +1600,7 @@ var abuses = []struct {
 // abuser is a raw connection for goroutines: it reports errors rather than failing a test.
 type abuser struct {
 	nc net.Conn
-	r  *amqp.Reader
+	r  *wire.Reader
 }
 
 // abuse connects, runs one misbehaviour, shuts down the write side and waits for the server to
@@ -1611,7 +1611,7 @@ func abuse(addr string, run func(*abuser, *rand.Rand) error, rng *rand.Rand) err
 		return err
 	}
 	defer nc.Close()
-	c := &abuser{nc: nc, r: amqp.NewReader(nc)}
+	c := &abuser{nc: nc, r: wire.NewReader(nc)}
 	if err := run(c, rng); err != nil && !isClosed(err) && !errors.Is(err, syscall.EPIPE) {
 		return err
 	}
@@ -1633,10 +1633,10 @@ func (c *abuser) write(b []byte) error {
 func (c *abuser) handshake() error {
 	c.nc.SetReadDeadline(time.Now().Add(rawWait))
 	var out []byte
-	out = append(out, amqp.ProtocolHeader...)
-	out = append(out, rawMethodFrame(0, &amqp.ConnectionStartOk{Mechanism: "PLAIN", Response: plainResponse("guest", "guest"), Locale: "en_US"})...)
-	out = append(out, rawMethodFrame(0, &amqp.ConnectionTuneOk{ChannelMax: 2047, FrameMax: 131072})...)
-	out = append(out, rawMethodFrame(0, &amqp.ConnectionOpen{VirtualHost: "/"})...)
+	out = append(out, wire.ProtocolHeader...)
+	out = append(out, rawMethodFrame(0, &wire.ConnectionStartOk{Mechanism: "PLAIN", Response: plainResponse("guest", "guest"), Locale: "en_US"})...)
+	out = append(out, rawMethodFrame(0, &wire.ConnectionTuneOk{ChannelMax: 2047, FrameMax: 131072})...)
+	out = append(out, rawMethodFrame(0, &wire.ConnectionOpen{VirtualHost: "/"})...)
 	if err := c.write(out); err != nil {
 		return err
 	}
@@ -1645,7 +1645,7 @@ func (c *abuser) handshake() error {
 		if err != nil {
 			return fmt.Errorf("handshake: waiting for %s: %w", want, err)
 		}
-		m, err := amqp.DecodeMethod(f.Payload)
+		m, err := wire.DecodeMethod(f.Payload)
 		if err != nil || m.Name() != want {
 			return fmt.Errorf("handshake: got frame %+v, want %s", f, want)
 		}

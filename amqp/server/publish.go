@@ -4,7 +4,7 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/queue"
 )
@@ -13,8 +13,8 @@ import (
 // frames: method → header → body*, with nothing else in between on the
 // channel (505 UNEXPECTED_FRAME otherwise).
 type contentAssembly struct {
-	publish *amqp.BasicPublish
-	header  amqp.ContentHeader
+	publish *wire.BasicPublish
+	header  wire.ContentHeader
 	gotHdr  bool
 	body    []byte
 	size    uint64 // announced by the header
@@ -27,14 +27,14 @@ func (a *contentAssembly) reset() { *a = contentAssembly{} }
 // unexpected is the error for a method frame arriving mid-content.
 func (a *contentAssembly) unexpected() error {
 	if !a.gotHdr {
-		return withMethod(amqp.Errorf(amqp.UnexpectedFrame, "expected content header for class 60, got non content header frame instead"), a.publish)
+		return withMethod(wire.Errorf(wire.UnexpectedFrame, "expected content header for class 60, got non content header frame instead"), a.publish)
 	}
-	return withMethod(amqp.Errorf(amqp.UnexpectedFrame, "expected content body, got non content body frame instead"), a.publish)
+	return withMethod(wire.Errorf(wire.UnexpectedFrame, "expected content body, got non content body frame instead"), a.publish)
 }
 
-func (ch *channel) basicPublish(m *amqp.BasicPublish) error {
+func (ch *channel) basicPublish(m *wire.BasicPublish) error {
 	if m.Immediate {
-		return amqp.Errorf(amqp.NotImplemented, "immediate=true")
+		return wire.Errorf(wire.NotImplemented, "immediate=true")
 	}
 	// Hold a publisher while a resource alarm is in effect (alarms.go).
 	if err := ch.c.waitForAlarms(); err != nil {
@@ -47,24 +47,24 @@ func (ch *channel) basicPublish(m *amqp.BasicPublish) error {
 func (ch *channel) contentHeader(payload []byte) error {
 	a := &ch.content
 	if !a.active() {
-		return amqp.Errorf(amqp.UnexpectedFrame, "expected method frame, got non method frame instead")
+		return wire.Errorf(wire.UnexpectedFrame, "expected method frame, got non method frame instead")
 	}
 	if a.gotHdr {
 		return a.unexpected()
 	}
-	h, err := amqp.DecodeContentHeader(payload)
+	h, err := wire.DecodeContentHeader(payload)
 	if err != nil {
 		return withMethodErr(err, a.publish)
 	}
-	if h.ClassID != amqp.ClassBasic {
-		return withMethod(amqp.Errorf(amqp.UnexpectedFrame, "expected content header for class 60, got one for class %d instead", h.ClassID), a.publish)
+	if h.ClassID != wire.ClassBasic {
+		return withMethod(wire.Errorf(wire.UnexpectedFrame, "expected content header for class 60, got one for class %d instead", h.ClassID), a.publish)
 	}
 	// Checked before a byte of the body is read, so an oversized message
 	// costs nothing; the channel closes and its body frames are ignored.
 	if max := ch.c.s.cfg.MaxMessageSize; h.BodySize > max {
 		pub := a.publish
 		a.reset()
-		return withMethod(amqp.Errorf(amqp.PreconditionFailed, "message size %d is larger than configured max size %d", h.BodySize, max), pub)
+		return withMethod(wire.Errorf(wire.PreconditionFailed, "message size %d is larger than configured max size %d", h.BodySize, max), pub)
 	}
 	a.header = h
 	a.gotHdr = true
@@ -79,13 +79,13 @@ func (ch *channel) contentHeader(payload []byte) error {
 func (ch *channel) contentBody(payload []byte) error {
 	a := &ch.content
 	if !a.active() {
-		return amqp.Errorf(amqp.UnexpectedFrame, "expected method frame, got non method frame instead")
+		return wire.Errorf(wire.UnexpectedFrame, "expected method frame, got non method frame instead")
 	}
 	if !a.gotHdr {
 		return a.unexpected()
 	}
 	if uint64(len(payload)) > a.size-uint64(len(a.body)) {
-		return withMethod(amqp.Errorf(amqp.FrameError, "content body frame exceeds remaining content size"), a.publish)
+		return withMethod(wire.Errorf(wire.FrameError, "content body frame exceeds remaining content size"), a.publish)
 	}
 	a.body = append(a.body, payload...)
 	if uint64(len(a.body)) < a.size {
@@ -110,7 +110,7 @@ func (ch *channel) completePublish() error {
 	a.reset()
 
 	if err := ch.checkPublish(pub.Exchange); err != nil {
-		return withMethod(err.(*amqp.Error), pub)
+		return withMethod(err.(*wire.Error), pub)
 	}
 	ch.c.stats.add(cReceived, 1)
 	if ch.confirmMode {
@@ -120,7 +120,7 @@ func (ch *channel) completePublish() error {
 	// channel's reply consumer; a reply to such a name bypasses routing.
 	if msg.Properties.ReplyTo == replyToQueue {
 		if ch.replyTo == "" {
-			return withMethod(amqp.Errorf(amqp.PreconditionFailed, "fast reply consumer does not exist"), pub)
+			return withMethod(wire.Errorf(wire.PreconditionFailed, "fast reply consumer does not exist"), pub)
 		}
 		msg.Properties.ReplyTo = ch.replyTo
 	}
@@ -165,7 +165,7 @@ func (ch *channel) completePublish() error {
 // was routed to (other nodes' reply consumers through a relay, now), or
 // returns it when it is mandatory and routed nowhere. It clears qs. A
 // reply counts as stored once routed (replyRoute.targets).
-func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies replyRoute) {
+func (ch *channel) deliverRouted(pub *wire.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies replyRoute) {
 	replies.deliver(ch.c.s, msg)
 	if len(qs) == 0 && replies.targets > 0 {
 		ch.c.stats.add(cRouted, 1)
@@ -185,7 +185,7 @@ func (ch *channel) deliverRouted(pub *amqp.BasicPublish, msg *queue.Message, qs 
 			// to its own basic.ack.
 			ch.c.out.push(outItem{
 				channel: ch.id,
-				method:  &amqp.BasicReturn{ReplyCode: amqp.NoRoute, ReplyText: "NO_ROUTE", Exchange: pub.Exchange, RoutingKey: pub.RoutingKey},
+				method:  &wire.BasicReturn{ReplyCode: wire.NoRoute, ReplyText: "NO_ROUTE", Exchange: pub.Exchange, RoutingKey: pub.RoutingKey},
 				props:   &msg.Properties,
 				body:    msg.Body,
 			})
@@ -224,7 +224,7 @@ func noConfirm(error) {}
 // refuseUncertain answers a publish this node could not route for sure
 // (broker.ErrRouteUncertain): basic.nack in confirm mode, so that the
 // publisher sends it again; without confirms there is nobody to tell.
-func (ch *channel) refuseUncertain(pub *amqp.BasicPublish) {
+func (ch *channel) refuseUncertain(pub *wire.BasicPublish) {
 	ch.c.log.Warn("publish refused: this node cannot tell where it goes", "channel", ch.id, "exchange", pub.Exchange, "routing_key", pub.RoutingKey, "confirm", ch.confirmMode)
 	if ch.confirmMode {
 		seq := ch.confirms.publish(1)
@@ -236,8 +236,8 @@ func (ch *channel) refuseUncertain(pub *amqp.BasicPublish) {
 
 // withoutBCC is headers less its BCC entry, in a new table (only
 // messages carrying BCC pay for it).
-func withoutBCC(headers amqp.Table) amqp.Table {
-	out := make(amqp.Table, len(headers)-1)
+func withoutBCC(headers wire.Table) wire.Table {
+	out := make(wire.Table, len(headers)-1)
 	for k, v := range headers {
 		if k != "BCC" {
 			out[k] = v
@@ -250,12 +250,12 @@ func withoutBCC(headers amqp.Table) amqp.Table {
 // the connection's user, unless the user is tagged impersonator, as
 // RabbitMQ does (rabbit_access_control:check_user_id): consumers may
 // trust user-id to say who published.
-func (ch *channel) checkUserID(claimed string) *amqp.Error {
+func (ch *channel) checkUserID(claimed string) *wire.Error {
 	u := ch.c.user
 	if claimed == "" || claimed == u.Name || slices.Contains(u.Tags, "impersonator") {
 		return nil
 	}
-	return amqp.Errorf(amqp.PreconditionFailed, "user_id property set to '%s' but authenticated user was '%s'", claimed, u.Name)
+	return wire.Errorf(wire.PreconditionFailed, "user_id property set to '%s' but authenticated user was '%s'", claimed, u.Name)
 }
 
 // checkPublish checks write permission on the exchange once per channel

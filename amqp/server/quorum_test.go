@@ -15,7 +15,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
 )
 
@@ -832,27 +832,27 @@ func TestQuorumConsumerTimeoutClosesChannel(t *testing.T) {
 	mustPublishConfirmed(t, confirmChannel(t, c), "", "ctc", "slow")
 
 	rc := dialRaw(t, n)
-	rc.start("PLAIN", plainResponse("guest", "guest"), amqp.Table{"publisher_confirms": true})
-	tune := expectRaw[*amqp.ConnectionTune](rc, 0)
-	rc.send(0, &amqp.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: 0})
-	rc.send(0, &amqp.ConnectionOpen{VirtualHost: "/"})
-	expectRaw[*amqp.ConnectionOpenOk](rc, 0)
+	rc.start("PLAIN", plainResponse("guest", "guest"), wire.Table{"publisher_confirms": true})
+	tune := expectRaw[*wire.ConnectionTune](rc, 0)
+	rc.send(0, &wire.ConnectionTuneOk{ChannelMax: tune.ChannelMax, FrameMax: tune.FrameMax, Heartbeat: 0})
+	rc.send(0, &wire.ConnectionOpen{VirtualHost: "/"})
+	expectRaw[*wire.ConnectionOpenOk](rc, 0)
 	rc.openChannel(3)
-	rc.send(3, &amqp.BasicConsume{Queue: "ctc", ConsumerTag: "slowpoke", Arguments: amqp.Table{"x-consumer-timeout": int64(40)}})
-	expectRaw[*amqp.BasicConsumeOk](rc, 3)
-	expectRaw[*amqp.BasicDeliver](rc, 3)
+	rc.send(3, &wire.BasicConsume{Queue: "ctc", ConsumerTag: "slowpoke", Arguments: wire.Table{"x-consumer-timeout": int64(40)}})
+	expectRaw[*wire.BasicConsumeOk](rc, 3)
+	expectRaw[*wire.BasicDeliver](rc, 3)
 	for range 2 { // content header and body
-		if f := rc.next(); f.Type != amqp.FrameHeader && f.Type != amqp.FrameBody {
+		if f := rc.next(); f.Type != wire.FrameHeader && f.Type != wire.FrameBody {
 			t.Fatalf("got a frame of type %d, want the delivery's content", f.Type)
 		}
 	}
-	cl := expectRaw[*amqp.ChannelClose](rc, 3)
+	cl := expectRaw[*wire.ChannelClose](rc, 3)
 	want := "PRECONDITION_FAILED - delivery acknowledgement on channel 3 timed out. Timeout value used: 40 ms. " +
 		"This timeout value can be configured, see consumers doc guide to learn more"
-	if cl.ReplyCode != amqp.PreconditionFailed || cl.ReplyText != want || cl.FailingClassID != 0 || cl.FailingMethodID != 0 {
+	if cl.ReplyCode != wire.PreconditionFailed || cl.ReplyText != want || cl.FailingClassID != 0 || cl.FailingMethodID != 0 {
 		t.Fatalf("got %s, want 406 %q", describe(cl), want)
 	}
-	rc.send(3, &amqp.ChannelCloseOk{})
+	rc.send(3, &wire.ChannelCloseOk{})
 	// The connection lives on.
 	rc.openChannel(4)
 	d := getOne(t, ch, "ctc", true)

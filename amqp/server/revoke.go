@@ -1,6 +1,6 @@
 package server
 
-import "github.com/warrenmq/warren/amqp"
+import "github.com/warrenmq/warren/amqp/wire"
 
 // ConnectionFilter selects client connections; an empty field matches any.
 type ConnectionFilter struct {
@@ -21,7 +21,7 @@ type ClosedConnection struct{ Name, User, Vhost string }
 // does not wait for them to go, and returns how many it closed.
 func (s *Server) CloseConnections(user, vhost, reason string) int {
 	closed := s.CloseMatching(ConnectionFilter{User: user, Vhost: vhost},
-		amqp.Errorf(amqp.ConnectionForced, "broker forced connection closure with reason '%s'", reason))
+		wire.Errorf(wire.ConnectionForced, "broker forced connection closure with reason '%s'", reason))
 	if len(closed) > 0 {
 		s.log.Info("closed client connections", "reason", reason, "connections", len(closed))
 	}
@@ -32,7 +32,7 @@ func (s *Server) CloseConnections(user, vhost, reason string) int {
 // first, and returns them. It does not wait for them to go. Connections
 // still in their handshake are left alone: they have no user or vhost
 // yet, and cannot open one that is gone.
-func (s *Server) CloseMatching(f ConnectionFilter, e *amqp.Error) []ClosedConnection {
+func (s *Server) CloseMatching(f ConnectionFilter, e *wire.Error) []ClosedConnection {
 	var match []*conn
 	for _, c := range s.openConns() {
 		id := c.ident.Load()

@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
 )
 
@@ -51,8 +51,8 @@ type Config struct {
 // DefaultConfig has RabbitMQ's defaults.
 func DefaultConfig() Config {
 	return Config{
-		ChannelMax:       amqp.DefaultChannelMax,
-		FrameMax:         amqp.DefaultFrameMax,
+		ChannelMax:       wire.DefaultChannelMax,
+		FrameMax:         wire.DefaultFrameMax,
 		Heartbeat:        60 * time.Second,
 		HandshakeTimeout: 10 * time.Second,
 		MaxMessageSize:   16 << 20,
@@ -96,8 +96,8 @@ func New(cfg Config, b *broker.Broker, log *slog.Logger) *Server {
 	if cfg.FrameMax == 0 {
 		cfg.FrameMax = def.FrameMax
 	}
-	if cfg.FrameMax < amqp.FrameMinSize {
-		cfg.FrameMax = amqp.FrameMinSize
+	if cfg.FrameMax < wire.FrameMinSize {
+		cfg.FrameMax = wire.FrameMinSize
 	}
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = def.HandshakeTimeout
@@ -203,7 +203,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.forceClose(amqp.Errorf(amqp.ConnectionForced, "broker forced connection closure with reason 'shutdown'"))
+		c.forceClose(wire.Errorf(wire.ConnectionForced, "broker forced connection closure with reason 'shutdown'"))
 	}
 	done := make(chan struct{})
 	go func() {

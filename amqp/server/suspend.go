@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // Maintenance mode (warrenctl drain), as RabbitMQ's rabbitmq-upgrade drain
@@ -35,7 +35,7 @@ func (s *Server) Suspend(ctx context.Context) (int, error) {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.forceClose(amqp.Errorf(amqp.ConnectionForced, "broker forced connection closure with reason '%s'", MaintenanceReason))
+		c.forceClose(wire.Errorf(wire.ConnectionForced, "broker forced connection closure with reason '%s'", MaintenanceReason))
 	}
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()

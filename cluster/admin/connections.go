@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/proto/adminpb"
 )
@@ -148,7 +148,7 @@ func connectionPB(node string, c server.ConnectionInfo) *adminpb.Connection {
 // tableJSON is t as a JSON object ("" for none). Every AMQP field value
 // marshals (byte arrays as base64, decimals as objects); should one not,
 // the Go rendering says what it was.
-func tableJSON(t amqp.Table) string {
+func tableJSON(t wire.Table) string {
 	if len(t) == 0 {
 		return ""
 	}

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/adminpb"
 )
@@ -104,7 +104,7 @@ func (s *Server) MemberPeek(_ context.Context, req *adminpb.MemberPeekRequest) (
 	case err != nil:
 		return nil, status.Errorf(codes.Internal, "%s: %v", req.QueueId, err)
 	}
-	header, err := amqp.AppendContentHeader(nil, &amqp.ContentHeader{ClassID: amqp.ClassBasic, BodySize: uint64(len(m.Body)), Properties: m.Properties})
+	header, err := wire.AppendContentHeader(nil, &wire.ContentHeader{ClassID: wire.ClassBasic, BodySize: uint64(len(m.Body)), Properties: m.Properties})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "%s: encode the message's properties: %v", req.QueueId, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
@@ -65,7 +65,7 @@ func TestAccessChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(v.BindQueue(nil, 1, QueueBinding{Queue: "q", Exchange: "x", RoutingKey: "k"}))
-	must(b.SetPolicy(PolicyDef{Vhost: "v1", Name: "p", Pattern: ".*", Definition: amqp.Table{"max-length": int64(5)}}))
+	must(b.SetPolicy(PolicyDef{Vhost: "v1", Name: "p", Pattern: ".*", Definition: wire.Table{"max-length": int64(5)}}))
 
 	must(b.DeleteVhost("v1"))
 	snap, err := b.store.Load()

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // typeName and asInt are the field-table helpers of the amqp package.
 var (
-	typeName = amqp.TypeName
-	asInt    = amqp.IntValue
+	typeName = wire.TypeName
+	asInt    = wire.IntValue
 )
 
 func argEqual(a, b any) bool {
@@ -44,7 +44,7 @@ func typeClass(v any) string {
 		return "int"
 	}
 	switch v.(type) {
-	case amqp.Decimal:
+	case wire.Decimal:
 		return "int"
 	case float32, float64:
 		return "float"
@@ -68,17 +68,17 @@ func bareArg(v any) string {
 // missing one.
 func argMismatch(k, what string, got any, gotOK bool, have any, haveOK bool) error {
 	if gotOK && haveOK && typeClass(got) == typeClass(have) {
-		return amqp.Errorf(amqp.PreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s",
+		return wire.Errorf(wire.PreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s",
 			k, what, bareArg(got), bareArg(have))
 	}
-	return amqp.Errorf(amqp.PreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s",
+	return wire.Errorf(wire.PreconditionFailed, "inequivalent arg '%s' for %s: received %s but current is %s",
 		k, what, describeArg(got, gotOK), describeArg(have, haveOK))
 }
 
 // checkArgsEquivalent compares the named arguments of a redeclaration
 // with the existing entity's, as RabbitMQ does: only arguments that
 // change behaviour are compared; unknown ones are ignored.
-func checkArgsEquivalent(what string, keys []string, got, have amqp.Table) error {
+func checkArgsEquivalent(what string, keys []string, got, have wire.Table) error {
 	for _, k := range keys {
 		g, gok := got[k]
 		h, hok := have[k]
@@ -92,43 +92,43 @@ func checkArgsEquivalent(what string, keys []string, got, have amqp.Table) error
 // inequivalent is the error for a differing declare property such as
 // durable or type.
 func inequivalent(prop, what string, got, have any) error {
-	return amqp.Errorf(amqp.PreconditionFailed, "inequivalent arg '%s' for %s: received '%v' but current is '%v'", prop, what, got, have)
+	return wire.Errorf(wire.PreconditionFailed, "inequivalent arg '%s' for %s: received '%v' but current is '%v'", prop, what, got, have)
 }
 
 // intArg reads a non-negative integer argument, refusing other types as
 // RabbitMQ does.
-func intArg(what string, args amqp.Table, key string, min int64) (int64, bool, error) {
+func intArg(what string, args wire.Table, key string, min int64) (int64, bool, error) {
 	v, ok := args[key]
 	if !ok {
 		return 0, false, nil
 	}
 	n, isInt := asInt(v)
 	if !isInt {
-		return 0, false, amqp.Errorf(amqp.PreconditionFailed, "invalid arg '%s' for %s: {unacceptable_type,%s}", key, what, typeName(v))
+		return 0, false, wire.Errorf(wire.PreconditionFailed, "invalid arg '%s' for %s: {unacceptable_type,%s}", key, what, typeName(v))
 	}
 	if n < min {
-		return 0, false, amqp.Errorf(amqp.PreconditionFailed, "invalid arg '%s' for %s: {value_negative,%d}", key, what, n)
+		return 0, false, wire.Errorf(wire.PreconditionFailed, "invalid arg '%s' for %s: {value_negative,%d}", key, what, n)
 	}
 	return n, true, nil
 }
 
 // encodeTable encodes args for the metadata store and for binding
 // identity. A nil or empty table encodes to nil.
-func encodeTable(t amqp.Table) ([]byte, error) {
+func encodeTable(t wire.Table) ([]byte, error) {
 	if len(t) == 0 {
 		return nil, nil
 	}
-	b, err := amqp.AppendTable(nil, t)
+	b, err := wire.AppendTable(nil, t)
 	if err != nil {
-		return nil, amqp.Errorf(amqp.PreconditionFailed, "invalid arguments table: %v", err)
+		return nil, wire.Errorf(wire.PreconditionFailed, "invalid arguments table: %v", err)
 	}
 	return b, nil
 }
 
-func decodeTable(b []byte) (amqp.Table, error) {
+func decodeTable(b []byte) (wire.Table, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	t, _, err := amqp.DecodeTable(b)
+	t, _, err := wire.DecodeTable(b)
 	return t, err
 }

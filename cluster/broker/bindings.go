@@ -1,7 +1,7 @@
 package broker
 
 import (
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
@@ -10,7 +10,7 @@ type QueueBinding struct {
 	Queue      string
 	Exchange   string
 	RoutingKey string
-	Arguments  amqp.Table
+	Arguments  wire.Table
 }
 
 // lookupBindEnds finds both ends of a binding and checks access: write on
@@ -23,7 +23,7 @@ func (v *Vhost) lookupBindEnds(u *User, owner OwnerID, d QueueBinding) (*exchang
 		return nil, nil, err
 	}
 	if d.Exchange == "" {
-		return nil, nil, amqp.Errorf(amqp.AccessRefused, "operation not permitted on the default exchange")
+		return nil, nil, wire.Errorf(wire.AccessRefused, "operation not permitted on the default exchange")
 	}
 	if err := v.check(u, Read, "exchange", d.Exchange); err != nil {
 		return nil, nil, err
@@ -59,7 +59,7 @@ func (v *Vhost) BindQueue(u *User, owner OwnerID, d QueueBinding) error {
 }
 
 // bindLocked validates and adds b, new or not, to x. v.mu is held.
-func (v *Vhost) bindLocked(x *exchange, b *binding, args amqp.Table) error {
+func (v *Vhost) bindLocked(x *exchange, b *binding, args wire.Table) error {
 	switch x.rec.Type {
 	case ExchangeHeaders:
 		if err := validateHeadersBinding(args); err != nil {
@@ -120,7 +120,7 @@ type ExchangeBinding struct {
 	Destination string
 	Source      string
 	RoutingKey  string
-	Arguments   amqp.Table
+	Arguments   wire.Table
 }
 
 // lookupExchangeBindEnds finds both ends of an exchange-to-exchange
@@ -133,7 +133,7 @@ func (v *Vhost) lookupExchangeBindEnds(u *User, d ExchangeBinding) (src, dst *ex
 		return nil, nil, err
 	}
 	if d.Destination == "" || d.Source == "" {
-		return nil, nil, amqp.Errorf(amqp.AccessRefused, "operation not permitted on the default exchange")
+		return nil, nil, wire.Errorf(wire.AccessRefused, "operation not permitted on the default exchange")
 	}
 	if err := v.check(u, Read, "exchange", d.Source); err != nil {
 		return nil, nil, err

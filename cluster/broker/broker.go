@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/queue"
@@ -485,8 +485,8 @@ type User struct {
 
 // loginRefused is RabbitMQ's text for every failed login: the reason is
 // logged, never told to the client.
-func loginRefused(mechanism string) *amqp.Error {
-	return amqp.Errorf(amqp.AccessRefused, "Login was refused using authentication mechanism %s. For details see the broker logfile.", mechanism)
+func loginRefused(mechanism string) *wire.Error {
+	return wire.Errorf(wire.AccessRefused, "Login was refused using authentication mechanism %s. For details see the broker logfile.", mechanism)
 }
 
 // Authenticate checks a username and password presented with mechanism
@@ -555,7 +555,7 @@ func (b *Broker) OpenVhost(u *User, name string) (*Vhost, error) {
 	}
 	if !ok || !allowed {
 		b.log.Warn("vhost access refused", "user", u.Name, "vhost", name, "exists", ok)
-		return nil, amqp.Errorf(amqp.NotAllowed, "access to vhost '%s' refused for user '%s'", name, u.Name)
+		return nil, wire.Errorf(wire.NotAllowed, "access to vhost '%s' refused for user '%s'", name, u.Name)
 	}
 	return v, nil
 }
@@ -576,7 +576,7 @@ func (b *Broker) check(u *User, vhost string, a Access, kind, name string) error
 	if p.allows(a, name) {
 		return nil
 	}
-	return amqp.Errorf(amqp.AccessRefused, "%s access to %s '%s' in vhost '%s' refused for user '%s'", a, kind, name, vhost, u.Name)
+	return wire.Errorf(wire.AccessRefused, "%s access to %s '%s' in vhost '%s' refused for user '%s'", a, kind, name, vhost, u.Name)
 }
 
 // queueDir is where a replicated queue keeps its Raft group: named by the

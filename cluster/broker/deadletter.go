@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -56,9 +56,9 @@ func (v *Vhost) deadLetter(ctx context.Context, src *Queue, dlx deadLetterTarget
 		Expiration:    p.Expiration,
 		HasExpiration: p.Expiration != "",
 	})
-	p.Flags |= amqp.FlagHeaders
+	p.Flags |= wire.FlagHeaders
 	p.Expiration = ""
-	p.Flags &^= amqp.FlagExpiration
+	p.Flags &^= wire.FlagExpiration
 	if dlx.hasRoutingKey {
 		keys = []string{dlx.routingKey}
 	}
@@ -94,7 +94,7 @@ func (v *Vhost) deadLetter(ctx context.Context, src *Queue, dlx deadLetterTarget
 // routeDeadLetter finds the queues a dead letter reaches through exchange
 // name with any of keys, on through exchange-to-exchange bindings and
 // alternate exchanges. Unlike a publish, an internal exchange is fine.
-func (v *Vhost) routeDeadLetter(name string, keys []string, headers amqp.Table) ([]*Queue, error) {
+func (v *Vhost) routeDeadLetter(name string, keys []string, headers wire.Table) ([]*Queue, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	x, ok := v.exchanges[name]
@@ -117,7 +117,7 @@ func routingKeys(m *queue.Message) []string {
 // its CC and BCC headers (sender-selected distribution, as RabbitMQ's
 // mc_amqpl:routing_keys). Values that are not arrays, and array elements
 // that are not strings, are ignored.
-func RoutingKeys(keys []string, routingKey string, headers amqp.Table) []string {
+func RoutingKeys(keys []string, routingKey string, headers wire.Table) []string {
 	keys = append(keys, routingKey)
 	if headers == nil {
 		return keys
@@ -143,9 +143,9 @@ func appendHeaderKeys(keys []string, h any) []string {
 // rejection (mc:is_death_cycle/2, is_cycle_v2).
 func deathCycle(deaths []any, target string) bool {
 	for _, d := range deaths {
-		var t amqp.Table
+		var t wire.Table
 		switch e := d.(type) {
-		case amqp.Table:
+		case wire.Table:
 			t = e
 		case map[string]any:
 			t = e

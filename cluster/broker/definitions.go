@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
@@ -305,7 +305,7 @@ func (b *Broker) ImportDefinitions(d *Definitions) ImportReport {
 		}
 		if _, ok := args["x-queue-type"]; !ok && q.Type != "" {
 			if args == nil {
-				args = amqp.Table{}
+				args = wire.Table{}
 			}
 			args["x-queue-type"] = q.Type
 		}
@@ -353,7 +353,7 @@ func (b *Broker) importPolicy(r *ImportReport, kind string, p DefPolicy, operato
 
 // definitionOfDocument reads a policy's definition: a JSON object, or
 // (RabbitMQ 3.10's operator policies) a list of [key, value] pairs.
-func definitionOfDocument(raw json.RawMessage) (amqp.Table, error) {
+func definitionOfDocument(raw json.RawMessage) (wire.Table, error) {
 	var pairs [][]json.RawMessage
 	if json.Unmarshal(raw, &pairs) != nil {
 		return DefinitionFromJSON(string(raw))
@@ -394,7 +394,7 @@ func nonNilLimits(limits map[string]int64) map[string]int64 {
 
 // importTarget finds the vhost of an imported item and reads its
 // arguments as a policy definition is read (integers int64).
-func (b *Broker) importTarget(r *ImportReport, kind, name, vhost string, raw json.RawMessage) (*Vhost, amqp.Table, bool) {
+func (b *Broker) importTarget(r *ImportReport, kind, name, vhost string, raw json.RawMessage) (*Vhost, wire.Table, bool) {
 	v := b.vhost(vhost)
 	if v == nil {
 		r.problem("%s %s: no_such_vhost: %s", kind, name, vhost)
@@ -465,7 +465,7 @@ func (b *Broker) ExportDefinitions(product, version string) (*Definitions, error
 			return nil, fmt.Errorf("queue %s in vhost %s: %w", q.Name, q.Vhost, err)
 		}
 		if args == nil {
-			args = amqp.Table{}
+			args = wire.Table{}
 		}
 		if _, ok := args["x-queue-type"]; !ok && q.Type != "" {
 			args["x-queue-type"] = q.Type

@@ -3,7 +3,7 @@ package broker
 import (
 	"strings"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
@@ -29,7 +29,7 @@ func knownExchangeType(t string) bool {
 // exchange is an exchange and the bindings that leave it.
 type exchange struct {
 	rec  metadata.Exchange
-	args amqp.Table
+	args wire.Table
 	// alternate is the alternate-exchange argument: where messages this
 	// exchange routes nowhere go instead. Empty for none.
 	alternate string
@@ -69,7 +69,7 @@ type binding struct {
 	dest    *exchange
 }
 
-func newExchange(rec metadata.Exchange, args amqp.Table) *exchange {
+func newExchange(rec metadata.Exchange, args wire.Table) *exchange {
 	x := &exchange{
 		rec:      rec,
 		args:     args,
@@ -84,7 +84,7 @@ func newExchange(rec metadata.Exchange, args amqp.Table) *exchange {
 func (x *exchange) isDefault() bool { return x.rec.Name == "" }
 
 // add links b, whose arguments decode to args, to x.
-func (x *exchange) add(b *binding, args amqp.Table) {
+func (x *exchange) add(b *binding, args wire.Table) {
 	x.bindings[b.key] = b
 	if b.dest != nil {
 		x.toExchanges++
@@ -149,7 +149,7 @@ func removeBinding(list []*binding, b *binding) []*binding {
 // directly through x to out, each queue once, and the exchanges it
 // reaches to xs. matched says whether any binding matched at all, which
 // is what decides whether the alternate exchange is tried.
-func (x *exchange) route(keys []string, headers amqp.Table, out []*Queue, xs []*exchange) ([]*Queue, []*exchange, bool) {
+func (x *exchange) route(keys []string, headers wire.Table, out []*Queue, xs []*exchange) ([]*Queue, []*exchange, bool) {
 	matched := false
 	switch x.rec.Type {
 	case ExchangeDirect:

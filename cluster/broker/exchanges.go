@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
@@ -17,7 +17,7 @@ type ExchangeDeclare struct {
 	Durable    bool
 	AutoDelete bool
 	Internal   bool
-	Arguments  amqp.Table
+	Arguments  wire.Table
 }
 
 func describeExchange(name, vhost string) string {
@@ -30,7 +30,7 @@ var comparedExchangeArgs = []string{"alternate-exchange"}
 // DeclareExchange declares (or, passively, checks) an exchange.
 func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 	if d.Name == "" {
-		return amqp.Errorf(amqp.AccessRefused, "operation not permitted on the default exchange")
+		return wire.Errorf(wire.AccessRefused, "operation not permitted on the default exchange")
 	}
 	if d.Passive {
 		// Permission first, as in RabbitMQ.
@@ -51,7 +51,7 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 		return nil
 	}
 	if !knownExchangeType(d.Type) {
-		return amqp.Errorf(amqp.PreconditionFailed, "unknown exchange type '%s'", d.Type)
+		return wire.Errorf(wire.PreconditionFailed, "unknown exchange type '%s'", d.Type)
 	}
 	if err := v.check(u, Configure, "exchange", d.Name); err != nil {
 		return err
@@ -76,7 +76,7 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 		return checkArgsEquivalent(what, comparedExchangeArgs, d.Arguments, x.args)
 	}
 	if strings.HasPrefix(d.Name, "amq.") {
-		return amqp.Errorf(amqp.AccessRefused, "exchange name '%s' contains reserved prefix 'amq.*'", d.Name)
+		return wire.Errorf(wire.AccessRefused, "exchange name '%s' contains reserved prefix 'amq.*'", d.Name)
 	}
 	argBytes, err := encodeTable(d.Arguments)
 	if err != nil {
@@ -108,7 +108,7 @@ func (v *Vhost) checkAlternate(u *User, d ExchangeDeclare) error {
 	}
 	ae, ok := arg.(string)
 	if !ok {
-		return amqp.Errorf(amqp.PreconditionFailed, "invalid type '%s' for arg '%s' in %s", typeName(arg), "alternate-exchange", describeExchange(d.Name, v.name))
+		return wire.Errorf(wire.PreconditionFailed, "invalid type '%s' for arg '%s' in %s", typeName(arg), "alternate-exchange", describeExchange(d.Name, v.name))
 	}
 	if err := v.check(u, Read, "exchange", d.Name); err != nil {
 		return err
@@ -136,10 +136,10 @@ func (v *Vhost) restoreExchange(rec metadata.Exchange) error {
 // does not exist succeeds, as in RabbitMQ.
 func (v *Vhost) DeleteExchange(u *User, name string, ifUnused bool) error {
 	if name == "" {
-		return amqp.Errorf(amqp.AccessRefused, "operation not permitted on the default exchange")
+		return wire.Errorf(wire.AccessRefused, "operation not permitted on the default exchange")
 	}
 	if strings.HasPrefix(name, "amq.") {
-		return amqp.Errorf(amqp.AccessRefused, "deletion of system exchange '%s' in vhost '%s' not allowed", name, v.name)
+		return wire.Errorf(wire.AccessRefused, "deletion of system exchange '%s' in vhost '%s' not allowed", name, v.name)
 	}
 	if err := v.check(u, Configure, "exchange", name); err != nil {
 		return err
@@ -151,7 +151,7 @@ func (v *Vhost) DeleteExchange(u *User, name string, ifUnused bool) error {
 		return nil
 	}
 	if ifUnused && len(x.bindings) > 0 {
-		return amqp.Errorf(amqp.PreconditionFailed, "%s in use", describeExchange(name, v.name))
+		return wire.Errorf(wire.PreconditionFailed, "%s in use", describeExchange(name, v.name))
 	}
 	return v.persist(v.dropExchangeLocked(x)...)
 }
@@ -207,7 +207,7 @@ func (v *Vhost) dropExchangeLocked(x *exchange) []metadata.Change {
 // a message that reached no queue through an existing exchange gets
 // ErrRouteUncertain rather than being taken as unroutable: confirming it
 // would drop a message whose queue may well exist.
-func (v *Vhost) Route(exchangeName string, keys []string, headers amqp.Table, out []*Queue) ([]*Queue, error) {
+func (v *Vhost) Route(exchangeName string, keys []string, headers wire.Table, out []*Queue) ([]*Queue, error) {
 	n := len(out)
 	out, found, err := v.route(exchangeName, keys, headers, out)
 	if found && (err != nil || len(out) > n) {
@@ -232,7 +232,7 @@ func (v *Vhost) Route(exchangeName string, keys []string, headers amqp.Table, ou
 var ErrRouteUncertain = errors.New("broker: no queue reached, and this node's metadata may be behind (the metadata leader is out of reach)")
 
 // route is one routing attempt; found says the exchange exists.
-func (v *Vhost) route(exchangeName string, keys []string, headers amqp.Table, out []*Queue) ([]*Queue, bool, error) {
+func (v *Vhost) route(exchangeName string, keys []string, headers wire.Table, out []*Queue) ([]*Queue, bool, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	x, ok := v.exchanges[exchangeName]
@@ -240,7 +240,7 @@ func (v *Vhost) route(exchangeName string, keys []string, headers amqp.Table, ou
 		return out, false, v.notFound("exchange", exchangeName)
 	}
 	if x.rec.Internal {
-		return out, true, amqp.Errorf(amqp.AccessRefused, "cannot publish to internal %s", describeExchange(exchangeName, v.name))
+		return out, true, wire.Errorf(wire.AccessRefused, "cannot publish to internal %s", describeExchange(exchangeName, v.name))
 	}
 	return v.routeLocked(x, keys, headers, out), true, nil
 }
@@ -248,7 +248,7 @@ func (v *Vhost) route(exchangeName string, keys []string, headers amqp.Table, ou
 // routeLocked routes through x, on through exchange-to-exchange bindings
 // and alternate exchanges. Without either, nothing is allocated beyond
 // out's growth. v.mu is held (read).
-func (v *Vhost) routeLocked(x *exchange, keys []string, headers amqp.Table, out []*Queue) []*Queue {
+func (v *Vhost) routeLocked(x *exchange, keys []string, headers wire.Table, out []*Queue) []*Queue {
 	if x.isDefault() {
 		return v.routeDefaultLocked(keys, out)
 	}
@@ -276,7 +276,7 @@ func (v *Vhost) routeDefaultLocked(keys []string, out []*Queue) []*Queue {
 // in turn, each at most once (so cycles end), and an exchange that
 // matches no binding hands the message to its alternate exchange, if
 // that exists. Queues are collected once each.
-func (v *Vhost) routeOnLocked(x *exchange, matched bool, work []*exchange, keys []string, headers amqp.Table, out []*Queue) []*Queue {
+func (v *Vhost) routeOnLocked(x *exchange, matched bool, work []*exchange, keys []string, headers wire.Table, out []*Queue) []*Queue {
 	seen := []*exchange{x}
 	if !matched && x.alternate != "" {
 		if ae, ok := v.exchanges[x.alternate]; ok {

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // The two exchange types RabbitMQ 4.3 has in its core beside AMQP's four.
@@ -133,11 +133,11 @@ func (b *binding) local() bool {
 func validateLocalRandomBinding(b *binding) error {
 	switch {
 	case b.key.routingKey != "":
-		return amqp.Errorf(amqp.PreconditionFailed, "Non empty binding '%s' key not permitted", b.key.routingKey)
+		return wire.Errorf(wire.PreconditionFailed, "Non empty binding '%s' key not permitted", b.key.routingKey)
 	case b.queue == nil:
-		return amqp.Errorf(amqp.PreconditionFailed, "Destination not found")
+		return wire.Errorf(wire.PreconditionFailed, "Destination not found")
 	case b.queue.rec.Type != QueueTypeClassic:
-		return amqp.Errorf(amqp.PreconditionFailed, "Queue type rabbit_%s_queue not valid for this exchange type", b.queue.rec.Type)
+		return wire.Errorf(wire.PreconditionFailed, "Queue type rabbit_%s_queue not valid for this exchange type", b.queue.rec.Type)
 	}
 	return nil
 }

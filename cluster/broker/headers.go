@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // headersMatch is a headers-exchange binding's arguments, compiled: the
@@ -33,7 +33,7 @@ type headerPair struct {
 
 // validateHeadersBinding checks a headers binding's x-match argument,
 // as rabbit_exchange_type_headers:validate_binding/2 does.
-func validateHeadersBinding(args amqp.Table) error {
+func validateHeadersBinding(args wire.Table) error {
 	_, err := compileHeadersMatch(args)
 	return err
 }
@@ -41,7 +41,7 @@ func validateHeadersBinding(args amqp.Table) error {
 // compileHeadersMatch compiles binding arguments. An invalid x-match is
 // an error (406 when binding); the matcher returned with it treats it as
 // all, as RabbitMQ does for bindings it did not validate.
-func compileHeadersMatch(args amqp.Table) (*headersMatch, error) {
+func compileHeadersMatch(args wire.Table) (*headersMatch, error) {
 	m := &headersMatch{}
 	withX := false
 	var err error
@@ -57,10 +57,10 @@ func compileHeadersMatch(args amqp.Table) (*headersMatch, error) {
 			case "any-with-x":
 				m.any, withX = true, true
 			default:
-				err = amqp.Errorf(amqp.PreconditionFailed, "Invalid x-match field value <<\"%s\">>; expected all, any, all-with-x, or any-with-x", s)
+				err = wire.Errorf(wire.PreconditionFailed, "Invalid x-match field value <<\"%s\">>; expected all, any, all-with-x, or any-with-x", s)
 			}
 		default:
-			err = amqp.Errorf(amqp.PreconditionFailed, "Invalid x-match field type %s (value %v); expected longstr", typeName(v), v)
+			err = wire.Errorf(wire.PreconditionFailed, "Invalid x-match field type %s (value %v); expected longstr", typeName(v), v)
 		}
 	}
 	for k, v := range args {
@@ -73,7 +73,7 @@ func compileHeadersMatch(args amqp.Table) (*headersMatch, error) {
 }
 
 // match reports whether message headers h match.
-func (m *headersMatch) match(h amqp.Table) bool {
+func (m *headersMatch) match(h wire.Table) bool {
 	if m == nil {
 		return false
 	}

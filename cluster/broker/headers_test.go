@@ -4,12 +4,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
 func TestHeadersMatch(t *testing.T) {
-	msg := amqp.Table{
+	msg := wire.Table{
 		"format": "pdf",
 		"type":   "report",
 		"n":      int64(3),
@@ -19,33 +19,33 @@ func TestHeadersMatch(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		args amqp.Table
+		args wire.Table
 		want bool
 	}{
-		{"all default, all present", amqp.Table{"format": "pdf", "type": "report"}, true},
-		{"all, one differs", amqp.Table{"x-match": "all", "format": "pdf", "type": "log"}, false},
-		{"all, one missing", amqp.Table{"format": "pdf", "lang": "en"}, false},
-		{"all, no pairs matches everything", amqp.Table{}, true},
-		{"all, only x- keys", amqp.Table{"x-match": "all", "x-tier": "silver"}, true},
-		{"any, one matches", amqp.Table{"x-match": "any", "format": "zip", "type": "report"}, true},
-		{"any, none matches", amqp.Table{"x-match": "any", "format": "zip", "lang": "en"}, false},
-		{"any, no pairs matches nothing", amqp.Table{"x-match": "any"}, false},
-		{"any ignores x- keys", amqp.Table{"x-match": "any", "x-tier": "gold"}, false},
-		{"all ignores x- keys", amqp.Table{"x-match": "all", "format": "pdf", "x-tier": "silver"}, true},
-		{"all-with-x counts x- keys", amqp.Table{"x-match": "all-with-x", "format": "pdf", "x-tier": "silver"}, false},
-		{"all-with-x, x- key equal", amqp.Table{"x-match": "all-with-x", "format": "pdf", "x-tier": "gold"}, true},
-		{"any-with-x, x- key matches", amqp.Table{"x-match": "any-with-x", "x-tier": "gold"}, true},
-		{"any-with-x, x- key differs", amqp.Table{"x-match": "any-with-x", "x-tier": "bronze"}, false},
-		{"void matches presence", amqp.Table{"format": nil}, true},
-		{"void needs presence", amqp.Table{"lang": nil}, false},
-		{"void with any", amqp.Table{"x-match": "any", "lang": nil, "type": nil}, true},
-		{"numbers compare by value", amqp.Table{"n": int8(3)}, true},
-		{"numbers compare by value, float", amqp.Table{"n": float64(3)}, true},
-		{"number differs", amqp.Table{"n": int32(4)}, false},
-		{"number is not a string", amqp.Table{"n": "3"}, false},
-		{"bytearray equals longstr", amqp.Table{"blob": "raw", "format": []byte("pdf")}, true},
-		{"timestamp is its seconds", amqp.Table{"when": int64(42)}, true},
-		{"invalid x-match acts as all", amqp.Table{"x-match": "some", "format": "pdf"}, true},
+		{"all default, all present", wire.Table{"format": "pdf", "type": "report"}, true},
+		{"all, one differs", wire.Table{"x-match": "all", "format": "pdf", "type": "log"}, false},
+		{"all, one missing", wire.Table{"format": "pdf", "lang": "en"}, false},
+		{"all, no pairs matches everything", wire.Table{}, true},
+		{"all, only x- keys", wire.Table{"x-match": "all", "x-tier": "silver"}, true},
+		{"any, one matches", wire.Table{"x-match": "any", "format": "zip", "type": "report"}, true},
+		{"any, none matches", wire.Table{"x-match": "any", "format": "zip", "lang": "en"}, false},
+		{"any, no pairs matches nothing", wire.Table{"x-match": "any"}, false},
+		{"any ignores x- keys", wire.Table{"x-match": "any", "x-tier": "gold"}, false},
+		{"all ignores x- keys", wire.Table{"x-match": "all", "format": "pdf", "x-tier": "silver"}, true},
+		{"all-with-x counts x- keys", wire.Table{"x-match": "all-with-x", "format": "pdf", "x-tier": "silver"}, false},
+		{"all-with-x, x- key equal", wire.Table{"x-match": "all-with-x", "format": "pdf", "x-tier": "gold"}, true},
+		{"any-with-x, x- key matches", wire.Table{"x-match": "any-with-x", "x-tier": "gold"}, true},
+		{"any-with-x, x- key differs", wire.Table{"x-match": "any-with-x", "x-tier": "bronze"}, false},
+		{"void matches presence", wire.Table{"format": nil}, true},
+		{"void needs presence", wire.Table{"lang": nil}, false},
+		{"void with any", wire.Table{"x-match": "any", "lang": nil, "type": nil}, true},
+		{"numbers compare by value", wire.Table{"n": int8(3)}, true},
+		{"numbers compare by value, float", wire.Table{"n": float64(3)}, true},
+		{"number differs", wire.Table{"n": int32(4)}, false},
+		{"number is not a string", wire.Table{"n": "3"}, false},
+		{"bytearray equals longstr", wire.Table{"blob": "raw", "format": []byte("pdf")}, true},
+		{"timestamp is its seconds", wire.Table{"when": int64(42)}, true},
+		{"invalid x-match acts as all", wire.Table{"x-match": "some", "format": "pdf"}, true},
 	}
 	for _, c := range cases {
 		m, _ := compileHeadersMatch(c.args)
@@ -54,7 +54,7 @@ func TestHeadersMatch(t *testing.T) {
 		}
 	}
 	// No headers at all: only an all binding without pairs matches.
-	if m, _ := compileHeadersMatch(amqp.Table{"a": "b"}); m.match(nil) {
+	if m, _ := compileHeadersMatch(wire.Table{"a": "b"}); m.match(nil) {
 		t.Error("all binding matched a message without headers")
 	}
 	if m, _ := compileHeadersMatch(nil); !m.match(nil) {
@@ -64,13 +64,13 @@ func TestHeadersMatch(t *testing.T) {
 
 func TestHeadersBindingValidation(t *testing.T) {
 	for _, ok := range []string{"all", "any", "all-with-x", "any-with-x"} {
-		if err := validateHeadersBinding(amqp.Table{"x-match": ok}); err != nil {
+		if err := validateHeadersBinding(wire.Table{"x-match": ok}); err != nil {
 			t.Errorf("x-match %s: %v", ok, err)
 		}
 	}
 	for _, bad := range []any{"some", int32(1)} {
-		err := validateHeadersBinding(amqp.Table{"x-match": bad})
-		if e, ok := err.(*amqp.Error); !ok || e.Code != amqp.PreconditionFailed {
+		err := validateHeadersBinding(wire.Table{"x-match": bad})
+		if e, ok := err.(*wire.Error); !ok || e.Code != wire.PreconditionFailed {
 			t.Errorf("x-match %v: got %v, want 406", bad, err)
 		}
 	}
@@ -81,7 +81,7 @@ func testVhost() *Vhost {
 	return newVhost(&Broker{}, metadata.Vhost{Name: "/"})
 }
 
-func (v *Vhost) testExchange(name, typ string, args amqp.Table) *exchange {
+func (v *Vhost) testExchange(name, typ string, args wire.Table) *exchange {
 	x := newExchange(metadata.Exchange{Vhost: v.name, Name: name, Type: typ}, args)
 	v.exchanges[name] = x
 	return x
@@ -119,7 +119,7 @@ func routeNames(t *testing.T, v *Vhost, x string, keys ...string) map[string]int
 func TestRouteExchangeGraph(t *testing.T) {
 	v := testVhost()
 	x1 := v.testExchange("x1", ExchangeFanout, nil)
-	x2 := v.testExchange("x2", ExchangeDirect, amqp.Table{"alternate-exchange": "ae"})
+	x2 := v.testExchange("x2", ExchangeDirect, wire.Table{"alternate-exchange": "ae"})
 	ae := v.testExchange("ae", ExchangeFanout, nil)
 	q1, q2, qa := v.testQueue("q1"), v.testQueue("q2"), v.testQueue("qa")
 	testBind(x1, q1, nil, "")
@@ -145,7 +145,7 @@ func TestRouteExchangeGraph(t *testing.T) {
 	// A binding that matched counts as routed even if what it leads to
 	// routes nowhere: the alternate exchange is not used (RabbitMQ's
 	// process_alternate looks at the exchange's own destinations).
-	y := v.testExchange("y", ExchangeFanout, amqp.Table{"alternate-exchange": "ae"})
+	y := v.testExchange("y", ExchangeFanout, wire.Table{"alternate-exchange": "ae"})
 	testBind(y, nil, v.testExchange("nowhere", ExchangeFanout, nil), "")
 	if got := routeNames(t, v, "y", "k"); len(got) != 0 {
 		t.Errorf("y reached %v, want nothing", got)

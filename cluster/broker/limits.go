@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
@@ -114,7 +114,7 @@ func (v *Vhost) Limit(key string) (int64, bool) {
 // held.
 func (v *Vhost) checkQueueLimitLocked(name string) error {
 	if n, ok := v.limits[LimitMaxQueues]; ok && int64(len(v.queues)) >= n {
-		return amqp.Errorf(amqp.PreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, n)
+		return wire.Errorf(wire.PreconditionFailed, "cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, n)
 	}
 	return nil
 }

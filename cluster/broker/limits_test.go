@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 func TestParseVhostLimits(t *testing.T) {
@@ -54,8 +54,8 @@ func TestVhostQueueLimit(t *testing.T) {
 			t.Fatalf("declare %s: %v", name, err)
 		}
 	}
-	var ae *amqp.Error
-	if err := declare("c"); !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed ||
+	var ae *wire.Error
+	if err := declare("c"); !errors.As(err, &ae) || ae.Code != wire.PreconditionFailed ||
 		ae.Text != "PRECONDITION_FAILED - cannot declare queue 'c': queue limit in vhost '/' (2) is reached" {
 		t.Fatalf("third queue: %v", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // What an operator lists and does to a vhost's exchanges, bindings and
@@ -17,7 +17,7 @@ import (
 type ExchangeInfo struct {
 	Vhost, Name, Type             string
 	Durable, AutoDelete, Internal bool
-	Arguments                     amqp.Table
+	Arguments                     wire.Table
 }
 
 // Exchanges lists the exchanges of vhost ("" for every vhost), the
@@ -42,7 +42,7 @@ type BindingInfo struct {
 	Vhost, Source, Destination string
 	ToExchange                 bool
 	RoutingKey                 string
-	Arguments                  amqp.Table
+	Arguments                  wire.Table
 }
 
 // Bindings lists the bindings of vhost ("" for every vhost), by vhost,

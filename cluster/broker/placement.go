@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
@@ -32,7 +32,7 @@ func newQueueID() string {
 }
 
 // checkPlacementArgs validates the placement arguments of a quorum queue.
-func checkPlacementArgs(what string, args amqp.Table) error {
+func checkPlacementArgs(what string, args wire.Table) error {
 	if _, _, err := intArg(what, args, "x-quorum-initial-group-size", 1); err != nil {
 		return err
 	}
@@ -44,10 +44,10 @@ func checkPlacementArgs(what string, args amqp.Table) error {
 	if l, ok := args["x-queue-leader-locator"]; ok {
 		s, isStr := l.(string)
 		if !isStr {
-			return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-leader-locator' for %s: {unacceptable_type,%s}", what, typeName(l))
+			return wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-queue-leader-locator' for %s: {unacceptable_type,%s}", what, typeName(l))
 		}
 		if _, known := locatorOf(s); !known {
-			return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-leader-locator' for %s: {unknown_leader_locator,<<\"%s\">>}", what, s)
+			return wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-queue-leader-locator' for %s: {unknown_leader_locator,<<\"%s\">>}", what, s)
 		}
 	}
 	return nil
@@ -71,7 +71,7 @@ func locatorOf(s string) (string, bool) {
 // of nodes): its leader on the declaring node for client-local, else on
 // the node leading the fewest queues, and the other members on the nodes
 // holding the fewest replicas, so that load spreads evenly.
-func (b *Broker) place(rec *metadata.Queue, args amqp.Table) {
+func (b *Broker) place(rec *metadata.Queue, args wire.Table) {
 	self := b.cfg.NodeID
 	var nodes []string
 	if b.cfg.Cluster != nil {

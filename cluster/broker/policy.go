@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
@@ -41,7 +41,7 @@ type PolicyDef struct {
 	Priority    int
 	// Definition holds the policy's keys; JSON numbers without a
 	// fraction are int64 (DefinitionFromJSON).
-	Definition amqp.Table
+	Definition wire.Table
 }
 
 // PolicyError is a refused policy, with RabbitMQ's text.
@@ -60,7 +60,7 @@ var ErrNoPolicy = errors.New("Parameter does not exist")
 type policy struct {
 	rec metadata.Policy
 	re  *regexp.Regexp
-	def amqp.Table
+	def wire.Table
 }
 
 func compilePolicy(rec metadata.Policy) (*policy, error) {
@@ -78,7 +78,7 @@ func compilePolicy(rec metadata.Policy) (*policy, error) {
 // DefinitionFromJSON reads a policy definition as rabbitmqctl takes it:
 // a JSON object. Integers become int64, other numbers float64, nested
 // objects tables.
-func DefinitionFromJSON(s string) (amqp.Table, error) {
+func DefinitionFromJSON(s string) (wire.Table, error) {
 	d := json.NewDecoder(strings.NewReader(s))
 	d.UseNumber()
 	var v any
@@ -92,7 +92,7 @@ func DefinitionFromJSON(s string) (amqp.Table, error) {
 	if !ok {
 		return nil, policyErrorf("definition must be a dictionary: %s", erlTerm(fromJSON(v)))
 	}
-	return fromJSON(m).(amqp.Table), nil
+	return fromJSON(m).(wire.Table), nil
 }
 
 func fromJSON(v any) any {
@@ -104,7 +104,7 @@ func fromJSON(v any) any {
 		f, _ := x.Float64()
 		return f
 	case map[string]any:
-		t := make(amqp.Table, len(x))
+		t := make(wire.Table, len(x))
 		for k, e := range x {
 			t[k] = fromJSON(e)
 		}
@@ -120,9 +120,9 @@ func fromJSON(v any) any {
 }
 
 // DefinitionJSON renders a definition as JSON, keys sorted.
-func DefinitionJSON(t amqp.Table) string {
+func DefinitionJSON(t wire.Table) string {
 	if t == nil {
-		t = amqp.Table{}
+		t = wire.Table{}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -145,7 +145,7 @@ func erlTerm(v any) string {
 		return fmt.Sprint(x)
 	case float64:
 		return fmt.Sprint(x)
-	case amqp.Table:
+	case wire.Table:
 		keys := sortedKeys(x)
 		parts := make([]string, len(keys))
 		for i, k := range keys {
@@ -165,7 +165,7 @@ func erlTerm(v any) string {
 	return fmt.Sprint(v)
 }
 
-func sortedKeys(t amqp.Table) []string {
+func sortedKeys(t wire.Table) []string {
 	keys := make([]string, 0, len(t))
 	for k := range t {
 		keys = append(keys, k)
@@ -486,11 +486,11 @@ var queuePolicyKeys = map[string][]struct {
 // does) combined with the declared argument as RabbitMQ combines them,
 // written back as the x-argument. The result is a new table; args is
 // not changed. Without a policy it is args itself.
-func effectiveArgs(typ string, args amqp.Table, pol, op *policy) amqp.Table {
+func effectiveArgs(typ string, args wire.Table, pol, op *policy) wire.Table {
 	if pol == nil && op == nil {
 		return args
 	}
-	out := make(amqp.Table, len(args)+4)
+	out := make(wire.Table, len(args)+4)
 	for k, v := range args {
 		out[k] = v
 	}

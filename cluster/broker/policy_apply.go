@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/raftq"
@@ -36,7 +36,7 @@ import (
 
 // reconfigurer is a queue engine whose running configuration can change:
 // it takes the queue's whole effective x-arguments.
-type reconfigurer interface{ Reconfigure(args amqp.Table) error }
+type reconfigurer interface{ Reconfigure(args wire.Table) error }
 
 // reconcileInterval is how often a node looks for queues it leads whose
 // configuration it has not handed over yet.
@@ -131,7 +131,7 @@ func (b *Broker) Policies(vhost string, operator bool) []PolicyDef {
 
 // QueuePolicies names the policy and operator policy that apply to a
 // queue ("" for none) and its effective arguments.
-func (b *Broker) QueuePolicies(vhost, name string) (policy, operatorPolicy string, effective amqp.Table, ok bool) {
+func (b *Broker) QueuePolicies(vhost, name string) (policy, operatorPolicy string, effective wire.Table, ok bool) {
 	v := b.vhost(vhost)
 	if v == nil {
 		return "", "", nil, false
@@ -204,7 +204,7 @@ func (v *Vhost) queuePoliciesLocked(name, typ string) (pol, op *policy) {
 
 // effectiveArgsLocked is what a queue named name of type typ declared
 // with args runs with. v.mu is held.
-func (v *Vhost) effectiveArgsLocked(name, typ string, args amqp.Table) amqp.Table {
+func (v *Vhost) effectiveArgsLocked(name, typ string, args wire.Table) wire.Table {
 	pol, op := v.queuePoliciesLocked(name, typ)
 	return effectiveArgs(typ, args, pol, op)
 }
@@ -212,7 +212,7 @@ func (v *Vhost) effectiveArgsLocked(name, typ string, args amqp.Table) amqp.Tabl
 // setPolicyState records which policies apply to q and its effective
 // arguments; it reports whether those changed. v.mu is held (or q is not
 // registered yet).
-func (q *Queue) setPolicyState(pol, op *policy, eff amqp.Table) bool {
+func (q *Queue) setPolicyState(pol, op *policy, eff wire.Table) bool {
 	name := func(p *policy) string {
 		if p == nil {
 			return ""
@@ -249,7 +249,7 @@ func (v *Vhost) refreshPoliciesLocked() []*Queue {
 // runnableArgs is eff when the queue's rules accept it, else the queue's
 // declared arguments: policies are validated key by key, and a
 // combination the queue refuses leaves it as declared (logged).
-func (v *Vhost) runnableArgs(q *Queue, eff amqp.Table) amqp.Table {
+func (v *Vhost) runnableArgs(q *Queue, eff wire.Table) wire.Table {
 	var err error
 	if q.rec.Type == QueueTypeQuorum {
 		_, err = raftq.ParseConfig(map[string]any(eff))
@@ -278,7 +278,7 @@ func (v *Vhost) applyExchangePolicyLocked(x *exchange) {
 
 // deadLetterTargetOf reads the dead-letter target of effective arguments;
 // nil when they name no dead-letter exchange.
-func deadLetterTargetOf(args amqp.Table) *deadLetterTarget {
+func deadLetterTargetOf(args wire.Table) *deadLetterTarget {
 	ex, ok := args["x-dead-letter-exchange"].(string)
 	if !ok {
 		return nil
@@ -288,7 +288,7 @@ func deadLetterTargetOf(args amqp.Table) *deadLetterTarget {
 	return t
 }
 
-func tablesEqual(a, b amqp.Table) bool {
+func tablesEqual(a, b wire.Table) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -367,13 +367,13 @@ func (v *Vhost) pushConfig(q *Queue) {
 	}()
 }
 
-func reconfigure(engine any, args amqp.Table) error {
+func reconfigure(engine any, args wire.Table) error {
 	r, ok := engine.(reconfigurer)
 	if !ok {
 		return fmt.Errorf("%w (%T)", forward.ErrReconfigureUnsupported, engine)
 	}
 	if args == nil {
-		args = amqp.Table{}
+		args = wire.Table{}
 	}
 	return r.Reconfigure(args)
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/queue"
 )
@@ -28,22 +28,22 @@ type leadingEngine struct {
 	queue.Queue
 	node string
 	mu   sync.Mutex
-	got  []amqp.Table
+	got  []wire.Table
 }
 
 func (e *leadingEngine) Leader() string { return e.node }
 
-func (e *leadingEngine) Reconfigure(args amqp.Table) error {
+func (e *leadingEngine) Reconfigure(args wire.Table) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.got = append(e.got, args)
 	return nil
 }
 
-func (e *leadingEngine) reconfigured() []amqp.Table {
+func (e *leadingEngine) reconfigured() []wire.Table {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]amqp.Table(nil), e.got...)
+	return append([]wire.Table(nil), e.got...)
 }
 
 // TestNoReconfigureWhileReplaying: a restarted node replays policies set
@@ -60,11 +60,11 @@ func TestNoReconfigureWhileReplaying(t *testing.T) {
 	v.queues["q"] = q
 
 	v.mu.Lock()
-	q.eff, q.effVer = amqp.Table{"x-max-length": int64(1)}, 1 // a policy replayed
+	q.eff, q.effVer = wire.Table{"x-max-length": int64(1)}, 1 // a policy replayed
 	v.mu.Unlock()
 	v.pushConfig(q)
 	v.mu.Lock()
-	q.eff, q.effVer = amqp.Table{}, 2 // and its removal, replayed after
+	q.eff, q.effVer = wire.Table{}, 2 // and its removal, replayed after
 	v.mu.Unlock()
 	v.pushConfig(q)
 	if got := eng.reconfigured(); len(got) != 0 {

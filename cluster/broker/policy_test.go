@@ -7,11 +7,11 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
-func mustDef(t *testing.T, s string) amqp.Table {
+func mustDef(t *testing.T, s string) wire.Table {
 	t.Helper()
 	d, err := DefinitionFromJSON(s)
 	if err != nil {
@@ -35,7 +35,7 @@ func testPolicy(t *testing.T, name, pattern, applyTo string, priority int, def s
 
 func TestDefinitionFromJSON(t *testing.T) {
 	d := mustDef(t, `{"max-length":10,"message-ttl":1.5,"dead-letter-exchange":"dlx","x":{"a":[1,true]}}`)
-	want := amqp.Table{"max-length": int64(10), "message-ttl": 1.5, "dead-letter-exchange": "dlx", "x": amqp.Table{"a": []any{int64(1), true}}}
+	want := wire.Table{"max-length": int64(10), "message-ttl": 1.5, "dead-letter-exchange": "dlx", "x": wire.Table{"a": []any{int64(1), true}}}
 	if !reflect.DeepEqual(d, want) {
 		t.Fatalf("got %#v", d)
 	}
@@ -149,37 +149,37 @@ func TestEffectiveArgs(t *testing.T) {
 	cases := []struct {
 		name    string
 		typ     string
-		args    amqp.Table
+		args    wire.Table
 		pol, op *policy
-		want    amqp.Table
+		want    wire.Table
 	}{
-		{"no policy: the arguments themselves", QueueTypeQuorum, amqp.Table{"x-max-length": int32(9)}, nil, nil, amqp.Table{"x-max-length": int32(9)}},
-		{"policy only", QueueTypeQuorum, nil, pol, nil, amqp.Table{
+		{"no policy: the arguments themselves", QueueTypeQuorum, wire.Table{"x-max-length": int32(9)}, nil, nil, wire.Table{"x-max-length": int32(9)}},
+		{"policy only", QueueTypeQuorum, nil, pol, nil, wire.Table{
 			"x-max-length": int64(5), "x-overflow": "reject-publish", "x-dead-letter-exchange": "pdlx", "x-message-ttl": int64(1000),
 			"x-delivery-limit": int64(10), "x-queue-leader-locator": "client-local", "x-consumer-timeout": int64(5000)}},
 		{"numbers: the lower; dead-lettering: the argument; overflow and locator: the policy (quorum)", QueueTypeQuorum,
-			amqp.Table{"x-max-length": int32(2), "x-message-ttl": int32(5000), "x-dead-letter-exchange": "adlx", "x-overflow": "drop-head",
+			wire.Table{"x-max-length": int32(2), "x-message-ttl": int32(5000), "x-dead-letter-exchange": "adlx", "x-overflow": "drop-head",
 				"x-queue-leader-locator": "balanced", "x-delivery-limit": int32(20)},
-			pol, nil, amqp.Table{
+			pol, nil, wire.Table{
 				"x-max-length": int64(2), "x-overflow": "reject-publish", "x-dead-letter-exchange": "adlx", "x-message-ttl": int64(1000),
 				"x-delivery-limit": int64(10), "x-queue-leader-locator": "client-local", "x-consumer-timeout": int64(5000)}},
 		{"classic: overflow is the argument's; no delivery-limit or locator", QueueTypeClassic,
-			amqp.Table{"x-overflow": "drop-head"}, testPolicy(t, "c", ".*", "all", 0, `{"overflow":"reject-publish","max-length":5}`), nil,
-			amqp.Table{"x-overflow": "drop-head", "x-max-length": int64(5)}},
+			wire.Table{"x-overflow": "drop-head"}, testPolicy(t, "c", ".*", "all", 0, `{"overflow":"reject-publish","max-length":5}`), nil,
+			wire.Table{"x-overflow": "drop-head", "x-max-length": int64(5)}},
 		{"operator policy: the lower of it and the policy, then of that and the argument; unlimited delivery-limit yields", QueueTypeQuorum,
-			amqp.Table{"x-max-length": int32(4)}, pol, op, amqp.Table{
+			wire.Table{"x-max-length": int32(4)}, pol, op, wire.Table{
 				"x-max-length": int64(3), "x-overflow": "drop-head", "x-dead-letter-exchange": "pdlx", "x-message-ttl": int64(1000),
 				"x-delivery-limit": int64(10), "x-queue-leader-locator": "client-local", "x-consumer-timeout": int64(5000)}},
 		{"unlimited delivery-limit argument against a policy's limit: the limit", QueueTypeQuorum,
-			amqp.Table{"x-delivery-limit": int32(-1)}, testPolicy(t, "d", ".*", "all", 0, `{"delivery-limit":7}`), nil,
-			amqp.Table{"x-delivery-limit": int64(7)}},
+			wire.Table{"x-delivery-limit": int32(-1)}, testPolicy(t, "d", ".*", "all", 0, `{"delivery-limit":7}`), nil,
+			wire.Table{"x-delivery-limit": int64(7)}},
 		{"routing key without an exchange is dropped", QueueTypeQuorum,
-			nil, testPolicy(t, "rk", ".*", "all", 0, `{"dead-letter-routing-key":"k"}`), nil, amqp.Table{}},
+			nil, testPolicy(t, "rk", ".*", "all", 0, `{"dead-letter-routing-key":"k"}`), nil, wire.Table{}},
 		{"delayed retry: the policy's type, the lower minimum and maximum; merged with an operator policy's: its type, the longer minimum, the shorter maximum", QueueTypeQuorum,
-			amqp.Table{"x-delayed-retry-type": "returned", "x-delayed-retry-min": int32(150), "x-delayed-retry-max": int32(9000)},
+			wire.Table{"x-delayed-retry-type": "returned", "x-delayed-retry-min": int32(150), "x-delayed-retry-max": int32(9000)},
 			testPolicy(t, "r", ".*", "all", 0, `{"delayed-retry-type":"all","delayed-retry-min":100,"delayed-retry-max":5000}`),
 			testPolicy(t, "ro", ".*", "all", 0, `{"delayed-retry-type":"failed","delayed-retry-min":200,"delayed-retry-max":4000}`),
-			amqp.Table{"x-delayed-retry-type": "failed", "x-delayed-retry-min": int64(150), "x-delayed-retry-max": int64(4000)}},
+			wire.Table{"x-delayed-retry-type": "failed", "x-delayed-retry-min": int64(150), "x-delayed-retry-max": int64(4000)}},
 	}
 	for _, c := range cases {
 		got := effectiveArgs(c.typ, c.args, c.pol, c.op)
@@ -214,7 +214,7 @@ func openTestBroker(t *testing.T, dir string) *Broker {
 func TestBrokerPolicies(t *testing.T) {
 	b := newTestBroker(t)
 	v := b.vhost("/")
-	q, _, err := v.DeclareQueue(nil, 1, QueueDeclare{Name: "ex-q", Exclusive: true, Arguments: amqp.Table{"x-max-length": int32(7)}})
+	q, _, err := v.DeclareQueue(nil, 1, QueueDeclare{Name: "ex-q", Exclusive: true, Arguments: wire.Table{"x-max-length": int32(7)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestPolicyAlternateExchange(t *testing.T) {
 	v := b.vhost("/")
 	for _, d := range []ExchangeDeclare{
 		{Name: "x", Type: ExchangeDirect, Durable: true},
-		{Name: "y", Type: ExchangeDirect, Durable: true, Arguments: amqp.Table{"alternate-exchange": "ae2"}},
+		{Name: "y", Type: ExchangeDirect, Durable: true, Arguments: wire.Table{"alternate-exchange": "ae2"}},
 		{Name: "ae", Type: ExchangeFanout, Durable: true},
 		{Name: "ae2", Type: ExchangeFanout, Durable: true},
 	} {

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
@@ -38,11 +38,11 @@ type Queue struct {
 	vhost *Vhost
 	rec   metadata.Queue
 	// args are the x-arguments the queue was declared with.
-	args amqp.Table
+	args wire.Table
 	// eff are args with the policies that apply (policy.go): what the
 	// engine runs with. policy and opPolicy name those policies.
 	// Guarded by vhost.mu, as are the reconfiguration counters below.
-	eff              amqp.Table
+	eff              wire.Table
 	policy, opPolicy string
 	// dlx is where dead letters go under eff; nil for nowhere.
 	dlx atomic.Pointer[deadLetterTarget]
@@ -71,11 +71,11 @@ func (q *Queue) Engine() queue.Queue { return q.engine }
 func (q *Queue) Exclusive() bool { return q.owner != 0 }
 
 // Arguments are the x-arguments it was declared with.
-func (q *Queue) Arguments() amqp.Table { return q.args }
+func (q *Queue) Arguments() wire.Table { return q.args }
 
 // EffectiveArguments are its x-arguments with policies applied: what it
 // runs with. Read under the vhost's lock when policies may change.
-func (q *Queue) EffectiveArguments() amqp.Table {
+func (q *Queue) EffectiveArguments() wire.Table {
 	q.vhost.mu.RLock()
 	defer q.vhost.mu.RUnlock()
 	return q.eff
@@ -96,7 +96,7 @@ type QueueDeclare struct {
 	Durable    bool
 	Exclusive  bool
 	AutoDelete bool
-	Arguments  amqp.Table
+	Arguments  wire.Table
 }
 
 // generateQueueName returns a server-chosen name like RabbitMQ's:
@@ -111,7 +111,7 @@ func generateQueueName() string {
 
 // lockedErr is the error for touching another connection's exclusive queue.
 func lockedErr(name, vhost string) error {
-	return amqp.Errorf(amqp.ResourceLocked, "cannot obtain exclusive access to locked %s. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", describeQueue(name, vhost))
+	return wire.Errorf(wire.ResourceLocked, "cannot obtain exclusive access to locked %s. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", describeQueue(name, vhost))
 }
 
 // accessible returns q when owner may use it.
@@ -145,7 +145,7 @@ func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		}
 		q, st, err = v.declareQueue(u, owner, d)
 		if errors.Is(err, errDeclaredMeanwhile) {
-			err = amqp.Errorf(amqp.InternalError, "%s is being declared concurrently elsewhere; declare it again", describeQueue(d.Name, v.name))
+			err = wire.Errorf(wire.InternalError, "%s is being declared concurrently elsewhere; declare it again", describeQueue(d.Name, v.name))
 		}
 	}
 	return q, st, err
@@ -179,7 +179,7 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	if serverNamed {
 		d.Name = generateQueueName()
 	} else if strings.HasPrefix(d.Name, "amq.") {
-		return nil, queue.Stats{}, amqp.Errorf(amqp.AccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", d.Name)
+		return nil, queue.Stats{}, wire.Errorf(wire.AccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", d.Name)
 	}
 	if err := v.check(u, Configure, "queue", d.Name); err != nil {
 		return nil, queue.Stats{}, err
@@ -302,7 +302,7 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 
 // addQueue creates the queue's engine, from its effective arguments, and
 // registers it. v.mu is held.
-func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) (*Queue, error) {
+func (v *Vhost) addQueue(rec metadata.Queue, args wire.Table) (*Queue, error) {
 	q := &Queue{vhost: v, rec: rec, args: args, bindings: make(map[*binding]*exchange)}
 	pol, op := v.queuePoliciesLocked(rec.Name, rec.Type)
 	q.setPolicyState(pol, op, v.runnableArgs(q, effectiveArgs(rec.Type, args, pol, op)))
@@ -327,7 +327,7 @@ func (v *Vhost) addQueue(rec metadata.Queue, args amqp.Table) (*Queue, error) {
 	}
 	if err != nil {
 		v.b.log.Error("cannot start queue", "vhost", v.name, "queue", rec.Name, "type", rec.Type, "err", err)
-		return nil, amqp.Errorf(amqp.InternalError, "cannot start %s: %v", q.describe(), err)
+		return nil, wire.Errorf(wire.InternalError, "cannot start %s: %v", q.describe(), err)
 	}
 	q.engine = engine
 	v.queues[rec.Name] = q
@@ -488,7 +488,7 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 	if t, ok := d.Arguments["x-queue-type"]; ok {
 		s, isStr := t.(string)
 		if !isStr {
-			return "", amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-type' for %s: {unacceptable_type,%s}", what, typeName(t))
+			return "", wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-queue-type' for %s: {unacceptable_type,%s}", what, typeName(t))
 		}
 		typ = s
 	} else if d.Durable && !d.Exclusive && !d.AutoDelete {
@@ -522,7 +522,7 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 			return "", err
 		}
 	default:
-		return "", amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-type' for %s: \"unsupported queue type '%s'\"", what, typ)
+		return "", wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-queue-type' for %s: \"unsupported queue type '%s'\"", what, typ)
 	}
 	for _, k := range []string{"x-expires"} {
 		if _, _, err := intArg(what, d.Arguments, k, 1); err != nil {
@@ -540,8 +540,8 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 // deprecatedDenied is RabbitMQ 4.3's refusal of a deprecated feature that
 // is denied by default: a connection error (541) whose text is
 // rabbit_deprecated_features' when_denied message for that phase.
-func deprecatedDenied(feature string) *amqp.Error {
-	return amqp.Errorf(amqp.InternalError, "Feature `%s` is deprecated.\nBy default, this feature is not permitted anymore.\n"+
+func deprecatedDenied(feature string) *wire.Error {
+	return wire.Errorf(wire.InternalError, "Feature `%s` is deprecated.\nBy default, this feature is not permitted anymore.\n"+
 		"The feature will be removed from a future major RabbitMQ version, regardless of the configuration; actual version to be determined.\n"+
 		"To continue using this feature when it is not permitted by default, set the following parameter in your configuration:\n"+
 		"    \"deprecated_features.permit.%s = true\"", feature, feature)
@@ -553,35 +553,35 @@ func deprecatedDenied(feature string) *amqp.Error {
 // so 2 changes nothing. Only a declaration is checked: a queue declared
 // with 1 under an earlier Warren is restored as it was (RabbitMQ 4.3
 // converts such queues on upgrade).
-func checkQueueVersion(what string, args amqp.Table) error {
+func checkQueueVersion(what string, args wire.Table) error {
 	n, ok, err := intArg(what, args, "x-queue-version", 0)
 	if err != nil || !ok || n == 2 {
 		return err
 	}
-	return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-queue-version' for %s: \"unsupported queue version '%d'\"", what, n)
+	return wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-queue-version' for %s: \"unsupported queue version '%d'\"", what, n)
 }
 
 func checkQuorumDeclare(d QueueDeclare, serverNamed bool, what string) error {
 	if serverNamed {
-		return amqp.Errorf(amqp.PreconditionFailed, "Cannot declare a server-named queue for type rabbit_quorum_queue")
+		return wire.Errorf(wire.PreconditionFailed, "Cannot declare a server-named queue for type rabbit_quorum_queue")
 	}
 	// Arguments are checked before properties, as RabbitMQ's
 	// check_declare_arguments runs before the queue type's declare.
 	for _, k := range classicOnlyArgs {
 		if _, ok := d.Arguments[k]; ok {
-			return amqp.Errorf(amqp.PreconditionFailed, "invalid arg '%s' for %s of queue type rabbit_quorum_queue", k, what)
+			return wire.Errorf(wire.PreconditionFailed, "invalid arg '%s' for %s of queue type rabbit_quorum_queue", k, what)
 		}
 	}
 	switch {
 	case d.AutoDelete:
-		return amqp.Errorf(amqp.PreconditionFailed, "invalid property 'auto-delete' for %s", what)
+		return wire.Errorf(wire.PreconditionFailed, "invalid property 'auto-delete' for %s", what)
 	case d.Exclusive:
-		return amqp.Errorf(amqp.PreconditionFailed, "invalid property 'exclusive-owner' for %s", what)
+		return wire.Errorf(wire.PreconditionFailed, "invalid property 'exclusive-owner' for %s", what)
 	case !d.Durable:
-		return amqp.Errorf(amqp.PreconditionFailed, "invalid property 'non-durable' for %s", what)
+		return wire.Errorf(wire.PreconditionFailed, "invalid property 'non-durable' for %s", what)
 	}
 	if o, ok := d.Arguments["x-overflow"]; ok && o == "reject-publish-dlx" {
-		return amqp.Errorf(amqp.PreconditionFailed, "invalid arg 'x-overflow' with value 'reject-publish-dlx' for %s of queue type rabbit_quorum_queue", what)
+		return wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-overflow' with value 'reject-publish-dlx' for %s of queue type rabbit_quorum_queue", what)
 	}
 	if _, err := raftq.ParseConfig(map[string]any(d.Arguments)); err != nil {
 		return argError(err, what)
@@ -594,9 +594,9 @@ func checkQuorumDeclare(d QueueDeclare, serverNamed bool, what string) error {
 func argError(err error, what string) error {
 	var ae *raftq.ArgError
 	if errors.As(err, &ae) {
-		return amqp.Errorf(amqp.PreconditionFailed, "%s", ae.For(what))
+		return wire.Errorf(wire.PreconditionFailed, "%s", ae.For(what))
 	}
-	return amqp.Errorf(amqp.PreconditionFailed, "invalid arguments for %s: %v", what, err)
+	return wire.Errorf(wire.PreconditionFailed, "invalid arguments for %s: %v", what, err)
 }
 
 // LookupQueue finds a queue that owner may use with access a (read for
@@ -644,7 +644,7 @@ func NodeDown(err error, queueName, vhost string) error {
 	if !errors.As(err, &nd) {
 		return nil
 	}
-	return amqp.Errorf(amqp.NotFound, "home node '%s' of queue '%s' in vhost '%s' is down or inaccessible", nd.Node, queueName, vhost)
+	return wire.Errorf(wire.NotFound, "home node '%s' of queue '%s' in vhost '%s' is down or inaccessible", nd.Node, queueName, vhost)
 }
 
 // DeleteQueue deletes a queue and returns the number of messages it held.
@@ -705,15 +705,15 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 			flag = "if-unused"
 		}
 		// RabbitMQ refuses these on quorum queues, as a connection error.
-		return 0, amqp.Errorf(amqp.NotImplemented, "cannot delete %s. queue.delete operations with %s flag set are not supported by quorum queues", q.describe(), flag)
+		return 0, wire.Errorf(wire.NotImplemented, "cannot delete %s. queue.delete operations with %s flag set are not supported by quorum queues", q.describe(), flag)
 	}
 	if ifEmpty || ifUnused {
 		st := q.engine.Stats() // not a quorum queue: local
 		if ifEmpty && st.Ready > 0 {
-			return 0, amqp.Errorf(amqp.PreconditionFailed, "%s not empty", q.describe())
+			return 0, wire.Errorf(wire.PreconditionFailed, "%s not empty", q.describe())
 		}
 		if ifUnused && st.Consumers > 0 {
-			return 0, amqp.Errorf(amqp.PreconditionFailed, "%s in use", q.describe())
+			return 0, wire.Errorf(wire.PreconditionFailed, "%s in use", q.describe())
 		}
 	}
 	var changes []metadata.Change

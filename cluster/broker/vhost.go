@@ -3,7 +3,7 @@ package broker
 import (
 	"sync"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/metadata"
 )
 
@@ -81,8 +81,8 @@ func (v *Vhost) checkAny(u *User, kind, name string) error {
 	return v.check(u, Configure, kind, name)
 }
 
-func (v *Vhost) notFound(kind, name string) *amqp.Error {
-	return amqp.Errorf(amqp.NotFound, "no %s '%s' in vhost '%s'", kind, name, v.name)
+func (v *Vhost) notFound(kind, name string) *wire.Error {
+	return wire.Errorf(wire.NotFound, "no %s '%s' in vhost '%s'", kind, name, v.name)
 }
 
 // persist writes changes of durable entities to the store. Called with
@@ -101,7 +101,7 @@ func (v *Vhost) persist(changes ...metadata.Change) error {
 // change: on a cluster, typically no metadata leader within the wait.
 func (v *Vhost) persistFailed(err error) error {
 	v.b.log.Error("metadata store write failed", "vhost", v.name, "err", err)
-	return amqp.Errorf(amqp.InternalError, "metadata store write failed: %v", err)
+	return wire.Errorf(wire.InternalError, "metadata store write failed: %v", err)
 }
 
 func (v *Vhost) close() {

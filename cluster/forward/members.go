@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 )
@@ -82,7 +82,7 @@ func (detached) Stats() queue.Stats                        { return queue.Stats{
 func (detached) Close()                                    {}
 func (detached) IsLeader() bool                            { return false }
 func (detached) Leader() string                            { return "" }
-func (detached) Reconfigure(amqp.Table) error              { return replica.ErrNotLeader }
+func (detached) Reconfigure(wire.Table) error              { return replica.ErrNotLeader }
 func (detached) SettleHeld([]replica.HeldSettlement) error { return replica.ErrNotLeader }
 func (detached) Deliveries(uint64) []uint64                { return nil }
 func (detached) GetAs(uint64, bool) (queue.Delivery, uint32, bool, error) {

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/queuepb"
@@ -786,8 +786,8 @@ func (r *Router) Leader() string {
 // x-arguments (a policy changed): this node's member when it leads, else
 // the leader's node over gRPC. ErrReconfigureUnsupported when the leading
 // member cannot change its configuration while running.
-func (r *Router) Reconfigure(args amqp.Table) error {
-	data, err := amqp.AppendTable(nil, args)
+func (r *Router) Reconfigure(args wire.Table) error {
+	data, err := wire.AppendTable(nil, args)
 	if err != nil {
 		return fmt.Errorf("forward: encode arguments: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/linger"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/queuepb"
@@ -221,7 +221,7 @@ func (s *Server) Reconfigure(_ context.Context, req *queuepb.ReconfigureRequest)
 	if err != nil {
 		return nil, err
 	}
-	args, _, err := amqp.DecodeTable(req.Arguments)
+	args, _, err := wire.DecodeTable(req.Arguments)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/replica"
@@ -38,7 +38,7 @@ func (u unreplicated) Leader() string { return u.node }
 
 // Reconfigure is the owner node's broker's business: it applies policies
 // to its own queues.
-func (u unreplicated) Reconfigure(amqp.Table) error { return ErrReconfigureUnsupported }
+func (u unreplicated) Reconfigure(wire.Table) error { return ErrReconfigureUnsupported }
 
 // SettleHeld and Deliveries are about deliveries of an earlier leader,
 // which an in-memory queue never has.

@@ -27,7 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/queuepb"
 	"github.com/warrenmq/warren/raftq"
@@ -43,7 +43,7 @@ type Local interface {
 	Leader() string
 	// Reconfigure commits the queue's new effective x-arguments (a policy
 	// changed) to its log; only the leader can.
-	Reconfigure(args amqp.Table) error
+	Reconfigure(args wire.Table) error
 	// SettleHeld settles messages by the consumer holding them: what a
 	// former leader's member passed on (replica/former.go); only the
 	// leader can.
@@ -173,7 +173,7 @@ func fromStatus(err error) failure {
 }
 
 func encodeMessage(m *queue.Message) (*queuepb.Message, error) {
-	h, err := amqp.AppendContentHeader(nil, &amqp.ContentHeader{ClassID: amqp.ClassBasic, Properties: m.Properties})
+	h, err := wire.AppendContentHeader(nil, &wire.ContentHeader{ClassID: wire.ClassBasic, Properties: m.Properties})
 	if err != nil {
 		return nil, fmt.Errorf("forward: encode properties: %w", err)
 	}
@@ -184,7 +184,7 @@ func decodeMessage(pm *queuepb.Message) (*queue.Message, error) {
 	if pm == nil {
 		return nil, errors.New("forward: delivery without a message")
 	}
-	h, err := amqp.DecodeContentHeader(pm.Properties)
+	h, err := wire.DecodeContentHeader(pm.Properties)
 	if err != nil {
 		return nil, fmt.Errorf("forward: decode properties: %w", err)
 	}
@@ -210,7 +210,7 @@ func decodeDelivery(pd *queuepb.Delivery) (queue.Delivery, error) {
 func encodeOptions(queueID string, o queue.ConsumeOptions) (*queuepb.Attach, error) {
 	a := &queuepb.Attach{QueueId: queueID, Tag: o.Tag, NoAck: o.NoAck, Exclusive: o.Exclusive, Prefetch: o.Prefetch, Priority: o.Priority, ConsumerId: o.ID, LastDelivery: o.LastDelivery}
 	if len(o.Arguments) > 0 {
-		b, err := amqp.AppendTable(nil, o.Arguments)
+		b, err := wire.AppendTable(nil, o.Arguments)
 		if err != nil {
 			return nil, fmt.Errorf("forward: encode consumer arguments: %w", err)
 		}
@@ -222,7 +222,7 @@ func encodeOptions(queueID string, o queue.ConsumeOptions) (*queuepb.Attach, err
 func decodeOptions(a *queuepb.Attach) (queue.ConsumeOptions, error) {
 	o := queue.ConsumeOptions{Tag: a.Tag, NoAck: a.NoAck, Exclusive: a.Exclusive, Prefetch: a.Prefetch, Priority: a.Priority, ID: a.ConsumerId, LastDelivery: a.LastDelivery}
 	if len(a.Arguments) > 0 {
-		t, _, err := amqp.DecodeTable(a.Arguments)
+		t, _, err := wire.DecodeTable(a.Arguments)
 		if err != nil {
 			return o, err
 		}

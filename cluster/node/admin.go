@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
@@ -545,7 +545,7 @@ func (a *adminBackend) NodeStatus() admin.NodeStatus {
 }
 
 func (a *adminBackend) CloseConnections(f server.ConnectionFilter, reason string) []server.ClosedConnection {
-	closed := a.n.server.CloseMatching(f, amqp.Errorf(amqp.ConnectionForced, "%s", reason))
+	closed := a.n.server.CloseMatching(f, wire.Errorf(wire.ConnectionForced, "%s", reason))
 	for _, c := range closed {
 		a.n.log.Info("closed a client connection by an operator's request", "connection", c.Name, "user", c.User, "vhost", c.Vhost, "reason", reason)
 	}

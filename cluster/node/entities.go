@@ -3,7 +3,7 @@ package node
 import (
 	"errors"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
 )
@@ -27,15 +27,15 @@ func (a *adminBackend) PurgeQueue(vhost, name string) (uint32, error) {
 // queueError tells the admin service what kind of refusal a queue
 // operation met: a missing vhost or queue, or a refusal of its flags.
 func queueError(err error) error {
-	var ae *amqp.Error
+	var ae *wire.Error
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, broker.ErrNoVhost):
 		return kindError{admin.ErrNotFound, err}
-	case errors.As(err, &ae) && ae.Code == amqp.NotFound:
+	case errors.As(err, &ae) && ae.Code == wire.NotFound:
 		return kindError{admin.ErrNotFound, err}
-	case errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed || ae.Code == amqp.NotImplemented || ae.Code == amqp.ResourceLocked):
+	case errors.As(err, &ae) && (ae.Code == wire.PreconditionFailed || ae.Code == wire.NotImplemented || ae.Code == wire.ResourceLocked):
 		return kindError{admin.ErrRefused, err}
 	}
 	return err

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/forward"
@@ -313,8 +313,8 @@ func targetSize(b *broker.Broker, rec metadata.Queue) int {
 func initialSize(rec metadata.Queue) int {
 	size := 3
 	if len(rec.Arguments) > 0 {
-		if args, _, err := amqp.DecodeTable(rec.Arguments); err == nil {
-			if n, ok := amqp.IntValue(args["x-quorum-initial-group-size"]); ok {
+		if args, _, err := wire.DecodeTable(rec.Arguments); err == nil {
+			if n, ok := wire.IntValue(args["x-quorum-initial-group-size"]); ok {
 				size = int(n)
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // Message is one published message as a queue keeps it: the wire format's
@@ -17,7 +17,7 @@ import (
 type Message struct {
 	Exchange   string
 	RoutingKey string
-	Properties amqp.Properties
+	Properties wire.Properties
 	Body       []byte
 }
 
@@ -69,7 +69,7 @@ type ConsumeOptions struct {
 	Prefetch uint32
 	// Priority is x-priority: higher priority consumers are served first.
 	Priority  int32
-	Arguments amqp.Table
+	Arguments wire.Table
 	// ID, when not 0, is the consumer's ID in a replicated queue, chosen
 	// by the node whose channel consumes and kept as the consumer follows
 	// the leadership: a new leader finds the consumer, and the messages

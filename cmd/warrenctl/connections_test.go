@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/rpc"
@@ -23,7 +23,7 @@ func (n *fixedNode) Connections() []server.ConnectionInfo {
 		ConnectedAt: time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC), Blocked: n.name == "warren-1",
 		Channels: []server.ChannelInfo{{Number: 1, Confirm: true, Unconfirmed: 2, Unacked: 3, Prefetch: 10,
 			Consumers: []server.ConsumerInfo{{Queue: "orders", Tag: "ctag-" + n.name, AckRequired: true, Prefetch: 10,
-				Arguments: amqp.Table{"x-priority": int32(1)}}}}},
+				Arguments: wire.Table{"x-priority": int32(1)}}}}},
 	}}
 }
 

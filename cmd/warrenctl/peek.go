@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/proto/adminpb"
 )
 
@@ -64,7 +64,7 @@ func peek(fs *flag.FlagSet) body {
 		if err != nil {
 			return nil, err
 		}
-		h, err := amqp.DecodeContentHeader(resp.ContentHeader)
+		h, err := wire.DecodeContentHeader(resp.ContentHeader)
 		if err != nil {
 			return nil, fmt.Errorf("the node sent a malformed content header: %w", err)
 		}
@@ -81,7 +81,7 @@ func peek(fs *flag.FlagSet) body {
 // peekFields lists a peeked message's fields in rabbitmq-queues peek's
 // names: exchange, routing keys (the routing key and any CC), the body's
 // first bytes, each property present, then each header.
-func peekFields(resp *adminpb.PeekResponse, p *amqp.Properties) []peekField {
+func peekFields(resp *adminpb.PeekResponse, p *wire.Properties) []peekField {
 	keys := []any{resp.RoutingKey}
 	if cc, ok := p.Headers["CC"].([]any); ok {
 		keys = append(keys, cc...)
@@ -101,19 +101,19 @@ func peekFields(resp *adminpb.PeekResponse, p *amqp.Properties) []peekField {
 		value any
 		set   bool
 	}{
-		{"content_type", amqp.FlagContentType, p.ContentType, p.ContentType != ""},
-		{"content_encoding", amqp.FlagContentEncoding, p.ContentEncoding, p.ContentEncoding != ""},
-		{"delivery_mode", amqp.FlagDeliveryMode, p.DeliveryMode, p.DeliveryMode != 0},
-		{"priority", amqp.FlagPriority, p.Priority, p.Priority != 0},
-		{"correlation_id", amqp.FlagCorrelationID, p.CorrelationID, p.CorrelationID != ""},
-		{"reply_to", amqp.FlagReplyTo, p.ReplyTo, p.ReplyTo != ""},
-		{"expiration", amqp.FlagExpiration, p.Expiration, p.Expiration != ""},
-		{"message_id", amqp.FlagMessageID, p.MessageID, p.MessageID != ""},
-		{"timestamp", amqp.FlagTimestamp, p.Timestamp, p.Timestamp != 0},
-		{"type", amqp.FlagType, p.Type, p.Type != ""},
-		{"user_id", amqp.FlagUserID, p.UserID, p.UserID != ""},
-		{"app_id", amqp.FlagAppID, p.AppID, p.AppID != ""},
-		{"cluster_id", amqp.FlagClusterID, p.ClusterID, p.ClusterID != ""},
+		{"content_type", wire.FlagContentType, p.ContentType, p.ContentType != ""},
+		{"content_encoding", wire.FlagContentEncoding, p.ContentEncoding, p.ContentEncoding != ""},
+		{"delivery_mode", wire.FlagDeliveryMode, p.DeliveryMode, p.DeliveryMode != 0},
+		{"priority", wire.FlagPriority, p.Priority, p.Priority != 0},
+		{"correlation_id", wire.FlagCorrelationID, p.CorrelationID, p.CorrelationID != ""},
+		{"reply_to", wire.FlagReplyTo, p.ReplyTo, p.ReplyTo != ""},
+		{"expiration", wire.FlagExpiration, p.Expiration, p.Expiration != ""},
+		{"message_id", wire.FlagMessageID, p.MessageID, p.MessageID != ""},
+		{"timestamp", wire.FlagTimestamp, p.Timestamp, p.Timestamp != 0},
+		{"type", wire.FlagType, p.Type, p.Type != ""},
+		{"user_id", wire.FlagUserID, p.UserID, p.UserID != ""},
+		{"app_id", wire.FlagAppID, p.AppID, p.AppID != ""},
+		{"cluster_id", wire.FlagClusterID, p.ClusterID, p.ClusterID != ""},
 	} {
 		if p.Flags&prop.flag != 0 || prop.set {
 			fs = append(fs, peekField{prop.key, prop.value})

@@ -27,7 +27,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -37,7 +37,7 @@ type Config struct {
 	// Name identifies the queue in logs.
 	Name string
 	// Arguments are the queue's declared x-arguments.
-	Arguments amqp.Table
+	Arguments wire.Table
 	// Created is the queue's creation time (Unix ms); zero is now.
 	Created int64
 	// Budget, if set, counts the payload bytes this queue holds towards
@@ -69,7 +69,7 @@ const publisher = 1
 
 // ParseConfig reads a classic queue's arguments into the machine's
 // Config: the quorum parser's rules, then the classic differences.
-func ParseConfig(args amqp.Table) (cfg raftq.Config, dlxOnReject bool, err error) {
+func ParseConfig(args wire.Table) (cfg raftq.Config, dlxOnReject bool, err error) {
 	cfg, err = raftq.ParseConfig(map[string]any(args))
 	if err != nil {
 		return cfg, false, err
@@ -86,10 +86,10 @@ func ParseConfig(args amqp.Table) (cfg raftq.Config, dlxOnReject bool, err error
 	}
 	cfg.ClassicPriority = true
 	if v, ok := args["x-max-priority"]; ok {
-		n, isInt := amqp.IntValue(v)
+		n, isInt := wire.IntValue(v)
 		switch {
 		case !isInt:
-			return cfg, false, &raftq.ArgError{Key: "x-max-priority", Detail: "{unacceptable_type," + amqp.TypeName(v) + "}"}
+			return cfg, false, &raftq.ArgError{Key: "x-max-priority", Detail: "{unacceptable_type," + wire.TypeName(v) + "}"}
 		case n < 0:
 			return cfg, false, &raftq.ArgError{Key: "x-max-priority", Detail: fmt.Sprintf("{value_negative,%d}", n)}
 		case n > 255:
@@ -435,7 +435,7 @@ func (q *Queue) Touch() error {
 // raftq's Machine.updateConfig. A classic queue keeps its priorities
 // (x-max-priority) and single active consumer, and has no delivery limit,
 // whatever args say.
-func (q *Queue) Reconfigure(args amqp.Table) error {
+func (q *Queue) Reconfigure(args wire.Table) error {
 	mcfg, dlxOnReject, err := ParseConfig(args)
 	if err != nil {
 		return fmt.Errorf("queue arguments: %w", err)
@@ -469,7 +469,7 @@ func (q *Queue) enqueue(m *queue.Message) error {
 	q.seq++
 	cmd := raftq.Command{Op: raftq.OpEnqueue, Size: uint32(len(m.Body)), Publisher: publisher, Seq: q.seq}
 	p := &m.Properties
-	if p.Flags&amqp.FlagPriority != 0 || p.Priority != 0 {
+	if p.Flags&wire.FlagPriority != 0 || p.Priority != 0 {
 		cmd.Priority, cmd.HasPriority = p.Priority, true
 	}
 	if p.Expiration != "" {
@@ -528,9 +528,9 @@ func (q *Queue) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 	return nil
 }
 
-func consumerTimeout(args amqp.Table) (int64, bool) {
+func consumerTimeout(args wire.Table) (int64, bool) {
 	if v, ok := args["x-consumer-timeout"]; ok {
-		if n, isInt := amqp.IntValue(v); isInt && n >= 0 {
+		if n, isInt := wire.IntValue(v); isInt && n >= 0 {
 			return n, true
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -47,7 +47,7 @@ func newQueue(t *testing.T, cfg Config) *Queue {
 	return q
 }
 
-func enqueue(t *testing.T, q *Queue, body string, p amqp.Properties) error {
+func enqueue(t *testing.T, q *Queue, body string, p wire.Properties) error {
 	t.Helper()
 	var got error
 	called := false
@@ -62,7 +62,7 @@ func TestDeliverSettleBudget(t *testing.T) {
 	b := queue.NewBudget(1<<20, nil)
 	q := newQueue(t, Config{Name: "q", Budget: b})
 	for _, s := range []string{"aa", "bbb", "c"} {
-		if err := enqueue(t, q, s, amqp.Properties{}); err != nil {
+		if err := enqueue(t, q, s, wire.Properties{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,7 +101,7 @@ func TestPausedConsumerHoldsCredit(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 10 {
-			enqueue(t, q, "m", amqp.Properties{})
+			enqueue(t, q, "m", wire.Properties{})
 		}
 		if n := len(c.deliveries()); n != 1 {
 			t.Fatalf("noAck=%v: paused consumer got %d deliveries, want 1", noAck, n)
@@ -124,16 +124,16 @@ func TestRejectPublishDLXAndExpiry(t *testing.T) {
 	got := make(chan dead, 10)
 	q := newQueue(t, Config{
 		Name:      "q",
-		Arguments: amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish-dlx", "x-message-ttl": int32(20), "x-dead-letter-exchange": "dlx"},
+		Arguments: wire.Table{"x-max-length": int32(1), "x-overflow": "reject-publish-dlx", "x-message-ttl": int32(20), "x-dead-letter-exchange": "dlx"},
 		DeadLetter: func(_ context.Context, m *queue.Message, r raftq.Reason, _ int64, done func(error)) {
 			got <- dead{string(m.Body), r}
 			done(nil)
 		},
 	})
-	if err := enqueue(t, q, "kept", amqp.Properties{}); err != nil {
+	if err := enqueue(t, q, "kept", wire.Properties{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := enqueue(t, q, "refused", amqp.Properties{}); err != queue.ErrRejected {
+	if err := enqueue(t, q, "refused", wire.Properties{}); err != queue.ErrRejected {
 		t.Fatalf("over the limit: %v, want ErrRejected", err)
 	}
 	want := []dead{{"refused", raftq.ReasonMaxLen}, {"kept", raftq.ReasonExpired}}
@@ -168,7 +168,7 @@ func TestUnusedExpiredAndDelete(t *testing.T) {
 	}
 
 	expired := make(chan struct{}, 1)
-	newQueue(t, Config{Name: "e", Arguments: amqp.Table{"x-expires": int32(20)}, OnExpired: func() { expired <- struct{}{} }})
+	newQueue(t, Config{Name: "e", Arguments: wire.Table{"x-expires": int32(20)}, OnExpired: func() { expired <- struct{}{} }})
 	select {
 	case <-expired:
 	case <-time.After(5 * time.Second):
@@ -179,8 +179,8 @@ func TestUnusedExpiredAndDelete(t *testing.T) {
 	d := newQueue(t, Config{Name: "d", Budget: b})
 	c = &fakeConsumer{}
 	d.Consume(c, queue.ConsumeOptions{Prefetch: 1})
-	enqueue(t, d, "x", amqp.Properties{})
-	enqueue(t, d, "y", amqp.Properties{})
+	enqueue(t, d, "x", wire.Properties{})
+	enqueue(t, d, "y", wire.Properties{})
 	if _, err := d.Delete(true, false); err != queue.ErrInUse {
 		t.Fatalf("delete if-unused: %v", err)
 	}
@@ -190,17 +190,17 @@ func TestUnusedExpiredAndDelete(t *testing.T) {
 	if !c.gone || b.Used() != 0 {
 		t.Fatalf("gone=%v budget=%d", c.gone, b.Used())
 	}
-	if err := enqueue(t, d, "z", amqp.Properties{}); err != queue.ErrDeleted {
+	if err := enqueue(t, d, "z", wire.Properties{}); err != queue.ErrDeleted {
 		t.Fatalf("enqueue after delete: %v", err)
 	}
 }
 
 func TestGetPurgeAndPriority(t *testing.T) {
 	b := queue.NewBudget(1<<20, nil)
-	q := newQueue(t, Config{Name: "q", Budget: b, Arguments: amqp.Table{"x-max-priority": int32(3)}})
-	enqueue(t, q, "low", amqp.Properties{})
-	enqueue(t, q, "high", amqp.Properties{Flags: amqp.FlagPriority, Priority: 7})
-	enqueue(t, q, "mid", amqp.Properties{Flags: amqp.FlagPriority, Priority: 2})
+	q := newQueue(t, Config{Name: "q", Budget: b, Arguments: wire.Table{"x-max-priority": int32(3)}})
+	enqueue(t, q, "low", wire.Properties{})
+	enqueue(t, q, "high", wire.Properties{Flags: wire.FlagPriority, Priority: 7})
+	enqueue(t, q, "mid", wire.Properties{Flags: wire.FlagPriority, Priority: 2})
 	d, remaining, ok, err := q.Get(true)
 	if !ok || err != nil || string(d.Message.Body) != "high" || remaining != 2 {
 		t.Fatalf("get: %q %d %v %v", d.Message.Body, remaining, ok, err)
@@ -219,7 +219,7 @@ func TestGetPurgeAndPriority(t *testing.T) {
 	if b.Used() != 0 || len(q.msgs) != 0 {
 		t.Fatalf("budget %d, %d payloads", b.Used(), len(q.msgs))
 	}
-	if _, err := New(Config{Arguments: amqp.Table{"x-max-priority": int32(256)}}); err == nil {
+	if _, err := New(Config{Arguments: wire.Table{"x-max-priority": int32(256)}}); err == nil {
 		t.Fatal("x-max-priority 256 accepted")
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -32,7 +32,7 @@ func TestReconfigureMaxLength(t *testing.T) {
 	b := queue.NewBudget(1<<20, nil)
 	q := newQueue(t, Config{
 		Name:      "q",
-		Arguments: amqp.Table{"x-max-length": int64(10), "x-dead-letter-exchange": "dlx"},
+		Arguments: wire.Table{"x-max-length": int64(10), "x-dead-letter-exchange": "dlx"},
 		Budget:    b,
 		DeadLetter: func(_ context.Context, m *queue.Message, r raftq.Reason, _ int64, done func(error)) {
 			got <- string(m.Body) + " " + r.String()
@@ -40,11 +40,11 @@ func TestReconfigureMaxLength(t *testing.T) {
 		},
 	})
 	for i := 0; i < 10; i++ {
-		if err := enqueue(t, q, fmt.Sprintf("m%d", i), amqp.Properties{}); err != nil {
+		if err := enqueue(t, q, fmt.Sprintf("m%d", i), wire.Properties{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := q.Reconfigure(amqp.Table{"x-max-length": int64(5), "x-overflow": "drop-head", "x-dead-letter-exchange": "dlx"}); err != nil {
+	if err := q.Reconfigure(wire.Table{"x-max-length": int64(5), "x-overflow": "drop-head", "x-dead-letter-exchange": "dlx"}); err != nil {
 		t.Fatal(err)
 	}
 	if st := q.Stats(); st.Ready != 5 || len(q.msgs) != 5 || b.Used() != 10 {
@@ -78,10 +78,10 @@ func TestReconfigureDeliveryLimit(t *testing.T) {
 			done(nil)
 		},
 	})
-	if err := enqueue(t, q, "m", amqp.Properties{}); err != nil {
+	if err := enqueue(t, q, "m", wire.Properties{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Reconfigure(amqp.Table{"x-delivery-limit": int64(1), "x-dead-letter-exchange": "dlx"}); err != nil {
+	if err := q.Reconfigure(wire.Table{"x-delivery-limit": int64(1), "x-dead-letter-exchange": "dlx"}); err != nil {
 		t.Fatal(err)
 	}
 	if c := q.Config(); c.DeliveryLimit != raftq.Unset || !c.DeadLettering {
@@ -110,11 +110,11 @@ func TestReconfigureDeliveryLimit(t *testing.T) {
 // x-message-ttl applies to new messages, and removing it does not save a
 // message stamped before.
 func TestReconfigureMessageTTL(t *testing.T) {
-	q := newQueue(t, Config{Name: "q", Arguments: amqp.Table{"x-max-priority": int64(5)}})
-	if err := q.Reconfigure(amqp.Table{"x-message-ttl": int64(30), "x-max-priority": int64(0)}); err != nil {
+	q := newQueue(t, Config{Name: "q", Arguments: wire.Table{"x-max-priority": int64(5)}})
+	if err := q.Reconfigure(wire.Table{"x-message-ttl": int64(30), "x-max-priority": int64(0)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := enqueue(t, q, "short", amqp.Properties{}); err != nil {
+	if err := enqueue(t, q, "short", wire.Properties{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Reconfigure(nil); err != nil {
@@ -123,7 +123,7 @@ func TestReconfigureMessageTTL(t *testing.T) {
 	if c := q.Config(); c.MessageTTL != raftq.Unset || c.MaxPriority != 5 {
 		t.Fatalf("config %+v: want no TTL, priorities kept", c)
 	}
-	if err := enqueue(t, q, "kept", amqp.Properties{}); err != nil {
+	if err := enqueue(t, q, "kept", wire.Properties{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "short expired", func() bool { return q.Stats().Ready == 1 })
@@ -136,9 +136,9 @@ func TestReconfigureMessageTTL(t *testing.T) {
 // TestReconfigureRefuses: invalid arguments change nothing; a deleted
 // queue says so.
 func TestReconfigureRefuses(t *testing.T) {
-	q := newQueue(t, Config{Name: "q", Arguments: amqp.Table{"x-max-length": int64(2)}})
+	q := newQueue(t, Config{Name: "q", Arguments: wire.Table{"x-max-length": int64(2)}})
 	var argErr *raftq.ArgError
-	if err := q.Reconfigure(amqp.Table{"x-overflow": "sideways"}); !errors.As(err, &argErr) {
+	if err := q.Reconfigure(wire.Table{"x-overflow": "sideways"}); !errors.As(err, &argErr) {
 		t.Fatalf("Reconfigure = %v, want an ArgError", err)
 	}
 	if c := q.Config(); c.MaxLength != 2 {
@@ -156,25 +156,25 @@ func TestReconfigureRejectPublishDLX(t *testing.T) {
 	got := make(chan string, 4)
 	q := newQueue(t, Config{
 		Name:      "q",
-		Arguments: amqp.Table{"x-max-length": int64(0), "x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": "dlx"},
+		Arguments: wire.Table{"x-max-length": int64(0), "x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": "dlx"},
 		DeadLetter: func(_ context.Context, m *queue.Message, r raftq.Reason, _ int64, done func(error)) {
 			got <- string(m.Body)
 			done(nil)
 		},
 	})
-	if err := enqueue(t, q, "a", amqp.Properties{}); err != queue.ErrRejected {
+	if err := enqueue(t, q, "a", wire.Properties{}); err != queue.ErrRejected {
 		t.Fatalf("enqueue: %v", err)
 	}
-	if err := q.Reconfigure(amqp.Table{"x-max-length": int64(0), "x-overflow": "reject-publish", "x-dead-letter-exchange": "dlx"}); err != nil {
+	if err := q.Reconfigure(wire.Table{"x-max-length": int64(0), "x-overflow": "reject-publish", "x-dead-letter-exchange": "dlx"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := enqueue(t, q, "b", amqp.Properties{}); err != queue.ErrRejected {
+	if err := enqueue(t, q, "b", wire.Properties{}); err != queue.ErrRejected {
 		t.Fatalf("enqueue: %v", err)
 	}
-	if err := q.Reconfigure(amqp.Table{"x-max-length": int64(0), "x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": "dlx"}); err != nil {
+	if err := q.Reconfigure(wire.Table{"x-max-length": int64(0), "x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": "dlx"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := enqueue(t, q, "c", amqp.Properties{}); err != queue.ErrRejected {
+	if err := enqueue(t, q, "c", wire.Properties{}); err != queue.ErrRejected {
 		t.Fatalf("enqueue: %v", err)
 	}
 	for _, want := range []string{"a", "c"} {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -27,7 +27,7 @@ func TestDeadLetterOffTheFSM(t *testing.T) {
 		Name:      "test/dl",
 		Dir:       t.TempDir(),
 		NodeID:    "n1",
-		Arguments: amqp.Table{"x-dead-letter-exchange": "", "x-max-length": int64(1)},
+		Arguments: wire.Table{"x-dead-letter-exchange": "", "x-max-length": int64(1)},
 		Created:   1,
 		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		DeadLetter: func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
@@ -73,7 +73,7 @@ func TestOldLeaderStopsSendingQueuedDeadLetters(t *testing.T) {
 	isBlocked := make(chan struct{})
 	var g *group
 	g = newGroupWith(t, perQueueFiles, func(n string, cfg *Config) {
-		cfg.Arguments = amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"}
+		cfg.Arguments = wire.Table{"x-dead-letter-exchange": "", "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"}
 		cfg.DeadLetter = func(ctx context.Context, m *queue.Message, _ raftq.Reason, _ int64, done func(error)) {
 			if blocked.CompareAndSwap(false, true) {
 				close(isBlocked)

@@ -3,7 +3,7 @@ package replica
 import (
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -38,8 +38,8 @@ const DefaultDisconnectedTimeout = time.Minute
 // its effective arguments (x-consumer-disconnected-timeout, in
 // milliseconds, already combined with the consumer-disconnected-timeout
 // policy, the lower winning): def when they do not set one.
-func DisconnectedTimeoutOf(args amqp.Table, def time.Duration) time.Duration {
-	if n, ok := amqp.IntValue(args["x-consumer-disconnected-timeout"]); ok && n >= 0 {
+func DisconnectedTimeoutOf(args wire.Table, def time.Duration) time.Duration {
+	if n, ok := wire.IntValue(args["x-consumer-disconnected-timeout"]); ok && n >= 0 {
 		return time.Duration(n) * time.Millisecond
 	}
 	return def

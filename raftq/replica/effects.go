@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -114,7 +114,7 @@ func withCounts(m *queue.Message, e raftq.Effect) *queue.Message {
 	if e.DeliveryCount == 0 && e.AcquiredCount == 0 {
 		return m
 	}
-	h := make(amqp.Table, len(m.Properties.Headers)+2)
+	h := make(wire.Table, len(m.Properties.Headers)+2)
 	for k, v := range m.Properties.Headers {
 		h[k] = v
 	}

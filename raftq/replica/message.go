@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 )
 
@@ -26,7 +26,7 @@ func appendMessage(buf []byte, m *queue.Message) ([]byte, error) {
 	buf = append(buf, m.RoutingKey...)
 	at := len(buf)
 	buf = append(buf, 0, 0, 0, 0)
-	buf, err := amqp.AppendContentHeader(buf, &amqp.ContentHeader{ClassID: amqp.ClassBasic, BodySize: uint64(len(m.Body)), Properties: m.Properties})
+	buf, err := wire.AppendContentHeader(buf, &wire.ContentHeader{ClassID: wire.ClassBasic, BodySize: uint64(len(m.Body)), Properties: m.Properties})
 	if err != nil {
 		return nil, fmt.Errorf("encode message properties: %w", err)
 	}
@@ -65,7 +65,7 @@ func decodeMessage(p []byte) (*queue.Message, error) {
 	if !ok {
 		return nil, errBadPayload
 	}
-	h, err := amqp.DecodeContentHeader(hdr)
+	h, err := wire.DecodeContentHeader(hdr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errBadPayload, err)
 	}

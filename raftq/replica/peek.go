@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -51,7 +51,7 @@ func (r *Replica) Peek(pos int) (*queue.Message, error) {
 		// A delivery would not carry it; peek shows it, as RabbitMQ's
 		// does. The message was decoded for this call: its own headers.
 		if m.Properties.Headers == nil {
-			m.Properties.Headers = amqp.Table{}
+			m.Properties.Headers = wire.Table{}
 		}
 		m.Properties.Headers["x-delivery-count"] = int64(0)
 	}

@@ -1,7 +1,7 @@
 package replica
 
 import (
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -28,7 +28,7 @@ import (
 // Arguments say; only the classic reject-publish-dlx flag, which the
 // machine does not know, comes from Open's Arguments until the next
 // Reconfigure.
-func (r *Replica) Reconfigure(args amqp.Table) error {
+func (r *Replica) Reconfigure(args wire.Table) error {
 	mcfg, dlxOnReject, err := parseArguments(r.cfg.Classic, args)
 	if err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
 )
@@ -32,7 +32,7 @@ func (d *deadLetters) list() []string {
 	return append([]string(nil), d.got...)
 }
 
-func openWithDeadLetters(t *testing.T, node *testNode, dir string, args amqp.Table, dl *deadLetters) *Replica {
+func openWithDeadLetters(t *testing.T, node *testNode, dir string, args wire.Table, dl *deadLetters) *Replica {
 	t.Helper()
 	cfg := Config{
 		Name: "test/q", Dir: dir, NodeID: "n1", Arguments: args, Created: 1,
@@ -58,13 +58,13 @@ func testReconfigureMaxLength(t *testing.T, st storage) {
 	dir := t.TempDir()
 	node := st.node(t)
 	dl := &deadLetters{}
-	declared := amqp.Table{"x-max-length": int64(10), "x-dead-letter-exchange": ""}
+	declared := wire.Table{"x-max-length": int64(10), "x-dead-letter-exchange": ""}
 	r := openWithDeadLetters(t, node, dir, declared, dl)
 	enqueue(t, r, 10)
 	if st := r.Stats(); st.Ready != 10 {
 		t.Fatalf("%d ready, want 10", st.Ready)
 	}
-	err := r.Reconfigure(amqp.Table{"x-max-length": int64(5), "x-overflow": "drop-head", "x-dead-letter-exchange": ""})
+	err := r.Reconfigure(wire.Table{"x-max-length": int64(5), "x-overflow": "drop-head", "x-dead-letter-exchange": ""})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func testReconfigureMaxLength(t *testing.T, st storage) {
 // message next comes back (rabbit_fifo return_one/8), not at once.
 func TestReconfigureDeliveryLimit(t *testing.T) {
 	dl := &deadLetters{}
-	r := openWithDeadLetters(t, nil, t.TempDir(), amqp.Table{"x-delivery-limit": int64(5), "x-dead-letter-exchange": ""}, dl)
+	r := openWithDeadLetters(t, nil, t.TempDir(), wire.Table{"x-delivery-limit": int64(5), "x-dead-letter-exchange": ""}, dl)
 	defer r.Close()
 	enqueue(t, r, 1)
 	reject := func(cause queue.ReturnCause) {
@@ -117,7 +117,7 @@ func TestReconfigureDeliveryLimit(t *testing.T) {
 		waitFor(t, "returned", func() bool { st := r.Stats(); return st.Ready == 1 && st.Unacked == 0 })
 	}
 	// delivery-count 2, now over the new limit of 1: it stays ready.
-	if err := r.Reconfigure(amqp.Table{"x-delivery-limit": int64(1), "x-dead-letter-exchange": ""}); err != nil {
+	if err := r.Reconfigure(wire.Table{"x-delivery-limit": int64(1), "x-dead-letter-exchange": ""}); err != nil {
 		t.Fatal(err)
 	}
 	if st := r.Stats(); st.Ready != 1 {
@@ -141,7 +141,7 @@ func TestReconfigureDeliveryLimit(t *testing.T) {
 func TestReconfigureMessageTTL(t *testing.T) {
 	r := openTest(t, nil, t.TempDir(), nil)
 	defer r.Close()
-	if err := r.Reconfigure(amqp.Table{"x-message-ttl": int64(50)}); err != nil {
+	if err := r.Reconfigure(wire.Table{"x-message-ttl": int64(50)}); err != nil {
 		t.Fatal(err)
 	}
 	enqueue(t, r, 1) // m0: expires 50ms from now
@@ -166,7 +166,7 @@ func TestReconfigureMessageTTL(t *testing.T) {
 // TestReconfigureRefusesBadArguments: an invalid argument is refused as
 // declare refuses it, and nothing is proposed.
 func TestReconfigureRefusesBadArguments(t *testing.T) {
-	r := openTest(t, nil, t.TempDir(), amqp.Table{"x-max-length": int64(3)})
+	r := openTest(t, nil, t.TempDir(), wire.Table{"x-max-length": int64(3)})
 	defer r.Close()
 	lastIndex := func() uint64 {
 		r.fsm.mu.Lock()
@@ -178,7 +178,7 @@ func TestReconfigureRefusesBadArguments(t *testing.T) {
 	// arrive between the two readings below.
 	waitFor(t, "the queue's machine upgraded", func() bool { return r.MachineVersion() == raftq.MachineVersion })
 	before := lastIndex()
-	err := r.Reconfigure(amqp.Table{"x-max-length": int64(-1)})
+	err := r.Reconfigure(wire.Table{"x-max-length": int64(-1)})
 	var argErr *raftq.ArgError
 	if !errors.As(err, &argErr) || argErr.Key != "x-max-length" {
 		t.Fatalf("Reconfigure = %v, want an ArgError for x-max-length", err)
@@ -191,9 +191,9 @@ func TestReconfigureRefusesBadArguments(t *testing.T) {
 // TestReconfigureSingleActiveConsumerStays: x-single-active-consumer is not
 // a policy key; the machine keeps the declared value.
 func TestReconfigureSingleActiveConsumerStays(t *testing.T) {
-	r := openTest(t, nil, t.TempDir(), amqp.Table{"x-single-active-consumer": true})
+	r := openTest(t, nil, t.TempDir(), wire.Table{"x-single-active-consumer": true})
 	defer r.Close()
-	if err := r.Reconfigure(amqp.Table{"x-max-length": int64(3)}); err != nil {
+	if err := r.Reconfigure(wire.Table{"x-max-length": int64(3)}); err != nil {
 		t.Fatal(err)
 	}
 	if c := r.Config(); !c.SingleActiveConsumer || c.MaxLength != 3 {
@@ -207,7 +207,7 @@ func TestReconfigureEndsAtLeastOnce(t *testing.T) {
 	stuck := func(_ context.Context, _ *queue.Message, _ raftq.Reason, _ int64, done func(error)) {
 		done(errors.New("no route"))
 	}
-	args := amqp.Table{"x-dead-letter-exchange": "dlx", "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"}
+	args := wire.Table{"x-dead-letter-exchange": "dlx", "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"}
 	r, err := Open(Config{
 		Name: "test/q", Dir: t.TempDir(), NodeID: "n1", Arguments: args, Created: 1,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), DeadLetter: stuck,
@@ -245,7 +245,7 @@ func testGroupReconfigure(t *testing.T, st storage) {
 	g := newGroup(t, st)
 	leader, r := g.leader()
 	publish(t, r, 0, 8)
-	if err := r.Reconfigure(amqp.Table{"x-max-length": int64(3)}); err != nil {
+	if err := r.Reconfigure(wire.Table{"x-max-length": int64(3)}); err != nil {
 		t.Fatal(err)
 	}
 	for n, m := range g.members {
@@ -253,7 +253,7 @@ func testGroupReconfigure(t *testing.T, st storage) {
 			return m.queueConfig().MaxLength == 3 && m.Stats().Ready == 3
 		})
 		if n != leader {
-			if err := m.Reconfigure(amqp.Table{"x-max-length": int64(1)}); !errors.Is(err, ErrNotLeader) {
+			if err := m.Reconfigure(wire.Table{"x-max-length": int64(1)}); !errors.Is(err, ErrNotLeader) {
 				t.Fatalf("follower %s: Reconfigure = %v, want ErrNotLeader", n, err)
 			}
 		}

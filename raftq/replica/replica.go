@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/linger"
 	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
@@ -47,7 +47,7 @@ type Config struct {
 	// NodeID is this node's Raft server ID.
 	NodeID string
 	// Arguments are the queue's declared x-arguments.
-	Arguments amqp.Table
+	Arguments wire.Table
 	// Created is the queue's creation time (Unix ms), the same on every
 	// member, so that machines start alike.
 	Created int64
@@ -576,7 +576,7 @@ func logGroup(cfg Config) string {
 // dlxOnReject is x-overflow=reject-publish-dlx (classic only). Open and
 // Reconfigure both parse here, so a queue's arguments mean the same
 // whether it was declared with them or a policy brought them.
-func parseArguments(classic bool, args amqp.Table) (cfg raftq.Config, dlxOnReject bool, err error) {
+func parseArguments(classic bool, args wire.Table) (cfg raftq.Config, dlxOnReject bool, err error) {
 	if classic {
 		cfg, dlxOnReject, err = local.ParseConfig(args)
 	} else {
@@ -697,7 +697,7 @@ func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq 
 	}
 	cmd := raftq.Command{Op: raftq.OpEnqueue, Size: uint32(len(m.Body))}
 	p := &m.Properties
-	if p.Flags&amqp.FlagPriority != 0 || p.Priority != 0 {
+	if p.Flags&wire.FlagPriority != 0 || p.Priority != 0 {
 		cmd.Priority, cmd.HasPriority = p.Priority, true
 	}
 	if p.Expiration != "" {
@@ -892,7 +892,7 @@ func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 	return err
 }
 
-func consumerTimeout(args amqp.Table) (int64, bool) {
+func consumerTimeout(args wire.Table) (int64, bool) {
 	switch v := args["x-consumer-timeout"].(type) {
 	case int64:
 		return v, v >= 0

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/queue"
 )
 
@@ -60,7 +60,7 @@ func (f *fakeConsumer) ids() []uint64 {
 
 // openTest opens a one-member queue in dir, its log on node's storage
 // (nil: a file in dir).
-func openTest(t *testing.T, node *testNode, dir string, args amqp.Table) *Replica {
+func openTest(t *testing.T, node *testNode, dir string, args wire.Table) *Replica {
 	t.Helper()
 	cfg := Config{
 		Name:      "test/q",

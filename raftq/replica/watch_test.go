@@ -3,13 +3,13 @@ package replica
 import (
 	"testing"
 
-	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/amqp/wire"
 )
 
 // An idle replica has no watcher goroutine, even with a deadline ahead:
 // the timer alone brings it back to expire the messages.
 func TestWatcherSleepsUntilDeadline(t *testing.T) {
-	r := openTest(t, nil, t.TempDir(), amqp.Table{"x-message-ttl": int64(2000)})
+	r := openTest(t, nil, t.TempDir(), wire.Table{"x-message-ttl": int64(2000)})
 	defer r.Close()
 	enqueue(t, r, 3)
 	waitFor(t, "the watcher to stop with messages waiting", func() bool {

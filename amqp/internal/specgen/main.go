@@ -1,7 +1,7 @@
 // Command specgen writes package amqp's spec_gen.go from the AMQP 0-9-1 spec in RabbitMQ's
 // JSON form. From the repository root:
 //
-//	go run ./amqp/internal/specgen -spec ../shared/spec/amqp-rabbitmq-0.9.1.json -out amqp/spec_gen.go
+//	go run ./amqp/internal/specgen -spec amqp/internal/specgen/spec/amqp-rabbitmq-0.9.1.json -out amqp/wire/spec_gen.go
 package main
 
 import (

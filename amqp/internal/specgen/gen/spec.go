@@ -181,7 +181,7 @@ func parseSpec(specJSON []byte) (*model, error) {
 		m.classes = append(m.classes, c)
 	}
 	if propertiesClass == "" {
-		return nil, fmt.Errorf("no class has content properties; package amqp needs the Properties type")
+		return nil, fmt.Errorf("no class has content properties; package wire needs the Properties type")
 	}
 	return m, nil
 }

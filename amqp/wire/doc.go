@@ -1,4 +1,4 @@
-// Package amqp is the AMQP 0-9-1 wire protocol as RabbitMQ speaks it: frames, method
+// Package wire is the AMQP 0-9-1 wire protocol as RabbitMQ speaks it: frames, method
 // arguments, field tables and content headers.
 //
 // The method structs, constants and content properties in spec_gen.go are generated from
@@ -15,6 +15,6 @@
 // allocating its payload.
 //
 // Protocol errors are *Error values carrying the reply code RabbitMQ would send.
-package amqp
+package wire
 
 //go:generate go run ./internal/specgen -spec ../../shared/spec/amqp-rabbitmq-0.9.1.json -out spec_gen.go

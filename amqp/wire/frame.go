@@ -1,4 +1,4 @@
-package amqp
+package wire
 
 // ProtocolHeader is what a client sends first to ask for AMQP 0-9-1.
 const ProtocolHeader = "AMQP\x00\x00\x09\x01"

@@ -1,4 +1,4 @@
-package amqp
+package wire
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 // These tests talk to a real RabbitMQ when WARREN_RABBITMQ_ADDR names one (guest/guest on "/"),
 // for instance the node ../shared/tools/rmq-cluster.sh starts:
 //
-//	WARREN_RABBITMQ_ADDR=127.0.0.1:5772 go test -run RabbitMQ -v ./amqp/
+//	WARREN_RABBITMQ_ADDR=127.0.0.1:5772 go test -run RabbitMQ -v ./amqp/wire/
 //
 // With -v they log the frames RabbitMQ sent as Go byte slices; wire_test.go keeps some of
 // those captures so the plain test run checks against RabbitMQ's bytes too.

@@ -1,4 +1,4 @@
-package amqp
+package wire
 
 // Table is an AMQP field table: the arguments of declarations and bindings, message headers,
 // and the peer properties exchanged at connection start.
