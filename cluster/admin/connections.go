@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/amqp/server"
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/proto/adminpb"
 )
 
