@@ -98,7 +98,7 @@ type Config struct {
 	// 0) every message is at level 0 and the queue is plain FIFO. The
 	// machine has 32 levels, so x-max-priority above 31 behaves as 31.
 	// ParseConfig never sets it (x-max-priority is refused on quorum
-	// queues); a runtime without Raft (raftq/local) does, and since such
+	// queues); a runtime without Raft (raftq/classic) does, and since such
 	// a runtime takes no snapshots these fields are not in them.
 	ClassicPriority bool
 	MaxPriority     uint8

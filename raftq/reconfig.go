@@ -48,7 +48,7 @@ package raftq
 //   - x-single-active-consumer: never changes. It is not a policy key, and
 //     ra_machine_config/1 reads it from the declared arguments only; the
 //     machine keeps its own value whatever next says.
-//   - ClassicPriority and MaxPriority (raftq/local's classic priorities)
+//   - ClassicPriority and MaxPriority (raftq/classic's classic priorities)
 //     never change: every ready message sits at a level they chose.
 func (m *Machine) updateConfig(next Config) {
 	prev := m.cfg

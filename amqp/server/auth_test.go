@@ -7,7 +7,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // limitedSeed is guest as usual plus "limited", who may configure, write
@@ -21,8 +21,8 @@ func limitedSeed() broker.Seed {
 	)
 	s.Vhosts = append(s.Vhosts, "other")
 	s.Permissions = append(s.Permissions,
-		metadata.Permission{User: "limited", Vhost: "/", Configure: `^lim\.`, Write: `^lim\.`, Read: `^lim\.`},
-		metadata.Permission{User: "hashed", Vhost: "other", Configure: ".*", Write: ".*", Read: ".*"},
+		catalog.Permission{User: "limited", Vhost: "/", Configure: `^lim\.`, Write: `^lim\.`, Read: `^lim\.`},
+		catalog.Permission{User: "hashed", Vhost: "other", Configure: ".*", Write: ".*", Read: ".*"},
 	)
 	return s
 }

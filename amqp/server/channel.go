@@ -7,7 +7,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // channel is one AMQP channel. The connection's reader goroutine runs all

@@ -7,7 +7,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
-// Classic queues run the quorum queue's machine in memory (raftq/local):
+// Classic queues run the quorum queue's machine in memory (raftq/classic):
 // these check the features that brings them, through AMQP.
 
 func declareClassic(t testing.TB, ch *amqp091.Channel, name string, args amqp091.Table) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // consumer is one basic.consume: the queue.Consumer a queue delivers to.

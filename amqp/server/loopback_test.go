@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/node"
 )
 
@@ -106,7 +106,7 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 		c.AMQPAddr = "0.0.0.0:0"
 		c.Broker.Seed = broker.DefaultSeed()
 		c.Broker.Seed.Users = append(c.Broker.Seed.Users, broker.SeedUser{Name: "remote", Password: "pw"})
-		c.Broker.Seed.Permissions = append(c.Broker.Seed.Permissions, metadata.Permission{User: "remote", Vhost: "/", Configure: ".*", Write: ".*", Read: ".*"})
+		c.Broker.Seed.Permissions = append(c.Broker.Seed.Permissions, catalog.Permission{User: "remote", Vhost: "/", Configure: ".*", Write: ".*", Read: ".*"})
 	})
 	_, port, _ := net.SplitHostPort(n.AMQPAddr().String())
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Direct reply-to (amq.rabbitmq.reply-to). A requester consumes from the

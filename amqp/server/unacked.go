@@ -4,7 +4,7 @@ import (
 	"sort"
 
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // unackedList is a channel's unsettled deliveries in delivery-tag order.

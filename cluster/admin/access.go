@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/proto/adminpb"
 )
 
@@ -30,17 +30,17 @@ type AccessBackend interface {
 	// one named, or all of them for "all".
 	SetUserLimits(user, definition string) error
 	ClearUserLimit(user, limit string) error
-	Users() []metadata.User
+	Users() []catalog.User
 	AddVhost(name, defaultQueueType string) error
 	DeleteVhost(name string) error
 	// SetVhostLimits reads definition as rabbitmqctl set_vhost_limits
 	// does and replaces the vhost's limits with it; an empty definition
 	// clears them.
 	SetVhostLimits(vhost, definition string) error
-	Vhosts() []metadata.Vhost
-	SetPermissions(p metadata.Permission) error
+	Vhosts() []catalog.Vhost
+	SetPermissions(p catalog.Permission) error
 	ClearPermissions(user, vhost string) error
-	Permissions(vhost, user string) []metadata.Permission
+	Permissions(vhost, user string) []catalog.Permission
 }
 
 // ErrExists: what an access change would create exists already.
@@ -155,7 +155,7 @@ func (s *Server) ListVhosts(context.Context, *adminpb.ListVhostsRequest) (*admin
 // SetPermissions implements adminpb.AdminServer.
 func (s *Server) SetPermissions(_ context.Context, req *adminpb.Permission) (*adminpb.AccessResponse, error) {
 	return s.accessChange(func(ab AccessBackend) error {
-		return ab.SetPermissions(metadata.Permission{User: req.User, Vhost: req.Vhost, Configure: req.Configure, Write: req.Write, Read: req.Read})
+		return ab.SetPermissions(catalog.Permission{User: req.User, Vhost: req.Vhost, Configure: req.Configure, Write: req.Write, Read: req.Read})
 	})
 }
 

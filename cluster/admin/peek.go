@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Peeking reads a quorum queue's state machine and the message's log

@@ -190,3 +190,16 @@ func (s *Set) Blocking() (reason string, changed <-chan struct{}) {
 	}
 	return strings.Join(parts, " & "), s.changed
 }
+
+// Flip returns a function that raises resource r's alarm when told on
+// and clears it when told off: what a memory budget calls as it crosses
+// its limit, so that the budget needs no alarm set of its own.
+func (s *Set) Flip(r Resource) func(on bool) {
+	return func(on bool) {
+		if on {
+			s.Raise(r)
+		} else {
+			s.Clear(r)
+		}
+	}
+}

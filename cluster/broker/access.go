@@ -7,7 +7,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // Users, vhosts and permissions as an operator changes them, as
@@ -67,9 +67,9 @@ func (b *Broker) revoked(r Revocation) {
 }
 
 // commit stores changes and applies them to this node's model.
-func (b *Broker) commit(changes ...metadata.Change) error {
+func (b *Broker) commit(changes ...catalog.Change) error {
 	if err := b.store.Apply(changes...); err != nil {
-		if errors.Is(err, metadata.ErrExists) {
+		if errors.Is(err, catalog.ErrExists) {
 			return err
 		}
 		b.log.Error("metadata store write failed", "err", err)
@@ -84,8 +84,8 @@ func (b *Broker) AddUser(name, password string, tags []string) error {
 	if name == "" {
 		return invalidAccess("a user needs a name")
 	}
-	err := b.commit(metadata.Create(metadata.User{Name: name, PasswordHash: HashPassword(password), Tags: tags}))
-	if errors.Is(err, metadata.ErrExists) {
+	err := b.commit(catalog.Create(catalog.User{Name: name, PasswordHash: HashPassword(password), Tags: tags}))
+	if errors.Is(err, catalog.ErrExists) {
 		return fmt.Errorf("%w: %s", ErrUserExists, name)
 	}
 	if err == nil {
@@ -101,11 +101,11 @@ func (b *Broker) DeleteUser(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrNoUser, name)
 	}
-	changes := []metadata.Change{}
+	changes := []catalog.Change{}
 	for _, p := range b.Permissions("", name) {
-		changes = append(changes, metadata.Del(p))
+		changes = append(changes, catalog.Del(p))
 	}
-	changes = append(changes, metadata.Del(u))
+	changes = append(changes, catalog.Del(u))
 	if err := b.commit(changes...); err != nil {
 		return err
 	}
@@ -115,21 +115,21 @@ func (b *Broker) DeleteUser(name string) error {
 
 // ChangePassword replaces a user's password.
 func (b *Broker) ChangePassword(name, password string) error {
-	return b.updateUser(name, func(u *metadata.User) { u.PasswordHash = HashPassword(password) })
+	return b.updateUser(name, func(u *catalog.User) { u.PasswordHash = HashPassword(password) })
 }
 
 // SetUserTags replaces a user's tags (none: nil).
 func (b *Broker) SetUserTags(name string, tags []string) error {
-	return b.updateUser(name, func(u *metadata.User) { u.Tags = tags })
+	return b.updateUser(name, func(u *catalog.User) { u.Tags = tags })
 }
 
-func (b *Broker) updateUser(name string, change func(*metadata.User)) error {
+func (b *Broker) updateUser(name string, change func(*catalog.User)) error {
 	u, ok := b.user(name)
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrNoUser, name)
 	}
 	change(&u)
-	if err := b.commit(metadata.Put(u)); err != nil {
+	if err := b.commit(catalog.Put(u)); err != nil {
 		return err
 	}
 	b.log.Info("user changed", "user", name, "tags", u.Tags)
@@ -137,14 +137,14 @@ func (b *Broker) updateUser(name string, change func(*metadata.User)) error {
 }
 
 // Users lists the users by name (their password hashes included).
-func (b *Broker) Users() []metadata.User {
+func (b *Broker) Users() []catalog.User {
 	b.mu.RLock()
-	out := make([]metadata.User, 0, len(b.users))
+	out := make([]catalog.User, 0, len(b.users))
 	for _, u := range b.users {
 		out = append(out, u)
 	}
 	b.mu.RUnlock()
-	slices.SortFunc(out, func(a, b metadata.User) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b catalog.User) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -160,8 +160,8 @@ func (b *Broker) AddVhost(name, defaultQueueType string) error {
 	if defaultQueueType != QueueTypeQuorum && defaultQueueType != QueueTypeClassic {
 		return invalidAccess("default queue type %q: quorum or classic", defaultQueueType)
 	}
-	err := b.commit(metadata.Create(metadata.Vhost{Name: name, DefaultQueueType: defaultQueueType}))
-	if errors.Is(err, metadata.ErrExists) {
+	err := b.commit(catalog.Create(catalog.Vhost{Name: name, DefaultQueueType: defaultQueueType}))
+	if errors.Is(err, catalog.ErrExists) {
 		return fmt.Errorf("%w: %s", ErrVhostExists, name)
 	}
 	if err == nil {
@@ -184,7 +184,7 @@ func (b *Broker) DeleteVhost(name string) error {
 			return fmt.Errorf("read the metadata: %w", err)
 		}
 		changes := vhostRecords(snap, name)
-		if pass == 0 && !slices.ContainsFunc(snap.Vhosts, func(v metadata.Vhost) bool { return v.Name == name }) {
+		if pass == 0 && !slices.ContainsFunc(snap.Vhosts, func(v catalog.Vhost) bool { return v.Name == name }) {
 			return fmt.Errorf("%w: %s", ErrNoVhost, name)
 		}
 		if len(changes) == 0 {
@@ -202,47 +202,47 @@ func (b *Broker) DeleteVhost(name string) error {
 
 // vhostRecords are deletions of every record of vhost name in snap:
 // bindings, then what they connect, then the vhost (removalRank).
-func vhostRecords(snap *metadata.Snapshot, name string) []metadata.Change {
-	var out []metadata.Change
-	out = deletions(out, snap.Bindings, func(r metadata.Binding) bool { return r.Vhost == name })
-	out = deletions(out, snap.Queues, func(r metadata.Queue) bool { return r.Vhost == name })
-	out = deletions(out, snap.Exchanges, func(r metadata.Exchange) bool { return r.Vhost == name })
-	out = deletions(out, snap.Policies, func(r metadata.Policy) bool { return r.Vhost == name })
-	out = deletions(out, snap.Permissions, func(r metadata.Permission) bool { return r.Vhost == name })
-	out = deletions(out, snap.Vhosts, func(r metadata.Vhost) bool { return r.Name == name })
-	slices.SortStableFunc(out, func(a, b metadata.Change) int { return removalRank(a) - removalRank(b) })
+func vhostRecords(snap *catalog.Snapshot, name string) []catalog.Change {
+	var out []catalog.Change
+	out = deletions(out, snap.Bindings, func(r catalog.Binding) bool { return r.Vhost == name })
+	out = deletions(out, snap.Queues, func(r catalog.Queue) bool { return r.Vhost == name })
+	out = deletions(out, snap.Exchanges, func(r catalog.Exchange) bool { return r.Vhost == name })
+	out = deletions(out, snap.Policies, func(r catalog.Policy) bool { return r.Vhost == name })
+	out = deletions(out, snap.Permissions, func(r catalog.Permission) bool { return r.Vhost == name })
+	out = deletions(out, snap.Vhosts, func(r catalog.Vhost) bool { return r.Name == name })
+	slices.SortStableFunc(out, func(a, b catalog.Change) int { return removalRank(a) - removalRank(b) })
 	return out
 }
 
 // deletions appends to out the deletion of each record of recs that in
 // selects.
-func deletions[T any](out []metadata.Change, recs []T, in func(T) bool) []metadata.Change {
+func deletions[T any](out []catalog.Change, recs []T, in func(T) bool) []catalog.Change {
 	for _, r := range recs {
 		if in(r) {
-			out = append(out, metadata.Del(r))
+			out = append(out, catalog.Del(r))
 		}
 	}
 	return out
 }
 
 // Vhosts lists the vhosts by name.
-func (b *Broker) Vhosts() []metadata.Vhost {
+func (b *Broker) Vhosts() []catalog.Vhost {
 	b.mu.RLock()
 	vhosts := slices.Collect(maps.Values(b.vhosts))
 	b.mu.RUnlock()
-	out := make([]metadata.Vhost, 0, len(vhosts))
+	out := make([]catalog.Vhost, 0, len(vhosts))
 	for _, v := range vhosts {
 		v.mu.RLock()
-		out = append(out, metadata.Vhost{Name: v.name, DefaultQueueType: v.defaultQueueType, Limits: maps.Clone(v.limits)})
+		out = append(out, catalog.Vhost{Name: v.name, DefaultQueueType: v.defaultQueueType, Limits: maps.Clone(v.limits)})
 		v.mu.RUnlock()
 	}
-	slices.SortFunc(out, func(a, b metadata.Vhost) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b catalog.Vhost) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
 // SetPermissions grants p.User access to p.Vhost (configure, write and
 // read patterns), replacing what it had there.
-func (b *Broker) SetPermissions(p metadata.Permission) error {
+func (b *Broker) SetPermissions(p catalog.Permission) error {
 	if _, ok := b.user(p.User); !ok {
 		return fmt.Errorf("%w: %s", ErrNoUser, p.User)
 	}
@@ -252,7 +252,7 @@ func (b *Broker) SetPermissions(p metadata.Permission) error {
 	if _, err := compilePermission(p); err != nil {
 		return invalidAccess("%v", err)
 	}
-	if err := b.commit(metadata.Put(p)); err != nil {
+	if err := b.commit(catalog.Put(p)); err != nil {
 		return err
 	}
 	b.log.Info("permissions set", "user", p.User, "vhost", p.Vhost, "configure", p.Configure, "write", p.Write, "read", p.Read)
@@ -272,7 +272,7 @@ func (b *Broker) ClearPermissions(user, vhost string) error {
 	if len(b.Permissions(vhost, user)) == 0 {
 		return fmt.Errorf("%w: user %s in vhost %s", ErrNoAccess, user, vhost)
 	}
-	if err := b.commit(metadata.Del(metadata.Permission{User: user, Vhost: vhost})); err != nil {
+	if err := b.commit(catalog.Del(catalog.Permission{User: user, Vhost: vhost})); err != nil {
 		return err
 	}
 	b.log.Info("permissions cleared", "user", user, "vhost", vhost)
@@ -281,16 +281,16 @@ func (b *Broker) ClearPermissions(user, vhost string) error {
 
 // Permissions lists the permissions of vhost and of user ("" for any), by
 // vhost then user.
-func (b *Broker) Permissions(vhost, user string) []metadata.Permission {
+func (b *Broker) Permissions(vhost, user string) []catalog.Permission {
 	b.mu.RLock()
-	var out []metadata.Permission
+	var out []catalog.Permission
 	for k, p := range b.perms {
 		if (vhost == "" || k.vhost == vhost) && (user == "" || k.user == user) {
 			out = append(out, p.rec)
 		}
 	}
 	b.mu.RUnlock()
-	slices.SortFunc(out, func(a, b metadata.Permission) int {
+	slices.SortFunc(out, func(a, b catalog.Permission) int {
 		return cmp.Or(cmp.Compare(a.Vhost, b.Vhost), cmp.Compare(a.User, b.User))
 	})
 	return out

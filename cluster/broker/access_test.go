@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // TestAccessChanges drives users, vhosts and permissions through a
@@ -30,7 +30,7 @@ func TestAccessChanges(t *testing.T) {
 	}
 	must(b.AddVhost("v1", QueueTypeClassic))
 	must(b.AddUser("u", "pw", []string{"monitoring"}))
-	must(b.SetPermissions(metadata.Permission{User: "u", Vhost: "v1", Configure: ".*", Write: ".*", Read: ".*"}))
+	must(b.SetPermissions(catalog.Permission{User: "u", Vhost: "v1", Configure: ".*", Write: ".*", Read: ".*"}))
 	for _, c := range []struct {
 		err  error
 		want error
@@ -38,9 +38,9 @@ func TestAccessChanges(t *testing.T) {
 		{b.AddUser("u", "other", nil), ErrUserExists},
 		{b.AddVhost("v1", ""), ErrVhostExists},
 		{b.AddVhost("v2", "stream"), ErrInvalidAccess},
-		{b.SetPermissions(metadata.Permission{User: "nobody", Vhost: "v1"}), ErrNoUser},
-		{b.SetPermissions(metadata.Permission{User: "u", Vhost: "v9"}), ErrNoVhost},
-		{b.SetPermissions(metadata.Permission{User: "u", Vhost: "v1", Read: "("}), ErrInvalidAccess},
+		{b.SetPermissions(catalog.Permission{User: "nobody", Vhost: "v1"}), ErrNoUser},
+		{b.SetPermissions(catalog.Permission{User: "u", Vhost: "v9"}), ErrNoVhost},
+		{b.SetPermissions(catalog.Permission{User: "u", Vhost: "v1", Read: "("}), ErrInvalidAccess},
 		{b.ClearPermissions("guest", "v1"), ErrNoAccess},
 		{b.DeleteVhost("v9"), ErrNoVhost},
 		{b.DeleteUser("nobody"), ErrNoUser},
@@ -71,11 +71,11 @@ func TestAccessChanges(t *testing.T) {
 	snap, err := b.store.Load()
 	must(err)
 	left := len(vhostRecords(snap, "v1"))
-	if left != 0 || b.vhost("v1") != nil || slices.ContainsFunc(b.Vhosts(), func(v metadata.Vhost) bool { return v.Name == "v1" }) {
+	if left != 0 || b.vhost("v1") != nil || slices.ContainsFunc(b.Vhosts(), func(v catalog.Vhost) bool { return v.Name == "v1" }) {
 		t.Fatalf("after DeleteVhost: %d records left, model has it: %v", left, b.vhost("v1") != nil)
 	}
 	must(b.DeleteUser("u"))
-	if len(b.Permissions("", "u")) != 0 || slices.ContainsFunc(b.Users(), func(u metadata.User) bool { return u.Name == "u" }) {
+	if len(b.Permissions("", "u")) != 0 || slices.ContainsFunc(b.Users(), func(u catalog.User) bool { return u.Name == "u" }) {
 		t.Fatal("the deleted user or its permissions stayed")
 	}
 	mu.Lock()
@@ -98,7 +98,7 @@ func TestAccessChanges(t *testing.T) {
 	if !slices.Equal(names, []string{"/:quorum", "v3:quorum"}) {
 		t.Fatalf("vhosts after a restart: %v", names)
 	}
-	if slices.ContainsFunc(b.Users(), func(u metadata.User) bool { return u.Name == "u" }) {
+	if slices.ContainsFunc(b.Users(), func(u catalog.User) bool { return u.Name == "u" }) {
 		t.Fatal("the deleted user is back after a restart")
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // HashPassword returns the password's hash in RabbitMQ's
@@ -42,7 +42,7 @@ func CheckPassword(hash, password string) bool {
 
 // permission is a user's access to one vhost, its patterns compiled.
 type permission struct {
-	rec                    metadata.Permission
+	rec                    catalog.Permission
 	configure, write, read *regexp.Regexp
 }
 

@@ -2,7 +2,7 @@ package broker
 
 import (
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // QueueBinding is queue.bind's and queue.unbind's arguments.
@@ -74,7 +74,7 @@ func (v *Vhost) bindLocked(x *exchange, b *binding, args wire.Table) error {
 		return nil
 	}
 	if rec, recorded := v.bindingRecord(x, b); recorded {
-		if err := v.persist(metadata.Put(rec)); err != nil {
+		if err := v.persist(catalog.Put(rec)); err != nil {
 			return err
 		}
 	}
@@ -105,7 +105,7 @@ func (v *Vhost) unbindKeyLocked(x *exchange, key bindingKey) error {
 	if !ok {
 		return nil
 	}
-	var changes []metadata.Change
+	var changes []catalog.Change
 	if c, ok := v.unbindLocked(x, b); ok {
 		changes = append(changes, c)
 	}
@@ -185,23 +185,23 @@ func (v *Vhost) UnbindExchange(u *User, d ExchangeBinding) error {
 
 // unbindLocked unlinks b from x and its destination and returns the store
 // change deleting it, if the store holds it. v.mu is held.
-func (v *Vhost) unbindLocked(x *exchange, b *binding) (metadata.Change, bool) {
+func (v *Vhost) unbindLocked(x *exchange, b *binding) (catalog.Change, bool) {
 	x.remove(b)
 	if rec, recorded := v.bindingRecord(x, b); recorded {
-		return metadata.Del(rec), true
+		return catalog.Del(rec), true
 	}
-	return metadata.Change{}, false
+	return catalog.Change{}, false
 }
 
 // bindingRecord is b's store record, and whether the store holds it: on a
 // cluster every binding, for every node to route by; on a standalone
 // node those kept across restarts, where both ends are.
-func (v *Vhost) bindingRecord(x *exchange, b *binding) (metadata.Binding, bool) {
-	rec := metadata.Binding{
+func (v *Vhost) bindingRecord(x *exchange, b *binding) (catalog.Binding, bool) {
+	rec := catalog.Binding{
 		Vhost:       v.name,
 		Source:      x.rec.Name,
 		Destination: b.key.destination,
-		Kind:        metadata.ToQueue,
+		Kind:        catalog.ToQueue,
 		RoutingKey:  b.key.routingKey,
 		Arguments:   []byte(b.key.arguments),
 	}
@@ -209,13 +209,13 @@ func (v *Vhost) bindingRecord(x *exchange, b *binding) (metadata.Binding, bool) 
 		rec.Arguments = nil
 	}
 	if b.dest != nil {
-		rec.Kind = metadata.ToExchange
+		rec.Kind = catalog.ToExchange
 		return rec, v.b.shared() || (x.rec.Durable && b.dest.rec.Durable)
 	}
 	return rec, v.b.shared() || (x.rec.Durable && b.queue.rec.Durable && b.queue.owner == 0)
 }
 
-func (v *Vhost) restoreBinding(rec metadata.Binding) error {
+func (v *Vhost) restoreBinding(rec catalog.Binding) error {
 	args, err := decodeTable(rec.Arguments)
 	if err != nil {
 		return err
@@ -228,7 +228,7 @@ func (v *Vhost) restoreBinding(rec metadata.Binding) error {
 	}
 	b := &binding{key: bindingKey{destination: rec.Destination, routingKey: rec.RoutingKey, arguments: string(rec.Arguments)}}
 	switch rec.Kind {
-	case metadata.ToExchange:
+	case catalog.ToExchange:
 		dst, ok := v.exchanges[rec.Destination]
 		if !ok {
 			return v.notFound("exchange", rec.Destination)

@@ -24,8 +24,8 @@ import (
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/alarm"
-	"github.com/warrenmq/warren/cluster/metadata"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/cluster/catalog"
+	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 	"github.com/warrenmq/warren/raftq/wal"
 )
@@ -95,10 +95,10 @@ type Cluster interface {
 	// replica when the node is a member (cfg says how, the cluster adds
 	// the transport and peers), wrapped in a router that forwards every
 	// operation to the group's leader.
-	OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Queue, error)
+	OpenQueue(rec catalog.Queue, cfg replica.Config) (queue.Queue, error)
 	// OpenRemote reaches rec, another node's in-memory queue, through
 	// that node (remote.go); name is "vhost/name", for logs.
-	OpenRemote(rec metadata.Queue, name string) (queue.Queue, error)
+	OpenRemote(rec catalog.Queue, name string) (queue.Queue, error)
 	// Boot names this start of the node: in-memory queues' records
 	// carry it, and die with it.
 	Boot() string
@@ -106,15 +106,15 @@ type Cluster interface {
 
 // Watchable is a metadata store that other nodes write to as well: the
 // broker then applies what they committed to its own model. The cluster's
-// metadata group (cluster/meta) is one.
+// metadata group (cluster/metaraft) is one.
 type Watchable interface {
-	metadata.Store
+	catalog.Store
 	// Origin identifies changes proposed through this process: the
 	// broker applied those itself when it proposed them.
 	Origin() string
 	// Subscribe returns the current state and calls fn, in log order, with
 	// every later committed update.
-	Subscribe(fn func(origin string, changes []metadata.Change, reset *metadata.Snapshot)) *metadata.Snapshot
+	Subscribe(fn func(origin string, changes []catalog.Change, reset *catalog.Snapshot)) *catalog.Snapshot
 	// CatchUp returns once every change committed before the call has
 	// been handed to the subscriber (and so applied to the model).
 	CatchUp(ctx context.Context) error
@@ -122,7 +122,7 @@ type Watchable interface {
 	// committed through another node.
 	MayBeStale() bool
 	// ApplyContext is Apply bounded by ctx.
-	ApplyContext(ctx context.Context, changes ...metadata.Change) error
+	ApplyContext(ctx context.Context, changes ...catalog.Change) error
 	// CaughtUp reports whether a CatchUp has succeeded since the store
 	// opened: until then a restarted node's model may be replaying
 	// changes long superseded.
@@ -208,7 +208,7 @@ type catchUps struct {
 type Seed struct {
 	Users       []SeedUser
 	Vhosts      []string
-	Permissions []metadata.Permission
+	Permissions []catalog.Permission
 }
 
 // SeedUser is a user given in the config file. Either Password (plain) or
@@ -226,14 +226,14 @@ func DefaultSeed() Seed {
 	return Seed{
 		Users:       []SeedUser{{Name: "guest", Password: "guest", Tags: []string{"administrator"}}},
 		Vhosts:      []string{"/"},
-		Permissions: []metadata.Permission{{User: "guest", Vhost: "/", Configure: ".*", Write: ".*", Read: ".*"}},
+		Permissions: []catalog.Permission{{User: "guest", Vhost: "/", Configure: ".*", Write: ".*", Read: ".*"}},
 	}
 }
 
 // Broker is the node's model of users, vhosts and their contents.
 type Broker struct {
 	log   *slog.Logger
-	store metadata.Store
+	store catalog.Store
 	cfg   Config
 	// catchUps shares metadata catch-ups among the callers that miss.
 	catchUps catchUps
@@ -258,7 +258,7 @@ type Broker struct {
 	reconciled chan struct{}
 
 	mu     sync.RWMutex
-	users  map[string]metadata.User
+	users  map[string]catalog.User
 	perms  map[permKey]*permission
 	vhosts map[string]*Vhost
 
@@ -282,7 +282,7 @@ type permKey struct{ user, vhost string }
 
 // New loads the store, seeding it on first start, and recreates every
 // durable exchange, queue and binding.
-func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
+func New(cfg Config, store catalog.Store, log *slog.Logger) (*Broker, error) {
 	if cfg.DefaultQueueType == "" {
 		cfg.DefaultQueueType = QueueTypeQuorum
 	}
@@ -296,7 +296,7 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 		log:    log,
 		store:  store,
 		cfg:    cfg,
-		users:  make(map[string]metadata.User),
+		users:  make(map[string]catalog.User),
 		perms:  make(map[permKey]*permission),
 		vhosts: make(map[string]*Vhost),
 
@@ -304,7 +304,7 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 	}
 	b.ctx, b.stop = context.WithCancel(context.Background())
 	b.alarms = alarm.NewSet(cfg.NodeID, log.With("component", "alarm"))
-	b.memory = queue.NewBudget(cfg.MemoryLimit, b.alarms)
+	b.memory = queue.NewBudget(cfg.MemoryLimit, b.alarms.Flip(alarm.Memory))
 	if cfg.Cluster == nil {
 		// A standalone node's replicated queues share one write-ahead
 		// log (a cluster node's comes with its Cluster).
@@ -346,7 +346,7 @@ func New(cfg Config, store metadata.Store, log *slog.Logger) (*Broker, error) {
 	return b, nil
 }
 
-func (b *Broker) seed(s Seed) (*metadata.Snapshot, error) {
+func (b *Broker) seed(s Seed) (*catalog.Snapshot, error) {
 	changes, err := b.seedChanges(s)
 	if err != nil {
 		return nil, err
@@ -358,23 +358,23 @@ func (b *Broker) seed(s Seed) (*metadata.Snapshot, error) {
 	return b.store.Load()
 }
 
-func (b *Broker) seedChanges(s Seed) ([]metadata.Change, error) {
-	var changes []metadata.Change
+func (b *Broker) seedChanges(s Seed) ([]catalog.Change, error) {
+	var changes []catalog.Change
 	for _, u := range s.Users {
 		hash := u.PasswordHash
 		if hash == "" && u.Password != "" {
 			hash = HashPassword(u.Password)
 		}
-		changes = append(changes, metadata.Put(metadata.User{Name: u.Name, PasswordHash: hash, Tags: u.Tags}))
+		changes = append(changes, catalog.Put(catalog.User{Name: u.Name, PasswordHash: hash, Tags: u.Tags}))
 	}
 	for _, v := range s.Vhosts {
-		changes = append(changes, metadata.Put(metadata.Vhost{Name: v, DefaultQueueType: b.cfg.DefaultQueueType}))
+		changes = append(changes, catalog.Put(catalog.Vhost{Name: v, DefaultQueueType: b.cfg.DefaultQueueType}))
 	}
 	for _, p := range s.Permissions {
 		if _, err := compilePermission(p); err != nil {
 			return nil, fmt.Errorf("seed permissions: %w", err)
 		}
-		changes = append(changes, metadata.Put(p))
+		changes = append(changes, catalog.Put(p))
 	}
 	return changes, nil
 }
@@ -398,7 +398,7 @@ func (b *Broker) SeedIfEmpty() error {
 	}
 	changes[0].IfAbsent = true
 	if err := b.store.Apply(changes...); err != nil {
-		if errors.Is(err, metadata.ErrExists) {
+		if errors.Is(err, catalog.ErrExists) {
 			return nil
 		}
 		return fmt.Errorf("seed metadata: %w", err)
@@ -408,7 +408,7 @@ func (b *Broker) SeedIfEmpty() error {
 	return nil
 }
 
-func compilePermission(p metadata.Permission) (*permission, error) {
+func compilePermission(p catalog.Permission) (*permission, error) {
 	c, err := compilePattern(p.Configure)
 	if err != nil {
 		return nil, err
@@ -424,7 +424,7 @@ func compilePermission(p metadata.Permission) (*permission, error) {
 	return &permission{rec: p, configure: c, write: w, read: r}, nil
 }
 
-func (b *Broker) restore(snap *metadata.Snapshot) error {
+func (b *Broker) restore(snap *catalog.Snapshot) error {
 	b.resetNodes(snap.Nodes) // nodes.go
 	for _, u := range snap.Users {
 		b.users[u.Name] = u
@@ -538,7 +538,7 @@ func isLoopback(a net.Addr) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func (b *Broker) user(name string) (metadata.User, bool) {
+func (b *Broker) user(name string) (catalog.User, bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	u, ok := b.users[name]
@@ -582,14 +582,14 @@ func (b *Broker) check(u *User, vhost string, a Access, kind, name string) error
 // queueDir is where a replicated queue keeps its Raft group: named by the
 // group's ID (unique per declaration), or for records written before IDs
 // by a hash of the queue's identity, since names may hold any character.
-func (b *Broker) queueDir(rec metadata.Queue) string {
+func (b *Broker) queueDir(rec catalog.Queue) string {
 	return filepath.Join(b.cfg.DataDir, "quorum", GroupName(rec))
 }
 
 // GroupName names a replicated queue's group on disk: its ID, or for a
 // record written without one (a standalone node of an older version) a
 // hash of its vhost and name.
-func GroupName(rec metadata.Queue) string {
+func GroupName(rec catalog.Queue) string {
 	if rec.ID != "" {
 		return rec.ID
 	}
@@ -678,7 +678,7 @@ func (b *Broker) HasVhosts() bool {
 
 // QueueSummary is one queue as operators see it.
 type QueueSummary struct {
-	Record    metadata.Queue
+	Record    catalog.Queue
 	Exclusive bool
 	Engine    queue.Queue
 }
@@ -708,7 +708,7 @@ func (b *Broker) Queues(vhost string) []QueueSummary {
 // QueueRecord is the record of queue name in vhost. Not found on a node
 // that may be behind, it catches up and looks again (an operator's command
 // right after this node restarted must not find the queue missing).
-func (b *Broker) QueueRecord(vhost, name string) (metadata.Queue, bool) {
+func (b *Broker) QueueRecord(vhost, name string) (catalog.Queue, bool) {
 	rec, ok := b.queueRecord(vhost, name)
 	if !ok && b.lookAgainAfterMiss() {
 		rec, ok = b.queueRecord(vhost, name)
@@ -716,16 +716,16 @@ func (b *Broker) QueueRecord(vhost, name string) (metadata.Queue, bool) {
 	return rec, ok
 }
 
-func (b *Broker) queueRecord(vhost, name string) (metadata.Queue, bool) {
+func (b *Broker) queueRecord(vhost, name string) (catalog.Queue, bool) {
 	v := b.vhost(vhost)
 	if v == nil {
-		return metadata.Queue{}, false
+		return catalog.Queue{}, false
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	q, ok := v.queues[name]
 	if !ok {
-		return metadata.Queue{}, false
+		return catalog.Queue{}, false
 	}
 	return q.rec, true
 }

@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Why a dead letter reached no queue. The queue logs them (at-most-once)

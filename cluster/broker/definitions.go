@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // Definitions is RabbitMQ's definitions document, as rabbitmqctl
@@ -226,7 +226,7 @@ func (b *Broker) ImportDefinitions(d *Definitions) ImportReport {
 		if len(limits) == 0 {
 			limits = nil
 		}
-		if err := b.commit(metadata.Put(metadata.User{Name: u.Name, PasswordHash: u.PasswordHash, Tags: []string(u.Tags), Limits: limits})); err != nil {
+		if err := b.commit(catalog.Put(catalog.User{Name: u.Name, PasswordHash: u.PasswordHash, Tags: []string(u.Tags), Limits: limits})); err != nil {
 			r.problem("user %s: %v", u.Name, err)
 			continue
 		}
@@ -251,7 +251,7 @@ func (b *Broker) ImportDefinitions(d *Definitions) ImportReport {
 		b.importVhostLimits(&r, v)
 	}
 	for _, p := range d.Permissions {
-		if err := b.SetPermissions(metadata.Permission(p)); err != nil {
+		if err := b.SetPermissions(catalog.Permission(p)); err != nil {
 			r.problem("permissions of user %s in vhost %s: %v", p.User, p.Vhost, err)
 			continue
 		}
@@ -488,7 +488,7 @@ func (b *Broker) ExportDefinitions(product, version string) (*Definitions, error
 			return nil, fmt.Errorf("binding in vhost %s: %w", bd.Vhost, err)
 		}
 		kind := "queue"
-		if bd.Kind == metadata.ToExchange {
+		if bd.Kind == catalog.ToExchange {
 			kind = "exchange"
 		}
 		d.Bindings = append(d.Bindings, DefBinding{Source: bd.Source, Vhost: bd.Vhost, Destination: bd.Destination, DestinationType: kind, RoutingKey: bd.RoutingKey, Arguments: json.RawMessage(DefinitionJSON(args))})
@@ -510,7 +510,7 @@ func nonNilStrings(s []string) []string {
 // holds them, remote.go), marked durable false. RabbitMQ exports the
 // bindings of exclusive queues too, which its import then fails to
 // declare; they are left out here.
-func restorable(snap *metadata.Snapshot) *metadata.Snapshot {
+func restorable(snap *catalog.Snapshot) *catalog.Snapshot {
 	out := *snap
 	type key struct{ vhost, name string }
 	exclusive := map[key]bool{}
@@ -523,7 +523,7 @@ func restorable(snap *metadata.Snapshot) *metadata.Snapshot {
 		out.Queues = append(out.Queues, q)
 	}
 	for _, bd := range snap.Bindings {
-		if bd.Kind == metadata.ToQueue && exclusive[key{bd.Vhost, bd.Destination}] {
+		if bd.Kind == catalog.ToQueue && exclusive[key{bd.Vhost, bd.Destination}] {
 			continue
 		}
 		out.Bindings = append(out.Bindings, bd)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // rabbitmqDefinitions is a document exported by a real RabbitMQ 3.10.8
@@ -130,7 +130,7 @@ func TestImportRefusesWhatItCannotTake(t *testing.T) {
 			t.Errorf("problem %d %q lacks %q", i, r.Problems[i], want)
 		}
 	}
-	if slices.ContainsFunc(b.Users(), func(u metadata.User) bool { return u.Name == "old" }) {
+	if slices.ContainsFunc(b.Users(), func(u catalog.User) bool { return u.Name == "old" }) {
 		t.Fatal("a user with an unknown hashing was imported")
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // Exchange types the broker routes: AMQP's four and the two RabbitMQ 4.3
@@ -28,7 +28,7 @@ func knownExchangeType(t string) bool {
 
 // exchange is an exchange and the bindings that leave it.
 type exchange struct {
-	rec  metadata.Exchange
+	rec  catalog.Exchange
 	args wire.Table
 	// alternate is the alternate-exchange argument: where messages this
 	// exchange routes nowhere go instead. Empty for none.
@@ -69,7 +69,7 @@ type binding struct {
 	dest    *exchange
 }
 
-func newExchange(rec metadata.Exchange, args wire.Table) *exchange {
+func newExchange(rec catalog.Exchange, args wire.Table) *exchange {
 	x := &exchange{
 		rec:      rec,
 		args:     args,

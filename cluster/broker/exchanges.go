@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // ExchangeDeclare is exchange.declare's arguments.
@@ -82,13 +82,13 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 	if err != nil {
 		return err
 	}
-	rec := metadata.Exchange{
+	rec := catalog.Exchange{
 		Vhost: v.name, Name: d.Name, Type: d.Type,
 		Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal,
 		Arguments: argBytes,
 	}
 	if v.recordsExchange(rec) {
-		if err := v.persist(metadata.Put(rec)); err != nil {
+		if err := v.persist(catalog.Put(rec)); err != nil {
 			return err
 		}
 	}
@@ -119,7 +119,7 @@ func (v *Vhost) checkAlternate(u *User, d ExchangeDeclare) error {
 	return v.check(u, Write, "exchange", ae)
 }
 
-func (v *Vhost) restoreExchange(rec metadata.Exchange) error {
+func (v *Vhost) restoreExchange(rec catalog.Exchange) error {
 	args, err := decodeTable(rec.Arguments)
 	if err != nil {
 		return err
@@ -160,12 +160,12 @@ func (v *Vhost) DeleteExchange(u *User, name string, ifUnused bool) error {
 // arriving at it, and returns the store changes that go with it. An
 // auto-delete source left without bindings goes too, as in RabbitMQ.
 // v.mu is held.
-func (v *Vhost) dropExchangeLocked(x *exchange) []metadata.Change {
+func (v *Vhost) dropExchangeLocked(x *exchange) []catalog.Change {
 	if v.exchanges[x.rec.Name] != x {
 		return nil // already dropped (auto-delete cascade round a cycle)
 	}
 	delete(v.exchanges, x.rec.Name)
-	var changes []metadata.Change
+	var changes []catalog.Change
 	for _, b := range x.bindings {
 		if c, ok := v.unbindLocked(x, b); ok {
 			changes = append(changes, c)
@@ -181,7 +181,7 @@ func (v *Vhost) dropExchangeLocked(x *exchange) []metadata.Change {
 		}
 	}
 	if v.recordsExchange(x.rec) {
-		changes = append(changes, metadata.Del(x.rec))
+		changes = append(changes, catalog.Del(x.rec))
 	}
 	for _, src := range emptied {
 		changes = append(changes, v.dropExchangeLocked(src)...)

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 func TestHeadersMatch(t *testing.T) {
@@ -78,17 +78,17 @@ func TestHeadersBindingValidation(t *testing.T) {
 
 // testVhost is a vhost with no broker behind it: enough to route.
 func testVhost() *Vhost {
-	return newVhost(&Broker{}, metadata.Vhost{Name: "/"})
+	return newVhost(&Broker{}, catalog.Vhost{Name: "/"})
 }
 
 func (v *Vhost) testExchange(name, typ string, args wire.Table) *exchange {
-	x := newExchange(metadata.Exchange{Vhost: v.name, Name: name, Type: typ}, args)
+	x := newExchange(catalog.Exchange{Vhost: v.name, Name: name, Type: typ}, args)
 	v.exchanges[name] = x
 	return x
 }
 
 func (v *Vhost) testQueue(name string) *Queue {
-	q := &Queue{vhost: v, rec: metadata.Queue{Name: name}, bindings: make(map[*binding]*exchange)}
+	q := &Queue{vhost: v, rec: catalog.Queue{Name: name}, bindings: make(map[*binding]*exchange)}
 	v.queues[name] = q
 	return q
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // Vhost and user limits, as RabbitMQ's rabbit_vhost_limit and
@@ -83,7 +83,7 @@ func (b *Broker) SetVhostLimits(vhost string, limits map[string]int64) error {
 	if len(limits) == 0 {
 		limits = nil
 	}
-	if err := b.commit(metadata.Put(metadata.Vhost{Name: vhost, DefaultQueueType: v.defaultQueueType, Limits: limits})); err != nil {
+	if err := b.commit(catalog.Put(catalog.Vhost{Name: vhost, DefaultQueueType: v.defaultQueueType, Limits: limits})); err != nil {
 		return err
 	}
 	b.log.Info("vhost limits set", "vhost", vhost, "limits", limits)
@@ -126,7 +126,7 @@ func (b *Broker) SetUserLimits(user string, limits map[string]int64) error {
 	if len(limits) == 0 {
 		limits = nil
 	}
-	if err := b.updateUser(user, func(u *metadata.User) { u.Limits = limits }); err != nil {
+	if err := b.updateUser(user, func(u *catalog.User) { u.Limits = limits }); err != nil {
 		return err
 	}
 	b.log.Info("user limits set", "user", user, "limits", limits)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // This file keeps a replicated queue's record in step with its Raft
@@ -39,7 +39,7 @@ func (b *Broker) SetQueueMembers(vhost, name, id string, members []string, leade
 	rec := q.rec
 	rec.Vhost = vhost
 	rec.Members, rec.Leader = slices.Clone(members), leader
-	if err := b.store.Apply(metadata.Put(rec)); err != nil {
+	if err := b.store.Apply(catalog.Put(rec)); err != nil {
 		v.mu.Unlock()
 		return fmt.Errorf("store queue members: %w", err)
 	}
@@ -52,7 +52,7 @@ func (b *Broker) SetQueueMembers(vhost, name, id string, members []string, leade
 
 // applyMembers makes rec, the same queue's record with other members, q's
 // record, and tells q's engine when its members changed.
-func (v *Vhost) applyMembers(q *Queue, rec metadata.Queue) {
+func (v *Vhost) applyMembers(q *Queue, rec catalog.Queue) {
 	v.mu.Lock()
 	if v.queues[q.rec.Name] != q {
 		v.mu.Unlock()

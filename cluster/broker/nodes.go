@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // Node records: the operator's maintenance state of each node (warrenctl
@@ -18,16 +18,16 @@ import (
 // nodeTable is the broker's copy of the node records.
 type nodeTable struct {
 	mu    sync.RWMutex
-	nodes map[string]metadata.Node
+	nodes map[string]catalog.Node
 	// onChange is OnDrainChange's function.
 	onChange func(node string, draining bool)
 }
 
 // apply applies a node record and reports whether the node's drained
 // state changed.
-func (t *nodeTable) apply(rec metadata.Node, del bool) (changed bool) {
+func (t *nodeTable) apply(rec catalog.Node, del bool) (changed bool) {
 	if t.nodes == nil {
-		t.nodes = map[string]metadata.Node{}
+		t.nodes = map[string]catalog.Node{}
 	}
 	was := t.nodes[rec.Name].Draining
 	if del || !rec.Draining {
@@ -49,7 +49,7 @@ func (b *Broker) OnDrainChange(fn func(node string, draining bool)) {
 }
 
 // applyNode applies a committed node record to the model.
-func (b *Broker) applyNode(rec metadata.Node, del bool) {
+func (b *Broker) applyNode(rec catalog.Node, del bool) {
 	b.nodes.mu.Lock()
 	changed := b.nodes.apply(rec, del)
 	fn := b.nodes.onChange
@@ -60,7 +60,7 @@ func (b *Broker) applyNode(rec metadata.Node, del bool) {
 }
 
 // resetNodes replaces the node records with a snapshot's.
-func (b *Broker) resetNodes(recs []metadata.Node) {
+func (b *Broker) resetNodes(recs []catalog.Node) {
 	b.nodes.mu.Lock()
 	was := b.nodes.nodes
 	b.nodes.nodes = nil
@@ -90,10 +90,10 @@ func (b *Broker) SetDraining(node string, draining bool) error {
 	if node == "" {
 		return fmt.Errorf("a node name is required")
 	}
-	rec := metadata.Node{Name: node, Draining: draining}
-	c := metadata.Put(rec)
+	rec := catalog.Node{Name: node, Draining: draining}
+	c := catalog.Put(rec)
 	if !draining {
-		c = metadata.Del(rec)
+		c = catalog.Del(rec)
 	}
 	b.nodes.mu.Lock()
 	if err := b.store.Apply(c); err != nil {

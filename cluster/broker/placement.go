@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // Leader locators (x-queue-leader-locator, policy queue-leader-locator).
@@ -71,7 +71,7 @@ func locatorOf(s string) (string, bool) {
 // of nodes): its leader on the declaring node for client-local, else on
 // the node leading the fewest queues, and the other members on the nodes
 // holding the fewest replicas, so that load spreads evenly.
-func (b *Broker) place(rec *metadata.Queue, args wire.Table) {
+func (b *Broker) place(rec *catalog.Queue, args wire.Table) {
 	self := b.cfg.NodeID
 	var nodes []string
 	if b.cfg.Cluster != nil {

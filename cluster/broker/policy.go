@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // This file holds policies and operator policies as RabbitMQ 4.3 has them
@@ -58,12 +58,12 @@ var ErrNoPolicy = errors.New("Parameter does not exist")
 
 // policy is a stored policy, compiled.
 type policy struct {
-	rec metadata.Policy
+	rec catalog.Policy
 	re  *regexp.Regexp
 	def wire.Table
 }
 
-func compilePolicy(rec metadata.Policy) (*policy, error) {
+func compilePolicy(rec catalog.Policy) (*policy, error) {
 	re, err := regexp.Compile(rec.Pattern)
 	if err != nil {
 		return nil, policyErrorf("pattern %s should be regular expression but is invalid: %v", erlTerm(rec.Pattern), err)
@@ -545,7 +545,7 @@ func effectiveArgs(typ string, args wire.Table, pol, op *policy) wire.Table {
 // policies that apply (policy and operator policy merged: the larger).
 // 0 means no target: the queue is not reconciled (RabbitMQ does not fall
 // back to x-quorum-initial-group-size).
-func (b *Broker) TargetGroupSize(rec metadata.Queue) int {
+func (b *Broker) TargetGroupSize(rec catalog.Queue) int {
 	args, _ := decodeTable(rec.Arguments)
 	n, _ := asInt(args["x-quorum-target-group-size"])
 	if v := b.vhost(rec.Vhost); v != nil {
@@ -566,12 +566,12 @@ func (b *Broker) TargetGroupSize(rec metadata.Queue) int {
 const maxExpiry = 315_360_000_000
 
 // policyRecord builds the record of a policy definition.
-func policyRecord(p PolicyDef) (metadata.Policy, error) {
+func policyRecord(p PolicyDef) (catalog.Policy, error) {
 	def, err := encodeTable(p.Definition)
 	if err != nil {
-		return metadata.Policy{}, err
+		return catalog.Policy{}, err
 	}
-	return metadata.Policy{
+	return catalog.Policy{
 		Vhost: p.Vhost, Name: p.Name, Operator: p.Operator,
 		Pattern: p.Pattern, ApplyTo: p.ApplyTo, Definition: def, Priority: p.Priority,
 	}, nil

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/forward"
-	"github.com/warrenmq/warren/cluster/metadata"
 	"github.com/warrenmq/warren/raftq"
-	"github.com/warrenmq/warren/raftq/local"
+	"github.com/warrenmq/warren/raftq/classic"
 )
 
 // This file carries policies to queues and exchanges. A vhost keeps its
@@ -66,7 +66,7 @@ func (b *Broker) SetPolicy(d PolicyDef) error {
 		return err
 	}
 	v.mu.Lock()
-	if err := v.persist(metadata.Put(rec)); err != nil {
+	if err := v.persist(catalog.Put(rec)); err != nil {
 		v.mu.Unlock()
 		return err
 	}
@@ -92,7 +92,7 @@ func (b *Broker) ClearPolicy(vhost, name string, operator bool) error {
 		v.mu.Unlock()
 		return ErrNoPolicy
 	}
-	if err := v.persist(metadata.Del(p.rec)); err != nil {
+	if err := v.persist(catalog.Del(p.rec)); err != nil {
 		v.mu.Unlock()
 		return err
 	}
@@ -162,7 +162,7 @@ func (p *policy) view() PolicyDef {
 
 // applyPolicy applies a policy change another node committed (or a
 // restore). Idempotent.
-func (v *Vhost) applyPolicy(rec metadata.Policy, del bool) {
+func (v *Vhost) applyPolicy(rec catalog.Policy, del bool) {
 	var p *policy
 	if !del {
 		var err error
@@ -191,7 +191,7 @@ func (v *Vhost) applyPolicy(rec metadata.Policy, del bool) {
 	v.pushConfigs(changed)
 }
 
-func samePolicy(a, b metadata.Policy) bool {
+func samePolicy(a, b catalog.Policy) bool {
 	return a.Pattern == b.Pattern && a.ApplyTo == b.ApplyTo && a.Priority == b.Priority && string(a.Definition) == string(b.Definition)
 }
 
@@ -254,7 +254,7 @@ func (v *Vhost) runnableArgs(q *Queue, eff wire.Table) wire.Table {
 	if q.rec.Type == QueueTypeQuorum {
 		_, err = raftq.ParseConfig(map[string]any(eff))
 	} else {
-		_, _, err = local.ParseConfig(eff)
+		_, _, err = classic.ParseConfig(eff)
 	}
 	if err != nil {
 		v.b.log.Warn("queue refuses the arguments its policies give; it keeps its own", "vhost", v.name, "queue", q.rec.Name, "err", err)

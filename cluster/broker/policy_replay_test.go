@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/cluster/catalog"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // replayingStore is a cluster member's metadata store that has or has not
@@ -56,7 +56,7 @@ func TestNoReconfigureWhileReplaying(t *testing.T) {
 	b := &Broker{store: st, cfg: Config{NodeID: "n1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	v := &Vhost{b: b, name: "/", queues: map[string]*Queue{}}
 	eng := &leadingEngine{node: "n1"}
-	q := &Queue{vhost: v, rec: metadata.Queue{Name: "q"}, engine: eng}
+	q := &Queue{vhost: v, rec: catalog.Queue{Name: "q"}, engine: eng}
 	v.queues["q"] = q
 
 	v.mu.Lock()

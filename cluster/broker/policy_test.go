@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 func mustDef(t *testing.T, s string) wire.Table {
@@ -200,7 +200,7 @@ func newTestBroker(t *testing.T) *Broker {
 // left there if any; the caller closes it.
 func openTestBroker(t *testing.T, dir string) *Broker {
 	t.Helper()
-	store, err := metadata.OpenBolt(dir)
+	store, err := catalog.OpenBolt(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/raftq"
-	"github.com/warrenmq/warren/raftq/local"
+	"github.com/warrenmq/warren/raftq/classic"
+	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -36,7 +36,7 @@ func NewOwnerID() OwnerID { return OwnerID(lastOwner.Add(1)) }
 // Queue is a declared queue: its record, its owner and its engine.
 type Queue struct {
 	vhost *Vhost
-	rec   metadata.Queue
+	rec   catalog.Queue
 	// args are the x-arguments the queue was declared with.
 	args wire.Table
 	// eff are args with the policies that apply (policy.go): what the
@@ -188,14 +188,14 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	// A new replicated queue's placement looks at every vhost's queues,
 	// so it is chosen before this vhost's lock is taken.
 	// Policies count (queue-leader-locator).
-	var placed *metadata.Queue
+	var placed *catalog.Queue
 	v.mu.RLock()
 	_, exists := v.queues[d.Name]
 	hint := v.queueTypeHint(d)
 	placeArgs := v.effectiveArgsLocked(d.Name, hint, d.Arguments)
 	v.mu.RUnlock()
 	if !exists {
-		placed = &metadata.Queue{Type: hint}
+		placed = &catalog.Queue{Type: hint}
 		v.b.place(placed, placeArgs)
 	}
 
@@ -234,7 +234,7 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	if err != nil {
 		return nil, queue.Stats{}, err
 	}
-	rec := metadata.Queue{
+	rec := catalog.Queue{
 		Vhost:      v.name,
 		Name:       d.Name,
 		Type:       typ,
@@ -257,7 +257,7 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 			// now (this vhost's own queues are counted under its lock).
 			// A queue of the same name created meanwhile makes the
 			// Create below fail, and the declaration is retried.
-			placed = &metadata.Queue{Type: typ}
+			placed = &catalog.Queue{Type: typ}
 			placeArgs := v.effectiveArgsLocked(d.Name, typ, d.Arguments)
 			v.mu.Unlock()
 			v.b.place(placed, placeArgs)
@@ -277,8 +277,8 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		// Committed first: on a cluster the other members start their
 		// replicas from this record, and two nodes declaring the same
 		// queue at once must not both create it.
-		if err := v.b.store.Apply(metadata.Create(rec)); err != nil {
-			if errors.Is(err, metadata.ErrExists) {
+		if err := v.b.store.Apply(catalog.Create(rec)); err != nil {
+			if errors.Is(err, catalog.ErrExists) {
 				return nil, queue.Stats{}, errDeclaredMeanwhile
 			}
 			return nil, queue.Stats{}, v.persistFailed(err)
@@ -287,7 +287,7 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	q, err := v.addQueue(rec, d.Arguments)
 	if err != nil {
 		if persist {
-			v.persist(metadata.Del(rec))
+			v.persist(catalog.Del(rec))
 		}
 		return nil, queue.Stats{}, err
 	}
@@ -302,7 +302,7 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 
 // addQueue creates the queue's engine, from its effective arguments, and
 // registers it. v.mu is held.
-func (v *Vhost) addQueue(rec metadata.Queue, args wire.Table) (*Queue, error) {
+func (v *Vhost) addQueue(rec catalog.Queue, args wire.Table) (*Queue, error) {
 	q := &Queue{vhost: v, rec: rec, args: args, bindings: make(map[*binding]*exchange)}
 	pol, op := v.queuePoliciesLocked(rec.Name, rec.Type)
 	q.setPolicyState(pol, op, v.runnableArgs(q, effectiveArgs(rec.Type, args, pol, op)))
@@ -376,8 +376,8 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 		return replica.Open(cfg)
 	}
 	// A classic queue runs the quorum queue's machine in memory
-	// (raftq/local): the same TTL, length-limit and dead-letter rules.
-	cfg := local.Config{
+	// (raftq/classic): the same TTL, length-limit and dead-letter rules.
+	cfg := classic.Config{
 		Name:       v.name + "/" + q.rec.Name,
 		Arguments:  q.eff,
 		DeadLetter: v.deadLetterFunc(q),
@@ -389,7 +389,7 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 	if q.rec.AutoDelete {
 		cfg.OnUnused = func() { v.autoDelete(q) }
 	}
-	return local.New(cfg)
+	return classic.New(cfg)
 }
 
 // deadLetterFunc publishes q's dead letters to the target its effective
@@ -408,7 +408,7 @@ func (v *Vhost) deadLetterFunc(q *Queue) func(ctx context.Context, m *queue.Mess
 // isReplicated says whether a queue keeps its messages in a Raft group:
 // quorum queues, and durable classic queues (a one-member group), which
 // the metadata store records and every node can reach.
-func isReplicated(rec metadata.Queue, owner OwnerID) bool {
+func isReplicated(rec catalog.Queue, owner OwnerID) bool {
 	return rec.Type == QueueTypeQuorum || (rec.Type == QueueTypeClassic && rec.Durable && owner == 0 && !rec.AutoDelete)
 }
 
@@ -424,7 +424,7 @@ func (v *Vhost) queueTypeHint(d QueueDeclare) string {
 	return QueueTypeClassic
 }
 
-func (v *Vhost) restoreQueue(rec metadata.Queue) error {
+func (v *Vhost) restoreQueue(rec catalog.Queue) error {
 	if !isReplicated(rec, 0) && len(rec.Members) > 0 && !slices.Contains(rec.Members, v.b.cfg.NodeID) && !v.b.remote(rec) {
 		// Another node's in-memory queue that this one cannot reach: a
 		// standalone node's data, or a record from before such queues
@@ -503,7 +503,7 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 	}
 	switch typ {
 	case QueueTypeClassic:
-		if _, _, err := local.ParseConfig(d.Arguments); err != nil {
+		if _, _, err := classic.ParseConfig(d.Arguments); err != nil {
 			return "", argError(err, what)
 		}
 		if err := checkQueueVersion(what, d.Arguments); err != nil {
@@ -716,9 +716,9 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 			return 0, wire.Errorf(wire.PreconditionFailed, "%s in use", q.describe())
 		}
 	}
-	var changes []metadata.Change
+	var changes []catalog.Change
 	if q.recorded() {
-		changes = append(changes, metadata.Del(q.rec))
+		changes = append(changes, catalog.Del(q.rec))
 	}
 	var emptied []*exchange
 	for b, x := range q.bindings {

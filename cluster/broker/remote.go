@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warrenmq/warren/cluster/metadata"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/cluster/catalog"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // In-memory queues on a cluster. An exclusive, auto-delete or transient
@@ -34,22 +34,22 @@ func (b *Broker) shared() bool { return b.cfg.Cluster != nil }
 
 // InMemory reports whether rec is a queue kept in the memory of one node:
 // on a cluster, the node its record names.
-func InMemory(rec metadata.Queue) bool { return !isReplicated(rec, 0) }
+func InMemory(rec catalog.Queue) bool { return !isReplicated(rec, 0) }
 
 // remote reports whether rec is another node's in-memory queue.
-func (b *Broker) remote(rec metadata.Queue) bool {
+func (b *Broker) remote(rec catalog.Queue) bool {
 	return b.shared() && InMemory(rec) && rec.ID != "" && len(rec.Members) > 0 && !slices.Contains(rec.Members, b.cfg.NodeID)
 }
 
 // recordedTransient reports whether rec is a transient queue recorded on
 // a cluster: one that dies with the start of its node that declared it.
-func recordedTransient(rec metadata.Queue) bool {
+func recordedTransient(rec catalog.Queue) bool {
 	return InMemory(rec) && !rec.Durable && rec.ID != ""
 }
 
 // ownTransient reports whether rec is one of this node's recorded
 // transient queues.
-func (b *Broker) ownTransient(rec metadata.Queue) bool {
+func (b *Broker) ownTransient(rec catalog.Queue) bool {
 	return b.shared() && recordedTransient(rec) && slices.Contains(rec.Members, b.cfg.NodeID)
 }
 
@@ -58,7 +58,7 @@ func (q *Queue) recorded() bool { return q.rec.Durable || q.rec.ID != "" }
 
 // recordsExchange reports whether the store holds the exchange: every
 // one on a cluster, the durable ones on a standalone node.
-func (v *Vhost) recordsExchange(rec metadata.Exchange) bool { return rec.Durable || v.b.shared() }
+func (v *Vhost) recordsExchange(rec catalog.Exchange) bool { return rec.Durable || v.b.shared() }
 
 // servedQueues are this node's recorded in-memory queues by ID, for the
 // forward service: other nodes name them so.
@@ -131,7 +131,7 @@ const staleRetry = 2 * time.Second
 // has caught up with the metadata. Run once per start, on a cluster.
 func (b *Broker) dropStale() {
 	boot := b.cfg.Cluster.Boot()
-	b.dropTransient("stale", func(rec metadata.Queue) bool {
+	b.dropTransient("stale", func(rec catalog.Queue) bool {
 		return slices.Contains(rec.Members, b.cfg.NodeID) && rec.Boot != boot
 	})
 }
@@ -140,7 +140,7 @@ func (b *Broker) dropStale() {
 // start boot declared: the node failed or left, and they are gone with
 // it. Another start of the node removes its own (dropStale).
 func (b *Broker) DropTransientOf(node, boot string) {
-	b.dropTransient("gone with node "+node, func(rec metadata.Queue) bool {
+	b.dropTransient("gone with node "+node, func(rec catalog.Queue) bool {
 		return slices.Contains(rec.Members, node) && rec.Boot == boot
 	})
 }
@@ -149,7 +149,7 @@ func (b *Broker) DropTransientOf(node, boot string) {
 // their bindings and the auto-delete exchanges left without any, retrying
 // until the metadata takes it or the broker closes (the node waits for
 // this on its way down, when the others may be gone).
-func (b *Broker) dropTransient(why string, pick func(metadata.Queue) bool) {
+func (b *Broker) dropTransient(why string, pick func(catalog.Queue) bool) {
 	w, ok := b.store.(Watchable)
 	if !ok {
 		return
@@ -174,7 +174,7 @@ func (b *Broker) dropTransient(why string, pick func(metadata.Queue) bool) {
 // tryDropTransient is one attempt of dropTransient: it catches up with
 // the metadata, then removes what pick selects, and returns how many
 // queues that was.
-func (b *Broker) tryDropTransient(w Watchable, pick func(metadata.Queue) bool) (int, error) {
+func (b *Broker) tryDropTransient(w Watchable, pick func(catalog.Queue) bool) (int, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, catchUpTimeout)
 	defer cancel()
 	if err := w.CatchUp(ctx); err != nil {
@@ -201,13 +201,13 @@ func (b *Broker) tryDropTransient(w Watchable, pick func(metadata.Queue) bool) (
 // queues of snap that pick selects, the bindings to them, and the
 // auto-delete exchanges those were the last bindings of; n counts the
 // queues.
-func transientRemovals(snap *metadata.Snapshot, pick func(metadata.Queue) bool) (changes []metadata.Change, n int) {
+func transientRemovals(snap *catalog.Snapshot, pick func(catalog.Queue) bool) (changes []catalog.Change, n int) {
 	type key struct{ vhost, name string }
 	gone := map[key]bool{}
 	for _, q := range snap.Queues {
 		if recordedTransient(q) && pick(q) {
 			gone[key{q.Vhost, q.Name}] = true
-			changes = append(changes, metadata.Del(q))
+			changes = append(changes, catalog.Del(q))
 		}
 	}
 	if len(gone) == 0 {
@@ -215,10 +215,10 @@ func transientRemovals(snap *metadata.Snapshot, pick func(metadata.Queue) bool) 
 	}
 	n = len(changes)
 	left := map[key]int{} // bindings each exchange keeps
-	var unbind []metadata.Change
+	var unbind []catalog.Change
 	for _, bd := range snap.Bindings {
-		if bd.Kind == metadata.ToQueue && gone[key{bd.Vhost, bd.Destination}] {
-			unbind = append(unbind, metadata.Del(bd))
+		if bd.Kind == catalog.ToQueue && gone[key{bd.Vhost, bd.Destination}] {
+			unbind = append(unbind, catalog.Del(bd))
 			left[key{bd.Vhost, bd.Source}] += 0
 			continue
 		}
@@ -226,7 +226,7 @@ func transientRemovals(snap *metadata.Snapshot, pick func(metadata.Queue) bool) 
 	}
 	for _, x := range snap.Exchanges {
 		if c, ok := left[key{x.Vhost, x.Name}]; ok && c == 0 && x.AutoDelete {
-			unbind = append(unbind, metadata.Del(x))
+			unbind = append(unbind, catalog.Del(x))
 		}
 	}
 	// Bindings first, as a deletion through the model would order them.

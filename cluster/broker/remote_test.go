@@ -4,30 +4,30 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // transientSnapshot is a cluster's metadata with node n1's transient
 // queue t (bound to an auto-delete exchange it alone is bound to, and to
 // a durable one), a durable queue d bound to the durable exchange, n1's
 // durable auto-delete queue a, and n2's transient queue u.
-func transientSnapshot() *metadata.Snapshot {
-	return &metadata.Snapshot{
-		Exchanges: []metadata.Exchange{
+func transientSnapshot() *catalog.Snapshot {
+	return &catalog.Snapshot{
+		Exchanges: []catalog.Exchange{
 			{Vhost: "/", Name: "ad", Type: "fanout", AutoDelete: true},
 			{Vhost: "/", Name: "events", Type: "topic", Durable: true},
 		},
-		Queues: []metadata.Queue{
+		Queues: []catalog.Queue{
 			{Vhost: "/", Name: "t", Type: QueueTypeClassic, ID: "i1", Members: []string{"n1"}, Boot: "b1", Exclusive: true},
 			{Vhost: "/", Name: "d", Type: QueueTypeQuorum, Durable: true, ID: "i2", Members: []string{"n1", "n2", "n3"}},
 			{Vhost: "/", Name: "a", Type: QueueTypeClassic, Durable: true, AutoDelete: true, ID: "i3", Members: []string{"n1"}, Boot: "b1"},
 			{Vhost: "/", Name: "u", Type: QueueTypeClassic, ID: "i4", Members: []string{"n2"}, Boot: "b2"},
 		},
-		Bindings: []metadata.Binding{
-			{Vhost: "/", Source: "ad", Destination: "t", Kind: metadata.ToQueue},
-			{Vhost: "/", Source: "events", Destination: "t", Kind: metadata.ToQueue, RoutingKey: "#"},
-			{Vhost: "/", Source: "events", Destination: "d", Kind: metadata.ToQueue, RoutingKey: "#"},
-			{Vhost: "/", Source: "events", Destination: "u", Kind: metadata.ToQueue, RoutingKey: "#"},
+		Bindings: []catalog.Binding{
+			{Vhost: "/", Source: "ad", Destination: "t", Kind: catalog.ToQueue},
+			{Vhost: "/", Source: "events", Destination: "t", Kind: catalog.ToQueue, RoutingKey: "#"},
+			{Vhost: "/", Source: "events", Destination: "d", Kind: catalog.ToQueue, RoutingKey: "#"},
+			{Vhost: "/", Source: "events", Destination: "u", Kind: catalog.ToQueue, RoutingKey: "#"},
 		},
 	}
 }
@@ -37,7 +37,7 @@ func transientSnapshot() *metadata.Snapshot {
 // nothing else: not its durable queues, not other nodes' queues.
 func TestTransientRemovals(t *testing.T) {
 	snap := transientSnapshot()
-	changes, n := transientRemovals(snap, func(q metadata.Queue) bool { return slices.Contains(q.Members, "n1") && q.Boot == "b1" })
+	changes, n := transientRemovals(snap, func(q catalog.Queue) bool { return slices.Contains(q.Members, "n1") && q.Boot == "b1" })
 	if n != 1 {
 		t.Fatalf("%d queues removed, want 1 (t)", n)
 	}
@@ -59,7 +59,7 @@ func TestTransientRemovals(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("removals %q, want %q", got, want)
 	}
-	if _, n := transientRemovals(snap, func(q metadata.Queue) bool { return q.Boot == "b9" }); n != 0 {
+	if _, n := transientRemovals(snap, func(q catalog.Queue) bool { return q.Boot == "b9" }); n != 0 {
 		t.Fatalf("%d removed for a start that declared none", n)
 	}
 }

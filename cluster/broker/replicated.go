@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // This file applies metadata that other nodes committed. On a cluster
@@ -16,7 +16,7 @@ import (
 // snapshot after an update) does no harm.
 
 // applyUpdate is the store's subscriber.
-func (b *Broker) applyUpdate(origin string, changes []metadata.Change, reset *metadata.Snapshot) {
+func (b *Broker) applyUpdate(origin string, changes []catalog.Change, reset *catalog.Snapshot) {
 	<-b.ready
 	w := b.store.(Watchable)
 	switch {
@@ -28,7 +28,7 @@ func (b *Broker) applyUpdate(origin string, changes []metadata.Change, reset *me
 }
 
 // applyChanges applies committed changes to the model.
-func (b *Broker) applyChanges(changes []metadata.Change) {
+func (b *Broker) applyChanges(changes []catalog.Change) {
 	for _, c := range changes {
 		switch {
 		case c.Vhost != nil:
@@ -84,7 +84,7 @@ func (b *Broker) vhost(name string) *Vhost {
 	return b.vhosts[name]
 }
 
-func (b *Broker) applyVhost(rec metadata.Vhost, del bool) {
+func (b *Broker) applyVhost(rec catalog.Vhost, del bool) {
 	b.mu.Lock()
 	v, ok := b.vhosts[rec.Name]
 	switch {
@@ -110,7 +110,7 @@ func (b *Broker) applyVhost(rec metadata.Vhost, del bool) {
 	}
 }
 
-func (v *Vhost) applyExchange(rec metadata.Exchange, del bool) {
+func (v *Vhost) applyExchange(rec catalog.Exchange, del bool) {
 	if del {
 		v.mu.Lock()
 		if x, ok := v.exchanges[rec.Name]; ok {
@@ -129,8 +129,8 @@ func (v *Vhost) applyExchange(rec metadata.Exchange, del bool) {
 	}
 }
 
-func (v *Vhost) applyBinding(rec metadata.Binding, del bool) {
-	key := bindingKey{destination: rec.Destination, routingKey: rec.RoutingKey, arguments: string(rec.Arguments), toExchange: rec.Kind == metadata.ToExchange}
+func (v *Vhost) applyBinding(rec catalog.Binding, del bool) {
+	key := bindingKey{destination: rec.Destination, routingKey: rec.RoutingKey, arguments: string(rec.Arguments), toExchange: rec.Kind == catalog.ToExchange}
 	v.mu.Lock()
 	x, ok := v.exchanges[rec.Source]
 	var b *binding
@@ -148,7 +148,7 @@ func (v *Vhost) applyBinding(rec metadata.Binding, del bool) {
 	}
 }
 
-func (v *Vhost) applyQueue(rec metadata.Queue, del bool) {
+func (v *Vhost) applyQueue(rec catalog.Queue, del bool) {
 	v.mu.RLock()
 	q, ok := v.queues[rec.Name]
 	v.mu.RUnlock()
@@ -194,24 +194,24 @@ func (v *Vhost) dropQueue(q *Queue) {
 // applyReset brings the model to a whole new state (the metadata group
 // sent this node a snapshot): what the state lacks is removed, what it
 // has is applied.
-func (b *Broker) applyReset(snap *metadata.Snapshot) {
+func (b *Broker) applyReset(snap *catalog.Snapshot) {
 	b.resetNodes(snap.Nodes) // nodes.go
-	var gone []metadata.Change
+	var gone []catalog.Change
 	b.mu.RLock()
 	for name := range b.users {
-		if !slices.ContainsFunc(snap.Users, func(u metadata.User) bool { return u.Name == name }) {
-			gone = append(gone, metadata.Del(metadata.User{Name: name}))
+		if !slices.ContainsFunc(snap.Users, func(u catalog.User) bool { return u.Name == name }) {
+			gone = append(gone, catalog.Del(catalog.User{Name: name}))
 		}
 	}
 	for k := range b.perms {
-		if !slices.ContainsFunc(snap.Permissions, func(p metadata.Permission) bool { return p.User == k.user && p.Vhost == k.vhost }) {
-			gone = append(gone, metadata.Del(metadata.Permission{User: k.user, Vhost: k.vhost}))
+		if !slices.ContainsFunc(snap.Permissions, func(p catalog.Permission) bool { return p.User == k.user && p.Vhost == k.vhost }) {
+			gone = append(gone, catalog.Del(catalog.Permission{User: k.user, Vhost: k.vhost}))
 		}
 	}
 	vhosts := make([]*Vhost, 0, len(b.vhosts))
 	for name, v := range b.vhosts {
-		if !slices.ContainsFunc(snap.Vhosts, func(r metadata.Vhost) bool { return r.Name == name }) {
-			gone = append(gone, metadata.Del(metadata.Vhost{Name: name}))
+		if !slices.ContainsFunc(snap.Vhosts, func(r catalog.Vhost) bool { return r.Name == name }) {
+			gone = append(gone, catalog.Del(catalog.Vhost{Name: name}))
 			continue
 		}
 		vhosts = append(vhosts, v)
@@ -220,60 +220,60 @@ func (b *Broker) applyReset(snap *metadata.Snapshot) {
 	for _, v := range vhosts {
 		v.mu.RLock()
 		for _, q := range v.queues {
-			if q.recorded() && !slices.ContainsFunc(snap.Queues, func(r metadata.Queue) bool { return r.Vhost == v.name && r.Name == q.rec.Name }) {
-				gone = append(gone, metadata.Del(q.rec))
+			if q.recorded() && !slices.ContainsFunc(snap.Queues, func(r catalog.Queue) bool { return r.Vhost == v.name && r.Name == q.rec.Name }) {
+				gone = append(gone, catalog.Del(q.rec))
 			}
 		}
 		for _, set := range []map[string]*policy{v.policies, v.opPolicies} {
 			for _, p := range set {
-				if !slices.ContainsFunc(snap.Policies, func(r metadata.Policy) bool {
+				if !slices.ContainsFunc(snap.Policies, func(r catalog.Policy) bool {
 					return r.Vhost == v.name && r.Name == p.rec.Name && r.Operator == p.rec.Operator
 				}) {
-					gone = append(gone, metadata.Del(p.rec))
+					gone = append(gone, catalog.Del(p.rec))
 				}
 			}
 		}
 		for _, x := range v.exchanges {
-			if v.recordsExchange(x.rec) && x.rec.Name != "" && !slices.ContainsFunc(snap.Exchanges, func(r metadata.Exchange) bool { return r.Vhost == v.name && r.Name == x.rec.Name }) && !isPredeclared(x.rec.Name) {
-				gone = append(gone, metadata.Del(x.rec))
+			if v.recordsExchange(x.rec) && x.rec.Name != "" && !slices.ContainsFunc(snap.Exchanges, func(r catalog.Exchange) bool { return r.Vhost == v.name && r.Name == x.rec.Name }) && !isPredeclared(x.rec.Name) {
+				gone = append(gone, catalog.Del(x.rec))
 			}
 			for _, bd := range x.bindings {
-				if rec, recorded := v.bindingRecord(x, bd); recorded && !slices.ContainsFunc(snap.Bindings, func(r metadata.Binding) bool { return bindingEqual(r, rec) }) {
-					gone = append(gone, metadata.Del(rec))
+				if rec, recorded := v.bindingRecord(x, bd); recorded && !slices.ContainsFunc(snap.Bindings, func(r catalog.Binding) bool { return bindingEqual(r, rec) }) {
+					gone = append(gone, catalog.Del(rec))
 				}
 			}
 		}
 		v.mu.RUnlock()
 	}
 	// Bindings first, then what they connect, then vhosts.
-	slices.SortStableFunc(gone, func(a, b metadata.Change) int { return removalRank(a) - removalRank(b) })
+	slices.SortStableFunc(gone, func(a, b catalog.Change) int { return removalRank(a) - removalRank(b) })
 	b.applyChanges(gone)
-	var puts []metadata.Change
+	var puts []catalog.Change
 	for _, r := range snap.Users {
-		puts = append(puts, metadata.Put(r))
+		puts = append(puts, catalog.Put(r))
 	}
 	for _, r := range snap.Vhosts {
-		puts = append(puts, metadata.Put(r))
+		puts = append(puts, catalog.Put(r))
 	}
 	for _, r := range snap.Permissions {
-		puts = append(puts, metadata.Put(r))
+		puts = append(puts, catalog.Put(r))
 	}
 	for _, r := range snap.Policies {
-		puts = append(puts, metadata.Put(r))
+		puts = append(puts, catalog.Put(r))
 	}
 	for _, r := range snap.Exchanges {
-		puts = append(puts, metadata.Put(r))
+		puts = append(puts, catalog.Put(r))
 	}
 	for _, r := range snap.Queues {
-		puts = append(puts, metadata.Put(r))
+		puts = append(puts, catalog.Put(r))
 	}
 	for _, r := range snap.Bindings {
-		puts = append(puts, metadata.Put(r))
+		puts = append(puts, catalog.Put(r))
 	}
 	b.applyChanges(puts)
 }
 
-func removalRank(c metadata.Change) int {
+func removalRank(c catalog.Change) int {
 	switch {
 	case c.Binding != nil:
 		return 0
@@ -283,11 +283,11 @@ func removalRank(c metadata.Change) int {
 	return 2
 }
 
-func bindingEqual(a, b metadata.Binding) bool {
+func bindingEqual(a, b catalog.Binding) bool {
 	return a.Vhost == b.Vhost && a.Source == b.Source && a.Destination == b.Destination &&
 		a.Kind == b.Kind && a.RoutingKey == b.RoutingKey && string(a.Arguments) == string(b.Arguments)
 }
 
 func isPredeclared(name string) bool {
-	return slices.ContainsFunc(predeclared, func(x metadata.Exchange) bool { return x.Name == name })
+	return slices.ContainsFunc(predeclared, func(x catalog.Exchange) bool { return x.Name == name })
 }

@@ -4,7 +4,7 @@ import (
 	"sync"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // Vhost holds one virtual host's exchanges, queues and bindings. One
@@ -27,7 +27,7 @@ type Vhost struct {
 }
 
 // predeclared are the exchanges every vhost has, as in RabbitMQ.
-var predeclared = []metadata.Exchange{
+var predeclared = []catalog.Exchange{
 	{Name: "", Type: ExchangeDirect, Durable: true},
 	{Name: "amq.direct", Type: ExchangeDirect, Durable: true},
 	{Name: "amq.fanout", Type: ExchangeFanout, Durable: true},
@@ -36,7 +36,7 @@ var predeclared = []metadata.Exchange{
 	{Name: "amq.match", Type: ExchangeHeaders, Durable: true},
 }
 
-func newVhost(b *Broker, rec metadata.Vhost) *Vhost {
+func newVhost(b *Broker, rec catalog.Vhost) *Vhost {
 	v := &Vhost{
 		b:                b,
 		name:             rec.Name,
@@ -87,7 +87,7 @@ func (v *Vhost) notFound(kind, name string) *wire.Error {
 
 // persist writes changes of durable entities to the store. Called with
 // v.mu held so that the store's order matches the in-memory order.
-func (v *Vhost) persist(changes ...metadata.Change) error {
+func (v *Vhost) persist(changes ...catalog.Change) error {
 	if len(changes) == 0 {
 		return nil
 	}

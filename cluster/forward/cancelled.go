@@ -1,6 +1,6 @@
 package forward
 
-import "github.com/warrenmq/warren/cluster/queue"
+import "github.com/warrenmq/warren/raftq/queue"
 
 // maxCancelled bounds the cancelled consumers a router remembers for
 // channels that stay open: a channel that consumes and cancels without

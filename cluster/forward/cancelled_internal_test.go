@@ -3,7 +3,7 @@ package forward
 import (
 	"testing"
 
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // handle is a distinct queue.Consumer per value.

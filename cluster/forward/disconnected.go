@@ -3,8 +3,8 @@ package forward
 import (
 	"time"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 

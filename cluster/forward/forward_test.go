@@ -21,9 +21,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/warrenmq/warren/cluster/forward"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/queuepb"
+	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 

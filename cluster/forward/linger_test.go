@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/cluster/linger"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/linger"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Deliveries to a consumer on another node, a message every 2 ms: with a

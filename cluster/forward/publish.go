@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/queuepb"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Bounds on a router's unconfirmed publishes: beyond them Enqueue blocks.

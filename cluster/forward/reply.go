@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/queuepb"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Direct reply-to across nodes. A requester's reply consumer lives on the

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/linger"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/queuepb"
+	"github.com/warrenmq/warren/raftq/linger"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Server serves the queues whose member on this node leads.
@@ -58,7 +58,7 @@ func NewServer(lookup func(queueID string) (Local, bool), log *slog.Logger) *Ser
 
 // SetDeliveryLinger lets a consume stream hold a delivery that follows
 // another within d for up to d, so that the deliveries of that moment go
-// to the consumer's node in one message (cluster/linger says when): at
+// to the consumer's node in one message (raftq/linger says when): at
 // 1,000 msg/s each went alone, with a gRPC message, a write and a wake-up
 // on each side. 0 sends each at once. Streams started later use it.
 func (s *Server) SetDeliveryLinger(d time.Duration) { s.deliveryLinger.Store(int64(d)) }

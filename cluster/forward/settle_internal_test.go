@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/proto/queuepb"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // A consume stream holds acknowledgements back until a quarter of the

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/cluster/forward"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // lockedBuffer is a log destination safe for the router's goroutines.

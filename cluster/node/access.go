@@ -5,7 +5,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // The admin service's users, vhosts and permissions (admin.AccessBackend):
@@ -21,12 +21,12 @@ func (a *adminBackend) ChangePassword(name, password string) error {
 func (a *adminBackend) SetUserTags(name string, tags []string) error {
 	return accessError(a.b.SetUserTags(name, tags))
 }
-func (a *adminBackend) Users() []metadata.User { return a.b.Users() }
+func (a *adminBackend) Users() []catalog.User { return a.b.Users() }
 func (a *adminBackend) AddVhost(name, defaultQueueType string) error {
 	return accessError(a.b.AddVhost(name, defaultQueueType))
 }
 func (a *adminBackend) DeleteVhost(name string) error { return accessError(a.b.DeleteVhost(name)) }
-func (a *adminBackend) Vhosts() []metadata.Vhost      { return a.b.Vhosts() }
+func (a *adminBackend) Vhosts() []catalog.Vhost       { return a.b.Vhosts() }
 func (a *adminBackend) SetUserLimits(user, definition string) error {
 	limits, err := broker.ParseUserLimits(definition)
 	if err != nil {
@@ -47,13 +47,13 @@ func (a *adminBackend) SetVhostLimits(vhost, definition string) error {
 	}
 	return accessError(a.b.SetVhostLimits(vhost, limits))
 }
-func (a *adminBackend) SetPermissions(p metadata.Permission) error {
+func (a *adminBackend) SetPermissions(p catalog.Permission) error {
 	return accessError(a.b.SetPermissions(p))
 }
 func (a *adminBackend) ClearPermissions(user, vhost string) error {
 	return accessError(a.b.ClearPermissions(user, vhost))
 }
-func (a *adminBackend) Permissions(vhost, user string) []metadata.Permission {
+func (a *adminBackend) Permissions(vhost, user string) []catalog.Permission {
 	return a.b.Permissions(vhost, user)
 }
 

@@ -14,10 +14,10 @@ import (
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/meta"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/cluster/metaraft"
 	"github.com/warrenmq/warren/membership"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -37,7 +37,7 @@ func (a *adminBackend) Nodes() []admin.NodeInfo {
 	servers, _ := a.c.meta.Servers()
 	leader, _ := a.c.meta.Leader()
 	role := func(name string) admin.MetadataRole {
-		i := slices.IndexFunc(servers, func(s meta.Server) bool { return s.ID == name })
+		i := slices.IndexFunc(servers, func(s metaraft.Server) bool { return s.ID == name })
 		switch {
 		case i < 0:
 			return admin.MetadataRoleNone

@@ -19,14 +19,14 @@ import (
 
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/forward"
-	"github.com/warrenmq/warren/cluster/meta"
-	"github.com/warrenmq/warren/cluster/metadata"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/cluster/metaraft"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/cluster/transport"
 	"github.com/warrenmq/warren/membership"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 	"github.com/warrenmq/warren/raftq/wal"
 )
@@ -123,7 +123,7 @@ type clusterNode struct {
 	grpc    *grpc.Server
 	pool    *rpc.Pool
 	mux     *transport.Mux
-	meta    *meta.Store
+	meta    *metaraft.Store
 	gossip  *membership.Membership
 	fwd     *forward.Server
 	// admin answers warrenctl once the broker exists (run).
@@ -170,7 +170,7 @@ type clusterNode struct {
 // startCluster starts the node's cluster side. seed, if set, is a
 // standalone node's metadata, which becomes the metadata group's first
 // snapshot (datadir.go).
-func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *metadata.Snapshot, log *slog.Logger) (*clusterNode, error) {
+func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Snapshot, log *slog.Logger) (*clusterNode, error) {
 	if cfg.NodeName == "" {
 		return nil, errors.New("cluster: a node name is required")
 	}
@@ -209,12 +209,12 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *metadata.Sn
 	// metadata it missed at once, and with it its queues.
 	metaTrans.SetPeerWait(peerWait)
 	if seed != nil {
-		if err := meta.SeedSnapshot(filepath.Join(dataDir, "meta"), c.self, addr, seed); err != nil {
+		if err := metaraft.SeedSnapshot(filepath.Join(dataDir, "meta"), c.self, addr, seed); err != nil {
 			c.closeTransport()
 			return nil, err
 		}
 	}
-	c.meta, err = meta.Open(meta.Config{
+	c.meta, err = metaraft.Open(metaraft.Config{
 		NodeID: c.self, Addr: addr, Dir: filepath.Join(dataDir, "meta"),
 		Transport: metaTrans, Pool: c.pool, Log: log.With("component", "meta"),
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
@@ -330,10 +330,10 @@ func (c *clusterNode) join() {
 }
 
 func (c *clusterNode) bootstrap(ms []membership.Member) {
-	servers := make([]meta.Server, 0, len(ms))
+	servers := make([]metaraft.Server, 0, len(ms))
 	names := make([]string, 0, len(ms))
 	for _, m := range ms {
-		servers = append(servers, meta.Server{ID: m.Name, Addr: m.Internal, Voter: true})
+		servers = append(servers, metaraft.Server{ID: m.Name, Addr: m.Internal, Voter: true})
 		names = append(names, m.Name)
 	}
 	if err := c.meta.Bootstrap(servers); err != nil {
@@ -371,7 +371,7 @@ func (c *clusterNode) lead(b *broker.Broker) {
 			continue
 		}
 		for _, m := range c.aliveMembers() {
-			if slices.ContainsFunc(servers, func(s meta.Server) bool { return s.ID == m.Name }) {
+			if slices.ContainsFunc(servers, func(s metaraft.Server) bool { return s.ID == m.Name }) {
 				continue
 			}
 			if err := c.meta.AddServer(m.Name, m.Internal); err != nil {
@@ -433,7 +433,7 @@ func (c *clusterNode) PlacementNodes() []string {
 	}
 	var nodes []string
 	for _, m := range c.aliveMembers() {
-		if slices.ContainsFunc(servers, func(s meta.Server) bool { return s.ID == m.Name }) && !c.drained(m.Name) {
+		if slices.ContainsFunc(servers, func(s metaraft.Server) bool { return s.ID == m.Name }) && !c.drained(m.Name) {
 			nodes = append(nodes, m.Name)
 		}
 	}
@@ -445,7 +445,7 @@ func (c *clusterNode) PlacementNodes() []string {
 }
 
 // OpenQueue implements broker.Cluster.
-func (c *clusterNode) OpenQueue(rec metadata.Queue, cfg replica.Config) (queue.Queue, error) {
+func (c *clusterNode) OpenQueue(rec catalog.Queue, cfg replica.Config) (queue.Queue, error) {
 	members := rec.Members
 	if len(members) == 0 {
 		members = []string{c.self} // a record from before clustering
@@ -883,10 +883,10 @@ func (c *clusterNode) closeTransport() {
 }
 
 // metaStore adapts the metadata group's store to the broker's Watchable.
-type metaStore struct{ *meta.Store }
+type metaStore struct{ *metaraft.Store }
 
-func (s metaStore) Subscribe(fn func(origin string, changes []metadata.Change, reset *metadata.Snapshot)) *metadata.Snapshot {
-	snap, _ := s.Store.Subscribe(func(u meta.Update) { fn(u.Origin, u.Changes, u.Reset) })
+func (s metaStore) Subscribe(fn func(origin string, changes []catalog.Change, reset *catalog.Snapshot)) *catalog.Snapshot {
+	snap, _ := s.Store.Subscribe(func(u metaraft.Update) { fn(u.Origin, u.Changes, u.Reset) })
 	return snap
 }
 

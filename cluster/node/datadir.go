@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // A data directory belongs to one kind of node. A standalone node keeps
@@ -42,7 +42,7 @@ const (
 // carry into a cluster of one: then it returns that node's metadata, for
 // the metadata group's first snapshot. A directory that holds both (a
 // member's started standalone by an older version) belongs to the cluster.
-func checkDataDir(dir string, cfg *ClusterConfig) (migrate *metadata.Snapshot, err error) {
+func checkDataDir(dir string, cfg *ClusterConfig) (migrate *catalog.Snapshot, err error) {
 	standalone, err := exists(filepath.Join(dir, standaloneMarker))
 	if err != nil {
 		return nil, err
@@ -66,8 +66,8 @@ func checkDataDir(dir string, cfg *ClusterConfig) (migrate *metadata.Snapshot, e
 // loadStandalone reads a standalone node's metadata, with each replicated
 // queue's record made a one-member group's, as a cluster records it (a
 // standalone node of an older version left Members and ID empty).
-func loadStandalone(dir string) (*metadata.Snapshot, error) {
-	store, err := metadata.OpenBolt(dir)
+func loadStandalone(dir string) (*catalog.Snapshot, error) {
+	store, err := catalog.OpenBolt(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read the standalone node's metadata: %w", err)
 	}

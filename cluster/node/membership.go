@@ -17,9 +17,9 @@ import (
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/forward"
-	"github.com/warrenmq/warren/cluster/meta"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/metaraft"
 	"github.com/warrenmq/warren/membership"
 	"github.com/warrenmq/warren/proto/memberpb"
 	"github.com/warrenmq/warren/raftq/replica"
@@ -249,7 +249,7 @@ func (n *Node) GrowToCount(count int, vhostPattern, queuePattern string, strateg
 
 // queueMatcher matches a queue's vhost and name against regular
 // expressions, unanchored as RabbitMQ's.
-func queueMatcher(vhostPattern, queuePattern string) (func(metadata.Queue) bool, error) {
+func queueMatcher(vhostPattern, queuePattern string) (func(catalog.Queue) bool, error) {
 	vre, err := regexp.Compile(vhostPattern)
 	if err != nil {
 		return nil, fmt.Errorf("vhost pattern: %w", err)
@@ -258,7 +258,7 @@ func queueMatcher(vhostPattern, queuePattern string) (func(metadata.Queue) bool,
 	if err != nil {
 		return nil, fmt.Errorf("queue pattern: %w", err)
 	}
-	return func(rec metadata.Queue) bool { return vre.MatchString(rec.Vhost) && qre.MatchString(rec.Name) }, nil
+	return func(rec catalog.Queue) bool { return vre.MatchString(rec.Vhost) && qre.MatchString(rec.Name) }, nil
 }
 
 // Shrink removes node's replica from every quorum queue that has one,
@@ -301,7 +301,7 @@ func (n *Node) quorumQueues() []broker.QueueSummary {
 // its target group size (x-quorum-target-group-size or policy
 // target-group-size, which the reconciler grows it to) if it has one, else
 // its initial group size.
-func targetSize(b *broker.Broker, rec metadata.Queue) int {
+func targetSize(b *broker.Broker, rec catalog.Queue) int {
 	if t := b.TargetGroupSize(rec); t > 0 {
 		return t
 	}
@@ -310,7 +310,7 @@ func targetSize(b *broker.Broker, rec metadata.Queue) int {
 
 // initialSize is a quorum queue's x-quorum-initial-group-size, else
 // RabbitMQ's default of three.
-func initialSize(rec metadata.Queue) int {
+func initialSize(rec catalog.Queue) int {
 	size := 3
 	if len(rec.Arguments) > 0 {
 		if args, _, err := wire.DecodeTable(rec.Arguments); err == nil {
@@ -323,7 +323,7 @@ func initialSize(rec metadata.Queue) int {
 }
 
 // quorumRecord is the record of quorum queue name in vhost.
-func quorumRecord(b *broker.Broker, vhost, name string) (metadata.Queue, error) {
+func quorumRecord(b *broker.Broker, vhost, name string) (catalog.Queue, error) {
 	rec, ok := b.QueueRecord(vhost, name)
 	if !ok {
 		return rec, fmt.Errorf("no queue %q in vhost %q: %w", name, vhost, ErrNoQueue)
@@ -339,7 +339,7 @@ func quorumRecord(b *broker.Broker, vhost, name string) (metadata.Queue, error) 
 // be an old member (one with state), never a node just added (which
 // would then create a second group of its own), so it is set explicitly
 // even on records that left it to Members[0].
-func firstLeader(rec metadata.Queue, members []string, prefer string) string {
+func firstLeader(rec catalog.Queue, members []string, prefer string) string {
 	if rec.Leader != "" && slices.Contains(members, rec.Leader) {
 		return rec.Leader
 	}
@@ -465,7 +465,7 @@ func (c *clusterNode) checkNode(node string) error {
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(servers, func(s meta.Server) bool { return s.ID == node }) {
+	if !slices.ContainsFunc(servers, func(s metaraft.Server) bool { return s.ID == node }) {
 		return fmt.Errorf("node %q is not in the cluster", node)
 	}
 	if _, ok := c.addrOf(node); !ok {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -50,7 +50,7 @@ const connectionCountWait = 3 * time.Second
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
-	store   metadata.Store
+	store   catalog.Store
 	broker  *broker.Broker
 	cluster *clusterNode
 	server  *server.Server
@@ -84,7 +84,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Broker.PayloadCache == nil {
 		cfg.Broker.PayloadCache = replica.NewPayloadCache(replica.DefaultPayloadCache)
 	}
-	var store metadata.Store
+	var store catalog.Store
 	var cn *clusterNode
 	if cfg.Cluster != nil {
 		cn, err = startCluster(*cfg.Cluster, cfg.DataDir, cfg.AMQPAddr, migrate, log)
@@ -102,7 +102,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Broker.NodeID = cfg.Cluster.NodeName
 		cfg.Broker.Cluster = cn
 	} else {
-		bolt, err := metadata.OpenBolt(cfg.DataDir)
+		bolt, err := catalog.OpenBolt(cfg.DataDir)
 		if err != nil {
 			return nil, err
 		}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/warrenmq/warren/cluster/forward"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // RelayReply hands a direct reply-to reply to the requester's node

@@ -3,10 +3,10 @@ package node
 import (
 	"time"
 
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/forward"
-	"github.com/warrenmq/warren/cluster/metadata"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -19,7 +19,7 @@ import (
 func (c *clusterNode) Boot() string { return c.boot }
 
 // OpenRemote implements broker.Cluster.
-func (c *clusterNode) OpenRemote(rec metadata.Queue, name string) (queue.Queue, error) {
+func (c *clusterNode) OpenRemote(rec catalog.Queue, name string) (queue.Queue, error) {
 	return forward.NewRouter(forward.RouterConfig{
 		QueueID: rec.ID, Name: name, Members: rec.Members,
 		Self: c.self, SelfBoot: replica.BootOf(c.self, c.boot),
@@ -33,7 +33,7 @@ func (c *clusterNode) OpenRemote(rec metadata.Queue, name string) (queue.Queue, 
 // the queue's messages): the node's publishes to it are nacked at once
 // rather than after the publish timeout, until the queue's removal
 // (dropTransientOf) or the node's return.
-func (c *clusterNode) ownerGone(rec metadata.Queue) func() error {
+func (c *clusterNode) ownerGone(rec catalog.Queue) func() error {
 	if len(rec.Members) != 1 || c.gossip == nil {
 		return nil
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/broker"
-	"github.com/warrenmq/warren/cluster/linger"
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/node"
+	"github.com/warrenmq/warren/raftq/linger"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -243,7 +243,7 @@ func seedFrom(f fileConfig) broker.Seed {
 		s.Vhosts = append(s.Vhosts, v.Name)
 	}
 	for _, p := range f.Permissions {
-		s.Permissions = append(s.Permissions, metadata.Permission{User: p.User, Vhost: p.Vhost, Configure: p.Configure, Write: p.Write, Read: p.Read})
+		s.Permissions = append(s.Permissions, catalog.Permission{User: p.User, Vhost: p.Vhost, Configure: p.Configure, Write: p.Write, Read: p.Read})
 	}
 	return s
 }

@@ -108,7 +108,7 @@ func (x *ReadIndexReply) GetIndex() uint64 {
 type ApplyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// entry is the Raft log entry exactly as the proposer encoded it
-	// (cluster/meta's opcode byte plus payload); the leader checks that it
+	// (cluster/metaraft's opcode byte plus payload); the leader checks that it
 	// decodes and proposes it unchanged.
 	Entry         []byte `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // TestCheckpointSnapshotsAndCompacts: far below the snapshot threshold, a

@@ -1,8 +1,8 @@
 package replica
 
 import (
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // ConsumerInfo is one of the queue's consumer records as its leader sees

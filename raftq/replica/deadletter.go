@@ -10,8 +10,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // deadLetterRetry is how often the leader sends again the at-least-once

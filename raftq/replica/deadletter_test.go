@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // TestDeadLetterOffTheFSM: dead letters are published off raft's FSM

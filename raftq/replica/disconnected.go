@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // RabbitMQ 4.3 keeps the messages a consumer holds for a while when the

@@ -8,8 +8,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // execute carries out one effect on the leader. It runs on raft's FSM

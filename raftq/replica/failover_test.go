@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // campaigningTransport is raft's in-memory transport with the gRPC

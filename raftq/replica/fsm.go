@@ -8,8 +8,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // fsm adapts the raftq machine to raft.FSM. Apply decodes the entry, runs

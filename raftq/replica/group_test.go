@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // group is a three-member queue group in one process, its members joined

@@ -10,8 +10,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Touch renews the queue's x-expires lease: the broker calls it when the

@@ -5,11 +5,11 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/cluster/linger"
+	"github.com/warrenmq/warren/raftq/linger"
 )
 
 // A leader may hold a publish for up to Config.PublishLinger when another
-// arrived shortly before it (cluster/linger says when), so that the
+// arrived shortly before it (raftq/linger says when), so that the
 // publishes of that moment go to raft together: raft stores them with one
 // log write, each follower with one sync, and sends them in one
 // AppendEntries. At 1,000 msg/s to one queue a hold of 2 ms took a third

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/cluster/linger"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/linger"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // openLingering opens a one-member replica on the node's shared log that

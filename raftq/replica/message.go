@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // The payload of an enqueue entry is the message as the queue keeps it:

@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Two kinds of holder are settled by their ID rather than by delivery,

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // TestReleaseWaitsForAnAttachUnderWay: a consumer released (its node gave

@@ -7,8 +7,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // ErrNoMessageAtPosition: fewer messages are ready than the position

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // TestPayloadCacheBoundsTheNode: two queues sharing a node's payload cache

@@ -2,8 +2,8 @@ package replica
 
 import (
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Reconfigure makes args the queue's effective arguments: the limits and

@@ -18,10 +18,10 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/linger"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
-	"github.com/warrenmq/warren/raftq/local"
+	"github.com/warrenmq/warren/raftq/classic"
+	"github.com/warrenmq/warren/raftq/linger"
+	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/raftlog"
 	"github.com/warrenmq/warren/raftq/wal"
 )
@@ -572,13 +572,13 @@ func logGroup(cfg Config) string {
 }
 
 // parseArguments reads a queue's x-arguments into its machine's Config,
-// by the quorum queue's rules or, for a classic queue, by raftq/local's;
+// by the quorum queue's rules or, for a classic queue, by raftq/classic's;
 // dlxOnReject is x-overflow=reject-publish-dlx (classic only). Open and
 // Reconfigure both parse here, so a queue's arguments mean the same
 // whether it was declared with them or a policy brought them.
-func parseArguments(classic bool, args wire.Table) (cfg raftq.Config, dlxOnReject bool, err error) {
-	if classic {
-		cfg, dlxOnReject, err = local.ParseConfig(args)
+func parseArguments(classicRules bool, args wire.Table) (cfg raftq.Config, dlxOnReject bool, err error) {
+	if classicRules {
+		cfg, dlxOnReject, err = classic.ParseConfig(args)
 	} else {
 		cfg, err = raftq.ParseConfig(map[string]any(args))
 	}

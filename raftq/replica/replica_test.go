@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 type fakeConsumer struct {

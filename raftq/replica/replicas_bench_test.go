@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/cluster/queue"
+	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/wal"
 )
 

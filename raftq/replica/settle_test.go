@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // consuming opens a queue holding n messages and a consumer with prefetch

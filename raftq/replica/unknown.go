@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // A settlement names deliveries by their IDs, which a member resolves to

@@ -1,4 +1,4 @@
-package meta
+package metaraft
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // recentProposals is how many proposal IDs the state machine remembers to
@@ -24,14 +24,14 @@ const snapshotVersion = 1
 // of the entries applied to it: no clock, no randomness, and nothing that
 // depends on map iteration order leaves it.
 type state struct {
-	vhosts      map[string]metadata.Vhost
-	users       map[string]metadata.User
-	permissions map[string]metadata.Permission
-	exchanges   map[string]metadata.Exchange
-	bindings    map[string]metadata.Binding
-	queues      map[string]metadata.Queue
-	policies    map[string]metadata.Policy
-	nodes       map[string]metadata.Node
+	vhosts      map[string]catalog.Vhost
+	users       map[string]catalog.User
+	permissions map[string]catalog.Permission
+	exchanges   map[string]catalog.Exchange
+	bindings    map[string]catalog.Binding
+	queues      map[string]catalog.Queue
+	policies    map[string]catalog.Policy
+	nodes       map[string]catalog.Node
 
 	// recent holds the last proposal IDs applied, oldest first; seen
 	// maps each to its outcome (true: refused with ErrExists).
@@ -44,14 +44,14 @@ type state struct {
 
 func newState() *state {
 	return &state{
-		vhosts:      map[string]metadata.Vhost{},
-		users:       map[string]metadata.User{},
-		permissions: map[string]metadata.Permission{},
-		exchanges:   map[string]metadata.Exchange{},
-		bindings:    map[string]metadata.Binding{},
-		queues:      map[string]metadata.Queue{},
-		policies:    map[string]metadata.Policy{},
-		nodes:       map[string]metadata.Node{},
+		vhosts:      map[string]catalog.Vhost{},
+		users:       map[string]catalog.User{},
+		permissions: map[string]catalog.Permission{},
+		exchanges:   map[string]catalog.Exchange{},
+		bindings:    map[string]catalog.Binding{},
+		queues:      map[string]catalog.Queue{},
+		policies:    map[string]catalog.Policy{},
+		nodes:       map[string]catalog.Node{},
 		seen:        map[string]bool{},
 	}
 }
@@ -70,15 +70,15 @@ const (
 
 // key is metadata.Key as a map key: records are keyed exactly as
 // metadata.BoltStore keys its buckets.
-func key(parts ...string) string { return string(metadata.Key(parts...)) }
+func key(parts ...string) string { return string(catalog.Key(parts...)) }
 
-func bindingKey(b *metadata.Binding) string {
+func bindingKey(b *catalog.Binding) string {
 	return key(b.Vhost, b.Source, strconv.Itoa(int(b.Kind)), b.Destination, b.RoutingKey, string(b.Arguments))
 }
 
 // locate names a change's table and key. The change holds exactly one
 // record (decodeEntry checked).
-func locate(c *metadata.Change) (kind byte, k string) {
+func locate(c *catalog.Change) (kind byte, k string) {
 	switch {
 	case c.Vhost != nil:
 		return kindVhost, key(c.Vhost.Name)
@@ -93,7 +93,7 @@ func locate(c *metadata.Change) (kind byte, k string) {
 	case c.Queue != nil:
 		return kindQueue, key(c.Queue.Vhost, c.Queue.Name)
 	case c.Policy != nil:
-		return kindPolicy, string(metadata.PolicyKey(c.Policy))
+		return kindPolicy, string(catalog.PolicyKey(c.Policy))
 	case c.Node != nil:
 		return kindNode, key(c.Node.Name)
 	}
@@ -186,7 +186,7 @@ func (s *state) remember(id string, exists bool) {
 
 // change applies one change, storing a copy of its record so that the
 // caller's (the Update's) records stay the caller's.
-func (s *state) change(c *metadata.Change) {
+func (s *state) change(c *catalog.Change) {
 	kind, k := locate(c)
 	if c.Delete {
 		switch kind {
@@ -236,25 +236,25 @@ func (s *state) change(c *metadata.Change) {
 	}
 }
 
-func cloneUser(u metadata.User) metadata.User {
+func cloneUser(u catalog.User) catalog.User {
 	u.Tags, u.Limits = slices.Clone(u.Tags), maps.Clone(u.Limits)
 	return u
 }
-func cloneVhost(v metadata.Vhost) metadata.Vhost { v.Limits = maps.Clone(v.Limits); return v }
-func cloneExchange(x metadata.Exchange) metadata.Exchange {
+func cloneVhost(v catalog.Vhost) catalog.Vhost { v.Limits = maps.Clone(v.Limits); return v }
+func cloneExchange(x catalog.Exchange) catalog.Exchange {
 	x.Arguments = slices.Clone(x.Arguments)
 	return x
 }
-func cloneBinding(b metadata.Binding) metadata.Binding {
+func cloneBinding(b catalog.Binding) catalog.Binding {
 	b.Arguments = slices.Clone(b.Arguments)
 	return b
 }
-func cloneQueue(q metadata.Queue) metadata.Queue {
+func cloneQueue(q catalog.Queue) catalog.Queue {
 	q.Arguments = slices.Clone(q.Arguments)
 	q.Members = slices.Clone(q.Members)
 	return q
 }
-func clonePolicy(p metadata.Policy) metadata.Policy {
+func clonePolicy(p catalog.Policy) catalog.Policy {
 	p.Definition = slices.Clone(p.Definition)
 	return p
 }
@@ -279,16 +279,16 @@ func sorted[T any](m map[string]T, clone func(T) T) []T {
 }
 
 // snapshot returns a copy of every record, in BoltStore's order.
-func (s *state) snapshot() *metadata.Snapshot {
-	return &metadata.Snapshot{
-		Vhosts:      sorted(s.vhosts, same[metadata.Vhost]),
+func (s *state) snapshot() *catalog.Snapshot {
+	return &catalog.Snapshot{
+		Vhosts:      sorted(s.vhosts, same[catalog.Vhost]),
 		Users:       sorted(s.users, cloneUser),
-		Permissions: sorted(s.permissions, same[metadata.Permission]),
+		Permissions: sorted(s.permissions, same[catalog.Permission]),
 		Exchanges:   sorted(s.exchanges, cloneExchange),
 		Bindings:    sorted(s.bindings, cloneBinding),
 		Queues:      sorted(s.queues, cloneQueue),
 		Policies:    sorted(s.policies, clonePolicy),
-		Nodes:       sorted(s.nodes, same[metadata.Node]),
+		Nodes:       sorted(s.nodes, same[catalog.Node]),
 	}
 }
 
@@ -296,19 +296,19 @@ func (s *state) snapshot() *metadata.Snapshot {
 // every table sorted by key, and the recent proposals oldest first. The
 // same state always gives the same bytes.
 type persisted struct {
-	Version     int                   `json:"version"`
-	Index       uint64                `json:"index"`
-	Vhosts      []metadata.Vhost      `json:"vhosts"`
-	Users       []metadata.User       `json:"users"`
-	Permissions []metadata.Permission `json:"permissions"`
-	Exchanges   []metadata.Exchange   `json:"exchanges"`
-	Bindings    []metadata.Binding    `json:"bindings"`
-	Queues      []metadata.Queue      `json:"queues"`
+	Version     int                  `json:"version"`
+	Index       uint64               `json:"index"`
+	Vhosts      []catalog.Vhost      `json:"vhosts"`
+	Users       []catalog.User       `json:"users"`
+	Permissions []catalog.Permission `json:"permissions"`
+	Exchanges   []catalog.Exchange   `json:"exchanges"`
+	Bindings    []catalog.Binding    `json:"bindings"`
+	Queues      []catalog.Queue      `json:"queues"`
 	// Policies came after version 1's first layout; older snapshots
 	// have none, which reads the same.
-	Policies []metadata.Policy `json:"policies,omitempty"`
+	Policies []catalog.Policy `json:"policies,omitempty"`
 	// Nodes (drained nodes) came after Policies, the same way.
-	Nodes  []metadata.Node     `json:"nodes,omitempty"`
+	Nodes  []catalog.Node      `json:"nodes,omitempty"`
 	Recent []persistedProposal `json:"recent"`
 }
 
@@ -319,7 +319,7 @@ type persistedProposal struct {
 
 // persistedOf is snap as a snapshot at index holds it, without the
 // recent proposals.
-func persistedOf(snap *metadata.Snapshot, index uint64) persisted {
+func persistedOf(snap *catalog.Snapshot, index uint64) persisted {
 	return persisted{
 		Version: snapshotVersion, Index: index,
 		Vhosts: snap.Vhosts, Users: snap.Users, Permissions: snap.Permissions,
@@ -347,30 +347,30 @@ func unmarshalState(data []byte) (*state, error) {
 	}
 	s := newState()
 	s.index = p.Index
-	put := func(c metadata.Change) { s.change(&c) }
+	put := func(c catalog.Change) { s.change(&c) }
 	for _, r := range p.Vhosts {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range p.Users {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range p.Permissions {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range p.Exchanges {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range p.Bindings {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range p.Queues {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range p.Policies {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range p.Nodes {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range p.Recent {
 		s.remember(r.ID, r.Exists)

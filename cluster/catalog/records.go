@@ -1,8 +1,8 @@
-// Package metadata holds the node's durable definitions — vhosts, users,
+// Package catalog holds the node's durable definitions — vhosts, users,
 // permissions, exchanges, bindings and queue records — and the Store that
 // keeps them across restarts. Today the Store is a local bbolt file; the
 // cluster's replicated metadata group implements the same interface.
-package metadata
+package catalog
 
 import "errors"
 

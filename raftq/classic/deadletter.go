@@ -1,11 +1,11 @@
-package local
+package classic
 
 import (
 	"context"
 	"sync"
 
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // maxDeadLetterBacklog bounds the body bytes of dead letters waiting to be

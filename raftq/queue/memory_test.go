@@ -10,7 +10,7 @@ import (
 
 func TestBudgetAlarm(t *testing.T) {
 	set := alarm.NewSet("n1", nil)
-	b := NewBudget(100, set)
+	b := NewBudget(100, set.Flip(alarm.Memory))
 	b.Add(60)
 	if b.On() || len(set.Local()) != 0 {
 		t.Fatal("alarm below the limit")
@@ -45,7 +45,7 @@ func TestBudgetAlarm(t *testing.T) {
 
 func TestBudgetConcurrent(t *testing.T) {
 	set := alarm.NewSet("n1", nil)
-	b := NewBudget(1000, set)
+	b := NewBudget(1000, set.Flip(alarm.Memory))
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -69,7 +69,7 @@ func TestBudgetConcurrent(t *testing.T) {
 // between: a look includes the bytes held when it was taken.
 func TestBudgetObserve(t *testing.T) {
 	set := alarm.NewSet("n1", nil)
-	b := NewBudget(1000, set)
+	b := NewBudget(1000, set.Flip(alarm.Memory))
 	b.Add(100)
 	if b.Observe(900); b.On() || b.Used() != 900 || b.Held() != 100 {
 		t.Fatalf("after a look at 900 holding 100: on %v, used %d, held %d", b.On(), b.Used(), b.Held())

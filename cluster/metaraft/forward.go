@@ -1,4 +1,4 @@
-package meta
+package metaraft
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/proto/metapb"
 )
 
@@ -22,14 +22,14 @@ var errNoLeader = errors.New("meta: no known leader")
 // moment later). An IfAbsent change whose record exists makes the whole
 // entry a no-op and Apply returns metadata.ErrExists. It keeps trying
 // across leader changes for up to 10 s.
-func (s *Store) Apply(changes ...metadata.Change) error {
+func (s *Store) Apply(changes ...catalog.Change) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.applyTimeout)
 	defer cancel()
 	return s.ApplyContext(ctx, changes...)
 }
 
 // ApplyContext is Apply bounded by ctx instead of 10 s.
-func (s *Store) ApplyContext(ctx context.Context, changes ...metadata.Change) error {
+func (s *Store) ApplyContext(ctx context.Context, changes ...catalog.Change) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -42,7 +42,7 @@ func (s *Store) ApplyContext(ctx context.Context, changes ...metadata.Change) er
 		func(ctx context.Context, c metapb.MetaClient) error {
 			rep, err := c.Apply(ctx, &metapb.ApplyRequest{Entry: data})
 			if err == nil && rep.Exists {
-				return metadata.ErrExists
+				return catalog.ErrExists
 			}
 			return err
 		})
@@ -61,7 +61,7 @@ func (s *Store) applyLocal(ctx context.Context, data []byte) error {
 		return fmt.Errorf("meta: unexpected apply response %T", f.Response())
 	}
 	if r.exists {
-		return metadata.ErrExists
+		return catalog.ErrExists
 	}
 	return nil
 }
@@ -88,7 +88,7 @@ func (s *Store) onLeader(ctx context.Context, what string, local func(context.Co
 		} else {
 			err = remote(ctx, metapb.NewMetaClient(conn))
 		}
-		if err == nil || errors.Is(err, metadata.ErrExists) {
+		if err == nil || errors.Is(err, catalog.ErrExists) {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -171,7 +171,7 @@ func (sv *service) Apply(ctx context.Context, req *metapb.ApplyRequest) (*metapb
 		return nil, errNotLeader
 	}
 	err := sv.s.applyLocal(ctx, req.Entry)
-	if errors.Is(err, metadata.ErrExists) {
+	if errors.Is(err, catalog.ErrExists) {
 		return &metapb.ApplyReply{Exists: true}, nil
 	}
 	if err != nil {

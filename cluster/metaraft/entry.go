@@ -1,11 +1,11 @@
-package meta
+package metaraft
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // Log entry opcodes. ONLY ADD TO THE END: a replica meeting an opcode it
@@ -21,11 +21,11 @@ type entry struct {
 	// ID is random per proposal; a retried proposal keeps it, so a
 	// second commit of the same proposal is recognised.
 	ID      string
-	Changes []metadata.Change
+	Changes []catalog.Change
 }
 
 // wireEntry and wireChange fix the JSON field names of the log, so that
-// renaming a Go field in package metadata cannot change what old logs
+// renaming a Go field in package catalog cannot change what old logs
 // mean. The records themselves use their own JSON tags (as BoltStore
 // does); []byte fields (encoded AMQP tables) travel as base64, exactly.
 type wireEntry struct {
@@ -35,22 +35,22 @@ type wireEntry struct {
 }
 
 type wireChange struct {
-	Delete     bool                 `json:"delete,omitempty"`
-	IfAbsent   bool                 `json:"if_absent,omitempty"`
-	Vhost      *metadata.Vhost      `json:"vhost,omitempty"`
-	User       *metadata.User       `json:"user,omitempty"`
-	Permission *metadata.Permission `json:"permission,omitempty"`
-	Exchange   *metadata.Exchange   `json:"exchange,omitempty"`
-	Binding    *metadata.Binding    `json:"binding,omitempty"`
-	Queue      *metadata.Queue      `json:"queue,omitempty"`
-	Policy     *metadata.Policy     `json:"policy,omitempty"`
-	Node       *metadata.Node       `json:"node,omitempty"`
+	Delete     bool                `json:"delete,omitempty"`
+	IfAbsent   bool                `json:"if_absent,omitempty"`
+	Vhost      *catalog.Vhost      `json:"vhost,omitempty"`
+	User       *catalog.User       `json:"user,omitempty"`
+	Permission *catalog.Permission `json:"permission,omitempty"`
+	Exchange   *catalog.Exchange   `json:"exchange,omitempty"`
+	Binding    *catalog.Binding    `json:"binding,omitempty"`
+	Queue      *catalog.Queue      `json:"queue,omitempty"`
+	Policy     *catalog.Policy     `json:"policy,omitempty"`
+	Node       *catalog.Node       `json:"node,omitempty"`
 }
 
 var errEmptyChange = errors.New("meta: a change must hold exactly one record")
 
 // records counts the records a change holds: exactly one is valid.
-func records(c *metadata.Change) int {
+func records(c *catalog.Change) int {
 	n := 0
 	for _, set := range []bool{c.Vhost != nil, c.User != nil, c.Permission != nil, c.Exchange != nil, c.Binding != nil, c.Queue != nil, c.Policy != nil, c.Node != nil} {
 		if set {
@@ -93,9 +93,9 @@ func decodeEntry(data []byte) (*entry, error) {
 	if err := json.Unmarshal(data[1:], &w); err != nil {
 		return nil, fmt.Errorf("meta: decode entry: %w", err)
 	}
-	e := &entry{Origin: w.Origin, ID: w.ID, Changes: make([]metadata.Change, len(w.Changes))}
+	e := &entry{Origin: w.Origin, ID: w.ID, Changes: make([]catalog.Change, len(w.Changes))}
 	for i, c := range w.Changes {
-		e.Changes[i] = metadata.Change{
+		e.Changes[i] = catalog.Change{
 			Delete: c.Delete, IfAbsent: c.IfAbsent,
 			Vhost: c.Vhost, User: c.User, Permission: c.Permission,
 			Exchange: c.Exchange, Binding: c.Binding, Queue: c.Queue, Policy: c.Policy, Node: c.Node,

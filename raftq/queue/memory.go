@@ -3,8 +3,6 @@ package queue
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/warrenmq/warren/cluster/alarm"
 )
 
 // Budget keeps the node's memory alarm on while the node uses as much
@@ -22,20 +20,22 @@ import (
 // message bytes count. A limit of zero or less never raises the alarm; a
 // nil *Budget counts nothing.
 type Budget struct {
-	limit  atomic.Int64
-	held   atomic.Int64 // message bytes in in-memory queues
-	rest   atomic.Int64 // the rest of the node's memory at the last look
-	on     atomic.Bool
-	alarms *alarm.Set // nil: the state is only kept here
+	limit atomic.Int64
+	held  atomic.Int64 // message bytes in in-memory queues
+	rest  atomic.Int64 // the rest of the node's memory at the last look
+	on    atomic.Bool
+	// flip is told each time the alarm goes on or off (the node raises
+	// and clears its memory alarm); nil: the state is only kept here.
+	flip func(on bool)
 
 	// mu serializes the alarm's transitions.
 	mu sync.Mutex
 }
 
-// NewBudget returns a budget of limit bytes that raises and clears
-// alarms' memory alarm (alarms may be nil).
-func NewBudget(limit int64, alarms *alarm.Set) *Budget {
-	b := &Budget{alarms: alarms}
+// NewBudget returns a budget of limit bytes that calls flip (which may be
+// nil) each time the memory alarm goes on or off.
+func NewBudget(limit int64, flip func(on bool)) *Budget {
+	b := &Budget{flip: flip}
 	b.limit.Store(limit)
 	return b
 }
@@ -92,13 +92,8 @@ func (b *Budget) update() {
 			return
 		}
 		b.on.Store(on)
-		if b.alarms == nil {
-			continue
-		}
-		if on {
-			b.alarms.Raise(alarm.Memory)
-		} else {
-			b.alarms.Clear(alarm.Memory)
+		if b.flip != nil {
+			b.flip(on)
 		}
 	}
 }

@@ -1,5 +1,5 @@
-// Package local runs the raftq state machine without Raft: a transient
-// classic queue that follows the quorum queue's rules (TTL, length limits,
+// Package classic is the classic queue: the raftq state machine run
+// without Raft, so that a transient classic queue follows the quorum queue's rules (TTL, length limits,
 // dead-lettering, single active consumer, consumer timeout, x-expires)
 // instead of keeping a second copy of them.
 //
@@ -17,7 +17,7 @@
 // (the refused message is also dead-lettered, reason maxlen), no delivery
 // limit and no x-delivery-count headers, basic.get allowed with single
 // active consumer, auto-delete after the last consumer leaves (OnUnused).
-package local
+package classic
 
 import (
 	"context"
@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/queue"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // Config is what a local queue needs.

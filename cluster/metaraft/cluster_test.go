@@ -1,4 +1,4 @@
-package meta
+package metaraft
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/rpc"
 )
 
@@ -172,13 +172,13 @@ func (c *testCluster) follower() *testNode {
 }
 
 // converged waits until every running member's copy equals want.
-func (c *testCluster) converged(want *metadata.Snapshot) {
+func (c *testCluster) converged(want *catalog.Snapshot) {
 	c.t.Helper()
 	for _, nd := range c.nodes {
 		if nd.store == nil {
 			continue
 		}
-		var got *metadata.Snapshot
+		var got *catalog.Snapshot
 		eventually(c.t, 15*time.Second, nd.id+" has the state", func() bool {
 			got, _ = nd.store.Load()
 			return reflect.DeepEqual(got, want)
@@ -209,7 +209,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 
 // recorder keeps the updates a subscriber received.
 type recorder struct {
-	start *metadata.Snapshot // what Subscribe returned
+	start *catalog.Snapshot // what Subscribe returned
 	index uint64
 	mu    sync.Mutex
 	us    []Update
@@ -217,7 +217,7 @@ type recorder struct {
 
 // view folds the updates onto the starting state, as a subscriber that
 // materialises the store does.
-func (r *recorder) view() *metadata.Snapshot {
+func (r *recorder) view() *catalog.Snapshot {
 	st := stateOf(r.start)
 	for _, u := range r.all() {
 		if u.Reset != nil {
@@ -231,26 +231,26 @@ func (r *recorder) view() *metadata.Snapshot {
 	return st.snapshot()
 }
 
-func stateOf(snap *metadata.Snapshot) *state {
+func stateOf(snap *catalog.Snapshot) *state {
 	st := newState()
-	put := func(c metadata.Change) { st.change(&c) }
+	put := func(c catalog.Change) { st.change(&c) }
 	for _, r := range snap.Vhosts {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range snap.Users {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range snap.Permissions {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range snap.Exchanges {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range snap.Bindings {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	for _, r := range snap.Queues {
-		put(metadata.Put(r))
+		put(catalog.Put(r))
 	}
 	return st
 }
@@ -274,8 +274,8 @@ func (r *recorder) wait(t *testing.T, n int) []Update {
 	return r.all()
 }
 
-func snapshotOf(vhosts []metadata.Vhost, exchanges []metadata.Exchange, queues []metadata.Queue, bindings []metadata.Binding) *metadata.Snapshot {
-	return &metadata.Snapshot{Vhosts: vhosts, Exchanges: exchanges, Queues: queues, Bindings: bindings}
+func snapshotOf(vhosts []catalog.Vhost, exchanges []catalog.Exchange, queues []catalog.Queue, bindings []catalog.Binding) *catalog.Snapshot {
+	return &catalog.Snapshot{Vhosts: vhosts, Exchanges: exchanges, Queues: queues, Bindings: bindings}
 }
 
 func TestForwardedApplyReachesEveryMember(t *testing.T) {
@@ -287,18 +287,18 @@ func TestForwardedApplyReachesEveryMember(t *testing.T) {
 	if f.store.IsLeader() {
 		t.Fatal("follower leads")
 	}
-	batches := [][]metadata.Change{
-		{metadata.Put(vhostA)},
-		{metadata.Put(exchX), metadata.Create(queueQ)},
-		{metadata.Put(bindB)},
-		{metadata.Del(bindB)},
+	batches := [][]catalog.Change{
+		{catalog.Put(vhostA)},
+		{catalog.Put(exchX), catalog.Create(queueQ)},
+		{catalog.Put(bindB)},
+		{catalog.Del(bindB)},
 	}
 	for _, b := range batches {
 		if err := f.store.Apply(b...); err != nil {
 			t.Fatalf("apply on follower %s: %v", f.id, err)
 		}
 	}
-	c.converged(snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, []metadata.Queue{queueQ}, nil))
+	c.converged(snapshotOf([]catalog.Vhost{vhostA}, []catalog.Exchange{exchX}, []catalog.Queue{queueQ}, nil))
 	for _, nd := range c.nodes {
 		us := nd.updates.wait(t, len(batches))
 		if len(us) != len(batches) {
@@ -325,7 +325,7 @@ func TestFollowersApplyCommitsWithoutCommitTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := c.follower()
-	batches := [][]metadata.Change{{metadata.Put(vhostA)}, {metadata.Put(exchX), metadata.Create(queueQ)}, {metadata.Put(bindB)}}
+	batches := [][]catalog.Change{{catalog.Put(vhostA)}, {catalog.Put(exchX), catalog.Create(queueQ)}, {catalog.Put(bindB)}}
 	for i, b := range batches {
 		if err := f.store.Apply(b...); err != nil {
 			t.Fatalf("apply on follower %s: %v", f.id, err)
@@ -334,7 +334,7 @@ func TestFollowersApplyCommitsWithoutCommitTimeout(t *testing.T) {
 			nd.updates.wait(t, i+1)
 		}
 	}
-	c.converged(snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, []metadata.Queue{queueQ}, []metadata.Binding{bindB}))
+	c.converged(snapshotOf([]catalog.Vhost{vhostA}, []catalog.Exchange{exchX}, []catalog.Queue{queueQ}, []catalog.Binding{bindB}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, nd := range c.nodes {
@@ -353,7 +353,7 @@ func formedCluster(t *testing.T) (c *testCluster, l, f *testNode) {
 		t.Fatal(err)
 	}
 	l, f = c.leader(), c.follower()
-	if err := l.store.Apply(metadata.Put(vhostA)); err != nil {
+	if err := l.store.Apply(catalog.Put(vhostA)); err != nil {
 		t.Fatal(err)
 	}
 	f.updates.wait(t, 1)
@@ -376,7 +376,7 @@ func TestCatchUpWaitsForTheFSM(t *testing.T) {
 			f.store.fsm.mu.Unlock()
 		}
 	}()
-	if err := l.store.Apply(metadata.Put(exchX)); err != nil {
+	if err := l.store.Apply(catalog.Put(exchX)); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -399,7 +399,7 @@ func TestCatchUpWaitsForTheFSM(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap, _ := f.store.Load()
-	if !slices.ContainsFunc(snap.Exchanges, func(e metadata.Exchange) bool { return e.Vhost == exchX.Vhost && e.Name == exchX.Name }) {
+	if !slices.ContainsFunc(snap.Exchanges, func(e catalog.Exchange) bool { return e.Vhost == exchX.Vhost && e.Name == exchX.Name }) {
 		t.Fatalf("after CatchUp the follower's state has no exchange %s: %+v", exchX.Name, snap.Exchanges)
 	}
 }
@@ -410,20 +410,20 @@ func TestCreateTwiceIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, f := c.leader(), c.follower()
-	if err := f.store.Apply(metadata.Put(vhostA), metadata.Create(queueQ)); err != nil {
+	if err := f.store.Apply(catalog.Put(vhostA), catalog.Create(queueQ)); err != nil {
 		t.Fatal(err)
 	}
 	other := queueQ
 	other.ID = "g2"
-	if err := f.store.Apply(metadata.Create(other)); !errors.Is(err, metadata.ErrExists) {
+	if err := f.store.Apply(catalog.Create(other)); !errors.Is(err, catalog.ErrExists) {
 		t.Fatalf("second create on a follower: %v, want ErrExists", err)
 	}
-	if err := l.store.Apply(metadata.Put(exchX), metadata.Create(other)); !errors.Is(err, metadata.ErrExists) {
+	if err := l.store.Apply(catalog.Put(exchX), catalog.Create(other)); !errors.Is(err, catalog.ErrExists) {
 		t.Fatalf("second create on the leader: %v, want ErrExists", err)
 	}
 	// A proposal committed twice (a retry across a leader change) is
 	// applied once and answers its first outcome both times.
-	data, err := encodeEntry(&entry{Origin: l.store.Origin(), ID: randomID(16), Changes: []metadata.Change{metadata.Create(bindB)}})
+	data, err := encodeEntry(&entry{Origin: l.store.Origin(), ID: randomID(16), Changes: []catalog.Change{catalog.Create(bindB)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,15 +432,15 @@ func TestCreateTwiceIsRefused(t *testing.T) {
 			t.Fatalf("proposal committed twice, attempt %d: %v", i, err)
 		}
 	}
-	c.converged(snapshotOf([]metadata.Vhost{vhostA}, nil, []metadata.Queue{queueQ}, []metadata.Binding{bindB}))
+	c.converged(snapshotOf([]catalog.Vhost{vhostA}, nil, []catalog.Queue{queueQ}, []catalog.Binding{bindB}))
 	// A marker after them: once it arrives, every earlier update has.
-	if err := f.store.Apply(metadata.Put(vhostA)); err != nil {
+	if err := f.store.Apply(catalog.Put(vhostA)); err != nil {
 		t.Fatal(err)
 	}
 	for _, nd := range c.nodes {
 		us := nd.updates.wait(t, 3)
-		if len(us) != 3 || !reflect.DeepEqual(us[1].Changes, []metadata.Change{metadata.Create(bindB)}) ||
-			!reflect.DeepEqual(us[2].Changes, []metadata.Change{metadata.Put(vhostA)}) {
+		if len(us) != 3 || !reflect.DeepEqual(us[1].Changes, []catalog.Change{catalog.Create(bindB)}) ||
+			!reflect.DeepEqual(us[2].Changes, []catalog.Change{catalog.Put(vhostA)}) {
 			t.Fatalf("%s: updates %+v: the refused and repeated entries must make none", nd.id, us)
 		}
 	}
@@ -452,10 +452,10 @@ func TestRestartRebuildsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := c.leader()
-	if err := l.store.Apply(metadata.Put(vhostA), metadata.Put(exchX)); err != nil {
+	if err := l.store.Apply(catalog.Put(vhostA), catalog.Put(exchX)); err != nil {
 		t.Fatal(err)
 	}
-	want := snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, nil, nil)
+	want := snapshotOf([]catalog.Vhost{vhostA}, []catalog.Exchange{exchX}, nil, nil)
 	c.converged(want)
 	// Restart one member from its snapshot plus log, another from its log
 	// alone.
@@ -463,10 +463,10 @@ func TestRestartRebuildsState(t *testing.T) {
 	if err := snapped.store.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.store.Apply(metadata.Put(queueQ)); err != nil {
+	if err := l.store.Apply(catalog.Put(queueQ)); err != nil {
 		t.Fatal(err)
 	}
-	want.Queues = []metadata.Queue{queueQ}
+	want.Queues = []catalog.Queue{queueQ}
 	c.converged(want)
 	for _, nd := range []*testNode{snapped, plain} {
 		c.stop(nd)
@@ -479,10 +479,10 @@ func TestRestartRebuildsState(t *testing.T) {
 		}
 		c.converged(want)
 	}
-	if err := plain.store.Apply(metadata.Put(bindB)); err != nil {
+	if err := plain.store.Apply(catalog.Put(bindB)); err != nil {
 		t.Fatal(err)
 	}
-	want.Bindings = []metadata.Binding{bindB}
+	want.Bindings = []catalog.Binding{bindB}
 	c.converged(want)
 	servers, err := plain.store.Servers()
 	if err != nil || len(servers) != 3 {
@@ -496,7 +496,7 @@ func TestLaggingFollowerGetsReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := c.follower()
-	if err := f.store.Apply(metadata.Put(vhostA)); err != nil {
+	if err := f.store.Apply(catalog.Put(vhostA)); err != nil {
 		t.Fatal(err)
 	}
 	f.updates.wait(t, 1)
@@ -507,13 +507,13 @@ func TestLaggingFollowerGetsReset(t *testing.T) {
 			others = append(others, nd)
 		}
 	}
-	if err := others[0].store.Apply(metadata.Put(exchX), metadata.Put(queueQ)); err != nil {
+	if err := others[0].store.Apply(catalog.Put(exchX), catalog.Put(queueQ)); err != nil {
 		t.Fatal(err)
 	}
-	if err := others[1].store.Apply(metadata.Put(bindB)); err != nil {
+	if err := others[1].store.Apply(catalog.Put(bindB)); err != nil {
 		t.Fatal(err)
 	}
-	want := snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, []metadata.Queue{queueQ}, []metadata.Binding{bindB})
+	want := snapshotOf([]catalog.Vhost{vhostA}, []catalog.Exchange{exchX}, []catalog.Queue{queueQ}, []catalog.Binding{bindB})
 	// Snapshot and compact both connected members, so that whichever
 	// leads no longer has the entries f is missing.
 	for _, nd := range others {
@@ -537,7 +537,7 @@ func TestLaggingFollowerGetsReset(t *testing.T) {
 		t.Fatalf("updates after catching up: %+v, want a Reset to %+v", us, want)
 	}
 	// Ordinary updates follow.
-	if err := f.store.Apply(metadata.Del(bindB)); err != nil {
+	if err := f.store.Apply(catalog.Del(bindB)); err != nil {
 		t.Fatal(err)
 	}
 	us = f.updates.wait(t, 3)
@@ -552,10 +552,10 @@ func TestApplySurvivesLeaderLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := c.leader()
-	if err := old.store.Apply(metadata.Put(vhostA)); err != nil {
+	if err := old.store.Apply(catalog.Put(vhostA)); err != nil {
 		t.Fatal(err)
 	}
-	c.converged(snapshotOf([]metadata.Vhost{vhostA}, nil, nil, nil))
+	c.converged(snapshotOf([]catalog.Vhost{vhostA}, nil, nil, nil))
 	c.stop(old)
 	var survivor *testNode
 	for _, nd := range c.nodes {
@@ -564,10 +564,10 @@ func TestApplySurvivesLeaderLoss(t *testing.T) {
 			break
 		}
 	}
-	if err := survivor.store.Apply(metadata.Put(exchX)); err != nil {
+	if err := survivor.store.Apply(catalog.Put(exchX)); err != nil {
 		t.Fatalf("apply after the leader's loss: %v", err)
 	}
-	c.converged(snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, nil, nil))
+	c.converged(snapshotOf([]catalog.Vhost{vhostA}, []catalog.Exchange{exchX}, nil, nil))
 	if id, _ := survivor.store.Leader(); id == old.id || id == "" {
 		t.Fatalf("leader after loss: %q", id)
 	}
@@ -577,8 +577,8 @@ func TestApplyWithoutLeaderFails(t *testing.T) {
 	c := newCluster(t, 1)
 	s := c.nodes[0].store
 	s.applyTimeout = 300 * time.Millisecond
-	err := s.Apply(metadata.Put(vhostA))
-	if err == nil || errors.Is(err, metadata.ErrExists) || !errors.Is(err, errNoLeader) {
+	err := s.Apply(catalog.Put(vhostA))
+	if err == nil || errors.Is(err, catalog.ErrExists) || !errors.Is(err, errNoLeader) {
 		t.Fatalf("apply without a cluster: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -594,7 +594,7 @@ func TestAddServerCapsVoters(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.leader()
-	if err := c.nodes[0].store.Apply(metadata.Put(vhostA)); err != nil {
+	if err := c.nodes[0].store.Apply(catalog.Put(vhostA)); err != nil {
 		t.Fatal(err)
 	}
 	// Each member is added through the previous one: forwarded from the
@@ -625,11 +625,11 @@ func TestAddServerCapsVoters(t *testing.T) {
 		t.Fatalf("second add: %v", err)
 	}
 	check()
-	c.converged(snapshotOf([]metadata.Vhost{vhostA}, nil, nil, nil))
-	if err := c.nodes[5].store.Apply(metadata.Put(exchX)); err != nil {
+	c.converged(snapshotOf([]catalog.Vhost{vhostA}, nil, nil, nil))
+	if err := c.nodes[5].store.Apply(catalog.Put(exchX)); err != nil {
 		t.Fatalf("apply on the non-voter: %v", err)
 	}
-	c.converged(snapshotOf([]metadata.Vhost{vhostA}, []metadata.Exchange{exchX}, nil, nil))
+	c.converged(snapshotOf([]catalog.Vhost{vhostA}, []catalog.Exchange{exchX}, nil, nil))
 
 	for range 2 {
 		if err := c.nodes[3].store.RemoveServer("n5"); err != nil {
@@ -652,7 +652,7 @@ func TestMayBeStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, f := c.leader(), c.follower()
-	for i, ch := range []metadata.Change{metadata.Put(vhostA), metadata.Put(exchX)} {
+	for i, ch := range []catalog.Change{catalog.Put(vhostA), catalog.Put(exchX)} {
 		if err := l.store.Apply(ch); err != nil {
 			t.Fatal(err)
 		}
@@ -700,7 +700,7 @@ func TestMayBeStaleAfterLosingTouch(t *testing.T) {
 		t.Fatal("stale after catching up")
 	}
 	c.disconnect(f)
-	if err := l.store.Apply(metadata.Put(exchX)); err != nil {
+	if err := l.store.Apply(catalog.Put(exchX)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * f.store.staleAfter())

@@ -1,4 +1,4 @@
-package meta
+package metaraft
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/metapb"
 	"github.com/warrenmq/warren/raftq/raftlog"
@@ -45,7 +45,7 @@ type Config struct {
 }
 
 // Store is this node's member of the metadata group. It implements
-// metadata.Store: Load reads the local applied copy, Apply goes through
+// catalog.Store: Load reads the local applied copy, Apply goes through
 // the leader.
 type Store struct {
 	cfg    Config
@@ -86,7 +86,7 @@ type Store struct {
 	closeErr  error
 }
 
-var _ metadata.Store = (*Store)(nil)
+var _ catalog.Store = (*Store)(nil)
 
 // Server is a member of the group's configuration.
 type Server struct {
@@ -233,7 +233,7 @@ func (s *Store) Bootstrap(servers []Server) error {
 
 // Load returns this node's applied copy of every record, in BoltStore's
 // order. It may lag the leader's by the entries not yet applied here.
-func (s *Store) Load() (*metadata.Snapshot, error) {
+func (s *Store) Load() (*catalog.Snapshot, error) {
 	snap, _ := s.fsm.load()
 	return snap, nil
 }
@@ -243,7 +243,7 @@ func (s *Store) Load() (*metadata.Snapshot, error) {
 // goroutine of the store's own. Only one subscriber is supported; fn
 // should not block for long (updates queue meanwhile). Close stops the
 // calls.
-func (s *Store) Subscribe(fn func(Update)) (*metadata.Snapshot, uint64) {
+func (s *Store) Subscribe(fn func(Update)) (*catalog.Snapshot, uint64) {
 	return s.fsm.subscribe(fn)
 }
 

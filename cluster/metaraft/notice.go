@@ -1,4 +1,4 @@
-package meta
+package metaraft
 
 import (
 	"time"

@@ -1,7 +1,7 @@
-// Package meta is the cluster-wide metadata Raft group: vhosts, users,
+// Package metaraft is the cluster-wide metadata Raft group: vhosts, users,
 // permissions, exchanges, bindings and queue records, replicated to every
 // node so that each routes from a local copy. Store implements
-// metadata.Store on top of hashicorp/raft.
+// catalog.Store on top of hashicorp/raft.
 //
 // # Pieces
 //
@@ -31,4 +31,4 @@
 // proposal carries a random ID; the state machine remembers the outcome
 // of the last recentProposals IDs (in its snapshots too) and answers a
 // repeat with the first outcome without applying it again.
-package meta
+package metaraft

@@ -1,4 +1,4 @@
-package metadata
+package catalog
 
 import (
 	"encoding/json"
@@ -53,7 +53,7 @@ func OpenBolt(dir string) (*BoltStore, error) {
 
 // Key joins the parts that identify a record with NUL, which AMQP names
 // (short strings of UTF-8) never contain in practice and which keeps keys
-// of one vhost adjacent. The replicated store (cluster/meta) keys its
+// of one vhost adjacent. The replicated store (cluster/metaraft) keys its
 // records the same way.
 func Key(parts ...string) []byte {
 	n := 0

@@ -1,4 +1,4 @@
-package meta
+package metaraft
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // SeedSnapshot writes snap as the metadata group's first snapshot in dir,
@@ -15,7 +15,7 @@ import (
 // metadata carried into the cluster of one it becomes. Opened on dir, the
 // group starts from that state, as if it had committed every record, and
 // its one voter elects itself. dir must hold no Raft state yet.
-func SeedSnapshot(dir, nodeID, addr string, snap *metadata.Snapshot) error {
+func SeedSnapshot(dir, nodeID, addr string, snap *catalog.Snapshot) error {
 	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 	if err != nil {
 		return fmt.Errorf("meta: open snapshots: %w", err)

@@ -1,4 +1,4 @@
-package meta
+package metaraft
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/cluster/metadata"
+	"github.com/warrenmq/warren/cluster/catalog"
 )
 
 // Update is one applied change of the metadata state, as a subscriber
@@ -22,11 +22,11 @@ type Update struct {
 	// Changes are the entry's changes as committed. An entry refused
 	// with ErrExists, or a repeat of a proposal already applied, changed
 	// nothing and makes no Update.
-	Changes []metadata.Change
+	Changes []catalog.Change
 	// Reset is set instead of Changes when a snapshot replaced the whole
 	// state (a follower that fell behind the leader's log): it is the
 	// whole new state.
-	Reset *metadata.Snapshot
+	Reset *catalog.Snapshot
 
 	// marker: an entry that changed nothing, passed along only so that
 	// the subscriber's delivered index covers it; never given to fn.
@@ -118,7 +118,7 @@ func (b snapshotBytes) Persist(sink raft.SnapshotSink) error {
 func (snapshotBytes) Release() {}
 
 // subscribe installs fn and returns the state and index it starts from.
-func (f *fsm) subscribe(fn func(Update)) (*metadata.Snapshot, uint64) {
+func (f *fsm) subscribe(fn func(Update)) (*catalog.Snapshot, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sub.Load() != nil {
@@ -131,7 +131,7 @@ func (f *fsm) subscribe(fn func(Update)) (*metadata.Snapshot, uint64) {
 	return f.st.snapshot(), f.st.index
 }
 
-func (f *fsm) load() (*metadata.Snapshot, uint64) {
+func (f *fsm) load() (*catalog.Snapshot, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.st.snapshot(), f.st.index
