@@ -19,8 +19,8 @@ import (
 // counts as a failed delivery (delivery-count +1), so at the default
 // delivery limit of 20 the messages cycled most would be dropped after
 // the twenty-first round, as RabbitMQ drops them: the queue has no limit
-// here. (Until the twenty-second session this test ran at the default
-// limit, and its dropped window was taken for a stranded one.)
+// here: at the default limit a dropped window would look like a
+// stranded one.
 func TestCancelThenCloseStrandsNothing(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()

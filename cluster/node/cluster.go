@@ -925,16 +925,15 @@ func (c *clusterNode) allReplicas() []*replica.Replica {
 // defaultSpareFollowerDelay is SpareFollowerDelay's default: at 1,000
 // msg/s a spare follower syncs about 100 times a second instead of 1,000,
 // and a commit waits on a spare at most this much longer when an eager
-// follower stops answering (docs/performance.md, thirty-eighth session;
-// 10 ms took another 7% off the CPU per message against 5 ms in the
-// thirty-ninth, at the same confirm latency).
+// follower stops answering (docs/performance.md; 10 ms took another 7%
+// off the CPU per message against 5 ms, at the same confirm latency).
 const defaultSpareFollowerDelay = 10 * time.Millisecond
 
 // defaultDeliveryLinger is DeliveryLinger's default: at 1,000 msg/s to a
 // consumer on another node, 4 ms took about a tenth off the cluster's CPU
 // per message, and added about 3 ms to a message's way from publisher to
 // consumer, whose p99 stayed at about 0.6 of RabbitMQ's on a quiet machine
-// (docs/performance.md, thirty-ninth session).
+// (docs/performance.md).
 const defaultDeliveryLinger = 4 * time.Millisecond
 
 // deliveryLinger is the configured DeliveryLinger, with its default.

@@ -158,7 +158,7 @@ func (h *peerHeartbeats) add(c *hbCall) {
 // a linger after that heartbeat: the rhythm of the sender that slept the
 // linger after every call and stopped only then, finding nothing queued
 // (a timer wake-up per call, on an idle node most of the sender's own;
-// docs/performance.md, forty-fifth session). A group's next heartbeat,
+// docs/performance.md). A group's next heartbeat,
 // raft's interval after the answer, so still goes at most a linger after
 // the call that carried the last one.
 func (h *peerHeartbeats) run() {

@@ -14,7 +14,7 @@ import (
 // follower's copy is not waited for, yet at a low rate it cost as much as
 // the one that was: its own AppendEntries, log write, fdatasync and
 // answer for every entry, about a quarter of the cluster's CPU per
-// message at 1,000 msg/s (docs/performance.md, thirty-eighth session).
+// message at 1,000 msg/s (docs/performance.md).
 //
 // With a spare delay set, the leader sends entries to the followers its
 // commits need (the eager ones) at once, and to the others (the spares)

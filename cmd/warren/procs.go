@@ -18,7 +18,7 @@ import (
 // again: a futex wake-up, a spin and a context switch each time. A node at
 // 1,000 msg/s makes a few dozen such hand-offs per message; on one
 // processor it used about a sixth less CPU per message at about the same
-// latency (docs/performance.md, thirty-sixth session). A single processor
+// latency (docs/performance.md). A single processor
 // cannot run more than one core of Go code, so the node gets them all
 // back as soon as it uses procsUpAt, within one procsInterval.
 const (

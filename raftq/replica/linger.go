@@ -14,17 +14,15 @@ import (
 // log write, each follower with one sync, and sends them in one
 // AppendEntries. At 1,000 msg/s to one queue a hold of 2 ms took a third
 // or more off the CPU the cluster spends per message, and added the hold
-// to the confirm latency (docs/performance.md, thirty-ninth and
-// forty-second sessions): on a quiet machine more than RabbitMQ's p99,
+// to the confirm latency (docs/performance.md): on a quiet machine more than RabbitMQ's p99,
 // so with Config.PublishLingerShare (the node's default) a leader holds
 // only while its commits are slow enough to hide the hold (committail.go).
 // While they are quicker, Config.PublishLingerBatch may still hold
 // publishes, but only until that many are held: with 2, a publish waits
 // at most for the next one; at 1,000 msg/s, publishes about a millisecond
 // apart, pairs took 8% off the CPU per message and left the confirm p99
-// where it was (docs/performance.md, forty-third session), and threes
-// (the node's default) about a fifth, the confirm p50 about 1 ms later
-// and the p99 0.35-0.4 ms (forty-fourth session), where holding for the
+// where it was, and threes (the node's default) about a fifth, the
+// confirm p50 about 1 ms later and the p99 0.35-0.4 ms, where holding for the
 // whole linger added about 1.5 ms to the p99.
 //
 // Settlements go along: the settler's batches (one every SettleLinger at
@@ -32,8 +30,7 @@ import (
 // publishes are coming (proposeWithPublishes), rather than take a log
 // write, syncs and AppendEntries of their own. At 1,000 msg/s with a
 // consumer that took about 15% off the syncs of the leader and of the
-// follower it waits for, at no cost to the confirms (docs/performance.md,
-// forty-fourth session).
+// follower it waits for, at no cost to the confirms (docs/performance.md).
 //
 // Held publishes are entries already numbered (publisher, seq) and in
 // pending; they stay in arrival order, and every later publish joins them

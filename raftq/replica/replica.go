@@ -419,7 +419,7 @@ func Open(cfg Config) (*Replica, error) {
 	// buffers were over half of a leader's allocation at 512; 128 kept
 	// one queue's throughput (about 22,000 msg/s either way here) and
 	// CPU per message, and took 7% off the memory 1,000 queues add
-	// (docs/performance.md, "Tenth session").
+	// (docs/performance.md).
 	rc.MaxAppendEntries = 128
 	rc.SnapshotThreshold = minSnapshotThreshold
 	// raft's own check whether to snapshot, a timer per group: rare,

@@ -179,7 +179,7 @@ var zeros = make([]byte, prefillPiece)
 // creates by the write, and writes a dirty folio back whole: after one
 // 1 MiB write of zeros, every fdatasync of a 1 KiB record wrote 1 MiB to
 // the disk, and cost a third more CPU than with 4 KiB pages
-// (docs/performance.md, thirty-sixth session).
+// (docs/performance.md).
 func (l *Log) prefill(s *segment, end int64) error {
 	for s.filled < end {
 		// Up to the segment's size, or to end for a record past it.

@@ -17,7 +17,7 @@ import (
 // page cache, no writeback pass over dirty pages and no fdatasync after
 // it. On this project's machines (ext4 on a virtio disk) a small commit
 // cost a sixth less CPU and a fifth less time that way
-// (docs/performance.md, fortieth session). Reads still go through the
+// (docs/performance.md). Reads still go through the
 // page cache, which the kernel keeps coherent with direct writes.
 //
 // A direct write covers whole blocks from an aligned buffer. A commit

@@ -19,7 +19,7 @@ import (
 // while any goroutine runs, and a broker at 1,000 msg/s goes from idle to
 // busy a thousand times a second, so those wake-ups were about a sixth of
 // its CPU; with 1 ms the broker used a quarter less CPU per message, at
-// the same confirm latency (docs/performance.md, thirty-fifth session).
+// the same confirm latency (docs/performance.md).
 // Network and disk wake-ups do not wait on timers and are not delayed.
 //
 // A thread takes its slack from the thread that creates it, and the
