@@ -102,19 +102,42 @@ generate: ## regenerate the AMQP method code from the spec
 
 PROTOS = $(wildcard proto/*/*.proto)
 
-.PHONY: proto
-proto: ## regenerate proto/*/ Go code (needs protoc from Debian's protobuf-compiler; installs the Go plugins)
+# protoc-gen runs protoc with the pinned Go plugins, writing under $(1).
+define protoc-gen
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install protobuf-compiler"; exit 1; }
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.5.1
 	PATH="$(CURDIR)/$(BIN):$$PATH" protoc --proto_path=proto \
-		--go_out=. --go_opt=module=github.com/warrenmq/warren \
-		--go-grpc_out=. --go-grpc_opt=module=github.com/warrenmq/warren \
+		--go_out=$(1) --go_opt=module=github.com/warrenmq/warren \
+		--go-grpc_out=$(1) --go-grpc_opt=module=github.com/warrenmq/warren \
 		$(PROTOS)
+endef
+
+.PHONY: proto
+proto: ## regenerate proto/*/ Go code (needs protoc from Debian's protobuf-compiler; installs the Go plugins)
+	$(call protoc-gen,.)
+
+.PHONY: verify
+verify: verify-generate verify-proto ## fail if the committed generated code (AMQP methods, protobuf) is stale; needs protoc
 
 .PHONY: verify-generate
-verify-generate: ## fail if the committed generated code is stale
-	$(GO) test -count=1 -run 'Generated|Stale|Spec' ./amqp/wire/
+verify-generate: ## fail if amqp/wire/spec_gen.go is not what the generator makes of the spec
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	$(GO) run ./amqp/internal/specgen -spec $(SPEC) -out $$tmp/spec_gen.go && \
+	diff -u amqp/wire/spec_gen.go $$tmp/spec_gen.go || { echo "amqp/wire/spec_gen.go is stale: make generate"; exit 1; }
+
+VERIFY_PROTO_DIR := $(shell mktemp -u -d /tmp/warren-verify-proto.XXXXXX)
+
+.PHONY: verify-proto
+verify-proto: ## fail if proto/*/ Go code is not what protoc makes of the .proto files
+	mkdir -p $(VERIFY_PROTO_DIR)
+	$(call protoc-gen,$(VERIFY_PROTO_DIR))
+	@status=0; for f in $$(cd $(VERIFY_PROTO_DIR) && find . -name '*.go'); do \
+		diff -u "$$f" "$(VERIFY_PROTO_DIR)/$$f" || { echo "$$f is stale: make proto"; status=1; }; \
+	done; \
+	for f in $$(find proto -name '*.pb.go'); do \
+		[ -f "$(VERIFY_PROTO_DIR)/$$f" ] || { echo "$$f has no .proto: remove it"; status=1; }; \
+	done; rm -rf $(VERIFY_PROTO_DIR); exit $$status
 
 N ?= 3
 

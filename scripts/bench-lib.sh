@@ -1,7 +1,7 @@
 # bench-lib.sh — sourced by the comparison scripts (perf-cluster.sh, declare-compare.sh,
 # perf-sustained.sh): /proc readings, the PIDs of the local 3-node RabbitMQ, the "declare N
 # quorum queues" measurement and the search for a sustained rate. Expects RMQ (path of
-# ../shared/tools/rmq-cluster.sh) and a built bin/warren-perf.
+# scripts/rabbitmq.sh) and a built bin/warren-perf.
 #
 #   proc_kb FIELD PID...     a /proc/PID/status field (VmRSS, RssAnon) summed, KiB
 #   rss_kb PID...            VmRSS summed, KiB

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # declare-compare.sh — declaring N quorum queues one after another from one client, on a
 # fresh 3-node Warren cluster and on a fresh 3-node RabbitMQ 3.10.8
-# (../shared/tools/rmq-cluster.sh start 3), one after the other on this machine: the time
+# (scripts/rabbitmq.sh start 3), one after the other on this machine: the time
 # it takes and the resident memory it adds across the three nodes (VmRSS and RssAnon
 # summed, measured 10 s after the last declare). perf-cluster.sh runs the same measurement
 # as its "declare" part (the functions are in bench-lib.sh).
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 N=${N:-1000}
 PORT_BASE=${PORT_BASE:-5722}
-RMQ=../shared/tools/rmq-cluster.sh
+RMQ=${RMQ:-$(dirname "$0")/rabbitmq.sh}
 
 go build -o bin/ ./cmd/warren ./cmd/warren-perf
 

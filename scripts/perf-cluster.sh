@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # perf-cluster.sh — a fresh 3-node Warren cluster against a 3-node RabbitMQ 3.10.8
-# (../shared/tools/rmq-cluster.sh start 3, Debian's package), one broker after the other on
+# (scripts/rabbitmq.sh start 3, Debian's package), one broker after the other on
 # this machine, with quorum queues; prints each part's JSON and one markdown table. Parts
 # (each on a freshly started cluster, Warren's and then RabbitMQ's):
 #   single   1 queue: producer with confirms on node 2, consumer with manual acks on node 3
@@ -55,7 +55,7 @@ PARTS=${PARTS:-single sustained multi multi_sustained rate declare}
 SUSTAINED_DURATION=${SUSTAINED_DURATION:-15s}
 PORT_BASE=${PORT_BASE:-5682}
 EXTRA=${EXTRA:-}
-RMQ=../shared/tools/rmq-cluster.sh
+RMQ=${RMQ:-$(dirname "$0")/rabbitmq.sh}
 read -r -a parts <<<"${PARTS//,/ }"
 for part in "${parts[@]}"; do
   case "$part" in single | sustained | multi | multi_sustained | rate | declare) ;; *) echo "perf-cluster: unknown part '$part' in PARTS" >&2; exit 2 ;; esac

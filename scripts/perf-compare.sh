@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # perf-compare.sh — the same warren-perf run against a fresh single Warren node and a
-# single-node RabbitMQ (../shared/tools/rmq-cluster.sh, Debian's 3.10.8), one after the
+# single-node RabbitMQ (scripts/rabbitmq.sh, Debian's 3.10.8), one after the
 # other on this machine. Prints both JSON summaries and a markdown table.
 #
 # Environment: DURATION (default 30s), SIZE (1000), CONFIRM (100), PREFETCH (100),
@@ -15,7 +15,7 @@ PREFETCH=${PREFETCH:-100}
 QUEUE_TYPE=${QUEUE_TYPE:-classic}
 WARREN_PORT=${WARREN_PORT:-5680}
 EXTRA=${EXTRA:-}
-RMQ=../shared/tools/rmq-cluster.sh
+RMQ=${RMQ:-$(dirname "$0")/rabbitmq.sh}
 
 go build -o bin/ ./cmd/warren ./cmd/warren-perf
 

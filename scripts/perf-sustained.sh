@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # perf-sustained.sh — the highest publish rate one quorum queue sustains with its consumer
 # keeping pace, on a single Warren node and on a single-node RabbitMQ
-# (../shared/tools/rmq-cluster.sh, Debian's 3.10.8), measured the same way one after the other.
+# (scripts/rabbitmq.sh, Debian's 3.10.8), measured the same way one after the other.
 #
 # An unlimited run shows how fast messages can be published, but on a small machine the
 # consumer may fall behind and the queue grow for the whole run; its consumed rate is then
@@ -27,7 +27,7 @@ DURATION=${DURATION:-15s}
 STEPS=${STEPS:-5}
 MAX_P99_MS=${MAX_P99_MS:-1000}
 WARREN_PORT=${WARREN_PORT:-5680}
-RMQ=../shared/tools/rmq-cluster.sh
+RMQ=${RMQ:-$(dirname "$0")/rabbitmq.sh}
 
 go build -o bin/ ./cmd/warren ./cmd/warren-perf
 

@@ -17,4 +17,4 @@
 // Protocol errors are *Error values carrying the reply code RabbitMQ would send.
 package wire
 
-//go:generate go run ./internal/specgen -spec ../../shared/spec/amqp-rabbitmq-0.9.1.json -out spec_gen.go
+//go:generate go run ../internal/specgen -spec ../internal/specgen/spec/amqp-rabbitmq-0.9.1.json -out spec_gen.go

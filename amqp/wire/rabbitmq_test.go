@@ -12,7 +12,7 @@ import (
 )
 
 // These tests talk to a real RabbitMQ when WARREN_RABBITMQ_ADDR names one (guest/guest on "/"),
-// for instance the node ../shared/tools/rmq-cluster.sh starts:
+// for instance the node scripts/rabbitmq.sh starts:
 //
 //	WARREN_RABBITMQ_ADDR=127.0.0.1:5772 go test -run RabbitMQ -v ./amqp/wire/
 //
