@@ -70,11 +70,11 @@ func (m *Machine) returnUnreceived(c *consumer, last uint64) {
 		if d.seq <= last {
 			continue
 		}
-		if x, ok := m.take(c, d); ok {
+		if x, ok := m.checkouts.takeLive(c, d); ok {
 			m.putBack(x, ReturnNack)
 		}
 	}
-	m.tidy(c)
+	m.checkouts.tidy(c)
 }
 
 // detach cancels a consumer: it receives nothing more, but its checked-out
@@ -103,7 +103,7 @@ func (m *Machine) consumerDown(id ConsumerID) {
 	}
 	for c.order.len() > 0 {
 		d := c.order.pop()
-		if x, ok := m.take(c, d); ok {
+		if x, ok := m.checkouts.takeLive(c, d); ok {
 			m.putBack(x, ReturnConsumerGone)
 		}
 	}

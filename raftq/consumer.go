@@ -38,14 +38,6 @@ type consumer struct {
 
 type delivery struct{ index, seq uint64 }
 
-// held is a checked-out message.
-type held struct {
-	msg
-	owner    *consumer
-	deadline int64  // consumer timeout: returned at this Unix millisecond
-	seq      uint64 // which handing-out, to recognise stale order entries
-}
-
 // credit is how many more messages c may be handed now.
 func (c *consumer) credit() uint32 {
 	if c.held >= c.prefetch {
@@ -57,24 +49,6 @@ func (c *consumer) credit() uint32 {
 // canReceive says whether dispatch may hand c a message now.
 func (c *consumer) canReceive() bool {
 	return c.attached && !c.quiescing && !c.suspended && c.held < c.prefetch
-}
-
-// live says whether order entry d is still checked out to c.
-func (m *Machine) live(c *consumer, d delivery) bool {
-	h, ok := m.held[d.index]
-	return ok && h.owner == c && h.seq == d.seq
-}
-
-// tidy drops stale entries at the front of c's delivery order, and
-// compacts it when stale entries dominate, so that its head is always the
-// oldest live delivery and its length stays proportional to c.held.
-func (m *Machine) tidy(c *consumer) {
-	for c.order.len() > 0 && !m.live(c, *c.order.peek()) {
-		c.order.pop()
-	}
-	if c.order.len() > 2*int(c.held)+16 {
-		c.order.filter(func(d *delivery) bool { return m.live(c, *d) })
-	}
 }
 
 // lineup decides which competing consumer gets the next message, as

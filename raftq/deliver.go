@@ -40,31 +40,17 @@ func (m *Machine) nextConsumer() *consumer {
 func (m *Machine) deliver(c *consumer, x msg) {
 	before := x.acquired
 	x.acquired = inc(x.acquired)
-	m.hold(c, x)
+	seq := m.checkouts.hold(c, x, m.clock)
 	m.emit(Effect{
 		Kind:          EffectDeliver,
 		Consumer:      c.id,
 		Index:         x.index,
-		Delivery:      m.deliveries,
+		Delivery:      seq,
 		Redelivered:   before > 0,
 		DeliveryCount: x.delivery,
 		AcquiredCount: before,
 	})
 	m.lineup.offer(c)
-}
-
-// hold records x as checked out to c, with its consumer-timeout deadline.
-func (m *Machine) hold(c *consumer, x msg) {
-	m.deliveries++
-	deadline := addSat(m.clock, c.timeout)
-	// Deadlines must not decrease along c.order (a re-attach may shorten
-	// the timeout): the oldest delivery's deadline is c's earliest.
-	deadline = max(deadline, c.lastDeadline)
-	c.lastDeadline = deadline
-	m.held[x.index] = held{msg: x, owner: c, deadline: deadline, seq: m.deliveries}
-	m.handedOut[m.deliveries] = x.index
-	c.held++
-	c.order.push(delivery{index: x.index, seq: m.deliveries})
 }
 
 // expire dead-letters expired messages from the head of the returns and of

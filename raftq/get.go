@@ -28,16 +28,13 @@ func (m *Machine) get(index uint64, id ConsumerID, noAck bool) {
 	x := m.ready.pop()
 	before := x.acquired
 	x.acquired = inc(x.acquired)
+	var delivery uint64
 	if !noAck {
 		if c == nil {
 			c = &consumer{id: id, since: index, getter: true, timeout: m.cfg.ConsumerTimeout}
 			m.consumers[id] = c
 		}
-		m.hold(c, x)
-	}
-	var delivery uint64
-	if !noAck {
-		delivery = m.deliveries
+		delivery = m.checkouts.hold(c, x, m.clock)
 	}
 	m.emit(Effect{
 		Kind:          EffectGetResult,

@@ -81,14 +81,14 @@ func check(m *Machine, settled bool) error {
 		var lastDeadline int64 = -1 << 63
 		for i := 0; i < c.order.len(); i++ {
 			d := *c.order.at(i)
-			if !m.live(c, d) {
+			if !m.checkouts.live(c, d) {
 				if i == 0 {
 					return fmt.Errorf("consumer %d: stale delivery at the head", id)
 				}
 				continue
 			}
 			live++
-			h := m.held[d.index]
+			h := m.checkouts.held[d.index]
 			if h.deadline < lastDeadline {
 				return fmt.Errorf("consumer %d: deadlines decrease", id)
 			}
@@ -122,7 +122,7 @@ func check(m *Machine, settled bool) error {
 	if attached != m.attached {
 		return fmt.Errorf("%d attached, counted %d", attached, m.attached)
 	}
-	for i, h := range m.held {
+	for i, h := range m.checkouts.held {
 		if h.index != i || m.consumers[h.owner.id] != h.owner {
 			return fmt.Errorf("checked-out m%d: bad record or owner", i)
 		}
@@ -133,8 +133,8 @@ func check(m *Machine, settled bool) error {
 			return fmt.Errorf("checked-out m%d: delivery %d not found by its number", i, h.seq)
 		}
 	}
-	if len(m.handedOut) != len(m.held) {
-		return fmt.Errorf("%d deliveries numbered, %d checked out", len(m.handedOut), len(m.held))
+	if len(m.checkouts.handedOut) != len(m.checkouts.held) {
+		return fmt.Errorf("%d deliveries numbered, %d checked out", len(m.checkouts.handedOut), len(m.checkouts.held))
 	}
 	if x := m.exclusive; x != nil && (m.consumers[x.id] != x || !x.attached || m.attached != 1) {
 		return fmt.Errorf("exclusive consumer %d not alone", x.id)

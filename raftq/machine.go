@@ -30,20 +30,10 @@ type Machine struct {
 	lastActive int64
 	// deleteRequested is set once EffectDeleteQueue was emitted.
 	deleteRequested bool
-	// deliveries numbers every handing-out of a message, to tell a live
-	// checked-out entry from a stale one in a consumer's delivery order.
-	deliveries uint64
-
-	ready ready
+	ready           ready
 	// delayed are returned messages waiting out their delayed retry.
-	delayed delayed
-	// held is every checked-out message, by ID.
-	held map[uint64]held
-	// handedOut finds a checked-out message by the number of its
-	// handing-out (held.seq), which is the delivery's ID outside the
-	// machine: every member knows it, so a delivery one leader made can
-	// be settled at the next. Derived from held; not in snapshots.
-	handedOut map[uint64]uint64
+	delayed   delayed
+	checkouts checkouts
 	consumers map[ConsumerID]*consumer
 	// attached counts consumers attached (not detached, not getters).
 	attached int
@@ -70,8 +60,7 @@ func New(cfg Config, created int64) *Machine {
 		version:    1,
 		clock:      created,
 		lastActive: created,
-		held:       make(map[uint64]held),
-		handedOut:  make(map[uint64]uint64),
+		checkouts:  newCheckouts(),
 		consumers:  make(map[ConsumerID]*consumer),
 		dead:       deadLetters{byIndex: make(map[uint64]deadLetter)},
 		publishers: make(map[uint64]publisher),
@@ -183,7 +172,7 @@ func (m *Machine) Stats() Stats {
 	return Stats{
 		Ready:             m.ready.n,
 		ReadyBytes:        m.ready.bytes,
-		Unacked:           len(m.held),
+		Unacked:           m.checkouts.len(),
 		Delayed:           len(m.delayed.q),
 		DelayedBytes:      m.delayed.bytes,
 		Consumers:         m.attached,

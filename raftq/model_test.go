@@ -390,9 +390,9 @@ func (h *harness) check(t *rapid.T) {
 		}
 		var order []uint64
 		for i := 0; i < c.order.len(); i++ {
-			if d := *c.order.at(i); m.live(c, d) {
+			if d := *c.order.at(i); m.checkouts.live(c, d) {
 				order = append(order, d.index)
-				hm, hd := m.held[d.index], mod.held[d.index]
+				hm, hd := m.checkouts.held[d.index], mod.held[d.index]
 				if hm.msg != hd.x.toMsg() || hm.deadline != hd.deadline {
 					t.Fatalf("m%d checked out: machine %+v, model %+v", d.index, hm, hd)
 				}

@@ -394,8 +394,8 @@ func dump(m *Machine) []string {
 	for _, c := range m.sortedConsumers() {
 		var held []string
 		for i := 0; i < c.order.len(); i++ {
-			if d := *c.order.at(i); m.live(c, d) {
-				h := m.held[d.index]
+			if d := *c.order.at(i); m.checkouts.live(c, d) {
+				h := m.checkouts.held[d.index]
 				held = append(held, fmtMsg(&h.msg))
 			}
 		}

@@ -9,7 +9,7 @@ func (m *Machine) settle(id ConsumerID, ids []uint64) {
 		return
 	}
 	for _, i := range ids {
-		m.takeID(c, i)
+		m.checkouts.take(c, i)
 	}
 	m.afterTake(c)
 }
@@ -21,7 +21,7 @@ func (m *Machine) requeue(id ConsumerID, ids []uint64, cause ReturnCause) {
 		return
 	}
 	for _, i := range ids {
-		if x, ok := m.takeID(c, i); ok {
+		if x, ok := m.checkouts.take(c, i); ok {
 			m.putBack(x, cause)
 		}
 	}
@@ -38,7 +38,7 @@ func (m *Machine) discard(id ConsumerID, ids []uint64, cause ReturnCause) {
 		return
 	}
 	for _, i := range ids {
-		if x, ok := m.takeID(c, i); ok {
+		if x, ok := m.checkouts.take(c, i); ok {
 			if cause.failed() {
 				x.delivery = inc(x.delivery)
 			}
@@ -48,31 +48,11 @@ func (m *Machine) discard(id ConsumerID, ids []uint64, cause ReturnCause) {
 	m.afterTake(c)
 }
 
-// takeID removes message i from c's checked-out messages.
-func (m *Machine) takeID(c *consumer, i uint64) (msg, bool) {
-	h, ok := m.held[i]
-	if !ok || h.owner != c {
-		return msg{}, false
-	}
-	delete(m.held, i)
-	delete(m.handedOut, h.seq)
-	c.held--
-	return h.msg, true
-}
-
-// take removes delivery d from c if it is still live.
-func (m *Machine) take(c *consumer, d delivery) (msg, bool) {
-	if !m.live(c, d) {
-		return msg{}, false
-	}
-	return m.takeID(c, d.index)
-}
-
 // afterTake tidies up after messages left c: its delivery order, a
 // single-active hand-over it was draining for, its record if it is idle,
 // its place in line now that it has credit again.
 func (m *Machine) afterTake(c *consumer) {
-	m.tidy(c)
+	m.checkouts.tidy(c)
 	if m.active == c && c.quiescing && c.held == 0 {
 		// Drained: back to waiting, and the higher-priority consumer that
 		// waited takes over (rabbit_fifo update_or_remove_con/4).
@@ -140,11 +120,7 @@ func (m *Machine) HoldersOf(deliveries []uint64) (order []ConsumerID, groups map
 // Effect.Delivery) and the message's ID; false once that handing-out is
 // settled, returned or discarded.
 func (m *Machine) HeldBy(delivery uint64) (ConsumerID, uint64, bool) {
-	i, ok := m.handedOut[delivery]
-	if !ok {
-		return 0, 0, false
-	}
-	return m.held[i].owner.id, i, true
+	return m.checkouts.heldBy(delivery)
 }
 
 // AppendDeliveries appends the deliveries (Effect.Delivery) consumer id
@@ -154,10 +130,5 @@ func (m *Machine) AppendDeliveries(id ConsumerID, dst []uint64) []uint64 {
 	if c == nil {
 		return dst
 	}
-	for i := 0; i < c.order.len(); i++ {
-		if d := *c.order.at(i); m.live(c, d) {
-			dst = append(dst, d.seq)
-		}
-	}
-	return dst
+	return m.checkouts.appendDeliveries(c, dst)
 }

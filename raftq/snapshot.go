@@ -45,7 +45,7 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 	w.varint(m.clock)
 	w.varint(m.lastActive)
 	w.bool(m.deleteRequested)
-	w.uvarint(m.deliveries)
+	w.uvarint(m.checkouts.deliveries)
 
 	pubs := make([]uint64, 0, len(m.publishers))
 	for id := range m.publishers {
@@ -83,10 +83,10 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 		w.uvarint(uint64(c.held))
 		for i := 0; i < c.order.len(); i++ {
 			d := *c.order.at(i)
-			if !m.live(c, d) {
+			if !m.checkouts.live(c, d) {
 				continue
 			}
-			h := m.held[d.index]
+			h := m.checkouts.held[d.index]
 			w.msg(&h.msg)
 			w.varint(h.deadline)
 			w.uvarint(h.seq)
@@ -319,7 +319,7 @@ func (r *restorer) machine() *Machine {
 	m.clock = r.varint()
 	m.lastActive = r.varint()
 	m.deleteRequested = r.bool()
-	m.deliveries = r.uvarint()
+	m.checkouts.deliveries = r.uvarint()
 	// Every message must be in exactly one place: all indexes are collected
 	// and checked for duplicates at the end (a sorted slice costs 8 bytes a
 	// message where a set would cost several times that).
@@ -365,8 +365,8 @@ func (r *restorer) machine() *Machine {
 		for j := 0; j < nheld && r.err == nil; j++ {
 			x := r.msg()
 			deadline, seq := r.varint(), r.uvarint()
-			_, dup := m.handedOut[seq]
-			if r.err == nil && (m.held[x.index].owner != nil || seq == 0 || seq > m.deliveries || dup ||
+			_, dup := m.checkouts.handedOut[seq]
+			if r.err == nil && (m.checkouts.held[x.index].owner != nil || seq == 0 || seq > m.checkouts.deliveries || dup ||
 				deadline > c.lastDeadline || deadline < prevDeadline) {
 				r.fail("bad checked-out message %d", x.index)
 			}
@@ -375,10 +375,7 @@ func (r *restorer) machine() *Machine {
 			}
 			prevDeadline = deadline
 			all = append(all, x.index)
-			m.held[x.index] = held{msg: x, owner: c, deadline: deadline, seq: seq}
-			m.handedOut[seq] = x.index
-			c.held++
-			c.order.push(delivery{index: x.index, seq: seq})
+			m.checkouts.put(c, held{msg: x, owner: c, deadline: deadline, seq: seq})
 		}
 		if c.attached {
 			m.attached++

@@ -53,7 +53,7 @@ func (m *Machine) heldBy(id ConsumerID) []uint64 {
 	var ids []uint64
 	if c := m.consumers[id]; c != nil {
 		for i := 0; i < c.order.len(); i++ {
-			if d := *c.order.at(i); m.live(c, d) {
+			if d := *c.order.at(i); m.checkouts.live(c, d) {
 				ids = append(ids, d.index)
 			}
 		}

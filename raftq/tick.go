@@ -31,7 +31,7 @@ func (m *Machine) tick() {
 func (m *Machine) timeouts() {
 	var due []*consumer
 	for _, c := range m.consumers {
-		if c.held > 0 && m.held[c.order.peek().index].deadline <= m.clock {
+		if c.held > 0 && m.checkouts.earliestDeadline(c) <= m.clock {
 			due = append(due, c)
 		}
 	}
@@ -48,12 +48,12 @@ func (m *Machine) timeouts() {
 		}
 		for c.order.len() > 0 {
 			d := *c.order.peek()
-			h, ok := m.held[d.index]
+			h, ok := m.checkouts.held[d.index]
 			if ok && h.owner == c && h.seq == d.seq && h.deadline > m.clock {
 				break
 			}
 			c.order.pop()
-			if x, ok := m.take(c, d); ok {
+			if x, ok := m.checkouts.takeLive(c, d); ok {
 				m.putBack(x, ReturnTimeout)
 			}
 		}
@@ -87,7 +87,7 @@ func (m *Machine) NextDeadline() (at int64, ok bool) {
 	}
 	for _, c := range m.consumers { // a minimum: map order cannot show
 		if c.held > 0 {
-			soonest(m.held[c.order.peek().index].deadline)
+			soonest(m.checkouts.earliestDeadline(c))
 		}
 	}
 	if m.cfg.Expires >= 0 && !m.deleteRequested && len(m.consumers) == 0 {
