@@ -38,6 +38,26 @@ type consumer struct {
 
 type delivery struct{ index, seq uint64 }
 
+// consumers is the queue's consumer records and the rules of who receives
+// what: attaching and leaving, exclusivity, the competing consumers'
+// lineup, single active consumer, handing out ready messages, basic.get,
+// settlement and the consumer timeout. Messages themselves live elsewhere
+// (ready, checkouts); m is the machine the consumers belong to, for its
+// clock, configuration and effects, and for what happens to a message
+// that comes back.
+type consumers struct {
+	m    *Machine
+	byID map[ConsumerID]*consumer
+	// attached counts consumers attached (not detached, not getters).
+	attached int
+	// exclusive is the attached exclusive consumer, if any.
+	exclusive *consumer
+	// lineup orders competing consumers (without single active consumer).
+	lineup lineup
+	// active is the single active consumer, if the queue has that on.
+	active *consumer
+}
+
 // credit is how many more messages c may be handed now.
 func (c *consumer) credit() uint32 {
 	if c.held >= c.prefetch {

@@ -34,15 +34,7 @@ type Machine struct {
 	// delayed are returned messages waiting out their delayed retry.
 	delayed   delayed
 	checkouts checkouts
-	consumers map[ConsumerID]*consumer
-	// attached counts consumers attached (not detached, not getters).
-	attached int
-	// exclusive is the attached exclusive consumer, if any.
-	exclusive *consumer
-	// lineup orders competing consumers (without single active consumer).
-	lineup lineup
-	// active is the single active consumer, if the queue has that on.
-	active *consumer
+	consumers consumers
 
 	dead       deadLetters
 	publishers map[uint64]publisher
@@ -55,16 +47,17 @@ type Machine struct {
 // created at Unix millisecond created (from the queue's metadata, so that
 // every member starts alike).
 func New(cfg Config, created int64) *Machine {
-	return &Machine{
+	m := &Machine{
 		cfg:        cfg,
 		version:    1,
 		clock:      created,
 		lastActive: created,
 		checkouts:  newCheckouts(),
-		consumers:  make(map[ConsumerID]*consumer),
 		dead:       deadLetters{byIndex: make(map[uint64]deadLetter)},
 		publishers: make(map[uint64]publisher),
 	}
+	m.consumers = consumers{m: m, byID: make(map[ConsumerID]*consumer)}
+	return m
 }
 
 // Config is the configuration the machine runs with.
@@ -99,23 +92,23 @@ func (m *Machine) Apply(meta Meta, c *Command, out []Effect) []Effect {
 	case OpPublisherDown:
 		delete(m.publishers, c.Publisher)
 	case OpAttach:
-		m.attach(meta.Index, c)
+		m.consumers.attach(meta.Index, c)
 	case OpDetach:
-		m.detach(c.Consumer)
+		m.consumers.detach(c.Consumer)
 	case OpConsumerDown:
-		m.consumerDown(c.Consumer)
+		m.consumers.down(c.Consumer)
 	case OpSuspend:
-		m.suspend(c.Consumer)
+		m.consumers.suspend(c.Consumer)
 	case OpSettle:
-		m.settle(c.Consumer, c.IDs)
+		m.consumers.settle(c.Consumer, c.IDs)
 	case OpReturn:
-		m.requeue(c.Consumer, c.IDs, c.Cause)
+		m.consumers.requeue(c.Consumer, c.IDs, c.Cause)
 	case OpDiscard:
-		m.discard(c.Consumer, c.IDs, c.Cause)
+		m.consumers.discard(c.Consumer, c.IDs, c.Cause)
 	case OpPurge:
 		m.purge()
 	case OpGet:
-		m.get(meta.Index, c.Consumer, c.NoAck)
+		m.consumers.get(meta.Index, c.Consumer, c.NoAck)
 	case OpTick:
 		m.tick()
 	case OpDeadLetterSettled:
@@ -132,7 +125,7 @@ func (m *Machine) Apply(meta Meta, c *Command, out []Effect) []Effect {
 	// Every command ends as rabbit_fifo's checkout/4 does: expired
 	// messages leave the head, ready messages go to consumers that can
 	// take them, and the length limits are enforced.
-	m.dispatch()
+	m.consumers.dispatch()
 	m.enforceLimits()
 	out, m.out = m.out, nil
 	return out
@@ -143,10 +136,10 @@ func (m *Machine) emit(e Effect) { m.out = append(m.out, e) }
 // ActiveConsumer is the single active consumer, if the queue has that on
 // and a consumer is active.
 func (m *Machine) ActiveConsumer() (ConsumerID, bool) {
-	if m.active == nil {
+	if m.consumers.active == nil {
 		return 0, false
 	}
-	return m.active.id, true
+	return m.consumers.active.id, true
 }
 
 // Stats counts a queue's contents.
@@ -175,7 +168,7 @@ func (m *Machine) Stats() Stats {
 		Unacked:           m.checkouts.len(),
 		Delayed:           len(m.delayed.q),
 		DelayedBytes:      m.delayed.bytes,
-		Consumers:         m.attached,
+		Consumers:         m.consumers.attached,
 		DeadLettered:      len(m.dead.byIndex),
 		DeadLetteredBytes: m.dead.bytes,
 	}

@@ -3,66 +3,66 @@ package raftq
 // settle acknowledges messages: they are gone. IDs not checked out to the
 // consumer (unknown, settled already, returned by a timeout since, or held
 // by someone else) are ignored.
-func (m *Machine) settle(id ConsumerID, ids []uint64) {
-	c := m.consumers[id]
+func (cs *consumers) settle(id ConsumerID, ids []uint64) {
+	c := cs.byID[id]
 	if c == nil {
 		return
 	}
 	for _, i := range ids {
-		m.checkouts.take(c, i)
+		cs.m.checkouts.take(c, i)
 	}
-	m.afterTake(c)
+	cs.afterTake(c)
 }
 
 // requeue returns messages, ahead of never-delivered ones.
-func (m *Machine) requeue(id ConsumerID, ids []uint64, cause ReturnCause) {
-	c := m.consumers[id]
+func (cs *consumers) requeue(id ConsumerID, ids []uint64, cause ReturnCause) {
+	c := cs.byID[id]
 	if c == nil {
 		return
 	}
 	for _, i := range ids {
-		if x, ok := m.checkouts.take(c, i); ok {
-			m.putBack(x, cause)
+		if x, ok := cs.m.checkouts.take(c, i); ok {
+			cs.m.putBack(x, cause)
 		}
 	}
-	m.afterTake(c)
+	cs.afterTake(c)
 }
 
 // discard dead-letters messages rejected or nacked without requeue, reason
 // rejected. basic.reject counts a failed delivery, basic.nack does not
 // (rabbit_channel: reject → discard, nack → modify with delivery_failed
 // false).
-func (m *Machine) discard(id ConsumerID, ids []uint64, cause ReturnCause) {
-	c := m.consumers[id]
+func (cs *consumers) discard(id ConsumerID, ids []uint64, cause ReturnCause) {
+	c := cs.byID[id]
 	if c == nil {
 		return
 	}
 	for _, i := range ids {
-		if x, ok := m.checkouts.take(c, i); ok {
+		if x, ok := cs.m.checkouts.take(c, i); ok {
 			if cause.failed() {
 				x.delivery = inc(x.delivery)
 			}
-			m.deadLetter(x, ReasonRejected)
+			cs.m.deadLetter(x, ReasonRejected)
 		}
 	}
-	m.afterTake(c)
+	cs.afterTake(c)
 }
 
 // afterTake tidies up after messages left c: its delivery order, a
 // single-active hand-over it was draining for, its record if it is idle,
 // its place in line now that it has credit again.
-func (m *Machine) afterTake(c *consumer) {
-	m.checkouts.tidy(c)
-	if m.active == c && c.quiescing && c.held == 0 {
+func (cs *consumers) afterTake(c *consumer) {
+	cs.m.checkouts.tidy(c)
+	if cs.active == c && c.quiescing && c.held == 0 {
 		// Drained: back to waiting, and the higher-priority consumer that
 		// waited takes over (rabbit_fifo update_or_remove_con/4).
 		c.quiescing = false
-		m.active = nil
-		m.emit(Effect{Kind: EffectActive, Consumer: c.id, Active: false})
-		m.activate()
+		cs.active = nil
+		cs.m.emit(Effect{Kind: EffectActive, Consumer: c.id, Active: false})
+		cs.activate()
 	}
-	m.forgetIfIdle(c)
-	m.lineup.offer(c)
+	cs.forgetIfIdle(c)
+	cs.lineup.offer(c)
 }
 
 // putBack returns a message to the queue for cause. Past the delivery
@@ -126,7 +126,7 @@ func (m *Machine) HeldBy(delivery uint64) (ConsumerID, uint64, bool) {
 // AppendDeliveries appends the deliveries (Effect.Delivery) consumer id
 // holds, oldest first.
 func (m *Machine) AppendDeliveries(id ConsumerID, dst []uint64) []uint64 {
-	c := m.consumers[id]
+	c := m.consumers.byID[id]
 	if c == nil {
 		return dst
 	}

@@ -64,7 +64,7 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 		}
 	}
 
-	cs := m.sortedConsumers()
+	cs := m.consumers.sorted()
 	w.uvarint(uint64(len(cs)))
 	for _, c := range cs {
 		w.uvarint(uint64(c.id))
@@ -92,13 +92,13 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 			w.uvarint(h.seq)
 		}
 	}
-	if m.active != nil {
-		w.uvarint(uint64(m.active.id) + 1)
+	if m.consumers.active != nil {
+		w.uvarint(uint64(m.consumers.active.id) + 1)
 	} else {
 		w.uvarint(0)
 	}
-	w.uvarint(uint64(len(m.lineup.levels)))
-	for _, lv := range m.lineup.levels {
+	w.uvarint(uint64(len(m.consumers.lineup.levels)))
+	for _, lv := range m.consumers.lineup.levels {
 		w.varint(int64(lv.priority))
 		w.uvarint(uint64(lv.line.len()))
 		for i := 0; i < lv.line.len(); i++ {
@@ -143,13 +143,14 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 	return w.b
 }
 
-func (m *Machine) sortedConsumers() []*consumer {
-	cs := make([]*consumer, 0, len(m.consumers))
-	for _, c := range m.consumers {
-		cs = append(cs, c)
+// sorted lists the consumer records by ID.
+func (cs *consumers) sorted() []*consumer {
+	out := make([]*consumer, 0, len(cs.byID))
+	for _, c := range cs.byID {
+		out = append(out, c)
 	}
-	slices.SortFunc(cs, func(a, b *consumer) int { return cmpID(a.id, b.id) })
-	return cs
+	slices.SortFunc(out, func(a, b *consumer) int { return cmpID(a.id, b.id) })
+	return out
 }
 
 func bitsSet(x uint32) int {
@@ -353,14 +354,14 @@ func (r *restorer) machine() *Machine {
 		c.timeout = r.varint()
 		c.lastDeadline = r.varint()
 		nheld := r.count(8)
-		if r.err == nil && (m.consumers[c.id] != nil || int64(c.priority) != p || c.timeout < 0 ||
+		if r.err == nil && (m.consumers.byID[c.id] != nil || int64(c.priority) != p || c.timeout < 0 ||
 			(c.getter && (c.attached || nheld == 0)) || (!c.attached && nheld == 0) || (c.suspended && (!c.attached || m.version < VersionSuspend))) {
 			r.fail("bad consumer %d", c.id)
 		}
 		if r.err != nil {
 			break
 		}
-		m.consumers[c.id] = c
+		m.consumers.byID[c.id] = c
 		var prevDeadline int64 = -1 << 63
 		for j := 0; j < nheld && r.err == nil; j++ {
 			x := r.msg()
@@ -378,42 +379,42 @@ func (r *restorer) machine() *Machine {
 			m.checkouts.put(c, held{msg: x, owner: c, deadline: deadline, seq: seq})
 		}
 		if c.attached {
-			m.attached++
+			m.consumers.attached++
 			if c.exclusive {
-				if m.exclusive != nil {
+				if m.consumers.exclusive != nil {
 					r.fail("two exclusive consumers")
 				}
-				m.exclusive = c
+				m.consumers.exclusive = c
 			}
 			if !m.cfg.SingleActiveConsumer {
-				m.lineup.join(c)
+				m.consumers.lineup.join(c)
 			}
 		}
 	}
-	if m.exclusive != nil && m.attached > 1 {
+	if m.consumers.exclusive != nil && m.consumers.attached > 1 {
 		r.fail("an exclusive consumer is not alone")
 	}
 	if a := r.uvarint(); a != 0 && r.err == nil {
-		c := m.consumers[ConsumerID(a-1)]
+		c := m.consumers.byID[ConsumerID(a-1)]
 		if c == nil || !c.attached || !m.cfg.SingleActiveConsumer {
 			r.fail("bad active consumer %d", a-1)
 		}
-		m.active = c
+		m.consumers.active = c
 	}
-	for _, c := range m.consumers {
-		if r.err == nil && c.quiescing && c != m.active {
+	for _, c := range m.consumers.byID {
+		if r.err == nil && c.quiescing && c != m.consumers.active {
 			r.fail("consumer %d quiescing but not active", c.id)
 		}
 	}
-	if n := r.count(2); r.err == nil && n != len(m.lineup.levels) {
-		r.fail("%d lineup levels, consumers make %d", n, len(m.lineup.levels))
+	if n := r.count(2); r.err == nil && n != len(m.consumers.lineup.levels) {
+		r.fail("%d lineup levels, consumers make %d", n, len(m.consumers.lineup.levels))
 	}
-	for _, lv := range m.lineup.levels {
+	for _, lv := range m.consumers.lineup.levels {
 		if p := r.varint(); r.err == nil && p != int64(lv.priority) {
 			r.fail("lineup level %d, want %d", p, lv.priority)
 		}
 		for n, i := r.count(1), 0; i < n && r.err == nil; i++ {
-			c := m.consumers[ConsumerID(r.uvarint())]
+			c := m.consumers.byID[ConsumerID(r.uvarint())]
 			if c == nil || c.level != lv || c.inLine || !c.canReceive() {
 				r.fail("bad consumer in line")
 				break
@@ -422,7 +423,7 @@ func (r *restorer) machine() *Machine {
 			c.inLine = true
 		}
 	}
-	for _, c := range m.consumers {
+	for _, c := range m.consumers.byID {
 		if r.err == nil && c.level != nil && !c.inLine && c.canReceive() {
 			r.fail("consumer %d can receive but is not in line", c.id)
 		}
