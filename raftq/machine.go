@@ -85,7 +85,7 @@ func (m *Machine) Apply(meta Meta, c *Command, out []Effect) []Effect {
 	m.lastIndex = meta.Index
 	m.clock = max(m.clock, c.Now)
 	m.out = out
-	m.promote()
+	m.delayed.promote(m.clock, &m.ready)
 	switch c.Op {
 	case OpEnqueue:
 		m.enqueue(meta.Index, c)
@@ -112,7 +112,7 @@ func (m *Machine) Apply(meta Meta, c *Command, out []Effect) []Effect {
 	case OpTick:
 		m.tick()
 	case OpDeadLetterSettled:
-		m.deadLetterSettled(c.IDs)
+		m.dead.settled(c.IDs)
 	case OpTouch:
 		m.lastActive = m.clock
 	case OpUpdateConfig:

@@ -84,7 +84,7 @@ func (m *Machine) enqueue(index uint64, c *Command) {
 		}
 		return
 	}
-	x := msg{index: index, size: c.Size, priority: m.priorityOf(c)}
+	x := msg{index: index, size: c.Size, priority: m.cfg.priorityOf(c)}
 	// The message expires after the lower of x-message-ttl and its own
 	// expiration (rabbit_fifo maybe_set_msg_ttl/4). A TTL of 0 expires it
 	// a millisecond later: it can still go to a consumer waiting now, not

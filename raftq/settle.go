@@ -77,7 +77,7 @@ func (m *Machine) putBack(x msg, cause ReturnCause) {
 		m.deadLetter(x, ReasonDeliveryLimit)
 		return
 	}
-	if at, ok := m.retryAt(&x, cause); ok {
+	if at, ok := m.cfg.Retry.readyAt(&x, cause, m.clock); ok {
 		m.delayed.push(at, x)
 		return
 	}

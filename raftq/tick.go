@@ -76,20 +76,11 @@ func (m *Machine) NextDeadline() (at int64, ok bool) {
 	soonest := func(t int64) {
 		at, ok = min(at, t), true
 	}
-	if r := &m.ready; r.expiring > 0 {
-		if r.returns.len() > 0 && r.returns.peek().expiry != 0 {
-			soonest(r.returns.peek().expiry)
-		}
-		for p := range r.levels {
-			if r.levels[p].len() > 0 && r.levels[p].peek().expiry != 0 {
-				soonest(r.levels[p].peek().expiry)
-			}
-		}
+	if t, expiring := m.ready.nextExpiry(); expiring {
+		soonest(t)
 	}
-	for _, c := range m.consumers.byID { // a minimum: map order cannot show
-		if c.held > 0 {
-			soonest(m.checkouts.earliestDeadline(c))
-		}
+	if t, holding := m.consumers.nextTimeout(); holding {
+		soonest(t)
 	}
 	if m.cfg.Expires >= 0 && !m.deleteRequested && len(m.consumers.byID) == 0 {
 		soonest(addSat(addSat(m.lastActive, m.cfg.Expires), 1))
@@ -130,4 +121,17 @@ func addSat(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// nextTimeout is the earliest consumer-timeout deadline of a checked-out
+// message; false when none is checked out.
+func (cs *consumers) nextTimeout() (at int64, ok bool) {
+	for _, c := range cs.byID { // a minimum: map order cannot show
+		if c.held > 0 {
+			if t := cs.m.checkouts.earliestDeadline(c); !ok || t < at {
+				at, ok = t, true
+			}
+		}
+	}
+	return at, ok
 }
