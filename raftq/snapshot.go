@@ -29,7 +29,8 @@ const (
 // ErrSnapshot is wrapped by every Restore error.
 var ErrSnapshot = errors.New("raftq: bad snapshot")
 
-// AppendSnapshot encodes the machine's whole state onto dst.
+// AppendSnapshot encodes the machine's whole state onto dst: the header,
+// then one section per part, in the order the format above lists them.
 func (m *Machine) AppendSnapshot(dst []byte) []byte {
 	w := writer{b: dst}
 	w.b = append(w.b, snapshotMagic...)
@@ -40,21 +41,31 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 		w.uvarint(uint64(m.version))
 	}
 	w.config(&m.cfg)
-
 	w.uvarint(m.lastIndex)
 	w.varint(m.clock)
 	w.varint(m.lastActive)
 	w.bool(m.deleteRequested)
 	w.uvarint(m.checkouts.deliveries)
+	w.publishers(m.publishers)
+	w.consumers(&m.consumers, &m.checkouts)
+	w.lineup(&m.consumers.lineup)
+	w.ready(&m.ready)
+	w.deadLetters(&m.dead)
+	w.delayed(&m.delayed)
+	return w.b
+}
 
-	pubs := make([]uint64, 0, len(m.publishers))
-	for id := range m.publishers {
-		pubs = append(pubs, id)
+// publishers writes the publishers in ID order, each with its refused
+// ranges.
+func (w *writer) publishers(ps map[uint64]publisher) {
+	ids := make([]uint64, 0, len(ps))
+	for id := range ps {
+		ids = append(ids, id)
 	}
-	slices.Sort(pubs)
-	w.uvarint(uint64(len(pubs)))
-	for _, id := range pubs {
-		p := m.publishers[id]
+	slices.Sort(ids)
+	w.uvarint(uint64(len(ids)))
+	for _, id := range ids {
+		p := ps[id]
 		w.uvarint(id)
 		w.uvarint(p.next)
 		w.uvarint(uint64(len(p.rejected)))
@@ -63,10 +74,15 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 			w.uvarint(r.to)
 		}
 	}
+}
 
-	cs := m.consumers.sorted()
-	w.uvarint(uint64(len(cs)))
-	for _, c := range cs {
+// consumers writes the consumer records in ID order, each with its
+// checked-out messages in delivery order, then the single active
+// consumer's ID plus one (0 for none).
+func (w *writer) consumers(cs *consumers, k *checkouts) {
+	sorted := cs.sorted()
+	w.uvarint(uint64(len(sorted)))
+	for _, c := range sorted {
 		w.uvarint(uint64(c.id))
 		w.uvarint(c.since)
 		var flags byte
@@ -83,30 +99,39 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 		w.uvarint(uint64(c.held))
 		for i := 0; i < c.order.len(); i++ {
 			d := *c.order.at(i)
-			if !m.checkouts.live(c, d) {
+			if !k.live(c, d) {
 				continue
 			}
-			h := m.checkouts.held[d.index]
+			h := k.held[d.index]
 			w.msg(&h.msg)
 			w.varint(h.deadline)
 			w.uvarint(h.seq)
 		}
 	}
-	if m.consumers.active != nil {
-		w.uvarint(uint64(m.consumers.active.id) + 1)
+	if cs.active != nil {
+		w.uvarint(uint64(cs.active.id) + 1)
 	} else {
 		w.uvarint(0)
 	}
-	w.uvarint(uint64(len(m.consumers.lineup.levels)))
-	for _, lv := range m.consumers.lineup.levels {
+}
+
+// lineup writes each level's priority and the IDs standing in its line,
+// in turn order. Which level a consumer belongs to follows from its
+// record; only the lines' order is not.
+func (w *writer) lineup(l *lineup) {
+	w.uvarint(uint64(len(l.levels)))
+	for _, lv := range l.levels {
 		w.varint(int64(lv.priority))
 		w.uvarint(uint64(lv.line.len()))
 		for i := 0; i < lv.line.len(); i++ {
 			w.uvarint(uint64((*lv.line.at(i)).id))
 		}
 	}
+}
 
-	r := &m.ready
+// ready writes the ready messages in serving order: the returns, then
+// each non-empty level from the highest priority down.
+func (w *writer) ready(r *ready) {
 	w.uvarint(uint64(r.returns.len()))
 	for i := 0; i < r.returns.len(); i++ {
 		w.msg(r.returns.at(i))
@@ -123,24 +148,27 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 			w.msg(lv.at(i))
 		}
 	}
+}
 
-	w.uvarint(uint64(len(m.dead.byIndex)))
-	for i := 0; i < m.dead.order.len(); i++ {
-		x, ok := m.dead.byIndex[*m.dead.order.at(i)]
-		if !ok {
-			continue
-		}
+// deadLetters writes the at-least-once dead letters in dead-lettering
+// order.
+func (w *writer) deadLetters(d *deadLetters) {
+	w.uvarint(uint64(len(d.byIndex)))
+	d.each(func(x *deadLetter) {
 		w.msg(&x.msg)
 		w.b = append(w.b, byte(x.reason))
 		w.varint(x.time)
-	}
+	})
+}
 
-	w.uvarint(uint64(len(m.delayed.q)))
-	for i := range m.delayed.q {
-		w.varint(m.delayed.q[i].at)
-		w.msg(&m.delayed.q[i].x)
+// delayed writes the messages waiting out a delayed retry, in the order
+// they become ready, each with its time (snapshot version 2 on).
+func (w *writer) delayed(d *delayed) {
+	w.uvarint(uint64(len(d.q)))
+	for i := range d.q {
+		w.varint(d.q[i].at)
+		w.msg(&d.q[i].x)
 	}
-	return w.b
 }
 
 // sorted lists the consumer records by ID.
