@@ -144,3 +144,13 @@ func (l *lineup) next() *consumer {
 	}
 	return nil
 }
+
+// sorted lists the consumer records by ID.
+func (cs *consumers) sorted() []*consumer {
+	out := make([]*consumer, 0, len(cs.byID))
+	for _, c := range cs.byID {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *consumer) int { return cmpID(a.id, b.id) })
+	return out
+}
