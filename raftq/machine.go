@@ -30,13 +30,16 @@ type Machine struct {
 	lastActive int64
 	// deleteRequested is set once EffectDeleteQueue was emitted.
 	deleteRequested bool
-	ready           ready
+
+	// The parts (the package doc lists what each owns). A message is in
+	// exactly one of ready, delayed, checkouts and dead.
+	ready ready
 	// delayed are returned messages waiting out their delayed retry.
 	delayed   delayed
 	checkouts checkouts
 	consumers consumers
-
-	dead       deadLetters
+	dead      deadLetters
+	// publishers are the deduplication records of tracked publishers.
 	publishers map[uint64]publisher
 
 	// out collects the effects of the command being applied.
