@@ -89,7 +89,7 @@ func (cs *consumers) detach(id ConsumerID) {
 	cs.activate()
 }
 
-// consumerDown removes a consumer whose channel or connection is gone. Its
+// down removes a consumer whose channel or connection is gone. Its
 // checked-out messages return, oldest delivery first, each counting a
 // failed delivery (rabbit_fifo handle_down → return_all with
 // delivery_failed = true).

@@ -48,13 +48,12 @@ func (cs *consumers) timeouts() {
 			cs.m.emit(Effect{Kind: EffectCancelConsumer, Consumer: c.id, Reason: ReasonConsumerTimeout})
 		}
 		for c.order.len() > 0 {
-			d := *c.order.peek()
-			h, ok := cs.m.checkouts.held[d.index]
-			if ok && h.owner == c && h.seq == d.seq && h.deadline > cs.m.clock {
+			k, d := &cs.m.checkouts, *c.order.peek()
+			if k.live(c, d) && k.held[d.index].deadline > cs.m.clock {
 				break
 			}
 			c.order.pop()
-			if x, ok := cs.m.checkouts.takeLive(c, d); ok {
+			if x, ok := k.takeLive(c, d); ok {
 				cs.m.putBack(x, ReturnTimeout)
 			}
 		}
