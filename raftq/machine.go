@@ -40,7 +40,7 @@ type Machine struct {
 	consumers consumers
 	dead      deadLetters
 	// publishers are the deduplication records of tracked publishers.
-	publishers map[uint64]publisher
+	publishers publishers
 
 	// out collects the effects of the command being applied.
 	out []Effect

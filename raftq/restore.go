@@ -124,7 +124,7 @@ func (r *restorer) placedOnce(lastIndex uint64) {
 	}
 }
 
-func (r *restorer) publishers(ps map[uint64]publisher) {
+func (r *restorer) publishers(ps publishers) {
 	for n, i := r.count(2), 0; i < n && r.err == nil; i++ {
 		id := r.uvarint()
 		var p publisher

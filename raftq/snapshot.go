@@ -56,7 +56,7 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 
 // publishers writes the publishers in ID order, each with its refused
 // ranges.
-func (w *writer) publishers(ps map[uint64]publisher) {
+func (w *writer) publishers(ps publishers) {
 	ids := make([]uint64, 0, len(ps))
 	for id := range ps {
 		ids = append(ids, id)
