@@ -21,6 +21,9 @@ func (cs *consumers) dispatch() {
 	}
 }
 
+// next is the consumer whose turn it is to be handed a message, or nil
+// when none can take one: the single active consumer, or the lineup's
+// choice among competing consumers.
 func (cs *consumers) next() *consumer {
 	if cs.m.cfg.SingleActiveConsumer {
 		if a := cs.active; a != nil && a.canReceive() {
