@@ -38,12 +38,24 @@ type consumer struct {
 
 type delivery struct{ index, seq uint64 }
 
-// held is a checked-out message.
-type held struct {
-	msg
-	owner    *consumer
-	deadline int64  // consumer timeout: returned at this Unix millisecond
-	seq      uint64 // which handing-out, to recognise stale order entries
+// consumers is the queue's consumer records and the rules of who receives
+// what: attaching and leaving, exclusivity, the competing consumers'
+// lineup, single active consumer, handing out ready messages, basic.get,
+// settlement and the consumer timeout. Messages themselves live elsewhere
+// (ready, checkouts); m is the machine the consumers belong to, for its
+// clock, configuration and effects, and for what happens to a message
+// that comes back.
+type consumers struct {
+	m    *Machine
+	byID map[ConsumerID]*consumer
+	// attached counts consumers attached (not detached, not getters).
+	attached int
+	// exclusive is the attached exclusive consumer, if any.
+	exclusive *consumer
+	// lineup orders competing consumers (without single active consumer).
+	lineup lineup
+	// active is the single active consumer, if the queue has that on.
+	active *consumer
 }
 
 // credit is how many more messages c may be handed now.
@@ -57,24 +69,6 @@ func (c *consumer) credit() uint32 {
 // canReceive says whether dispatch may hand c a message now.
 func (c *consumer) canReceive() bool {
 	return c.attached && !c.quiescing && !c.suspended && c.held < c.prefetch
-}
-
-// live says whether order entry d is still checked out to c.
-func (m *Machine) live(c *consumer, d delivery) bool {
-	h, ok := m.held[d.index]
-	return ok && h.owner == c && h.seq == d.seq
-}
-
-// tidy drops stale entries at the front of c's delivery order, and
-// compacts it when stale entries dominate, so that its head is always the
-// oldest live delivery and its length stays proportional to c.held.
-func (m *Machine) tidy(c *consumer) {
-	for c.order.len() > 0 && !m.live(c, *c.order.peek()) {
-		c.order.pop()
-	}
-	if c.order.len() > 2*int(c.held)+16 {
-		c.order.filter(func(d *delivery) bool { return m.live(c, *d) })
-	}
 }
 
 // lineup decides which competing consumer gets the next message, as
@@ -149,4 +143,14 @@ func (l *lineup) next() *consumer {
 		}
 	}
 	return nil
+}
+
+// sorted lists the consumer records by ID.
+func (cs *consumers) sorted() []*consumer {
+	out := make([]*consumer, 0, len(cs.byID))
+	for _, c := range cs.byID {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *consumer) int { return cmpID(a.id, b.id) })
+	return out
 }

@@ -8,7 +8,7 @@ import "slices"
 // tell the machine which of them are gone.
 func (m *Machine) AppendConsumerIDs(dst []ConsumerID) []ConsumerID {
 	start := len(dst)
-	for id := range m.consumers {
+	for id := range m.consumers.byID {
 		dst = append(dst, id)
 	}
 	slices.Sort(dst[start:])
@@ -20,14 +20,14 @@ func (m *Machine) AppendConsumerIDs(dst []ConsumerID) []ConsumerID {
 // the single active one. Detaching it would let another take its place
 // while it still works on what it holds.
 func (m *Machine) Keeps(id ConsumerID) bool {
-	c := m.consumers[id]
-	return c != nil && c.attached && (m.exclusive == c || m.active == c)
+	c := m.consumers.byID[id]
+	return c != nil && c.attached && (m.consumers.exclusive == c || m.consumers.active == c)
 }
 
 // Suspended says whether consumer id is attached and suspended
 // (OpSuspend): handed nothing until it attaches again.
 func (m *Machine) Suspended(id ConsumerID) bool {
-	c := m.consumers[id]
+	c := m.consumers.byID[id]
 	return c != nil && c.suspended
 }
 
@@ -35,17 +35,17 @@ func (m *Machine) Suspended(id ConsumerID) bool {
 // basic.get owner: a consumer cancelled with messages still checked out,
 // which its channel may yet settle.
 func (m *Machine) Cancelled(id ConsumerID) bool {
-	c := m.consumers[id]
+	c := m.consumers.byID[id]
 	return c != nil && !c.getter && !c.attached
 }
 
 // Known says whether the machine knows consumer id: attached, or holding
 // messages.
-func (m *Machine) Known(id ConsumerID) bool { return m.consumers[id] != nil }
+func (m *Machine) Known(id ConsumerID) bool { return m.consumers.byID[id] != nil }
 
 // Getter says whether consumer id is a basic.get owner.
 func (m *Machine) Getter(id ConsumerID) bool {
-	c := m.consumers[id]
+	c := m.consumers.byID[id]
 	return c != nil && c.getter
 }
 
@@ -93,15 +93,15 @@ type ConsumerView struct {
 // detached with messages checked out, basic.get owners), by ID.
 func (m *Machine) AppendConsumers(dst []ConsumerView) []ConsumerView {
 	start := len(dst)
-	for _, c := range m.consumers {
-		dst = append(dst, ConsumerView{ID: c.id, Status: m.status(c), Prefetch: c.prefetch, Priority: c.priority,
+	for _, c := range m.consumers.byID {
+		dst = append(dst, ConsumerView{ID: c.id, Status: m.consumers.status(c), Prefetch: c.prefetch, Priority: c.priority,
 			Held: c.held, Exclusive: c.exclusive})
 	}
 	slices.SortFunc(dst[start:], func(a, b ConsumerView) int { return cmpID(a.ID, b.ID) })
 	return dst
 }
 
-func (m *Machine) status(c *consumer) ConsumerStatus {
+func (cs *consumers) status(c *consumer) ConsumerStatus {
 	switch {
 	case c.getter:
 		return StatusGet
@@ -109,9 +109,9 @@ func (m *Machine) status(c *consumer) ConsumerStatus {
 		return StatusCancelled
 	case c.suspended:
 		return StatusSuspectedDown
-	case !m.cfg.SingleActiveConsumer:
+	case !cs.m.cfg.SingleActiveConsumer:
 		return StatusUp
-	case m.active != c:
+	case cs.active != c:
 		return StatusWaiting
 	case c.quiescing:
 		return StatusQuiescing

@@ -73,13 +73,22 @@ func (m *Machine) deadLetter(x msg, r Reason) {
 	m.emit(e)
 }
 
-// deadLetterSettled forgets at-least-once dead letters whose target queues
-// confirmed them. Unknown IDs (settled already, purged) are ignored.
-func (m *Machine) deadLetterSettled(ids []uint64) {
+// settled forgets the dead letters whose target queues confirmed them.
+// Unknown IDs (settled already, purged) are ignored.
+func (d *deadLetters) settled(ids []uint64) {
 	for _, i := range ids {
-		m.dead.remove(i)
+		d.remove(i)
 	}
-	m.dead.tidy()
+	d.tidy()
+}
+
+// each calls f on every dead letter, in dead-lettering order.
+func (d *deadLetters) each(f func(*deadLetter)) {
+	for i := 0; i < d.order.len(); i++ {
+		if x, ok := d.byIndex[*d.order.at(i)]; ok {
+			f(&x)
+		}
+	}
 }
 
 // AppendPendingDeadLetters appends an EffectDeadLetter for every
@@ -87,11 +96,7 @@ func (m *Machine) deadLetterSettled(ids []uint64) {
 // carries them out again (the target queues may see duplicates, as with
 // RabbitMQ's dead-letter worker after a leader change).
 func (m *Machine) AppendPendingDeadLetters(out []Effect) []Effect {
-	for i := 0; i < m.dead.order.len(); i++ {
-		x, ok := m.dead.byIndex[*m.dead.order.at(i)]
-		if !ok {
-			continue
-		}
+	m.dead.each(func(x *deadLetter) {
 		out = append(out, Effect{
 			Kind:          EffectDeadLetter,
 			Reason:        x.reason,
@@ -101,6 +106,6 @@ func (m *Machine) AppendPendingDeadLetters(out []Effect) []Effect {
 			AcquiredCount: x.acquired,
 			Time:          x.time,
 		})
-	}
+	})
 	return out
 }

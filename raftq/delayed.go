@@ -50,12 +50,11 @@ func (d *delayed) clear() int {
 	return n
 }
 
-// retryAt is when a message returned for cause is ready again, or false
-// when it is ready at once: min(Min × delivery-count, Max) after the
-// queue's clock, delivery-count counted as at least 1 (rabbit_fifo
+// readyAt is when a message returned for cause at time now is ready
+// again, or false when it is ready at once: min(Min × delivery-count, Max)
+// after now, delivery-count counted as at least 1 (rabbit_fifo
 // calculate_ready_at/4).
-func (m *Machine) retryAt(x *msg, cause ReturnCause) (int64, bool) {
-	r := m.cfg.Retry
+func (r DelayedRetry) readyAt(x *msg, cause ReturnCause, now int64) (int64, bool) {
 	if !r.delays(cause) {
 		return 0, false
 	}
@@ -64,20 +63,19 @@ func (m *Machine) retryAt(x *msg, cause ReturnCause) (int64, bool) {
 	if count <= r.Max/r.Min { // Min × count <= Max, without overflow
 		delay = min(r.Min*count, r.Max)
 	}
-	return addSat(m.clock, delay), true
+	return addSat(now, delay), true
 }
 
-// promote makes ready the waiting messages whose time has come, at the
-// tail of the returns in the order they became ready (rabbit_fifo
+// promote makes ready the waiting messages whose time has come by now, at
+// the tail of r's returns in the order they became ready (rabbit_fifo
 // expire_shallow/2 moves them to the returns queue before anything else
 // looks at the queue).
-func (m *Machine) promote() {
-	d := &m.delayed
+func (d *delayed) promote(now int64, r *ready) {
 	n := 0
-	for n < len(d.q) && d.q[n].at <= m.clock {
+	for n < len(d.q) && d.q[n].at <= now {
 		x := d.q[n].x
 		d.bytes -= int64(x.size)
-		m.ready.pushReturned(x)
+		r.pushReturned(x)
 		n++
 	}
 	if n > 0 {

@@ -1,131 +1,100 @@
 package raftq
 
-import (
-	"math"
-	"math/bits"
-)
-
 // dispatch hands ready messages to consumers until either runs out. Before
 // each message it checks the head for expiry, as rabbit_fifo checkout_one/4
 // does, so an expired message is never delivered.
-func (m *Machine) dispatch() {
+func (cs *consumers) dispatch() {
 	for {
-		h := m.ready.head()
+		h := cs.m.ready.head()
 		if h == nil {
 			return
 		}
-		if h.expired(m.clock) {
-			m.expire()
+		if h.expired(cs.m.clock) {
+			cs.m.expire()
 			continue
 		}
-		c := m.nextConsumer()
+		c := cs.next()
 		if c == nil {
 			return
 		}
-		m.deliver(c, m.ready.pop())
+		cs.deliver(c, cs.m.ready.pop())
 	}
 }
 
-func (m *Machine) nextConsumer() *consumer {
-	if m.cfg.SingleActiveConsumer {
-		if a := m.active; a != nil && a.canReceive() {
+// next is the consumer whose turn it is to be handed a message, or nil
+// when none can take one: the single active consumer, or the lineup's
+// choice among competing consumers.
+func (cs *consumers) next() *consumer {
+	if cs.m.cfg.SingleActiveConsumer {
+		if a := cs.active; a != nil && a.canReceive() {
 			return a
 		}
 		return nil
 	}
-	return m.lineup.next()
+	return cs.lineup.next()
 }
 
 // deliver checks x out to c.
-func (m *Machine) deliver(c *consumer, x msg) {
+func (cs *consumers) deliver(c *consumer, x msg) {
 	before := x.acquired
 	x.acquired = inc(x.acquired)
-	m.hold(c, x)
-	m.emit(Effect{
+	seq := cs.m.checkouts.hold(c, x, cs.m.clock)
+	cs.m.emit(Effect{
 		Kind:          EffectDeliver,
 		Consumer:      c.id,
 		Index:         x.index,
-		Delivery:      m.deliveries,
+		Delivery:      seq,
 		Redelivered:   before > 0,
 		DeliveryCount: x.delivery,
 		AcquiredCount: before,
 	})
-	m.lineup.offer(c)
+	cs.lineup.offer(c)
 }
 
-// hold records x as checked out to c, with its consumer-timeout deadline.
-func (m *Machine) hold(c *consumer, x msg) {
-	m.deliveries++
-	deadline := addSat(m.clock, c.timeout)
-	// Deadlines must not decrease along c.order (a re-attach may shorten
-	// the timeout): the oldest delivery's deadline is c's earliest.
-	deadline = max(deadline, c.lastDeadline)
-	c.lastDeadline = deadline
-	m.held[x.index] = held{msg: x, owner: c, deadline: deadline, seq: m.deliveries}
-	m.handedOut[m.deliveries] = x.index
-	c.held++
-	c.order.push(delivery{index: x.index, seq: m.deliveries})
-}
-
-// expire dead-letters expired messages from the head of the returns and of
-// every priority level, stopping in each at the first unexpired message
-// (rabbit_fifo expire_batch/3; the priority guide's "Priority-Aware Message
-// Expiration"). Behind an unexpired head, a message waits, as the TTL guide
-// says quorum queues expire "when they reach the head of the queue".
-func (m *Machine) expire() {
-	r := &m.ready
-	if r.expiring == 0 {
+// get takes the next ready message for basic.get by owner id. With noAck
+// it is gone at once; otherwise it is checked out to id until settled,
+// returned or discarded, with the queue's consumer timeout.
+func (cs *consumers) get(index uint64, id ConsumerID, noAck bool) {
+	if cs.m.cfg.SingleActiveConsumer {
+		// RabbitMQ refuses basic.get on such a queue (405 RESOURCE_LOCKED,
+		// rabbit_channel); the runtime answers that before proposing.
+		cs.m.emit(Effect{Kind: EffectGetEmpty, Consumer: id})
 		return
 	}
-	for r.returns.len() > 0 && r.returns.peek().expired(m.clock) {
-		x := r.returns.pop()
-		r.count(&x, -1)
-		m.deadLetter(x, ReasonExpired)
-	}
-	for b := r.nonEmpty; b != 0; {
-		p := bits.Len32(b) - 1
-		b &^= 1 << p
-		for r.levels[p].len() > 0 && r.levels[p].peek().expired(m.clock) {
-			m.deadLetter(r.popLevel(p), ReasonExpired)
-		}
-	}
-}
-
-// enforceLimits applies x-overflow=drop-head: while the ready messages
-// (plus those awaiting at-least-once dead-lettering) exceed x-max-length or
-// x-max-length-bytes, the head is dead-lettered with reason maxlen
-// (rabbit_fifo evaluate_limit/4 → drop_head/2, run after every command, so
-// a requeue can push out the message it requeued). A head that has expired
-// meanwhile goes as expired instead, so no command leaves an expired
-// message at the head.
-func (m *Machine) enforceLimits() {
-	if m.cfg.Overflow != DropHead {
+	// Every basic.get renews the x-expires lease (rabbit_fifo: "dequeue
+	// always updates last_active").
+	cs.m.lastActive = cs.m.clock
+	c := cs.byID[id]
+	if c != nil && !c.getter {
+		cs.m.emit(Effect{Kind: EffectGetEmpty, Consumer: id})
 		return
 	}
-	for m.ready.n > 0 && m.overLimit(0, 0) {
-		m.deadLetter(m.ready.pop(), ReasonMaxLen)
-		if h := m.ready.head(); h != nil && h.expired(m.clock) {
-			m.expire()
+	if h := cs.m.ready.head(); h != nil && h.expired(cs.m.clock) {
+		cs.m.expire()
+	}
+	if cs.m.ready.n == 0 {
+		cs.m.emit(Effect{Kind: EffectGetEmpty, Consumer: id})
+		return
+	}
+	x := cs.m.ready.pop()
+	before := x.acquired
+	x.acquired = inc(x.acquired)
+	var delivery uint64
+	if !noAck {
+		if c == nil {
+			c = &consumer{id: id, since: index, getter: true, timeout: cs.m.cfg.ConsumerTimeout}
+			cs.byID[id] = c
 		}
+		delivery = cs.m.checkouts.hold(c, x, cs.m.clock)
 	}
-}
-
-// overLimit says whether the queue would exceed its length limits with n
-// more messages of size bytes. Only ready messages count, as in RabbitMQ
-// (is_over_limit/1: messages_ready_plus_delayed plus at-least-once dead
-// letters), and those waiting out a delayed retry; a checked-out message
-// does not. drop-head drops ready messages only.
-func (m *Machine) overLimit(n int, size int64) bool {
-	count := int64(m.ready.n + len(m.delayed.q) + len(m.dead.byIndex) + n)
-	bytes := m.ready.bytes + m.delayed.bytes + m.dead.bytes + size
-	return (m.cfg.MaxLength >= 0 && count > m.cfg.MaxLength) ||
-		(m.cfg.MaxLengthBytes >= 0 && bytes > m.cfg.MaxLengthBytes)
-}
-
-// addSat is a + b for b >= 0, saturating instead of overflowing.
-func addSat(a, b int64) int64 {
-	if b > math.MaxInt64-a {
-		return math.MaxInt64
-	}
-	return a + b
+	cs.m.emit(Effect{
+		Kind:          EffectGetResult,
+		Consumer:      id,
+		Index:         x.index,
+		Delivery:      delivery,
+		Redelivered:   before > 0,
+		DeliveryCount: x.delivery,
+		AcquiredCount: before,
+		Count:         uint32(cs.m.ready.n),
+	})
 }

@@ -34,6 +34,40 @@
 //   - awaiting dead-letter confirmation (x-dead-letter-strategy
 //     at-least-once), until DeadLetterSettled.
 //
+// # Pieces
+//
+// Machine holds the clock, the config, the machine version and the
+// x-expires lease, applies commands (Apply) and answers the runtime's
+// queries; each part owns its own state and the rules that keep it
+// consistent:
+//
+//   - ready (ready.go, ring.go): the messages waiting for a consumer, in
+//     serving order, with their counts and bytes; expiry takes from its
+//     heads (tick.go).
+//   - delayed (delayed.go): returned messages waiting out a delayed retry,
+//     by the time they become ready; promote moves the due ones to ready.
+//   - checkouts (checkouts.go): the checked-out messages, by ID and by
+//     delivery number, with each holder's count and delivery order and the
+//     consumer-timeout deadlines.
+//   - consumers (consumer.go, attach.go, sac.go, deliver.go, settle.go,
+//     consumers_list.go): the consumer records, the attached count, the
+//     exclusive consumer, the lineup that takes turns among competing
+//     consumers, the single active consumer; it carries out the consumer
+//     commands, basic.get, settlement, the hand-out of ready messages and
+//     the consumer timeout. It keeps a pointer to its machine for the
+//     clock, the effects and what happens to a message that comes back.
+//   - deadLetters (deadletter.go): the at-least-once dead letters awaiting
+//     confirmation, in dead-lettering order. Machine.deadLetter decides
+//     where a message goes (drop, at-most-once, at-least-once).
+//   - publishers (publish.go): each tracked publisher's next sequence
+//     number and recent refusals.
+//
+// Around them: limits.go (x-max-length, drop-head), tick.go (expiry, the
+// consumer timeout, x-expires, NextDeadline), reconfig.go (UpdateConfig),
+// version.go (machine versions), snapshot.go and restore.go (the snapshot
+// format, one section per part), live.go (which log entries are still
+// needed).
+//
 // # RabbitMQ behaviour
 //
 // The rules are RabbitMQ 4.3's, read in its quorum queue, priority, TTL,

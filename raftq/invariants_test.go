@@ -67,7 +67,7 @@ func check(m *Machine, settled bool) error {
 	}
 
 	attached := 0
-	for id, c := range m.consumers {
+	for id, c := range m.consumers.byID {
 		if c.id != id {
 			return fmt.Errorf("consumer %d filed under %d", c.id, id)
 		}
@@ -81,14 +81,14 @@ func check(m *Machine, settled bool) error {
 		var lastDeadline int64 = -1 << 63
 		for i := 0; i < c.order.len(); i++ {
 			d := *c.order.at(i)
-			if !m.live(c, d) {
+			if !m.checkouts.live(c, d) {
 				if i == 0 {
 					return fmt.Errorf("consumer %d: stale delivery at the head", id)
 				}
 				continue
 			}
 			live++
-			h := m.held[d.index]
+			h := m.checkouts.held[d.index]
 			if h.deadline < lastDeadline {
 				return fmt.Errorf("consumer %d: deadlines decrease", id)
 			}
@@ -100,7 +100,7 @@ func check(m *Machine, settled bool) error {
 		if c.order.len() > 2*int(c.held)+16 {
 			return fmt.Errorf("consumer %d: %d deliveries in order for %d held", id, c.order.len(), c.held)
 		}
-		if c.quiescing && m.active != c {
+		if c.quiescing && m.consumers.active != c {
 			return fmt.Errorf("consumer %d quiescing, not active", id)
 		}
 		if c.suspended && (!c.attached || c.getter) {
@@ -115,15 +115,15 @@ func check(m *Machine, settled bool) error {
 		if c.level != nil && c.inLine != c.canReceive() {
 			return fmt.Errorf("consumer %d: in line %v, can receive %v", id, c.inLine, c.canReceive())
 		}
-		if settled && c.canReceive() && r.n > 0 && (!m.cfg.SingleActiveConsumer || m.active == c) {
+		if settled && c.canReceive() && r.n > 0 && (!m.cfg.SingleActiveConsumer || m.consumers.active == c) {
 			return fmt.Errorf("consumer %d can receive while %d messages are ready", id, r.n)
 		}
 	}
-	if attached != m.attached {
-		return fmt.Errorf("%d attached, counted %d", attached, m.attached)
+	if attached != m.consumers.attached {
+		return fmt.Errorf("%d attached, counted %d", attached, m.consumers.attached)
 	}
-	for i, h := range m.held {
-		if h.index != i || m.consumers[h.owner.id] != h.owner {
+	for i, h := range m.checkouts.held {
+		if h.index != i || m.consumers.byID[h.owner.id] != h.owner {
 			return fmt.Errorf("checked-out m%d: bad record or owner", i)
 		}
 		if err := place(i, fmt.Sprintf("checked out to %d", h.owner.id)); err != nil {
@@ -133,25 +133,25 @@ func check(m *Machine, settled bool) error {
 			return fmt.Errorf("checked-out m%d: delivery %d not found by its number", i, h.seq)
 		}
 	}
-	if len(m.handedOut) != len(m.held) {
-		return fmt.Errorf("%d deliveries numbered, %d checked out", len(m.handedOut), len(m.held))
+	if len(m.checkouts.handedOut) != len(m.checkouts.held) {
+		return fmt.Errorf("%d deliveries numbered, %d checked out", len(m.checkouts.handedOut), len(m.checkouts.held))
 	}
-	if x := m.exclusive; x != nil && (m.consumers[x.id] != x || !x.attached || m.attached != 1) {
+	if x := m.consumers.exclusive; x != nil && (m.consumers.byID[x.id] != x || !x.attached || m.consumers.attached != 1) {
 		return fmt.Errorf("exclusive consumer %d not alone", x.id)
 	}
 	if m.cfg.SingleActiveConsumer {
-		if a := m.active; a != nil && (m.consumers[a.id] != a || !a.attached) {
+		if a := m.consumers.active; a != nil && (m.consumers.byID[a.id] != a || !a.attached) {
 			return fmt.Errorf("active consumer %d not attached", a.id)
 		}
-		if settled && m.active == nil && m.attached > 0 {
-			return fmt.Errorf("%d attached consumers and none active", m.attached)
+		if settled && m.consumers.active == nil && m.consumers.attached > 0 {
+			return fmt.Errorf("%d attached consumers and none active", m.consumers.attached)
 		}
-	} else if m.active != nil {
+	} else if m.consumers.active != nil {
 		return fmt.Errorf("an active consumer without single active consumer")
 	}
 	members := 0
-	for i, lv := range m.lineup.levels {
-		if lv.members == 0 || (i > 0 && m.lineup.levels[i-1].priority <= lv.priority) {
+	for i, lv := range m.consumers.lineup.levels {
+		if lv.members == 0 || (i > 0 && m.consumers.lineup.levels[i-1].priority <= lv.priority) {
 			return fmt.Errorf("lineup level %d: members %d, out of order", lv.priority, lv.members)
 		}
 		members += lv.members
@@ -161,8 +161,8 @@ func check(m *Machine, settled bool) error {
 			}
 		}
 	}
-	if !m.cfg.SingleActiveConsumer && members != m.attached {
-		return fmt.Errorf("lineup has %d members, %d attached", members, m.attached)
+	if !m.cfg.SingleActiveConsumer && members != m.consumers.attached {
+		return fmt.Errorf("lineup has %d members, %d attached", members, m.consumers.attached)
 	}
 
 	var deadBytes int64

@@ -16,7 +16,7 @@ func (m *Machine) AppendLiveIndexes(dst []uint64) []uint64 {
 	for i := 0; i < r.returns.len(); i++ {
 		dst = append(dst, r.returns.at(i).index)
 	}
-	for i := range m.held {
+	for i := range m.checkouts.held {
 		dst = append(dst, i)
 	}
 	for i := range m.dead.byIndex {
@@ -67,7 +67,7 @@ func (m *Machine) SmallestLiveIndex() (index uint64, ok bool) {
 	for i := 0; i < r.returns.len(); i++ {
 		least(r.returns.at(i).index)
 	}
-	for i := range m.held {
+	for i := range m.checkouts.held {
 		least(i)
 	}
 	for i := range m.dead.byIndex {

@@ -30,32 +30,17 @@ type Machine struct {
 	lastActive int64
 	// deleteRequested is set once EffectDeleteQueue was emitted.
 	deleteRequested bool
-	// deliveries numbers every handing-out of a message, to tell a live
-	// checked-out entry from a stale one in a consumer's delivery order.
-	deliveries uint64
 
+	// The parts (the package doc lists what each owns). A message is in
+	// exactly one of ready, delayed, checkouts and dead.
 	ready ready
 	// delayed are returned messages waiting out their delayed retry.
-	delayed delayed
-	// held is every checked-out message, by ID.
-	held map[uint64]held
-	// handedOut finds a checked-out message by the number of its
-	// handing-out (held.seq), which is the delivery's ID outside the
-	// machine: every member knows it, so a delivery one leader made can
-	// be settled at the next. Derived from held; not in snapshots.
-	handedOut map[uint64]uint64
-	consumers map[ConsumerID]*consumer
-	// attached counts consumers attached (not detached, not getters).
-	attached int
-	// exclusive is the attached exclusive consumer, if any.
-	exclusive *consumer
-	// lineup orders competing consumers (without single active consumer).
-	lineup lineup
-	// active is the single active consumer, if the queue has that on.
-	active *consumer
-
-	dead       deadLetters
-	publishers map[uint64]publisher
+	delayed   delayed
+	checkouts checkouts
+	consumers consumers
+	dead      deadLetters
+	// publishers are the deduplication records of tracked publishers.
+	publishers publishers
 
 	// out collects the effects of the command being applied.
 	out []Effect
@@ -65,17 +50,17 @@ type Machine struct {
 // created at Unix millisecond created (from the queue's metadata, so that
 // every member starts alike).
 func New(cfg Config, created int64) *Machine {
-	return &Machine{
+	m := &Machine{
 		cfg:        cfg,
 		version:    1,
 		clock:      created,
 		lastActive: created,
-		held:       make(map[uint64]held),
-		handedOut:  make(map[uint64]uint64),
-		consumers:  make(map[ConsumerID]*consumer),
+		checkouts:  newCheckouts(),
 		dead:       deadLetters{byIndex: make(map[uint64]deadLetter)},
 		publishers: make(map[uint64]publisher),
 	}
+	m.consumers = consumers{m: m, byID: make(map[ConsumerID]*consumer)}
+	return m
 }
 
 // Config is the configuration the machine runs with.
@@ -103,34 +88,34 @@ func (m *Machine) Apply(meta Meta, c *Command, out []Effect) []Effect {
 	m.lastIndex = meta.Index
 	m.clock = max(m.clock, c.Now)
 	m.out = out
-	m.promote()
+	m.delayed.promote(m.clock, &m.ready)
 	switch c.Op {
 	case OpEnqueue:
 		m.enqueue(meta.Index, c)
 	case OpPublisherDown:
 		delete(m.publishers, c.Publisher)
 	case OpAttach:
-		m.attach(meta.Index, c)
+		m.consumers.attach(meta.Index, c)
 	case OpDetach:
-		m.detach(c.Consumer)
+		m.consumers.detach(c.Consumer)
 	case OpConsumerDown:
-		m.consumerDown(c.Consumer)
+		m.consumers.down(c.Consumer)
 	case OpSuspend:
-		m.suspend(c.Consumer)
+		m.consumers.suspend(c.Consumer)
 	case OpSettle:
-		m.settle(c.Consumer, c.IDs)
+		m.consumers.settle(c.Consumer, c.IDs)
 	case OpReturn:
-		m.requeue(c.Consumer, c.IDs, c.Cause)
+		m.consumers.requeue(c.Consumer, c.IDs, c.Cause)
 	case OpDiscard:
-		m.discard(c.Consumer, c.IDs, c.Cause)
+		m.consumers.discard(c.Consumer, c.IDs, c.Cause)
 	case OpPurge:
 		m.purge()
 	case OpGet:
-		m.get(meta.Index, c.Consumer, c.NoAck)
+		m.consumers.get(meta.Index, c.Consumer, c.NoAck)
 	case OpTick:
 		m.tick()
 	case OpDeadLetterSettled:
-		m.deadLetterSettled(c.IDs)
+		m.dead.settled(c.IDs)
 	case OpTouch:
 		m.lastActive = m.clock
 	case OpUpdateConfig:
@@ -143,7 +128,7 @@ func (m *Machine) Apply(meta Meta, c *Command, out []Effect) []Effect {
 	// Every command ends as rabbit_fifo's checkout/4 does: expired
 	// messages leave the head, ready messages go to consumers that can
 	// take them, and the length limits are enforced.
-	m.dispatch()
+	m.consumers.dispatch()
 	m.enforceLimits()
 	out, m.out = m.out, nil
 	return out
@@ -154,10 +139,10 @@ func (m *Machine) emit(e Effect) { m.out = append(m.out, e) }
 // ActiveConsumer is the single active consumer, if the queue has that on
 // and a consumer is active.
 func (m *Machine) ActiveConsumer() (ConsumerID, bool) {
-	if m.active == nil {
+	if m.consumers.active == nil {
 		return 0, false
 	}
-	return m.active.id, true
+	return m.consumers.active.id, true
 }
 
 // Stats counts a queue's contents.
@@ -183,10 +168,10 @@ func (m *Machine) Stats() Stats {
 	return Stats{
 		Ready:             m.ready.n,
 		ReadyBytes:        m.ready.bytes,
-		Unacked:           len(m.held),
+		Unacked:           m.checkouts.len(),
 		Delayed:           len(m.delayed.q),
 		DelayedBytes:      m.delayed.bytes,
-		Consumers:         m.attached,
+		Consumers:         m.consumers.attached,
 		DeadLettered:      len(m.dead.byIndex),
 		DeadLetteredBytes: m.dead.bytes,
 	}

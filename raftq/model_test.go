@@ -380,19 +380,19 @@ func (h *harness) check(t *rapid.T) {
 		t.Fatalf("machine version %d, model %d", m.version, mod.version)
 	}
 	// Checked out, per consumer, in delivery order, with the same records.
-	if len(m.consumers) != len(mod.cons) {
-		t.Fatalf("%d consumers, model %d", len(m.consumers), len(mod.cons))
+	if len(m.consumers.byID) != len(mod.cons) {
+		t.Fatalf("%d consumers, model %d", len(m.consumers.byID), len(mod.cons))
 	}
 	for id, mc := range mod.cons {
-		c := m.consumers[id]
+		c := m.consumers.byID[id]
 		if c == nil || c.attached != mc.attached || c.getter != mc.getter || c.quiescing != mc.quiescing || c.suspended != mc.suspended || int(c.held) != len(mc.order) {
 			t.Fatalf("consumer %d: machine %+v, model %+v", id, c, mc)
 		}
 		var order []uint64
 		for i := 0; i < c.order.len(); i++ {
-			if d := *c.order.at(i); m.live(c, d) {
+			if d := *c.order.at(i); m.checkouts.live(c, d) {
 				order = append(order, d.index)
-				hm, hd := m.held[d.index], mod.held[d.index]
+				hm, hd := m.checkouts.held[d.index], mod.held[d.index]
 				if hm.msg != hd.x.toMsg() || hm.deadline != hd.deadline {
 					t.Fatalf("m%d checked out: machine %+v, model %+v", d.index, hm, hd)
 				}
@@ -405,7 +405,7 @@ func (h *harness) check(t *rapid.T) {
 			t.Fatalf("consumer %d holds %v, model %v", id, order, mc.order)
 		}
 	}
-	if (m.active == nil) != (mod.active == 0) || (m.active != nil && m.active.id != mod.active) {
+	if (m.consumers.active == nil) != (mod.active == 0) || (m.consumers.active != nil && m.consumers.active.id != mod.active) {
 		t.Fatalf("active consumer differs from the model's %d", mod.active)
 	}
 	var dead []uint64

@@ -9,6 +9,41 @@ type publisher struct {
 	rejected []seqRange
 }
 
+// publishers holds the record of every tracked publisher, by ID.
+type publishers map[uint64]publisher
+
+// sequence checks the sequence number of tracked publish c. When it is
+// the number the publisher must send next, ok is true and p is the
+// publisher's record once c is stored. Otherwise c is not stored, and
+// answer is what the publisher is told instead.
+//
+// A tracked publisher (Publisher != 0) numbers its publishes 1, 2, 3...
+// per queue; as rabbit_fifo's enqueuer record does, the queue accepts the
+// next number, confirms again a number it has seen (a publish re-sent after
+// a leader change, not stored twice), and refuses one that skips ahead.
+// A publisher the queue has not seen yet starts at 1, as a new enqueuer
+// does in rabbit_fifo: taking whatever number came first would confirm
+// the lower ones, should they arrive later, as seen without storing them.
+// (The chaos harness lost confirmed messages that way: a burst re-sent to
+// a new leader whose first publishes were refused while it was still
+// taking office, and later ones accepted.)
+func (ps publishers) sequence(c *Command) (p publisher, answer Effect, ok bool) {
+	p, known := ps[c.Publisher]
+	if !known {
+		p.next = 1
+	}
+	switch {
+	case c.Seq == p.next:
+		p.next = c.Seq + 1
+		return p, Effect{}, true
+	case c.Seq > p.next:
+		return p, Effect{Kind: EffectOutOfSequence, Publisher: c.Publisher, Seq: c.Seq, Index: p.next}, false
+	case p.wasRejected(c.Seq):
+		return p, Effect{Kind: EffectReject, Publisher: c.Publisher, Seq: c.Seq}, false
+	}
+	return p, Effect{Kind: EffectConfirm, Publisher: c.Publisher, Seq: c.Seq}, false
+}
+
 // seqRange is the sequence numbers [from, to).
 type seqRange struct{ from, to uint64 }
 
@@ -38,38 +73,19 @@ func (p *publisher) reject(seq uint64) {
 }
 
 // enqueue stores a published message, keeping only its fixed-size record;
-// the message itself stays in the log entry at index.
-//
-// A tracked publisher (Publisher != 0) numbers its publishes 1, 2, 3...
-// per queue; as rabbit_fifo's enqueuer record does, the queue accepts the
-// next number, confirms again a number it has seen (a publish re-sent after
-// a leader change, not stored twice), and refuses one that skips ahead.
-// A publisher the queue has not seen yet starts at 1, as a new enqueuer
-// does in rabbit_fifo: taking whatever number came first would confirm
-// the lower ones, should they arrive later, as seen without storing them.
-// (The chaos harness lost confirmed messages that way: a burst re-sent to
-// a new leader whose first publishes were refused while it was still
-// taking office, and later ones accepted.)
+// the message itself stays in the log entry at index. A tracked
+// publisher's publish is stored only if it is the next in the publisher's
+// sequence (publishers.sequence).
 func (m *Machine) enqueue(index uint64, c *Command) {
 	var p publisher
 	tracked := c.Publisher != 0
 	if tracked {
-		known := false
-		if p, known = m.publishers[c.Publisher]; !known {
-			p.next = 1
-		}
-		if c.Seq != p.next {
-			switch {
-			case c.Seq > p.next:
-				m.emit(Effect{Kind: EffectOutOfSequence, Publisher: c.Publisher, Seq: c.Seq, Index: p.next})
-			case p.wasRejected(c.Seq):
-				m.emit(Effect{Kind: EffectReject, Publisher: c.Publisher, Seq: c.Seq})
-			default:
-				m.emit(Effect{Kind: EffectConfirm, Publisher: c.Publisher, Seq: c.Seq})
-			}
+		var answer Effect
+		var next bool
+		if p, answer, next = m.publishers.sequence(c); !next {
+			m.emit(answer)
 			return
 		}
-		p.next = c.Seq + 1
 	}
 	// x-overflow=reject-publish refuses a message that would take the
 	// queue over its limits. RabbitMQ's quorum queues tell publishers to
@@ -84,7 +100,7 @@ func (m *Machine) enqueue(index uint64, c *Command) {
 		}
 		return
 	}
-	x := msg{index: index, size: c.Size, priority: m.priorityOf(c)}
+	x := msg{index: index, size: c.Size, priority: m.cfg.priorityOf(c)}
 	// The message expires after the lower of x-message-ttl and its own
 	// expiration (rabbit_fifo maybe_set_msg_ttl/4). A TTL of 0 expires it
 	// a millisecond later: it can still go to a consumer waiting now, not

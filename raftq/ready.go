@@ -31,14 +31,15 @@ const (
 	defaultPriority = 4
 )
 
-// priorityOf is the level of the message c enqueues.
-func (m *Machine) priorityOf(c *Command) uint8 {
-	if m.cfg.ClassicPriority {
+// priorityOf is the level of the message c enqueues under configuration
+// cfg.
+func (cfg *Config) priorityOf(c *Command) uint8 {
+	if cfg.ClassicPriority {
 		p := uint8(0)
 		if c.HasPriority {
 			p = c.Priority
 		}
-		return min(p, m.cfg.MaxPriority, maxPriority)
+		return min(p, cfg.MaxPriority, maxPriority)
 	}
 	return clampPriority(c.Priority, c.HasPriority)
 }
@@ -157,6 +158,29 @@ func (r *ready) nth(i int) *msg {
 		i -= r.levels[p].len()
 	}
 	return nil
+}
+
+// nextExpiry is the earliest expiry among the messages at the head of the
+// returns and of each level, the only ones expire looks at; false when
+// none of them expires.
+func (r *ready) nextExpiry() (at int64, ok bool) {
+	if r.expiring == 0 {
+		return 0, false
+	}
+	soonest := func(x *msg) {
+		if x.expiry != 0 && (!ok || x.expiry < at) {
+			at, ok = x.expiry, true
+		}
+	}
+	if r.returns.len() > 0 {
+		soonest(r.returns.peek())
+	}
+	for p := range r.levels {
+		if r.levels[p].len() > 0 {
+			soonest(r.levels[p].peek())
+		}
+	}
+	return at, ok
 }
 
 // clear drops every ready message and returns how many there were.

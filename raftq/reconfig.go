@@ -55,11 +55,7 @@ func (m *Machine) updateConfig(next Config) {
 	next.SingleActiveConsumer = prev.SingleActiveConsumer
 	next.ClassicPriority, next.MaxPriority = prev.ClassicPriority, prev.MaxPriority
 	if prev.keepsDeadLetters() && !next.keepsDeadLetters() {
-		for i := 0; i < m.dead.order.len(); i++ {
-			x, ok := m.dead.byIndex[*m.dead.order.at(i)]
-			if !ok {
-				continue
-			}
+		m.dead.each(func(x *deadLetter) {
 			m.emit(Effect{
 				Kind:          EffectDrop,
 				Reason:        x.reason,
@@ -68,7 +64,7 @@ func (m *Machine) updateConfig(next Config) {
 				AcquiredCount: x.acquired,
 				Time:          m.clock,
 			})
-		}
+		})
 		m.dead.clear()
 	}
 	m.cfg = next

@@ -391,11 +391,11 @@ func dump(m *Machine) []string {
 		}
 		out = append(out, "delayed: "+strings.Join(waiting, " "))
 	}
-	for _, c := range m.sortedConsumers() {
+	for _, c := range m.consumers.sorted() {
 		var held []string
 		for i := 0; i < c.order.len(); i++ {
-			if d := *c.order.at(i); m.live(c, d) {
-				h := m.held[d.index]
+			if d := *c.order.at(i); m.checkouts.live(c, d) {
+				h := m.checkouts.held[d.index]
 				held = append(held, fmtMsg(&h.msg))
 			}
 		}
@@ -411,7 +411,7 @@ func dump(m *Machine) []string {
 		default:
 			flags = append(flags, "detached")
 		}
-		if m.active == c {
+		if m.consumers.active == c {
 			flags = append(flags, "active")
 		}
 		if c.quiescing {

@@ -3,86 +3,66 @@ package raftq
 // settle acknowledges messages: they are gone. IDs not checked out to the
 // consumer (unknown, settled already, returned by a timeout since, or held
 // by someone else) are ignored.
-func (m *Machine) settle(id ConsumerID, ids []uint64) {
-	c := m.consumers[id]
+func (cs *consumers) settle(id ConsumerID, ids []uint64) {
+	c := cs.byID[id]
 	if c == nil {
 		return
 	}
 	for _, i := range ids {
-		m.takeID(c, i)
+		cs.m.checkouts.take(c, i)
 	}
-	m.afterTake(c)
+	cs.afterTake(c)
 }
 
 // requeue returns messages, ahead of never-delivered ones.
-func (m *Machine) requeue(id ConsumerID, ids []uint64, cause ReturnCause) {
-	c := m.consumers[id]
+func (cs *consumers) requeue(id ConsumerID, ids []uint64, cause ReturnCause) {
+	c := cs.byID[id]
 	if c == nil {
 		return
 	}
 	for _, i := range ids {
-		if x, ok := m.takeID(c, i); ok {
-			m.putBack(x, cause)
+		if x, ok := cs.m.checkouts.take(c, i); ok {
+			cs.m.putBack(x, cause)
 		}
 	}
-	m.afterTake(c)
+	cs.afterTake(c)
 }
 
 // discard dead-letters messages rejected or nacked without requeue, reason
 // rejected. basic.reject counts a failed delivery, basic.nack does not
 // (rabbit_channel: reject → discard, nack → modify with delivery_failed
 // false).
-func (m *Machine) discard(id ConsumerID, ids []uint64, cause ReturnCause) {
-	c := m.consumers[id]
+func (cs *consumers) discard(id ConsumerID, ids []uint64, cause ReturnCause) {
+	c := cs.byID[id]
 	if c == nil {
 		return
 	}
 	for _, i := range ids {
-		if x, ok := m.takeID(c, i); ok {
+		if x, ok := cs.m.checkouts.take(c, i); ok {
 			if cause.failed() {
 				x.delivery = inc(x.delivery)
 			}
-			m.deadLetter(x, ReasonRejected)
+			cs.m.deadLetter(x, ReasonRejected)
 		}
 	}
-	m.afterTake(c)
-}
-
-// takeID removes message i from c's checked-out messages.
-func (m *Machine) takeID(c *consumer, i uint64) (msg, bool) {
-	h, ok := m.held[i]
-	if !ok || h.owner != c {
-		return msg{}, false
-	}
-	delete(m.held, i)
-	delete(m.handedOut, h.seq)
-	c.held--
-	return h.msg, true
-}
-
-// take removes delivery d from c if it is still live.
-func (m *Machine) take(c *consumer, d delivery) (msg, bool) {
-	if !m.live(c, d) {
-		return msg{}, false
-	}
-	return m.takeID(c, d.index)
+	cs.afterTake(c)
 }
 
 // afterTake tidies up after messages left c: its delivery order, a
 // single-active hand-over it was draining for, its record if it is idle,
 // its place in line now that it has credit again.
-func (m *Machine) afterTake(c *consumer) {
-	m.tidy(c)
-	if m.active == c && c.quiescing && c.held == 0 {
+func (cs *consumers) afterTake(c *consumer) {
+	cs.m.checkouts.tidy(c)
+	if cs.active == c && c.quiescing && c.held == 0 {
 		// Drained: back to waiting, and the higher-priority consumer that
 		// waited takes over (rabbit_fifo update_or_remove_con/4).
 		c.quiescing = false
-		m.active = nil
-		m.emit(Effect{Kind: EffectActive, Consumer: c.id, Active: false})
-		m.activate()
+		cs.active = nil
+		cs.m.emit(Effect{Kind: EffectActive, Consumer: c.id, Active: false})
+		cs.activate()
 	}
-	m.forgetIfIdle(c)
-	m.lineup.offer(c)
+	cs.forgetIfIdle(c)
+	cs.lineup.offer(c)
 }
 
 // putBack returns a message to the queue for cause. Past the delivery
@@ -97,7 +77,7 @@ func (m *Machine) putBack(x msg, cause ReturnCause) {
 		m.deadLetter(x, ReasonDeliveryLimit)
 		return
 	}
-	if at, ok := m.retryAt(&x, cause); ok {
+	if at, ok := m.cfg.Retry.readyAt(&x, cause, m.clock); ok {
 		m.delayed.push(at, x)
 		return
 	}
@@ -140,24 +120,15 @@ func (m *Machine) HoldersOf(deliveries []uint64) (order []ConsumerID, groups map
 // Effect.Delivery) and the message's ID; false once that handing-out is
 // settled, returned or discarded.
 func (m *Machine) HeldBy(delivery uint64) (ConsumerID, uint64, bool) {
-	i, ok := m.handedOut[delivery]
-	if !ok {
-		return 0, 0, false
-	}
-	return m.held[i].owner.id, i, true
+	return m.checkouts.heldBy(delivery)
 }
 
 // AppendDeliveries appends the deliveries (Effect.Delivery) consumer id
 // holds, oldest first.
 func (m *Machine) AppendDeliveries(id ConsumerID, dst []uint64) []uint64 {
-	c := m.consumers[id]
+	c := m.consumers.byID[id]
 	if c == nil {
 		return dst
 	}
-	for i := 0; i < c.order.len(); i++ {
-		if d := *c.order.at(i); m.live(c, d) {
-			dst = append(dst, d.seq)
-		}
-	}
-	return dst
+	return m.checkouts.appendDeliveries(c, dst)
 }

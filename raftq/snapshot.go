@@ -3,7 +3,6 @@ package raftq
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"slices"
 )
 
@@ -29,7 +28,8 @@ const (
 // ErrSnapshot is wrapped by every Restore error.
 var ErrSnapshot = errors.New("raftq: bad snapshot")
 
-// AppendSnapshot encodes the machine's whole state onto dst.
+// AppendSnapshot encodes the machine's whole state onto dst: the header,
+// then one section per part, in the order the format above lists them.
 func (m *Machine) AppendSnapshot(dst []byte) []byte {
 	w := writer{b: dst}
 	w.b = append(w.b, snapshotMagic...)
@@ -40,21 +40,31 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 		w.uvarint(uint64(m.version))
 	}
 	w.config(&m.cfg)
-
 	w.uvarint(m.lastIndex)
 	w.varint(m.clock)
 	w.varint(m.lastActive)
 	w.bool(m.deleteRequested)
-	w.uvarint(m.deliveries)
+	w.uvarint(m.checkouts.deliveries)
+	w.publishers(m.publishers)
+	w.consumers(&m.consumers, &m.checkouts)
+	w.lineup(&m.consumers.lineup)
+	w.ready(&m.ready)
+	w.deadLetters(&m.dead)
+	w.delayed(&m.delayed)
+	return w.b
+}
 
-	pubs := make([]uint64, 0, len(m.publishers))
-	for id := range m.publishers {
-		pubs = append(pubs, id)
+// publishers writes the publishers in ID order, each with its refused
+// ranges.
+func (w *writer) publishers(ps publishers) {
+	ids := make([]uint64, 0, len(ps))
+	for id := range ps {
+		ids = append(ids, id)
 	}
-	slices.Sort(pubs)
-	w.uvarint(uint64(len(pubs)))
-	for _, id := range pubs {
-		p := m.publishers[id]
+	slices.Sort(ids)
+	w.uvarint(uint64(len(ids)))
+	for _, id := range ids {
+		p := ps[id]
 		w.uvarint(id)
 		w.uvarint(p.next)
 		w.uvarint(uint64(len(p.rejected)))
@@ -63,10 +73,15 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 			w.uvarint(r.to)
 		}
 	}
+}
 
-	cs := m.sortedConsumers()
-	w.uvarint(uint64(len(cs)))
-	for _, c := range cs {
+// consumers writes the consumer records in ID order, each with its
+// checked-out messages in delivery order, then the single active
+// consumer's ID plus one (0 for none).
+func (w *writer) consumers(cs *consumers, k *checkouts) {
+	sorted := cs.sorted()
+	w.uvarint(uint64(len(sorted)))
+	for _, c := range sorted {
 		w.uvarint(uint64(c.id))
 		w.uvarint(c.since)
 		var flags byte
@@ -83,30 +98,39 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 		w.uvarint(uint64(c.held))
 		for i := 0; i < c.order.len(); i++ {
 			d := *c.order.at(i)
-			if !m.live(c, d) {
+			if !k.live(c, d) {
 				continue
 			}
-			h := m.held[d.index]
+			h := k.held[d.index]
 			w.msg(&h.msg)
 			w.varint(h.deadline)
 			w.uvarint(h.seq)
 		}
 	}
-	if m.active != nil {
-		w.uvarint(uint64(m.active.id) + 1)
+	if cs.active != nil {
+		w.uvarint(uint64(cs.active.id) + 1)
 	} else {
 		w.uvarint(0)
 	}
-	w.uvarint(uint64(len(m.lineup.levels)))
-	for _, lv := range m.lineup.levels {
+}
+
+// lineup writes each level's priority and the IDs standing in its line,
+// in turn order. Which level a consumer belongs to follows from its
+// record; only the lines' order is not.
+func (w *writer) lineup(l *lineup) {
+	w.uvarint(uint64(len(l.levels)))
+	for _, lv := range l.levels {
 		w.varint(int64(lv.priority))
 		w.uvarint(uint64(lv.line.len()))
 		for i := 0; i < lv.line.len(); i++ {
 			w.uvarint(uint64((*lv.line.at(i)).id))
 		}
 	}
+}
 
-	r := &m.ready
+// ready writes the ready messages in serving order: the returns, then
+// each non-empty level from the highest priority down.
+func (w *writer) ready(r *ready) {
 	w.uvarint(uint64(r.returns.len()))
 	for i := 0; i < r.returns.len(); i++ {
 		w.msg(r.returns.at(i))
@@ -123,33 +147,27 @@ func (m *Machine) AppendSnapshot(dst []byte) []byte {
 			w.msg(lv.at(i))
 		}
 	}
+}
 
-	w.uvarint(uint64(len(m.dead.byIndex)))
-	for i := 0; i < m.dead.order.len(); i++ {
-		x, ok := m.dead.byIndex[*m.dead.order.at(i)]
-		if !ok {
-			continue
-		}
+// deadLetters writes the at-least-once dead letters in dead-lettering
+// order.
+func (w *writer) deadLetters(d *deadLetters) {
+	w.uvarint(uint64(len(d.byIndex)))
+	d.each(func(x *deadLetter) {
 		w.msg(&x.msg)
 		w.b = append(w.b, byte(x.reason))
 		w.varint(x.time)
-	}
-
-	w.uvarint(uint64(len(m.delayed.q)))
-	for i := range m.delayed.q {
-		w.varint(m.delayed.q[i].at)
-		w.msg(&m.delayed.q[i].x)
-	}
-	return w.b
+	})
 }
 
-func (m *Machine) sortedConsumers() []*consumer {
-	cs := make([]*consumer, 0, len(m.consumers))
-	for _, c := range m.consumers {
-		cs = append(cs, c)
+// delayed writes the messages waiting out a delayed retry, in the order
+// they become ready, each with its time (snapshot version 2 on).
+func (w *writer) delayed(d *delayed) {
+	w.uvarint(uint64(len(d.q)))
+	for i := range d.q {
+		w.varint(d.q[i].at)
+		w.msg(&d.q[i].x)
 	}
-	slices.SortFunc(cs, func(a, b *consumer) int { return cmpID(a.id, b.id) })
-	return cs
 }
 
 func bitsSet(x uint32) int {
@@ -212,63 +230,6 @@ func (w *writer) config(c *Config) {
 	}
 }
 
-// Restore builds a machine from AppendSnapshot's bytes. It checks the
-// snapshot's consistency and refuses (with an error wrapping ErrSnapshot)
-// anything it cannot trust, rather than panicking later.
-func Restore(data []byte) (m *Machine, err error) {
-	d := decoder{b: data}
-	if len(data) < len(snapshotMagic) || string(data[:len(snapshotMagic)]) != snapshotMagic {
-		return nil, fmt.Errorf("%w: no snapshot header", ErrSnapshot)
-	}
-	d.off = len(snapshotMagic)
-	v := d.uvarint()
-	if d.err == nil && (v < 1 || v > snapshotVersion) {
-		return nil, fmt.Errorf("%w: version %d, this build reads 1 to %d", ErrSnapshot, v, snapshotVersion)
-	}
-	r := restorer{decoder: d, version: v}
-	m = r.machine()
-	if r.err == nil && r.off != len(r.b) {
-		r.fail("%d trailing bytes", len(r.b)-r.off)
-	}
-	if r.err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSnapshot, r.err)
-	}
-	return m, nil
-}
-
-type restorer struct {
-	decoder
-	version uint64
-}
-
-// count reads a length, refusing one that cannot fit in what remains
-// (every element takes at least min bytes), so a corrupt length cannot make
-// Restore allocate without bound.
-func (r *restorer) count(min int) int {
-	n := r.uvarint()
-	if r.err == nil && n > uint64((len(r.b)-r.off)/min) {
-		r.fail("count %d larger than the snapshot", n)
-		return 0
-	}
-	return int(n)
-}
-
-func (r *restorer) bool() bool {
-	b := r.byte()
-	if r.err == nil && b > 1 {
-		r.fail("bad bool %d", b)
-	}
-	return b == 1
-}
-
-func (r *restorer) msg() msg {
-	x := msg{index: r.uvarint(), expiry: r.varint(), size: r.uint32(), delivery: r.uint32(), acquired: r.uint32(), priority: r.byte()}
-	if r.err == nil && (x.index == 0 || x.priority > maxPriority || x.expiry < 0) {
-		r.fail("bad message record %+v", x)
-	}
-	return x
-}
-
 // config reads writer.config's record: in a snapshot and in an
 // UpdateConfig entry alike. It refuses what no ParseConfig could give, so
 // a corrupt record cannot make, say, a negative consumer timeout that a
@@ -303,200 +264,4 @@ func (d *decoder) config() Config {
 		}
 	}
 	return c
-}
-
-func (r *restorer) machine() *Machine {
-	version := uint64(1)
-	if r.version >= 3 {
-		version = r.uvarint()
-		if r.err == nil && (version < VersionSuspend || version > MachineVersion) {
-			r.fail("machine version %d, this build applies 1 to %d", version, MachineVersion)
-		}
-	}
-	m := New(r.config(), 0)
-	m.version = uint32(version)
-	m.lastIndex = r.uvarint()
-	m.clock = r.varint()
-	m.lastActive = r.varint()
-	m.deleteRequested = r.bool()
-	m.deliveries = r.uvarint()
-	// Every message must be in exactly one place: all indexes are collected
-	// and checked for duplicates at the end (a sorted slice costs 8 bytes a
-	// message where a set would cost several times that).
-	var all []uint64
-
-	for n, i := r.count(2), 0; i < n && r.err == nil; i++ {
-		id := r.uvarint()
-		var p publisher
-		p.next = r.uvarint()
-		nr := r.count(2)
-		for j := 0; j < nr && r.err == nil; j++ {
-			p.rejected = append(p.rejected, seqRange{r.uvarint(), r.uvarint()})
-		}
-		if _, dup := m.publishers[id]; dup || nr > maxRejectedRanges {
-			r.fail("bad publisher %d", id)
-		}
-		if r.err != nil {
-			break
-		}
-		m.publishers[id] = p
-	}
-
-	for n, i := r.count(8), 0; i < n && r.err == nil; i++ {
-		c := &consumer{id: ConsumerID(r.uvarint()), since: r.uvarint()}
-		flags := r.flags(0b11111)
-		c.getter, c.attached, c.exclusive, c.quiescing = flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0
-		c.suspended = flags&16 != 0
-		c.prefetch = r.uint32()
-		p := r.varint()
-		c.priority = int32(p)
-		c.timeout = r.varint()
-		c.lastDeadline = r.varint()
-		nheld := r.count(8)
-		if r.err == nil && (m.consumers[c.id] != nil || int64(c.priority) != p || c.timeout < 0 ||
-			(c.getter && (c.attached || nheld == 0)) || (!c.attached && nheld == 0) || (c.suspended && (!c.attached || m.version < VersionSuspend))) {
-			r.fail("bad consumer %d", c.id)
-		}
-		if r.err != nil {
-			break
-		}
-		m.consumers[c.id] = c
-		var prevDeadline int64 = -1 << 63
-		for j := 0; j < nheld && r.err == nil; j++ {
-			x := r.msg()
-			deadline, seq := r.varint(), r.uvarint()
-			_, dup := m.handedOut[seq]
-			if r.err == nil && (m.held[x.index].owner != nil || seq == 0 || seq > m.deliveries || dup ||
-				deadline > c.lastDeadline || deadline < prevDeadline) {
-				r.fail("bad checked-out message %d", x.index)
-			}
-			if r.err != nil {
-				break
-			}
-			prevDeadline = deadline
-			all = append(all, x.index)
-			m.held[x.index] = held{msg: x, owner: c, deadline: deadline, seq: seq}
-			m.handedOut[seq] = x.index
-			c.held++
-			c.order.push(delivery{index: x.index, seq: seq})
-		}
-		if c.attached {
-			m.attached++
-			if c.exclusive {
-				if m.exclusive != nil {
-					r.fail("two exclusive consumers")
-				}
-				m.exclusive = c
-			}
-			if !m.cfg.SingleActiveConsumer {
-				m.lineup.join(c)
-			}
-		}
-	}
-	if m.exclusive != nil && m.attached > 1 {
-		r.fail("an exclusive consumer is not alone")
-	}
-	if a := r.uvarint(); a != 0 && r.err == nil {
-		c := m.consumers[ConsumerID(a-1)]
-		if c == nil || !c.attached || !m.cfg.SingleActiveConsumer {
-			r.fail("bad active consumer %d", a-1)
-		}
-		m.active = c
-	}
-	for _, c := range m.consumers {
-		if r.err == nil && c.quiescing && c != m.active {
-			r.fail("consumer %d quiescing but not active", c.id)
-		}
-	}
-	if n := r.count(2); r.err == nil && n != len(m.lineup.levels) {
-		r.fail("%d lineup levels, consumers make %d", n, len(m.lineup.levels))
-	}
-	for _, lv := range m.lineup.levels {
-		if p := r.varint(); r.err == nil && p != int64(lv.priority) {
-			r.fail("lineup level %d, want %d", p, lv.priority)
-		}
-		for n, i := r.count(1), 0; i < n && r.err == nil; i++ {
-			c := m.consumers[ConsumerID(r.uvarint())]
-			if c == nil || c.level != lv || c.inLine || !c.canReceive() {
-				r.fail("bad consumer in line")
-				break
-			}
-			lv.line.push(c)
-			c.inLine = true
-		}
-	}
-	for _, c := range m.consumers {
-		if r.err == nil && c.level != nil && !c.inLine && c.canReceive() {
-			r.fail("consumer %d can receive but is not in line", c.id)
-		}
-	}
-
-	for n, i := r.count(6), 0; i < n && r.err == nil; i++ {
-		x := r.msg()
-		if r.err != nil {
-			break
-		}
-		all = append(all, x.index)
-		m.ready.pushReturned(x)
-	}
-	prev := priorityLevels
-	for n, i := r.count(2), 0; i < n && r.err == nil; i++ {
-		p := int(r.byte())
-		if r.err == nil && p >= prev {
-			r.fail("priority level %d out of order", p)
-		}
-		prev = p
-		var last uint64
-		for k, j := r.count(6), 0; j < k && r.err == nil; j++ {
-			x := r.msg()
-			if r.err == nil && (int(x.priority) != p || x.index <= last) {
-				r.fail("bad ready message %d", x.index)
-			}
-			if r.err != nil {
-				break
-			}
-			last = x.index
-			all = append(all, x.index)
-			m.ready.pushFresh(x)
-		}
-	}
-
-	for n, i := r.count(8), 0; i < n && r.err == nil; i++ {
-		x := deadLetter{msg: r.msg(), reason: Reason(r.byte()), time: r.varint()}
-		if r.err == nil && (m.dead.byIndex[x.index].index != 0 || x.reason < ReasonRejected || x.reason > ReasonDeliveryLimit) {
-			r.fail("bad dead letter %d", x.index)
-		}
-		if r.err != nil {
-			break
-		}
-		all = append(all, x.index)
-		m.dead.add(x)
-	}
-
-	if r.version >= 2 {
-		var prev waiting
-		for n, i := r.count(7), 0; i < n && r.err == nil; i++ {
-			w := waiting{at: r.varint(), x: r.msg()}
-			if r.err == nil && i > 0 && cmpWaiting(prev, w) >= 0 {
-				r.fail("delayed message %d out of order", w.x.index)
-			}
-			if r.err != nil {
-				break
-			}
-			prev = w
-			all = append(all, w.x.index)
-			m.delayed.q = append(m.delayed.q, w)
-			m.delayed.bytes += int64(w.x.size)
-		}
-	}
-	if r.err == nil {
-		slices.Sort(all)
-		for i, x := range all {
-			if (i > 0 && all[i-1] == x) || x > m.lastIndex {
-				r.fail("message %d twice, or after the last index %d", x, m.lastIndex)
-				break
-			}
-		}
-	}
-	return m
 }

@@ -51,9 +51,9 @@ func busyMachine(t testing.TB) *Machine {
 
 func (m *Machine) heldBy(id ConsumerID) []uint64 {
 	var ids []uint64
-	if c := m.consumers[id]; c != nil {
+	if c := m.consumers.byID[id]; c != nil {
 		for i := 0; i < c.order.len(); i++ {
-			if d := *c.order.at(i); m.live(c, d) {
+			if d := *c.order.at(i); m.checkouts.live(c, d) {
 				ids = append(ids, d.index)
 			}
 		}

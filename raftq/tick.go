@@ -3,6 +3,7 @@ package raftq
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -12,8 +13,8 @@ import (
 // NextDeadline is due, so an idle queue writes nothing.
 func (m *Machine) tick() {
 	m.expire()
-	m.timeouts()
-	if m.cfg.Expires >= 0 && !m.deleteRequested && len(m.consumers) == 0 &&
+	m.consumers.timeouts()
+	if m.cfg.Expires >= 0 && !m.deleteRequested && len(m.consumers.byID) == 0 &&
 		m.clock > addSat(m.lastActive, m.cfg.Expires) {
 		// rabbit_fifo is_expired/2: Ts > LastActive + Expires with no
 		// consumer (a cancelled one still holding messages counts).
@@ -28,38 +29,37 @@ func (m *Machine) tick() {
 // consumer is cancelled (EffectCancelConsumer: basic.cancel, or a channel
 // error for a client without consumer_cancel_notify) and its other
 // messages stay checked out, settleable, each with its own deadline.
-func (m *Machine) timeouts() {
+func (cs *consumers) timeouts() {
 	var due []*consumer
-	for _, c := range m.consumers {
-		if c.held > 0 && m.held[c.order.peek().index].deadline <= m.clock {
+	for _, c := range cs.byID {
+		if c.held > 0 && cs.m.checkouts.earliestDeadline(c) <= cs.m.clock {
 			due = append(due, c)
 		}
 	}
 	slices.SortFunc(due, func(a, b *consumer) int { return cmpID(a.id, b.id) })
 	for _, c := range due {
 		if c.attached {
-			m.emit(Effect{Kind: EffectCancelConsumer, Consumer: c.id, Reason: ReasonConsumerTimeout})
-			m.unattach(c)
+			cs.m.emit(Effect{Kind: EffectCancelConsumer, Consumer: c.id, Reason: ReasonConsumerTimeout})
+			cs.unattach(c)
 		} else if c.getter {
 			// A basic.get delivery timed out: there is no consumer to
 			// cancel, so the channel is closed (rabbit_channel falls back to
 			// the 406 when the tag is not one of its consumers).
-			m.emit(Effect{Kind: EffectCancelConsumer, Consumer: c.id, Reason: ReasonConsumerTimeout})
+			cs.m.emit(Effect{Kind: EffectCancelConsumer, Consumer: c.id, Reason: ReasonConsumerTimeout})
 		}
 		for c.order.len() > 0 {
-			d := *c.order.peek()
-			h, ok := m.held[d.index]
-			if ok && h.owner == c && h.seq == d.seq && h.deadline > m.clock {
+			k, d := &cs.m.checkouts, *c.order.peek()
+			if k.live(c, d) && k.held[d.index].deadline > cs.m.clock {
 				break
 			}
 			c.order.pop()
-			if x, ok := m.take(c, d); ok {
-				m.putBack(x, ReturnTimeout)
+			if x, ok := k.takeLive(c, d); ok {
+				cs.m.putBack(x, ReturnTimeout)
 			}
 		}
-		m.afterTake(c)
+		cs.afterTake(c)
 	}
-	m.activate()
+	cs.activate()
 }
 
 func cmpID(a, b ConsumerID) int { return cmp.Compare(a, b) }
@@ -75,26 +75,62 @@ func (m *Machine) NextDeadline() (at int64, ok bool) {
 	soonest := func(t int64) {
 		at, ok = min(at, t), true
 	}
-	if r := &m.ready; r.expiring > 0 {
-		if r.returns.len() > 0 && r.returns.peek().expiry != 0 {
-			soonest(r.returns.peek().expiry)
-		}
-		for p := range r.levels {
-			if r.levels[p].len() > 0 && r.levels[p].peek().expiry != 0 {
-				soonest(r.levels[p].peek().expiry)
-			}
-		}
+	if t, expiring := m.ready.nextExpiry(); expiring {
+		soonest(t)
 	}
-	for _, c := range m.consumers { // a minimum: map order cannot show
-		if c.held > 0 {
-			soonest(m.held[c.order.peek().index].deadline)
-		}
+	if t, holding := m.consumers.nextTimeout(); holding {
+		soonest(t)
 	}
-	if m.cfg.Expires >= 0 && !m.deleteRequested && len(m.consumers) == 0 {
+	if m.cfg.Expires >= 0 && !m.deleteRequested && len(m.consumers.byID) == 0 {
 		soonest(addSat(addSat(m.lastActive, m.cfg.Expires), 1))
 	}
 	if t, waiting := m.delayed.next(); waiting {
 		soonest(t)
+	}
+	return at, ok
+}
+
+// expire dead-letters expired messages from the head of the returns and of
+// every priority level, stopping in each at the first unexpired message
+// (rabbit_fifo expire_batch/3; the priority guide's "Priority-Aware Message
+// Expiration"). Behind an unexpired head, a message waits, as the TTL guide
+// says quorum queues expire "when they reach the head of the queue".
+func (m *Machine) expire() {
+	r := &m.ready
+	if r.expiring == 0 {
+		return
+	}
+	for r.returns.len() > 0 && r.returns.peek().expired(m.clock) {
+		x := r.returns.pop()
+		r.count(&x, -1)
+		m.deadLetter(x, ReasonExpired)
+	}
+	for b := r.nonEmpty; b != 0; {
+		p := bits.Len32(b) - 1
+		b &^= 1 << p
+		for r.levels[p].len() > 0 && r.levels[p].peek().expired(m.clock) {
+			m.deadLetter(r.popLevel(p), ReasonExpired)
+		}
+	}
+}
+
+// addSat is a + b for b >= 0, saturating instead of overflowing.
+func addSat(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// nextTimeout is the earliest consumer-timeout deadline of a checked-out
+// message; false when none is checked out.
+func (cs *consumers) nextTimeout() (at int64, ok bool) {
+	for _, c := range cs.byID { // a minimum: map order cannot show
+		if c.held > 0 {
+			if t := cs.m.checkouts.earliestDeadline(c); !ok || t < at {
+				at, ok = t, true
+			}
+		}
 	}
 	return at, ok
 }
