@@ -156,7 +156,7 @@ func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 	close(w.stop)
 	switch mode {
 	case pathLocal:
-		r.local().Cancel(w)
+		r.leaders.local().Cancel(w)
 	case pathRemote:
 		// The leader detaches, sends what it delivered until then, and
 		// ends the stream.
@@ -220,7 +220,7 @@ func (r *Router) Resume(c queue.Consumer) {
 	local := w.mode == pathLocal
 	w.mu.Unlock()
 	if local {
-		r.local().Resume(w)
+		r.leaders.local().Resume(w)
 	}
 }
 
@@ -291,7 +291,7 @@ func (w *consumer) connect(ctx context.Context) error {
 	}
 	backoff := minBackoff
 	for {
-		t, err := r.resolve(ctx)
+		t, err := r.leaders.resolve(ctx)
 		if err != nil {
 			return err
 		}
@@ -309,7 +309,7 @@ func (w *consumer) connect(ctx context.Context) error {
 			// Deliveries may come before Consume returns.
 			w.mode, w.att = pathLocal, nil
 			w.mu.Unlock()
-			err := r.local().Consume(w, w.opts)
+			err := r.leaders.local().Consume(w, w.opts)
 			if err == nil {
 				return nil
 			}
@@ -330,7 +330,7 @@ func (w *consumer) connect(ctx context.Context) error {
 			if !f.retry {
 				return f.err
 			}
-			r.forgetLeader(f)
+			r.leaders.forget(f)
 		}
 		r.log.Debug("forward: consumer attach failed, retrying", "consumer", w.opts.Tag, "err", f.err)
 		if werr := r.sleep(ctx, backoff); werr != nil {
@@ -343,7 +343,7 @@ func (w *consumer) connect(ctx context.Context) error {
 // attachRemote opens a Consume stream to the leader at addr.
 func (w *consumer) attachRemote(ctx context.Context, addr string) failure {
 	r := w.r
-	c, err := r.client(addr)
+	c, err := r.leaders.client(addr)
 	if err != nil {
 		return failure{err: err}
 	}
@@ -450,7 +450,7 @@ func (w *consumer) reattach() bool {
 		// Cancelled while attaching: detach again.
 		switch mode {
 		case pathLocal:
-			r.local().Cancel(w)
+			r.leaders.local().Cancel(w)
 		case pathRemote:
 			a.close()
 		}
@@ -474,7 +474,7 @@ func (w *consumer) receive(a *attachment) bool {
 			}
 			f := fromStatus(err)
 			r.attachmentEnded(a)
-			r.forgetLeader(f)
+			r.leaders.forget(f)
 			r.log.Debug("forward: consume stream ended; re-attaching", "consumer", w.opts.Tag, "err", err)
 			return true
 		}

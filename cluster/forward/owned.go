@@ -184,7 +184,7 @@ func (r *Router) runOwnedSettler() {
 func (r *Router) sendOwned(list []replica.OwnedSettlement) error {
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
-	return r.onLeader(ctx, func(l Local) error {
+	return r.leaders.onLeader(ctx, func(l Local) error {
 		return l.SettleOwned(list)
 	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
 		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Owned: encodeOwned(list)})

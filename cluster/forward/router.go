@@ -101,9 +101,11 @@ type Router struct {
 	pubStarted atomic.Bool
 	setStarted atomic.Bool
 
+	// leaders finds the group's leader and runs calls there (leader.go).
+	leaders leaderFinder
+
 	mu        sync.Mutex
 	closed    bool
-	leader    string // the leader node as last learned (non-members)
 	consumers map[queue.Consumer]*consumer
 	// cancelled holds the IDs of consumers cancelled while their channel
 	// stays open, until the channel closes and releases them (Release).
@@ -124,12 +126,6 @@ type Router struct {
 	// owned carries settlements by holder: of forwarded gets, and the
 	// release of closed channels' consumers (owned.go).
 	owned ownedSettler
-
-	// members and localMember start as cfg.Members and cfg.Local;
-	// SetMembers replaces them when the group gains or loses a member
-	// (members.go). Read them through memberNames, member and local.
-	members     atomic.Pointer[[]string]
-	localMember atomic.Pointer[localBox]
 }
 
 // origin is where deliveries came from.
@@ -166,9 +162,10 @@ func NewRouter(cfg RouterConfig) *Router {
 		settleWake: make(chan struct{}, 1),
 	}
 	r.owned.init()
+	r.leaders.r = r
 	r.SetMembers(cfg.Members, cfg.Local)
-	r.leader = cfg.Leader
-	// From here on they live in members and localMember only: a member
+	r.leaders.leader = cfg.Leader
+	// From here on they live in leaders only: a member
 	// closed and replaced (a hibernating group, cluster/node) must not
 	// stay reachable from the config.
 	r.cfg.Members, r.cfg.Local = nil, nil
@@ -182,38 +179,10 @@ func randomID() uint64 {
 	return binary.BigEndian.Uint64(b[:]) | 1
 }
 
-// target is where the leader is: this node's member or a node address.
-type target struct {
-	local bool
-	addr  string
-}
-
-// resolve finds the leader, waiting with backoff until ctx is done, or
-// returns at once why the group is gone (RouterConfig.Gone).
-func (r *Router) resolve(ctx context.Context) (target, error) {
-	backoff := minBackoff
-	for {
-		if r.cfg.Gone != nil {
-			if err := r.cfg.Gone(); err != nil {
-				return target{}, err
-			}
-		}
-		t, err := r.tryResolve(ctx)
-		if err == nil {
-			return t, nil
-		}
-		r.log.Debug("forward: no leader yet", "err", err)
-		if werr := r.sleep(ctx, backoff); werr != nil {
-			return target{}, fmt.Errorf("forward: queue %s: %w (%v)", r.cfg.Name, werr, err)
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
-}
-
 // AwaitLeader resolves the group's leader, waking the group if it
 // hibernates, and returns once one is known or ctx ends.
 func (r *Router) AwaitLeader(ctx context.Context) error {
-	_, err := r.resolve(ctx)
+	_, err := r.leaders.resolve(ctx)
 	return err
 }
 
@@ -228,135 +197,6 @@ func (r *Router) sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-r.ctx.Done():
 		return queue.ErrDeleted
-	}
-}
-
-func (r *Router) tryResolve(ctx context.Context) (target, error) {
-	if r.member() == nil && r.cfg.Wake != nil {
-		r.cfg.Wake() // a hibernated member opens; a non-member's is a no-op
-	}
-	if l := r.member(); l != nil {
-		if l.IsLeader() {
-			return target{local: true}, nil
-		}
-		if name := l.Leader(); name != "" {
-			return r.remote(name)
-		}
-		// A member that knows no leader may just have joined the group
-		// (its replica opened after the others'): the leader, having
-		// failed to reach it before, backs off for seconds before trying
-		// again. Ask the other members rather than wait for it.
-	} else {
-		r.mu.Lock()
-		name := r.leader
-		r.mu.Unlock()
-		if name != "" {
-			return r.remote(name)
-		}
-	}
-	leader, _, err := r.askLeader(ctx, false)
-	if leader == "" {
-		return target{}, errors.Join(err, errNoLeader)
-	}
-	return r.remote(leader)
-}
-
-// askLeader asks the members in turn which node leads, until one names
-// it (and it is remembered), or with peek until one says the group
-// hibernates; err gathers why the others did not answer.
-func (r *Router) askLeader(ctx context.Context, peek bool) (leader string, asleep bool, err error) {
-	var errs []error
-	for _, m := range r.memberNames() {
-		addr, ok := r.cfg.Addr(m)
-		if !ok {
-			continue
-		}
-		c, err := r.client(addr)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-		rep, err := c.Leader(cctx, &queuepb.LeaderRequest{QueueId: r.cfg.QueueID, Peek: peek})
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", m, err))
-			continue
-		}
-		if rep.Leader != "" {
-			r.mu.Lock()
-			r.leader = rep.Leader
-			r.mu.Unlock()
-			return rep.Leader, false, nil
-		}
-		if rep.Asleep {
-			return "", true, nil
-		}
-	}
-	return "", false, errors.Join(errs...)
-}
-
-func (r *Router) remote(node string) (target, error) {
-	addr, ok := r.cfg.Addr(node)
-	if !ok {
-		r.forgetLeader(failure{})
-		return target{}, fmt.Errorf("forward: no address for node %q", node)
-	}
-	return target{addr: addr}, nil
-}
-
-// forgetLeader drops the cached leader after a "not leader" or
-// unavailable answer, keeping the answering member's hint.
-func (r *Router) forgetLeader(f failure) {
-	r.mu.Lock()
-	r.leader = f.leader
-	r.mu.Unlock()
-}
-
-func (r *Router) client(addr string) (queuepb.ForwardClient, error) {
-	conn, err := r.cfg.Pool.Conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	return queuepb.NewForwardClient(conn), nil
-}
-
-// onLeader runs local when this node's member leads, else remote with the
-// leader's client, resolving the leader again after "not leader" and
-// unavailable answers, until ctx is done.
-func (r *Router) onLeader(ctx context.Context, local func(Local) error, remote func(context.Context, queuepb.ForwardClient, string) error) error {
-	backoff := minBackoff
-	for {
-		t, err := r.resolve(ctx)
-		if err != nil {
-			return err
-		}
-		var f failure
-		if t.local {
-			err := local(r.local())
-			if !isNotLeader(err) {
-				return err
-			}
-			f = failure{err: err, retry: true}
-		} else {
-			c, err := r.client(t.addr)
-			if err != nil {
-				return err
-			}
-			f = fromStatus(remote(ctx, c, t.addr))
-			if f.err == nil {
-				return nil
-			}
-			if !f.retry {
-				return f.err
-			}
-			r.forgetLeader(f)
-		}
-		r.log.Debug("forward: leader moved, retrying", "err", f.err)
-		if werr := r.sleep(ctx, backoff); werr != nil {
-			return fmt.Errorf("forward: queue %s: %w", r.cfg.Name, f.err)
-		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
@@ -383,7 +223,7 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 	var d queue.Delivery
 	var remaining uint32
 	var ok bool
-	err := r.onLeader(ctx, func(l Local) error {
+	err := r.leaders.onLeader(ctx, func(l Local) error {
 		var err error
 		d, remaining, ok, err = l.Get(noAck)
 		if err == nil && ok && d.ID != 0 {
@@ -426,7 +266,7 @@ func (r *Router) Purge() (uint32, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
 	var n uint32
-	err := r.onLeader(ctx, func(l Local) error {
+	err := r.leaders.onLeader(ctx, func(l Local) error {
 		var err error
 		n, err = l.Purge()
 		return err
@@ -446,49 +286,27 @@ func (r *Router) Purge() (uint32, error) {
 // own count when the leader cannot be reached in time; a non-member
 // reports zero then.
 func (r *Router) Stats() queue.Stats {
-	if l := r.member(); l != nil && l.IsLeader() {
+	if l := r.leaders.member(); l != nil && l.IsLeader() {
 		return l.Stats()
 	}
-	if r.asleep() {
+	if r.leaders.asleep() {
 		return queue.Stats{} // hibernated: empty and unused, and left asleep
 	}
 	st, err := r.remoteStats()
 	if err != nil {
 		r.log.Debug("forward: stats unavailable", "err", err)
-		if l := r.member(); l != nil {
+		if l := r.leaders.member(); l != nil {
 			return l.Stats()
 		}
 	}
 	return st
 }
 
-// asleep reports, without waking it, whether the group hibernates: this
-// node's member is closed, or for a non-member that knows no leader, a
-// member asked with a peek says so.
-func (r *Router) asleep() bool {
-	if r.member() != nil {
-		return false
-	}
-	if r.cfg.Asleep != nil && r.cfg.Asleep() {
-		return true
-	}
-	r.mu.Lock()
-	known := r.leader != ""
-	r.mu.Unlock()
-	if known {
-		return false // its Stats answer for a hibernated group without waking it
-	}
-	ctx, cancel := context.WithTimeout(r.ctx, statsTimeout)
-	defer cancel()
-	_, asleep, _ := r.askLeader(ctx, true)
-	return asleep
-}
-
 func (r *Router) remoteStats() (queue.Stats, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, statsTimeout)
 	defer cancel()
 	var st queue.Stats
-	err := r.onLeader(ctx, func(l Local) error {
+	err := r.leaders.onLeader(ctx, func(l Local) error {
 		st = l.Stats()
 		return nil
 	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
@@ -506,7 +324,7 @@ func (r *Router) remoteStats() (queue.Stats, error) {
 // count, or the leader's as last seen for a non-member.
 func (r *Router) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	var n uint32
-	if l := r.member(); l != nil {
+	if l := r.leaders.member(); l != nil {
 		var err error
 		if n, err = l.Delete(ifUnused, ifEmpty); err != nil && !errors.Is(err, queue.ErrDeleted) {
 			return 0, err
@@ -535,7 +353,7 @@ func (r *Router) Close() {
 		w.end(nil)
 	}
 	r.wg.Wait()
-	if l := r.member(); l != nil {
+	if l := r.leaders.member(); l != nil {
 		l.Close()
 	}
 }
@@ -603,7 +421,7 @@ func (r *Router) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint
 		return // nothing was delivered through this node
 	}
 	if o.local {
-		if l := r.member(); l != nil {
+		if l := r.leaders.member(); l != nil {
 			settleOn(l, &queuepb.Settlement{Op: op, Cause: uint32(cause), Ids: ids})
 		}
 		return
@@ -664,7 +482,7 @@ func (r *Router) atLeaderLater(local func(Local) error, remote func(context.Cont
 		retry := settleRetryMin
 		for {
 			ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
-			err := r.onLeader(ctx, local, remote)
+			err := r.leaders.onLeader(ctx, local, remote)
 			cancel()
 			if err == nil {
 				return
@@ -721,7 +539,7 @@ func (r *Router) settler() {
 		r.unary = make(map[string][]*queuepb.Settlement)
 		r.settleMu.Unlock()
 		for addr, list := range batch {
-			c, err := r.client(addr)
+			c, err := r.leaders.client(addr)
 			if err == nil {
 				ctx, cancel := context.WithTimeout(r.ctx, rpcTimeout)
 				_, err = c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Settlements: list})
@@ -770,17 +588,7 @@ func (r *Router) startOnce(started *atomic.Bool, fn func()) {
 // Leader is the group's leader as this node knows it without asking
 // anyone: its member's view, or the leader a non-member last learned ("" if
 // none yet).
-func (r *Router) Leader() string {
-	if l := r.member(); l != nil {
-		return l.Leader()
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.leader == "" {
-		return r.cfg.Leader
-	}
-	return r.leader
-}
+func (r *Router) Leader() string { return r.leaders.known() }
 
 // Reconfigure gives the group's leader the queue's new effective
 // x-arguments (a policy changed): this node's member when it leads, else
@@ -793,7 +601,7 @@ func (r *Router) Reconfigure(args wire.Table) error {
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
-	return r.onLeader(ctx, func(l Local) error {
+	return r.leaders.onLeader(ctx, func(l Local) error {
 		return l.Reconfigure(args)
 	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
 		_, err := c.Reconfigure(ctx, &queuepb.ReconfigureRequest{QueueId: r.cfg.QueueID, Arguments: data})
