@@ -173,7 +173,7 @@ func (r *Router) stopConsumer(c queue.Consumer, release bool) {
 // releaseGrace from now, once the acknowledgements sent before can have
 // arrived.
 func (r *Router) releaseAfterGrace(id uint64) {
-	time.AfterFunc(releaseGrace, func() { r.releaseOwner(id) })
+	time.AfterFunc(releaseGrace, func() { r.owned.release(id) })
 }
 
 // releaseAfter declares the released consumer w (its owner ID id) down at
@@ -185,7 +185,7 @@ func (r *Router) releaseAfter(w *consumer, id uint64) {
 			r.log.Warn("forward: released consumer still attaching; declaring it down anyway", "consumer", w.opts.Tag)
 		}
 		time.Sleep(releaseGrace)
-		r.releaseOwner(id)
+		r.owned.release(id)
 	}()
 }
 
@@ -227,7 +227,7 @@ func (r *Router) Resume(c queue.Consumer) {
 // Deliver implements queue.Consumer for a local attachment.
 func (w *consumer) Deliver(d queue.Delivery) bool {
 	if d.ID != 0 {
-		w.r.noteOrigin(true, "", nil)
+		w.r.settles.noteOrigin(true, "", nil)
 		w.last.Store(d.ID)
 	}
 	return w.c.Deliver(d)
@@ -469,11 +469,11 @@ func (w *consumer) receive(a *attachment) bool {
 		if err != nil {
 			a.close()
 			if w.isOver() {
-				r.attachmentEnded(a)
+				r.settles.attachmentEnded(a)
 				return false
 			}
 			f := fromStatus(err)
-			r.attachmentEnded(a)
+			r.settles.attachmentEnded(a)
 			r.leaders.forget(f)
 			r.log.Debug("forward: consume stream ended; re-attaching", "consumer", w.opts.Tag, "err", err)
 			return true
@@ -485,7 +485,7 @@ func (w *consumer) receive(a *attachment) bool {
 				continue
 			}
 			if d.ID != 0 {
-				r.noteOrigin(false, a.addr, a)
+				r.settles.noteOrigin(false, a.addr, a)
 				w.last.Store(d.ID)
 			}
 			w.c.Deliver(d)
@@ -493,12 +493,12 @@ func (w *consumer) receive(a *attachment) bool {
 		switch {
 		case rep.Gone:
 			a.close()
-			r.attachmentEnded(a)
+			r.settles.attachmentEnded(a)
 			w.end(func(c queue.Consumer) { c.Gone() })
 			return false
 		case rep.TimedOut:
 			a.close()
-			r.attachmentEnded(a)
+			r.settles.attachmentEnded(a)
 			timeout := time.Duration(rep.TimeoutMs) * time.Millisecond
 			w.end(func(c queue.Consumer) { c.TimedOut(timeout) })
 			return false
@@ -632,9 +632,9 @@ func (a *attachment) close() {
 	a.mu.Unlock()
 	a.cancel()
 	for _, s := range sent {
-		a.w.r.settleUnary(a.addr, s.list)
+		a.w.r.settles.sendUnary(a.addr, s.list)
 	}
-	a.w.r.settleUnary(a.addr, out)
+	a.w.r.settles.sendUnary(a.addr, out)
 }
 
 // noteSent keeps list, sent on the stream now, for close; older sends
@@ -676,7 +676,7 @@ func (a *attachment) sender() {
 			continue
 		}
 		if err := a.stream.Send(&queuepb.ConsumeRequest{Settlements: out, Cancel: cancel}); err != nil {
-			a.w.r.settleUnary(a.addr, out)
+			a.w.r.settles.sendUnary(a.addr, out)
 			return
 		}
 		if len(out) > 0 {

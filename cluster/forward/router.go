@@ -17,7 +17,6 @@ import (
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/queuepb"
-	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 )
@@ -93,13 +92,12 @@ type Router struct {
 	pub    *publisher
 	wg     sync.WaitGroup
 
-	// The publisher's and the settler's goroutines start on first use
-	// (go.go): most routers of a node with many queues never publish or
-	// settle through it, and an idle goroutine still costs a stack.
+	// The publisher's and the settlers' goroutines start on first use
+	// (startOnce): most routers of a node with many queues never publish
+	// or settle through it, and an idle goroutine still costs a stack.
 	goMu       sync.Mutex
 	goStopped  bool
 	pubStarted atomic.Bool
-	setStarted atomic.Bool
 
 	// leaders finds the group's leader and runs calls there (leader.go).
 	leaders leaderFinder
@@ -111,30 +109,12 @@ type Router struct {
 	// stays open, until the channel closes and releases them (Release).
 	cancelled cancelledSet
 
-	// source is where the latest delivery came from: the leader, as far
-	// as this node can tell without asking. Settlements go there; a
-	// delivery's ID means the same to every member (the machine numbers
-	// its handings-out), so the leader settles what its predecessors
-	// handed out, and a member that no longer leads passes them on
-	// (replica/former.go). Replaced, never changed, so read without a lock.
-	source atomic.Pointer[origin]
-
-	settleMu   sync.Mutex
-	unary      map[string][]*queuepb.Settlement // by node address, for the settler
-	settleWake chan struct{}
+	// settles carries settlements by delivery ID (settle.go).
+	settles settlements
 
 	// owned carries settlements by holder: of forwarded gets, and the
 	// release of closed channels' consumers (owned.go).
 	owned ownedSettler
-}
-
-// origin is where deliveries came from.
-type origin struct {
-	local bool
-	addr  string
-	// stream is a live consume stream to that member, which carries
-	// settlements; nil sends them with the unary Settle.
-	stream atomic.Pointer[attachment]
 }
 
 var (
@@ -152,16 +132,15 @@ func NewRouter(cfg RouterConfig) *Router {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Router{
-		cfg:        cfg,
-		log:        cfg.Log.With("queue", cfg.Name),
-		ctx:        ctx,
-		cancel:     cancel,
-		consumers:  make(map[queue.Consumer]*consumer),
-		cancelled:  newCancelledSet(),
-		unary:      make(map[string][]*queuepb.Settlement),
-		settleWake: make(chan struct{}, 1),
+		cfg:       cfg,
+		log:       cfg.Log.With("queue", cfg.Name),
+		ctx:       ctx,
+		cancel:    cancel,
+		consumers: make(map[queue.Consumer]*consumer),
+		cancelled: newCancelledSet(),
 	}
-	r.owned.init()
+	r.settles.init(r)
+	r.owned.init(r)
 	r.leaders.r = r
 	r.SetMembers(cfg.Members, cfg.Local)
 	r.leaders.leader = cfg.Leader
@@ -219,7 +198,7 @@ func (r *Router) Enqueue(ctx context.Context, m *queue.Message, done func(error)
 func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
-	r.awaitOwned(ctx)
+	r.owned.await(ctx)
 	var d queue.Delivery
 	var remaining uint32
 	var ok bool
@@ -227,7 +206,7 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 		var err error
 		d, remaining, ok, err = l.Get(noAck)
 		if err == nil && ok && d.ID != 0 {
-			r.noteOrigin(true, "", nil)
+			r.settles.noteOrigin(true, "", nil)
 		}
 		return err
 	}, func(ctx context.Context, c queuepb.ForwardClient, addr string) error {
@@ -236,7 +215,7 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 		if err != nil {
 			// Perhaps committed, its answer lost: whatever the getter
 			// holds goes back. (Nothing, if the get never reached the log.)
-			r.releaseOwner(getter)
+			r.owned.release(getter)
 			return err
 		}
 		ok, remaining = rep.Ok, rep.Remaining
@@ -244,14 +223,14 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 			return nil
 		}
 		if d, err = decodeDelivery(rep.Delivery); err != nil {
-			r.releaseOwner(getter)
+			r.owned.release(getter)
 			return err
 		}
 		if d.ID != 0 {
 			if rep.Owned {
-				r.noteGet(d.ID, getter)
+				r.owned.noteGet(d.ID, getter)
 			}
-			r.noteOrigin(false, addr, nil)
+			r.settles.noteOrigin(false, addr, nil)
 		}
 		return nil
 	})
@@ -376,199 +355,6 @@ func (r *Router) stop() []*consumer {
 	return ws
 }
 
-// noteOrigin records where a delivery came from; a is the remote stream
-// that carried it, if any. It is called per delivery, so the usual case
-// (the same source) takes no lock and allocates nothing.
-func (r *Router) noteOrigin(local bool, addr string, a *attachment) {
-	if o := r.source.Load(); o != nil && o.local == local && o.addr == addr {
-		if a != nil && o.stream.Load() != a {
-			o.stream.Store(a)
-		}
-		return
-	}
-	o := &origin{local: local, addr: addr}
-	if a != nil {
-		o.stream.Store(a)
-	}
-	r.source.Store(o)
-}
-
-// attachmentEnded stops settlements going through a's stream.
-func (r *Router) attachmentEnded(a *attachment) {
-	if o := r.source.Load(); o != nil {
-		o.stream.CompareAndSwap(a, nil)
-	}
-}
-
-// Settle acknowledges deliveries at the leader, as far as this node knows
-// it (where the latest delivery came from).
-func (r *Router) Settle(ids []uint64) { r.settle(queuepb.SettleOp_SETTLE, 0, ids) }
-
-// Requeue returns deliveries to the queue.
-func (r *Router) Requeue(ids []uint64, cause queue.ReturnCause) {
-	r.settle(queuepb.SettleOp_REQUEUE, cause, ids)
-}
-
-// Discard drops (dead-letters) deliveries.
-func (r *Router) Discard(ids []uint64, cause queue.ReturnCause) {
-	r.settle(queuepb.SettleOp_DISCARD, cause, ids)
-}
-
-func (r *Router) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) {
-	ids = r.settleGets(opOf(op), cause, ids)
-	o := r.source.Load()
-	if o == nil || len(ids) == 0 {
-		return // nothing was delivered through this node
-	}
-	if o.local {
-		if l := r.leaders.member(); l != nil {
-			settleOn(l, &queuepb.Settlement{Op: op, Cause: uint32(cause), Ids: ids})
-		}
-		return
-	}
-	ids = append([]uint64(nil), ids...)
-	if a := o.stream.Load(); a != nil && a.settle(op, cause, ids) {
-		return
-	}
-	r.settleUnary(o.addr, []*queuepb.Settlement{{Op: op, Cause: uint32(cause), Ids: ids}})
-}
-
-// SettleHeld passes settlements that this node's member named by consumer
-// and message, as a former leader (replica/former.go), to the leader. It
-// returns at once; they are sent until a leader takes them
-// (atLeaderLater).
-func (r *Router) SettleHeld(list []replica.HeldSettlement) {
-	if len(list) == 0 {
-		return
-	}
-	r.atLeaderLater(func(l Local) error {
-		return l.SettleHeld(list)
-	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
-		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Held: encodeHeld(list)})
-		return err
-	}, func(err error) {
-		r.log.Debug("forward: a former leader's settlements dropped", "err", err)
-	})
-}
-
-// SettleDeliveriesAtLeader passes settlements, by delivery ID, that this
-// node's member could not resolve (it has not applied the entries that
-// handed them out) on to the leader. It returns at once; they are sent
-// until a leader takes them (atLeaderLater).
-func (r *Router) SettleDeliveriesAtLeader(op raftq.Op, cause queue.ReturnCause, deliveries []uint64) {
-	if len(deliveries) == 0 {
-		return
-	}
-	list := []*queuepb.Settlement{{Op: opWire(op), Cause: uint32(cause), Ids: append([]uint64(nil), deliveries...)}}
-	r.settleAtLeader("", list, nil)
-}
-
-// atLeaderLater runs onLeader on a goroutine of the router's wait group,
-// again and again (each try for up to opTimeout) until it succeeds, and
-// failed with its error once it cannot any more: the queue is gone or the
-// router is closing. Nothing once the router is stopping. Settlements are
-// idempotent (a message its holder no longer holds is left alone), so a
-// late one is harmless, while a dropped one leaves a message checked out
-// to a consumer that believes it settled it, using up its prefetch.
-func (r *Router) atLeaderLater(local func(Local) error, remote func(context.Context, queuepb.ForwardClient, string) error, failed func(error)) {
-	r.goMu.Lock()
-	defer r.goMu.Unlock()
-	if r.goStopped {
-		return
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		retry := settleRetryMin
-		for {
-			ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
-			err := r.leaders.onLeader(ctx, local, remote)
-			cancel()
-			if err == nil {
-				return
-			}
-			if errors.Is(err, queue.ErrDeleted) || r.sleep(r.ctx, retry) != nil {
-				failed(err)
-				return
-			}
-			r.log.Debug("forward: settlements not taken yet; sending them again", "err", err)
-			retry = min(2*retry, settleRetryMax)
-		}
-	}()
-}
-
-// settleUnary hands settlements to the settler goroutine.
-func (r *Router) settleUnary(addr string, list []*queuepb.Settlement) {
-	if len(list) == 0 {
-		return
-	}
-	r.settleMu.Lock()
-	for _, s := range list {
-		r.unary[addr] = appendSettlement(r.unary[addr], s.Op, queue.ReturnCause(s.Cause), s.Ids)
-	}
-	r.settleMu.Unlock()
-	r.startOnce(&r.setStarted, r.settler)
-	select {
-	case r.settleWake <- struct{}{}:
-	default:
-	}
-}
-
-// appendSettlement adds ids to list, merging with its last settlement
-// when op and cause match.
-func appendSettlement(list []*queuepb.Settlement, op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) []*queuepb.Settlement {
-	if n := len(list); n > 0 && list[n-1].Op == op && list[n-1].Cause == uint32(cause) {
-		list[n-1].Ids = append(list[n-1].Ids, ids...)
-		return list
-	}
-	return append(list, &queuepb.Settlement{Op: op, Cause: uint32(cause), Ids: ids})
-}
-
-// settler sends settlements that no live consume stream carries, one
-// unary call per node per batch.
-func (r *Router) settler() {
-	defer r.wg.Done()
-	for {
-		select {
-		case <-r.settleWake:
-		case <-r.ctx.Done():
-			return
-		}
-		r.settleMu.Lock()
-		batch := r.unary
-		r.unary = make(map[string][]*queuepb.Settlement)
-		r.settleMu.Unlock()
-		for addr, list := range batch {
-			c, err := r.leaders.client(addr)
-			if err == nil {
-				ctx, cancel := context.WithTimeout(r.ctx, rpcTimeout)
-				_, err = c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Settlements: list})
-				cancel()
-			}
-			if err != nil {
-				r.settleAtLeader(addr, list, err)
-			}
-		}
-	}
-}
-
-// settleAtLeader sends settlements that addr did not take (its node is
-// gone, say) to the leader, which knows every delivery's ID. It returns at
-// once; they are sent until a leader takes them (atLeaderLater).
-func (r *Router) settleAtLeader(addr string, list []*queuepb.Settlement, cause error) {
-	r.atLeaderLater(func(l Local) error {
-		for _, s := range list {
-			settleOn(l, s)
-		}
-		return nil
-	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
-		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Settlements: list})
-		return err
-	}, func(err error) {
-		r.log.Debug("forward: settlements dropped", "addr", addr, "cause", cause, "err", err)
-	})
-}
-
 // startOnce runs fn on a goroutine of the router's wait group the first
 // time it is called with started, unless the router is stopping.
 func (r *Router) startOnce(started *atomic.Bool, fn func()) {
@@ -583,6 +369,21 @@ func (r *Router) startOnce(started *atomic.Bool, fn func()) {
 	started.Store(true)
 	r.wg.Add(1)
 	go fn()
+}
+
+// spawn runs fn on a goroutine of the router's wait group, unless the
+// router is stopping.
+func (r *Router) spawn(fn func()) {
+	r.goMu.Lock()
+	defer r.goMu.Unlock()
+	if r.goStopped {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		fn()
+	}()
 }
 
 // Leader is the group's leader as this node knows it without asking
