@@ -28,6 +28,12 @@ type leaderFinder struct {
 	localMember atomic.Pointer[localBox]
 }
 
+func (f *leaderFinder) init(r *Router, members []string, local Local, leader string) {
+	f.r = r
+	f.set(members, local)
+	f.leader = leader
+}
+
 // target is where the leader is: this node's member or a node address.
 type target struct {
 	local bool

@@ -82,6 +82,8 @@ type publisher struct {
 	// in a line counts the publishes its kind failed since the previous
 	// line without a line of their own.
 	goneWarn, lateWarn warnPace
+	// started: run's goroutine is started on first use (Router.startOnce).
+	started atomic.Bool
 }
 
 type pubStream struct {
@@ -96,7 +98,7 @@ func newPublisher(r *Router) *publisher {
 }
 
 func (p *publisher) signal() {
-	p.r.startOnce(&p.r.pubStarted, p.run)
+	p.r.startOnce(&p.started, p.run)
 	select {
 	case p.wake <- struct{}{}:
 	default:

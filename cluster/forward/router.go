@@ -84,37 +84,36 @@ var ErrPublishTimeout = errors.New("forward: publish not confirmed in time")
 // replicated queue on every node, member or not: each call goes to the
 // group's leader, straight to Local when it leads, else over gRPC to the
 // leader node's Server.
+//
+// The Router itself holds what its parts share: the config, the log and
+// its lifetime (the context its calls and goroutines end with, their wait
+// group, and whether one may still start). Each part owns its own state,
+// with the lock guarding it, and points back to the Router for the rest:
+//   - leaders (leader.go, members.go): the membership, where the group is
+//     led from, and calls run there;
+//   - pub (publish.go): numbered publishes, kept until the leader answers;
+//   - consumers (consumers.go): the consumers, each following the leader
+//     (consume.go) through its Consume stream (attachment.go);
+//   - settles (settle.go): settlements by delivery ID;
+//   - owned (owned.go): settlements by holder.
 type Router struct {
 	cfg    RouterConfig
 	log    *slog.Logger
 	ctx    context.Context // done once the router is closed or deleted
 	cancel context.CancelFunc
-	pub    *publisher
 	wg     sync.WaitGroup
 
 	// The publisher's and the settlers' goroutines start on first use
 	// (startOnce): most routers of a node with many queues never publish
 	// or settle through it, and an idle goroutine still costs a stack.
-	goMu       sync.Mutex
-	goStopped  bool
-	pubStarted atomic.Bool
+	goMu      sync.Mutex
+	goStopped bool
 
-	// leaders finds the group's leader and runs calls there (leader.go).
-	leaders leaderFinder
-
-	mu        sync.Mutex
-	closed    bool
-	consumers map[queue.Consumer]*consumer
-	// cancelled holds the IDs of consumers cancelled while their channel
-	// stays open, until the channel closes and releases them (Release).
-	cancelled cancelledSet
-
-	// settles carries settlements by delivery ID (settle.go).
-	settles settlements
-
-	// owned carries settlements by holder: of forwarded gets, and the
-	// release of closed channels' consumers (owned.go).
-	owned ownedSettler
+	leaders   leaderFinder
+	pub       *publisher
+	consumers consumerSet
+	settles   settlements
+	owned     ownedSettler
 }
 
 var (
@@ -132,23 +131,20 @@ func NewRouter(cfg RouterConfig) *Router {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Router{
-		cfg:       cfg,
-		log:       cfg.Log.With("queue", cfg.Name),
-		ctx:       ctx,
-		cancel:    cancel,
-		consumers: make(map[queue.Consumer]*consumer),
-		cancelled: newCancelledSet(),
+		cfg:    cfg,
+		log:    cfg.Log.With("queue", cfg.Name),
+		ctx:    ctx,
+		cancel: cancel,
 	}
-	r.settles.init(r)
-	r.owned.init(r)
-	r.leaders.r = r
-	r.SetMembers(cfg.Members, cfg.Local)
-	r.leaders.leader = cfg.Leader
-	// From here on they live in leaders only: a member
-	// closed and replaced (a hibernating group, cluster/node) must not
-	// stay reachable from the config.
+	r.leaders.init(r, cfg.Members, cfg.Local, cfg.Leader)
+	// From here on they live in leaders only: a member closed and
+	// replaced (a hibernating group, cluster/node) must not stay
+	// reachable from the config.
 	r.cfg.Members, r.cfg.Local = nil, nil
 	r.pub = newPublisher(r)
+	r.consumers.init(r)
+	r.settles.init(r)
+	r.owned.init(r)
 	return r
 }
 
@@ -339,14 +335,7 @@ func (r *Router) Close() {
 
 // stop ends every stream and returns the consumers.
 func (r *Router) stop() []*consumer {
-	r.mu.Lock()
-	r.closed = true
-	ws := make([]*consumer, 0, len(r.consumers))
-	for _, w := range r.consumers {
-		ws = append(ws, w)
-	}
-	clear(r.consumers)
-	r.mu.Unlock()
+	ws := r.consumers.closeAll()
 	r.goMu.Lock()
 	r.goStopped = true // no goroutine starts after this: wg.Wait follows
 	r.goMu.Unlock()
