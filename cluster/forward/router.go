@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -86,9 +85,10 @@ var ErrPublishTimeout = errors.New("forward: publish not confirmed in time")
 // leader node's Server.
 //
 // The Router itself holds what its parts share: the config, the log and
-// its lifetime (the context its calls and goroutines end with, their wait
-// group, and whether one may still start). Each part owns its own state,
-// with the lock guarding it, and points back to the Router for the rest:
+// its lifetime (lifetime.go: the context its calls and goroutines end
+// with, their wait group, and whether one may still start). Each part
+// owns its own state, with the lock guarding it, and points back to the
+// Router for the rest:
 //   - leaders (leader.go, members.go): the membership, where the group is
 //     led from, and calls run there;
 //   - pub (publish.go): numbered publishes, kept until the leader answers;
@@ -159,20 +159,6 @@ func randomID() uint64 {
 func (r *Router) AwaitLeader(ctx context.Context) error {
 	_, err := r.leaders.resolve(ctx)
 	return err
-}
-
-// sleep waits d, or returns why it cannot.
-func (r *Router) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-r.ctx.Done():
-		return queue.ErrDeleted
-	}
 }
 
 // Enqueue stores m through the leader; done is called once the leader has
@@ -331,48 +317,6 @@ func (r *Router) Close() {
 	if l := r.leaders.member(); l != nil {
 		l.Close()
 	}
-}
-
-// stop ends every stream and returns the consumers.
-func (r *Router) stop() []*consumer {
-	ws := r.consumers.closeAll()
-	r.goMu.Lock()
-	r.goStopped = true // no goroutine starts after this: wg.Wait follows
-	r.goMu.Unlock()
-	r.cancel()
-	r.pub.close(queue.ErrDeleted)
-	return ws
-}
-
-// startOnce runs fn on a goroutine of the router's wait group the first
-// time it is called with started, unless the router is stopping.
-func (r *Router) startOnce(started *atomic.Bool, fn func()) {
-	if started.Load() {
-		return
-	}
-	r.goMu.Lock()
-	defer r.goMu.Unlock()
-	if r.goStopped || started.Load() {
-		return
-	}
-	started.Store(true)
-	r.wg.Add(1)
-	go fn()
-}
-
-// spawn runs fn on a goroutine of the router's wait group, unless the
-// router is stopping.
-func (r *Router) spawn(fn func()) {
-	r.goMu.Lock()
-	defer r.goMu.Unlock()
-	if r.goStopped {
-		return
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		fn()
-	}()
 }
 
 // Leader is the group's leader as this node knows it without asking
