@@ -76,7 +76,7 @@ func newChannel(c *conn, id uint16) *channel {
 		ctx:       ctx,
 		cancel:    cancel,
 	}
-	ch.pub = newPublisher(ch)
+	ch.pub.init(ch)
 	ch.tx.ch = ch
 	ch.topo.ch = ch
 	return ch

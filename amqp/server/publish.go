@@ -51,8 +51,9 @@ type publisher struct {
 	confirms confirmTracker
 }
 
-func newPublisher(ch *channel) publisher {
-	return publisher{ch: ch, canPublish: make(map[string]bool)}
+func (p *publisher) init(ch *channel) {
+	p.ch = ch
+	p.canPublish = make(map[string]bool)
 }
 
 func (p *publisher) basicPublish(m *wire.BasicPublish) error {

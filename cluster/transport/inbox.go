@@ -32,8 +32,9 @@ type inbox struct {
 	hbClosed bool
 }
 
-func newInbox(group, local string, life context.Context) inbox {
-	return inbox{group: group, local: local, life: life, ch: make(chan raft.RPC)}
+func (in *inbox) init(group, local string, life context.Context) {
+	in.group, in.local, in.life = group, local, life
+	in.ch = make(chan raft.RPC)
 }
 
 // setHeartbeatHandler makes heartbeats go to cb on the serving goroutine.

@@ -63,7 +63,7 @@ var (
 func newTransport(m *Mux, group string) *Transport {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{mux: m, group: group, hurry: make(chan struct{}), ctx: ctx, cancel: cancel}
-	t.in = newInbox(group, m.local, ctx)
+	t.in.init(group, m.local, ctx)
 	t.spares = spareChooser{group: group, self: raft.ServerAddress(m.local), judge: &t.judge}
 	t.stopWaiting, t.cancelStopWaiting = context.WithCancel(ctx)
 	t.hbLinger.Store(int64(defaultHeartbeatLinger))
