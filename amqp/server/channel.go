@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/raftq/queue"
 )
 
@@ -14,29 +13,32 @@ import (
 // of its methods; queue engines reach it only through the consumer's
 // methods (Deliver, Gone, TimedOut), which take mu, and TimedOut may close
 // the channel, which takes op.
+//
+// The channel itself holds its life (closing, release) and its consuming
+// side: the consumers, delivery tags and unacknowledged deliveries, which
+// queue goroutines reach under mu. The reader's other concerns are parts
+// that own their fields and point back to it: pub (publish.go) assembles,
+// routes and confirms publishes; tx (tx.go) is the tx class; topo
+// (topology.go) the exchange and queue methods.
 type channel struct {
 	c  *conn
 	id uint16
 
 	// op serialises the reader's handling of the channel's frames with a
 	// close that a queue causes (a consumer timeout): whoever holds it
-	// owns the fields below, up to mu. Lock order: op, then mu.
+	// owns the fields below, up to mu, and those of pub, tx and topo
+	// (pub's confirms excepted). Lock order: op, then mu.
 	op sync.Mutex
 
 	// Owned by the reader goroutine, under op.
-	closing     bool // we sent channel.close and wait for close-ok
-	released    bool // consumers cancelled and deliveries requeued: the channel is done
-	content     contentAssembly
-	lastQueue   string // the most recently declared queue, for "" names
-	confirmMode bool
-	txMode      bool
-	tx          txBuffer
-	replyTo     string          // the rewritten amq.rabbitmq.reply-to of the reply consumer
-	canPublish  map[string]bool // write permission, per exchange
-	routeBuf    []*broker.Queue
-	keyBuf      []string // a publish's routing keys (CC, BCC)
-	ctx         context.Context
-	cancel      context.CancelFunc
+	closing  bool // we sent channel.close and wait for close-ok
+	released bool // consumers cancelled and deliveries requeued: the channel is done
+	pub      publisher
+	tx       transaction
+	topo     topology
+	replyTo  string // the rewritten amq.rabbitmq.reply-to of the reply consumer
+	ctx      context.Context
+	cancel   context.CancelFunc
 	// cancelled are consumers cancelled with basic.cancel whose queues
 	// release consumers (queue.Releaser): the channel's close releases
 	// them too, as RabbitMQ's channel going down returns what its
@@ -62,20 +64,22 @@ type channel struct {
 	// (Server.Connections), which cannot take op.
 	shown shownSettings
 
-	confirms confirmTracker
-	settle   settleBatch // scratch for grouping settlements by queue
+	settle settleBatch // scratch for grouping settlements by queue
 }
 
 func newChannel(c *conn, id uint16) *channel {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &channel{
-		c:          c,
-		id:         id,
-		canPublish: make(map[string]bool),
-		consumers:  make(map[string]*consumer),
-		ctx:        ctx,
-		cancel:     cancel,
+	ch := &channel{
+		c:         c,
+		id:        id,
+		consumers: make(map[string]*consumer),
+		ctx:       ctx,
+		cancel:    cancel,
 	}
+	ch.pub.init(ch)
+	ch.tx.ch = ch
+	ch.topo.ch = ch
+	return ch
 }
 
 // handleFrame processes one frame for this channel. Soft errors close the
@@ -89,8 +93,8 @@ func (ch *channel) handleFrame(f wire.Frame) error {
 	var err error
 	switch f.Type {
 	case wire.FrameMethod:
-		if ch.content.active() {
-			return ch.content.unexpected()
+		if ch.pub.content.active() {
+			return ch.pub.content.unexpected()
 		}
 		var m wire.Method
 		if m, err = wire.DecodeMethod(f.Payload); err != nil {
@@ -98,9 +102,9 @@ func (ch *channel) handleFrame(f wire.Frame) error {
 		}
 		err = withMethodErr(ch.handleMethod(m), m)
 	case wire.FrameHeader:
-		err = ch.contentHeader(f.Payload)
+		err = ch.pub.contentHeader(f.Payload)
 	case wire.FrameBody:
-		err = ch.contentBody(f.Payload)
+		err = ch.pub.contentBody(f.Payload)
 	default:
 		return wire.Errorf(wire.FrameError, "unexpected frame type %d", f.Type)
 	}
@@ -133,7 +137,7 @@ func withMethodErr(err error, m wire.Method) error {
 func (ch *channel) softClose(e *wire.Error) {
 	ch.c.log.Info("closing channel", "channel", ch.id, "code", e.Code, "text", e.Text, "class", e.ClassID, "method", e.MethodID)
 	ch.closing = true
-	ch.content.reset()
+	ch.pub.content.reset()
 	ch.release()
 	ch.c.out.push(outItem{channel: ch.id, method: e.ChannelClose()})
 }
@@ -190,17 +194,17 @@ func (ch *channel) release() {
 	ch.unacked.takeAll(&ch.settle)
 	// Acks held by an open transaction are undone: those deliveries are
 	// requeued with the rest.
-	for _, e := range ch.tx.ackedEntries() {
+	for _, e := range ch.tx.buf.ackedEntries() {
 		ch.settle.add(e.q, e.id)
 	}
 	ch.txCounted = 0
 	ch.mu.Unlock()
-	ch.tx.reset()
+	ch.tx.buf.reset()
 	if len(ch.settle.groups) > 0 {
 		ch.c.log.Debug("channel released", "channel", ch.id, "consumers", len(consumers), "requeued", ch.settle.count())
 	}
 	ch.settle.requeue(queue.ReturnConsumerGone)
-	ch.confirms.reset()
+	ch.pub.confirms.reset()
 }
 
 func (ch *channel) reply(m wire.Method) {
@@ -223,24 +227,24 @@ func (ch *channel) handleMethod(m wire.Method) error {
 		return ch.channelFlow(m)
 
 	case *wire.ExchangeDeclare:
-		return ch.exchangeDeclare(m)
+		return ch.topo.exchangeDeclare(m)
 	case *wire.ExchangeDelete:
-		return ch.exchangeDelete(m)
+		return ch.topo.exchangeDelete(m)
 	case *wire.ExchangeBind:
-		return ch.exchangeBind(m)
+		return ch.topo.exchangeBind(m)
 	case *wire.ExchangeUnbind:
-		return ch.exchangeUnbind(m)
+		return ch.topo.exchangeUnbind(m)
 
 	case *wire.QueueDeclare:
-		return ch.queueDeclare(m)
+		return ch.topo.queueDeclare(m)
 	case *wire.QueueBind:
-		return ch.queueBind(m)
+		return ch.topo.queueBind(m)
 	case *wire.QueueUnbind:
-		return ch.queueUnbind(m)
+		return ch.topo.queueUnbind(m)
 	case *wire.QueuePurge:
-		return ch.queuePurge(m)
+		return ch.topo.queuePurge(m)
 	case *wire.QueueDelete:
-		return ch.queueDelete(m)
+		return ch.topo.queueDelete(m)
 
 	case *wire.BasicQos:
 		return ch.basicQos(m)
@@ -249,7 +253,7 @@ func (ch *channel) handleMethod(m wire.Method) error {
 	case *wire.BasicCancel:
 		return ch.basicCancel(m)
 	case *wire.BasicPublish:
-		return ch.basicPublish(m)
+		return ch.pub.basicPublish(m)
 	case *wire.BasicGet:
 		return ch.basicGet(m)
 	case *wire.BasicAck:
@@ -268,34 +272,13 @@ func (ch *channel) handleMethod(m wire.Method) error {
 		return ch.recover(m.Requeue)
 
 	case *wire.ConfirmSelect:
-		if ch.txMode {
-			return wire.Errorf(wire.PreconditionFailed, "cannot switch from tx to confirm mode")
-		}
-		ch.confirmMode = true
-		ch.mu.Lock()
-		ch.shown.confirm = true
-		ch.mu.Unlock()
-		if !m.NoWait {
-			ch.reply(&wire.ConfirmSelectOk{})
-		}
-		return nil
+		return ch.pub.confirmSelect(m)
 	case *wire.TxSelect:
-		return ch.txSelect()
+		return ch.tx.txSelect()
 	case *wire.TxCommit:
-		return ch.txCommit()
+		return ch.tx.commit()
 	case *wire.TxRollback:
-		return ch.txRollback()
+		return ch.tx.rollback()
 	}
 	return wire.Errorf(wire.CommandInvalid, "unimplemented method")
-}
-
-// queueName resolves the empty name to the channel's last declared queue.
-func (ch *channel) queueName(name string) (string, error) {
-	if name != "" {
-		return name, nil
-	}
-	if ch.lastQueue == "" {
-		return "", wire.Errorf(wire.NotFound, "no previously declared queue")
-	}
-	return ch.lastQueue, nil
 }

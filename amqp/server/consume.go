@@ -260,7 +260,7 @@ func (ch *channel) basicConsume(m *wire.BasicConsume) error {
 	if m.Queue == replyToQueue {
 		return ch.consumeReplyTo(tag, m)
 	}
-	name, err := ch.queueName(m.Queue)
+	name, err := ch.topo.queueName(m.Queue)
 	if err != nil {
 		return err
 	}
@@ -353,7 +353,7 @@ func (ch *channel) basicCancel(m *wire.BasicCancel) error {
 }
 
 func (ch *channel) basicGet(m *wire.BasicGet) error {
-	name, err := ch.queueName(m.Queue)
+	name, err := ch.topo.queueName(m.Queue)
 	if err != nil {
 		return err
 	}
@@ -436,8 +436,8 @@ func (ch *channel) settleTags(tag uint64, multiple bool) error {
 }
 
 func (ch *channel) basicAck(m *wire.BasicAck) error {
-	if ch.txMode {
-		return ch.txSettle(m.DeliveryTag, m.Multiple, txAck, false)
+	if ch.tx.on {
+		return ch.tx.settle(m.DeliveryTag, m.Multiple, txAck, false)
 	}
 	if err := ch.settleTags(m.DeliveryTag, m.Multiple); err != nil {
 		return err
@@ -459,8 +459,8 @@ func (ch *channel) basicNack(m *wire.BasicNack) error {
 // to their queues, or are discarded (dead-lettered), with the cause that
 // tells a quorum queue whether the delivery counts as failed.
 func (ch *channel) refuse(tag uint64, multiple, requeue bool, kind txKind, cause queue.ReturnCause) error {
-	if ch.txMode {
-		return ch.txSettle(tag, multiple, kind, requeue)
+	if ch.tx.on {
+		return ch.tx.settle(tag, multiple, kind, requeue)
 	}
 	if err := ch.settleTags(tag, multiple); err != nil {
 		return err
@@ -487,5 +487,28 @@ func (ch *channel) recover(requeue bool) error {
 	ch.mu.Unlock()
 	ch.settle.requeue(queue.ReturnNack)
 	ch.unblock()
+	return nil
+}
+
+// consumeReplyTo makes the channel's reply consumer: basic.consume from
+// amq.rabbitmq.reply-to, which must be no-ack.
+func (ch *channel) consumeReplyTo(tag string, m *wire.BasicConsume) error {
+	if !m.NoAck {
+		return wire.Errorf(wire.PreconditionFailed, "reply consumer cannot acknowledge")
+	}
+	if ch.replyConsumer != nil {
+		return wire.Errorf(wire.PreconditionFailed, "reply consumer already set")
+	}
+	k := &consumer{ch: ch, tag: tag, noAck: true}
+	ch.mu.Lock()
+	ch.consumers[tag] = k
+	ch.replyConsumer = k
+	if !m.NoWait {
+		ch.reply(&wire.BasicConsumeOk{ConsumerTag: tag})
+	}
+	k.started = true
+	ch.mu.Unlock()
+	ch.c.s.replies.add(k)
+	ch.replyTo = replyToQueue + "." + k.token
 	return nil
 }

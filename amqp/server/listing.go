@@ -194,7 +194,7 @@ func (ch *channel) info() ChannelInfo {
 		})
 	}
 	ch.mu.Unlock()
-	info.Unconfirmed = ch.confirms.unconfirmed()
+	info.Unconfirmed = ch.pub.confirms.unconfirmed()
 	slices.SortFunc(info.Consumers, func(a, b ConsumerInfo) int { return cmp.Compare(a.Tag, b.Tag) })
 	return info
 }

@@ -111,7 +111,7 @@ func (o *outbox) take() (items []outItem, paused []*consumer, closed bool) {
 	o.items = o.spare[:0]
 	o.spare = nil
 	for _, ch := range o.confirm {
-		items = ch.confirms.appendConfirms(items, ch.id, &ch.c.stats)
+		items = ch.pub.confirms.appendConfirms(items, ch.id, &ch.c.stats)
 	}
 	o.confirm = o.confirm[:0]
 	paused = o.paused

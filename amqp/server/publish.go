@@ -32,20 +32,44 @@ func (a *contentAssembly) unexpected() error {
 	return withMethod(wire.Errorf(wire.UnexpectedFrame, "expected content body, got non content body frame instead"), a.publish)
 }
 
-func (ch *channel) basicPublish(m *wire.BasicPublish) error {
+// publisher is a channel's publishing side, run by the reader under
+// channel.op: it assembles a basic.publish with its content frames,
+// checks and routes the message, and hands it to its queues (or to the
+// open transaction, tx.go), confirming it in confirm mode.
+type publisher struct {
+	ch *channel
+
+	// Owned by the reader, under channel.op.
+	content     contentAssembly
+	canPublish  map[string]bool // write permission, per exchange
+	routeBuf    []*broker.Queue
+	keyBuf      []string // a publish's routing keys (CC, BCC)
+	confirmMode bool
+
+	// confirms has its own lock: queue goroutines complete publishes
+	// and the writer collects the confirms (locking.md).
+	confirms confirmTracker
+}
+
+func (p *publisher) init(ch *channel) {
+	p.ch = ch
+	p.canPublish = make(map[string]bool)
+}
+
+func (p *publisher) basicPublish(m *wire.BasicPublish) error {
 	if m.Immediate {
 		return wire.Errorf(wire.NotImplemented, "immediate=true")
 	}
 	// Hold a publisher while a resource alarm is in effect (alarms.go).
-	if err := ch.c.waitForAlarms(); err != nil {
+	if err := p.ch.c.waitForAlarms(); err != nil {
 		return err
 	}
-	ch.content.publish = m
+	p.content.publish = m
 	return nil
 }
 
-func (ch *channel) contentHeader(payload []byte) error {
-	a := &ch.content
+func (p *publisher) contentHeader(payload []byte) error {
+	a := &p.content
 	if !a.active() {
 		return wire.Errorf(wire.UnexpectedFrame, "expected method frame, got non method frame instead")
 	}
@@ -61,7 +85,7 @@ func (ch *channel) contentHeader(payload []byte) error {
 	}
 	// Checked before a byte of the body is read, so an oversized message
 	// costs nothing; the channel closes and its body frames are ignored.
-	if max := ch.c.s.cfg.MaxMessageSize; h.BodySize > max {
+	if max := p.ch.c.s.cfg.MaxMessageSize; h.BodySize > max {
 		pub := a.publish
 		a.reset()
 		return withMethod(wire.Errorf(wire.PreconditionFailed, "message size %d is larger than configured max size %d", h.BodySize, max), pub)
@@ -69,15 +93,15 @@ func (ch *channel) contentHeader(payload []byte) error {
 	a.header = h
 	a.gotHdr = true
 	if h.BodySize == 0 {
-		return ch.completePublish()
+		return p.completePublish()
 	}
 	a.size = h.BodySize
-	a.body = make([]byte, 0, min(h.BodySize, uint64(ch.c.frameMax)))
+	a.body = make([]byte, 0, min(h.BodySize, uint64(p.ch.c.frameMax)))
 	return nil
 }
 
-func (ch *channel) contentBody(payload []byte) error {
-	a := &ch.content
+func (p *publisher) contentBody(payload []byte) error {
+	a := &p.content
 	if !a.active() {
 		return wire.Errorf(wire.UnexpectedFrame, "expected method frame, got non method frame instead")
 	}
@@ -91,15 +115,16 @@ func (ch *channel) contentBody(payload []byte) error {
 	if uint64(len(a.body)) < a.size {
 		return nil
 	}
-	return ch.completePublish()
+	return p.completePublish()
 }
 
 // completePublish routes the assembled message and hands it to its
 // queues. With confirms on, the publish is confirmed when every queue has
 // stored it (for a quorum queue: committed by a majority), and nacked if
 // any refused it.
-func (ch *channel) completePublish() error {
-	a := &ch.content
+func (p *publisher) completePublish() error {
+	ch := p.ch
+	a := &p.content
 	pub := a.publish
 	msg := &queue.Message{
 		Exchange:   pub.Exchange,
@@ -109,11 +134,11 @@ func (ch *channel) completePublish() error {
 	}
 	a.reset()
 
-	if err := ch.checkPublish(pub.Exchange); err != nil {
+	if err := p.checkPublish(pub.Exchange); err != nil {
 		return withMethod(err.(*wire.Error), pub)
 	}
 	ch.c.stats.add(cReceived, 1)
-	if ch.confirmMode {
+	if p.confirmMode {
 		ch.c.stats.add(cReceivedConfirm, 1)
 	}
 	// Direct reply-to: the requester's reply_to is rewritten to name this
@@ -127,7 +152,7 @@ func (ch *channel) completePublish() error {
 	// Sender-selected distribution: the CC and BCC headers' keys route
 	// too, and BCC is taken out of the message (as RabbitMQ does).
 	headers := msg.Properties.Headers
-	ch.keyBuf = broker.RoutingKeys(ch.keyBuf[:0], pub.RoutingKey, headers)
+	p.keyBuf = broker.RoutingKeys(p.keyBuf[:0], pub.RoutingKey, headers)
 	if _, ok := headers["BCC"]; ok {
 		msg.Properties.Headers = withoutBCC(headers)
 	}
@@ -135,29 +160,29 @@ func (ch *channel) completePublish() error {
 	// routing key or in CC/BCC) reaches its reply consumer directly.
 	var replies replyRoute
 	if pub.Exchange == "" {
-		replies = ch.c.s.replies.route(ch.keyBuf, ch.c.s.replyNodeRunning)
+		replies = ch.c.s.replies.route(p.keyBuf, ch.c.s.replyNodeRunning)
 	}
 	var err error
-	ch.routeBuf, err = ch.c.vhost.Route(pub.Exchange, ch.keyBuf, headers, ch.routeBuf[:0])
-	clear(ch.keyBuf)
+	p.routeBuf, err = ch.c.vhost.Route(pub.Exchange, p.keyBuf, headers, p.routeBuf[:0])
+	clear(p.keyBuf)
 	if errors.Is(err, broker.ErrRouteUncertain) {
-		ch.refuseUncertain(pub)
+		p.refuseUncertain(pub)
 		return nil
 	}
 	if err != nil {
 		return withMethodErr(err, pub)
 	}
-	if err := ch.checkUserID(msg.Properties.UserID); err != nil {
-		clear(ch.routeBuf)
+	if err := p.checkUserID(msg.Properties.UserID); err != nil {
+		clear(p.routeBuf)
 		return withMethod(err, pub)
 	}
 
-	if ch.txMode {
-		err := ch.txBufferPublish(pub, msg, ch.routeBuf, replies)
-		clear(ch.routeBuf)
+	if ch.tx.on {
+		err := ch.tx.bufferPublish(pub, msg, p.routeBuf, replies)
+		clear(p.routeBuf)
 		return withMethodErr(err, pub)
 	}
-	ch.deliverRouted(pub, msg, ch.routeBuf, replies)
+	p.deliverRouted(pub, msg, p.routeBuf, replies)
 	return nil
 }
 
@@ -165,12 +190,13 @@ func (ch *channel) completePublish() error {
 // was routed to (other nodes' reply consumers through a relay, now), or
 // returns it when it is mandatory and routed nowhere. It clears qs. A
 // reply counts as stored once routed (replyRoute.targets).
-func (ch *channel) deliverRouted(pub *wire.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies replyRoute) {
+func (p *publisher) deliverRouted(pub *wire.BasicPublish, msg *queue.Message, qs []*broker.Queue, replies replyRoute) {
+	ch := p.ch
 	replies.deliver(ch.c.s, msg)
 	if len(qs) == 0 && replies.targets > 0 {
 		ch.c.stats.add(cRouted, 1)
-		if ch.confirmMode {
-			ch.confirms.publish(0)
+		if p.confirmMode {
+			p.confirms.publish(0)
 			ch.c.out.confirmsReady(ch)
 		}
 		return
@@ -192,21 +218,21 @@ func (ch *channel) deliverRouted(pub *wire.BasicPublish, msg *queue.Message, qs 
 		} else {
 			ch.c.stats.add(cUnroutableDropped, 1)
 		}
-		if ch.confirmMode {
-			ch.confirms.publish(0)
+		if p.confirmMode {
+			p.confirms.publish(0)
 			ch.c.out.confirmsReady(ch)
 		}
 		return
 	}
 	ch.c.stats.add(cRouted, 1)
 	var seq uint64
-	if ch.confirmMode {
-		seq = ch.confirms.publish(len(qs))
+	if p.confirmMode {
+		seq = p.confirms.publish(len(qs))
 	}
 	done := noConfirm
-	if ch.confirmMode {
+	if p.confirmMode {
 		done = func(err error) {
-			if ch.confirms.complete(seq, err == nil) {
+			if p.confirms.complete(seq, err == nil) {
 				ch.c.out.confirmsReady(ch)
 			}
 		}
@@ -224,11 +250,12 @@ func noConfirm(error) {}
 // refuseUncertain answers a publish this node could not route for sure
 // (broker.ErrRouteUncertain): basic.nack in confirm mode, so that the
 // publisher sends it again; without confirms there is nobody to tell.
-func (ch *channel) refuseUncertain(pub *wire.BasicPublish) {
-	ch.c.log.Warn("publish refused: this node cannot tell where it goes", "channel", ch.id, "exchange", pub.Exchange, "routing_key", pub.RoutingKey, "confirm", ch.confirmMode)
-	if ch.confirmMode {
-		seq := ch.confirms.publish(1)
-		if ch.confirms.complete(seq, false) {
+func (p *publisher) refuseUncertain(pub *wire.BasicPublish) {
+	ch := p.ch
+	ch.c.log.Warn("publish refused: this node cannot tell where it goes", "channel", ch.id, "exchange", pub.Exchange, "routing_key", pub.RoutingKey, "confirm", p.confirmMode)
+	if p.confirmMode {
+		seq := p.confirms.publish(1)
+		if p.confirms.complete(seq, false) {
 			ch.c.out.confirmsReady(ch)
 		}
 	}
@@ -250,8 +277,8 @@ func withoutBCC(headers wire.Table) wire.Table {
 // the connection's user, unless the user is tagged impersonator, as
 // RabbitMQ does (rabbit_access_control:check_user_id): consumers may
 // trust user-id to say who published.
-func (ch *channel) checkUserID(claimed string) *wire.Error {
-	u := ch.c.user
+func (p *publisher) checkUserID(claimed string) *wire.Error {
+	u := p.ch.c.user
 	if claimed == "" || claimed == u.Name || slices.Contains(u.Tags, "impersonator") {
 		return nil
 	}
@@ -260,17 +287,37 @@ func (ch *channel) checkUserID(claimed string) *wire.Error {
 
 // checkPublish checks write permission on the exchange once per channel
 // and exchange. RabbitMQ checks the default exchange as "amq.default".
-func (ch *channel) checkPublish(exchange string) error {
-	if ch.canPublish[exchange] {
+func (p *publisher) checkPublish(exchange string) error {
+	if p.canPublish[exchange] {
 		return nil
 	}
 	name := exchange
 	if name == "" {
 		name = "amq.default"
 	}
-	if err := ch.c.vhost.CheckPublish(ch.c.user, name); err != nil {
+	if err := p.ch.c.vhost.CheckPublish(p.ch.c.user, name); err != nil {
 		return err
 	}
-	ch.canPublish[exchange] = true
+	p.canPublish[exchange] = true
+	return nil
+}
+
+// forgetExchange drops the permission checked for a deleted exchange: one
+// declared again under its name is checked afresh.
+func (p *publisher) forgetExchange(exchange string) { delete(p.canPublish, exchange) }
+
+// confirmSelect carries out confirm.select.
+func (p *publisher) confirmSelect(m *wire.ConfirmSelect) error {
+	ch := p.ch
+	if ch.tx.on {
+		return wire.Errorf(wire.PreconditionFailed, "cannot switch from tx to confirm mode")
+	}
+	p.confirmMode = true
+	ch.mu.Lock()
+	ch.shown.confirm = true
+	ch.mu.Unlock()
+	if !m.NoWait {
+		ch.reply(&wire.ConfirmSelectOk{})
+	}
 	return nil
 }

@@ -3,6 +3,15 @@
 // with confirms, consuming with acknowledgements, and the protocol's
 // error handling.
 //
+// A conn (conn.go) owns the socket, the handshake (handshake.go) and its
+// channels; its outbox (outbox.go) is what the writer goroutine sends. A
+// channel (channel.go) owns its life and its consuming side (consume.go,
+// flow.go, unacked.go): the consumers, delivery tags and unacknowledged
+// deliveries. Its other concerns are parts of it that own their fields:
+// the publisher (publish.go, with confirms.go's tracker), the
+// transaction (tx.go) and the topology methods (topology.go). Direct
+// reply-to's registry of reply consumers is the Server's (replyto.go).
+//
 // Concurrency (who owns what, and the lock order) is written down in
 // locking.md beside this file.
 package server

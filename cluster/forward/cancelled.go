@@ -14,7 +14,7 @@ const maxCancelled = 4096
 // consumer keeps what it holds at the leader (RabbitMQ's too), and
 // besides the deliveries its channel requeues, that can be a message
 // whose acknowledgement an old leader lost, which only declaring the
-// consumer down returns. Guarded by Router.mu.
+// consumer down returns. Guarded by consumerSet.mu.
 type cancelledSet struct {
 	ids   map[queue.Consumer]uint64
 	order []queue.Consumer // oldest first; may name handles taken since

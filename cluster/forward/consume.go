@@ -13,10 +13,6 @@ import (
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
-// cancelWait bounds how long Cancel waits for a remote consumer's last
-// deliveries.
-const cancelWait = 5 * time.Second
-
 // errCancelled: the consumer was cancelled while attaching.
 var errCancelled = errors.New("forward: consumer cancelled")
 
@@ -45,150 +41,6 @@ type consumer struct {
 
 var _ queue.Movable = (*consumer)(nil)
 
-// Consume attaches c to the leader; it follows the leader from then on,
-// until Cancel, Close or Delete.
-func (r *Router) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
-	if opts.ID == 0 && !opts.NoAck {
-		// Its ID in the queue, the same at every leader it follows, so
-		// that it keeps the messages it holds when the leader moves. (A
-		// no-ack consumer holds nothing its channel knows of: the
-		// leader settles each delivery as it sends it.)
-		opts.ID = replica.ConsumerIDFor(r.cfg.SelfBoot)
-	}
-	a, err := encodeOptions(r.cfg.QueueID, opts)
-	if err != nil {
-		return err
-	}
-	a.Origin = r.cfg.Self
-	w := &consumer{r: r, c: c, opts: opts, attach: a, stop: make(chan struct{}), lost: make(chan struct{}, 1), exited: make(chan struct{})}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return queue.ErrDeleted
-	}
-	r.consumers[c] = w
-	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
-	defer cancel()
-	if err := w.connect(ctx); err != nil {
-		r.mu.Lock()
-		if r.consumers[c] == w {
-			delete(r.consumers, c)
-		}
-		r.mu.Unlock()
-		w.mu.Lock()
-		w.over = true
-		w.mu.Unlock()
-		close(w.stop)
-		close(w.exited)
-		if opts.ID != 0 {
-			// An attempt that timed out here may still be applied at the
-			// leader, with nothing on this node to settle or release what
-			// the consumer is then handed: a chaos run stranded 96
-			// messages with three such consumers, whose attaches were
-			// committed 40 s after their nodes gave up on them. Declared
-			// down, as a closed channel's consumer is; the leader applies
-			// whatever was proposed before the release first
-			// (replica.SettleOwned), so it is down for good.
-			r.releaseAfterGrace(opts.ID)
-		}
-		return err
-	}
-	r.wg.Add(1)
-	go w.run()
-	return nil
-}
-
-// Cancel detaches c. Its unsettled deliveries stay settleable, and it
-// keeps what it holds until its channel closes (Release).
-func (r *Router) Cancel(c queue.Consumer) { r.stopConsumer(c, false) }
-
-// Release detaches c, whose channel is closing, and then declares it
-// down at the leader (owned.go) after releaseGrace: the acknowledgements
-// its channel sent before closing, on this consumer's stream or another's
-// (a node's settlements of a queue go to the stream of the latest
-// delivery), are applied first, and whatever it still holds returns. c
-// may have been cancelled before: it is declared down the same way.
-func (r *Router) Release(c queue.Consumer) { r.stopConsumer(c, true) }
-
-// releaseGrace is how long a released consumer's acknowledgements have to
-// reach the leader before what it holds is returned: a settlement
-// lingers up to replica.SettleLinger on a stream and is one round trip
-// away.
-const releaseGrace = time.Second
-
-func (r *Router) stopConsumer(c queue.Consumer, release bool) {
-	r.mu.Lock()
-	w := r.consumers[c]
-	delete(r.consumers, c)
-	switch {
-	case w == nil && release:
-		if id, ok := r.cancelled.take(c); ok {
-			r.mu.Unlock()
-			r.log.Debug("forward: releasing a cancelled consumer", "id", id)
-			r.releaseAfterGrace(id)
-			return
-		}
-	case w != nil && !release && w.opts.ID != 0:
-		r.cancelled.add(c, w.opts.ID)
-	}
-	r.mu.Unlock()
-	if w == nil {
-		return
-	}
-	if id := w.opts.ID; release && id != 0 {
-		// Whatever path the consumer is on, or none (between leaders: a
-		// new leader declares it down after its own grace anyway). Only
-		// once its goroutine is done: an attach still under way when the
-		// consumer was stopped, applied after the release, would take
-		// messages for a consumer nothing declares down any more (a
-		// chaos run stranded 32 that way).
-		defer r.releaseAfter(w, id)
-	}
-	w.mu.Lock()
-	if w.over {
-		w.mu.Unlock()
-		return
-	}
-	w.over = true
-	mode, a := w.mode, w.att
-	w.mu.Unlock()
-	close(w.stop)
-	switch mode {
-	case pathLocal:
-		r.local().Cancel(w)
-	case pathRemote:
-		// The leader detaches, sends what it delivered until then, and
-		// ends the stream.
-		a.requestCancel()
-		if !w.awaitExit(cancelWait) {
-			r.log.Warn("forward: consumer cancel not answered in time", "consumer", w.opts.Tag)
-			a.close()
-		}
-	}
-	r.log.Debug("forward: consumer stopped", "consumer", w.opts.Tag, "id", w.opts.ID, "release", release, "path", mode, "last_delivery", w.last.Load())
-}
-
-// releaseAfterGrace declares the consumer with ID id down at the leader
-// releaseGrace from now, once the acknowledgements sent before can have
-// arrived.
-func (r *Router) releaseAfterGrace(id uint64) {
-	time.AfterFunc(releaseGrace, func() { r.releaseOwner(id) })
-}
-
-// releaseAfter declares the released consumer w (its owner ID id) down at
-// the leader releaseGrace after w's goroutine has returned, so after any
-// attach it made; at most releaseWait after now, should it not return.
-func (r *Router) releaseAfter(w *consumer, id uint64) {
-	go func() {
-		if !w.awaitExit(releaseWait) {
-			r.log.Warn("forward: released consumer still attaching; declaring it down anyway", "consumer", w.opts.Tag)
-		}
-		time.Sleep(releaseGrace)
-		r.releaseOwner(id)
-	}()
-}
-
 // awaitExit waits up to d for w's goroutine to return, and says whether
 // it did.
 func (w *consumer) awaitExit(d time.Duration) bool {
@@ -202,32 +54,10 @@ func (w *consumer) awaitExit(d time.Duration) bool {
 	}
 }
 
-// releaseWait bounds how long a release waits for the consumer's
-// goroutine: an attach gives up after opTimeout, a cancel after
-// cancelWait.
-const releaseWait = opTimeout + cancelWait
-
-// Resume passes a local attachment's resume on. A remote leader's
-// deliveries are bounded by the consumer's credit there.
-func (r *Router) Resume(c queue.Consumer) {
-	r.mu.Lock()
-	w := r.consumers[c]
-	r.mu.Unlock()
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	local := w.mode == pathLocal
-	w.mu.Unlock()
-	if local {
-		r.local().Resume(w)
-	}
-}
-
 // Deliver implements queue.Consumer for a local attachment.
 func (w *consumer) Deliver(d queue.Delivery) bool {
 	if d.ID != 0 {
-		w.r.noteOrigin(true, "", nil)
+		w.r.settles.noteOrigin(true, "", nil)
 		w.last.Store(d.ID)
 	}
 	return w.c.Deliver(d)
@@ -262,11 +92,7 @@ func (w *consumer) end(tell func(queue.Consumer)) {
 	a := w.att
 	w.mu.Unlock()
 	close(w.stop)
-	w.r.mu.Lock()
-	if w.r.consumers[w.c] == w {
-		delete(w.r.consumers, w.c)
-	}
-	w.r.mu.Unlock()
+	w.r.consumers.drop(w.c, w)
 	if a != nil {
 		a.close()
 	}
@@ -291,7 +117,7 @@ func (w *consumer) connect(ctx context.Context) error {
 	}
 	backoff := minBackoff
 	for {
-		t, err := r.resolve(ctx)
+		t, err := r.leaders.resolve(ctx)
 		if err != nil {
 			return err
 		}
@@ -309,7 +135,7 @@ func (w *consumer) connect(ctx context.Context) error {
 			// Deliveries may come before Consume returns.
 			w.mode, w.att = pathLocal, nil
 			w.mu.Unlock()
-			err := r.local().Consume(w, w.opts)
+			err := r.leaders.local().Consume(w, w.opts)
 			if err == nil {
 				return nil
 			}
@@ -330,7 +156,7 @@ func (w *consumer) connect(ctx context.Context) error {
 			if !f.retry {
 				return f.err
 			}
-			r.forgetLeader(f)
+			r.leaders.forget(f)
 		}
 		r.log.Debug("forward: consumer attach failed, retrying", "consumer", w.opts.Tag, "err", f.err)
 		if werr := r.sleep(ctx, backoff); werr != nil {
@@ -343,7 +169,7 @@ func (w *consumer) connect(ctx context.Context) error {
 // attachRemote opens a Consume stream to the leader at addr.
 func (w *consumer) attachRemote(ctx context.Context, addr string) failure {
 	r := w.r
-	c, err := r.client(addr)
+	c, err := r.leaders.client(addr)
 	if err != nil {
 		return failure{err: err}
 	}
@@ -450,7 +276,7 @@ func (w *consumer) reattach() bool {
 		// Cancelled while attaching: detach again.
 		switch mode {
 		case pathLocal:
-			r.local().Cancel(w)
+			r.leaders.local().Cancel(w)
 		case pathRemote:
 			a.close()
 		}
@@ -469,12 +295,12 @@ func (w *consumer) receive(a *attachment) bool {
 		if err != nil {
 			a.close()
 			if w.isOver() {
-				r.attachmentEnded(a)
+				r.settles.attachmentEnded(a)
 				return false
 			}
 			f := fromStatus(err)
-			r.attachmentEnded(a)
-			r.forgetLeader(f)
+			r.settles.attachmentEnded(a)
+			r.leaders.forget(f)
 			r.log.Debug("forward: consume stream ended; re-attaching", "consumer", w.opts.Tag, "err", err)
 			return true
 		}
@@ -485,7 +311,7 @@ func (w *consumer) receive(a *attachment) bool {
 				continue
 			}
 			if d.ID != 0 {
-				r.noteOrigin(false, a.addr, a)
+				r.settles.noteOrigin(false, a.addr, a)
 				w.last.Store(d.ID)
 			}
 			w.c.Deliver(d)
@@ -493,198 +319,15 @@ func (w *consumer) receive(a *attachment) bool {
 		switch {
 		case rep.Gone:
 			a.close()
-			r.attachmentEnded(a)
+			r.settles.attachmentEnded(a)
 			w.end(func(c queue.Consumer) { c.Gone() })
 			return false
 		case rep.TimedOut:
 			a.close()
-			r.attachmentEnded(a)
+			r.settles.attachmentEnded(a)
 			timeout := time.Duration(rep.TimeoutMs) * time.Millisecond
 			w.end(func(c queue.Consumer) { c.TimedOut(timeout) })
 			return false
-		}
-	}
-}
-
-// attachment is one Consume stream; its sender goroutine carries
-// settlements and the cancel to the leader.
-type attachment struct {
-	w      *consumer
-	addr   string
-	stream queuepb.Forward_ConsumeClient
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   chan struct{}
-
-	mu        sync.Mutex
-	out       []*queuepb.Settlement
-	held      int // ids in out
-	flushAt   int // held that makes out due at once (a quarter of the prefetch)
-	cancelReq bool
-	closed    bool
-	// sent is what went on the stream lately (sender only): a stream the
-	// leader ends may not have read the last of it, so close sends it again
-	// the unary way. Settling twice changes nothing: a member forgets a
-	// delivery's ID when it settles it.
-	sent []sentSettlements
-}
-
-// sentSettlements are settlements put on the stream at a time.
-type sentSettlements struct {
-	at   time.Time
-	list []*queuepb.Settlement
-}
-
-// resendWindow bounds how long settlements sent on a stream are kept for
-// close: far longer than a message takes to cross a live stream.
-const resendWindow = 250 * time.Millisecond
-
-func (a *attachment) signal() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
-
-// Acknowledgements (SETTLE) gather for up to replica.SettleLinger before
-// the sender puts them on the stream, by the rule the leader's settler
-// gathers them by before it proposes them: nobody waits for them, and a
-// stream message per basic.ack was a write here, a read and a wake-up on
-// the leader's node. Requeues, discards and a cancel go at once, taking
-// what gathered with them, and so do replica.SettleDueAt acknowledgements
-// (a quarter of the consumer's credit at the leader).
-
-// settle queues settlements for the stream; false once it cannot take
-// them any more.
-func (a *attachment) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) bool {
-	a.mu.Lock()
-	if a.closed || a.cancelReq {
-		a.mu.Unlock()
-		return false
-	}
-	first := len(a.out) == 0
-	a.out = appendSettlement(a.out, op, cause, ids)
-	a.held += len(ids)
-	due := a.dueLocked()
-	a.mu.Unlock()
-	if first || due {
-		a.signal()
-	}
-	return true
-}
-
-// dueLocked reports whether what gathered should go now; a.mu is held.
-func (a *attachment) dueLocked() bool {
-	if a.cancelReq || a.held >= a.flushAt {
-		return true
-	}
-	for _, s := range a.out {
-		if s.Op != queuepb.SettleOp_SETTLE {
-			return true
-		}
-	}
-	return false
-}
-
-// gather waits until what the stream holds is due or replica.SettleLinger has
-// passed; false if the stream ended meanwhile.
-func (a *attachment) gather() bool {
-	a.mu.Lock()
-	due := a.dueLocked() || len(a.out) == 0
-	a.mu.Unlock()
-	if due {
-		return true
-	}
-	t := time.NewTimer(replica.SettleLinger)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			return true
-		case <-a.wake: // more came, or a cancel: due now?
-			a.mu.Lock()
-			due := a.dueLocked()
-			a.mu.Unlock()
-			if due {
-				return true
-			}
-		case <-a.ctx.Done():
-			return false
-		}
-	}
-}
-
-func (a *attachment) requestCancel() {
-	a.mu.Lock()
-	a.cancelReq = true
-	a.mu.Unlock()
-	a.signal()
-}
-
-// close ends the stream; settlements it did not send go the unary way.
-func (a *attachment) close() {
-	a.mu.Lock()
-	a.closed = true
-	out := a.out
-	a.out, a.held = nil, 0
-	sent := a.sent
-	a.sent = nil
-	a.mu.Unlock()
-	a.cancel()
-	for _, s := range sent {
-		a.w.r.settleUnary(a.addr, s.list)
-	}
-	a.w.r.settleUnary(a.addr, out)
-}
-
-// noteSent keeps list, sent on the stream now, for close; older sends
-// beyond resendWindow are dropped.
-func (a *attachment) noteSent(list []*queuepb.Settlement) {
-	now := time.Now()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return
-	}
-	drop := 0
-	for drop < len(a.sent) && now.Sub(a.sent[drop].at) > resendWindow {
-		drop++
-	}
-	a.sent = append(a.sent[drop:], sentSettlements{at: now, list: list})
-}
-
-func (a *attachment) sender() {
-	defer a.w.r.wg.Done()
-	for {
-		select {
-		case <-a.wake:
-		case <-a.ctx.Done():
-			return
-		}
-		if !a.gather() {
-			return
-		}
-		a.mu.Lock()
-		if a.closed {
-			a.mu.Unlock()
-			return
-		}
-		out, cancel := a.out, a.cancelReq
-		a.out, a.held = nil, 0
-		a.mu.Unlock()
-		if len(out) == 0 && !cancel {
-			continue
-		}
-		if err := a.stream.Send(&queuepb.ConsumeRequest{Settlements: out, Cancel: cancel}); err != nil {
-			a.w.r.settleUnary(a.addr, out)
-			return
-		}
-		if len(out) > 0 {
-			a.noteSent(out)
-		}
-		if cancel {
-			a.stream.CloseSend()
-			return
 		}
 	}
 }

@@ -21,27 +21,29 @@ type localBox struct{ l Local }
 // leader": whatever was on its way to it (a publish, an attach) is
 // resolved again and goes to the leader elsewhere. The caller deletes or
 // closes the old member itself.
-func (r *Router) SetMembers(members []string, local Local) {
+func (r *Router) SetMembers(members []string, local Local) { r.leaders.set(members, local) }
+
+func (f *leaderFinder) set(members []string, local Local) {
 	m := slices.Clone(members)
-	r.members.Store(&m)
-	r.localMember.Store(&localBox{l: local})
+	f.members.Store(&m)
+	f.localMember.Store(&localBox{l: local})
 	if local == nil {
-		r.mu.Lock()
-		r.leader = "" // learn it again from the new members
-		r.mu.Unlock()
+		f.mu.Lock()
+		f.leader = "" // learn it again from the new members
+		f.mu.Unlock()
 	}
 }
 
-// memberNames are the group's members as last set.
-func (r *Router) memberNames() []string { return *r.members.Load() }
+// names are the group's members as last set.
+func (f *leaderFinder) names() []string { return *f.members.Load() }
 
 // member is this node's member, nil when there is none.
-func (r *Router) member() Local { return r.localMember.Load().l }
+func (f *leaderFinder) member() Local { return f.localMember.Load().l }
 
 // local is this node's member for the paths that reached it while it led
 // (pathLocal); detached when it has been taken away since.
-func (r *Router) local() Local {
-	if l := r.member(); l != nil {
+func (f *leaderFinder) local() Local {
+	if l := f.member(); l != nil {
 		return l
 	}
 	return detached{}

@@ -24,6 +24,8 @@ import (
 // is gone), and it would stay checked out to nobody until its consumer
 // timeout.
 type ownedSettler struct {
+	r *Router // its leader, config and lifetime
+
 	mu   sync.Mutex
 	held map[uint64]uint64 // getter of each delivery the node's channels hold
 	// nheld is len(held), read without the lock: every settlement of the
@@ -34,7 +36,7 @@ type ownedSettler struct {
 	started atomic.Bool
 	// queued counts the settlements queued so far and taken those a
 	// leader has taken, in order; taking is closed (and replaced) when
-	// taken grows (awaitOwned). Under mu.
+	// taken grows (await). Under mu.
 	queued, taken uint64
 	taking        chan struct{}
 }
@@ -46,19 +48,19 @@ const (
 	settleRetryMax = 5 * time.Second
 )
 
-func (g *ownedSettler) init() {
+func (g *ownedSettler) init(r *Router) {
+	g.r = r
 	g.held = make(map[uint64]uint64)
 	g.wake = make(chan struct{}, 1)
 	g.taking = make(chan struct{})
 }
 
-// awaitOwned returns once a leader has taken every settlement queued
+// await returns once a leader has taken every settlement queued
 // before the call, or when ctx ends. A channel's basic.get waits for it:
 // a get's nack then a get on the same channel must find the message back
 // in the queue, as RabbitMQ's channel orders them, and the settlement
 // travels on its own.
-func (r *Router) awaitOwned(ctx context.Context) {
-	g := &r.owned
+func (g *ownedSettler) await(ctx context.Context) {
 	g.mu.Lock()
 	target := g.queued
 	for g.taken < target {
@@ -76,24 +78,23 @@ func (r *Router) awaitOwned(ctx context.Context) {
 
 // noteGet records that a channel of this node holds delivery, checked out
 // to getter.
-func (r *Router) noteGet(delivery, getter uint64) {
-	r.owned.mu.Lock()
-	r.owned.held[delivery] = getter
-	r.owned.nheld.Store(int32(len(r.owned.held)))
-	r.owned.mu.Unlock()
+func (g *ownedSettler) noteGet(delivery, getter uint64) {
+	g.mu.Lock()
+	g.held[delivery] = getter
+	g.nheld.Store(int32(len(g.held)))
+	g.mu.Unlock()
 }
 
-// releaseOwner returns whatever owner holds: a getter whose get's answer
+// release returns whatever owner holds: a getter whose get's answer
 // was lost, or a consumer whose channel closed.
-func (r *Router) releaseOwner(owner uint64) {
-	r.queueOwned([]replica.OwnedSettlement{{Owner: raftq.ConsumerID(owner)}})
+func (g *ownedSettler) release(owner uint64) {
+	g.queue([]replica.OwnedSettlement{{Owner: raftq.ConsumerID(owner)}})
 }
 
 // settleGets takes the deliveries of forwarded gets out of ids, queues
 // their settlements with op and cause, and returns the rest (ids itself
 // when there were none).
-func (r *Router) settleGets(op raftq.Op, cause queue.ReturnCause, ids []uint64) []uint64 {
-	g := &r.owned
+func (g *ownedSettler) settleGets(op raftq.Op, cause queue.ReturnCause, ids []uint64) []uint64 {
 	if g.nheld.Load() == 0 {
 		return ids
 	}
@@ -119,31 +120,31 @@ func (r *Router) settleGets(op raftq.Op, cause queue.ReturnCause, ids []uint64) 
 	if list == nil {
 		return ids
 	}
-	r.queueOwned(list)
+	g.queue(list)
 	return rest
 }
 
-func (r *Router) queueOwned(list []replica.OwnedSettlement) {
-	g := &r.owned
+// queue adds list to what is sent to the leader, and wakes run.
+func (g *ownedSettler) queue(list []replica.OwnedSettlement) {
 	g.mu.Lock()
 	g.pending = append(g.pending, list...)
 	g.queued += uint64(len(list))
 	g.mu.Unlock()
-	r.startOnce(&g.started, r.runOwnedSettler)
+	g.r.startOnce(&g.started, g.run)
 	select {
 	case g.wake <- struct{}{}:
 	default:
 	}
 }
 
-// runOwnedSettler sends the queued owned settlements to the leader until
+// run sends the queued owned settlements to the leader until
 // one commits them, backing off while none does, until the router closes.
 // A node that stops with some unsent leaves them to the leader, which
 // returns what a gone node's getters and cancelled consumers hold
 // (Replica.NodeGone).
-func (r *Router) runOwnedSettler() {
+func (g *ownedSettler) run() {
+	r := g.r
 	defer r.wg.Done()
-	g := &r.owned
 	var retry time.Duration
 	for {
 		if retry == 0 {
@@ -163,7 +164,7 @@ func (r *Router) runOwnedSettler() {
 			retry = 0
 			continue
 		}
-		err := r.sendOwned(batch)
+		err := g.send(batch)
 		if err == nil || errors.Is(err, queue.ErrDeleted) {
 			g.mu.Lock()
 			g.taken += uint64(len(batch))
@@ -181,10 +182,12 @@ func (r *Router) runOwnedSettler() {
 	}
 }
 
-func (r *Router) sendOwned(list []replica.OwnedSettlement) error {
+// send has the leader commit list, trying for up to opTimeout.
+func (g *ownedSettler) send(list []replica.OwnedSettlement) error {
+	r := g.r
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
-	return r.onLeader(ctx, func(l Local) error {
+	return r.leaders.onLeader(ctx, func(l Local) error {
 		return l.SettleOwned(list)
 	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
 		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Owned: encodeOwned(list)})

@@ -82,6 +82,8 @@ type publisher struct {
 	// in a line counts the publishes its kind failed since the previous
 	// line without a line of their own.
 	goneWarn, lateWarn warnPace
+	// started: run's goroutine is started on first use (Router.startOnce).
+	started atomic.Bool
 }
 
 type pubStream struct {
@@ -96,7 +98,7 @@ func newPublisher(r *Router) *publisher {
 }
 
 func (p *publisher) signal() {
-	p.r.startOnce(&p.r.pubStarted, p.run)
+	p.r.startOnce(&p.started, p.run)
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -159,7 +161,7 @@ func (p *publisher) enqueue(ctx context.Context, m *queue.Message, done func(err
 	if !local {
 		return nil
 	}
-	p.r.local().EnqueueAs(p.r.ctx, m, id, u.seq, p.localDone(id, gen, u.seq))
+	p.r.leaders.local().EnqueueAs(p.r.ctx, m, id, u.seq, p.localDone(id, gen, u.seq))
 	return nil
 }
 
@@ -423,7 +425,7 @@ func (p *publisher) connect() error {
 	}
 	ctx, cancel := context.WithTimeout(p.r.ctx, opTimeout)
 	defer cancel()
-	t, err := p.r.tryResolve(ctx)
+	t, err := p.r.leaders.tryResolve(ctx)
 	if err != nil {
 		return err
 	}
@@ -434,7 +436,7 @@ func (p *publisher) connect() error {
 		p.mu.Unlock()
 		return nil
 	}
-	c, err := p.r.client(t.addr)
+	c, err := p.r.leaders.client(t.addr)
 	if err != nil {
 		return err
 	}
@@ -442,7 +444,7 @@ func (p *publisher) connect() error {
 	stream, err := c.Publish(sctx)
 	if err != nil {
 		scancel()
-		p.r.forgetLeader(fromStatus(err))
+		p.r.leaders.forget(fromStatus(err))
 		return err
 	}
 	p.mu.Lock()
@@ -481,7 +483,7 @@ func (p *publisher) sendLocal() {
 	id, gen := p.id, p.gen
 	p.mu.Unlock()
 	for _, it := range items {
-		if err := p.r.local().EnqueueAs(p.r.ctx, it.m, id, it.seq, p.localDone(id, gen, it.seq)); err != nil {
+		if err := p.r.leaders.local().EnqueueAs(p.r.ctx, it.m, id, it.seq, p.localDone(id, gen, it.seq)); err != nil {
 			return // localDone reset the path
 		}
 	}
@@ -577,7 +579,7 @@ func (p *publisher) streamEnded(s *pubStream, err error) {
 	s.cancel()
 	if current {
 		p.refused.Add(1)
-		p.r.forgetLeader(f)
+		p.r.leaders.forget(f)
 		p.r.log.Debug("forward: publish stream ended", "err", err)
 		p.signal()
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -17,7 +16,6 @@ import (
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/queuepb"
-	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 )
@@ -85,60 +83,37 @@ var ErrPublishTimeout = errors.New("forward: publish not confirmed in time")
 // replicated queue on every node, member or not: each call goes to the
 // group's leader, straight to Local when it leads, else over gRPC to the
 // leader node's Server.
+//
+// The Router itself holds what its parts share: the config, the log and
+// its lifetime (lifetime.go: the context its calls and goroutines end
+// with, their wait group, and whether one may still start). Each part
+// owns its own state, with the lock guarding it, and points back to the
+// Router for the rest:
+//   - leaders (leader.go, members.go): the membership, where the group is
+//     led from, and calls run there;
+//   - pub (publish.go): numbered publishes, kept until the leader answers;
+//   - consumers (consumers.go): the consumers, each following the leader
+//     (consume.go) through its Consume stream (attachment.go);
+//   - settles (settle.go): settlements by delivery ID;
+//   - owned (owned.go): settlements by holder.
 type Router struct {
 	cfg    RouterConfig
 	log    *slog.Logger
 	ctx    context.Context // done once the router is closed or deleted
 	cancel context.CancelFunc
-	pub    *publisher
 	wg     sync.WaitGroup
 
-	// The publisher's and the settler's goroutines start on first use
-	// (go.go): most routers of a node with many queues never publish or
-	// settle through it, and an idle goroutine still costs a stack.
-	goMu       sync.Mutex
-	goStopped  bool
-	pubStarted atomic.Bool
-	setStarted atomic.Bool
+	// The publisher's and the settlers' goroutines start on first use
+	// (startOnce): most routers of a node with many queues never publish
+	// or settle through it, and an idle goroutine still costs a stack.
+	goMu      sync.Mutex
+	goStopped bool
 
-	mu        sync.Mutex
-	closed    bool
-	leader    string // the leader node as last learned (non-members)
-	consumers map[queue.Consumer]*consumer
-	// cancelled holds the IDs of consumers cancelled while their channel
-	// stays open, until the channel closes and releases them (Release).
-	cancelled cancelledSet
-
-	// source is where the latest delivery came from: the leader, as far
-	// as this node can tell without asking. Settlements go there; a
-	// delivery's ID means the same to every member (the machine numbers
-	// its handings-out), so the leader settles what its predecessors
-	// handed out, and a member that no longer leads passes them on
-	// (replica/former.go). Replaced, never changed, so read without a lock.
-	source atomic.Pointer[origin]
-
-	settleMu   sync.Mutex
-	unary      map[string][]*queuepb.Settlement // by node address, for the settler
-	settleWake chan struct{}
-
-	// owned carries settlements by holder: of forwarded gets, and the
-	// release of closed channels' consumers (owned.go).
-	owned ownedSettler
-
-	// members and localMember start as cfg.Members and cfg.Local;
-	// SetMembers replaces them when the group gains or loses a member
-	// (members.go). Read them through memberNames, member and local.
-	members     atomic.Pointer[[]string]
-	localMember atomic.Pointer[localBox]
-}
-
-// origin is where deliveries came from.
-type origin struct {
-	local bool
-	addr  string
-	// stream is a live consume stream to that member, which carries
-	// settlements; nil sends them with the unary Settle.
-	stream atomic.Pointer[attachment]
+	leaders   leaderFinder
+	pub       *publisher
+	consumers consumerSet
+	settles   settlements
+	owned     ownedSettler
 }
 
 var (
@@ -156,23 +131,20 @@ func NewRouter(cfg RouterConfig) *Router {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Router{
-		cfg:        cfg,
-		log:        cfg.Log.With("queue", cfg.Name),
-		ctx:        ctx,
-		cancel:     cancel,
-		consumers:  make(map[queue.Consumer]*consumer),
-		cancelled:  newCancelledSet(),
-		unary:      make(map[string][]*queuepb.Settlement),
-		settleWake: make(chan struct{}, 1),
+		cfg:    cfg,
+		log:    cfg.Log.With("queue", cfg.Name),
+		ctx:    ctx,
+		cancel: cancel,
 	}
-	r.owned.init()
-	r.SetMembers(cfg.Members, cfg.Local)
-	r.leader = cfg.Leader
-	// From here on they live in members and localMember only: a member
-	// closed and replaced (a hibernating group, cluster/node) must not
-	// stay reachable from the config.
+	r.leaders.init(r, cfg.Members, cfg.Local, cfg.Leader)
+	// From here on they live in leaders only: a member closed and
+	// replaced (a hibernating group, cluster/node) must not stay
+	// reachable from the config.
 	r.cfg.Members, r.cfg.Local = nil, nil
 	r.pub = newPublisher(r)
+	r.consumers.init(r)
+	r.settles.init(r)
+	r.owned.init(r)
 	return r
 }
 
@@ -182,182 +154,11 @@ func randomID() uint64 {
 	return binary.BigEndian.Uint64(b[:]) | 1
 }
 
-// target is where the leader is: this node's member or a node address.
-type target struct {
-	local bool
-	addr  string
-}
-
-// resolve finds the leader, waiting with backoff until ctx is done, or
-// returns at once why the group is gone (RouterConfig.Gone).
-func (r *Router) resolve(ctx context.Context) (target, error) {
-	backoff := minBackoff
-	for {
-		if r.cfg.Gone != nil {
-			if err := r.cfg.Gone(); err != nil {
-				return target{}, err
-			}
-		}
-		t, err := r.tryResolve(ctx)
-		if err == nil {
-			return t, nil
-		}
-		r.log.Debug("forward: no leader yet", "err", err)
-		if werr := r.sleep(ctx, backoff); werr != nil {
-			return target{}, fmt.Errorf("forward: queue %s: %w (%v)", r.cfg.Name, werr, err)
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
-}
-
 // AwaitLeader resolves the group's leader, waking the group if it
 // hibernates, and returns once one is known or ctx ends.
 func (r *Router) AwaitLeader(ctx context.Context) error {
-	_, err := r.resolve(ctx)
+	_, err := r.leaders.resolve(ctx)
 	return err
-}
-
-// sleep waits d, or returns why it cannot.
-func (r *Router) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-r.ctx.Done():
-		return queue.ErrDeleted
-	}
-}
-
-func (r *Router) tryResolve(ctx context.Context) (target, error) {
-	if r.member() == nil && r.cfg.Wake != nil {
-		r.cfg.Wake() // a hibernated member opens; a non-member's is a no-op
-	}
-	if l := r.member(); l != nil {
-		if l.IsLeader() {
-			return target{local: true}, nil
-		}
-		if name := l.Leader(); name != "" {
-			return r.remote(name)
-		}
-		// A member that knows no leader may just have joined the group
-		// (its replica opened after the others'): the leader, having
-		// failed to reach it before, backs off for seconds before trying
-		// again. Ask the other members rather than wait for it.
-	} else {
-		r.mu.Lock()
-		name := r.leader
-		r.mu.Unlock()
-		if name != "" {
-			return r.remote(name)
-		}
-	}
-	leader, _, err := r.askLeader(ctx, false)
-	if leader == "" {
-		return target{}, errors.Join(err, errNoLeader)
-	}
-	return r.remote(leader)
-}
-
-// askLeader asks the members in turn which node leads, until one names
-// it (and it is remembered), or with peek until one says the group
-// hibernates; err gathers why the others did not answer.
-func (r *Router) askLeader(ctx context.Context, peek bool) (leader string, asleep bool, err error) {
-	var errs []error
-	for _, m := range r.memberNames() {
-		addr, ok := r.cfg.Addr(m)
-		if !ok {
-			continue
-		}
-		c, err := r.client(addr)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-		rep, err := c.Leader(cctx, &queuepb.LeaderRequest{QueueId: r.cfg.QueueID, Peek: peek})
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", m, err))
-			continue
-		}
-		if rep.Leader != "" {
-			r.mu.Lock()
-			r.leader = rep.Leader
-			r.mu.Unlock()
-			return rep.Leader, false, nil
-		}
-		if rep.Asleep {
-			return "", true, nil
-		}
-	}
-	return "", false, errors.Join(errs...)
-}
-
-func (r *Router) remote(node string) (target, error) {
-	addr, ok := r.cfg.Addr(node)
-	if !ok {
-		r.forgetLeader(failure{})
-		return target{}, fmt.Errorf("forward: no address for node %q", node)
-	}
-	return target{addr: addr}, nil
-}
-
-// forgetLeader drops the cached leader after a "not leader" or
-// unavailable answer, keeping the answering member's hint.
-func (r *Router) forgetLeader(f failure) {
-	r.mu.Lock()
-	r.leader = f.leader
-	r.mu.Unlock()
-}
-
-func (r *Router) client(addr string) (queuepb.ForwardClient, error) {
-	conn, err := r.cfg.Pool.Conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	return queuepb.NewForwardClient(conn), nil
-}
-
-// onLeader runs local when this node's member leads, else remote with the
-// leader's client, resolving the leader again after "not leader" and
-// unavailable answers, until ctx is done.
-func (r *Router) onLeader(ctx context.Context, local func(Local) error, remote func(context.Context, queuepb.ForwardClient, string) error) error {
-	backoff := minBackoff
-	for {
-		t, err := r.resolve(ctx)
-		if err != nil {
-			return err
-		}
-		var f failure
-		if t.local {
-			err := local(r.local())
-			if !isNotLeader(err) {
-				return err
-			}
-			f = failure{err: err, retry: true}
-		} else {
-			c, err := r.client(t.addr)
-			if err != nil {
-				return err
-			}
-			f = fromStatus(remote(ctx, c, t.addr))
-			if f.err == nil {
-				return nil
-			}
-			if !f.retry {
-				return f.err
-			}
-			r.forgetLeader(f)
-		}
-		r.log.Debug("forward: leader moved, retrying", "err", f.err)
-		if werr := r.sleep(ctx, backoff); werr != nil {
-			return fmt.Errorf("forward: queue %s: %w", r.cfg.Name, f.err)
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
 }
 
 // Enqueue stores m through the leader; done is called once the leader has
@@ -379,15 +180,15 @@ func (r *Router) Enqueue(ctx context.Context, m *queue.Message, done func(error)
 func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
-	r.awaitOwned(ctx)
+	r.owned.await(ctx)
 	var d queue.Delivery
 	var remaining uint32
 	var ok bool
-	err := r.onLeader(ctx, func(l Local) error {
+	err := r.leaders.onLeader(ctx, func(l Local) error {
 		var err error
 		d, remaining, ok, err = l.Get(noAck)
 		if err == nil && ok && d.ID != 0 {
-			r.noteOrigin(true, "", nil)
+			r.settles.noteOrigin(true, "", nil)
 		}
 		return err
 	}, func(ctx context.Context, c queuepb.ForwardClient, addr string) error {
@@ -396,7 +197,7 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 		if err != nil {
 			// Perhaps committed, its answer lost: whatever the getter
 			// holds goes back. (Nothing, if the get never reached the log.)
-			r.releaseOwner(getter)
+			r.owned.release(getter)
 			return err
 		}
 		ok, remaining = rep.Ok, rep.Remaining
@@ -404,14 +205,14 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 			return nil
 		}
 		if d, err = decodeDelivery(rep.Delivery); err != nil {
-			r.releaseOwner(getter)
+			r.owned.release(getter)
 			return err
 		}
 		if d.ID != 0 {
 			if rep.Owned {
-				r.noteGet(d.ID, getter)
+				r.owned.noteGet(d.ID, getter)
 			}
-			r.noteOrigin(false, addr, nil)
+			r.settles.noteOrigin(false, addr, nil)
 		}
 		return nil
 	})
@@ -426,7 +227,7 @@ func (r *Router) Purge() (uint32, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
 	var n uint32
-	err := r.onLeader(ctx, func(l Local) error {
+	err := r.leaders.onLeader(ctx, func(l Local) error {
 		var err error
 		n, err = l.Purge()
 		return err
@@ -446,49 +247,27 @@ func (r *Router) Purge() (uint32, error) {
 // own count when the leader cannot be reached in time; a non-member
 // reports zero then.
 func (r *Router) Stats() queue.Stats {
-	if l := r.member(); l != nil && l.IsLeader() {
+	if l := r.leaders.member(); l != nil && l.IsLeader() {
 		return l.Stats()
 	}
-	if r.asleep() {
+	if r.leaders.asleep() {
 		return queue.Stats{} // hibernated: empty and unused, and left asleep
 	}
 	st, err := r.remoteStats()
 	if err != nil {
 		r.log.Debug("forward: stats unavailable", "err", err)
-		if l := r.member(); l != nil {
+		if l := r.leaders.member(); l != nil {
 			return l.Stats()
 		}
 	}
 	return st
 }
 
-// asleep reports, without waking it, whether the group hibernates: this
-// node's member is closed, or for a non-member that knows no leader, a
-// member asked with a peek says so.
-func (r *Router) asleep() bool {
-	if r.member() != nil {
-		return false
-	}
-	if r.cfg.Asleep != nil && r.cfg.Asleep() {
-		return true
-	}
-	r.mu.Lock()
-	known := r.leader != ""
-	r.mu.Unlock()
-	if known {
-		return false // its Stats answer for a hibernated group without waking it
-	}
-	ctx, cancel := context.WithTimeout(r.ctx, statsTimeout)
-	defer cancel()
-	_, asleep, _ := r.askLeader(ctx, true)
-	return asleep
-}
-
 func (r *Router) remoteStats() (queue.Stats, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, statsTimeout)
 	defer cancel()
 	var st queue.Stats
-	err := r.onLeader(ctx, func(l Local) error {
+	err := r.leaders.onLeader(ctx, func(l Local) error {
 		st = l.Stats()
 		return nil
 	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
@@ -506,7 +285,7 @@ func (r *Router) remoteStats() (queue.Stats, error) {
 // count, or the leader's as last seen for a non-member.
 func (r *Router) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	var n uint32
-	if l := r.member(); l != nil {
+	if l := r.leaders.member(); l != nil {
 		var err error
 		if n, err = l.Delete(ifUnused, ifEmpty); err != nil && !errors.Is(err, queue.ErrDeleted) {
 			return 0, err
@@ -535,252 +314,15 @@ func (r *Router) Close() {
 		w.end(nil)
 	}
 	r.wg.Wait()
-	if l := r.member(); l != nil {
+	if l := r.leaders.member(); l != nil {
 		l.Close()
 	}
-}
-
-// stop ends every stream and returns the consumers.
-func (r *Router) stop() []*consumer {
-	r.mu.Lock()
-	r.closed = true
-	ws := make([]*consumer, 0, len(r.consumers))
-	for _, w := range r.consumers {
-		ws = append(ws, w)
-	}
-	clear(r.consumers)
-	r.mu.Unlock()
-	r.goMu.Lock()
-	r.goStopped = true // no goroutine starts after this: wg.Wait follows
-	r.goMu.Unlock()
-	r.cancel()
-	r.pub.close(queue.ErrDeleted)
-	return ws
-}
-
-// noteOrigin records where a delivery came from; a is the remote stream
-// that carried it, if any. It is called per delivery, so the usual case
-// (the same source) takes no lock and allocates nothing.
-func (r *Router) noteOrigin(local bool, addr string, a *attachment) {
-	if o := r.source.Load(); o != nil && o.local == local && o.addr == addr {
-		if a != nil && o.stream.Load() != a {
-			o.stream.Store(a)
-		}
-		return
-	}
-	o := &origin{local: local, addr: addr}
-	if a != nil {
-		o.stream.Store(a)
-	}
-	r.source.Store(o)
-}
-
-// attachmentEnded stops settlements going through a's stream.
-func (r *Router) attachmentEnded(a *attachment) {
-	if o := r.source.Load(); o != nil {
-		o.stream.CompareAndSwap(a, nil)
-	}
-}
-
-// Settle acknowledges deliveries at the leader, as far as this node knows
-// it (where the latest delivery came from).
-func (r *Router) Settle(ids []uint64) { r.settle(queuepb.SettleOp_SETTLE, 0, ids) }
-
-// Requeue returns deliveries to the queue.
-func (r *Router) Requeue(ids []uint64, cause queue.ReturnCause) {
-	r.settle(queuepb.SettleOp_REQUEUE, cause, ids)
-}
-
-// Discard drops (dead-letters) deliveries.
-func (r *Router) Discard(ids []uint64, cause queue.ReturnCause) {
-	r.settle(queuepb.SettleOp_DISCARD, cause, ids)
-}
-
-func (r *Router) settle(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) {
-	ids = r.settleGets(opOf(op), cause, ids)
-	o := r.source.Load()
-	if o == nil || len(ids) == 0 {
-		return // nothing was delivered through this node
-	}
-	if o.local {
-		if l := r.member(); l != nil {
-			settleOn(l, &queuepb.Settlement{Op: op, Cause: uint32(cause), Ids: ids})
-		}
-		return
-	}
-	ids = append([]uint64(nil), ids...)
-	if a := o.stream.Load(); a != nil && a.settle(op, cause, ids) {
-		return
-	}
-	r.settleUnary(o.addr, []*queuepb.Settlement{{Op: op, Cause: uint32(cause), Ids: ids}})
-}
-
-// SettleHeld passes settlements that this node's member named by consumer
-// and message, as a former leader (replica/former.go), to the leader. It
-// returns at once; they are sent until a leader takes them
-// (atLeaderLater).
-func (r *Router) SettleHeld(list []replica.HeldSettlement) {
-	if len(list) == 0 {
-		return
-	}
-	r.atLeaderLater(func(l Local) error {
-		return l.SettleHeld(list)
-	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
-		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Held: encodeHeld(list)})
-		return err
-	}, func(err error) {
-		r.log.Debug("forward: a former leader's settlements dropped", "err", err)
-	})
-}
-
-// SettleDeliveriesAtLeader passes settlements, by delivery ID, that this
-// node's member could not resolve (it has not applied the entries that
-// handed them out) on to the leader. It returns at once; they are sent
-// until a leader takes them (atLeaderLater).
-func (r *Router) SettleDeliveriesAtLeader(op raftq.Op, cause queue.ReturnCause, deliveries []uint64) {
-	if len(deliveries) == 0 {
-		return
-	}
-	list := []*queuepb.Settlement{{Op: opWire(op), Cause: uint32(cause), Ids: append([]uint64(nil), deliveries...)}}
-	r.settleAtLeader("", list, nil)
-}
-
-// atLeaderLater runs onLeader on a goroutine of the router's wait group,
-// again and again (each try for up to opTimeout) until it succeeds, and
-// failed with its error once it cannot any more: the queue is gone or the
-// router is closing. Nothing once the router is stopping. Settlements are
-// idempotent (a message its holder no longer holds is left alone), so a
-// late one is harmless, while a dropped one leaves a message checked out
-// to a consumer that believes it settled it, using up its prefetch.
-func (r *Router) atLeaderLater(local func(Local) error, remote func(context.Context, queuepb.ForwardClient, string) error, failed func(error)) {
-	r.goMu.Lock()
-	defer r.goMu.Unlock()
-	if r.goStopped {
-		return
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		retry := settleRetryMin
-		for {
-			ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
-			err := r.onLeader(ctx, local, remote)
-			cancel()
-			if err == nil {
-				return
-			}
-			if errors.Is(err, queue.ErrDeleted) || r.sleep(r.ctx, retry) != nil {
-				failed(err)
-				return
-			}
-			r.log.Debug("forward: settlements not taken yet; sending them again", "err", err)
-			retry = min(2*retry, settleRetryMax)
-		}
-	}()
-}
-
-// settleUnary hands settlements to the settler goroutine.
-func (r *Router) settleUnary(addr string, list []*queuepb.Settlement) {
-	if len(list) == 0 {
-		return
-	}
-	r.settleMu.Lock()
-	for _, s := range list {
-		r.unary[addr] = appendSettlement(r.unary[addr], s.Op, queue.ReturnCause(s.Cause), s.Ids)
-	}
-	r.settleMu.Unlock()
-	r.startOnce(&r.setStarted, r.settler)
-	select {
-	case r.settleWake <- struct{}{}:
-	default:
-	}
-}
-
-// appendSettlement adds ids to list, merging with its last settlement
-// when op and cause match.
-func appendSettlement(list []*queuepb.Settlement, op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) []*queuepb.Settlement {
-	if n := len(list); n > 0 && list[n-1].Op == op && list[n-1].Cause == uint32(cause) {
-		list[n-1].Ids = append(list[n-1].Ids, ids...)
-		return list
-	}
-	return append(list, &queuepb.Settlement{Op: op, Cause: uint32(cause), Ids: ids})
-}
-
-// settler sends settlements that no live consume stream carries, one
-// unary call per node per batch.
-func (r *Router) settler() {
-	defer r.wg.Done()
-	for {
-		select {
-		case <-r.settleWake:
-		case <-r.ctx.Done():
-			return
-		}
-		r.settleMu.Lock()
-		batch := r.unary
-		r.unary = make(map[string][]*queuepb.Settlement)
-		r.settleMu.Unlock()
-		for addr, list := range batch {
-			c, err := r.client(addr)
-			if err == nil {
-				ctx, cancel := context.WithTimeout(r.ctx, rpcTimeout)
-				_, err = c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Settlements: list})
-				cancel()
-			}
-			if err != nil {
-				r.settleAtLeader(addr, list, err)
-			}
-		}
-	}
-}
-
-// settleAtLeader sends settlements that addr did not take (its node is
-// gone, say) to the leader, which knows every delivery's ID. It returns at
-// once; they are sent until a leader takes them (atLeaderLater).
-func (r *Router) settleAtLeader(addr string, list []*queuepb.Settlement, cause error) {
-	r.atLeaderLater(func(l Local) error {
-		for _, s := range list {
-			settleOn(l, s)
-		}
-		return nil
-	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
-		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Settlements: list})
-		return err
-	}, func(err error) {
-		r.log.Debug("forward: settlements dropped", "addr", addr, "cause", cause, "err", err)
-	})
-}
-
-// startOnce runs fn on a goroutine of the router's wait group the first
-// time it is called with started, unless the router is stopping.
-func (r *Router) startOnce(started *atomic.Bool, fn func()) {
-	if started.Load() {
-		return
-	}
-	r.goMu.Lock()
-	defer r.goMu.Unlock()
-	if r.goStopped || started.Load() {
-		return
-	}
-	started.Store(true)
-	r.wg.Add(1)
-	go fn()
 }
 
 // Leader is the group's leader as this node knows it without asking
 // anyone: its member's view, or the leader a non-member last learned ("" if
 // none yet).
-func (r *Router) Leader() string {
-	if l := r.member(); l != nil {
-		return l.Leader()
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.leader == "" {
-		return r.cfg.Leader
-	}
-	return r.leader
-}
+func (r *Router) Leader() string { return r.leaders.known() }
 
 // Reconfigure gives the group's leader the queue's new effective
 // x-arguments (a policy changed): this node's member when it leads, else
@@ -793,7 +335,7 @@ func (r *Router) Reconfigure(args wire.Table) error {
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
-	return r.onLeader(ctx, func(l Local) error {
+	return r.leaders.onLeader(ctx, func(l Local) error {
 		return l.Reconfigure(args)
 	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
 		_, err := c.Reconfigure(ctx, &queuepb.ReconfigureRequest{QueueId: r.cfg.QueueID, Arguments: data})

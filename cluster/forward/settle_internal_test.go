@@ -69,8 +69,9 @@ func TestAttachmentHoldsAcksUntilDue(t *testing.T) {
 // it: close sends what went out within resendWindow again the unary way,
 // with what had not gone out yet.
 func TestAttachmentCloseResendsRecentSettlements(t *testing.T) {
-	r := &Router{unary: make(map[string][]*queuepb.Settlement), settleWake: make(chan struct{}, 1), ctx: context.Background()}
-	r.setStarted.Store(true) // no settler goroutine: the test reads r.unary
+	r := &Router{ctx: context.Background()}
+	r.settles.init(r)
+	r.settles.started.Store(true) // no settler goroutine: the test reads r.settles.unary
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &attachment{w: &consumer{r: r}, addr: "old-leader", ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), flushAt: 100}
 	a.noteSent([]*queuepb.Settlement{{Op: queuepb.SettleOp_SETTLE, Ids: []uint64{1}}})
@@ -81,7 +82,7 @@ func TestAttachmentCloseResendsRecentSettlements(t *testing.T) {
 	a.settle(queuepb.SettleOp_SETTLE, 0, []uint64{3})                                  // not sent yet
 	a.close()
 	var got []uint64
-	for _, s := range r.unary["old-leader"] {
+	for _, s := range r.settles.unary["old-leader"] {
 		got = append(got, s.Ids...)
 	}
 	if !slices.Equal(got, []uint64{1, 2, 3}) {

@@ -4,11 +4,19 @@
 // directly when it leads, and otherwise talks over gRPC (proto/queuepb) to
 // the leader node's Server.
 //
-// Goroutines: a Router runs one publishing goroutine, one settling
-// goroutine and, while a publish stream is open, its receiver; each of its
-// consumers runs one goroutine (its attachment's receiver, re-attaching when
-// leadership moves) plus, while attached remotely, one sender. The Server
-// runs two goroutines per stream. None is started per message.
+// A Router is built of parts that each own their state (router.go lists
+// them): a leaderFinder for where the group is led from, a publisher, a
+// consumerSet of the consumers that follow the leader, and the settlers
+// by delivery ID (settlements) and by holder (ownedSettler). The Server
+// (server.go) serves the members this node holds, and keeps what the
+// consumers of broken streams hold for them (disconnected.go).
+//
+// Goroutines: a Router runs one publishing goroutine, one goroutine for
+// each kind of settlement and, while a publish stream is open, its
+// receiver; each of its consumers runs one goroutine (its attachment's
+// receiver, re-attaching when leadership moves) plus, while attached
+// remotely, one sender. The Server runs two goroutines per stream. None
+// is started per message.
 //
 // Lock order: a Local's own locks (it calls Deliver, done callbacks and
 // LeaderLost with them held) come before any lock of this package; this

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,14 +22,24 @@ type ackState struct {
 	at    atomic.Int64  // Unix nanoseconds of the last successful answer
 }
 
+// ackTracker is a group's record of its followers' acknowledgements.
+type ackTracker struct {
+	tracking atomic.Bool
+	acks     sync.Map // raft.ServerAddress → *ackState
+}
+
 // TrackAcks starts recording followers' acknowledgements (Acked).
-func (t *Transport) TrackAcks() { t.tracking.Store(true) }
+func (t *Transport) TrackAcks() { t.acks.tracking.Store(true) }
 
 // Acked is what target acknowledged last: the highest log index it holds
 // as far as this node knows, and when it last answered an AppendEntries
 // (zero time if never, or if acknowledgements are not tracked).
 func (t *Transport) Acked(target raft.ServerAddress) (uint64, time.Time) {
-	v, ok := t.acks.Load(target)
+	return t.acks.last(target)
+}
+
+func (a *ackTracker) last(target raft.ServerAddress) (uint64, time.Time) {
+	v, ok := a.acks.Load(target)
 	if !ok {
 		return 0, time.Time{}
 	}
@@ -36,14 +47,14 @@ func (t *Transport) Acked(target raft.ServerAddress) (uint64, time.Time) {
 	return s.index.Load(), time.Unix(0, s.at.Load())
 }
 
-// acked records a successful answer of target to args.
-func (t *Transport) acked(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
-	if !t.tracking.Load() || resp == nil || !resp.Success {
+// record notes a successful answer of target to args.
+func (a *ackTracker) record(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+	if !a.tracking.Load() || resp == nil || !resp.Success {
 		return
 	}
-	v, ok := t.acks.Load(target)
+	v, ok := a.acks.Load(target)
 	if !ok {
-		v, _ = t.acks.LoadOrStore(target, &ackState{})
+		v, _ = a.acks.LoadOrStore(target, &ackState{})
 	}
 	s := v.(*ackState)
 	if n := len(args.Entries); n > 0 {

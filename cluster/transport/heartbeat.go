@@ -125,11 +125,11 @@ func (t *Transport) heartbeat(target raft.ServerAddress, args *raft.AppendEntrie
 			if r.err != nil {
 				return t.fail("AppendEntries", target, r.err)
 			}
-			t.heartbeatAnswered(target)
+			t.behind.answered(target)
 			if err := appendRespFromPB(r.resp, resp); err != nil {
 				return err
 			}
-			t.acked(target, args, resp)
+			t.acks.record(target, args, resp)
 			return nil
 		case <-hurry:
 			// The lingering batch still carries it: a second heartbeat
@@ -284,7 +284,7 @@ func (s *server) Heartbeats(ctx context.Context, in *raftpb.HeartbeatBatch) (*ra
 			out.Results[i] = statusResult(codes.InvalidArgument, "not a heartbeat")
 			continue
 		}
-		groups[i], waiting[i] = t, t.dispatchHeartbeat(ctx, a)
+		groups[i], waiting[i] = t, t.in.dispatchHeartbeat(ctx, a)
 	}
 	var straggle <-chan time.Time
 	for i, ch := range waiting {
@@ -304,7 +304,7 @@ func (s *server) Heartbeats(ctx context.Context, in *raftpb.HeartbeatBatch) (*ra
 		case r := <-ch:
 			out.Results[i] = rpcResult(r)
 		case <-groups[i].ctx.Done():
-			out.Results[i] = statusResult(codes.Unavailable, groups[i].closedErr().Error())
+			out.Results[i] = statusResult(codes.Unavailable, groups[i].in.closedErr().Error())
 		case <-straggle:
 			out.Results[i] = statusResult(codes.Unavailable, fmt.Sprintf("raft group %q on %s did not answer the heartbeat", groups[i].group, s.mux.local))
 		case <-ctx.Done():
@@ -312,39 +312,6 @@ func (s *server) Heartbeats(ctx context.Context, in *raftpb.HeartbeatBatch) (*ra
 		}
 	}
 	return out, nil
-}
-
-// dispatchHeartbeat hands a heartbeat to raft's fast path, which answers
-// on this goroutine; without one (not set yet) it goes to Consumer from a
-// goroutine of its own, so that the batch is not held up.
-func (t *Transport) dispatchHeartbeat(ctx context.Context, a *raft.AppendEntriesRequest) <-chan raft.RPCResponse {
-	t.hbMu.Lock()
-	fn := t.hbFn
-	t.hbMu.Unlock()
-	respCh := make(chan raft.RPCResponse, 1)
-	if fn != nil {
-		t.hbRun.RLock()
-		defer t.hbRun.RUnlock()
-		if t.hbClosed {
-			respCh <- raft.RPCResponse{Error: t.closedErr()}
-			return respCh
-		}
-		fn(raft.RPC{Command: a, RespChan: respCh})
-		return respCh
-	}
-	go func() {
-		ch, err := t.dispatch(ctx, a, nil, false)
-		if err != nil {
-			respCh <- raft.RPCResponse{Error: err}
-			return
-		}
-		resp, rpcErr, err := t.wait(ctx, ch)
-		if err != nil {
-			rpcErr = err
-		}
-		respCh <- raft.RPCResponse{Response: resp, Error: rpcErr}
-	}()
-	return respCh
 }
 
 func rpcResult(r raft.RPCResponse) *raftpb.HeartbeatResult {

@@ -10,6 +10,15 @@
 // large snapshot does not hold up other groups' heartbeats. The
 // heartbeats of every group to one peer travel together (heartbeat.go).
 //
+// A Transport makes the group's outgoing calls itself and keeps the rest
+// in parts that own their state: its inbox (inbox.go) hands incoming
+// requests to raft, with raft's heartbeat handler and the lock that lets
+// Close wait for a heartbeat in hand; its ackTracker (acks.go) records
+// followers' acknowledgements; its catchUp (catchup.go) notes followers a
+// replication call failed to reach and nudges the group when they answer
+// again; its spareChooser (spare.go) holds the spare delay and the open
+// pipelines that tell which followers keep up.
+//
 // Concurrency: Mux.mu guards the group table and the closed flag, Mux.hbMu
 // the heartbeat senders; neither is held while calling into raft or the
 // network, nor is a sender's own mutex. Each Transport owns

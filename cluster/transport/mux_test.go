@@ -190,7 +190,7 @@ func TestCloseWaitsForHeartbeatInProgress(t *testing.T) {
 		t.Fatal("Close did not return once the heartbeat was handled")
 	}
 	// After Close, heartbeats are refused without reaching the handler.
-	resp := tb.dispatchHeartbeat(context.Background(), hb)
+	resp := tb.in.dispatchHeartbeat(context.Background(), hb)
 	if r := <-resp; r.Error == nil || after.Load() {
 		t.Fatalf("a heartbeat after Close: %+v, handled %v", r, after.Load())
 	}

@@ -59,7 +59,7 @@ func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 		doneCh:   make(chan raft.AppendFuture, pipelineDepth-2),
 	}
 	p.waitingSince.Store(time.Now().UnixNano())
-	t.pipes.Store(target, p) // for the choice of spare followers (spare.go)
+	t.spares.pipes.Store(target, p) // for the choice of spare followers (spare.go)
 	return p, nil
 }
 
@@ -110,7 +110,7 @@ type pipeline struct {
 // pipelineDepth requests are in flight.
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
 	now := time.Now()
-	if wait := p.t.spareWait(p, args, now); wait > 0 {
+	if wait := p.t.spares.wait(p, args, now); wait > 0 {
 		// A spare follower (spare.go): raft gathers the entries appended
 		// meanwhile for the next request, which the follower stores with
 		// one sync.
@@ -173,7 +173,7 @@ func (p *pipeline) Consumer() <-chan raft.AppendFuture { return p.doneCh }
 // the calls in flight.
 func (p *pipeline) Close() error {
 	p.once.Do(p.cancel)
-	p.t.pipes.CompareAndDelete(p.target, p)
+	p.t.spares.pipes.CompareAndDelete(p.target, p)
 	return nil
 }
 
@@ -203,7 +203,7 @@ func (p *pipeline) receive(stream raftpb.Raft_AppendEntriesPipelineClient, cance
 				} else {
 					f.err = appendRespFromPB(out, f.resp)
 					if f.err == nil {
-						p.t.acked(p.target, f.args, f.resp)
+						p.t.acks.record(p.target, f.args, f.resp)
 					}
 					p.checkIdle(f)
 				}
@@ -297,7 +297,7 @@ func (p *pipeline) checkIdle(f *appendFuture) {
 	if n == 0 || f.err != nil || !f.resp.Success || len(p.inflight) > 0 {
 		return
 	}
-	if p.t.pipelineIdle.Load() == nil {
+	if p.t.behind.nudge.Load() == nil {
 		return
 	}
 	p.idleSeq.Store(p.sent.Load())
@@ -311,7 +311,7 @@ func (p *pipeline) checkIdle(f *appendFuture) {
 
 // idleNow is checkIdle's timer: nothing was sent since the answer.
 func (p *pipeline) idleNow() {
-	if fn := p.t.pipelineIdle.Load(); fn != nil && p.sent.Load() == p.idleSeq.Load() && p.ctx.Err() == nil {
+	if fn := p.t.behind.nudge.Load(); fn != nil && p.sent.Load() == p.idleSeq.Load() && p.ctx.Err() == nil {
 		(*fn)(p.idleLast.Load())
 	}
 }

@@ -42,7 +42,7 @@ func (s *server) AppendEntries(ctx context.Context, req *raftpb.AppendEntriesReq
 		return nil, err
 	}
 	a := appendReqFromPB(req)
-	resp, rpcErr, err := t.serve(ctx, a, isHeartbeat(a))
+	resp, rpcErr, err := t.in.serve(ctx, a, isHeartbeat(a))
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (s *server) AppendEntriesPipeline(stream raftpb.Raft_AppendEntriesPipelineS
 			return err
 		}
 		a := appendReqFromPB(req)
-		resp, rpcErr, err := t.serve(ctx, a, isHeartbeat(a))
+		resp, rpcErr, err := t.in.serve(ctx, a, isHeartbeat(a))
 		if err != nil {
 			return err
 		}
@@ -89,7 +89,7 @@ func (s *server) RequestVote(ctx context.Context, req *raftpb.RequestVoteRequest
 	}
 	vote := voteReqFromPB(req)
 	vote.ID = nil // judged on terms and logs (votes.go)
-	resp, rpcErr, err := t.serve(ctx, vote, false)
+	resp, rpcErr, err := t.in.serve(ctx, vote, false)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (s *server) RequestPreVote(ctx context.Context, req *raftpb.RequestPreVoteR
 	if resp, ok := t.answerPreVote(pre); ok {
 		return preVoteRespToPB(resp, nil), nil
 	}
-	resp, rpcErr, err := t.serve(ctx, pre, false)
+	resp, rpcErr, err := t.in.serve(ctx, pre, false)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (s *server) TimeoutNow(ctx context.Context, req *raftpb.TimeoutNowRequest) 
 	if err != nil {
 		return nil, err
 	}
-	resp, rpcErr, err := t.serve(ctx, &raft.TimeoutNowRequest{RPCHeader: headerFromPB(req.Header)}, false)
+	resp, rpcErr, err := t.in.serve(ctx, &raft.TimeoutNowRequest{RPCHeader: headerFromPB(req.Header)}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func (s *server) InstallSnapshot(stream raftpb.Raft_InstallSnapshotServer) error
 	}
 	ctx := stream.Context()
 	pr, pw := io.Pipe()
-	respCh, err := t.dispatch(ctx, snapshotReqFromPB(first.Request), pr, false)
+	respCh, err := t.in.dispatch(ctx, snapshotReqFromPB(first.Request), pr, false)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (s *server) InstallSnapshot(stream raftpb.Raft_InstallSnapshotServer) error
 	)
 	go func() {
 		defer close(answered)
-		resp, rpcErr, waitEr = t.wait(ctx, respCh)
+		resp, rpcErr, waitEr = t.in.wait(ctx, respCh)
 		pr.CloseWithError(errSnapshotAbandoned)
 	}()
 	// Only this goroutine touches the stream until it returns.

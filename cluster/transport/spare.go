@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"hash/fnv"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -39,7 +41,21 @@ const spareBatch = 32
 // followers its commits do not need so that at most one goes to each per
 // d (see above); zero, the default, sends every request at once. The
 // group's raft must be known (JudgeVotesOf): it gives the voters.
-func (t *Transport) SetSpareDelay(d time.Duration) { t.spareDelay.Store(int64(d)) }
+func (t *Transport) SetSpareDelay(d time.Duration) { t.spares.delay.Store(int64(d)) }
+
+// spareChooser decides which of a group's followers are spares, from the
+// group's voters (its judge's configuration) and how its replication
+// pipelines are answered.
+type spareChooser struct {
+	group string
+	self  raft.ServerAddress
+	judge *atomic.Pointer[raft.Raft] // the Transport's (votes.go)
+	delay atomic.Int64               // SetSpareDelay's
+	// pipes are the open replication pipelines by follower address
+	// (raft.ServerAddress → *pipeline), whose answers tell which
+	// followers are keeping up.
+	pipes sync.Map
+}
 
 // eagerPatience is how long an eager follower may leave a request
 // unanswered before the spares stop waiting for it: twice the delay, and
@@ -51,16 +67,16 @@ func eagerPatience(delay time.Duration) time.Duration {
 
 const spareMinPatience = 20 * time.Millisecond
 
-// spareWait is how long p's request args should wait before it is sent:
+// wait is how long p's request args should wait before it is sent:
 // zero unless the delay is set, args carries a few entries, p's follower
 // is a spare, and the last request to it went less than the delay ago.
-func (t *Transport) spareWait(p *pipeline, args *raft.AppendEntriesRequest, now time.Time) time.Duration {
-	delay := time.Duration(t.spareDelay.Load())
+func (c *spareChooser) wait(p *pipeline, args *raft.AppendEntriesRequest, now time.Time) time.Duration {
+	delay := time.Duration(c.delay.Load())
 	if delay <= 0 || len(args.Entries) == 0 || len(args.Entries) >= spareBatch {
 		return 0
 	}
 	wait := p.lastSend.Add(delay).Sub(now)
-	if wait <= 0 || !t.isSpare(p.target, delay, now) {
+	if wait <= 0 || !c.isSpare(p.target, delay, now) {
 		return 0
 	}
 	return wait
@@ -70,8 +86,8 @@ func (t *Transport) spareWait(p *pipeline, args *raft.AppendEntriesRequest, now 
 // do without: a non-voter, or a voter outside the first healthy voters in
 // the group's order (spareRank) that a majority needs besides the leader.
 // With too few healthy voters nobody is spare.
-func (t *Transport) isSpare(target raft.ServerAddress, delay time.Duration, now time.Time) bool {
-	r := t.judge.Load()
+func (c *spareChooser) isSpare(target raft.ServerAddress, delay time.Duration, now time.Time) bool {
+	r := c.judge.Load()
 	if r == nil {
 		return false
 	}
@@ -80,7 +96,7 @@ func (t *Transport) isSpare(target raft.ServerAddress, delay time.Duration, now 
 		return false
 	}
 	servers := future.Configuration().Servers
-	self := t.LocalAddr()
+	self := c.self
 	voters := 0
 	var followers []raft.ServerAddress
 	for _, s := range servers {
@@ -102,7 +118,7 @@ func (t *Transport) isSpare(target raft.ServerAddress, delay time.Duration, now 
 	// The first need healthy followers in rank order are eager; target is
 	// spare if it is not among them.
 	slices.SortFunc(followers, func(a, b raft.ServerAddress) int {
-		return cmp.Compare(spareRank(t.group, a), spareRank(t.group, b))
+		return cmp.Compare(spareRank(c.group, a), spareRank(c.group, b))
 	})
 	patience := eagerPatience(delay)
 	eager := 0
@@ -110,7 +126,7 @@ func (t *Transport) isSpare(target raft.ServerAddress, delay time.Duration, now 
 		if eager == need {
 			break
 		}
-		if !t.answering(a, patience, now) {
+		if !c.answering(a, patience, now) {
 			continue
 		}
 		if a == target {
@@ -137,8 +153,8 @@ func spareRank(group string, a raft.ServerAddress) uint32 {
 // everything sent to it, or has been waiting for an answer less than
 // patience. A follower without a pipeline (raft sends it one request at a
 // time after a failure, or has not started) is not counted on.
-func (t *Transport) answering(target raft.ServerAddress, patience time.Duration, now time.Time) bool {
-	v, ok := t.pipes.Load(target)
+func (c *spareChooser) answering(target raft.ServerAddress, patience time.Duration, now time.Time) bool {
+	v, ok := c.pipes.Load(target)
 	if !ok {
 		return false
 	}

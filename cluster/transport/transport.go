@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/proto/raftpb"
 )
@@ -22,19 +19,10 @@ import (
 // name the group and share the Mux's peer connections, and the Mux routes
 // incoming requests for the group to Consumer.
 type Transport struct {
-	mux       *Mux
-	group     string
-	consumeCh chan raft.RPC
-
-	hbMu sync.Mutex
-	hbFn func(raft.RPC)
-	// hbRun is held (read) while raft's fast path handles a heartbeat on
-	// a serving goroutine, and taken by Close, which sets hbClosed: raft's
-	// Shutdown waits for its own goroutines, not for those, and its
-	// caller then closes the group's stores, under a heartbeat that was
-	// still writing the term (raft panics when it cannot).
-	hbRun    sync.RWMutex
-	hbClosed bool
+	mux   *Mux
+	group string
+	// in hands peers' requests to raft (inbox.go).
+	in inbox
 
 	// hbLinger is how long this group's heartbeats wait for others to
 	// share their call (SetHeartbeatLinger); read by the peer's sender.
@@ -48,20 +36,13 @@ type Transport struct {
 	cancelStopWaiting context.CancelFunc
 	// judge is JudgeVotesOf's raft, or nil (votes.go).
 	judge atomic.Pointer[raft.Raft]
-	// pipelineIdle is SetPipelineIdle's function, or nil.
-	pipelineIdle atomic.Pointer[func(lastAcked uint64)]
-	// tracking and acks record followers' acknowledgements (acks.go):
-	// acks maps raft.ServerAddress to *ackState.
-	tracking atomic.Bool
-	acks     sync.Map
-	// laggards are the followers a replication call failed to reach
-	// since their last answered heartbeat (failReplication).
-	laggards sync.Map // raft.ServerAddress → struct{}
-	// spareDelay is SetSpareDelay's, and pipes the open replication
-	// pipelines by follower address (raft.ServerAddress → *pipeline),
-	// whose answers tell which followers are keeping up (spare.go).
-	spareDelay atomic.Int64
-	pipes      sync.Map
+	// What the group learns of its followers as it replicates to them:
+	// acks their acknowledgements (acks.go), behind those a replication
+	// call failed to reach (catchup.go), spares the followers its
+	// commits do without (spare.go).
+	acks   ackTracker
+	behind catchUp
+	spares spareChooser
 	// peerWait is how long an AppendEntries waits for a peer whose
 	// connection is down (SetPeerWait); 0: not at all.
 	peerWait atomic.Int64
@@ -81,7 +62,9 @@ var (
 
 func newTransport(m *Mux, group string) *Transport {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Transport{mux: m, group: group, consumeCh: make(chan raft.RPC), hurry: make(chan struct{}), ctx: ctx, cancel: cancel}
+	t := &Transport{mux: m, group: group, hurry: make(chan struct{}), ctx: ctx, cancel: cancel}
+	t.in.init(group, m.local, ctx)
+	t.spares = spareChooser{group: group, self: raft.ServerAddress(m.local), judge: &t.judge}
 	t.stopWaiting, t.cancelStopWaiting = context.WithCancel(ctx)
 	t.hbLinger.Store(int64(defaultHeartbeatLinger))
 	return t
@@ -128,37 +111,21 @@ func (t *Transport) SetPeerWait(d time.Duration) { t.peerWait.Store(int64(d)) }
 // leader's log goes further, the group should append an entry, which
 // makes raft send the next batch. It is also called, with lastAcked 0,
 // when a follower that a replication call failed to reach answers a
-// heartbeat again (heartbeatAnswered).
-func (t *Transport) SetPipelineIdle(fn func(lastAcked uint64)) { t.pipelineIdle.Store(&fn) }
+// heartbeat again (catchup.go).
+func (t *Transport) SetPipelineIdle(fn func(lastAcked uint64)) { t.behind.nudge.Store(&fn) }
 
 // failReplication is fail for a replication call (entries or a snapshot),
-// which also notes target as lagging: raft retries the call only when an
-// entry is appended or after CommitTimeout (tens of seconds for an idle
-// queue group), so a follower whose node was restarting when it was
-// tried would stay behind that long, though it answers heartbeats again
-// within a second (heartbeatAnswered).
+// which also notes target as behind (catchup.go).
 func (t *Transport) failReplication(method string, target raft.ServerAddress, err error) error {
-	t.laggards.Store(target, struct{}{})
+	t.behind.failed(target)
 	return t.fail(method, target, err)
-}
-
-// heartbeatAnswered is a heartbeat's success: a follower noted lagging is
-// reachable again, and the group is asked to append an entry so that
-// raft retries its replication now.
-func (t *Transport) heartbeatAnswered(target raft.ServerAddress) {
-	if _, lagging := t.laggards.LoadAndDelete(target); !lagging {
-		return
-	}
-	if fn := t.pipelineIdle.Load(); fn != nil {
-		go (*fn)(0)
-	}
 }
 
 // Group is the name of the Raft group this transport carries.
 func (t *Transport) Group() string { return t.group }
 
 // Consumer implements raft.Transport.
-func (t *Transport) Consumer() <-chan raft.RPC { return t.consumeCh }
+func (t *Transport) Consumer() <-chan raft.RPC { return t.in.ch }
 
 // LocalAddr implements raft.Transport: the node's internal address.
 func (t *Transport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t.mux.local) }
@@ -166,11 +133,7 @@ func (t *Transport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t
 // SetHeartbeatHandler implements raft.Transport: heartbeats are handed to
 // cb on the serving goroutine instead of waiting on Consumer behind the
 // group's log traffic.
-func (t *Transport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
-	t.hbMu.Lock()
-	defer t.hbMu.Unlock()
-	t.hbFn = cb
-}
+func (t *Transport) SetHeartbeatHandler(cb func(rpc raft.RPC)) { t.in.setHeartbeatHandler(cb) }
 
 // EncodePeer implements raft.Transport: the address bytes.
 func (t *Transport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte { return []byte(addr) }
@@ -184,9 +147,7 @@ func (t *Transport) DecodePeer(buf []byte) raft.ServerAddress { return raft.Serv
 func (t *Transport) Close() error {
 	t.cancel()
 	t.mux.unregister(t)
-	t.hbRun.Lock()
-	t.hbClosed = true
-	t.hbRun.Unlock()
+	t.in.close()
 	return nil
 }
 
@@ -208,7 +169,7 @@ func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 	if err := appendRespFromPB(out, resp); err != nil {
 		return err
 	}
-	t.acked(target, args, resp)
+	t.acks.record(target, args, resp)
 	return nil
 }
 
@@ -311,57 +272,6 @@ func (t *Transport) fail(method string, target raft.ServerAddress, err error) er
 	return fmt.Errorf("transport: group %s: %s to %s: %w", t.group, method, target, err)
 }
 
-// serve hands one incoming request to raft and waits for its answer. It
-// returns raft's response and raft's own error, or a gRPC status error
-// when the group closes or the caller gives up first.
-func (t *Transport) serve(ctx context.Context, cmd any, heartbeat bool) (any, error, error) {
-	respCh, err := t.dispatch(ctx, cmd, nil, heartbeat)
-	if err != nil {
-		return nil, nil, err
-	}
-	return t.wait(ctx, respCh)
-}
-
-// dispatch hands a request to raft: to the heartbeat fast path when it is
-// a heartbeat and raft set a handler, to Consumer otherwise.
-func (t *Transport) dispatch(ctx context.Context, cmd any, body io.Reader, heartbeat bool) (<-chan raft.RPCResponse, error) {
-	respCh := make(chan raft.RPCResponse, 1)
-	r := raft.RPC{Command: cmd, Reader: body, RespChan: respCh}
-	if heartbeat {
-		t.hbMu.Lock()
-		fn := t.hbFn
-		t.hbMu.Unlock()
-		if fn != nil {
-			fn(r)
-			return respCh, nil
-		}
-	}
-	select {
-	case t.consumeCh <- r:
-		return respCh, nil
-	case <-t.ctx.Done():
-		return nil, t.closedErr()
-	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-}
-
-// wait waits for raft's answer to a dispatched request.
-func (t *Transport) wait(ctx context.Context, respCh <-chan raft.RPCResponse) (any, error, error) {
-	select {
-	case resp := <-respCh:
-		return resp.Response, resp.Error, nil
-	case <-t.ctx.Done():
-		return nil, nil, t.closedErr()
-	case <-ctx.Done():
-		return nil, nil, status.FromContextError(ctx.Err()).Err()
-	}
-}
-
-func (t *Transport) closedErr() error {
-	return status.Errorf(codes.Unavailable, "raft group %q on %s: %v", t.group, t.mux.local, raft.ErrTransportShutdown)
-}
-
 // appendFuture is a pipelined AppendEntries call (raft.AppendFuture).
 type appendFuture struct {
 	start time.Time
@@ -386,7 +296,7 @@ func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }
 // bootstrapped here, which has no leader to disturb: with long heartbeat
 // timeouts its first election would otherwise wait one.
 func (t *Transport) Campaign(ctx context.Context) error {
-	return t.toSelf(ctx, &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(t.mux.local)}})
+	return t.in.toSelf(ctx, &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(t.mux.local)}})
 }
 
 // RaiseTerm makes this node's member of the group, id in its
@@ -398,22 +308,8 @@ func (t *Transport) Campaign(ctx context.Context) error {
 // replica uses it before a campaign whose term the voters may have voted
 // in already (raftq/replica's failover.go).
 func (t *Transport) RaiseTerm(ctx context.Context, id string, term uint64) error {
-	return t.toSelf(ctx, &raft.RequestVoteRequest{
+	return t.in.toSelf(ctx, &raft.RequestVoteRequest{
 		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(t.mux.local)},
 		Term:      term,
 	})
-}
-
-// toSelf hands req to this node's own member of the group, as if a peer
-// had sent it, and returns its error.
-func (t *Transport) toSelf(ctx context.Context, req any) error {
-	respCh, err := t.dispatch(ctx, req, nil, false)
-	if err != nil {
-		return err
-	}
-	_, rpcErr, err := t.wait(ctx, respCh)
-	if err != nil {
-		return err
-	}
-	return rpcErr
 }

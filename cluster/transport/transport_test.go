@@ -369,8 +369,8 @@ func TestRaiseTerm(t *testing.T) {
 // as it answers heartbeats again, though raft retries replication only on
 // a new entry or after CommitTimeout (an hour here): the replication calls
 // that failed to reach it marked it lagging, and the first heartbeat it
-// answers asks the group for an entry (failReplication,
-// heartbeatAnswered). Without that it stays behind for the hour.
+// answers asks the group for an entry (catchup.go). Without that it stays
+// behind for the hour.
 func TestLaggingFollowerNudgedWhenHeartbeatsResume(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 3, []string{"lag"}, func(c *raft.Config) {

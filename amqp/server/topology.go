@@ -5,9 +5,17 @@ import (
 	"github.com/warrenmq/warren/cluster/broker"
 )
 
-// The exchange and queue class methods: thin translations to the broker.
+// topology carries out a channel's exchange and queue class methods, thin
+// translations to the broker, run by the reader under channel.op. It
+// owns the name of the queue the channel declared last, which an empty
+// queue name stands for in the methods that follow.
+type topology struct {
+	ch        *channel
+	lastQueue string
+}
 
-func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
+func (t *topology) exchangeDeclare(m *wire.ExchangeDeclare) error {
+	ch := t.ch
 	err := ch.c.vhost.DeclareExchange(ch.c.user, broker.ExchangeDeclare{
 		Name:       m.Exchange,
 		Type:       m.Type,
@@ -26,18 +34,20 @@ func (ch *channel) exchangeDeclare(m *wire.ExchangeDeclare) error {
 	return nil
 }
 
-func (ch *channel) exchangeDelete(m *wire.ExchangeDelete) error {
+func (t *topology) exchangeDelete(m *wire.ExchangeDelete) error {
+	ch := t.ch
 	if err := ch.c.vhost.DeleteExchange(ch.c.user, m.Exchange, m.IfUnused); err != nil {
 		return err
 	}
-	delete(ch.canPublish, m.Exchange)
+	ch.pub.forgetExchange(m.Exchange)
 	if !m.NoWait {
 		ch.reply(&wire.ExchangeDeleteOk{})
 	}
 	return nil
 }
 
-func (ch *channel) exchangeBind(m *wire.ExchangeBind) error {
+func (t *topology) exchangeBind(m *wire.ExchangeBind) error {
+	ch := t.ch
 	err := ch.c.vhost.BindExchange(ch.c.user, broker.ExchangeBinding{
 		Destination: m.Destination,
 		Source:      m.Source,
@@ -53,7 +63,8 @@ func (ch *channel) exchangeBind(m *wire.ExchangeBind) error {
 	return nil
 }
 
-func (ch *channel) exchangeUnbind(m *wire.ExchangeUnbind) error {
+func (t *topology) exchangeUnbind(m *wire.ExchangeUnbind) error {
+	ch := t.ch
 	err := ch.c.vhost.UnbindExchange(ch.c.user, broker.ExchangeBinding{
 		Destination: m.Destination,
 		Source:      m.Source,
@@ -69,14 +80,15 @@ func (ch *channel) exchangeUnbind(m *wire.ExchangeUnbind) error {
 	return nil
 }
 
-func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
-	if done, err := ch.declareReplyTo(m); done {
+func (t *topology) queueDeclare(m *wire.QueueDeclare) error {
+	ch := t.ch
+	if done, err := t.declareReplyTo(m); done {
 		return err
 	}
 	name := m.Queue
 	if name == "" && m.Passive {
 		var err error
-		if name, err = ch.queueName(name); err != nil {
+		if name, err = t.queueName(name); err != nil {
 			return err
 		}
 	}
@@ -91,7 +103,7 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 	if err != nil {
 		return err
 	}
-	ch.lastQueue = q.Name()
+	t.lastQueue = q.Name()
 	if !m.NoWait {
 		ch.reply(&wire.QueueDeclareOk{Queue: q.Name(), MessageCount: st.Ready, ConsumerCount: st.Consumers})
 	}
@@ -100,9 +112,9 @@ func (ch *channel) queueDeclare(m *wire.QueueDeclare) error {
 
 // binding resolves queue.bind/unbind's shortcuts: an empty queue name is
 // the last declared queue, and then an empty routing key is its name too.
-func (ch *channel) binding(queueName, exchange, key string, args wire.Table) (broker.QueueBinding, error) {
+func (t *topology) binding(queueName, exchange, key string, args wire.Table) (broker.QueueBinding, error) {
 	if queueName == "" {
-		name, err := ch.queueName(queueName)
+		name, err := t.queueName(queueName)
 		if err != nil {
 			return broker.QueueBinding{}, err
 		}
@@ -114,8 +126,9 @@ func (ch *channel) binding(queueName, exchange, key string, args wire.Table) (br
 	return broker.QueueBinding{Queue: queueName, Exchange: exchange, RoutingKey: key, Arguments: args}, nil
 }
 
-func (ch *channel) queueBind(m *wire.QueueBind) error {
-	b, err := ch.binding(m.Queue, m.Exchange, m.RoutingKey, m.Arguments)
+func (t *topology) queueBind(m *wire.QueueBind) error {
+	ch := t.ch
+	b, err := t.binding(m.Queue, m.Exchange, m.RoutingKey, m.Arguments)
 	if err != nil {
 		return err
 	}
@@ -128,8 +141,9 @@ func (ch *channel) queueBind(m *wire.QueueBind) error {
 	return nil
 }
 
-func (ch *channel) queueUnbind(m *wire.QueueUnbind) error {
-	b, err := ch.binding(m.Queue, m.Exchange, m.RoutingKey, m.Arguments)
+func (t *topology) queueUnbind(m *wire.QueueUnbind) error {
+	ch := t.ch
+	b, err := t.binding(m.Queue, m.Exchange, m.RoutingKey, m.Arguments)
 	if err != nil {
 		return err
 	}
@@ -140,8 +154,9 @@ func (ch *channel) queueUnbind(m *wire.QueueUnbind) error {
 	return nil
 }
 
-func (ch *channel) queuePurge(m *wire.QueuePurge) error {
-	name, err := ch.queueName(m.Queue)
+func (t *topology) queuePurge(m *wire.QueuePurge) error {
+	ch := t.ch
+	name, err := t.queueName(m.Queue)
 	if err != nil {
 		return err
 	}
@@ -155,8 +170,9 @@ func (ch *channel) queuePurge(m *wire.QueuePurge) error {
 	return nil
 }
 
-func (ch *channel) queueDelete(m *wire.QueueDelete) error {
-	name, err := ch.queueName(m.Queue)
+func (t *topology) queueDelete(m *wire.QueueDelete) error {
+	ch := t.ch
+	name, err := t.queueName(m.Queue)
 	if err != nil {
 		return err
 	}
@@ -168,4 +184,37 @@ func (ch *channel) queueDelete(m *wire.QueueDelete) error {
 		ch.reply(&wire.QueueDeleteOk{MessageCount: n})
 	}
 	return nil
+}
+
+// declareReplyTo answers queue.declare, passive or not, for direct
+// reply-to names as RabbitMQ 4.3 does: the pseudo-queue itself always
+// exists, and a rewritten name exists while its reply consumer lives
+// (0 messages, 1 consumer; 404 once gone), which is how a responder can
+// check that the requester is still there.
+func (t *topology) declareReplyTo(m *wire.QueueDeclare) (bool, error) {
+	ch := t.ch
+	switch {
+	case m.Queue == replyToQueue:
+	case isReplyName(m.Queue):
+		if !ch.c.s.replyLives(m.Queue) {
+			return true, wire.Errorf(wire.NotFound, "no queue '%s' in vhost '%s'", m.Queue, ch.c.vhost.Name())
+		}
+	default:
+		return false, nil
+	}
+	if !m.NoWait {
+		ch.reply(&wire.QueueDeclareOk{Queue: m.Queue, ConsumerCount: 1})
+	}
+	return true, nil
+}
+
+// queueName resolves the empty name to the channel's last declared queue.
+func (t *topology) queueName(name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	if t.lastQueue == "" {
+		return "", wire.Errorf(wire.NotFound, "no previously declared queue")
+	}
+	return t.lastQueue, nil
 }
