@@ -131,14 +131,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, helpHint, "--timeout must be positive")
 	}
 
-	conn, err := grpc.NewClient(g.node, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return usageError(stderr, helpHint, fmt.Sprintf("--node %q: %v", g.node, err))
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()
-	out, err := body(ctx, adminpb.NewAdminClient(conn), positional)
+	var client adminpb.AdminClient
+	if !cmd.offline {
+		conn, err := grpc.NewClient(g.node, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return usageError(stderr, helpHint, fmt.Sprintf("--node %q: %v", g.node, err))
+		}
+		defer conn.Close()
+		client = adminpb.NewAdminClient(conn)
+	}
+	out, err := body(ctx, client, positional)
 	if err != nil {
 		fmt.Fprintln(stderr, "warrenctl:", explain(err, g))
 		return exitFailure
