@@ -46,7 +46,9 @@ const (
 const nodeURIScheme = "warren-node"
 
 // NodeURI is the URI SAN naming node name.
-func NodeURI(name string) *url.URL { return &url.URL{Scheme: nodeURIScheme, Opaque: url.PathEscape(name)} }
+func NodeURI(name string) *url.URL {
+	return &url.URL{Scheme: nodeURIScheme, Opaque: url.PathEscape(name)}
+}
 
 // NodeName returns the node identity a certificate carries, if any.
 func NodeName(cert *x509.Certificate) (string, bool) {
