@@ -174,8 +174,8 @@ func Start(cfg Config) (*Node, error) {
 		cn.fwd.SetReplies(n.server.DeliverReply) // replies for this node's requesters
 		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
 		cn.adminSrv.SetUsers(operators{b}) // operators.go
-		b.OnDrainChange(cn.drainChanged) // drain.go
-		n.startMaintenance()             // drain.go
+		b.OnDrainChange(cn.drainChanged)   // drain.go
+		n.startMaintenance()               // drain.go
 		// Vhost and user limits count clients on every node, as
 		// RabbitMQ's connection and channel tracking do.
 		n.server.SetClientCounter(func(vhost, user string) server.ClientCount {
