@@ -81,7 +81,7 @@ perf-cluster: build ## 3-node Warren vs 3-node RabbitMQ: 1 queue and 10 queues (
 	./scripts/perf-cluster.sh
 
 FUZZ_TARGETS = ./amqp/wire/:FuzzReadFrame ./amqp/wire/:FuzzDecodeMethod ./amqp/wire/:FuzzDecodeTable \
-	./amqp/wire/:FuzzDecodeContentHeader ./raftq/:FuzzDecode ./raftq/:FuzzRestore ./raftq/wal/:FuzzReplay
+	./amqp/wire/:FuzzDecodeContentHeader ./raftq/:FuzzDecode ./raftq/:FuzzRestore ./raftq/wal/:FuzzReplay ./raftq/replica/:FuzzRestoreSnapshot
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 30s); their seed corpora run in make test

@@ -200,3 +200,34 @@ func VerifyNode(chain []*x509.Certificate, pool *x509.CertPool, usage x509.ExtKe
 
 // Pool is the CA bundle in use.
 func (s *Store) Pool() *x509.CertPool { return s.cur.Load().pool }
+
+// OperatorClientConfig is warrenctl's TLS configuration: it accepts only a
+// server whose certificate chains to files.CA and names a node, and
+// presents files' client certificate when it has one (without, the
+// operator sends a user's password instead).
+func OperatorClientConfig(files Files) (*tls.Config, error) {
+	cas, err := ReadCertificates(files.CA)
+	if err != nil {
+		return nil, fmt.Errorf("read the CA bundle: %w", err)
+	}
+	pool := x509.NewCertPool()
+	for _, c := range cas {
+		pool.AddCert(c)
+	}
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // VerifyConnection checks the chain and the node's identity
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			_, err := VerifyNode(cs.PeerCertificates, pool, x509.ExtKeyUsageServerAuth)
+			return err
+		},
+	}
+	if files.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load the client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}

@@ -166,3 +166,11 @@ func (m *Member) DataDir() string { return m.cfg.DataDir }
 // Reconfigure changes the node's cluster settings for its next Start (a
 // restart on a new build, for instance).
 func (m *Member) Reconfigure(o Option) { o(m.cfg.Cluster) }
+
+// NewMember prepares, without starting it, a node named name that joins
+// through seed (Start starts it): for a node that is expected not to
+// become ready, such as one the cluster refuses.
+func NewMember(t *testing.T, name, seed string, opts ...Option) *Member {
+	t.Helper()
+	return newMember(t, name, 0, seed, opts...)
+}
