@@ -37,8 +37,9 @@ import (
 type Users interface {
 	// CheckPassword returns the tags of user if password is its password.
 	CheckPassword(user, password string, from net.Addr) (tags []string, ok bool)
-	// Tags returns an existing user's tags.
-	Tags(user string) (tags []string, ok bool)
+	// Tags returns the tags of an existing user who may connect from
+	// from (a loopback-only user, guest, only from loopback).
+	Tags(user string, from net.Addr) (tags []string, ok bool)
 	// CanAccessVhost reports whether user has permissions in vhost.
 	CanAccessVhost(user, vhost string) bool
 }
@@ -117,7 +118,7 @@ const localOperator = "(local operator)"
 // operator finds who made an operator call, and the user's tags.
 func operator(ctx context.Context, users Users, caller rpc.Caller, from net.Addr) (string, []string, error) {
 	if caller.CertUser != "" {
-		tags, ok := users.Tags(caller.CertUser)
+		tags, ok := users.Tags(caller.CertUser, from)
 		if !ok {
 			return "", nil, status.Errorf(codes.Unauthenticated, "no user %q for the client certificate", caller.CertUser)
 		}

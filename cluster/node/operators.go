@@ -19,8 +19,8 @@ func (o operators) CheckPassword(user, password string, from net.Addr) ([]string
 	return u.Tags, true
 }
 
-func (o operators) Tags(user string) ([]string, bool) {
-	u, err := o.b.AuthenticateExternal(user, nil)
+func (o operators) Tags(user string, from net.Addr) ([]string, bool) {
+	u, err := o.b.AuthenticateExternal(user, from)
 	if err != nil {
 		return nil, false
 	}

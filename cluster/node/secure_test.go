@@ -3,10 +3,13 @@ package node_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -30,14 +33,33 @@ import (
 
 var gossipKey = []byte("0123456789abcdef0123456789abcdef")
 
-// TestSecuredClusterCarriesMessages publishes with confirms through one
-// node of a cluster running mutual TLS between its nodes and consumes
-// through another: every hop (forwarding, Raft, the metadata group) runs
-// over TLS with node certificates.
+// TestSecuredClusterCarriesMessages publishes with confirms over AMQPS
+// through one node of a cluster running mutual TLS between its nodes and
+// consumes over AMQPS through another: every hop (the clients, forwarding,
+// Raft, the metadata group) runs over TLS.
 func TestSecuredClusterCarriesMessages(t *testing.T) {
 	ca := nodetest.NewCA(t)
 	ms := nodetest.StartCluster(t, 3, nodetest.TLS(t, ca, gossipKey))
-	pub := ms[0].Channel()
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(filepath.Join(ca, pki.CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.AppendCertsFromPEM(caPEM)
+	channel := func(m *nodetest.Member) *amqp091.Channel {
+		t.Helper()
+		c, err := amqp091.DialTLS(fmt.Sprintf("amqps://guest:guest@%s/", m.AMQPSAddr()), &tls.Config{RootCAs: pool, ServerName: "localhost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		ch, err := c.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	pub := channel(ms[0])
 	if _, err := pub.QueueDeclare("secured", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +77,7 @@ func TestSecuredClusterCarriesMessages(t *testing.T) {
 			t.Fatalf("publish %d nacked", c.DeliveryTag)
 		}
 	}
-	sub := ms[1].Channel()
+	sub := channel(ms[1])
 	deliveries, err := sub.Consume("secured", "", false, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ type securityFlags struct {
 	failIfNoPeerCert  bool
 	certLoginFrom     string
 	insecureCluster   bool
+	clusterTLS        bool
 	maxHandshakes     int
 	loginFailureDelay time.Duration
 }
@@ -38,6 +39,7 @@ func (s *securityFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&s.verify, "tls-verify", "verify_peer", "AMQPS clients' certificates: verify_peer checks one when presented (EXTERNAL needs it), verify_none asks for none (ssl_options.verify)")
 	fs.BoolVar(&s.failIfNoPeerCert, "tls-fail-if-no-peer-cert", false, "with verify_peer, refuse AMQPS clients that present no certificate (ssl_options.fail_if_no_peer_cert)")
 	fs.StringVar(&s.certLoginFrom, "ssl-cert-login-from", string(server.LoginFromCommonName), "the part of a client certificate EXTERNAL logs in with: common_name, distinguished_name or subject_alternative_name")
+	fs.BoolVar(&s.clusterTLS, "cluster-tls", true, "on a cluster member with --tls-cert, use it for mutual TLS between the nodes and for warrenctl too; false keeps the internal port plaintext (a loopback-only node, as make run's)")
 	fs.BoolVar(&s.insecureCluster, "insecure-cluster", false, "let a node whose internal or gossip address is not loopback run without TLS and a gossip key: anyone who reaches those ports can then read and change everything")
 	fs.IntVar(&s.maxHandshakes, "max-handshakes", server.DefaultMaxHandshakes, "connections in their AMQP handshake (not yet logged in) at once; one over it is closed at once; 0: no cap")
 	fs.DurationVar(&s.loginFailureDelay, "login-failure-delay", server.DefaultLoginFailureDelay, "after a failed login, a source address's next login waits this long, doubling per failure up to 5s; 0: off")
@@ -66,7 +68,7 @@ func (s *securityFlags) validate(c *config) error {
 	}
 	exposed := !isLoopbackAddr(c.internalAddr) || !isLoopbackAddr(c.gossipAddr) ||
 		(c.advertiseAddr != "" && !isLoopbackAddr(c.advertiseAddr))
-	if exposed && (!s.hasTLS() || c.gossipKey == "") {
+	if exposed && (!s.hasTLS() || !s.clusterTLS || c.gossipKey == "") {
 		return errors.New("a cluster member whose internal or gossip address is not loopback needs --tls-cert, --tls-key, --tls-ca (mutual TLS between nodes) and --gossip-key; `warrenctl certs` makes the certificates (docs/security.md); --insecure-cluster runs without them")
 	}
 	return nil
@@ -115,7 +117,7 @@ func (s *securityFlags) apply(nc *node.Config, store *pki.Store, log *slog.Logge
 		nc.AMQPSAddr = s.amqpsAddr
 		nc.AMQPTLS = store.ServerConfig(auth)
 	}
-	if nc.Cluster != nil {
+	if nc.Cluster != nil && s.clusterTLS {
 		nc.Cluster.TLS = store
 	}
 }
