@@ -11,6 +11,10 @@ PROMETHEUS_ADDR ?= 127.0.0.1:15692
 INTERNAL_ADDR ?= 127.0.0.1:25672
 GOSSIP_ADDR ?= 127.0.0.1:7946
 NODE_NAME ?= warren@localhost
+# make run serves AMQPS too, with a development CA and certificate made
+# here on first use (docs/security.md shows how to use your own PKI).
+AMQPS_ADDR ?= :5671
+CERTS_DIR ?= $(DATA_DIR)/certs
 SPEC      ?= amqp/internal/specgen/spec/amqp-rabbitmq-0.9.1.json
 FUZZTIME  ?= 30s
 
@@ -25,9 +29,18 @@ build: ## build the binaries into ./bin
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: run
-run: build ## start one node (a cluster of one, for warrenctl): data in ./data, AMQP on port 5672 (guest/guest from localhost), metrics on 127.0.0.1:15692
+run: build dev-certs ## start one node (a cluster of one, for warrenctl): data in ./data, AMQP on 5672 and AMQPS on 5671 (guest/guest from localhost), metrics on 127.0.0.1:15692
 	$(BIN)/warren --data-dir $(DATA_DIR) --amqp $(AMQP_ADDR) --prometheus-addr $(PROMETHEUS_ADDR) \
-		--node-name $(NODE_NAME) --internal-addr $(INTERNAL_ADDR) --gossip-addr $(GOSSIP_ADDR)
+		--node-name $(NODE_NAME) --internal-addr $(INTERNAL_ADDR) --gossip-addr $(GOSSIP_ADDR) \
+		--amqps $(AMQPS_ADDR) --tls-ca $(CERTS_DIR)/ca.pem \
+		--tls-cert $(CERTS_DIR)/$(subst @,_,$(NODE_NAME)).pem --tls-key $(CERTS_DIR)/$(subst @,_,$(NODE_NAME))-key.pem \
+		--cluster-tls=false
+
+.PHONY: dev-certs
+dev-certs: build ## a development CA in $(CERTS_DIR) with a certificate for $(NODE_NAME) and a client certificate for guest (made once)
+	@[ -f $(CERTS_DIR)/ca.pem ] || $(BIN)/warrenctl certs init --dir $(CERTS_DIR) --name "Warren development CA"
+	@[ -f $(CERTS_DIR)/$(subst @,_,$(NODE_NAME)).pem ] || $(BIN)/warrenctl certs node $(NODE_NAME) --dir $(CERTS_DIR)
+	@[ -f $(CERTS_DIR)/guest.pem ] || $(BIN)/warrenctl certs client guest --dir $(CERTS_DIR)
 
 .PHONY: image
 image: ## the Docker image warren:local (static binaries on scratch) that deploy/docker's clusters run
@@ -81,7 +94,7 @@ perf-cluster: build ## 3-node Warren vs 3-node RabbitMQ: 1 queue and 10 queues (
 	./scripts/perf-cluster.sh
 
 FUZZ_TARGETS = ./amqp/wire/:FuzzReadFrame ./amqp/wire/:FuzzDecodeMethod ./amqp/wire/:FuzzDecodeTable \
-	./amqp/wire/:FuzzDecodeContentHeader ./raftq/:FuzzDecode ./raftq/:FuzzRestore ./raftq/wal/:FuzzReplay
+	./amqp/wire/:FuzzDecodeContentHeader ./raftq/:FuzzDecode ./raftq/:FuzzRestore ./raftq/wal/:FuzzReplay ./raftq/replica/:FuzzRestoreSnapshot
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 30s); their seed corpora run in make test

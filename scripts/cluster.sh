@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # cluster.sh — N Warren nodes on this machine, for trying clustering out (`make cluster`,
-# `make cluster N=5`). Node i (0..N-1) listens on 127.0.0.1 with AMQP port 5672+i, internal
-# gRPC port 25672+i (Raft, forwarding, warrenctl), gossip port 7946+i and Prometheus metrics
-# port 15692+i; its data is in
+# `make cluster N=5`). Node i (0..N-1) listens on 127.0.0.1 with AMQP port 5672+i, AMQPS port
+# 5681+i, internal gRPC port 25672+i (Raft, forwarding, warrenctl), gossip port 7946+i and
+# Prometheus metrics port 15692+i. The nodes run secured as a production cluster does: mutual
+# TLS between them with certificates from a development CA made in $DATA_DIR/cluster/certs on
+# first use (with a client certificate for warrenctl, as guest), and gossip encrypted with a key
+# kept there too; INSECURE=1 runs them without. Node i's data is in
 # $DATA_DIR/cluster/warren-i and its log in $DATA_DIR/cluster/warren-i.log (the previous run's
 # log is kept as warren-i.log.1). The logs are followed here, each line prefixed with its node.
 # Ctrl-C (or SIGTERM) stops every node: SIGTERM, then SIGKILL after STOP_TIMEOUT seconds
@@ -10,7 +13,7 @@
 #
 # Environment: N (3), DATA_DIR (./data), BIN (bin), FOLLOW_LOGS (1; 0 only prints where the
 # logs are), CLEAN (0; 1 deletes $DATA_DIR/cluster first, for a new cluster), STOP_TIMEOUT (15),
-# WARREN_FLAGS (more flags for every node, e.g. "--log-level debug").
+# WARREN_FLAGS (more flags for every node, e.g. "--log-level debug"), INSECURE (0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +24,9 @@ FOLLOW_LOGS=${FOLLOW_LOGS:-1}
 CLEAN=${CLEAN:-0}
 STOP_TIMEOUT=${STOP_TIMEOUT:-15}
 WARREN_FLAGS=${WARREN_FLAGS:-}
+INSECURE=${INSECURE:-0}
 dir=$DATA_DIR/cluster
+certs=$dir/certs
 
 case $N in
   '' | *[!0-9]*) echo "cluster.sh: N must be a number of nodes, not '$N'" >&2; exit 2 ;;
@@ -40,7 +45,7 @@ listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 join=""
 for ((i = 0; i < N; i++)); do
   join+="${join:+,}127.0.0.1:$((7946 + i))"
-  for port in $((5672 + i)) $((25672 + i)) $((7946 + i)) $((15692 + i)); do
+  for port in $((5672 + i)) $((5681 + i)) $((25672 + i)) $((7946 + i)) $((15692 + i)); do
     if listening "$port"; then
       echo "cluster.sh: port $port is in use (another cluster, or \`make run\`?)" >&2
       exit 1
@@ -52,6 +57,16 @@ if [ "$CLEAN" = 1 ]; then
   rm -rf "$dir"
 fi
 mkdir -p "$dir"
+
+# secure_flags NAME: the TLS and gossip-key flags of node NAME, its certificate made on first use.
+secure_flags() {
+  [ "$INSECURE" = 1 ] && return
+  [ -f "$certs/ca.pem" ] || "$BIN/warrenctl" certs init --dir "$certs" --name "Warren development cluster CA" >/dev/null
+  [ -f "$certs/$1.pem" ] || "$BIN/warrenctl" certs node "$1" --dir "$certs" >/dev/null
+  [ -f "$certs/guest.pem" ] || "$BIN/warrenctl" certs client guest --dir "$certs" >/dev/null
+  [ -f "$certs/gossip.key" ] || (umask 077 && head -c 32 /dev/urandom | base64 >"$certs/gossip.key")
+  echo "--tls-ca $certs/ca.pem --tls-cert $certs/$1.pem --tls-key $certs/$1-key.pem --gossip-key $(cat "$certs/gossip.key") --amqps 127.0.0.1:$2"
+}
 
 pids=()       # node i's process
 followers=()  # the log followers
@@ -109,8 +124,9 @@ for ((i = 0; i < N; i++)); do
   log=$dir/$name.log
   [ -f "$log" ] && mv "$log" "$log.1"
   : >"$log"
-  # shellcheck disable=SC2086 # WARREN_FLAGS is split into flags on purpose
-  "$BIN/warren" --node-name "$name" \
+  secure=$(secure_flags "$name" $((5681 + i)))
+  # shellcheck disable=SC2086 # WARREN_FLAGS and secure are split into flags on purpose
+  "$BIN/warren" --node-name "$name" $secure \
     --amqp "127.0.0.1:$((5672 + i))" \
     --internal-addr "127.0.0.1:$((25672 + i))" \
     --gossip-addr "127.0.0.1:$((7946 + i))" \
@@ -148,6 +164,10 @@ done
   for ((i = 0; i < N; i++)); do
     echo "   ${names[$i]}: amqp://guest:guest@127.0.0.1:$((5672 + i))/   internal 127.0.0.1:$((25672 + i))   metrics http://127.0.0.1:$((15692 + i))/metrics   log $dir/${names[$i]}.log"
   done
+  if [ "$INSECURE" != 1 ]; then
+    echo "   mutual TLS between the nodes; AMQPS on 127.0.0.1:5681-$((5680 + N)); certificates in $certs/"
+    echo "   export WARRENCTL_CA=$certs/ca.pem WARRENCTL_CERT=$certs/guest.pem WARRENCTL_KEY=$certs/guest-key.pem"
+  fi
   echo "   $BIN/warrenctl cluster status            (any node: --node 127.0.0.1:2567x)"
   echo "   $BIN/warrenctl list queues"
   echo "   $BIN/warrenctl quorum status QUEUE"

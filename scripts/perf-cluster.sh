@@ -37,7 +37,9 @@
 # declare"; a subset, space- or comma-separated), PORT_BASE (5682: Warren's AMQP ports;
 # internal +20000, gossip +2274), EXTRA (more warren-perf flags for every part but declare),
 # KEEP=1 keeps the data, BROKERS ("warren rabbit"; "warren" alone to try a change quickly,
-# with an empty RabbitMQ column).
+# with an empty RabbitMQ column), TLS (0; 1 runs Warren secured: AMQPS for the clients and
+# mutual TLS between the nodes, to measure what they cost against a plaintext run; RabbitMQ
+# stays plaintext). The output says which.
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -61,7 +63,14 @@ for part in "${parts[@]}"; do
   case "$part" in single | sustained | multi | multi_sustained | rate | declare) ;; *) echo "perf-cluster: unknown part '$part' in PARTS" >&2; exit 2 ;; esac
 done
 
-go build -o bin/ ./cmd/warren ./cmd/warren-perf
+go build -o bin/ ./cmd/warren ./cmd/warren-perf ./cmd/warrenctl
+TLS=${TLS:-0}
+export WARREN_TLS=$TLS
+if [ "$TLS" = 1 ]; then
+  echo "Warren: AMQPS for the clients and mutual TLS between the nodes (TLS=1)" >&2
+else
+  echo "Warren: plaintext AMQP and internal traffic (TLS=0)" >&2
+fi
 
 source scripts/bench-lib.sh
 source scripts/warren-cluster.sh
@@ -87,10 +96,11 @@ broker_stop() {
   if [ "$1" = warren ]; then warren_cluster_stop; else rmq_stop; rmq_up=""; fi
 }
 uris() {
-  local base=$PORT_BASE out="" i
+  local base=$PORT_BASE scheme=amqp out="" i
   [ "$1" = rabbit ] && base=5772
+  [ "$1" = warren ] && [ "$TLS" = 1 ] && base=$((PORT_BASE + 10)) scheme=amqps
   shift
-  for i in "$@"; do out+="${out:+,}amqp://guest:guest@127.0.0.1:$((base + i))/"; done
+  for i in "$@"; do out+="${out:+,}$scheme://guest:guest@127.0.0.1:$((base + i))/"; done
   echo "$out"
 }
 cleanup() {

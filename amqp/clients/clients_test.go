@@ -8,11 +8,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/cluster/pki"
 )
 
 // need skips the test when a client is missing, or fails it when the run
@@ -145,5 +147,54 @@ func TestJavaClient(t *testing.T) {
 	}
 	if !stopped {
 		t.Fatal("the program never reached its recovery part")
+	}
+}
+
+// tlsCluster starts a 3-node cluster with mutual TLS between its nodes
+// and AMQPS on each, and issues a client certificate for guest from its
+// CA and another from a stranger CA.
+type tlsCluster struct {
+	ms           []*nodetest.Member
+	ca           string
+	guest, other pki.Files
+}
+
+func startTLSCluster(t *testing.T) tlsCluster {
+	ca := nodetest.NewCA(t)
+	ms := nodetest.StartCluster(t, 3, nodetest.TLS(t, ca, []byte("0123456789abcdef0123456789abcdef")))
+	_, guest := nodetest.Issue(t, ca, pki.Request{Kind: pki.Client, Name: "guest"})
+	_, other := nodetest.Issue(t, nodetest.NewCA(t), pki.Request{Kind: pki.Client, Name: "guest"})
+	return tlsCluster{ms: ms, ca: filepath.Join(ca, pki.CACertFile), guest: guest, other: other}
+}
+
+// TestPikaTLS runs testdata/pika_tls.py: pika with ssl against a cluster
+// with mutual TLS, EXTERNAL through one node, a password through another.
+func TestPikaTLS(t *testing.T) {
+	py := pythonWith("pika")
+	need(t, py != "", "Python with pika", "python3-pika")
+	c := startTLSCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "testdata/pika_tls.py", c.ca, c.guest.Cert, c.guest.Key,
+		c.ms[0].AMQPSAddr().String(), c.ms[1].AMQPSAddr().String(), c.other.CA, c.other.Cert, c.other.Key).CombinedOutput()
+	t.Logf("pika_tls.py:\n%s", out)
+	if err != nil || !bytes.HasSuffix(bytes.TrimSpace(out), []byte("PASS")) {
+		t.Fatalf("pika_tls.py: %v", err)
+	}
+}
+
+// TestJavaTLS runs testdata/TlsClient.java: the RabbitMQ Java client over
+// AMQPS against a cluster with mutual TLS, EXTERNAL through one node, a
+// password through another.
+func TestJavaTLS(t *testing.T) {
+	need(t, haveJava(), "Java with the RabbitMQ client", "default-jdk-headless librabbitmq-client-java")
+	c := startTLSCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "java", "-cp", strings.Join(javaClasspath, ":"), "testdata/TlsClient.java",
+		c.ca, c.guest.Cert, c.guest.Key, c.ms[0].AMQPSAddr().String(), c.ms[1].AMQPSAddr().String()).CombinedOutput()
+	t.Logf("TlsClient.java:\n%s", out)
+	if err != nil || !bytes.HasSuffix(bytes.TrimSpace(out), []byte("PASS")) {
+		t.Fatalf("TlsClient.java: %v", err)
 	}
 }

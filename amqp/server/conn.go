@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
@@ -26,9 +28,14 @@ type conn struct {
 	out *outbox
 
 	owner broker.OwnerID
-	user  *broker.User
-	vhost *broker.Vhost
-	caps  capabilities
+	// tls is the TLS state of a connection to an AMQPS listener (nil on
+	// plain AMQP); peerCert the client's certificate, when it presented
+	// one the listener verified (tls.go).
+	tls      *tls.ConnectionState
+	peerCert *x509.Certificate
+	user     *broker.User
+	vhost    *broker.Vhost
+	caps     capabilities
 
 	frameMax   uint32
 	channelMax uint16
@@ -81,6 +88,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 		accepted:   time.Now(),
 	}
 	c.w = wire.NewWriter(countingWriter{nc, &c.sentBytes})
+	// Until tune-ok, frames are held to the protocol's minimum, as
+	// RabbitMQ does: a client not yet logged in gets no more than that.
+	c.r.SetFrameMax(wire.FrameMinSize)
 	return c
 }
 
@@ -89,13 +99,15 @@ var errClientClosed = errors.New("connection closed by client")
 
 func (c *conn) serve() {
 	defer c.nc.Close()
-	if err := c.handshake(); err != nil {
+	err := c.handshake()
+	c.s.handshakes.leave()
+	if err != nil {
 		c.log.Info("handshake failed", "err", err)
 		return
 	}
 	c.log.Info("connection opened", "user", c.user.Name, "vhost", c.vhost.Name())
 	go c.writeLoop()
-	err := c.readLoop()
+	err = c.readLoop()
 	c.cleanup()
 	switch {
 	case errors.Is(err, errClientClosed):

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
+	"github.com/warrenmq/warren/cluster/broker"
 )
 
 // mechanisms offered in connection.start, most preferred first.
@@ -42,6 +43,9 @@ func (c *conn) serverProperties() wire.Table {
 func (c *conn) handshake() error {
 	c.nc.SetDeadline(time.Now().Add(c.s.cfg.HandshakeTimeout))
 	defer c.nc.SetDeadline(time.Time{})
+	if err := c.startTLS(); err != nil {
+		return err
+	}
 
 	header, err := c.r.ReadProtocolHeader()
 	if err != nil {
@@ -58,7 +62,7 @@ func (c *conn) handshake() error {
 		VersionMajor:     0,
 		VersionMinor:     9,
 		ServerProperties: c.serverProperties(),
-		Mechanisms:       mechanisms,
+		Mechanisms:       c.offeredMechanisms(),
 		Locales:          "en_US",
 	})
 	if err != nil {
@@ -160,13 +164,19 @@ func (c *conn) readCapabilities(props wire.Table) {
 }
 
 // authenticate checks the start-ok credentials. A refused login is told
-// to the client only if it announced authentication_failure_close.
+// to the client only if it announced authentication_failure_close. A
+// source address whose logins failed waits first (guard.go).
 func (c *conn) authenticate(m *wire.ConnectionStartOk) error {
-	username, password, err := parseCredentials(m.Mechanism, m.Response)
-	if err != nil {
-		return err
+	remote := c.nc.RemoteAddr()
+	if d := c.s.logins.delay(remote, time.Now()); d > 0 {
+		time.Sleep(d) // within the handshake timeout; the handshake cap bounds how many wait
 	}
-	u, err := c.s.broker.Authenticate(m.Mechanism, username, password, c.nc.RemoteAddr())
+	u, err := c.login(m)
+	if err != nil {
+		c.s.logins.failed(remote, time.Now())
+	} else {
+		c.s.logins.succeeded(remote)
+	}
 	if err != nil {
 		var ae *wire.Error
 		if errors.As(err, &ae) && c.caps.authenticationFailureClose {
@@ -176,6 +186,23 @@ func (c *conn) authenticate(m *wire.ConnectionStartOk) error {
 	}
 	c.user = u
 	return nil
+}
+
+// login checks the mechanism's credentials: a password for PLAIN and
+// AMQPLAIN, the verified client certificate for EXTERNAL.
+func (c *conn) login(m *wire.ConnectionStartOk) (*broker.User, error) {
+	if m.Mechanism == "EXTERNAL" {
+		if c.peerCert == nil {
+			// Not offered on this connection.
+			return nil, fmt.Errorf("EXTERNAL login without a verified client certificate")
+		}
+		return c.s.broker.AuthenticateExternal(certUser(c.peerCert, c.s.cfg.CertLoginFrom), c.nc.RemoteAddr())
+	}
+	username, password, err := parseCredentials(m.Mechanism, m.Response)
+	if err != nil {
+		return nil, err
+	}
+	return c.s.broker.Authenticate(m.Mechanism, username, password, c.nc.RemoteAddr())
 }
 
 // parseCredentials decodes a PLAIN or AMQPLAIN response.

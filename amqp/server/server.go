@@ -55,19 +55,38 @@ type Config struct {
 	// deprecated global_qos by default, global is ignored: the limit is
 	// per consumer.
 	PermitGlobalQos bool
+	// MaxHandshakes caps the connections in their handshake at once (not
+	// yet logged in); one accepted over it is closed at once. 0: no cap.
+	MaxHandshakes int
+	// LoginFailureDelay is the first wait a source address's login gets
+	// after one of its logins failed; it doubles with each further
+	// failure, up to 5 s (guard.go). 0 turns the slowing off.
+	LoginFailureDelay time.Duration
+	// CertLoginFrom is the part of a client certificate EXTERNAL takes
+	// the user name from (RabbitMQ's ssl_cert_login_from).
+	CertLoginFrom LoginFrom
 }
+
+// Defaults of the hostile-client bounds (guard.go).
+const (
+	DefaultMaxHandshakes     = 1024
+	DefaultLoginFailureDelay = 250 * time.Millisecond
+)
 
 // DefaultConfig has RabbitMQ's defaults.
 func DefaultConfig() Config {
 	return Config{
-		ChannelMax:       wire.DefaultChannelMax,
-		FrameMax:         wire.DefaultFrameMax,
-		Heartbeat:        60 * time.Second,
-		HandshakeTimeout: 10 * time.Second,
-		MaxMessageSize:   16 << 20,
-		Product:          "Warren",
-		Version:          "0.1.0",
-		ClusterName:      "warren",
+		ChannelMax:        wire.DefaultChannelMax,
+		FrameMax:          wire.DefaultFrameMax,
+		Heartbeat:         60 * time.Second,
+		HandshakeTimeout:  10 * time.Second,
+		MaxMessageSize:    16 << 20,
+		MaxHandshakes:     DefaultMaxHandshakes,
+		LoginFailureDelay: DefaultLoginFailureDelay,
+		CertLoginFrom:     LoginFromCommonName,
+		Product:           "Warren",
+		Version:           "0.1.0",
+		ClusterName:       "warren",
 	}
 }
 
@@ -88,7 +107,11 @@ type Server struct {
 	wg       sync.WaitGroup
 
 	replies replyRegistry // direct reply-to consumers (replyto.go)
-	relay   atomic.Pointer[ReplyRelay]
+
+	handshakes handshakeGuard // guard.go
+	logins     loginThrottle
+	refusedLog atomic.Int64 // unix nanos of the last "over the handshake cap" warning
+	relay      atomic.Pointer[ReplyRelay]
 
 	// For Counters (counters.go), under mu: connections opened and
 	// closed, and the counts of the closed ones.
@@ -123,6 +146,9 @@ func New(cfg Config, b *broker.Broker, log *slog.Logger) *Server {
 	if cfg.ClusterName == "" {
 		cfg.ClusterName = def.ClusterName
 	}
+	if cfg.CertLoginFrom == "" {
+		cfg.CertLoginFrom = def.CertLoginFrom
+	}
 	return &Server{
 		cfg:       cfg,
 		broker:    b,
@@ -130,6 +156,7 @@ func New(cfg Config, b *broker.Broker, log *slog.Logger) *Server {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		replies:   replyRegistry{tag: nodeTag(b.NodeID())},
+		logins:    loginThrottle{base: cfg.LoginFailureDelay},
 	}
 }
 
@@ -169,16 +196,23 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("accept on %s: %w", ln.Addr(), err)
 		}
 		backoff = 0
+		if !s.handshakes.enter(s.cfg.MaxHandshakes) {
+			nc.Close()
+			s.warnHandshakeCap()
+			continue
+		}
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			nc.Close()
+			s.handshakes.leave()
 			return ErrServerClosed
 		}
 		if s.suspended { // maintenance mode (suspend.go)
 			s.mu.Unlock()
 			nc.Close()
+			s.handshakes.leave()
 			continue
 		}
 		s.conns[c] = struct{}{}
@@ -195,6 +229,18 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Unlock()
 		}()
 	}
+}
+
+// warnHandshakeCap logs, at most once a second, that connections are
+// being closed for arriving over the handshake cap.
+func (s *Server) warnHandshakeCap() {
+	now := time.Now().UnixNano()
+	last := s.refusedLog.Load()
+	if now-last < int64(time.Second) || !s.refusedLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("closing new connections: too many connections are in their handshake",
+		"max_handshakes", s.cfg.MaxHandshakes, "closed_so_far", s.handshakes.refused.Load())
 }
 
 // Shutdown stops accepting, closes every connection with 320

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,9 +27,10 @@ const maxMemberWait = 2 * time.Second
 // Server implements adminpb.AdminServer over a Backend.
 type Server struct {
 	adminpb.UnimplementedAdminServer
-	b    Backend
-	pool *rpc.Pool
-	log  *slog.Logger
+	b     Backend
+	pool  *rpc.Pool
+	log   *slog.Logger
+	users atomic.Pointer[Users] // unset: every call is allowed (authz.go)
 }
 
 // NewServer returns the admin service of the node b describes; pool

@@ -6,7 +6,9 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"regexp"
+	"slices"
 
 	"github.com/warrenmq/warren/cluster/catalog"
 )
@@ -92,4 +94,23 @@ func (p *permission) allows(a Access, name string) bool {
 	default:
 		return p.read.MatchString(name)
 	}
+}
+
+// AuthenticateExternal logs in username, named by a client certificate the
+// AMQPS listener verified (the EXTERNAL mechanism): the user must exist,
+// and its password is not asked for, as with rabbitmq_auth_mechanism_ssl.
+func (b *Broker) AuthenticateExternal(username string, addr net.Addr) (*User, error) {
+	u, ok := b.user(username)
+	if !ok && b.lookAgainAfterMiss() {
+		u, ok = b.user(username)
+	}
+	if !ok || username == "" {
+		b.log.Warn("login refused: no such user for the client certificate", "user", username, "mechanism", "EXTERNAL", "remote", addrString(addr))
+		return nil, loginRefused("EXTERNAL")
+	}
+	if slices.Contains(b.cfg.LoopbackUsers, username) && !isLoopback(addr) {
+		b.log.Warn("login refused: user can only connect via localhost", "user", username, "remote", addrString(addr))
+		return nil, loginRefused("EXTERNAL")
+	}
+	return &User{Name: u.Name, Tags: u.Tags}, nil
 }

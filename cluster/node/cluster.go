@@ -22,6 +22,7 @@ import (
 	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/metaraft"
+	"github.com/warrenmq/warren/cluster/pki"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/cluster/transport"
 	"github.com/warrenmq/warren/membership"
@@ -51,6 +52,11 @@ type ClusterConfig struct {
 	BootstrapExpect int
 	// GossipKey encrypts gossip (16, 24 or 32 bytes) when set.
 	GossipKey []byte
+	// TLS, when set, secures the internal port with mutual TLS: peers
+	// must present a node certificate from the cluster CA, operators a
+	// client certificate or a user's credentials (cluster/rpc's
+	// security.go). Nil runs it in plaintext.
+	TLS *pki.Store
 	// Version is reported to the other nodes.
 	Version string
 	// HeartbeatTimeout and ElectionTimeout of the metadata group; zero is
@@ -182,6 +188,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 	if addr == "" {
 		addr = ln.Addr().String()
 	}
+	sec := &rpc.Security{TLS: cfg.TLS}
 	c := &clusterNode{
 		cfg:      cfg,
 		log:      log.With("component", "cluster"),
@@ -190,8 +197,8 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 		boots:    make(map[string]string),
 		addr:     addr,
 		ln:       ln,
-		grpc:     grpc.NewServer(rpc.ServerOptions()...),
-		pool:     rpc.NewPool(),
+		grpc:     grpc.NewServer(sec.ServerOptions()...),
+		pool:     rpc.NewPool(sec.DialOptions()...),
 		replicas: make(map[string]*replica.Replica),
 		queues:   make(map[string]*clusterQueue),
 		asleep:   make(map[string]*sleeper),
@@ -240,6 +247,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 	c.registerMember() // membership.go
 	c.adminSrv = admin.NewServer(&c.admin, c.pool, log.With("component", "admin"))
 	c.adminSrv.Register(c.grpc)
+	sec.Authorize = c.adminSrv.Authorize // before serving: calls read it unlocked
 	go c.grpc.Serve(ln)
 
 	gossipAddr := cfg.GossipAddr
@@ -333,6 +341,10 @@ func (c *clusterNode) bootstrap(ms []membership.Member) {
 	servers := make([]metaraft.Server, 0, len(ms))
 	names := make([]string, 0, len(ms))
 	for _, m := range ms {
+		if err := c.proven(m); err != nil { // admit.go
+			c.log.Error("cannot form the cluster: a node could not prove its identity", "node", m.Name, "err", err)
+			return
+		}
 		servers = append(servers, metaraft.Server{ID: m.Name, Addr: m.Internal, Voter: true})
 		names = append(names, m.Name)
 	}
@@ -372,6 +384,10 @@ func (c *clusterNode) lead(b *broker.Broker) {
 		}
 		for _, m := range c.aliveMembers() {
 			if slices.ContainsFunc(servers, func(s metaraft.Server) bool { return s.ID == m.Name }) {
+				continue
+			}
+			if err := c.proven(m); err != nil { // admit.go
+				c.log.Warn("not admitting a node that could not prove its identity", "node", m.Name, "err", err)
 				continue
 			}
 			if err := c.meta.AddServer(m.Name, m.Internal); err != nil {

@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,8 +27,13 @@ type Config struct {
 	// AMQPAddr is the AMQP listen address, e.g. ":5672" or
 	// "127.0.0.1:0" for a free port.
 	AMQPAddr string
-	Server   server.Config
-	Broker   broker.Config
+	// AMQPSAddr, when set, is a second client listener that speaks AMQP
+	// over TLS (5671 by convention; RabbitMQ's listeners.ssl), with
+	// AMQPTLS, the listener's TLS configuration.
+	AMQPSAddr string
+	AMQPTLS   *tls.Config
+	Server    server.Config
+	Broker    broker.Config
 	// DiskFreeLimit raises the node's disk alarm while the file system
 	// of DataDir has less free space (RabbitMQ's disk_free_limit); zero
 	// or less never does.
@@ -55,6 +61,7 @@ type Node struct {
 	cluster *clusterNode
 	server  *server.Server
 	ln      net.Listener
+	tlsLn   net.Listener // nil without AMQPSAddr
 	disk    *alarm.DiskMonitor
 	memory  *alarm.MemoryMonitor // nil with MessageBytesOnly
 	started time.Time
@@ -134,6 +141,17 @@ func Start(cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("listen for AMQP on %s: %w", cfg.AMQPAddr, err)
 	}
+	tlsLn, err := listenAMQPS(cfg)
+	if err != nil {
+		ln.Close()
+		disk.Close()
+		memory.Close()
+		b.Close()
+		if cn != nil {
+			cn.close()
+		}
+		return nil, err
+	}
 	n := &Node{
 		cfg:     cfg,
 		log:     log,
@@ -142,6 +160,7 @@ func Start(cfg Config) (*Node, error) {
 		cluster: cn,
 		server:  server.New(cfg.Server, b, log.With("component", "amqp")),
 		ln:      ln,
+		tlsLn:   tlsLn,
 		disk:    disk,
 		memory:  memory,
 		served:  make(chan struct{}),
@@ -154,8 +173,9 @@ func Start(cfg Config) (*Node, error) {
 		n.server.SetReplyRelay(cn)               // replyto.go
 		cn.fwd.SetReplies(n.server.DeliverReply) // replies for this node's requesters
 		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
-		b.OnDrainChange(cn.drainChanged) // drain.go
-		n.startMaintenance()             // drain.go
+		cn.adminSrv.SetUsers(operators{b}) // operators.go
+		b.OnDrainChange(cn.drainChanged)   // drain.go
+		n.startMaintenance()               // drain.go
 		// Vhost and user limits count clients on every node, as
 		// RabbitMQ's connection and channel tracking do.
 		n.server.SetClientCounter(func(vhost, user string) server.ClientCount {
@@ -178,8 +198,15 @@ func Start(cfg Config) (*Node, error) {
 			if err := n.Ready(waitCtx); err != nil {
 				n.serveErr = server.ErrServerClosed
 				ln.Close()
+				closeListener(tlsLn)
 				return
 			}
+		}
+		if tlsLn != nil {
+			go func() {
+				n.server.Serve(tlsLn)
+				tlsLn.Close()
+			}()
 		}
 		n.serveErr = n.server.Serve(ln)
 		// Shut down before Serve took the listener: it is still open.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/raftpb"
 )
 
@@ -271,6 +272,9 @@ func (s *server) Heartbeats(ctx context.Context, in *raftpb.HeartbeatBatch) (*ra
 	waiting := make([]<-chan raft.RPCResponse, len(in.Requests))
 	groups := make([]*Transport, len(in.Requests))
 	for i, req := range in.Requests {
+		if err := rpc.RequireNode(ctx, string(req.GetHeader().GetId())); err != nil {
+			return nil, err // a node that speaks for another: the whole batch is refused
+		}
 		t := s.mux.lookup(req.Group)
 		if t == nil {
 			// Not onMissing: a heartbeat does not wake a hibernated

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/proto/raftpb"
 )
 
@@ -26,7 +27,15 @@ type server struct {
 // first election, a new member's first entries) often arrive moments
 // before the group exists here. Failing them at once would leave the
 // sender backing off for as long as its timeouts, seconds.
-func (s *server) group(ctx context.Context, name string) (*Transport, error) {
+//
+// Before anything else it checks the request's claim: with TLS on, the
+// server ID in the request's header must be the calling node's own name,
+// from its certificate, so that no node can speak for another in any
+// group (cluster/rpc's security.go).
+func (s *server) group(ctx context.Context, name string, header *raftpb.RPCHeader) (*Transport, error) {
+	if err := rpc.RequireNode(ctx, string(header.GetId())); err != nil {
+		return nil, err
+	}
 	if s.mux.lookup(name) == nil {
 		s.mux.onMissing(name)
 	}
@@ -37,7 +46,7 @@ func (s *server) group(ctx context.Context, name string) (*Transport, error) {
 }
 
 func (s *server) AppendEntries(ctx context.Context, req *raftpb.AppendEntriesRequest) (*raftpb.AppendEntriesResponse, error) {
-	t, err := s.group(ctx, req.Group)
+	t, err := s.group(ctx, req.Group, req.Header)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +75,7 @@ func (s *server) AppendEntriesPipeline(stream raftpb.Raft_AppendEntriesPipelineS
 		if err != nil {
 			return err
 		}
-		t, err := s.group(ctx, req.Group)
+		t, err := s.group(ctx, req.Group, req.Header)
 		if err != nil {
 			return err
 		}
@@ -83,7 +92,7 @@ func (s *server) AppendEntriesPipeline(stream raftpb.Raft_AppendEntriesPipelineS
 }
 
 func (s *server) RequestVote(ctx context.Context, req *raftpb.RequestVoteRequest) (*raftpb.RequestVoteResponse, error) {
-	t, err := s.group(ctx, req.Group)
+	t, err := s.group(ctx, req.Group, req.Header)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +107,7 @@ func (s *server) RequestVote(ctx context.Context, req *raftpb.RequestVoteRequest
 }
 
 func (s *server) RequestPreVote(ctx context.Context, req *raftpb.RequestPreVoteRequest) (*raftpb.RequestPreVoteResponse, error) {
-	t, err := s.group(ctx, req.Group)
+	t, err := s.group(ctx, req.Group, req.Header)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +124,7 @@ func (s *server) RequestPreVote(ctx context.Context, req *raftpb.RequestPreVoteR
 }
 
 func (s *server) TimeoutNow(ctx context.Context, req *raftpb.TimeoutNowRequest) (*raftpb.TimeoutNowResponse, error) {
-	t, err := s.group(ctx, req.Group)
+	t, err := s.group(ctx, req.Group, req.Header)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +152,7 @@ func (s *server) InstallSnapshot(stream raftpb.Raft_InstallSnapshotServer) error
 	if first.Request == nil {
 		return status.Error(codes.InvalidArgument, "first snapshot chunk carries no request")
 	}
-	t, err := s.group(stream.Context(), first.Request.Group)
+	t, err := s.group(stream.Context(), first.Request.Group, first.Request.Header)
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,8 @@ type config struct {
 	queueReconcileInterval time.Duration
 	rebalanceOnRejoin      bool
 
+	security securityFlags // tls.go
+
 	seed broker.Seed
 }
 
@@ -148,6 +150,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.hibernateAfter, "queue-hibernate-after", 5*time.Second, "close the Raft group of a quorum queue that is empty, has no consumer and has stored nothing for this long, on every member, until a client, an operator command or a member needs it again (it then elects its previous leader, within milliseconds when every member is up). A closed group costs no CPU and a few KB; 0 keeps every group running")
 	fs.BoolVar(&c.queueReconcile, "queue-reconcile", true, "grow quorum queues with a target size (x-quorum-target-group-size, policy target-group-size) back to it on alive nodes, as RabbitMQ's continuous membership reconciliation")
 	fs.DurationVar(&c.queueReconcileInterval, "queue-reconcile-interval", 60*time.Minute, "time between queue membership reconciliation rounds (one also runs 10s after a node joins, leaves or returns)")
+	c.security.define(fs)
 	fs.BoolVar(&c.rebalanceOnRejoin, "rebalance-on-rejoin", true, "rebalance quorum queue leaders (as warrenctl rebalance) shortly after a node rejoins the cluster")
 	fs.Usage = func() {
 		fmt.Fprintf(out, `Usage: warren [flags]
@@ -323,7 +326,7 @@ func (c *config) validate() error {
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
 	}
-	return nil
+	return c.security.validate(c)
 }
 
 func parseLevel(s string) (slog.Level, error) {

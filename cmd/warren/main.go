@@ -20,6 +20,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/exporter"
 	"github.com/warrenmq/warren/cluster/node"
+	"github.com/warrenmq/warren/cluster/pki"
 	"github.com/warrenmq/warren/cmd/warren/timerslack"
 )
 
@@ -60,7 +61,19 @@ func run(args []string) int {
 			}
 		}()
 	}
-	n, err := node.Start(cfg.nodeConfig(log))
+	tlsStore, err := cfg.security.loadTLS(log)
+	if err != nil {
+		log.Error("cannot load TLS material", "err", err)
+		return 1
+	}
+	nodeCfg := cfg.nodeConfig(log)
+	cfg.security.apply(&nodeCfg, tlsStore, log)
+	if tlsStore != nil {
+		watchCtx, stopWatching := context.WithCancel(context.Background())
+		defer stopWatching()
+		go tlsStore.Watch(watchCtx, tlsWatchInterval)
+	}
+	n, err := node.Start(nodeCfg)
 	if err != nil {
 		log.Error("cannot start node", "err", err)
 		return 1
@@ -89,17 +102,30 @@ func run(args []string) int {
 		log.Info("warren started", "amqp", n.AMQPAddr().String(), "data_dir", cfg.dataDir)
 	}
 
+	if addr := n.AMQPSAddr(); addr != nil {
+		log.Info("serving AMQPS", "addr", addr.String())
+	}
+
 	sigs := make(chan os.Signal, 1)
-	// A hang-up stops the node as SIGTERM does, handing its leaderships
-	// off: the terminal it ran in closed, or it was stopped (SIGSTOP) in
-	// a process group that became orphaned. Go's default would end it on
-	// the spot, without a line in the log.
+	// A hang-up re-reads the TLS material (as the files' watcher does
+	// within seconds) and keeps the node running: a daemon's convention,
+	// and it keeps a node whose terminal closed, or whose stopped process
+	// group was orphaned, from ending without a line in its log.
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	select {
-	case s := <-sigs:
-		log.Info("shutting down", "signal", s.String())
-	case <-n.Done():
-		log.Error("AMQP listener stopped")
+wait:
+	for {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				reloadTLS(tlsStore, log)
+				continue
+			}
+			log.Info("shutting down", "signal", s.String())
+			break wait
+		case <-n.Done():
+			log.Error("AMQP listener stopped")
+			break wait
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -109,6 +135,17 @@ func run(args []string) int {
 	}
 	log.Info("warren stopped")
 	return 0
+}
+
+// reloadTLS re-reads the TLS material on SIGHUP.
+func reloadTLS(store *pki.Store, log *slog.Logger) {
+	if store == nil {
+		log.Info("SIGHUP: no TLS material to reload")
+		return
+	}
+	if err := store.Reload(); err != nil {
+		log.Error("SIGHUP: TLS material not reloaded; keeping the old", "err", err)
+	}
 }
 
 // tuneGC sets the collector's target from the live heap, unless GOGC is

@@ -28,6 +28,8 @@ type command struct {
 	// timeout replaces --timeout's default for a command that waits for
 	// the cluster to change (zero: the global default).
 	timeout time.Duration
+	// offline: the command asks no node (its body gets a nil client).
+	offline bool
 }
 
 // body runs a command against the node's admin service with its

@@ -17,7 +17,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/proto/adminpb"
@@ -46,15 +45,17 @@ type globals struct {
 	node    string
 	timeout time.Duration
 	json    bool
+	creds   credentials // auth.go
 }
 
-// defaultGlobals are the global flags' defaults: --node from
-// $WARRENCTL_NODE if set.
+// defaultGlobals are the global flags' defaults: each from its
+// $WARRENCTL_* variable if set.
 func defaultGlobals() *globals {
 	g := &globals{node: defaultNode, timeout: defaultTimeout}
 	if v := os.Getenv("WARRENCTL_NODE"); v != "" {
 		g.node = v
 	}
+	g.creds = credentialsFromEnv(os.Getenv)
 	return g
 }
 
@@ -64,6 +65,7 @@ func (g *globals) define(fs *flag.FlagSet) {
 	fs.StringVar(&g.node, "node", g.node, "internal gRPC address of the node to ask, as `host:port` (default $WARRENCTL_NODE, else "+defaultNode+")")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up on the command after this long")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of tables, for scripts")
+	g.creds.define(fs)
 }
 
 func newFlagSet(name string) *flag.FlagSet {
@@ -131,14 +133,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, helpHint, "--timeout must be positive")
 	}
 
-	conn, err := grpc.NewClient(g.node, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return usageError(stderr, helpHint, fmt.Sprintf("--node %q: %v", g.node, err))
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()
-	out, err := body(ctx, adminpb.NewAdminClient(conn), positional)
+	var client adminpb.AdminClient
+	if !cmd.offline {
+		opts, err := g.creds.dialOptions()
+		if err != nil {
+			return usageError(stderr, helpHint, err.Error())
+		}
+		conn, err := grpc.NewClient(g.node, opts...)
+		if err != nil {
+			return usageError(stderr, helpHint, fmt.Sprintf("--node %q: %v", g.node, err))
+		}
+		defer conn.Close()
+		client = adminpb.NewAdminClient(conn)
+	}
+	out, err := body(ctx, client, positional)
 	if err != nil {
 		fmt.Fprintln(stderr, "warrenctl:", explain(err, g))
 		return exitFailure

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/hashicorp/raft"
 
@@ -57,7 +58,14 @@ func (s *snapshotReader) uvarint() (uint64, error) {
 	return v, nil
 }
 
+// readChunk is the most a field's buffer grows by before its bytes have
+// arrived.
+const readChunk = 64 << 10
+
 // bytes reads a length-prefixed field, refusing lengths beyond limit.
+// Memory follows the bytes read, not the length claimed: a snapshot comes
+// from a peer, and a corrupt or hostile length must not allocate
+// gigabytes for a stream that ends a few bytes later.
 func (s *snapshotReader) bytes(limit uint64) ([]byte, error) {
 	n, err := s.uvarint()
 	if err != nil {
@@ -66,9 +74,14 @@ func (s *snapshotReader) bytes(limit uint64) ([]byte, error) {
 	if n > limit {
 		return nil, fmt.Errorf("%w: field of %d bytes", errBadSnapshot, n)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(s.r, b); err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadSnapshot, err)
+	b := make([]byte, 0, min(n, readChunk))
+	for uint64(len(b)) < n {
+		k := int(min(n-uint64(len(b)), readChunk))
+		b = slices.Grow(b, k)
+		if _, err := io.ReadFull(s.r, b[len(b):len(b)+k]); err != nil {
+			return nil, fmt.Errorf("%w: %v", errBadSnapshot, err)
+		}
+		b = b[:len(b)+k]
 	}
 	return b, nil
 }

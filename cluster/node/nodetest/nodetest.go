@@ -4,6 +4,7 @@ package nodetest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -96,6 +97,11 @@ func newMember(t *testing.T, name string, expect int, seed string, opts ...Optio
 	for _, o := range opts {
 		o(cfg.Cluster)
 	}
+	if cfg.Cluster.TLS != nil {
+		// A cluster with TLS between its nodes serves AMQPS as well.
+		cfg.AMQPSAddr = FreeAddr(t)
+		cfg.AMQPTLS = cfg.Cluster.TLS.ServerConfig(tls.VerifyClientCertIfGiven)
+	}
 	return &Member{t: t, cfg: cfg}
 }
 
@@ -109,6 +115,9 @@ func (m *Member) Start() {
 	m.Node = n
 	// Keep the ports across restarts.
 	m.cfg.AMQPAddr = n.AMQPAddr().String()
+	if a := n.AMQPSAddr(); a != nil {
+		m.cfg.AMQPSAddr = a.String()
+	}
 	m.cfg.Cluster.InternalAddr = n.InternalAddr().String()
 	m.cfg.Cluster.GossipAddr = n.GossipAddr()
 	m.t.Cleanup(m.Stop)
@@ -166,3 +175,11 @@ func (m *Member) DataDir() string { return m.cfg.DataDir }
 // Reconfigure changes the node's cluster settings for its next Start (a
 // restart on a new build, for instance).
 func (m *Member) Reconfigure(o Option) { o(m.cfg.Cluster) }
+
+// NewMember prepares, without starting it, a node named name that joins
+// through seed (Start starts it): for a node that is expected not to
+// become ready, such as one the cluster refuses.
+func NewMember(t *testing.T, name, seed string, opts ...Option) *Member {
+	t.Helper()
+	return newMember(t, name, 0, seed, opts...)
+}
