@@ -338,6 +338,9 @@ func (l *Log) replay(id uint32, last bool) error {
 			if !last {
 				return fmt.Errorf("wal segment %s at offset %d: %w", path, off, err)
 			}
+			if err := damaged(f, path, off, fi.Size(), salt(id), err); err != nil {
+				return err // torn.go
+			}
 			l.log.Warn("wal: cutting off a torn record at the end of the log",
 				"segment", path, "offset", off, "err", err)
 			if err := f.Truncate(off); err != nil {
