@@ -45,11 +45,15 @@ func (l *Log) commit(batch []*request, c *compaction) {
 	l.commits.Add(1)
 	l.mu.Lock()
 	if err != nil {
-		if l.failed == nil {
+		first := l.failed == nil
+		if first {
 			l.failed = fmt.Errorf("wal write: %w", err)
 		}
 		err = l.failed
 		l.log.Error("wal: write failed; the log takes no more writes", "err", err)
+		if first {
+			l.failedNow(err) // failure.go
+		}
 	} else {
 		if c != nil {
 			l.applyCompaction(c)
@@ -65,7 +69,7 @@ func (l *Log) commit(batch []*request, c *compaction) {
 			continue
 		}
 		if err != nil {
-			r.done <- err
+			l.answerFailed(r, err)
 		} else {
 			r.done <- r.err
 		}

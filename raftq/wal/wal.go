@@ -60,6 +60,11 @@ type Options struct {
 	// Buffered writes through the page cache and syncs with fdatasync
 	// even where direct writes are possible (direct.go).
 	Buffered bool
+	// OnFailure, if set, is called once, on a goroutine of its own, when
+	// a write or sync fails (a full disk, an I/O error): the log then
+	// takes no more writes, and the node is to stop. Until Close, every
+	// write from then on waits instead of failing (failure.go).
+	OnFailure func(error)
 }
 
 // ErrClosed answers writes after Close.
@@ -86,7 +91,11 @@ type Log struct {
 	// wake (capacity one) tells the committer the queue has work.
 	wake    chan struct{}
 	stopped chan struct{}
-	buf     []byte // the committer's write buffer
+	// closing is closed by Close; onFailure is Options.OnFailure
+	// (failure.go).
+	closing   chan struct{}
+	onFailure func(error)
+	buf       []byte // the committer's write buffer
 
 	commits atomic.Uint64 // batches made durable (a direct write, or a write and fdatasync)
 
@@ -141,12 +150,14 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("create wal dir: %w", err)
 	}
 	l := &Log{
-		dir:     dir,
-		segSize: opts.SegmentSize,
-		log:     opts.Logger,
-		groups:  make(map[string]*group),
-		wake:    make(chan struct{}, 1),
-		stopped: make(chan struct{}),
+		dir:       dir,
+		segSize:   opts.SegmentSize,
+		log:       opts.Logger,
+		groups:    make(map[string]*group),
+		wake:      make(chan struct{}, 1),
+		stopped:   make(chan struct{}),
+		closing:   make(chan struct{}),
+		onFailure: opts.OnFailure,
 	}
 	if l.segSize <= 0 {
 		l.segSize = DefaultSegmentSize
@@ -338,6 +349,9 @@ func (l *Log) replay(id uint32, last bool) error {
 			if !last {
 				return fmt.Errorf("wal segment %s at offset %d: %w", path, off, err)
 			}
+			if err := damaged(f, path, off, fi.Size(), salt(id), err); err != nil {
+				return err // torn.go
+			}
 			l.log.Warn("wal: cutting off a torn record at the end of the log",
 				"segment", path, "offset", off, "err", err)
 			if err := f.Truncate(off); err != nil {
@@ -427,6 +441,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	close(l.closing)
 	l.mu.Unlock()
 	l.signal()
 	<-l.stopped
@@ -552,6 +567,9 @@ func (l *Log) enqueue(r *request, apply func()) error {
 	}
 	if err != nil {
 		l.mu.Unlock()
+		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoGroup) {
+			return l.holdFailed(err)
+		}
 		return err
 	}
 	if apply != nil {

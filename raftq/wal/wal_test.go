@@ -504,3 +504,36 @@ func bodySize(i uint64) int {
 	}
 	return int(i * 37 % 5000)
 }
+
+// Damage in the last segment followed by intact records is not a torn
+// tail: bytes that were synced have changed. Replay refuses the log
+// rather than cut away what was acknowledged.
+func TestCorruptionBeforeIntactRecordsIsNotATornTail(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, 0)
+	g := groupT(t, l, "q")
+	if err := g.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+		t.Fatal(err)
+	}
+	store(t, g, 1, 20)
+	l.Close()
+	path := filepath.Join(dir, "00000001.wal")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Damage the payload of entry 5's record: records 6 to 20 after it
+	// are intact. Find it by its data.
+	off := int64(bytes.Index(b, []byte("q-5"))) - headerSize - 8
+	b[off+headerSize+3] ^= 0x55
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(dir, Options{})
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("opened a log whose synced records changed: %v", err)
+	}
+	if fi, _ := os.Stat(path); fi.Size() != int64(len(b)) {
+		t.Fatalf("the refused log was truncated to %d bytes", fi.Size())
+	}
+}
