@@ -41,7 +41,8 @@ type publisher struct {
 
 	// Owned by the reader, under channel.op.
 	content     contentAssembly
-	canPublish  map[string]bool // write permission, per exchange
+	canPublish  map[string]bool // write permission, per exchange, as of permEpoch
+	permEpoch   uint64          // broker.PermissionsEpoch when canPublish was filled
 	routeBuf    []*broker.Queue
 	keyBuf      []string // a publish's routing keys (CC, BCC)
 	confirmMode bool
@@ -286,8 +287,13 @@ func (p *publisher) checkUserID(claimed string) *wire.Error {
 }
 
 // checkPublish checks write permission on the exchange once per channel
-// and exchange. RabbitMQ checks the default exchange as "amq.default".
+// and exchange, again after any change to users or permissions reached
+// this node. RabbitMQ checks the default exchange as "amq.default".
 func (p *publisher) checkPublish(exchange string) error {
+	if e := p.ch.c.s.broker.PermissionsEpoch(); e != p.permEpoch {
+		clear(p.canPublish)
+		p.permEpoch = e
+	}
 	if p.canPublish[exchange] {
 		return nil
 	}

@@ -295,3 +295,9 @@ func (b *Broker) Permissions(vhost, user string) []catalog.Permission {
 	})
 	return out
 }
+
+// PermissionsEpoch changes whenever a user or a permission changes on this
+// node (applied from the metadata log). A channel that caches permission
+// checks drops them when it moves, so that a revoked permission refuses
+// the very next operation that needs it.
+func (b *Broker) PermissionsEpoch() uint64 { return b.permEpoch.Load() }

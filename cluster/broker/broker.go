@@ -257,10 +257,14 @@ type Broker struct {
 	stop       context.CancelFunc
 	reconciled chan struct{}
 
-	mu     sync.RWMutex
-	users  map[string]catalog.User
-	perms  map[permKey]*permission
-	vhosts map[string]*Vhost
+	mu    sync.RWMutex
+	users map[string]catalog.User
+	perms map[permKey]*permission
+	// permEpoch counts changes to users and permissions, so that what a
+	// channel cached of them is thrown away at the next change
+	// (PermissionsEpoch).
+	permEpoch atomic.Uint64
+	vhosts    map[string]*Vhost
 
 	// nodes are the drained nodes' records (nodes.go).
 	nodes nodeTable

@@ -42,6 +42,7 @@ func (b *Broker) applyChanges(changes []catalog.Change) {
 				b.users[c.User.Name] = *c.User
 			}
 			b.mu.Unlock()
+			b.permEpoch.Add(1) // tags changed too: checks cached on channels are void
 			if c.Delete && had {
 				b.revoked(Revocation{User: c.User.Name, Reason: fmt.Sprintf("user '%s' is deleted", c.User.Name)})
 			}
@@ -56,6 +57,7 @@ func (b *Broker) applyChanges(changes []catalog.Change) {
 				b.log.Warn("ignoring replicated permission", "user", p.User, "vhost", p.Vhost, "err", err)
 			}
 			b.mu.Unlock()
+			b.permEpoch.Add(1)
 		case c.Exchange != nil:
 			if v := b.vhost(c.Exchange.Vhost); v != nil {
 				v.applyExchange(*c.Exchange, c.Delete)
