@@ -196,7 +196,7 @@ for broker in "${brokers[@]}"; do
 done
 
 # The rate part's CPU per message follows this machine's load, which drifted by a quarter
-# within minutes (docs/performance.md), so its runs alternate the brokers,
+# within minutes (docs/performance.md#method), so its runs alternate the brokers,
 # RATE_ROUNDS rounds of one run each, and the run with each broker's median CPU per message
 # stands in the table (every run's figure is printed).
 if [[ " ${parts[*]} " == *" rate "* ]]; then
@@ -223,7 +223,7 @@ print(json.dumps(mid, separators=(",", ":")))' "$broker")
 fi
 
 # What a sync and a served request cost on this machine that day, so that CPU figures from
-# different machines can be told apart (docs/performance.md).
+# different machines can be told apart (docs/performance.md#the-ratio).
 if [[ " ${parts[*]} " == *" rate "* ]]; then
   echo "== this machine (scripts/machine-cost)"
   go run ./scripts/machine-cost --dir "${TMPDIR:-/tmp}"

@@ -16,9 +16,9 @@
 #
 # Environment: SIZE (1000), DURATION (15s per run), STEPS (5 search steps), GROW (4 steps
 # above the unlimited rate at most), MAX_P99_MS (1000),
-# WARREN_PORT (5680), EXTRA (more warren-perf flags, e.g. --batch-writes=false). Same flags
-# as the issue's benchmark: 1 producer with confirms (window 256), 1 consumer (prefetch 256,
-# manual acks).
+# WARREN_PORT (5680), EXTRA (more warren-perf flags, e.g. --batch-writes=false). The
+# workload of docs/performance.md's single-node figures: 1 producer with confirms (window
+# 256), 1 consumer (prefetch 256, manual acks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

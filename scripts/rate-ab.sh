@@ -2,7 +2,7 @@
 # rate-ab.sh — two builds or two settings of Warren compared at a fixed rate: ROUNDS rounds of
 # rate-cost.sh, side A then side B, then each side's CPU µs per message and confirm p99 per
 # run and their medians. On a machine whose load moves Warren's CPU per message by a quarter
-# within minutes (docs/performance.md), only alternating runs compare.
+# within minutes (docs/performance.md#method), only alternating runs compare.
 #
 #   A=HEAD~1 ./scripts/rate-ab.sh                          # the commit before against the working tree
 #   B_ENV="WARREN_PUBLISH_LINGER=2ms" ./scripts/rate-ab.sh  # one build, two settings
