@@ -36,10 +36,35 @@ type Config struct {
 	// bytes in-memory queues hold, not the process's memory: for tests
 	// that run several nodes in one process, whose memory they share.
 	MessageBytesOnly bool
-	Log              *slog.Logger
+	// PayloadCache bounds the bytes of message payloads the node's
+	// quorum queue leaders keep in memory, all together, for delivery
+	// (replica.PayloadCache); zero is DefaultPayloadCache, negative keeps
+	// none. The node builds the cache unless Broker.PayloadCache is set.
+	PayloadCache int64
+	Log          *slog.Logger
 	// Cluster makes the node a cluster member; nil is a standalone node
 	// (its metadata in a local file, its queues' groups of one member).
 	Cluster *ClusterConfig
+}
+
+// DefaultPayloadCache is Config.PayloadCache's default: 64 busy queues'
+// worth of what one queue keeps (replica.DefaultPayloadCache).
+const DefaultPayloadCache = replica.DefaultPayloadCache
+
+// DefaultDisconnectedTimeout is RabbitMQ 4.3's consumer_disconnected_timeout
+// default, for broker.Config.ConsumerDisconnectedTimeout
+// (replica.DefaultDisconnectedTimeout).
+const DefaultDisconnectedTimeout = replica.DefaultDisconnectedTimeout
+
+// PayloadCacheLimit is the bound PayloadCache sets, its default applied.
+func (c Config) PayloadCacheLimit() int64 {
+	switch {
+	case c.PayloadCache < 0:
+		return 0
+	case c.PayloadCache == 0:
+		return DefaultPayloadCache
+	}
+	return c.PayloadCache
 }
 
 // connectionCountWait bounds how long a connection or channel opening
@@ -82,7 +107,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Broker.DataDir = cfg.DataDir
 	}
 	if cfg.Broker.PayloadCache == nil {
-		cfg.Broker.PayloadCache = replica.NewPayloadCache(replica.DefaultPayloadCache)
+		cfg.Broker.PayloadCache = replica.NewPayloadCache(cfg.PayloadCacheLimit())
 	}
 	var store catalog.Store
 	var cn *clusterNode
