@@ -178,7 +178,7 @@ func Start(cfg Config) (*Node, error) {
 	if cn != nil {
 		n.server.SetReplyRelay(cn)               // replyto.go
 		cn.fwd.SetReplies(n.server.DeliverReply) // replies for this node's requesters
-		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
+		cn.admin.set(newAdminBackend(n, cn, b))
 		b.OnDrainChange(cn.drainChanged) // drain.go
 		n.startMaintenance()             // drain.go
 		// Vhost and user limits count clients on every node, as
