@@ -85,14 +85,11 @@ func (a groupAdmin) QueueGroup(vhost, name string) (string, []string, error) {
 }
 
 func (a groupAdmin) LocalMember(queueID string) (admin.MemberStatus, bool) {
-	a.c.mu.Lock()
-	r, ok := a.c.replicas[queueID]
-	z := a.c.asleep[queueID]
-	a.c.mu.Unlock()
+	r, z := a.c.host.member(queueID)
 	if z != nil {
 		return asleepStatus(z), true
 	}
-	if !ok {
+	if r == nil {
 		return admin.MemberStatus{}, false
 	}
 	return memberStatus(r), true
@@ -106,9 +103,7 @@ func asleepStatus(z *sleeper) admin.MemberStatus {
 // WakeQueue implements admin.Waker: the group wakes wherever it sleeps
 // and elects; it returns once a leader is known.
 func (a groupAdmin) WakeQueue(ctx context.Context, queueID string) error {
-	a.c.mu.Lock()
-	q := a.c.queues[queueID]
-	a.c.mu.Unlock()
+	q := a.c.host.router(queueID)
 	if q == nil {
 		return fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
 	}
@@ -116,16 +111,11 @@ func (a groupAdmin) WakeQueue(ctx context.Context, queueID string) error {
 }
 
 func (a groupAdmin) LocalMembers() map[string]admin.MemberStatus {
-	a.c.mu.Lock()
-	rs := make(map[string]*replica.Replica, len(a.c.replicas))
-	for id, r := range a.c.replicas {
-		rs[id] = r
-	}
-	out := make(map[string]admin.MemberStatus, len(rs)+len(a.c.asleep))
-	for id, z := range a.c.asleep {
+	rs, asleep := a.c.host.members()
+	out := make(map[string]admin.MemberStatus, len(rs)+len(asleep))
+	for id, z := range asleep {
 		out[id] = asleepStatus(z)
 	}
-	a.c.mu.Unlock()
 	for id, r := range rs {
 		out[id] = memberStatus(r)
 	}
@@ -133,7 +123,7 @@ func (a groupAdmin) LocalMembers() map[string]admin.MemberStatus {
 }
 
 func (a groupAdmin) TransferLeadership(ctx context.Context, queueID, to string) error {
-	r, ok := a.c.replica(queueID)
+	r, ok := a.c.host.get(queueID)
 	if !ok {
 		return fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
 	}
@@ -182,7 +172,7 @@ func memberStatus(r *replica.Replica) admin.MemberStatus {
 func (a groupAdmin) CheckpointMember(ctx context.Context, queueID string, appliedThrough uint64) (admin.MemberStatus, error) {
 	var err error
 	for range 2 {
-		r, ok := a.c.wake(queueID)
+		r, ok := a.c.host.wake(queueID)
 		if !ok {
 			return admin.MemberStatus{}, fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
 		}
@@ -197,7 +187,7 @@ func (a groupAdmin) CheckpointMember(ctx context.Context, queueID string, applie
 }
 
 func (a groupAdmin) QueueConsumers(queueID string) ([]admin.QueueConsumer, error) {
-	r, ok := a.c.replica(queueID)
+	r, ok := a.c.host.get(queueID)
 	if !ok {
 		return nil, fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
 	}
@@ -226,7 +216,7 @@ func (a groupAdmin) QueueConsumers(queueID string) ([]admin.QueueConsumer, error
 }
 
 func (a groupAdmin) PeekQueue(queueID string, pos int) (*queue.Message, error) {
-	r, ok := a.c.replica(queueID)
+	r, ok := a.c.host.get(queueID)
 	if !ok {
 		return nil, fmt.Errorf("group %s: %w", queueID, admin.ErrNotFound)
 	}

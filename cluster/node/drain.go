@@ -42,7 +42,7 @@ func (c *clusterNode) drained(node string) bool {
 func (n *Node) maintain(ctx context.Context) (bool, int, error) {
 	c := n.cluster
 	draining := c.drained(c.self)
-	for _, r := range c.allReplicas() {
+	for _, r := range c.host.all() {
 		r.SetDrained(draining)
 	}
 	closed := 0
@@ -68,7 +68,7 @@ func (c *clusterNode) drainChanged(node string, draining bool) {
 	if node != c.self {
 		return
 	}
-	for _, r := range c.allReplicas() {
+	for _, r := range c.host.all() {
 		r.SetDrained(draining)
 	}
 }
@@ -151,7 +151,7 @@ func (a maintenanceAdmin) ForgetServer(_ context.Context, node string) error {
 // tries for handOffTimeout; the drain loop tries again on its next round.
 func (n *Node) handOffDrained() {
 	c := n.cluster
-	leading := c.leadingReplicas()
+	leading := c.host.leading()
 	for _, r := range leading {
 		ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
 		if err := c.handOffUndrained(ctx, r, false); err != nil && !errors.Is(err, replica.ErrNoTarget) {

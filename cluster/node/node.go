@@ -1,6 +1,3 @@
-// Package node assembles one Warren node: its metadata store, the broker
-// model and the AMQP listener. cmd/warren runs one; tests start several in
-// one process.
 package node
 
 import (
@@ -291,7 +288,7 @@ func (n *Node) LeadingQueues() int {
 	if n.cluster == nil {
 		return 0
 	}
-	return len(n.cluster.leadingReplicas())
+	return len(n.cluster.host.leading())
 }
 
 // PeerConnections is the number of gRPC connections this node holds to
@@ -312,9 +309,7 @@ func (n *Node) localReplica(vhost, name string) (*replica.Replica, string, bool)
 	if !ok {
 		return nil, "", false
 	}
-	n.cluster.mu.Lock()
-	defer n.cluster.mu.Unlock()
-	r, ok := n.cluster.replicas[rec.ID]
+	r, ok := n.cluster.host.get(rec.ID)
 	return r, rec.ID, ok
 }
 
