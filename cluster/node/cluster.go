@@ -392,6 +392,12 @@ func (c *clusterNode) aliveMembers() []membership.Member {
 	return alive
 }
 
+// gossipSeesAlive reports whether this node's gossip sees node alive.
+func (c *clusterNode) gossipSeesAlive(node string) bool {
+	m, ok := c.gossip.Member(node)
+	return ok && m.State == membership.Alive
+}
+
 // addrOf is a node's internal address: from gossip while it is alive,
 // else from the metadata group's configuration.
 func (c *clusterNode) addrOf(node string) (string, bool) {

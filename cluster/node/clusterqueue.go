@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
@@ -26,6 +27,11 @@ type clusterQueue struct {
 
 // A closing channel releases its consumers through the router.
 var _ queue.Releaser = (*clusterQueue)(nil)
+
+var (
+	_ broker.MembersChanger = (*clusterQueue)(nil)
+	_ forward.Local         = (*replica.Replica)(nil)
+)
 
 func (q *clusterQueue) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	// A hibernating member opens to be deleted with its files, and to

@@ -14,11 +14,8 @@ import (
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/catalog"
-	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/metaraft"
-	"github.com/warrenmq/warren/membership"
 	"github.com/warrenmq/warren/proto/memberpb"
-	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // Membership changes of a quorum queue, as rabbitmq-queues add_member,
@@ -359,6 +356,8 @@ type queueMembership struct {
 	mu sync.Mutex
 }
 
+// add makes node a member of quorum queue name in vhost, in the steps
+// "Adding node N" above (Node.AddMember).
 func (qm *queueMembership) add(ctx context.Context, b *broker.Broker, vhost, name, node string, m Membership) error {
 	qm.mu.Lock()
 	defer qm.mu.Unlock()
@@ -424,6 +423,8 @@ func (qm *queueMembership) add(ctx context.Context, b *broker.Broker, vhost, nam
 	return nil
 }
 
+// remove takes node's member out of quorum queue name in vhost, in the
+// steps "Removing node N" above (Node.DeleteMember).
 func (qm *queueMembership) remove(ctx context.Context, b *broker.Broker, vhost, name, node string, force bool) error {
 	qm.mu.Lock()
 	defer qm.mu.Unlock()
@@ -595,11 +596,6 @@ func (qm *queueMembership) change(ctx context.Context, id string, members []stri
 	}
 }
 
-var (
-	_ broker.MembersChanger = (*clusterQueue)(nil)
-	_ forward.Local         = (*replica.Replica)(nil)
-)
-
 // QueueServers is the Raft configuration of queue name's group as this
 // node's replica knows it: node name to whether it votes.
 func (n *Node) QueueServers(vhost, name string) (map[string]bool, bool) {
@@ -609,10 +605,4 @@ func (n *Node) QueueServers(vhost, name string) (map[string]bool, bool) {
 	}
 	servers, err := r.Servers()
 	return servers, err == nil
-}
-
-// gossipSeesAlive reports whether this node's gossip sees node alive.
-func (c *clusterNode) gossipSeesAlive(node string) bool {
-	m, ok := c.gossip.Member(node)
-	return ok && m.State == membership.Alive
 }
