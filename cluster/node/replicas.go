@@ -256,6 +256,8 @@ func (h *replicaHost) lookup(id string) (forward.Local, bool) {
 	return r, true
 }
 
+// forget drops every trace of group id here: its queue was deleted or
+// closed (clusterQueue).
 func (h *replicaHost) forget(id string) {
 	h.mu.Lock()
 	delete(h.replicas, id)
@@ -376,6 +378,7 @@ func (h *replicaHost) byID() map[string]*replica.Replica {
 	return out
 }
 
+// get is this node's open replica of group id, if any.
 func (h *replicaHost) get(id string) (*replica.Replica, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
