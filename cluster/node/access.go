@@ -11,33 +11,36 @@ import (
 // The admin service's users, vhosts and permissions (admin.AccessBackend):
 // the broker's, with its errors told apart for the service.
 
-func (a *adminBackend) AddUser(name, password string, tags []string) error {
+// accessAdmin answers for users, vhosts and permissions.
+type accessAdmin struct{ b *broker.Broker }
+
+func (a accessAdmin) AddUser(name, password string, tags []string) error {
 	return accessError(a.b.AddUser(name, password, tags))
 }
-func (a *adminBackend) DeleteUser(name string) error { return accessError(a.b.DeleteUser(name)) }
-func (a *adminBackend) ChangePassword(name, password string) error {
+func (a accessAdmin) DeleteUser(name string) error { return accessError(a.b.DeleteUser(name)) }
+func (a accessAdmin) ChangePassword(name, password string) error {
 	return accessError(a.b.ChangePassword(name, password))
 }
-func (a *adminBackend) SetUserTags(name string, tags []string) error {
+func (a accessAdmin) SetUserTags(name string, tags []string) error {
 	return accessError(a.b.SetUserTags(name, tags))
 }
-func (a *adminBackend) Users() []catalog.User { return a.b.Users() }
-func (a *adminBackend) AddVhost(name, defaultQueueType string) error {
+func (a accessAdmin) Users() []catalog.User { return a.b.Users() }
+func (a accessAdmin) AddVhost(name, defaultQueueType string) error {
 	return accessError(a.b.AddVhost(name, defaultQueueType))
 }
-func (a *adminBackend) DeleteVhost(name string) error { return accessError(a.b.DeleteVhost(name)) }
-func (a *adminBackend) Vhosts() []catalog.Vhost       { return a.b.Vhosts() }
-func (a *adminBackend) SetUserLimits(user, definition string) error {
+func (a accessAdmin) DeleteVhost(name string) error { return accessError(a.b.DeleteVhost(name)) }
+func (a accessAdmin) Vhosts() []catalog.Vhost       { return a.b.Vhosts() }
+func (a accessAdmin) SetUserLimits(user, definition string) error {
 	limits, err := broker.ParseUserLimits(definition)
 	if err != nil {
 		return accessError(err)
 	}
 	return accessError(a.b.SetUserLimits(user, limits))
 }
-func (a *adminBackend) ClearUserLimit(user, limit string) error {
+func (a accessAdmin) ClearUserLimit(user, limit string) error {
 	return accessError(a.b.ClearUserLimit(user, limit))
 }
-func (a *adminBackend) SetVhostLimits(vhost, definition string) error {
+func (a accessAdmin) SetVhostLimits(vhost, definition string) error {
 	var limits map[string]int64
 	if definition != "" {
 		var err error
@@ -47,13 +50,13 @@ func (a *adminBackend) SetVhostLimits(vhost, definition string) error {
 	}
 	return accessError(a.b.SetVhostLimits(vhost, limits))
 }
-func (a *adminBackend) SetPermissions(p catalog.Permission) error {
+func (a accessAdmin) SetPermissions(p catalog.Permission) error {
 	return accessError(a.b.SetPermissions(p))
 }
-func (a *adminBackend) ClearPermissions(user, vhost string) error {
+func (a accessAdmin) ClearPermissions(user, vhost string) error {
 	return accessError(a.b.ClearPermissions(user, vhost))
 }
-func (a *adminBackend) Permissions(vhost, user string) []catalog.Permission {
+func (a accessAdmin) Permissions(vhost, user string) []catalog.Permission {
 	return a.b.Permissions(vhost, user)
 }
 
@@ -79,5 +82,3 @@ type kindError struct{ kind, err error }
 
 func (e kindError) Error() string   { return e.err.Error() }
 func (e kindError) Unwrap() []error { return []error{e.kind, e.err} }
-
-var _ admin.AccessBackend = (*adminBackend)(nil)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/alarm"
+	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/membership"
 )
 
@@ -79,16 +80,22 @@ func (n *Node) SetWatermark(r alarm.Resource, value string) error {
 
 // The admin service's view of the alarms (admin.AlarmsBackend).
 
-func (a *adminBackend) Alarms() []alarm.Alarm { return a.b.Alarms().All() }
+// alarmAdmin answers for resource alarms and watermarks.
+type alarmAdmin struct {
+	b *broker.Broker
+	n *Node
+}
 
-func (a *adminBackend) Resources() admin.Resources {
+func (a alarmAdmin) Alarms() []alarm.Alarm { return a.b.Alarms().All() }
+
+func (a alarmAdmin) Resources() admin.Resources {
 	return admin.Resources{
 		MemoryUsed: a.b.MemoryUsed(), MemoryHeld: a.b.MemoryHeld(), MemoryLimit: a.b.MemoryLimit(),
 		DiskFree: a.n.disk.Free(), DiskFreeLimit: a.n.disk.Limit(),
 	}
 }
 
-func (a *adminBackend) SetWatermark(r alarm.Resource, value string) error {
+func (a alarmAdmin) SetWatermark(r alarm.Resource, value string) error {
 	if err := a.n.SetWatermark(r, value); err != nil {
 		return admin.Invalid(err.Error())
 	}

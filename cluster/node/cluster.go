@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,8 +24,6 @@ import (
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/cluster/transport"
 	"github.com/warrenmq/warren/membership"
-	"github.com/warrenmq/warren/raftq"
-	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
 	"github.com/warrenmq/warren/raftq/wal"
 )
@@ -109,29 +105,28 @@ type ClusterConfig struct {
 	NoHandOffOnStop bool
 }
 
-// clusterNode is the node's part in a cluster: the internal gRPC server,
-// the peers' connections, the Raft transport shared by every group, the
-// metadata group, gossip membership, and this node's queue replicas.
+// clusterNode is the node's part in a cluster, and the core its other
+// parts share (doc.go lists them): the internal gRPC server, the peers'
+// connections, the Raft transport shared by every group, the metadata
+// group and gossip membership. What each part keeps of its own (the
+// replicas this node hosts, the hibernation counters, the membership
+// changes under way, the reconciler's triggers, the node starts gossip
+// reported) is in the part, under the part's lock.
 type clusterNode struct {
 	cfg  ClusterConfig
 	log  *slog.Logger
 	self string
 	// boot is this start of the node (membership.Meta.Boot); the
 	// consumers of its channels carry it in their IDs (replica.NodeTag).
-	boot string
-	// boots is the boot gossip last reported for each node, and gone the
-	// node starts seen restarted or departed since (failover.go).
-	bootsMu sync.Mutex
-	boots   map[string]string
-	gone    goneStarts
-	addr    string // advertised internal address
-	ln      net.Listener
-	grpc    *grpc.Server
-	pool    *rpc.Pool
-	mux     *transport.Mux
-	meta    *metaraft.Store
-	gossip  *membership.Membership
-	fwd     *forward.Server
+	boot   string
+	addr   string // advertised internal address
+	ln     net.Listener
+	grpc   *grpc.Server
+	pool   *rpc.Pool
+	mux    *transport.Mux
+	meta   *metaraft.Store
+	gossip *membership.Membership
+	fwd    *forward.Server
 	// admin answers warrenctl once the broker exists (run).
 	admin lateBackend
 
@@ -142,26 +137,19 @@ type clusterNode struct {
 	// adminSrv is the admin service, also used by the automatic
 	// rebalance after a node rejoins (reconcile.go).
 	adminSrv *admin.Server
-	// rec is the reconciler's state (reconcile.go).
-	rec reconciler
 
-	// memberMu serializes the membership changes this node drives
+	// host holds this node's queue replicas and routers (replicas.go).
+	host *replicaHost
+	// hib puts idle groups to sleep (hibernate.go).
+	hib *hibernator
+	// members drives the membership changes this node is asked for
 	// (membership.go).
-	memberMu sync.Mutex
-
-	mu       sync.Mutex
-	replicas map[string]*replica.Replica // this node's members, by queue ID
-	// groupMu keeps removeOrphans from dropping a group while a replica
-	// opens it: openReplica holds it throughout.
-	groupMu sync.Mutex
-	queues  map[string]*clusterQueue // by queue ID
-	// asleep are this node's replicas closed while their group
-	// hibernates, by queue ID (hibernate.go); never in replicas as well.
-	asleep map[string]*sleeper
-	// slept counts the replicas closed since the hibernation loop last
-	// looked (hibernate.go); opened counts the replicas opened since.
-	slept  atomic.Int64
-	opened atomic.Int64
+	members *queueMembership
+	// failover reacts to gossip's news of other nodes' failures and
+	// restarts (failover.go).
+	failover *failover
+	// rec is the reconciler's state (reconcile.go).
+	rec *reconciler
 
 	// model is the broker once run starts; placement reads the drained
 	// nodes from it (drain.go).
@@ -190,21 +178,21 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 	}
 	sec := &rpc.Security{TLS: cfg.TLS}
 	c := &clusterNode{
-		cfg:      cfg,
-		log:      log.With("component", "cluster"),
-		self:     cfg.NodeName,
-		boot:     newBoot(),
-		boots:    make(map[string]string),
-		addr:     addr,
-		ln:       ln,
-		grpc:     grpc.NewServer(sec.ServerOptions()...),
-		pool:     rpc.NewPool(sec.DialOptions()...),
-		replicas: make(map[string]*replica.Replica),
-		queues:   make(map[string]*clusterQueue),
-		asleep:   make(map[string]*sleeper),
-		stop:     make(chan struct{}),
-		rec:      newReconciler(),
+		cfg:  cfg,
+		log:  log.With("component", "cluster"),
+		self: cfg.NodeName,
+		boot: newBoot(),
+		addr: addr,
+		ln:   ln,
+		grpc: grpc.NewServer(sec.ServerOptions()...),
+		pool: rpc.NewPool(sec.DialOptions()...),
+		stop: make(chan struct{}),
 	}
+	c.host = newReplicaHost(c)
+	c.hib = &hibernator{c: c}
+	c.members = &queueMembership{c: c}
+	c.failover = newFailover(c)
+	c.rec = newReconciler(c)
 	c.mux = transport.NewMux(addr, c.pool, log.With("component", "transport"))
 	c.mux.Register(c.grpc)
 	metaTrans, err := c.mux.Transport("meta")
@@ -231,8 +219,8 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 		return nil, fmt.Errorf("open metadata group: %w", err)
 	}
 	c.meta.Register(c.grpc)
-	c.fwd = forward.NewServer(c.lookupReplica, log.With("component", "forward"))
-	c.fwd.SetAsleep(c.isAsleep) // hibernate.go
+	c.fwd = forward.NewServer(c.host.lookup, log.With("component", "forward"))
+	c.fwd.SetAsleep(c.host.isAsleep) // hibernate.go
 	c.fwd.SetDeliveryLinger(c.deliveryLinger())
 	c.fwd.SetNodeAlive(func(node string) bool {
 		if c.gossip == nil {
@@ -241,8 +229,8 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 		m, ok := c.gossip.Member(node)
 		return ok && m.State == membership.Alive
 	})
-	c.fwd.SetStartGone(func(consumer uint64) bool { return c.startGone(replica.ConsumerTag(consumer)) })
-	c.mux.SetOnMissing(func(group string) { c.wake(group) })
+	c.fwd.SetStartGone(func(consumer uint64) bool { return c.failover.startGone(replica.ConsumerTag(consumer)) })
+	c.mux.SetOnMissing(func(group string) { c.host.wake(group) })
 	c.fwd.Register(c.grpc)
 	c.registerMember() // membership.go
 	c.adminSrv = admin.NewServer(&c.admin, c.pool, log.With("component", "admin"))
@@ -285,12 +273,12 @@ func (c *clusterNode) run(b *broker.Broker, dataDir string) {
 	c.gossip.OnEvent(func(ev membership.Event) { alarmEvent(b.Alarms(), ev) })
 	c.wg.Add(7)
 	go c.announceAlarms(b.Alarms()) // alarms.go
-	go c.hibernateLoop()            // hibernate.go
+	go c.hib.loop()                 // hibernate.go
 	go c.catchUpOnStart()
 	go c.join()
 	go c.lead(b)
-	go c.reconcileLoop(b) // reconcile.go
-	go c.removeOrphans(dataDir)
+	go c.rec.loop(b) // reconcile.go
+	go c.host.removeOrphans(dataDir)
 }
 
 // join contacts the seeds until gossip reaches at least one other node,
@@ -368,9 +356,9 @@ func (c *clusterNode) lead(b *broker.Broker) {
 			return
 		case <-t.C:
 		case ev := <-c.gossip.Events():
-			restarted := c.memberEvent(ev)
-			c.reconcileEvent(ev, restarted) // reconcile.go: joins and rejoins trigger it
-			c.upgradeEvent(ev)              // machines.go
+			restarted := c.failover.event(ev)
+			c.rec.event(ev, restarted) // reconcile.go: joins and rejoins trigger it
+			c.upgradeEvent(ev)         // machines.go
 		}
 		if !c.meta.IsLeader() {
 			continue
@@ -420,6 +408,12 @@ func (c *clusterNode) aliveMembers() []membership.Member {
 	return alive
 }
 
+// gossipSeesAlive reports whether this node's gossip sees node alive.
+func (c *clusterNode) gossipSeesAlive(node string) bool {
+	m, ok := c.gossip.Member(node)
+	return ok && m.State == membership.Alive
+}
+
 // addrOf is a node's internal address: from gossip while it is alive,
 // else from the metadata group's configuration.
 func (c *clusterNode) addrOf(node string) (string, bool) {
@@ -460,386 +454,6 @@ func (c *clusterNode) PlacementNodes() []string {
 	return nodes
 }
 
-// OpenQueue implements broker.Cluster.
-func (c *clusterNode) OpenQueue(rec catalog.Queue, cfg replica.Config) (queue.Queue, error) {
-	members := rec.Members
-	if len(members) == 0 {
-		members = []string{c.self} // a record from before clustering
-	}
-	rcfg := forward.RouterConfig{
-		QueueID: rec.ID, Name: cfg.Name, Members: members, Self: c.self, SelfBoot: replica.BootOf(c.self, c.boot),
-		Addr: c.addrOf, Pool: c.pool, PublishTimeout: c.cfg.PublishTimeout,
-		Log:    cfg.Log,
-		Wake:   func() { c.wake(rec.ID) },
-		Asleep: func() bool { return c.isAsleep(rec.ID) },
-	}
-	var local *replica.Replica
-	var restored *sleeper
-	member := slices.Contains(members, c.self)
-	if member && c.cfg.HibernateAfter > 0 {
-		// Closed when the group hibernated, and nothing since: it stays
-		// closed until something needs it (hibernate.go).
-		if s, ok := c.restoredSleeper(cfg.WALGroup()); ok {
-			restored = &s
-		}
-	}
-	if member && restored == nil {
-		var err error
-		// The member chosen to lead bootstraps a new group and
-		// campaigns; the others keep the same configuration, to
-		// bootstrap with should it die before they have heard from it
-		// (replica's bootstrapLate): otherwise a queue whose first
-		// leader died right after the declaration had no leader until
-		// that node came back.
-		chosen := rec.Leader == c.self || (rec.Leader == "" && members[0] == c.self)
-		if local, err = c.openReplica(rec.ID, cfg, members, true, !chosen); err != nil {
-			return nil, err
-		}
-		rcfg.Local = local
-	}
-	r := forward.NewRouter(rcfg)
-	// cfg is kept to open a replica here later, should this node become
-	// a member (membership.go) or its group wake (hibernate.go).
-	q := &clusterQueue{Router: r, c: c, id: rec.ID, cfg: cfg, members: slices.Clone(members)}
-	c.mu.Lock()
-	if local != nil {
-		c.replicas[rec.ID] = local
-	}
-	if restored != nil {
-		c.asleep[rec.ID] = restored
-	}
-	c.queues[rec.ID] = q
-	c.mu.Unlock()
-	return q, nil
-}
-
-// openReplica opens this node's member of group id, whose members are
-// members; bootstrap creates the group when the member has no state, and
-// follow leaves the first election to another member.
-func (c *clusterNode) openReplica(id string, cfg replica.Config, members []string, bootstrap, follow bool) (*replica.Replica, error) {
-	c.groupMu.Lock()
-	defer c.groupMu.Unlock()
-	trans, err := c.mux.Transport(id)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Transport = trans
-	cfg.SeesAlive = c.seesAlive
-	cfg.LeadsAt = func(ctx context.Context, node string) (bool, error) { return c.leadsAt(ctx, node, id) }
-	cfg.SettleAtLeader = func(list []replica.HeldSettlement) { c.settleAtLeader(id, list) }
-	cfg.SettleDeliveriesAtLeader = func(op raftq.Op, cause queue.ReturnCause, deliveries []uint64) {
-		if q := c.router(id); q != nil {
-			q.Router.SettleDeliveriesAtLeader(op, cause, deliveries)
-		}
-	}
-	cfg.StartAlive = c.startAlive
-	cfg.StartGone = c.startGone
-	cfg.MachineVersion = c.machineVersion
-	if c.cfg.QueueMachineVersion > 0 {
-		cfg.AppliesUpTo = uint32(c.queueMachine())
-	}
-	cfg.Bootstrap, cfg.Follow = bootstrap, follow
-	cfg.Rebootstrap = func(members []string) { c.rebootstrap(id, members) }
-	cfg.Peers = nil
-	for _, m := range members {
-		addr, _ := c.addrOf(m)
-		cfg.Peers = append(cfg.Peers, replica.Peer{ID: m, Addr: addr})
-	}
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout = c.queueTimeout(), c.queueTimeout()
-	// A member opened on a drained node (a restart in maintenance, a
-	// group that wakes, a member added) must not campaign before the
-	// maintenance loop's next turn (drain.go). The queues a node opens
-	// as it starts come before it has the model, from the broker, which
-	// sets Drained itself.
-	if b := c.model.Load(); b != nil {
-		cfg.Drained = b.Draining(c.self)
-	}
-	// A leader heartbeats each follower a tenth to a fifth of the
-	// timeout after the last answer. Holding each heartbeat up to half
-	// the timeout, to go out with every other queue's to the same peer
-	// (the transport's heartbeat.go), makes idle groups heartbeat about
-	// three times less often and in one call per peer. The gap between
-	// answers, at most seven tenths of the timeout, stays inside the
-	// followers' timeout and the leader's lease (replica.Open), both the
-	// whole timeout.
-	trans.SetHeartbeatLinger(c.queueTimeout() / 2)
-	// Followers a commit does not need get their entries in batches of
-	// up to the delay's worth (the transport's spare.go).
-	trans.SetSpareDelay(c.spareFollowerDelay())
-	// Replication to a node that is down waits for it rather than
-	// failing into raft's backoff (the transport's SetPeerWait), so a
-	// restarted node's replicas catch up as soon as it is back.
-	trans.SetPeerWait(peerWait)
-	// The group's log goes in the node's write-ahead log, named like its
-	// directory (removeOrphans relies on that).
-	cfg.WAL = c.qlog
-	local, err := replica.Open(cfg)
-	if err != nil {
-		trans.Close()
-		return nil, err
-	}
-	if cfg.Drained {
-		local.SetDrained(true) // and its timeouts raised
-	}
-	c.opened.Add(1)
-	return local, nil
-}
-
-// rebootstrap opens this node's member of a new group id again to write
-// the group's first configuration, with members as its voters (replica's
-// Config.Rebootstrap): it voted for the member chosen to lead, which
-// failed before its first entries arrived here.
-func (c *clusterNode) rebootstrap(id string, members []string) {
-	q := c.router(id)
-	if q == nil {
-		return
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	old, open := c.replica(id)
-	if !open || old.LastIndex() != 0 {
-		return // gone, or it heard from the group meanwhile
-	}
-	q.setLocalLocked(nil)
-	old.Close()
-	cfg := q.cfg
-	cfg.Rebootstrapped = true
-	r, err := c.openReplica(id, cfg, members, true, true)
-	if err != nil {
-		c.log.Error("cannot open the queue's member again to write its first configuration", "queue", q.cfg.Name, "err", err)
-		return
-	}
-	q.setLocalLocked(r)
-	c.log.Info("opened the queue's member again with its first configuration; it elects with the others", "queue", q.cfg.Name)
-}
-
-// settleAtLeader passes settlements of deliveries this node's member of
-// group id made while it led on to the group's leader, through the
-// queue's router.
-func (c *clusterNode) settleAtLeader(id string, list []replica.HeldSettlement) {
-	if q := c.router(id); q != nil {
-		q.Router.SettleHeld(list)
-	}
-}
-
-// router is group id's router on this node, nil if none.
-func (c *clusterNode) router(id string) *clusterQueue {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.queues[id]
-}
-
-// lookupReplica is the forward service's lookup: this node's replica of
-// group id, woken if it hibernates.
-func (c *clusterNode) lookupReplica(id string) (forward.Local, bool) {
-	r, ok := c.wake(id)
-	if !ok {
-		return c.servedQueue(id)
-	}
-	return r, true
-}
-
-func (c *clusterNode) forget(id string) {
-	c.mu.Lock()
-	delete(c.replicas, id)
-	delete(c.queues, id)
-	delete(c.asleep, id)
-	c.mu.Unlock()
-}
-
-// clusterQueue is a replicated queue's engine on this node: the router,
-// unregistered from the node when deleted or closed.
-type clusterQueue struct {
-	*forward.Router
-	c  *clusterNode
-	id string
-	// cfg opens this node's replica when the node joins the group
-	// (MembersChanged, membership.go) or the group wakes (hibernate.go);
-	// mu serializes such changes, and members, the group's members as
-	// last set, is under it.
-	cfg     replica.Config
-	mu      sync.Mutex
-	members []string
-}
-
-// A closing channel releases its consumers through the router.
-var _ queue.Releaser = (*clusterQueue)(nil)
-
-func (q *clusterQueue) Delete(ifUnused, ifEmpty bool) (uint32, error) {
-	// A hibernating member opens to be deleted with its files, and to
-	// count what the queue holds for delete-ok.
-	q.c.wake(q.id)
-	n, err := q.Router.Delete(ifUnused, ifEmpty)
-	if err == nil {
-		q.c.forget(q.id)
-	}
-	return n, err
-}
-
-func (q *clusterQueue) Close() {
-	q.Router.Close()
-	q.c.forget(q.id)
-}
-
-// handOffTimeout is how long a node tries to hand off its leaderships
-// before it stops (all of them) or while it drains (each one): a transfer
-// whose target does not win takes an election timeout.
-const handOffTimeout = 5 * time.Second
-
-// handOff moves the leadership of every queue this node leads to another
-// member before it stops, so that clients see a leader change at once
-// instead of an election timeout later. It waits at most timeout; the
-// groups that did not move elect a new leader when this node is gone.
-func (c *clusterNode) handOff(timeout time.Duration) {
-	leading := c.leadingReplicas()
-	if len(leading) == 0 || c.cfg.NoHandOffOnStop {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	var moved, failed atomic.Int64
-	sem := make(chan struct{}, 16)
-	for _, r := range leading {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				failed.Add(1)
-				return
-			}
-			defer func() { <-sem }()
-			switch err := c.handOffUndrained(ctx, r, true); {
-			case errors.Is(err, replica.ErrNoTarget):
-				// A group of one (a cluster of one), or one whose
-				// other members' nodes are gone, has nobody to hand
-				// to.
-			case err != nil:
-				failed.Add(1)
-				c.log.Warn("queue leadership not handed off before stopping; its other members elect when this node is gone",
-					"queue", r.Name(), "err", err)
-			default:
-				moved.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if n := moved.Load(); n > 0 {
-		c.log.Info("handed off queue leadership before stopping", "queues", n)
-	}
-	if n := failed.Load(); n > 0 {
-		c.log.Warn("not every queue's leadership moved before stopping", "queues", n)
-	}
-}
-
-// canLead reports whether node may take a leadership this node hands
-// off: gossip sees it alive and not leaving. Asking a node that is gone
-// fails only after raft's election timeout (30 s for queue groups by
-// default), longer than a stop waits.
-func (c *clusterNode) canLead(node string) bool {
-	m, ok := c.gossip.Member(node)
-	return ok && m.State == membership.Alive && !m.Leaving
-}
-
-// handOffUndrained hands r's leadership to a member whose node may lead
-// and is not drained: a drained node would only hand it on again, and two
-// drained nodes would pass it back and forth. With orDrained, a drained
-// node takes it when no other can (a stopping node: better a leader that
-// moves on later than none until an election).
-func (c *clusterNode) handOffUndrained(ctx context.Context, r *replica.Replica, orDrained bool) error {
-	err := r.HandOff(ctx, func(node string) bool { return c.canLead(node) && !c.drained(node) })
-	if errors.Is(err, replica.ErrNoTarget) && orDrained {
-		err = r.HandOff(ctx, c.canLead)
-	}
-	return err
-}
-
-// removeOrphans deletes the Raft groups of queues this node no longer
-// holds: a queue deleted while the node was down. A restarted node's
-// metadata copy is only its last snapshot until it hears the commit index
-// from the metadata leader, so it first catches up with everything
-// committed (retrying until the cluster answers). Then the groups are
-// listed, and the records read from the metadata store's applied state,
-// which is at least as new as the broker's (a node creates a group only
-// after its broker applied the queue's record): a listed group without a
-// record naming this node belongs to a queue that is gone. A group with
-// an open replica is left to the broker, which removes it when it applies
-// the deletion.
-func (c *clusterNode) removeOrphans(dataDir string) {
-	defer c.wg.Done()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := c.meta.CatchUp(ctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		c.log.Debug("catch up with the metadata before removing deleted queues' groups", "err", err)
-		select {
-		case <-c.stop:
-			return
-		case <-time.After(time.Second):
-		}
-	}
-	// No replica opens meanwhile; one that is open (or opened before) has
-	// its transport registered and is kept below.
-	c.groupMu.Lock()
-	defer c.groupMu.Unlock()
-	dir := filepath.Join(dataDir, "quorum")
-	entries, err := os.ReadDir(dir)
-	if err != nil && !os.IsNotExist(err) {
-		c.log.Warn("list the queues' groups", "err", err)
-		return
-	}
-	groups := c.qlog.Groups()
-	snap, err := c.meta.Load()
-	if err != nil {
-		c.log.Warn("read the queue records", "err", err)
-		return
-	}
-	keep := map[string]bool{}
-	for _, q := range snap.Queues {
-		if q.ID != "" && slices.Contains(q.Members, c.self) {
-			keep[q.ID] = true
-		}
-	}
-	c.mu.Lock()
-	for id := range c.replicas {
-		keep[id] = true
-	}
-	c.mu.Unlock()
-	for _, id := range groups {
-		if c.mux.Registered(id) {
-			keep[id] = true
-		}
-	}
-	for _, e := range entries {
-		if c.mux.Registered(e.Name()) {
-			keep[e.Name()] = true
-		}
-	}
-	for _, e := range entries {
-		if !e.IsDir() || keep[e.Name()] {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			c.log.Warn("remove the group of a deleted queue", "dir", e.Name(), "err", err)
-			continue
-		}
-		c.log.Info("removed the group of a queue deleted while this node was away", "group", e.Name())
-	}
-	for _, id := range groups {
-		if keep[id] {
-			continue
-		}
-		if err := c.qlog.DropGroup(id); err != nil {
-			c.log.Warn("drop the log of a deleted queue", "group", id, "err", err)
-		}
-	}
-}
-
 // ready reports whether the node has a metadata leader and a model with
 // at least one vhost, caught up with the leader since it started: logins
 // can succeed and the model routes as the cluster does.
@@ -868,7 +482,7 @@ func (c *clusterNode) catchUpOnStart() {
 		err := c.meta.CatchUp(ctx)
 		cancel()
 		if err == nil {
-			c.removeFormerMembers() // membership.go
+			c.host.removeFormerMembers() // membership.go
 			return
 		}
 		c.log.Debug("catching up with the metadata after start", "err", err)
@@ -920,22 +534,6 @@ func waitReady(ctx context.Context, ready func() bool) error {
 		}
 	}
 	return nil
-}
-
-// leadingReplicas are this node's replicas that lead their group now.
-func (c *clusterNode) leadingReplicas() []*replica.Replica {
-	var leading []*replica.Replica
-	for _, r := range c.allReplicas() {
-		if r.IsLeader() {
-			leading = append(leading, r)
-		}
-	}
-	return leading
-}
-
-// allReplicas is this node's replicas now, to act on without c.mu held.
-func (c *clusterNode) allReplicas() []*replica.Replica {
-	return slices.Collect(maps.Values(c.replicasByID()))
 }
 
 // defaultSpareFollowerDelay is SpareFollowerDelay's default: at 1,000

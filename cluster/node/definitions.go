@@ -10,15 +10,22 @@ import (
 
 // The admin service's definitions (admin.DefinitionsBackend).
 
-func (a *adminBackend) ExportDefinitions() ([]byte, error) {
-	d, err := a.b.ExportDefinitions("Warren", a.c.cfg.Version)
+// definitionAdmin exports and imports definitions; version is the
+// node's, which an export records.
+type definitionAdmin struct {
+	b       *broker.Broker
+	version string
+}
+
+func (a definitionAdmin) ExportDefinitions() ([]byte, error) {
+	d, err := a.b.ExportDefinitions("Warren", a.version)
 	if err != nil {
 		return nil, err
 	}
 	return json.MarshalIndent(d, "", "  ")
 }
 
-func (a *adminBackend) ImportDefinitions(doc []byte) (map[string]int, []string, error) {
+func (a definitionAdmin) ImportDefinitions(doc []byte) (map[string]int, []string, error) {
 	var d broker.Definitions
 	if err := json.Unmarshal(doc, &d); err != nil {
 		return nil, nil, admin.Invalid(fmt.Sprintf("not a definitions document: %v", err))
@@ -26,5 +33,3 @@ func (a *adminBackend) ImportDefinitions(doc []byte) (map[string]int, []string, 
 	r := a.b.ImportDefinitions(&d)
 	return r.Imported, r.Problems, nil
 }
-
-var _ admin.DefinitionsBackend = (*adminBackend)(nil)

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/warrenmq/warren/cluster/admin"
-	"github.com/warrenmq/warren/membership"
+	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -43,7 +42,7 @@ func (c *clusterNode) drained(node string) bool {
 func (n *Node) maintain(ctx context.Context) (bool, int, error) {
 	c := n.cluster
 	draining := c.drained(c.self)
-	for _, r := range c.allReplicas() {
+	for _, r := range c.host.all() {
 		r.SetDrained(draining)
 	}
 	closed := 0
@@ -69,7 +68,7 @@ func (c *clusterNode) drainChanged(node string, draining bool) {
 	if node != c.self {
 		return
 	}
-	for _, r := range c.allReplicas() {
+	for _, r := range c.host.all() {
 		r.SetDrained(draining)
 	}
 }
@@ -109,15 +108,21 @@ func (n *Node) startMaintenance() {
 
 // The admin service's MaintenanceBackend.
 
-var _ admin.MaintenanceBackend = (*adminBackend)(nil)
+// maintenanceAdmin records and carries out maintenance mode, and
+// forgets removed nodes.
+type maintenanceAdmin struct {
+	c *clusterNode
+	b *broker.Broker
+	n *Node
+}
 
-func (a *adminBackend) SetDraining(node string, draining bool) error {
+func (a maintenanceAdmin) SetDraining(node string, draining bool) error {
 	return a.b.SetDraining(node, draining)
 }
 
 // Maintain waits (within ctx) until this node's copy of the metadata has
 // the state the caller committed, then carries it out.
-func (a *adminBackend) Maintain(ctx context.Context, draining bool) (bool, int, error) {
+func (a maintenanceAdmin) Maintain(ctx context.Context, draining bool) (bool, int, error) {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for a.c.drained(a.c.self) != draining {
@@ -130,7 +135,7 @@ func (a *adminBackend) Maintain(ctx context.Context, draining bool) (bool, int, 
 	return a.n.maintain(ctx)
 }
 
-func (a *adminBackend) ForgetServer(_ context.Context, node string) error {
+func (a maintenanceAdmin) ForgetServer(_ context.Context, node string) error {
 	if err := a.c.meta.RemoveServer(node); err != nil {
 		return err
 	}
@@ -140,52 +145,13 @@ func (a *adminBackend) ForgetServer(_ context.Context, node string) error {
 	return nil
 }
 
-func (l *lateBackend) maintenance() (admin.MaintenanceBackend, error) {
-	mb, ok := l.get().(admin.MaintenanceBackend)
-	if !ok {
-		return nil, errStarting
-	}
-	return mb, nil
-}
-
-func (l *lateBackend) SetDraining(node string, draining bool) error {
-	mb, err := l.maintenance()
-	if err != nil {
-		return err
-	}
-	return mb.SetDraining(node, draining)
-}
-
-func (l *lateBackend) Maintain(ctx context.Context, draining bool) (bool, int, error) {
-	mb, err := l.maintenance()
-	if err != nil {
-		return false, 0, err
-	}
-	return mb.Maintain(ctx, draining)
-}
-
-func (l *lateBackend) ForgetServer(ctx context.Context, node string) error {
-	mb, err := l.maintenance()
-	if err != nil {
-		return err
-	}
-	return mb.ForgetServer(ctx, node)
-}
-
-// forgotten reports whether gossip member m is a node removed from the
-// cluster (warrenctl cluster forget): gone from gossip's view (dead or
-// left) and no longer in the metadata group. Cluster status leaves it out.
-func forgotten(m membership.Member, role admin.MetadataRole) bool {
-	return (m.State == membership.Dead || m.State == membership.Left) && role == admin.MetadataRoleNone
-}
-
 // handOffDrained hands off the leadership of any group a drained node's
 // replica leads: one that had to elect it (no other member could win) or
 // that a transfer named, to a member on a node that is not drained. Each
 // tries for handOffTimeout; the drain loop tries again on its next round.
 func (n *Node) handOffDrained() {
 	c := n.cluster
-	leading := c.leadingReplicas()
+	leading := c.host.leading()
 	for _, r := range leading {
 		ctx, cancel := context.WithTimeout(context.Background(), handOffTimeout)
 		if err := c.handOffUndrained(ctx, r, false); err != nil && !errors.Is(err, replica.ErrNoTarget) {

@@ -11,15 +11,18 @@ import (
 // The admin service's exchanges, bindings and queue operations
 // (admin.EntitiesBackend): the broker's, its AMQP refusals told apart.
 
-func (a *adminBackend) Exchanges(vhost string) []broker.ExchangeInfo { return a.b.Exchanges(vhost) }
-func (a *adminBackend) Bindings(vhost string) []broker.BindingInfo   { return a.b.Bindings(vhost) }
+// entityAdmin answers for exchanges, bindings and queue operations.
+type entityAdmin struct{ b *broker.Broker }
 
-func (a *adminBackend) DeleteQueue(vhost, name string, ifUnused, ifEmpty bool) (uint32, error) {
+func (a entityAdmin) Exchanges(vhost string) []broker.ExchangeInfo { return a.b.Exchanges(vhost) }
+func (a entityAdmin) Bindings(vhost string) []broker.BindingInfo   { return a.b.Bindings(vhost) }
+
+func (a entityAdmin) DeleteQueue(vhost, name string, ifUnused, ifEmpty bool) (uint32, error) {
 	n, err := a.b.DeleteQueue(vhost, name, ifUnused, ifEmpty)
 	return n, queueError(err)
 }
 
-func (a *adminBackend) PurgeQueue(vhost, name string) (uint32, error) {
+func (a entityAdmin) PurgeQueue(vhost, name string) (uint32, error) {
 	n, err := a.b.PurgeQueue(vhost, name)
 	return n, queueError(err)
 }
@@ -40,5 +43,3 @@ func queueError(err error) error {
 	}
 	return err
 }
-
-var _ admin.EntitiesBackend = (*adminBackend)(nil)

@@ -19,7 +19,7 @@ func (n *Node) RemoveFromGroupOnly(vhost, name, node string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	_, err = n.cluster.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_REMOVE_SERVER, node, "")
+	_, err = n.cluster.members.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_REMOVE_SERVER, node, "")
 	return err
 }
 
@@ -27,9 +27,8 @@ func (n *Node) RemoveFromGroupOnly(vhost, name, node string) error {
 // group hibernates.
 func (n *Node) Groups() (open, asleep int) {
 	c := n.cluster
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.replicas), len(c.asleep)
+	rs, sleeping := c.host.members()
+	return len(rs), len(sleeping)
 }
 
 // QueueLeads reports whether this node's replica of quorum queue name
@@ -39,7 +38,7 @@ func (n *Node) QueueLeads(vhost, name string) bool {
 	if err != nil {
 		return false
 	}
-	r, ok := n.cluster.replica(rec.ID)
+	r, ok := n.cluster.host.get(rec.ID)
 	return ok && r.IsLeader()
 }
 
@@ -47,10 +46,8 @@ func (n *Node) QueueLeads(vhost, name string) bool {
 // sees whether a closed one can still be reached.
 func (n *Node) WeakReplicas() []weak.Pointer[replica.Replica] {
 	c := n.cluster
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var out []weak.Pointer[replica.Replica]
-	for _, r := range c.replicas {
+	for _, r := range c.host.byID() {
 		out = append(out, weak.Make(r))
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"sync"
 	"time"
 
 	"github.com/warrenmq/warren/membership"
@@ -16,7 +17,7 @@ import (
 // a call, so with a thousand idle queues heartbeats are what an idle node
 // spends its CPU on: on three nodes of a 2-core machine, 0.6 of a core at
 // 2 s, 11% at 10 s, 3% at 30 s (the floor: 60 s measured the same).
-// A dead leader is not found by this timeout but by gossip (memberEvent),
+// A dead leader is not found by this timeout but by gossip (failover.event),
 // whose verdict makes a survivor campaign at once: a SIGKILLed leader's
 // queues take publishes again after about the gossip's detection time
 // (two to three seconds), whatever this is. The timeout is what is left
@@ -44,16 +45,31 @@ func (c *clusterNode) queueTimeout() time.Duration {
 	return max(defaultQueueTimeout, c.cfg.HeartbeatTimeout)
 }
 
-// memberEvent reacts to gossip: when a node fails or restarts, this
+// failover is how this node reacts to gossip's news of another node's
+// failure, departure or restart (event), and its record of the node
+// starts gossip reported: boots, the boot last reported for each node,
+// and gone, the starts seen restarted or departed since. mu guards both.
+type failover struct {
+	c     *clusterNode
+	mu    sync.Mutex
+	boots map[string]string
+	gone  goneStarts
+}
+
+func newFailover(c *clusterNode) *failover {
+	return &failover{c: c, boots: make(map[string]string)}
+}
+
+// event reacts to gossip: when a node fails or restarts, this
 // node's followers in every group that node led elect a new leader
 // promptly instead of after a full queue heartbeat timeout
 // (replica.LeaderSuspected, replica.LeaderRestarted). It reports whether
 // the event shows the node restarted since gossip last reported it.
-func (c *clusterNode) memberEvent(ev membership.Event) (restarted bool) {
-	if ev.Member.Name == c.self {
+func (f *failover) event(ev membership.Event) (restarted bool) {
+	if ev.Member.Name == f.c.self {
 		return false
 	}
-	restartedFrom := c.noteBoot(ev)
+	restartedFrom := f.noteBoot(ev)
 	if ev.Kind == membership.Failed || ev.Kind == membership.Departed || restartedFrom != "" {
 		// Its channels are gone, or cut off: what its consumers held
 		// goes back to the queues, at once or, for a node that may only
@@ -63,21 +79,21 @@ func (c *clusterNode) memberEvent(ev membership.Event) (restarted bool) {
 		failed := ev.Kind == membership.Failed && restartedFrom == ""
 		switch {
 		case restartedFrom != "":
-			c.noteGone(replica.BootOf(ev.Member.Name, restartedFrom))
+			f.noteGone(replica.BootOf(ev.Member.Name, restartedFrom))
 		case ev.Kind == membership.Departed && ev.Member.Boot != "":
-			c.noteGone(replica.BootOf(ev.Member.Name, ev.Member.Boot))
+			f.noteGone(replica.BootOf(ev.Member.Name, ev.Member.Boot))
 		}
-		c.fwd.NodeGone(ev.Member.Name, failed)
+		f.c.fwd.NodeGone(ev.Member.Name, failed)
 		boot := ev.Member.Boot
 		if restartedFrom != "" {
 			boot = restartedFrom
 		}
-		for _, r := range c.allReplicas() {
+		for _, r := range f.c.host.all() {
 			r.NodeGone(replica.BootOf(ev.Member.Name, boot), failed)
 		}
 		if restartedFrom == "" {
 			// A restarted node removes its own (broker.dropStale).
-			c.dropTransientOf(ev)
+			f.c.dropTransientOf(ev)
 		}
 	}
 	switch {
@@ -87,22 +103,22 @@ func (c *clusterNode) memberEvent(ev membership.Event) (restarted bool) {
 		// over (handOff gives up after a few seconds) would otherwise
 		// wait out the queue's heartbeat timeout. Members following a
 		// new leader ignore it.
-		for _, r := range c.allReplicas() {
+		for _, r := range f.c.host.all() {
 			r.LeaderSuspected(ev.Member.Name)
 		}
 		how := "failed"
 		if ev.Kind == membership.Departed {
 			how = "left"
 		}
-		c.log.Info("node "+how+"; queues still led by it elect new leaders", "node", ev.Member.Name)
+		f.c.log.Info("node "+how+"; queues still led by it elect new leaders", "node", ev.Member.Name)
 	case restartedFrom != "":
 		// Its members lead nothing since: a member that led may win
 		// again by itself, but not on a drained node, and this node's
 		// members would wait out their timeout for the old leader.
-		for _, r := range c.allReplicas() {
+		for _, r := range f.c.host.all() {
 			r.LeaderRestarted(ev.Member.Name)
 		}
-		c.log.Info("node restarted; queues it led elect new leaders", "node", ev.Member.Name)
+		f.c.log.Info("node restarted; queues it led elect new leaders", "node", ev.Member.Name)
 	}
 	return restartedFrom != ""
 }
@@ -139,12 +155,12 @@ func (n *Node) Kill() {
 // noteBoot remembers the boot gossip reports for a node and returns the
 // one before it when the node restarted since (a restart quicker than
 // gossip's failure detection shows only as new metadata).
-func (c *clusterNode) noteBoot(ev membership.Event) (restartedFrom string) {
-	c.bootsMu.Lock()
-	defer c.bootsMu.Unlock()
-	prev, seen := c.boots[ev.Member.Name]
+func (f *failover) noteBoot(ev membership.Event) (restartedFrom string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev, seen := f.boots[ev.Member.Name]
 	if ev.Member.Boot != "" {
-		c.boots[ev.Member.Name] = ev.Member.Boot
+		f.boots[ev.Member.Name] = ev.Member.Boot
 	}
 	if seen && prev != "" && ev.Member.Boot != "" && prev != ev.Member.Boot {
 		return prev
@@ -154,11 +170,11 @@ func (c *clusterNode) noteBoot(ev membership.Event) (restartedFrom string) {
 
 // startAlive reports whether gossip sees alive the start of a node whose
 // replica.NodeTag is tag (this node's own among them).
-func (c *clusterNode) startAlive(tag uint32) bool {
-	if c.gossip == nil {
+func (f *failover) startAlive(tag uint32) bool {
+	if f.c.gossip == nil {
 		return false
 	}
-	for _, m := range c.gossip.Members() {
+	for _, m := range f.c.gossip.Members() {
 		if m.State == membership.Alive && m.Boot != "" && replica.NodeTag(replica.BootOf(m.Name, m.Boot)) == tag {
 			return true
 		}
@@ -179,11 +195,11 @@ type goneStarts struct {
 const maxGoneStarts = 4096
 
 // noteGone records that node start (replica.BootOf) is over.
-func (c *clusterNode) noteGone(start string) {
+func (f *failover) noteGone(start string) {
 	tag := replica.NodeTag(start)
-	c.bootsMu.Lock()
-	defer c.bootsMu.Unlock()
-	g := &c.gone
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := &f.gone
 	if g.tags == nil {
 		g.tags = make(map[uint32]struct{})
 	}
@@ -201,11 +217,11 @@ func (c *clusterNode) noteGone(start string) {
 // startGone reports whether the node start whose replica.NodeTag is tag is
 // over for good, as far as this node has seen (replica.Config.StartGone).
 // A start that is alive again (a tag shared by chance) is not.
-func (c *clusterNode) startGone(tag uint32) bool {
-	c.bootsMu.Lock()
-	_, gone := c.gone.tags[tag]
-	c.bootsMu.Unlock()
-	return gone && !c.startAlive(tag)
+func (f *failover) startGone(tag uint32) bool {
+	f.mu.Lock()
+	_, gone := f.gone.tags[tag]
+	f.mu.Unlock()
+	return gone && !f.startAlive(tag)
 }
 
 // newBoot is a random name for this start of the node.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/proto/memberpb"
@@ -40,11 +41,11 @@ import (
 // remembers the leader, which campaigns first when the group wakes, so
 // leaders stay where the rebalancer put them, and notes the closing in
 // its log, so that a node that restarts leaves the replica closed
-// (recordAsleep).
+// (hibernator.record).
 //
 // Waking: any request for the group opens it again where it arrives: a
 // client's operation through a member's router (Router's Wake), a forwarded
-// call to a member's node (lookupReplica), a Raft request from a member
+// call to a member's node (replicaHost.lookup), a Raft request from a member
 // that is awake (the transport's SetOnMissing), a membership change. The
 // opened replica starts on its existing state, so it asks its group for a
 // leader at once (replica's expectLeader); the question itself, a Raft
@@ -69,6 +70,18 @@ const (
 	minHibernateCheck = 100 * time.Millisecond
 )
 
+// hibernator puts the idle groups this node leads to sleep (loop). The
+// replicas it closes, and those it wakes, change hands in replicaHost,
+// under its locks; what the hibernator keeps of its own are the counts
+// its loop frees memory by: slept, the replicas closed since the loop
+// last looked (followers' too, closed at their leader's request), and
+// opened, the replicas opened since.
+type hibernator struct {
+	c      *clusterNode
+	slept  atomic.Int64
+	opened atomic.Int64
+}
+
 // sleeper is a replica closed while its group hibernates.
 type sleeper struct {
 	leader     string // the member that led when the group went to sleep
@@ -82,23 +95,23 @@ type idleMark struct {
 	since time.Time
 }
 
-// hibernateLoop puts idle groups this node leads to sleep until the node
+// loop puts idle groups this node leads to sleep until the node
 // stops.
-func (c *clusterNode) hibernateLoop() {
-	defer c.wg.Done()
-	after := c.cfg.HibernateAfter
+func (hb *hibernator) loop() {
+	defer hb.c.wg.Done()
+	after := hb.c.cfg.HibernateAfter
 	if after <= 0 {
 		return
 	}
 	seen := map[string]idleMark{}
 	var unreleased int
 	var released time.Time
-	for c.sleep(max(after/4, minHibernateCheck)) {
-		c.hibernateIdle(seen, after)
+	for hb.c.sleep(max(after/4, minHibernateCheck)) {
+		hb.idle(seen, after)
 		// Followers' replicas close on the leaders' requests: count
 		// those too (putToSleep).
-		unreleased += int(c.slept.Swap(0))
-		busy := c.opened.Swap(0) > 0
+		unreleased += int(hb.slept.Swap(0))
+		busy := hb.opened.Swap(0) > 0
 		if unreleased > 0 && !busy && time.Since(released) >= releaseGap {
 			// What the closed groups held (their goroutines' stacks,
 			// raft's buffers and channels) goes back to the system now
@@ -116,13 +129,13 @@ func (c *clusterNode) hibernateLoop() {
 // system after groups hibernated.
 const releaseGap = 5 * time.Second
 
-// hibernateIdle puts to sleep the groups this node leads that have
+// idle puts to sleep the groups this node leads that have
 // appended nothing for after and may hibernate.
-func (c *clusterNode) hibernateIdle(seen map[string]idleMark, after time.Duration) {
+func (hb *hibernator) idle(seen map[string]idleMark, after time.Duration) {
 	now := time.Now()
 	leading := map[string]bool{}
 	var due []string
-	for id, r := range c.replicasByID() {
+	for id, r := range hb.c.host.byID() {
 		if !r.IsLeader() {
 			continue
 		}
@@ -147,8 +160,8 @@ func (c *clusterNode) hibernateIdle(seen map[string]idleMark, after time.Duratio
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := c.hibernate(id); err != nil {
-				c.log.Debug("queue group stays awake", "queue_id", id, "err", err)
+			if err := hb.hibernate(id); err != nil {
+				hb.c.log.Debug("queue group stays awake", "queue_id", id, "err", err)
 			}
 		})
 	}
@@ -157,8 +170,8 @@ func (c *clusterNode) hibernateIdle(seen map[string]idleMark, after time.Duratio
 
 // hibernate puts group id to sleep on every member, followers first; this
 // node's replica leads it.
-func (c *clusterNode) hibernate(id string) error {
-	r, ok := c.replica(id)
+func (hb *hibernator) hibernate(id string) error {
+	r, ok := hb.c.host.get(id)
 	if !ok || !r.IsLeader() {
 		return errors.New("not leading")
 	}
@@ -167,25 +180,25 @@ func (c *clusterNode) hibernate(id string) error {
 	if err != nil {
 		return err
 	}
-	req := &memberpb.HibernateRequest{QueueId: id, Leader: c.self, Term: st.Term, LastIndex: st.LastLogIndex}
+	req := &memberpb.HibernateRequest{QueueId: id, Leader: hb.c.self, Term: st.Term, LastIndex: st.LastLogIndex}
 	type answer struct {
 		down bool
 		err  error
 	}
 	answers := make(chan answer, len(servers))
 	for node := range servers {
-		if node == c.self {
+		if node == hb.c.self {
 			continue
 		}
 		go func() {
-			rep, err := c.memberCall(context.Background(), node, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
+			rep, err := hb.c.members.call(context.Background(), node, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
 				return cl.Hibernate(ctx, req)
 			})
 			if err != nil {
 				// Unreachable, and down to gossip as well: its replica
 				// opens when its node starts again, and its first
 				// question to the others wakes the group.
-				answers <- answer{down: !c.gossipSeesAlive(node), err: errors.Join(errors.New(node), err)}
+				answers <- answer{down: !hb.c.gossipSeesAlive(node), err: errors.Join(errors.New(node), err)}
 				return
 			}
 			if r := rep.(*memberpb.HibernateReply); !r.Ok {
@@ -207,7 +220,7 @@ func (c *clusterNode) hibernate(id string) error {
 	if len(servers)-down < len(servers)/2+1 {
 		refused = append(refused, errors.New("too few members up"))
 	}
-	asleep := len(refused) == 0 && c.putToSleep(id, sleeper{leader: c.self, term: st.Term, last: st.LastLogIndex}, func(r *replica.Replica) bool {
+	asleep := len(refused) == 0 && hb.c.host.putToSleep(id, sleeper{leader: hb.c.self, term: st.Term, last: st.LastLogIndex}, func(r *replica.Replica) bool {
 		return r.IsLeader() && r.Status().LastLogIndex == st.LastLogIndex && r.MayHibernate()
 	})
 	if !asleep {
@@ -215,39 +228,39 @@ func (c *clusterNode) hibernate(id string) error {
 		r.ResumeFollowers()
 		return errors.Join(append(refused, errors.New("the group changed or a follower refused"))...)
 	}
-	c.log.Debug("queue group hibernated", "queue_id", id, "term", st.Term, "index", st.LastLogIndex)
+	hb.c.log.Debug("queue group hibernated", "queue_id", id, "term", st.Term, "index", st.LastLogIndex)
 	return nil
 }
 
 // putToSleep closes this node's replica of group id if ok holds for it,
 // keeping s to open it again.
-func (c *clusterNode) putToSleep(id string, s sleeper, ok func(*replica.Replica) bool) bool {
-	c.mu.Lock()
-	q := c.queues[id]
-	c.mu.Unlock()
+func (h *replicaHost) putToSleep(id string, s sleeper, ok func(*replica.Replica) bool) bool {
+	h.mu.Lock()
+	q := h.queues[id]
+	h.mu.Unlock()
 	if q == nil {
 		return false
 	}
 	// Under q.mu, which every change of the queue's replica holds, so
-	// that ok's calls into raft need not hold c.mu.
+	// that ok's calls into raft need not hold h.mu.
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	r, open := c.replica(id)
+	r, open := h.get(id)
 	if !open || !ok(r) {
 		return false
 	}
-	c.mu.Lock()
-	if c.replicas[id] != r { // the queue was deleted meanwhile
-		c.mu.Unlock()
+	h.mu.Lock()
+	if h.replicas[id] != r { // the queue was deleted meanwhile
+		h.mu.Unlock()
 		return false
 	}
-	delete(c.replicas, id)
-	c.asleep[id] = &s
-	c.mu.Unlock()
+	delete(h.replicas, id)
+	h.asleep[id] = &s
+	h.mu.Unlock()
 	q.Router.SetMembers(q.members, nil)
 	r.Close()
-	c.slept.Add(1)
-	c.recordAsleep(q.cfg.WALGroup(), s)
+	h.c.hib.slept.Add(1)
+	h.c.hib.record(q.cfg.WALGroup(), s)
 	return true
 }
 
@@ -255,27 +268,27 @@ func (c *clusterNode) putToSleep(id string, s sleeper, ok func(*replica.Replica)
 // node's write-ahead log) that it closed while the group hibernated.
 var asleepKey = []byte("WarrenHibernated")
 
-// recordAsleep notes s in the group's stable store, so that the node,
-// restarted, leaves the replica closed (restoredSleeper): opening it would
+// record notes s in the group's stable store, so that the node,
+// restarted, leaves the replica closed (restored): opening it would
 // ask the group for a leader, and a node that restarts would wake every
 // hibernating group it holds at once, a thousand elections in a storm
 // (some took a minute).
-func (c *clusterNode) recordAsleep(group string, s sleeper) {
-	g, err := c.qlog.Group(group)
+func (hb *hibernator) record(group string, s sleeper) {
+	g, err := hb.c.qlog.Group(group)
 	if err == nil {
 		val := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, s.term), s.last)
 		err = g.Set(asleepKey, append(val, s.leader...))
 	}
 	if err != nil {
-		c.log.Warn("cannot note that a queue group hibernates", "group", group, "err", err)
+		hb.c.log.Warn("cannot note that a queue group hibernates", "group", group, "err", err)
 	}
 }
 
-// restoredSleeper is the note recordAsleep left for the group, if it still
+// restored is the note record left for the group, if it still
 // holds: the replica's term and last log index are those it closed with
 // (its group has not elected or appended since, as far as it knows).
-func (c *clusterNode) restoredSleeper(group string) (sleeper, bool) {
-	g, err := c.qlog.Group(group)
+func (hb *hibernator) restored(group string) (sleeper, bool) {
+	g, err := hb.c.qlog.Group(group)
 	if err != nil {
 		return sleeper{}, false
 	}
@@ -291,55 +304,55 @@ func (c *clusterNode) restoredSleeper(group string) (sleeper, bool) {
 
 // wake opens this node's replica of group id if it hibernates; it returns
 // the replica open now, if any.
-func (c *clusterNode) wake(id string) (*replica.Replica, bool) {
-	c.mu.Lock()
-	q, asleep := c.queues[id], c.asleep[id] != nil
-	r, open := c.replicas[id]
-	c.mu.Unlock()
+func (h *replicaHost) wake(id string) (*replica.Replica, bool) {
+	h.mu.Lock()
+	q, asleep := h.queues[id], h.asleep[id] != nil
+	r, open := h.replicas[id]
+	h.mu.Unlock()
 	if open || !asleep || q == nil {
 		return r, open
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return c.wakeLocked(q)
+	return h.wakeLocked(q)
 }
 
 // wakeLocked is wake with q.mu held.
-func (c *clusterNode) wakeLocked(q *clusterQueue) (*replica.Replica, bool) {
-	c.mu.Lock()
-	r, open := c.replicas[q.id]
-	s := c.asleep[q.id]
-	c.mu.Unlock()
+func (h *replicaHost) wakeLocked(q *clusterQueue) (*replica.Replica, bool) {
+	h.mu.Lock()
+	r, open := h.replicas[q.id]
+	s := h.asleep[q.id]
+	h.mu.Unlock()
 	if open || s == nil {
 		return r, open
 	}
 	cfg := q.cfg
 	cfg.FirstCandidate = s.leader
-	r, err := c.openReplica(q.id, cfg, q.members, false, true)
+	r, err := h.openReplica(q.id, cfg, q.members, false, true)
 	if err != nil {
-		c.log.Error("cannot wake the queue's member", "queue", q.cfg.Name, "err", err)
+		h.c.log.Error("cannot wake the queue's member", "queue", q.cfg.Name, "err", err)
 		return nil, false
 	}
-	c.mu.Lock()
-	c.replicas[q.id] = r
-	delete(c.asleep, q.id)
-	c.mu.Unlock()
+	h.mu.Lock()
+	h.replicas[q.id] = r
+	delete(h.asleep, q.id)
+	h.mu.Unlock()
 	q.Router.SetMembers(q.members, r)
-	c.log.Debug("queue group woke", "queue", q.cfg.Name, "first_candidate", s.leader)
+	h.c.log.Debug("queue group woke", "queue", q.cfg.Name, "first_candidate", s.leader)
 	return r, true
 }
 
 // isAsleep reports whether this node's replica of group id hibernates.
-func (c *clusterNode) isAsleep(id string) bool {
-	_, ok := c.sleeping(id)
+func (h *replicaHost) isAsleep(id string) bool {
+	_, ok := h.sleeping(id)
 	return ok
 }
 
 // sleeping is this node's record of its hibernating replica of id.
-func (c *clusterNode) sleeping(id string) (sleeper, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.asleep[id]
+func (h *replicaHost) sleeping(id string) (sleeper, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.asleep[id]
 	if s == nil {
 		return sleeper{}, false
 	}
@@ -350,7 +363,7 @@ func (c *clusterNode) sleeping(id string) (sleeper, bool) {
 // if it follows the asking leader in its term and holds exactly its log.
 func (s memberServer) Hibernate(_ context.Context, req *memberpb.HibernateRequest) (*memberpb.HibernateReply, error) {
 	why := "no open replica here"
-	ok := s.c.putToSleep(req.QueueId, sleeper{leader: req.Leader, term: req.Term, last: req.LastIndex}, func(r *replica.Replica) bool {
+	ok := s.c.host.putToSleep(req.QueueId, sleeper{leader: req.Leader, term: req.Term, last: req.LastIndex}, func(r *replica.Replica) bool {
 		st := r.Status()
 		switch {
 		case st.State != "Follower" || r.Leader() != req.Leader:
@@ -371,16 +384,4 @@ func (s memberServer) Hibernate(_ context.Context, req *memberpb.HibernateReques
 		return &memberpb.HibernateReply{Ok: true}, nil
 	}
 	return &memberpb.HibernateReply{Reason: why}, nil
-}
-
-// replicasByID is this node's open replicas by queue ID, to act on
-// without c.mu held.
-func (c *clusterNode) replicasByID() map[string]*replica.Replica {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]*replica.Replica, len(c.replicas))
-	for id, r := range c.replicas {
-		out[id] = r
-	}
-	return out
 }

@@ -61,7 +61,7 @@ func (c *clusterNode) upgradeEvent(ev membership.Event) {
 // maintenance loop calls it every maintainInterval; for a queue at the
 // newest version, or on a follower, it is two checks.
 func (c *clusterNode) upgradeMachines() {
-	for _, r := range c.replicasByID() {
+	for _, r := range c.host.byID() {
 		r.UpgradeMachine()
 	}
 }

@@ -4,25 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/catalog"
-	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/cluster/metaraft"
-	"github.com/warrenmq/warren/membership"
 	"github.com/warrenmq/warren/proto/memberpb"
-	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // Membership changes of a quorum queue, as rabbitmq-queues add_member,
@@ -106,7 +99,7 @@ func (n *Node) AddMember(vhost, name, node string, m Membership) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), memberChangeTimeout)
 	defer cancel()
-	return n.cluster.addMember(ctx, n.broker, vhost, name, node, m)
+	return n.cluster.members.add(ctx, n.broker, vhost, name, node, m)
 }
 
 // DeleteMember removes node's replica of quorum queue name in vhost.
@@ -118,7 +111,7 @@ func (n *Node) DeleteMember(vhost, name, node string, force bool) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), memberChangeTimeout)
 	defer cancel()
-	return n.cluster.deleteMember(ctx, n.broker, vhost, name, node, force)
+	return n.cluster.members.remove(ctx, n.broker, vhost, name, node, force)
 }
 
 // GrowStrategy says which queues Grow adds a member to, among those that
@@ -354,28 +347,39 @@ func firstLeader(rec catalog.Queue, members []string, prefer string) string {
 	return ""
 }
 
-func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, name, node string, m Membership) error {
-	c.memberMu.Lock()
-	defer c.memberMu.Unlock()
+// queueMembership drives the membership changes of queue groups this
+// node is asked for (the steps above), and asks members about their
+// groups over the Member service (memberservice.go). mu serializes the
+// changes: each reads a queue's record and members and changes both.
+type queueMembership struct {
+	c  *clusterNode
+	mu sync.Mutex
+}
+
+// add makes node a member of quorum queue name in vhost, in the steps
+// "Adding node N" above (Node.AddMember).
+func (qm *queueMembership) add(ctx context.Context, b *broker.Broker, vhost, name, node string, m Membership) error {
+	qm.mu.Lock()
+	defer qm.mu.Unlock()
 	rec, err := quorumRecord(b, vhost, name)
 	if err != nil {
 		return err
 	}
-	if err := c.checkNode(node); err != nil {
+	if err := qm.checkNode(node); err != nil {
 		return err
 	}
-	addr, _ := c.addrOf(node)
+	addr, _ := qm.c.addrOf(node)
 	if slices.Contains(rec.Members, node) {
 		// A member already, or an earlier AddMember stopped before
 		// promoting it, or an earlier DeleteMember before updating the
 		// record: finish the first, redo the others. The leader's
 		// configuration tells them apart; the node's own replica may
 		// still count itself a voter after the group removed it.
-		leader, err := c.queueLeader(ctx, rec.ID, rec.Members)
+		leader, err := qm.leader(ctx, rec.ID, rec.Members)
 		if err != nil {
 			return err
 		}
-		ls, err := c.memberStatus(ctx, leader, rec.ID)
+		ls, err := qm.status(ctx, leader, rec.ID)
 		if err != nil {
 			return fmt.Errorf("ask the leader of queue %q in vhost %q: %w", name, vhost, err)
 		}
@@ -384,7 +388,7 @@ func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, na
 		}
 	}
 	// 1. A non-voter: replicated to, not counted.
-	idx, err := c.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_ADD_NONVOTER, node, addr)
+	idx, err := qm.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_ADD_NONVOTER, node, addr)
 	if err != nil {
 		return fmt.Errorf("add %s as a non-voter: %w", node, err)
 	}
@@ -393,8 +397,8 @@ func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, na
 		members := append(slices.Clone(rec.Members), node)
 		slices.Sort(members)
 		if err := b.SetQueueMembers(vhost, name, rec.ID, members, firstLeader(rec, members, "")); err != nil {
-			if _, rerr := c.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_REMOVE_SERVER, node, ""); rerr != nil {
-				c.log.Warn("undo adding a non-voter", "queue", vhost+"/"+name, "node", node, "err", rerr)
+			if _, rerr := qm.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_REMOVE_SERVER, node, ""); rerr != nil {
+				qm.c.log.Warn("undo adding a non-voter", "queue", vhost+"/"+name, "node", node, "err", rerr)
 			}
 			return err
 		}
@@ -402,26 +406,28 @@ func (c *clusterNode) addMember(ctx context.Context, b *broker.Broker, vhost, na
 	}
 	// 3. Caught up, by its own account; a Voter is not waited for.
 	if m != Voter {
-		if err := c.awaitCaughtUp(ctx, rec.ID, rec.Members, node, idx); err != nil {
+		if err := qm.awaitCaughtUp(ctx, rec.ID, rec.Members, node, idx); err != nil {
 			return fmt.Errorf("new member %s did not catch up: %w", node, err)
 		}
 	}
 	// 4. Promoted.
-	if _, err := c.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_ADD_VOTER, node, addr); err != nil {
+	if _, err := qm.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_ADD_VOTER, node, addr); err != nil {
 		return fmt.Errorf("promote %s to a voter: %w", node, err)
 	}
 	// The new member knows it votes once it has the entry: wait for
 	// that, so that the answer holds wherever it is checked.
-	if err := c.awaitVoter(ctx, rec.ID, node); err != nil {
+	if err := qm.awaitVoter(ctx, rec.ID, node); err != nil {
 		return fmt.Errorf("new member %s promoted, but does not know it yet: %w", node, err)
 	}
-	c.log.Info("queue member added", "queue", vhost+"/"+name, "node", node, "membership", m)
+	qm.c.log.Info("queue member added", "queue", vhost+"/"+name, "node", node, "membership", m)
 	return nil
 }
 
-func (c *clusterNode) deleteMember(ctx context.Context, b *broker.Broker, vhost, name, node string, force bool) error {
-	c.memberMu.Lock()
-	defer c.memberMu.Unlock()
+// remove takes node's member out of quorum queue name in vhost, in the
+// steps "Removing node N" above (Node.DeleteMember).
+func (qm *queueMembership) remove(ctx context.Context, b *broker.Broker, vhost, name, node string, force bool) error {
+	qm.mu.Lock()
+	defer qm.mu.Unlock()
 	rec, err := quorumRecord(b, vhost, name)
 	if err != nil {
 		return err
@@ -438,37 +444,37 @@ func (c *clusterNode) deleteMember(ctx context.Context, b *broker.Broker, vhost,
 	}
 	members := slices.DeleteFunc(slices.Clone(rec.Members), func(m string) bool { return m == node })
 	// 1. Leadership away from the member going.
-	leader, err := c.queueLeader(ctx, rec.ID, rec.Members)
+	leader, err := qm.leader(ctx, rec.ID, rec.Members)
 	if err != nil {
 		return err
 	}
 	if leader == node {
-		if leader, err = c.moveLeadership(ctx, rec.ID, rec.Members, node, members); err != nil {
+		if leader, err = qm.moveLeadership(ctx, rec.ID, rec.Members, node, members); err != nil {
 			return fmt.Errorf("move the leadership away from %s: %w", node, err)
 		}
 	}
 	// 2. Out of the group.
-	if _, err := c.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_REMOVE_SERVER, node, ""); err != nil {
+	if _, err := qm.change(ctx, rec.ID, rec.Members, memberpb.ChangeOp_REMOVE_SERVER, node, ""); err != nil {
 		return fmt.Errorf("remove %s from the group: %w", node, err)
 	}
 	// 3. Out of the record: its node removes its replica.
 	if err := b.SetQueueMembers(vhost, name, rec.ID, members, firstLeader(rec, members, leader)); err != nil {
 		return err
 	}
-	c.log.Info("queue member removed", "queue", vhost+"/"+name, "node", node)
+	qm.c.log.Info("queue member removed", "queue", vhost+"/"+name, "node", node)
 	return nil
 }
 
 // checkNode refuses a node that is not in the cluster.
-func (c *clusterNode) checkNode(node string) error {
-	servers, err := c.meta.Servers()
+func (qm *queueMembership) checkNode(node string) error {
+	servers, err := qm.c.meta.Servers()
 	if err != nil {
 		return err
 	}
 	if !slices.ContainsFunc(servers, func(s metaraft.Server) bool { return s.ID == node }) {
 		return fmt.Errorf("node %q is not in the cluster", node)
 	}
-	if _, ok := c.addrOf(node); !ok {
+	if _, ok := qm.c.addrOf(node); !ok {
 		return fmt.Errorf("no address for node %q", node)
 	}
 	return nil
@@ -476,17 +482,17 @@ func (c *clusterNode) checkNode(node string) error {
 
 // moveLeadership hands the leadership of group id from node to a voter
 // among to, and returns the new leader.
-func (c *clusterNode) moveLeadership(ctx context.Context, id string, members []string, node string, to []string) (string, error) {
+func (qm *queueMembership) moveLeadership(ctx context.Context, id string, members []string, node string, to []string) (string, error) {
 	for _, m := range to {
-		st, err := c.memberStatus(ctx, m, id)
+		st, err := qm.status(ctx, m, id)
 		if err != nil || !st.Present || !st.Voter {
 			continue
 		}
-		addr, _ := c.addrOf(m)
-		if _, err := c.change(ctx, id, members, memberpb.ChangeOp_TRANSFER_LEADERSHIP, m, addr); err != nil {
+		addr, _ := qm.c.addrOf(m)
+		if _, err := qm.change(ctx, id, members, memberpb.ChangeOp_TRANSFER_LEADERSHIP, m, addr); err != nil {
 			return "", err
 		}
-		return c.waitLeader(ctx, id, members, func(l string) bool { return l != node })
+		return qm.waitLeader(ctx, id, members, func(l string) bool { return l != node })
 	}
 	return "", fmt.Errorf("no voter to take the leadership")
 }
@@ -497,15 +503,15 @@ func (c *clusterNode) moveLeadership(ctx context.Context, id string, members []s
 // followers its commit index only every few heartbeat timeouts
 // (raftq/replica's CommitTimeout), and a log that holds the entries is
 // what a voter needs.
-func (c *clusterNode) awaitCaughtUp(ctx context.Context, id string, members []string, node string, index uint64) error {
+func (qm *queueMembership) awaitCaughtUp(ctx context.Context, id string, members []string, node string, index uint64) error {
 	t := time.NewTicker(memberPoll)
 	defer t.Stop()
 	for {
-		st, err := c.memberStatus(ctx, node, id)
+		st, err := qm.status(ctx, node, id)
 		if err == nil && st.Present && st.LastLogIndex >= index {
-			leader, lerr := c.queueLeader(ctx, id, members)
+			leader, lerr := qm.leader(ctx, id, members)
 			if lerr == nil {
-				if ls, err := c.memberStatus(ctx, leader, id); err == nil && ls.Present &&
+				if ls, err := qm.status(ctx, leader, id); err == nil && ls.Present &&
 					st.LastLogIndex+maxCatchUpLag >= ls.CommitIndex {
 					return nil
 				}
@@ -521,11 +527,11 @@ func (c *clusterNode) awaitCaughtUp(ctx context.Context, id string, members []st
 
 // awaitVoter waits until node's replica of group id reports itself a
 // voter.
-func (c *clusterNode) awaitVoter(ctx context.Context, id, node string) error {
+func (qm *queueMembership) awaitVoter(ctx context.Context, id, node string) error {
 	t := time.NewTicker(memberPoll)
 	defer t.Stop()
 	for {
-		if st, err := c.memberStatus(ctx, node, id); err == nil && st.Present && st.Voter {
+		if st, err := qm.status(ctx, node, id); err == nil && st.Present && st.Voter {
 			return nil
 		}
 		select {
@@ -536,20 +542,20 @@ func (c *clusterNode) awaitVoter(ctx context.Context, id, node string) error {
 	}
 }
 
-// queueLeader is group id's leader, asked of its members.
-func (c *clusterNode) queueLeader(ctx context.Context, id string, members []string) (string, error) {
-	return c.waitLeader(ctx, id, members, func(string) bool { return true })
+// leader is group id's leader, asked of its members.
+func (qm *queueMembership) leader(ctx context.Context, id string, members []string) (string, error) {
+	return qm.waitLeader(ctx, id, members, func(string) bool { return true })
 }
 
 // waitLeader waits until a member of group id says it leads and ok
 // accepts it.
-func (c *clusterNode) waitLeader(ctx context.Context, id string, members []string, ok func(string) bool) (string, error) {
+func (qm *queueMembership) waitLeader(ctx context.Context, id string, members []string, ok func(string) bool) (string, error) {
 	t := time.NewTicker(memberPoll)
 	defer t.Stop()
 	for {
 		for _, m := range members {
 			// A hibernating group wakes for the question (hibernate.go).
-			st, err := c.askStatus(ctx, &memberpb.StatusRequest{QueueId: id, Wake: true}, m)
+			st, err := qm.askStatus(ctx, &memberpb.StatusRequest{QueueId: id, Wake: true}, m)
 			if err == nil && st.Present && st.State == "Leader" && ok(m) {
 				return m, nil
 			}
@@ -564,16 +570,16 @@ func (c *clusterNode) waitLeader(ctx context.Context, id string, members []strin
 
 // change has group id's leader carry out op, finding the leader among
 // members and again when it moves.
-func (c *clusterNode) change(ctx context.Context, id string, members []string, op memberpb.ChangeOp, node, addr string) (uint64, error) {
+func (qm *queueMembership) change(ctx context.Context, id string, members []string, op memberpb.ChangeOp, node, addr string) (uint64, error) {
 	req := &memberpb.ChangeRequest{QueueId: id, Op: op, Node: node, Addr: addr}
 	t := time.NewTicker(memberPoll)
 	defer t.Stop()
 	for {
-		leader, err := c.queueLeader(ctx, id, members)
+		leader, err := qm.leader(ctx, id, members)
 		if err != nil {
 			return 0, err
 		}
-		rep, err := c.memberCall(ctx, leader, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
+		rep, err := qm.call(ctx, leader, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
 			return cl.Change(ctx, req)
 		})
 		if err != nil {
@@ -590,226 +596,6 @@ func (c *clusterNode) change(ctx context.Context, id string, members []string, o
 	}
 }
 
-// memberStatus is node's replica's own view of group id.
-func (c *clusterNode) memberStatus(ctx context.Context, node, id string) (*memberpb.StatusReply, error) {
-	return c.askStatus(ctx, &memberpb.StatusRequest{QueueId: id}, node)
-}
-
-// askStatus asks node's Member service for its replica's status.
-func (c *clusterNode) askStatus(ctx context.Context, req *memberpb.StatusRequest, node string) (*memberpb.StatusReply, error) {
-	rep, err := c.memberCall(ctx, node, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
-		return cl.Status(ctx, req)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return rep.(*memberpb.StatusReply), nil
-}
-
-// memberCall calls node's Member service: this node's server directly.
-func (c *clusterNode) memberCall(ctx context.Context, node string, call func(context.Context, memberpb.MemberClient) (any, error)) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, memberRPCTimeout)
-	defer cancel()
-	if node == c.self {
-		return call(ctx, localMemberClient{memberServer{c: c}})
-	}
-	addr, ok := c.addrOf(node)
-	if !ok {
-		return nil, fmt.Errorf("no address for node %q", node)
-	}
-	conn, err := c.pool.Conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	return call(ctx, memberpb.NewMemberClient(conn))
-}
-
-func (c *clusterNode) registerMember() {
-	memberpb.RegisterMemberServer(c.grpc, memberServer{c: c})
-}
-
-func (c *clusterNode) replica(id string) (*replica.Replica, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.replicas[id]
-	return r, ok
-}
-
-// memberServer serves the Member service from this node's replicas.
-type memberServer struct {
-	memberpb.UnimplementedMemberServer
-	c *clusterNode
-}
-
-var _ memberpb.MemberServer = memberServer{}
-
-func (s memberServer) Status(_ context.Context, req *memberpb.StatusRequest) (*memberpb.StatusReply, error) {
-	aboutAlive := req.AboutNode != "" && s.c.gossipSeesAlive(req.AboutNode)
-	get := s.c.replica
-	if req.Wake {
-		get = s.c.wake
-	}
-	r, ok := get(req.QueueId)
-	if !ok {
-		if z, asleep := s.c.sleeping(req.QueueId); asleep {
-			// Not woken: a group's status is asked for its own sake.
-			return &memberpb.StatusReply{
-				Present: true, Asleep: true, State: "Asleep", Term: z.term, LastLogIndex: z.last,
-				CommitIndex: z.last, AppliedIndex: z.last, Voter: true, AboutAlive: aboutAlive,
-			}, nil
-		}
-		return &memberpb.StatusReply{AboutAlive: aboutAlive}, nil
-	}
-	st := r.Status()
-	servers, _ := r.Servers() // nil while the replica stops
-	return &memberpb.StatusReply{
-		Present: true, State: st.State, Term: st.Term, CommitIndex: st.CommitIndex,
-		AppliedIndex: st.AppliedIndex, LastLogIndex: st.LastLogIndex, Voter: st.Voter, Leader: r.Leader(),
-		Servers: servers, AboutAlive: aboutAlive,
-	}, nil
-}
-
-func (s memberServer) Change(_ context.Context, req *memberpb.ChangeRequest) (*memberpb.ChangeReply, error) {
-	r, ok := s.c.wake(req.QueueId) // a change needs the group awake
-	if !ok {
-		return &memberpb.ChangeReply{NotLeader: true}, nil
-	}
-	var idx uint64
-	var err error
-	switch req.Op {
-	case memberpb.ChangeOp_ADD_NONVOTER:
-		idx, err = r.AddNonvoter(req.Node, req.Addr)
-	case memberpb.ChangeOp_ADD_VOTER:
-		idx, err = r.AddVoter(req.Node, req.Addr)
-	case memberpb.ChangeOp_REMOVE_SERVER:
-		idx, err = r.RemoveServer(req.Node)
-	case memberpb.ChangeOp_TRANSFER_LEADERSHIP:
-		err = r.TransferLeadership(req.Node, req.Addr)
-	default:
-		return nil, status.Errorf(codes.InvalidArgument, "unknown change %v", req.Op)
-	}
-	if errors.Is(err, replica.ErrNotLeader) {
-		return &memberpb.ChangeReply{NotLeader: true, Leader: r.Leader()}, nil
-	}
-	if errors.Is(err, replica.ErrMachineVersion) {
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
-	}
-	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
-	}
-	return &memberpb.ChangeReply{Index: idx}, nil
-}
-
-// localMemberClient calls this node's server without gRPC.
-type localMemberClient struct{ s memberServer }
-
-func (l localMemberClient) Status(ctx context.Context, in *memberpb.StatusRequest, _ ...grpc.CallOption) (*memberpb.StatusReply, error) {
-	return l.s.Status(ctx, in)
-}
-
-func (l localMemberClient) Change(ctx context.Context, in *memberpb.ChangeRequest, _ ...grpc.CallOption) (*memberpb.ChangeReply, error) {
-	return l.s.Change(ctx, in)
-}
-
-func (l localMemberClient) Hibernate(ctx context.Context, in *memberpb.HibernateRequest, _ ...grpc.CallOption) (*memberpb.HibernateReply, error) {
-	return l.s.Hibernate(ctx, in)
-}
-
-// MembersChanged implements broker.MembersChanger: this node opens its
-// replica when it became a member (never bootstrapping: the leader sends
-// it the log), removes it with its files when it stopped being one, and
-// routes to the new members.
-//
-// Not while the node's metadata is catching up after a start: it then
-// replays changes it may have applied before it stopped, and a member
-// removed and added again (delete member, add member) would see its
-// replica removed, files and all, and a new empty one opened, though the
-// files were those of the member added again. The chaos harness saw it:
-// the restarted node had just been elected leader of the queue, and its
-// log, its votes and the entries only it and a dead node held were gone.
-// Such a replica stays open, and is removed once the node has caught up
-// if it is still not a member (removeFormerMembers).
-func (q *clusterQueue) MembersChanged(members []string) {
-	c := q.c
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	c.wakeLocked(q) // a hibernating member takes the change awake
-	q.members = slices.Clone(members)
-	local, had := c.replica(q.id)
-	member := slices.Contains(members, c.self)
-	switch {
-	case member && !had:
-		r, err := c.openReplica(q.id, q.cfg, members, false, true)
-		if err != nil {
-			c.log.Error("cannot open the queue's new member", "queue", q.cfg.Name, "err", err)
-			q.Router.SetMembers(members, nil)
-			return
-		}
-		q.setLocalLocked(r)
-		c.log.Info("this node became a member of the queue", "queue", q.cfg.Name)
-	case !member && had && !c.meta.CaughtUp():
-		q.Router.SetMembers(members, nil)
-		c.log.Debug("not removing this node's member of the queue before catching up", "queue", q.cfg.Name)
-	case !member && had:
-		q.removeLocalLocked(local)
-	case had:
-		q.Router.SetMembers(members, local)
-	default:
-		q.Router.SetMembers(members, nil)
-	}
-}
-
-// removeLocalLocked removes this node's replica of the queue, with its
-// files, and routes to the members; q.mu held.
-func (q *clusterQueue) removeLocalLocked(local *replica.Replica) {
-	q.setLocalLocked(nil)
-	local.Remove()
-	q.c.log.Info("this node's member of the queue was removed", "queue", q.cfg.Name)
-}
-
-// setLocalLocked makes r this node's open replica of the queue (nil:
-// none), for the node and for the queue's router, which routes to
-// q.members; q.mu held.
-func (q *clusterQueue) setLocalLocked(r *replica.Replica) {
-	c := q.c
-	c.mu.Lock()
-	if r == nil {
-		delete(c.replicas, q.id)
-		c.mu.Unlock()
-		// A nil interface, not an interface holding a nil *Replica: the
-		// router would take that for a local member.
-		q.Router.SetMembers(q.members, nil)
-		return
-	}
-	c.replicas[q.id] = r
-	c.mu.Unlock()
-	q.Router.SetMembers(q.members, r)
-}
-
-// removeFormerMembers removes the replicas MembersChanged kept while the
-// node caught up with the metadata: those of queues whose record, now
-// current, does not name this node.
-func (c *clusterNode) removeFormerMembers() {
-	c.mu.Lock()
-	qs := slices.Collect(maps.Values(c.queues))
-	c.mu.Unlock()
-	for _, q := range qs {
-		q.mu.Lock()
-		if !slices.Contains(q.members, c.self) {
-			// A hibernating one wakes to go, as in MembersChanged.
-			if local, had := c.wakeLocked(q); had {
-				q.removeLocalLocked(local)
-			}
-		}
-		q.mu.Unlock()
-	}
-}
-
-var (
-	_ broker.MembersChanger = (*clusterQueue)(nil)
-	_ forward.Local         = (*replica.Replica)(nil)
-)
-
 // QueueServers is the Raft configuration of queue name's group as this
 // node's replica knows it: node name to whether it votes.
 func (n *Node) QueueServers(vhost, name string) (map[string]bool, bool) {
@@ -819,35 +605,4 @@ func (n *Node) QueueServers(vhost, name string) (map[string]bool, bool) {
 	}
 	servers, err := r.Servers()
 	return servers, err == nil
-}
-
-// gossipSeesAlive reports whether this node's gossip sees node alive.
-func (c *clusterNode) gossipSeesAlive(node string) bool {
-	m, ok := c.gossip.Member(node)
-	return ok && m.State == membership.Alive
-}
-
-// leadsAt asks node whether its member of group id leads (replica.Config's
-// LeadsAt). It does not wake a hibernating member: one that sleeps leads
-// nothing.
-func (c *clusterNode) leadsAt(ctx context.Context, node, id string) (bool, error) {
-	rep, err := c.memberCall(ctx, node, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
-		return cl.Status(ctx, &memberpb.StatusRequest{QueueId: id})
-	})
-	if err != nil {
-		return false, err
-	}
-	return rep.(*memberpb.StatusReply).State == "Leader", nil
-}
-
-// seesAlive asks peer whether its gossip sees node alive (replica.Config's
-// SeesAlive).
-func (c *clusterNode) seesAlive(ctx context.Context, peer, node string) (bool, error) {
-	rep, err := c.memberCall(ctx, peer, func(ctx context.Context, cl memberpb.MemberClient) (any, error) {
-		return cl.Status(ctx, &memberpb.StatusRequest{AboutNode: node})
-	})
-	if err != nil {
-		return false, err
-	}
-	return rep.(*memberpb.StatusReply).AboutAlive, nil
 }

@@ -38,10 +38,7 @@ func (n *Node) QueueMetrics() []QueueMetrics {
 		var r *replica.Replica
 		var asleep *sleeper
 		if n.cluster != nil && q.Record.Type == broker.QueueTypeQuorum {
-			n.cluster.mu.Lock()
-			r = n.cluster.replicas[q.Record.ID]
-			asleep = n.cluster.asleep[q.Record.ID]
-			n.cluster.mu.Unlock()
+			r, asleep = n.cluster.host.member(q.Record.ID)
 		}
 		switch {
 		case r != nil:

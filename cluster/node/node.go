@@ -1,6 +1,3 @@
-// Package node assembles one Warren node: its metadata store, the broker
-// model and the AMQP listener. cmd/warren runs one; tests start several in
-// one process.
 package node
 
 import (
@@ -42,10 +39,35 @@ type Config struct {
 	// bytes in-memory queues hold, not the process's memory: for tests
 	// that run several nodes in one process, whose memory they share.
 	MessageBytesOnly bool
-	Log              *slog.Logger
+	// PayloadCache bounds the bytes of message payloads the node's
+	// quorum queue leaders keep in memory, all together, for delivery
+	// (replica.PayloadCache); zero is DefaultPayloadCache, negative keeps
+	// none. The node builds the cache unless Broker.PayloadCache is set.
+	PayloadCache int64
+	Log          *slog.Logger
 	// Cluster makes the node a cluster member; nil is a standalone node
 	// (its metadata in a local file, its queues' groups of one member).
 	Cluster *ClusterConfig
+}
+
+// DefaultPayloadCache is Config.PayloadCache's default: 64 busy queues'
+// worth of what one queue keeps (replica.DefaultPayloadCache).
+const DefaultPayloadCache = replica.DefaultPayloadCache
+
+// DefaultDisconnectedTimeout is RabbitMQ 4.3's consumer_disconnected_timeout
+// default, for broker.Config.ConsumerDisconnectedTimeout
+// (replica.DefaultDisconnectedTimeout).
+const DefaultDisconnectedTimeout = replica.DefaultDisconnectedTimeout
+
+// PayloadCacheLimit is the bound PayloadCache sets, its default applied.
+func (c Config) PayloadCacheLimit() int64 {
+	switch {
+	case c.PayloadCache < 0:
+		return 0
+	case c.PayloadCache == 0:
+		return DefaultPayloadCache
+	}
+	return c.PayloadCache
 }
 
 // connectionCountWait bounds how long a connection or channel opening
@@ -89,31 +111,11 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Broker.DataDir = cfg.DataDir
 	}
 	if cfg.Broker.PayloadCache == nil {
-		cfg.Broker.PayloadCache = replica.NewPayloadCache(replica.DefaultPayloadCache)
+		cfg.Broker.PayloadCache = replica.NewPayloadCache(cfg.PayloadCacheLimit())
 	}
-	var store catalog.Store
-	var cn *clusterNode
-	if cfg.Cluster != nil {
-		cn, err = startCluster(*cfg.Cluster, cfg.DataDir, cfg.AMQPAddr, migrate, log)
-		if err != nil {
-			return nil, err
-		}
-		if migrate != nil {
-			if err := retireStandalone(cfg.DataDir, log); err != nil {
-				cn.meta.Close()
-				cn.close()
-				return nil, err
-			}
-		}
-		store = metaStore{cn.meta}
-		cfg.Broker.NodeID = cfg.Cluster.NodeName
-		cfg.Broker.Cluster = cn
-	} else {
-		bolt, err := catalog.OpenBolt(cfg.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		store = bolt
+	store, cn, err := openStore(&cfg, migrate, log)
+	if err != nil {
+		return nil, err
 	}
 	b, err := broker.New(cfg.Broker, store, log.With("component", "broker"))
 	if err != nil {
@@ -170,49 +172,89 @@ func Start(cfg Config) (*Node, error) {
 	// the deletion reaches it (broker/access.go).
 	b.OnRevoke(func(r broker.Revocation) { n.server.CloseConnections(r.User, r.Vhost, r.Reason) })
 	if cn != nil {
-		n.server.SetReplyRelay(cn)               // replyto.go
-		cn.fwd.SetReplies(n.server.DeliverReply) // replies for this node's requesters
-		cn.admin.set(&adminBackend{c: cn, b: b, n: n})
-		cn.adminSrv.SetUsers(operators{b}) // operators.go
-		b.OnDrainChange(cn.drainChanged)   // drain.go
-		n.startMaintenance()               // drain.go
-		// Vhost and user limits count clients on every node, as
-		// RabbitMQ's connection and channel tracking do.
-		n.server.SetClientCounter(func(vhost, user string) server.ClientCount {
-			ctx, cancel := context.WithTimeout(context.Background(), connectionCountWait)
-			defer cancel()
-			return cn.adminSrv.CountClients(ctx, vhost, user)
-		})
+		n.connectCluster()
 	}
 	waitCtx, stopWaiting := context.WithCancel(context.Background())
 	n.stopWaiting = stopWaiting
-	go func() {
-		defer close(n.served)
-		// A cluster member accepts clients once it is ready, as RabbitMQ
-		// listens only once booted: until it has caught up, a restarted
-		// node's model is its last metadata snapshot replaying what
-		// changed since, and it would log in users deleted since, route
-		// by bindings removed since, and so on. Their connections wait in
-		// the listen backlog meanwhile (about a second after a restart).
-		if cn != nil {
-			if err := n.Ready(waitCtx); err != nil {
-				n.serveErr = server.ErrServerClosed
-				ln.Close()
-				closeListener(tlsLn)
-				return
-			}
-		}
-		if tlsLn != nil {
-			go func() {
-				n.server.Serve(tlsLn)
-				tlsLn.Close()
-			}()
-		}
-		n.serveErr = n.server.Serve(ln)
-		// Shut down before Serve took the listener: it is still open.
-		ln.Close()
-	}()
+	go n.serve(waitCtx)
 	return n, nil
+}
+
+// openStore opens the node's metadata store: a cluster member's
+// metadata group, started with the rest of its cluster side (which cfg's
+// broker then reaches the cluster through), or a standalone node's file.
+// migrate is a standalone node's metadata carried into a cluster of one
+// (checkDataDir), whose file is retired once the cluster has started.
+func openStore(cfg *Config, migrate *catalog.Snapshot, log *slog.Logger) (catalog.Store, *clusterNode, error) {
+	if cfg.Cluster == nil {
+		bolt, err := catalog.OpenBolt(cfg.DataDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		return bolt, nil, nil
+	}
+	cn, err := startCluster(*cfg.Cluster, cfg.DataDir, cfg.AMQPAddr, migrate, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if migrate != nil {
+		if err := retireStandalone(cfg.DataDir, log); err != nil {
+			cn.meta.Close()
+			cn.close()
+			return nil, nil, err
+		}
+	}
+	cfg.Broker.NodeID = cfg.Cluster.NodeName
+	cfg.Broker.Cluster = cn
+	return metaStore{cn.meta}, cn, nil
+}
+
+// connectCluster connects a cluster member's AMQP server, broker and
+// cluster side once all three exist: replies and client counts across
+// nodes, the admin service's backend, and maintenance mode.
+func (n *Node) connectCluster() {
+	cn, b := n.cluster, n.broker
+	n.server.SetReplyRelay(cn)               // replyto.go
+	cn.fwd.SetReplies(n.server.DeliverReply) // replies for this node's requesters
+	cn.admin.set(newAdminBackend(n, cn, b))
+	cn.adminSrv.SetUsers(operators{b}) // operators.go
+	b.OnDrainChange(cn.drainChanged)   // drain.go
+	n.startMaintenance()               // drain.go
+	// Vhost and user limits count clients on every node, as
+	// RabbitMQ's connection and channel tracking do.
+	n.server.SetClientCounter(func(vhost, user string) server.ClientCount {
+		ctx, cancel := context.WithTimeout(context.Background(), connectionCountWait)
+		defer cancel()
+		return cn.adminSrv.CountClients(ctx, vhost, user)
+	})
+}
+
+// serve accepts clients on n.ln until the node shuts down, and closes
+// n.served when done. A cluster member accepts them once it is ready, as
+// RabbitMQ listens only once booted: until it has caught up, a restarted
+// node's model is its last metadata snapshot replaying what changed
+// since, and it would log in users deleted since, route by bindings
+// removed since, and so on. Their connections wait in the listen backlog
+// meanwhile (about a second after a restart). waitCtx ends that wait.
+func (n *Node) serve(waitCtx context.Context) {
+	defer close(n.served)
+	if n.cluster != nil {
+		if err := n.Ready(waitCtx); err != nil {
+			n.serveErr = server.ErrServerClosed
+			n.ln.Close()
+			closeListener(n.tlsLn)
+			return
+		}
+	}
+	if n.tlsLn != nil {
+		go func() {
+			n.server.Serve(n.tlsLn)
+			n.tlsLn.Close()
+		}()
+	}
+	n.serveErr = n.server.Serve(n.ln)
+	// Shut down before Serve took the listener: it is still open.
+	n.ln.Close()
 }
 
 // AMQPAddr is the address the node listens on.
@@ -293,7 +335,7 @@ func (n *Node) LeadingQueues() int {
 	if n.cluster == nil {
 		return 0
 	}
-	return len(n.cluster.leadingReplicas())
+	return len(n.cluster.host.leading())
 }
 
 // PeerConnections is the number of gRPC connections this node holds to
@@ -314,9 +356,7 @@ func (n *Node) localReplica(vhost, name string) (*replica.Replica, string, bool)
 	if !ok {
 		return nil, "", false
 	}
-	n.cluster.mu.Lock()
-	defer n.cluster.mu.Unlock()
-	r, ok := n.cluster.replicas[rec.ID]
+	r, ok := n.cluster.host.get(rec.ID)
 	return r, rec.ID, ok
 }
 

@@ -67,9 +67,11 @@ const (
 	rebalanceTimeout  = 2 * time.Minute
 )
 
-// reconciler is what gossip events tell the reconcile loop. The lead loop
-// writes it (reconcileEvent), the reconcile loop reads it; mu guards it.
+// reconciler runs the reconcile loop (loop) on every node, and keeps
+// what gossip events tell it: the lead loop writes that (event), the
+// reconcile loop reads it; mu guards it.
 type reconciler struct {
+	c    *clusterNode
 	kick chan struct{} // one pending wake-up
 
 	mu        sync.Mutex
@@ -79,13 +81,13 @@ type reconciler struct {
 	rebalance bool
 }
 
-func newReconciler() reconciler {
-	return reconciler{kick: make(chan struct{}, 1), gone: map[string]bool{}, rejoined: map[string]bool{}}
+func newReconciler(c *clusterNode) *reconciler {
+	return &reconciler{c: c, kick: make(chan struct{}, 1), gone: map[string]bool{}, rejoined: map[string]bool{}}
 }
 
-// reconcileTimes are the interval and trigger delay in effect.
-func (c *clusterNode) reconcileTimes() (interval, delay time.Duration) {
-	interval, delay = c.cfg.ReconcileInterval, c.cfg.ReconcileDelay
+// times are the interval and trigger delay in effect.
+func (r *reconciler) times() (interval, delay time.Duration) {
+	interval, delay = r.c.cfg.ReconcileInterval, r.c.cfg.ReconcileDelay
 	if interval <= 0 {
 		interval = defaultReconcileInterval
 	}
@@ -95,18 +97,17 @@ func (c *clusterNode) reconcileTimes() (interval, delay time.Duration) {
 	return interval, delay
 }
 
-// reconcileEvent records a gossip event for the reconcile loop; it never
-// blocks (the lead loop calls it). restarted is memberEvent's verdict: a
+// event records a gossip event for the reconcile loop; it never
+// blocks (the lead loop calls it). restarted is failover.event's verdict: a
 // node that restarted quicker than gossip's failure detection rejoins
 // without having been reported gone, on some nodes or all (its graceful
 // leave may reach some and not others), and leads nothing after its
 // restart, as after a failure.
-func (c *clusterNode) reconcileEvent(ev membership.Event, restarted bool) {
+func (r *reconciler) event(ev membership.Event, restarted bool) {
 	name := ev.Member.Name
-	if name == c.self {
+	if name == r.c.self {
 		return
 	}
-	r := &c.rec
 	r.mu.Lock()
 	switch ev.Kind {
 	case membership.Failed, membership.Departed:
@@ -139,45 +140,45 @@ func (r *reconciler) take() (due, rebalance bool) {
 	return due, rebalance
 }
 
-// reconcileLoop runs rounds and rebalances on every node; only the
+// loop runs rounds and rebalances on every node; only the
 // metadata leader acts.
-func (c *clusterNode) reconcileLoop(b *broker.Broker) {
-	defer c.wg.Done()
+func (r *reconciler) loop(b *broker.Broker) {
+	defer r.c.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
-		case <-c.stop:
+		case <-r.c.stop:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	interval, delay := c.reconcileTimes()
+	interval, delay := r.times()
 	round := time.NewTimer(interval)
 	defer round.Stop()
 	var rebalance <-chan time.Time
 	attempts := 0
 	for {
 		select {
-		case <-c.stop:
+		case <-r.c.stop:
 			return
-		case <-c.rec.kick:
-			due, rebal := c.rec.take()
-			if due && !c.cfg.NoQueueReconcile {
+		case <-r.kick:
+			due, rebal := r.take()
+			if due && !r.c.cfg.NoQueueReconcile {
 				round.Reset(delay)
 			}
-			if rebal && !c.cfg.NoRebalanceOnRejoin {
+			if rebal && !r.c.cfg.NoRebalanceOnRejoin {
 				rebalance, attempts = time.After(delay), 0
 			}
 		case <-round.C:
 			next := interval
-			if !c.cfg.NoQueueReconcile && c.meta.IsLeader() && c.reconcileRound(ctx, b) {
+			if !r.c.cfg.NoQueueReconcile && r.c.meta.IsLeader() && r.runRound(ctx, b) {
 				next = delay
 			}
 			round.Reset(next)
 		case <-rebalance:
 			rebalance = nil
-			if c.meta.IsLeader() && !c.rebalanceRejoined(ctx) && attempts < maxRebalanceAttempts {
+			if r.c.meta.IsLeader() && !r.rebalanceRejoined(ctx) && attempts < maxRebalanceAttempts {
 				attempts++
 				rebalance = time.After(max(delay, minRebalanceRetry))
 			}
@@ -185,16 +186,16 @@ func (c *clusterNode) reconcileLoop(b *broker.Broker) {
 	}
 }
 
-// reconcileRound adds at most one member to each quorum queue below its
+// runRound adds at most one member to each quorum queue below its
 // target (and at most maxReconcileAdds in all). It reports whether it
 // tried anything, or stopped with work left: then the next round comes
 // after the trigger delay rather than the interval.
-func (c *clusterNode) reconcileRound(ctx context.Context, b *broker.Broker) bool {
-	alive := map[string]bool{c.self: true}
-	for _, m := range c.aliveMembers() {
+func (r *reconciler) runRound(ctx context.Context, b *broker.Broker) bool {
+	alive := map[string]bool{r.c.self: true}
+	for _, m := range r.c.aliveMembers() {
 		alive[m.Name] = true
 	}
-	placeable := c.PlacementNodes()
+	placeable := r.c.PlacementNodes()
 	var queues []broker.QueueSummary
 	replicas := map[string]int{} // quorum queue members per node
 	for _, q := range b.Queues("") {
@@ -226,15 +227,15 @@ func (c *clusterNode) reconcileRound(ctx context.Context, b *broker.Broker) bool
 		to := fewestReplicas(candidates, replicas)
 		worked = true
 		actx, cancel := context.WithTimeout(ctx, memberChangeTimeout)
-		err := c.addMember(actx, b, rec.Vhost, rec.Name, to, Promotable)
+		err := r.c.members.add(actx, b, rec.Vhost, rec.Name, to, Promotable)
 		cancel()
 		if err != nil {
-			c.log.Warn("reconcile: could not add a queue member", "queue", rec.Vhost+"/"+rec.Name, "node", to, "target", target, "err", err)
+			r.c.log.Warn("reconcile: could not add a queue member", "queue", rec.Vhost+"/"+rec.Name, "node", to, "target", target, "err", err)
 			continue
 		}
 		replicas[to]++
 		added++
-		c.log.Info("reconcile: queue grown towards its target size", "queue", rec.Vhost+"/"+rec.Name, "node", to,
+		r.c.log.Info("reconcile: queue grown towards its target size", "queue", rec.Vhost+"/"+rec.Name, "node", to,
 			"members", len(rec.Members)+1, "target", target)
 	}
 	return worked
@@ -252,20 +253,20 @@ func fewestReplicas(candidates []string, replicas map[string]int) string {
 // reports whether that is done: it moved leaders, or every rejoined node
 // answered with its replicas (so the spread it left is the one it aims
 // for). Otherwise the loop tries again later.
-func (c *clusterNode) rebalanceRejoined(ctx context.Context) bool {
+func (r *reconciler) rebalanceRejoined(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, rebalanceTimeout)
 	defer cancel()
-	resp, err := c.adminSrv.Rebalance(ctx, &adminpb.RebalanceRequest{})
+	resp, err := r.c.adminSrv.Rebalance(ctx, &adminpb.RebalanceRequest{})
 	if err != nil {
-		c.log.Warn("rebalance after a node rejoined", "err", err)
+		r.c.log.Warn("rebalance after a node rejoined", "err", err)
 		return false
 	}
-	c.rec.mu.Lock()
-	defer c.rec.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	// Done when every rejoined node answered with its replicas (so the
 	// spread aimed at includes it) and no move failed; else try again.
 	done := true
-	for n := range c.rec.rejoined {
+	for n := range r.rejoined {
 		if !slices.ContainsFunc(resp.Nodes, func(l *adminpb.NodeLeaders) bool { return l.Node == n }) {
 			done = false
 		}
@@ -288,10 +289,10 @@ func (c *clusterNode) rebalanceRejoined(ctx context.Context) bool {
 		done = false
 	}
 	if done {
-		clear(c.rec.rejoined)
+		clear(r.rejoined)
 	}
 	if len(resp.Moves) > 0 {
-		c.log.Info("rebalanced queue leaders after a node rejoined", "moves", len(resp.Moves))
+		r.c.log.Info("rebalanced queue leaders after a node rejoined", "moves", len(resp.Moves))
 	}
 	return done
 }

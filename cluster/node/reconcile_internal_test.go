@@ -28,9 +28,10 @@ func TestRestartQuickerThanGossipRebalances(t *testing.T) {
 		{"new metadata, same start", []membership.Event{ev(membership.Updated)}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &clusterNode{self: "warren-0", rec: newReconciler()}
+			c := &clusterNode{self: "warren-0"}
+			c.rec = newReconciler(c)
 			for i, e := range tc.events {
-				c.reconcileEvent(e, tc.restarted && i == len(tc.events)-1)
+				c.rec.event(e, tc.restarted && i == len(tc.events)-1)
 			}
 			_, rebalance := c.rec.take()
 			if rebalance != tc.rebalance {

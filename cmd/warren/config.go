@@ -20,7 +20,6 @@ import (
 	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/raftq/linger"
-	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // config is the server's settings. Each comes, in order of precedence,
@@ -124,7 +123,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.globalQos, "global-qos", "deny", "basic.qos with global set: deny (as RabbitMQ 4.3, where the deprecated global_qos is denied: the prefetch is per consumer, as without global) or permit (as RabbitMQ before 4.3: one prefetch shared by the channel's consumers, which quorum queues refuse with 540)")
 	fs.StringVar(&c.transientQueues, "transient-queues", "permit", "non-durable, non-exclusive queues: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3, a 541 connection error)")
 	fs.StringVar(&c.masterLocator, "queue-master-locator", "permit", "the deprecated x-queue-master-locator argument and queue-master-locator policy key: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3: a 541 connection error, a refused policy)")
-	fs.DurationVar(&c.disconnectedTimeout, "consumer-disconnected-timeout", replica.DefaultDisconnectedTimeout, "how long a quorum queue keeps the messages of a consumer whose node is cut off from the queue's leader, for it to come back and acknowledge them, before they return to the queue (RabbitMQ 4.3's consumer_disconnected_timeout; a queue may set its own with x-consumer-disconnected-timeout or the consumer-disconnected-timeout policy, in milliseconds, the lower of the two applying); a node that restarted or left returns them at once; 0 returns them at once always")
+	fs.DurationVar(&c.disconnectedTimeout, "consumer-disconnected-timeout", node.DefaultDisconnectedTimeout, "how long a quorum queue keeps the messages of a consumer whose node is cut off from the queue's leader, for it to come back and acknowledge them, before they return to the queue (RabbitMQ 4.3's consumer_disconnected_timeout; a queue may set its own with x-consumer-disconnected-timeout or the consumer-disconnected-timeout policy, in milliseconds, the lower of the two applying); a node that restarted or left returns them at once; 0 returns them at once always")
 	fs.StringVar(&c.payloadCache, "queue-payload-cache", "256MiB", "memory the node's quorum queue leaders may keep, all together, for the payloads of messages waiting to be delivered, so that delivering one does not read it back from the log (each queue keeps at most 4 MiB of it): an amount (256MiB, 1GiB, 268435456); 0 reads every delivery from the log")
 	fs.StringVar(&c.prometheusAddr, "prometheus-addr", "", "if set, serve Prometheus metrics on this address (RabbitMQ's port is 15692) under /metrics (per node) and /metrics/per-object (per queue), with rabbitmq_prometheus's metric names")
 	fs.DurationVar(&c.timerSlack, "timer-slack", 5*time.Millisecond, "how late the kernel may end this process's timed sleeps (Linux timer slack, on every thread): the Go runtime's monitor thread sleeps 20µs at a time while the broker is busy, and at 1,000 msg/s on three nodes 1ms took a quarter off the CPU per message and 5ms a tenth more, at the same latency; network and disk wake-ups are not delayed. Setting it on threads other than the first needs CAP_SYS_NICE (root); 0 leaves the kernel's (50µs)")
@@ -390,6 +389,7 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 		DataDir:       c.dataDir,
 		AMQPAddr:      c.amqpAddr,
 		DiskFreeLimit: diskLimit,
+		PayloadCache:  cmp.Or(payloads, -1), // 0 on the command line: none
 		Log:           log,
 		Server: server.Config{
 			ChannelMax:        uint16(c.channelMax),
@@ -410,7 +410,6 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			DenyTransientQueues:         c.transientQueues == "deny",
 			DenyQueueMasterLocator:      c.masterLocator == "deny",
 			ConsumerDisconnectedTimeout: c.disconnectedTimeout,
-			PayloadCache:                replica.NewPayloadCache(payloads),
 			PublishLinger:               c.publishLinger,
 			PublishLingerShare:          c.lingerShare,
 			PublishLingerBatch:          c.lingerBatch,

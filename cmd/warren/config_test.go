@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/cluster/node"
 )
 
 func TestConfigPrecedence(t *testing.T) {
@@ -135,7 +135,7 @@ func TestConfigPayloadCache(t *testing.T) {
 		env  string
 		want int64
 	}{
-		{nil, "", replica.DefaultPayloadCache},
+		{nil, "", node.DefaultPayloadCache},
 		{[]string{"--queue-payload-cache", "1GiB"}, "", 1 << 30},
 		{nil, "64MB", 64e6},
 		{[]string{"--queue-payload-cache", "0"}, "64MB", 0},
@@ -145,7 +145,7 @@ func TestConfigPayloadCache(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v %q: %v", tc.args, tc.env, err)
 		}
-		if got := c.nodeConfig(nil).Broker.PayloadCache.Limit(); got != tc.want {
+		if got := c.nodeConfig(nil).PayloadCacheLimit(); got != tc.want {
 			t.Errorf("%v %q: payload cache %d, want %d", tc.args, tc.env, got, tc.want)
 		}
 	}
