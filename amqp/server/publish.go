@@ -230,23 +230,30 @@ func (p *publisher) deliverRouted(pub *wire.BasicPublish, msg *queue.Message, qs
 	if p.confirmMode {
 		seq = p.confirms.publish(len(qs))
 	}
-	done := noConfirm
+	confirm := noConfirm
 	if p.confirmMode {
-		done = func(err error) {
-			if p.confirms.complete(seq, err == nil) {
-				ch.c.out.confirmsReady(ch)
-			}
-		}
+		confirm = p.confirmer(seq)
 	}
 	for i, q := range qs {
 		qs[i] = nil
-		if err := q.Engine().Enqueue(ch.ctx, msg, done); err != nil && ch.ctx.Err() == nil {
+		if err := q.Engine().Enqueue(ch.ctx, msg, confirm); err != nil && ch.ctx.Err() == nil {
 			ch.c.log.Debug("enqueue failed", "queue", q.Name(), "err", err)
 		}
 	}
 }
 
 func noConfirm(error) {}
+
+// confirmer is the queue.Confirm of publish seq: once every queue the
+// message was routed to has answered, the confirm tracker holds basic.ack
+// (or basic.nack) for it, and the writer is woken to send it.
+func (p *publisher) confirmer(seq uint64) queue.Confirm {
+	return func(err error) {
+		if p.confirms.complete(seq, err == nil) {
+			p.ch.c.out.confirmsReady(p.ch)
+		}
+	}
+}
 
 // refuseUncertain answers a publish this node could not route for sure
 // (broker.ErrRouteUncertain): basic.nack in confirm mode, so that the

@@ -135,16 +135,24 @@ type NodeDownError struct {
 
 func (e *NodeDownError) Error() string { return "node " + e.Node + " " + e.Why }
 
+// Confirm is how a queue tells the publisher's channel what became of a
+// message it was handed: called exactly once, with nil once the message is
+// safely stored (a classic queue before Enqueue returns; a quorum queue
+// after its entry is committed by a majority and applied on the leader),
+// or with the error (ErrRejected, ErrDeleted, ...) that makes the
+// publisher's confirm a basic.nack. It must not block: it runs on the
+// queue's goroutine, for a quorum queue raft's FSM goroutine. The AMQP
+// channel's is publisher.confirmer; a forwarded publish's is the leader
+// node's pubResults.done, whose answer travels back to the publisher's.
+type Confirm = func(err error)
+
 // Queue is the boundary every queue type implements. All methods are safe
 // for concurrent use.
 type Queue interface {
-	// Enqueue stores m. done is called exactly once: with nil when the
-	// message is safely stored (a classic queue before Enqueue returns; a
-	// quorum queue after a majority commit), or with an error (ErrRejected,
-	// ErrDeleted) that makes the publisher's confirm a basic.nack. done must
-	// not block. Enqueue blocks while the queue is over its inbound limit,
+	// Enqueue stores m and calls confirm once it is stored or refused
+	// (Confirm). Enqueue blocks while the queue is over its inbound limit,
 	// until ctx is done: this is how backpressure reaches the socket.
-	Enqueue(ctx context.Context, m *Message, done func(error)) error
+	Enqueue(ctx context.Context, m *Message, confirm Confirm) error
 
 	// Consume attaches c. The queue starts delivering at once.
 	Consume(c Consumer, opts ConsumeOptions) error
