@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/raftq"
-	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // fsm adapts the raftq machine to raft.FSM. Apply decodes the entry, runs
@@ -80,49 +79,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	f.sinceSnap++
 	f.effects = f.m.Apply(raftq.Meta{Index: l.Index}, &f.cmd, f.effects[:0])
-	var answer any
+	x := entryContext{index: l.Index, op: f.cmd.Op, leader: leader, current: current}
 	for _, e := range f.effects {
-		switch e.Kind {
-		case raftq.EffectConfirm, raftq.EffectReject, raftq.EffectOutOfSequence:
-			// Publishes proposed through this member wait in its pending
-			// map (its own and forwarded ones); others are not found.
-			var err error
-			switch e.Kind {
-			case raftq.EffectReject:
-				err = queue.ErrRejected
-			case raftq.EffectOutOfSequence:
-				err = ErrOutOfSequence
-			}
-			f.r.completeEnqueue(e.Publisher, e.Seq, err)
-			if e.Kind == raftq.EffectReject && f.r.dlxOnReject && current && f.cmd.Op == raftq.OpEnqueue {
-				// x-overflow=reject-publish-dlx (classic queues): the
-				// refused message is dead-lettered too, from its entry.
-				f.r.dl.effect(raftq.Effect{Kind: raftq.EffectDeadLetter, Index: l.Index, Reason: raftq.ReasonMaxLen, Time: f.m.Clock()})
-			}
-		case raftq.EffectGetResult, raftq.EffectGetEmpty, raftq.EffectConsumerRefused, raftq.EffectPurged:
-			res, _ := answer.(*result)
-			if res == nil {
-				res = &result{}
-				answer = res
-			}
-			res.effects = append(res.effects, e)
-		case raftq.EffectDeadLetter:
-			// At most once: publishing an earlier leader's again would
-			// duplicate it, and losing it if that leader failed first is
-			// what at-most-once allows. An at-least-once one stays
-			// pending in the machine until settled, so sending it again
-			// is harmless.
-			if current || (leader && e.AtLeastOnce) {
-				f.r.execute(e)
-			}
-		default:
-			if leader {
-				f.r.execute(e)
-			}
-		}
+		dispatchEffect(f, &x, e)
 	}
 	f.r.stateChanged()
-	return answer
+	if x.answer == nil {
+		return nil // no response at all, not a nil *result
+	}
+	return x.answer
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
