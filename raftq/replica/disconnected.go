@@ -47,11 +47,11 @@ func DisconnectedTimeoutOf(args wire.Table, def time.Duration) time.Duration {
 
 // DisconnectedTimeout is how long the messages of a consumer cut off from
 // this queue's leader wait for it (Config.DisconnectedTimeout).
-func (r *Replica) DisconnectedTimeout() time.Duration {
-	if r.cfg.DisconnectedTimeout == nil {
+func (c *core) DisconnectedTimeout() time.Duration {
+	if c.cfg.DisconnectedTimeout == nil {
 		return 0
 	}
-	return max(r.cfg.DisconnectedTimeout(), 0)
+	return max(c.cfg.DisconnectedTimeout(), 0)
 }
 
 // Disconnect takes c away, whose link to this leader broke, unless the
@@ -98,10 +98,10 @@ func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
 
 // Suspended reports whether the consumer with this ID is kept in its
 // place, suspended (Disconnect).
-func (r *Replica) Suspended(consumer uint64) bool {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	return r.fsm.m.Suspended(raftq.ConsumerID(consumer))
+func (c *core) Suspended(consumer uint64) bool {
+	c.fsm.mu.Lock()
+	defer c.fsm.mu.Unlock()
+	return c.fsm.m.Suspended(raftq.ConsumerID(consumer))
 }
 
 // Attached reports whether the consumer with this ID is attached through

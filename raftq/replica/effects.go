@@ -90,7 +90,7 @@ func answerPublish(f *fsm, x *entryContext, e raftq.Effect) {
 	case raftq.EffectOutOfSequence:
 		err = ErrOutOfSequence
 	}
-	f.r.completeEnqueue(e.Publisher, e.Seq, err)
+	f.r.pub.completeEnqueue(e.Publisher, e.Seq, err)
 	if e.Kind == raftq.EffectReject && f.r.dlxOnReject && x.current && x.op == raftq.OpEnqueue {
 		// x-overflow=reject-publish-dlx (classic queues): the refused
 		// message is dead-lettered too, from its entry.
@@ -312,7 +312,7 @@ func (r *Replica) proposeSettlements(ride bool) []proposedSettlement {
 	for i, s := range acks {
 		entries[i] = stamped(&raftq.Command{Op: raftq.OpSettle, Consumer: s.Consumer, IDs: s.Messages})
 	}
-	futures := r.proposeWithPublishes(entries, ride)
+	futures := r.pub.proposeWithPublishes(entries, ride)
 	proposed := make([]proposedSettlement, len(acks))
 	for i, s := range acks {
 		proposed[i] = proposedSettlement{f: futures[i], s: s}
@@ -326,7 +326,7 @@ func (r *Replica) proposeSettlements(ride bool) []proposedSettlement {
 // hand would otherwise reach the next leader only by being passed on, and
 // held publishes would wait for this member to stop leading to be nacked.
 func (r *Replica) settleBeforeTransfer() {
-	r.flushPublishes()
+	r.pub.flush()
 	r.passOnRefused(r.proposeSettlements(false))
 }
 

@@ -108,10 +108,10 @@ func (r *Replica) SettleHeld(list []HeldSettlement) error {
 // Deliveries lists the deliveries consumer holds, whichever leader made
 // them: a consume stream that attaches a consumer again takes them in its
 // charge, to return them if the consumer's node goes away.
-func (r *Replica) Deliveries(consumer uint64) []uint64 {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	return r.fsm.m.AppendDeliveries(raftq.ConsumerID(consumer), nil)
+func (c *core) Deliveries(consumer uint64) []uint64 {
+	c.fsm.mu.Lock()
+	defer c.fsm.mu.Unlock()
+	return c.fsm.m.AppendDeliveries(raftq.ConsumerID(consumer), nil)
 }
 
 // proposedSettlement is a settlement entry the settler proposed.
@@ -139,19 +139,6 @@ func (r *Replica) passOnRefused(proposed []proposedSettlement) {
 	}
 	r.log.Debug("settlements refused by the log while the leadership moved; passing them to the leader", "consumers", len(refused))
 	r.settleAtLeader(refused)
-}
-
-// goTracked runs fn on a goroutine of the replica's wait group, which
-// must call r.wg.Done; false once the replica is stopping.
-func (r *Replica) goTracked(fn func()) bool {
-	r.goMu.Lock()
-	defer r.goMu.Unlock()
-	if r.goStopped {
-		return false
-	}
-	r.wg.Add(1)
-	go fn()
-	return true
 }
 
 // acksOf lists toSettle's acknowledgements by consumer, in consumer order.
@@ -240,18 +227,6 @@ func (r *Replica) reapConsumers() {
 			r.reapOrphans(set, orphans, held, true)
 		}
 	})
-}
-
-// sleep waits d, or until the replica closes: false then.
-func (r *Replica) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.done:
-		return false
-	}
 }
 
 // reapOrphans declares down the orphans of a reap (set) that have not

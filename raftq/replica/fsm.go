@@ -61,12 +61,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		now := time.Now()
 		took := now.Sub(l.AppendedAt)
 		f.r.commitLatency.Store(int64(took))
-		if f.r.tail.share > 0 {
-			if switched, p99 := f.r.tail.record(took, now); switched {
-				f.r.log.Debug("publish hold", "holding", f.r.tail.holding, "commit_p99", p99,
-					"hold", time.Duration(f.r.tail.wait.Load()))
-			}
-		}
+		f.r.pub.commitTook(took, now)
 	}
 	if current && f.cmd.Op == raftq.OpAttach {
 		// Deliveries to the consumer are this member's to send from

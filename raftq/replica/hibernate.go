@@ -19,9 +19,7 @@ func (r *Replica) MayHibernate() bool {
 	if st.Ready+st.Unacked+st.DeadLettered+st.Consumers > 0 || deadline {
 		return false
 	}
-	r.pendMu.Lock()
-	pending := len(r.pending)
-	r.pendMu.Unlock()
+	pending := r.pub.waiting()
 	r.mu.Lock()
 	consumers := len(r.consumers) + len(r.toSettle)
 	r.mu.Unlock()
@@ -39,10 +37,6 @@ func (r *Replica) MayHibernate() bool {
 	}
 	return true
 }
-
-// LastIndex is the index of the last entry in this member's log: cheap
-// (no stats map), for watching whether a group is idle.
-func (r *Replica) LastIndex() uint64 { return r.raft.LastIndex() }
 
 // ResumeFollowers has a leading member append a barrier, whose AppendEntries
 // reaches every follower: a follower that closed for a hibernation its

@@ -14,13 +14,6 @@ import (
 	"github.com/warrenmq/warren/raftq/queue"
 )
 
-// Touch renews the queue's x-expires lease: the broker calls it when the
-// queue is redeclared (the TTL guide: redeclaring renews the lease). It
-// returns once the renewal is committed.
-func (r *Replica) Touch() error {
-	return errorFor(r.wait(r.propose(&raftq.Command{Op: raftq.OpTouch})))
-}
-
 // onLeading runs once the replica leads and has applied its log: it
 // resumes what the machine says is unfinished, the at-least-once dead
 // letters and an x-expires deletion requested before a restart, and
@@ -51,7 +44,7 @@ func (r *Replica) onFollowing() {
 	r.upgrading.Store(0)
 	r.upgradeHeld.Store(false)
 	r.recent.clear() // only a leader delivers
-	r.failPending(ErrNotLeader)
+	r.pub.failPending(ErrNotLeader)
 	r.mu.Lock()
 	consumers := r.consumers
 	r.consumers = make(map[raftq.ConsumerID]*consumerRef)
@@ -67,13 +60,6 @@ func (r *Replica) onFollowing() {
 			go ref.c.Gone()
 		}
 	}
-}
-
-// queueConfig is the configuration the queue's machine runs with.
-func (r *Replica) queueConfig() raftq.Config {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	return r.fsm.m.Config()
 }
 
 // HandOff gives the group's leadership to another voter whose node

@@ -60,27 +60,32 @@ func newReplica(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}
 	r := &Replica{
-		name:       cfg.Name,
-		dir:        cfg.Dir,
-		log:        cfg.Log.With("queue", cfg.Name),
-		cfg:        cfg,
+		core: core{
+			name:   cfg.Name,
+			dir:    cfg.Dir,
+			log:    cfg.Log.With("queue", cfg.Name),
+			cfg:    cfg,
+			idBase: randomID() &^ 0xffffffff,
+			done:   make(chan struct{}),
+		},
+		pub: publishes{
+			publisher: randomID(),
+			slots:     make(chan struct{}, inflightLimit),
+			pending:   make(map[pendingKey]func(error)),
+			linger:    heldPublishes{policy: linger.New(cfg.PublishLinger)},
+		},
 		store:      store,
 		closeStore: closeStore,
-		publisher:  randomID(),
-		slots:      make(chan struct{}, inflightLimit),
-		pending:    make(map[pendingKey]func(error)),
-		idBase:     randomID() &^ 0xffffffff,
-		done:       make(chan struct{}),
 		recent:     recentMessages{shared: cfg.Payloads},
 		consumers:  make(map[raftq.ConsumerID]*consumerRef),
 		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
 		toSettle:   make(map[raftq.ConsumerID][]uint64),
 		settleWake: make(chan struct{}, 1),
-		linger:     heldPublishes{policy: linger.New(cfg.PublishLinger)},
 	}
+	r.pub.core = &r.core
 	if cfg.PublishLinger > 0 && cfg.PublishLingerShare > 0 {
-		r.tail.share, r.tail.linger = cfg.PublishLingerShare, cfg.PublishLinger
-		r.linger.policy.SetWait(0) // until the first window's p99
+		r.pub.tail.share, r.pub.tail.linger = cfg.PublishLingerShare, cfg.PublishLinger
+		r.pub.linger.policy.SetWait(0) // until the first window's p99
 	}
 	r.w.looking.Store(true)     // wakes wait for startWatching
 	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet

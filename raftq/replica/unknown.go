@@ -35,19 +35,19 @@ const appliedWait = 10 * time.Second
 // byHolder turns delivery IDs into message IDs grouped by the consumer
 // holding them, and lists those this member does not know as held
 // (raftq.Machine.HoldersOf).
-func (r *Replica) byHolder(ids []uint64) (order []raftq.ConsumerID, groups map[raftq.ConsumerID][]uint64, unknown []uint64) {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	return r.fsm.m.HoldersOf(ids)
+func (c *core) byHolder(ids []uint64) (order []raftq.ConsumerID, groups map[raftq.ConsumerID][]uint64, unknown []uint64) {
+	c.fsm.mu.Lock()
+	defer c.fsm.mu.Unlock()
+	return c.fsm.m.HoldersOf(ids)
 }
 
 // Knows reports whether this member has applied the handing-out of every
 // delivery in ids and none of them is settled yet.
-func (r *Replica) Knows(ids []uint64) bool {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
+func (c *core) Knows(ids []uint64) bool {
+	c.fsm.mu.Lock()
+	defer c.fsm.mu.Unlock()
 	for _, d := range ids {
-		if _, _, ok := r.fsm.m.HeldBy(d); !ok {
+		if _, _, ok := c.fsm.m.HeldBy(d); !ok {
 			return false
 		}
 	}

@@ -74,10 +74,10 @@ func (r *Replica) nodeMachineVersion(node string) uint32 {
 
 // MachineVersion is the machine version the queue runs, as this member
 // has applied it.
-func (r *Replica) MachineVersion() uint32 {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	return r.fsm.m.Version()
+func (c *core) MachineVersion() uint32 {
+	c.fsm.mu.Lock()
+	defer c.fsm.mu.Unlock()
+	return c.fsm.m.Version()
 }
 
 // ErrMachineVersion refuses a member whose node's build does not apply
@@ -87,11 +87,11 @@ var ErrMachineVersion = errors.New("replica: the node's build does not apply the
 // canJoin refuses node as a new member if its build applies an older
 // machine version than the queue runs (a node not yet upgraded, in a
 // rolling upgrade).
-func (r *Replica) canJoin(node string) error {
-	if r.cfg.MachineVersion == nil {
+func (c *core) canJoin(node string) error {
+	if c.cfg.MachineVersion == nil {
 		return nil
 	}
-	announced, runs := r.cfg.MachineVersion(node), r.MachineVersion()
+	announced, runs := c.cfg.MachineVersion(node), c.MachineVersion()
 	switch has := uint32(max(announced, 1)); {
 	case has >= runs:
 		return nil
