@@ -170,7 +170,7 @@ func (d *deadLetterer) effect(e raftq.Effect) {
 		d.resend([]raftq.Effect{e})
 		return
 	}
-	m, err := d.r.readMessage(e.Index)
+	m, err := d.r.storage.readMessage(e.Index)
 	if err != nil {
 		d.r.log.Error("read dead-lettered message", "index", e.Index, "err", err)
 		return
@@ -321,7 +321,7 @@ func (d *deadLetterer) publish(j deadLetterJob) {
 	if forgotten {
 		return
 	}
-	m, err := d.r.readMessage(e.Index)
+	m, err := d.r.storage.readMessage(e.Index)
 	if err != nil {
 		// Purged (and compacted away) since it was queued; or the log
 		// is closing. Either way there is nothing to send.
@@ -361,7 +361,7 @@ func (d *deadLetterer) settle(ids []uint64) {
 	err := d.r.wait(d.r.propose(&raftq.Command{Op: raftq.OpDeadLetterSettled, IDs: ids}))
 	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 		errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		d.r.settleAtLeader([]HeldSettlement{{Op: raftq.OpDeadLetterSettled, Messages: ids}})
+		d.r.settler.atLeader([]HeldSettlement{{Op: raftq.OpDeadLetterSettled, Messages: ids}})
 	}
 	d.mu.Lock()
 	for _, i := range ids {

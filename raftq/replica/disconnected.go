@@ -66,10 +66,10 @@ func (c *core) DisconnectedTimeout() time.Duration {
 // declared down (SettleOwned with its ID), which returns what it holds
 // and lets the next consumer take its place.
 func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
-	r.mu.Lock()
-	id, ok := r.byHandle[c]
-	ref := r.consumers[id]
-	r.mu.Unlock()
+	r.consumers.mu.Lock()
+	id, ok := r.consumers.byHandle[c]
+	ref := r.consumers.byID[id]
+	r.consumers.mu.Unlock()
 	if !ok {
 		return false
 	}
@@ -87,12 +87,12 @@ func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
 	// node on an older build) is not asked to suspend: that build would
 	// stop on the command. The consumer stays in its place, and what it
 	// is handed meanwhile waits for it, as before suspensions.
-	r.attachMu.Lock()
-	r.forget(c)
+	r.consumers.attachMu.Lock()
+	r.consumers.forget(c)
 	if suspends {
 		r.propose(&raftq.Command{Op: raftq.OpSuspend, Consumer: id})
 	}
-	r.attachMu.Unlock()
+	r.consumers.attachMu.Unlock()
 	return true
 }
 
@@ -107,8 +107,8 @@ func (c *core) Suspended(consumer uint64) bool {
 // Attached reports whether the consumer with this ID is attached through
 // this member: one that was disconnected came back.
 func (r *Replica) Attached(consumer uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.consumers[raftq.ConsumerID(consumer)]
+	r.consumers.mu.Lock()
+	defer r.consumers.mu.Unlock()
+	_, ok := r.consumers.byID[raftq.ConsumerID(consumer)]
 	return ok
 }

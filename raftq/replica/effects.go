@@ -5,8 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
@@ -52,8 +50,8 @@ var effectHandlers = [...]effectHandler{
 	raftq.EffectConsumerRefused: answerProposer,
 	raftq.EffectPurged:          answerProposer,
 	raftq.EffectDeadLetter:      deadLetterEffect,
-	raftq.EffectDeliver:         onLeader(func(r *Replica, e raftq.Effect) { r.deliver(e) }),
-	raftq.EffectCancelConsumer:  onLeader(func(r *Replica, e raftq.Effect) { r.consumerTimedOut(e) }),
+	raftq.EffectDeliver:         onLeader(func(r *Replica, e raftq.Effect) { r.consumers.deliver(e) }),
+	raftq.EffectCancelConsumer:  onLeader(func(r *Replica, e raftq.Effect) { r.consumers.timedOut(e) }),
 	raftq.EffectDeleteQueue:     onLeader(func(r *Replica, _ raftq.Effect) { r.expired() }),
 	// An at-least-once dead letter may be among them: a new
 	// configuration ended at-least-once dead-lettering, and the machine
@@ -117,76 +115,11 @@ func deadLetterEffect(f *fsm, x *entryContext, e raftq.Effect) {
 	}
 }
 
-// consumerTimedOut handles a consumer timeout: the timed-out messages are
-// back in the queue and the machine detached the consumer; the channel
-// tells the client (basic.cancel, or a 406 channel error). A basic.get
-// delivery that timed out has no consumer to tell: the getter is shared
-// by every channel, so its message just returns.
-func (r *Replica) consumerTimedOut(e raftq.Effect) {
-	r.mu.Lock()
-	ref := r.consumers[e.Consumer]
-	if ref != nil {
-		delete(r.consumers, e.Consumer)
-		delete(r.byHandle, ref.c)
-	}
-	r.mu.Unlock()
-	if ref != nil {
-		go ref.c.TimedOut(ref.timeout)
-	}
-}
-
 // expired asks the node to delete the queue: x-expires ran out.
 func (r *Replica) expired() {
 	if r.cfg.OnExpired != nil {
 		go r.cfg.OnExpired()
 	}
-}
-
-func (r *Replica) deliver(e raftq.Effect) {
-	r.mu.Lock()
-	ref := r.consumers[e.Consumer]
-	if ref != nil && !ref.attached {
-		ref = nil // an earlier leader's delivery
-	}
-	var id uint64
-	if ref != nil {
-		if ref.noAck {
-			r.toSettle[e.Consumer] = append(r.toSettle[e.Consumer], e.Index)
-		} else {
-			id = e.Delivery
-		}
-	}
-	r.mu.Unlock()
-	if ref == nil {
-		return // its channel is going (ConsumerDown follows), or an earlier leader's delivery
-	}
-	msg, err := r.readMessage(e.Index)
-	if err != nil {
-		r.log.Error("read message for delivery", "index", e.Index, "err", err)
-		return
-	}
-	ref.c.Deliver(queue.Delivery{ID: id, Message: withCounts(msg, e), Redelivered: e.Redelivered})
-	if ref.noAck {
-		r.wakeSettler()
-	}
-}
-
-// readMessage reads a message's body and properties back from its
-// enqueue entry: from the recent-message cache when it is delivered soon
-// after it arrived (the usual case), else from the log.
-func (r *Replica) readMessage(index uint64) (*queue.Message, error) {
-	if m := r.recent.take(index); m != nil {
-		return m, nil
-	}
-	var l raft.Log
-	if err := r.store.GetLog(index, &l); err != nil {
-		return nil, fmt.Errorf("log entry %d: %w", index, err)
-	}
-	m, err := decodeEntryMessage(l.Data)
-	if err != nil {
-		return nil, fmt.Errorf("log entry %d: %w", index, err)
-	}
-	return m, nil
 }
 
 // decodeEntryMessage decodes the message an enqueue entry carries.
@@ -251,124 +184,21 @@ func SettleDueAt(credit uint32) int {
 	return min(max(1, int((credit+3)/4)), MaxSettleBatch)
 }
 
-// settler proposes settlements in batches: acks, and no-ack deliveries
-// (which the machine counted against the consumer's credit when it handed
-// them out). It does not wait for a batch to commit: raft already writes
-// every entry proposed meanwhile with one fsync, and waiting would add a
-// commit to the time a consumer's credit takes to come back. A batch that
-// gathered for the whole SettleLinger (nobody's credit waits on it) goes
-// with the publishes held for company, or the next ones (linger.go).
-func (r *Replica) settler() {
-	defer r.wg.Done()
-	for {
-		select {
-		case <-r.settleWake:
-		case <-r.done:
-			return
-		}
-		due, ok := r.gatherSettlements()
-		if !ok {
-			return
-		}
-		r.passOnRefusedLater(r.proposeSettlements(!due))
-	}
-}
-
-// flushSettlements proposes the settlements in hand, and returns once
-// every settlement taken before it, by it or by the settler, is proposed.
-func (r *Replica) flushSettlements() {
-	r.passOnRefusedLater(r.proposeSettlements(false))
-}
-
-// passOnRefusedLater passes the proposed settlements the log refuses
-// because the leadership moves on to the next leader, in the background
-// (former.go).
-func (r *Replica) passOnRefusedLater(proposed []proposedSettlement) {
-	if len(proposed) > 0 && r.cfg.SettleAtLeader != nil {
-		r.goTracked(func() {
-			defer r.wg.Done()
-			r.passOnRefused(proposed)
-		})
-	}
-}
-
-// proposeSettlements proposes the settlements in hand and returns the
-// entries (a future may be waited on by one goroutine only). With
-// publishes held they go along (sending them now, unless ride), and with
-// ride they may wait for the next publish, up to the publish linger.
-func (r *Replica) proposeSettlements(ride bool) []proposedSettlement {
-	r.proposeMu.Lock()
-	defer r.proposeMu.Unlock()
-	r.mu.Lock()
-	batch := r.toSettle
-	if len(batch) == 0 {
-		r.mu.Unlock() // batch is the live map: leave it alone
-		return nil
-	}
-	r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
-	r.mu.Unlock()
-	acks := acksOf(batch)
-	entries := make([][]byte, len(acks))
-	for i, s := range acks {
-		entries[i] = stamped(&raftq.Command{Op: raftq.OpSettle, Consumer: s.Consumer, IDs: s.Messages})
-	}
-	futures := r.pub.proposeWithPublishes(entries, ride)
-	proposed := make([]proposedSettlement, len(acks))
-	for i, s := range acks {
-		proposed[i] = proposedSettlement{f: futures[i], s: s}
-	}
-	return proposed
-}
-
-// settleBeforeTransfer commits the settlements in hand, and appends the
-// publishes held (linger.go), before this leader asks raft to move the
-// leadership: raft refuses entries while a transfer runs, acks left in
-// hand would otherwise reach the next leader only by being passed on, and
-// held publishes would wait for this member to stop leading to be nacked.
-func (r *Replica) settleBeforeTransfer() {
-	r.pub.flush()
-	r.passOnRefused(r.proposeSettlements(false))
-}
-
-// gatherSettlements waits until the settlements in hand are due
-// (settleDue) or SettleLinger has passed, and says which; false if the
-// replica stopped.
-func (r *Replica) gatherSettlements() (due, ok bool) {
-	deadline := time.Now().Add(SettleLinger)
-	for !r.settleDue() {
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return false, true
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-			return false, true
-		case <-r.settleWake: // more came: due now?
-			t.Stop()
-		case <-r.done:
-			t.Stop()
-			return false, false
-		}
-	}
-	return true, true
-}
-
 // settleDue reports whether the settlements in hand should be proposed
 // now rather than wait for company: they hold back a quarter of some
 // consumer's credit, settle basic.get deliveries, or are many.
-func (r *Replica) settleDue() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (t *consumerTable) settleDue() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	total := 0
-	for c, ids := range r.toSettle {
+	for c, ids := range t.toSettle {
 		total += len(ids)
-		if c == r.getter {
+		if c == t.r.getter {
 			// basic.get's: a get is a round trip through the log anyway,
 			// and no cancel would flush them when the channel closes.
 			return true
 		}
-		if ref := r.consumers[c]; ref != nil && len(ids) >= SettleDueAt(ref.credit) {
+		if ref := t.byID[c]; ref != nil && len(ids) >= SettleDueAt(ref.credit) {
 			return true
 		}
 	}

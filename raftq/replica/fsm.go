@@ -66,11 +66,11 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if current && f.cmd.Op == raftq.OpAttach {
 		// Deliveries to the consumer are this member's to send from
 		// here on.
-		f.r.markAttached(f.cmd.Consumer)
+		f.r.consumers.markAttached(f.cmd.Consumer)
 	}
 	if leader && f.cmd.Op == raftq.OpEnqueue {
 		// Keep the message at hand: it is usually delivered moments later.
-		f.r.recent.put(l.Index, f.cmd.Payload)
+		f.r.storage.recent.put(l.Index, f.cmd.Payload)
 	}
 	f.sinceSnap++
 	f.effects = f.m.Apply(raftq.Meta{Index: l.Index}, &f.cmd, f.effects[:0])
@@ -98,7 +98,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	m, err := restoreSnapshot(rc, f.r.store)
+	m, err := restoreSnapshot(rc, f.r.storage.store)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}

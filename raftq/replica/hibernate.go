@@ -9,7 +9,7 @@ package replica
 // (no membership change half done). A closed group runs no goroutine and
 // no timer, so anything that must happen later by itself rules it out.
 func (r *Replica) MayHibernate() bool {
-	if r.stopped.Load() || !r.isLeader() || !r.leaderApplied.Load() || r.Checkpointing() {
+	if r.stopped.Load() || !r.isLeader() || !r.leaderApplied.Load() || r.storage.checkpointing() {
 		return false
 	}
 	r.fsm.mu.Lock()
@@ -20,9 +20,9 @@ func (r *Replica) MayHibernate() bool {
 		return false
 	}
 	pending := r.pub.waiting()
-	r.mu.Lock()
-	consumers := len(r.consumers) + len(r.toSettle)
-	r.mu.Unlock()
+	r.consumers.mu.Lock()
+	consumers := len(r.consumers.byID) + len(r.consumers.toSettle)
+	r.consumers.mu.Unlock()
 	if pending+consumers > 0 {
 		return false
 	}

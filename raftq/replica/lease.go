@@ -20,7 +20,7 @@ import (
 // returns the messages of consumers that were attached through an earlier
 // leader.
 func (r *Replica) onLeading() {
-	r.recent.start()
+	r.storage.recent.start()
 	r.dlOnce.Do(r.dl.start)
 	r.dl.resendPendingSoon()
 	r.fsm.mu.Lock()
@@ -29,7 +29,7 @@ func (r *Replica) onLeading() {
 	if deleting && r.cfg.OnExpired != nil {
 		go r.cfg.OnExpired()
 	}
-	r.reapConsumers()
+	r.consumers.reap()
 	r.UpgradeMachine()
 }
 
@@ -40,19 +40,19 @@ func (r *Replica) onLeading() {
 // IDs, keeping the messages they hold (former.go). The settlements in
 // hand go to the new leader.
 func (r *Replica) onFollowing() {
-	r.orphansDetached.Store(false)
+	r.consumers.orphansDetached.Store(false)
 	r.upgrading.Store(0)
 	r.upgradeHeld.Store(false)
-	r.recent.clear() // only a leader delivers
+	r.storage.recent.clear() // only a leader delivers
 	r.pub.failPending(ErrNotLeader)
-	r.mu.Lock()
-	consumers := r.consumers
-	r.consumers = make(map[raftq.ConsumerID]*consumerRef)
-	r.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
-	left := r.toSettle
-	r.toSettle = make(map[raftq.ConsumerID][]uint64)
-	r.mu.Unlock()
-	r.settleAtLeader(acksOf(left)) // they name consumer and message already
+	r.consumers.mu.Lock()
+	consumers := r.consumers.byID
+	r.consumers.byID = make(map[raftq.ConsumerID]*consumerRef)
+	r.consumers.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
+	left := r.consumers.toSettle
+	r.consumers.toSettle = make(map[raftq.ConsumerID][]uint64)
+	r.consumers.mu.Unlock()
+	r.settler.atLeader(acksOf(left)) // they name consumer and message already
 	for _, ref := range consumers {
 		if m, ok := ref.c.(queue.Movable); ok {
 			go m.LeaderLost()
@@ -82,7 +82,7 @@ func (r *Replica) HandOff(ctx context.Context, canTake func(node string) bool) e
 		if len(targets) == 0 {
 			return ErrNoTarget
 		}
-		r.settleBeforeTransfer()
+		r.settler.beforeTransfer()
 		var f raft.Future
 		if try == 0 && all {
 			f = r.raft.LeadershipTransfer()

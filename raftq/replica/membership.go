@@ -69,7 +69,7 @@ func (r *Replica) RemoveServer(id string) (index uint64, err error) {
 		return 0, ErrNotLeader
 	}
 	if id == r.cfg.NodeID {
-		r.settleBeforeTransfer()
+		r.settler.beforeTransfer()
 		if err := errorFor(r.wait(r.raft.LeadershipTransfer())); err != nil {
 			r.log.Debug("hand off before removing this member", "err", err)
 		}

@@ -36,7 +36,7 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	o := &opening{r: r, rc: raftConfig(r)}
 	if err := o.startRaft(); err != nil {
-		r.closeStore()
+		r.storage.closeStore()
 		return nil, err
 	}
 	if err := o.begin(); err != nil {
@@ -74,15 +74,22 @@ func newReplica(cfg Config) (*Replica, error) {
 			pending:   make(map[pendingKey]func(error)),
 			linger:    heldPublishes{policy: linger.New(cfg.PublishLinger)},
 		},
-		store:      store,
-		closeStore: closeStore,
-		recent:     recentMessages{shared: cfg.Payloads},
-		consumers:  make(map[raftq.ConsumerID]*consumerRef),
-		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
-		toSettle:   make(map[raftq.ConsumerID][]uint64),
-		settleWake: make(chan struct{}, 1),
+		storage: stores{
+			store:      store,
+			closeStore: closeStore,
+			recent:     recentMessages{shared: cfg.Payloads},
+		},
+		consumers: consumerTable{
+			byID:     make(map[raftq.ConsumerID]*consumerRef),
+			byHandle: make(map[queue.Consumer]raftq.ConsumerID),
+			toSettle: make(map[raftq.ConsumerID][]uint64),
+		},
+		settler: settler{wake: make(chan struct{}, 1)},
 	}
 	r.pub.core = &r.core
+	r.storage.core = &r.core
+	r.consumers.r = r
+	r.settler.r = r
 	if cfg.PublishLinger > 0 && cfg.PublishLingerShare > 0 {
 		r.pub.tail.share, r.pub.tail.linger = cfg.PublishLingerShare, cfg.PublishLinger
 		r.pub.linger.policy.SetWait(0) // until the first window's p99
@@ -201,8 +208,8 @@ func (o *opening) startRaft() error {
 func (o *opening) openSnapshots() error {
 	r := o.r
 	files, err := raft.NewFileSnapshotStoreWithLogger(r.cfg.Dir, 2, o.rc.Logger)
-	snaps := &bodyStore{SnapshotStore: files, logs: r.store}
-	r.snaps = snaps
+	snaps := &bodyStore{SnapshotStore: files, logs: r.storage.store}
+	r.storage.snaps = snaps
 	if err != nil {
 		return fmt.Errorf("open snapshot store: %w", err)
 	}
@@ -237,12 +244,12 @@ func (o *opening) prepareLog() error {
 	// The cache keeps the latest entries raft stored, so that sending them
 	// to followers (raft reads every entry it replicates back from the
 	// store) costs no read and decode.
-	logs, err := raft.NewLogCache(replicationCache, &liveLogStore{LogStore: r.store, live: r.fsm.liveIndexes})
+	logs, err := raft.NewLogCache(replicationCache, &liveLogStore{LogStore: r.storage.store, live: r.fsm.liveIndexes})
 	if err != nil {
 		return fmt.Errorf("log cache: %w", err)
 	}
 	o.logs = logs
-	existing, err := raft.HasExistingState(logs, r.store, o.snaps)
+	existing, err := raft.HasExistingState(logs, r.storage.store, o.snaps)
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
 	}
@@ -252,7 +259,7 @@ func (o *opening) prepareLog() error {
 		// Kept, not written: see failover.go's bootstrapLate.
 		r.fo.lateConf.Store(&o.conf)
 	case !existing && o.bootstrap:
-		if err := raft.BootstrapCluster(o.rc, logs, r.store, o.snaps, o.trans, o.conf); err != nil {
+		if err := raft.BootstrapCluster(o.rc, logs, r.storage.store, o.snaps, o.trans, o.conf); err != nil {
 			return fmt.Errorf("bootstrap raft group: %w", err)
 		}
 	case existing && cfg.Rebootstrapped:
@@ -268,7 +275,7 @@ func (o *opening) prepareLog() error {
 func (o *opening) newRaft() error {
 	r := o.r
 	var err error
-	r.raft, err = raft.NewRaft(o.rc, r.fsm, o.logs, r.store, o.snaps, o.trans)
+	r.raft, err = raft.NewRaft(o.rc, r.fsm, o.logs, r.storage.store, o.snaps, o.trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}

@@ -28,60 +28,32 @@ const defaultCredit = 2000
 type Replica struct {
 	core
 
-	snapping atomic.Bool // a snapshot snapshotWhenDue started runs
-	// checkpoints counts the Checkpoint calls under way.
-	checkpoints atomic.Int32
-	store       raftStore
-	// closeStore closes store's write-ahead log if it is the queue's
-	// own; the node's stays open.
-	closeStore func() error
-	snaps      *bodyStore
+	// storage is the group's log store, snapshots and payload cache
+	// (storage.go).
+	storage stores
+
 	// dlxOnReject: x-overflow=reject-publish-dlx, a classic queue option
 	// (guarded by fsm.mu: the FSM reads it, Reconfigure changes it).
 	dlxOnReject bool
-	recent      recentMessages
 
 	// pub is the publish pipeline (publish.go, linger.go).
 	pub publishes
 
-	// foreignGets counts the forwarded gets (GetAs with another node's
-	// getter) proposed and not yet answered (owned.go's releasesPending).
-	foreignGets atomic.Int32
+	// consumers are the consumers attached through this member and
+	// what they acknowledged (consumers.go).
+	consumers consumerTable
+	// settler proposes acknowledgements in batches, and passes the
+	// settlements this member cannot carry out to where they can be
+	// (settler.go).
+	settler settler
 
-	mu        sync.Mutex
-	consumers map[raftq.ConsumerID]*consumerRef
-	byHandle  map[queue.Consumer]raftq.ConsumerID
-	// attachMu orders a consumer attaching under its own ID
-	// (ConsumeOptions.ID) with a new leader detaching or suspending its
-	// predecessor's consumers (former.go), and with the suspend of one
-	// whose link broke (Disconnect): those must not follow the attach.
-	attachMu sync.Mutex
-	// orphans are the consumers reapConsumers detached and will declare
-	// down after OrphanGrace unless they attach here again meanwhile.
-	orphans *orphanSet
-	// toSettle collects acknowledged deliveries (and deliveries to no-ack
-	// consumers), which the settler goroutine proposes in batches.
-	toSettle map[raftq.ConsumerID][]uint64
-	// unapplied holds settlements of deliveries a new leader has not
-	// applied yet (unknown.go).
-	unapplied unappliedSettlements
-	// orphansDetached: leading, and the consumers of the previous leader
-	// are detached in the log (former.go).
-	orphansDetached atomic.Bool
 	// upgrading is the machine version this leader proposed last
 	// (UpgradeMachine); cleared when it stops leading, as is upgradeHeld,
 	// set once UpgradeMachine has logged why it could not.
 	upgrading   atomic.Uint32
 	upgradeHeld atomic.Bool
-	settleWake  chan struct{}
-	// proposeMu is held from taking settlements out of toSettle until they
-	// are proposed, so that flushSettlements returns only once everything
-	// acknowledged before it is in the log's order ahead of what follows.
-	proposeMu sync.Mutex
 	// w is the watcher of leadership and deadlines (watch.go).
 	w watcher
-	// settlerStarted: the settler goroutine runs (wakeSettler).
-	settlerStarted atomic.Bool
 
 	dl     *deadLetterer
 	dlOnce sync.Once
@@ -161,21 +133,21 @@ func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 	if opts.ID != 0 {
 		cmd.Resume, cmd.LastDelivery = true, opts.LastDelivery
 	}
-	r.attachMu.Lock()
-	r.mu.Lock()
-	if _, taken := r.consumers[id]; taken || id == r.getter {
-		r.mu.Unlock()
-		r.attachMu.Unlock()
+	r.consumers.attachMu.Lock()
+	r.consumers.mu.Lock()
+	if _, taken := r.consumers.byID[id]; taken || id == r.getter {
+		r.consumers.mu.Unlock()
+		r.consumers.attachMu.Unlock()
 		return fmt.Errorf("queue %s: consumer %d is attached already", r.name, id)
 	}
-	r.consumers[id] = &consumerRef{c: c, tag: opts.Tag, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
-	r.byHandle[c] = id
-	if r.orphans != nil {
-		delete(r.orphans.ids, id)
+	r.consumers.byID[id] = &consumerRef{c: c, tag: opts.Tag, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
+	r.consumers.byHandle[c] = id
+	if r.consumers.orphans != nil {
+		delete(r.consumers.orphans.ids, id)
 	}
-	r.mu.Unlock()
+	r.consumers.mu.Unlock()
 	f := r.propose(&cmd)
-	r.attachMu.Unlock()
+	r.consumers.attachMu.Unlock()
 	err := errorFor(r.wait(f))
 	if err == nil {
 		if res, _ := f.Response().(*result); res != nil {
@@ -187,7 +159,7 @@ func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 		}
 	}
 	if err != nil {
-		r.forget(c)
+		r.consumers.forget(c)
 	}
 	return err
 }
@@ -206,27 +178,15 @@ func consumerTimeout(args wire.Table) (int64, bool) {
 	return 0, false
 }
 
-func (r *Replica) forget(c queue.Consumer) raftq.ConsumerID {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	id, ok := r.byHandle[c]
-	if !ok {
-		return 0
-	}
-	delete(r.byHandle, c)
-	delete(r.consumers, id)
-	return id
-}
-
 // Cancel detaches c. Its checked-out messages stay settleable by ID.
 //
 // The consumer stays registered until the detach is applied: the machine
 // may hand it messages until then, and those must reach its channel (which
 // requeues them) rather than stay checked out to nobody.
 func (r *Replica) Cancel(c queue.Consumer) {
-	r.mu.Lock()
-	id, ok := r.byHandle[c]
-	r.mu.Unlock()
+	r.consumers.mu.Lock()
+	id, ok := r.consumers.byHandle[c]
+	r.consumers.mu.Unlock()
 	if !ok {
 		return
 	}
@@ -235,9 +195,9 @@ func (r *Replica) Cancel(c queue.Consumer) {
 	// channel.close-ok is as durable as the detach (the settler's wait
 	// would otherwise leave it to a later entry, and a crash meanwhile
 	// would hand those messages out again).
-	r.flushSettlements()
+	r.settler.flush()
 	r.wait(r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id}))
-	r.forget(c)
+	r.consumers.forget(c)
 }
 
 // Resume is a no-op: a quorum queue's deliveries are bounded by the
@@ -257,14 +217,14 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 		// Refused before the log, as RabbitMQ's channel does (405).
 		return queue.Delivery{}, 0, false, queue.ErrGetUnsupported
 	}
-	r.pub.flush()     // a get sees what was published before it
-	r.attachMu.Lock() // a release of a forwarded get's getter waits for it (SettleOwned)
+	r.pub.flush()               // a get sees what was published before it
+	r.consumers.attachMu.Lock() // a release of a forwarded get's getter waits for it (SettleOwned)
 	if getter != uint64(r.getter) {
-		r.foreignGets.Add(1)
-		defer r.foreignGets.Add(-1)
+		r.consumers.foreignGets.Add(1)
+		defer r.consumers.foreignGets.Add(-1)
 	}
 	f := r.propose(&raftq.Command{Op: raftq.OpGet, Consumer: raftq.ConsumerID(getter), NoAck: noAck})
-	r.attachMu.Unlock()
+	r.consumers.attachMu.Unlock()
 	if err := errorFor(r.wait(f)); err != nil {
 		return queue.Delivery{}, 0, false, err
 	}
@@ -277,7 +237,7 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 		case raftq.EffectGetEmpty:
 			return queue.Delivery{}, 0, false, nil
 		case raftq.EffectGetResult:
-			msg, err := r.readMessage(e.Index)
+			msg, err := r.storage.readMessage(e.Index)
 			if err != nil {
 				return queue.Delivery{}, 0, false, err
 			}
@@ -291,69 +251,41 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 // acks are not confirmed to anyone, so a log entry per basic.ack would
 // only cost.
 func (r *Replica) Settle(ids []uint64) {
-	if r.settleAsFormer(raftq.OpSettle, 0, ids) {
+	if r.settler.asFormer(raftq.OpSettle, 0, ids) {
 		return
 	}
 	order, groups, unknown := r.byHolder(ids)
-	r.mu.Lock()
+	r.consumers.mu.Lock()
 	for _, c := range order {
-		r.toSettle[c] = append(r.toSettle[c], groups[c]...)
+		r.consumers.toSettle[c] = append(r.consumers.toSettle[c], groups[c]...)
 	}
-	r.mu.Unlock()
-	r.wakeSettler()
-	r.settleUnknown(raftq.OpSettle, 0, unknown)
-}
-
-// markAttached records that consumer's attach, proposed here, is applied.
-func (r *Replica) markAttached(consumer raftq.ConsumerID) {
-	r.mu.Lock()
-	if ref := r.consumers[consumer]; ref != nil {
-		ref.attached = true
-	}
-	r.mu.Unlock()
-}
-
-func (r *Replica) wakeSettler() {
-	if !r.settlerStarted.Load() {
-		// The settler starts with the first settlement: most of a
-		// node's thousand queues may never see one, and an idle
-		// goroutine still costs a stack.
-		r.goMu.Lock()
-		if !r.goStopped && !r.settlerStarted.Load() {
-			r.settlerStarted.Store(true)
-			r.wg.Add(1)
-			go r.settler()
-		}
-		r.goMu.Unlock()
-	}
-	select {
-	case r.settleWake <- struct{}{}:
-	default:
-	}
+	r.consumers.mu.Unlock()
+	r.settler.wakeUp()
+	r.settler.unknown(raftq.OpSettle, 0, unknown)
 }
 
 // Requeue returns deliveries; the cause decides the delivery-count.
 func (r *Replica) Requeue(ids []uint64, cause queue.ReturnCause) {
-	if r.settleAsFormer(raftq.OpReturn, cause, ids) {
+	if r.settler.asFormer(raftq.OpReturn, cause, ids) {
 		return
 	}
 	order, groups, unknown := r.byHolder(ids)
 	for _, c := range order {
 		r.propose(&raftq.Command{Op: raftq.OpReturn, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
 	}
-	r.settleUnknown(raftq.OpReturn, cause, unknown)
+	r.settler.unknown(raftq.OpReturn, cause, unknown)
 }
 
 // Discard drops (or dead-letters) rejected deliveries.
 func (r *Replica) Discard(ids []uint64, cause queue.ReturnCause) {
-	if r.settleAsFormer(raftq.OpDiscard, cause, ids) {
+	if r.settler.asFormer(raftq.OpDiscard, cause, ids) {
 		return
 	}
 	order, groups, unknown := r.byHolder(ids)
 	for _, c := range order {
 		r.propose(&raftq.Command{Op: raftq.OpDiscard, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
 	}
-	r.settleUnknown(raftq.OpDiscard, cause, unknown)
+	r.settler.unknown(raftq.OpDiscard, cause, unknown)
 }
 
 // Purge removes the ready messages through the log.
@@ -396,12 +328,12 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	if ifEmpty && st.Ready > 0 {
 		return 0, queue.ErrNotEmpty
 	}
-	r.mu.Lock()
-	gone := make([]queue.Consumer, 0, len(r.consumers))
-	for _, c := range r.consumers {
+	r.consumers.mu.Lock()
+	gone := make([]queue.Consumer, 0, len(r.consumers.byID))
+	for _, c := range r.consumers.byID {
 		gone = append(gone, c.c)
 	}
-	r.mu.Unlock()
+	r.consumers.mu.Unlock()
 	r.shutdown(queue.ErrDeleted)
 	for _, c := range gone {
 		c.Gone()
@@ -448,10 +380,7 @@ func (r *Replica) shutdown(pendingErr error) {
 	close(r.done)
 	r.wg.Wait()
 	r.pub.failPending(pendingErr) // the enqueues still waiting for a confirm
-	r.recent.clear()              // back to the node's payload cache
-	if err := r.closeStore(); err != nil {
-		r.log.Warn("close raft log", "err", err)
-	}
+	r.storage.close()
 }
 
 // TransferLeadership hands the group's leadership to member id at addr,
@@ -462,7 +391,7 @@ func (r *Replica) TransferLeadership(id, addr string) error {
 	if !r.isLeader() {
 		return ErrNotLeader
 	}
-	r.settleBeforeTransfer()
+	r.settler.beforeTransfer()
 	return errorFor(r.wait(r.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))))
 }
 
@@ -521,12 +450,12 @@ func raftStats(ra *raft.Raft) func(key string) uint64 {
 // consumers that can follow the leader are told LeaderLost, so that both
 // go on at the leader elsewhere.
 func (r *Replica) Remove() {
-	r.mu.Lock()
-	consumers := make([]queue.Consumer, 0, len(r.consumers))
-	for _, c := range r.consumers {
+	r.consumers.mu.Lock()
+	consumers := make([]queue.Consumer, 0, len(r.consumers.byID))
+	for _, c := range r.consumers.byID {
 		consumers = append(consumers, c.c)
 	}
-	r.mu.Unlock()
+	r.consumers.mu.Unlock()
 	r.shutdown(ErrNotLeader)
 	for _, c := range consumers {
 		if m, ok := c.(queue.Movable); ok {

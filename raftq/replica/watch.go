@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -196,7 +195,7 @@ func (r *Replica) lookOnce() (stop bool) {
 	live := liveCount(r.fsm.m)
 	sinceSnap := r.fsm.sinceSnap
 	r.fsm.mu.Unlock()
-	r.snapshotWhenDue(sinceSnap)
+	r.storage.snapshotWhenDue(sinceSnap)
 	// Every member snapshots on its own, followers too. At most once a
 	// second; a skipped look is made up for by the timer.
 	if since := time.Since(w.lastAdapt); since >= time.Second {
@@ -226,24 +225,4 @@ func (r *Replica) lookOnce() (stop bool) {
 		r.armLook(retryAt)
 	}
 	return false
-}
-
-// snapshotWhenDue starts a snapshot once the entries applied since the
-// last one reach the snapshot threshold, without waiting for raft's own
-// check (every SnapshotInterval, which is long: a thousand idle groups
-// each waking often would add up). On a busy queue the log is then
-// compacted every few tens of thousands of entries, so its space comes
-// back segment by segment, in files the node's log recycles, instead of
-// hundreds of megabytes at a time into new files.
-func (r *Replica) snapshotWhenDue(sinceSnap uint64) {
-	if sinceSnap < r.raft.ReloadableConfig().SnapshotThreshold || !r.snapping.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer r.snapping.Store(false)
-		err := r.raft.Snapshot().Error()
-		if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
-			r.log.Debug("snapshot", "err", err)
-		}
-	}()
 }
