@@ -209,3 +209,10 @@ func (c *core) LastIndex() uint64 { return c.raft.LastIndex() }
 func (c *core) Touch() error {
 	return errorFor(c.wait(c.propose(&raftq.Command{Op: raftq.OpTouch})))
 }
+
+// expire asks the node to delete the queue: x-expires ran out.
+func (c *core) expire() {
+	if c.cfg.OnExpired != nil {
+		go c.cfg.OnExpired()
+	}
+}

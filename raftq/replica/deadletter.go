@@ -84,7 +84,7 @@ type deadLetterer struct {
 	// jobs are skipped (RabbitMQ tears its dead-letter worker down then).
 	forgotten map[uint64]bool
 
-	runOnce sync.Once
+	startOnce, runOnce sync.Once
 	// resendAt is when a new leader's resend of the pending dead letters
 	// is due (unix nanoseconds): none before it (resendPendingSoon).
 	resendAt atomic.Int64
@@ -111,9 +111,11 @@ func newDeadLetterer(r *Replica) *deadLetterer {
 // applied its log (onLeading then queues the at-least-once ones the
 // machine still holds); later effects are carried out as they come.
 func (d *deadLetterer) start() {
-	d.r.fsm.mu.Lock()
-	d.live = true
-	d.r.fsm.mu.Unlock()
+	d.startOnce.Do(func() {
+		d.r.fsm.mu.Lock()
+		d.live = true
+		d.r.fsm.mu.Unlock()
+	})
 }
 
 // resendGrace is how long a new leader waits before it sends again the

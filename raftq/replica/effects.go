@@ -52,7 +52,7 @@ var effectHandlers = [...]effectHandler{
 	raftq.EffectDeadLetter:      deadLetterEffect,
 	raftq.EffectDeliver:         onLeader(func(r *Replica, e raftq.Effect) { r.consumers.deliver(e) }),
 	raftq.EffectCancelConsumer:  onLeader(func(r *Replica, e raftq.Effect) { r.consumers.timedOut(e) }),
-	raftq.EffectDeleteQueue:     onLeader(func(r *Replica, _ raftq.Effect) { r.expired() }),
+	raftq.EffectDeleteQueue:     onLeader(func(r *Replica, _ raftq.Effect) { r.expire() }),
 	// An at-least-once dead letter may be among them: a new
 	// configuration ended at-least-once dead-lettering, and the machine
 	// deleted it (raftq's updateConfig).
@@ -89,7 +89,7 @@ func answerPublish(f *fsm, x *entryContext, e raftq.Effect) {
 		err = ErrOutOfSequence
 	}
 	f.r.pub.completeEnqueue(e.Publisher, e.Seq, err)
-	if e.Kind == raftq.EffectReject && f.r.dlxOnReject && x.current && x.op == raftq.OpEnqueue {
+	if e.Kind == raftq.EffectReject && f.dlxOnReject && x.current && x.op == raftq.OpEnqueue {
 		// x-overflow=reject-publish-dlx (classic queues): the refused
 		// message is dead-lettered too, from its entry.
 		f.r.dl.effect(raftq.Effect{Kind: raftq.EffectDeadLetter, Index: x.index, Reason: raftq.ReasonMaxLen, Time: f.m.Clock()})
@@ -112,13 +112,6 @@ func answerProposer(_ *fsm, x *entryContext, e raftq.Effect) {
 func deadLetterEffect(f *fsm, x *entryContext, e raftq.Effect) {
 	if x.current || (x.leader && e.AtLeastOnce) {
 		f.r.dl.effect(e)
-	}
-}
-
-// expired asks the node to delete the queue: x-expires ran out.
-func (r *Replica) expired() {
-	if r.cfg.OnExpired != nil {
-		go r.cfg.OnExpired()
 	}
 }
 
@@ -224,23 +217,3 @@ func snapshotThreshold(cur uint64, live int) (uint64, bool) {
 
 // minSnapshotThreshold is the fewest entries between snapshots.
 const minSnapshotThreshold = 16384
-
-// adaptSnapshotThreshold keeps the entries between two snapshots at least
-// twice the messages a snapshot holds. A snapshot writes the whole state,
-// so with a fixed threshold a large backlog would be rewritten again and
-// again; this way each entry pays a bounded share of snapshot work, and
-// the cost of snapshots follows the traffic, not the backlog times their
-// number. Every member adapts on its own: snapshots are local.
-func (r *Replica) adaptSnapshotThreshold(live int) {
-	r.fo.mu.Lock() // failover.go changes the timeouts meanwhile
-	defer r.fo.mu.Unlock()
-	cur := r.raft.ReloadableConfig()
-	want, change := snapshotThreshold(cur.SnapshotThreshold, live)
-	if !change {
-		return
-	}
-	cur.SnapshotThreshold = want
-	if err := r.raft.ReloadConfig(cur); err != nil {
-		r.log.Warn("adjust snapshot threshold", "threshold", want, "err", err)
-	}
-}

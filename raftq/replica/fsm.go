@@ -24,6 +24,10 @@ type fsm struct {
 	// sinceSnap counts the entries applied since the last snapshot taken
 	// or restored, for the watcher's snapshot trigger.
 	sinceSnap uint64
+	// dlxOnReject: x-overflow=reject-publish-dlx, a classic queue option
+	// the machine does not know (answerPublish reads it, Reconfigure
+	// changes it).
+	dlxOnReject bool
 }
 
 // liveCount is how many messages the machine references, for sizing the
@@ -78,7 +82,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	for _, e := range f.effects {
 		dispatchEffect(f, &x, e)
 	}
-	f.r.stateChanged()
+	f.r.watch.stateChanged()
 	if x.answer == nil {
 		return nil // no response at all, not a nil *result
 	}
@@ -105,7 +109,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.m, f.sinceSnap = m, 0
 	f.mu.Unlock()
-	f.r.stateChanged()
+	f.r.watch.stateChanged()
 	return nil
 }
 

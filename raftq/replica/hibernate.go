@@ -43,6 +43,6 @@ func (r *Replica) MayHibernate() bool {
 // leader then gave up opens again on it (cluster/node's hibernate.go).
 func (r *Replica) ResumeFollowers() {
 	if r.cfg.Transport != nil && !r.stopped.Load() {
-		r.wake(&r.w.wantBarrier)
+		r.watch.wake(&r.watch.wantBarrier)
 	}
 }

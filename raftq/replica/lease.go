@@ -19,18 +19,18 @@ import (
 // letters and an x-expires deletion requested before a restart, and
 // returns the messages of consumers that were attached through an earlier
 // leader.
-func (r *Replica) onLeading() {
-	r.storage.recent.start()
-	r.dlOnce.Do(r.dl.start)
-	r.dl.resendPendingSoon()
-	r.fsm.mu.Lock()
-	deleting := r.fsm.m.DeleteRequested()
-	r.fsm.mu.Unlock()
-	if deleting && r.cfg.OnExpired != nil {
-		go r.cfg.OnExpired()
+func (w *watcher) onLeading() {
+	w.r.storage.recent.start()
+	w.r.dl.start()
+	w.r.dl.resendPendingSoon()
+	w.r.fsm.mu.Lock()
+	deleting := w.r.fsm.m.DeleteRequested()
+	w.r.fsm.mu.Unlock()
+	if deleting {
+		w.r.expire()
 	}
-	r.consumers.reap()
-	r.UpgradeMachine()
+	w.r.consumers.reap()
+	w.r.upgrade.run()
 }
 
 // onFollowing runs when the replica stops leading. Publishes waiting for
@@ -39,20 +39,20 @@ func (r *Replica) onLeading() {
 // dropped: movable ones attach again to the new leader, under the same
 // IDs, keeping the messages they hold (former.go). The settlements in
 // hand go to the new leader.
-func (r *Replica) onFollowing() {
-	r.consumers.orphansDetached.Store(false)
-	r.upgrading.Store(0)
-	r.upgradeHeld.Store(false)
-	r.storage.recent.clear() // only a leader delivers
-	r.pub.failPending(ErrNotLeader)
-	r.consumers.mu.Lock()
-	consumers := r.consumers.byID
-	r.consumers.byID = make(map[raftq.ConsumerID]*consumerRef)
-	r.consumers.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
-	left := r.consumers.toSettle
-	r.consumers.toSettle = make(map[raftq.ConsumerID][]uint64)
-	r.consumers.mu.Unlock()
-	r.settler.atLeader(acksOf(left)) // they name consumer and message already
+func (w *watcher) onFollowing() {
+	w.r.consumers.orphansDetached.Store(false)
+	w.r.upgrade.upgrading.Store(0)
+	w.r.upgrade.upgradeHeld.Store(false)
+	w.r.storage.recent.clear() // only a leader delivers
+	w.r.pub.failPending(ErrNotLeader)
+	w.r.consumers.mu.Lock()
+	consumers := w.r.consumers.byID
+	w.r.consumers.byID = make(map[raftq.ConsumerID]*consumerRef)
+	w.r.consumers.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
+	left := w.r.consumers.toSettle
+	w.r.consumers.toSettle = make(map[raftq.ConsumerID][]uint64)
+	w.r.consumers.mu.Unlock()
+	w.r.settler.atLeader(acksOf(left)) // they name consumer and message already
 	for _, ref := range consumers {
 		if m, ok := ref.c.(queue.Movable); ok {
 			go m.LeaderLost()
@@ -122,14 +122,14 @@ var ErrNoTarget = errors.New("replica: no other voter to take the leadership")
 
 // handOffTargets are the group's voters other than this member that
 // canTake accepts, by name; all reports whether that is every other one.
-func (r *Replica) handOffTargets(canTake func(node string) bool) (targets []raft.Server, all bool) {
-	f := r.raft.GetConfiguration()
+func (c *core) handOffTargets(canTake func(node string) bool) (targets []raft.Server, all bool) {
+	f := c.raft.GetConfiguration()
 	if f.Error() != nil {
 		return nil, false
 	}
 	all = true
 	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter || string(s.ID) == r.cfg.NodeID {
+		if s.Suffrage != raft.Voter || string(s.ID) == c.cfg.NodeID {
 			continue
 		}
 		if canTake != nil && !canTake(string(s.ID)) {

@@ -90,14 +90,16 @@ func newReplica(cfg Config) (*Replica, error) {
 	r.storage.core = &r.core
 	r.consumers.r = r
 	r.settler.r = r
+	r.watch.r = r
+	r.fo.core = &r.core
+	r.upgrade.core = &r.core
 	if cfg.PublishLinger > 0 && cfg.PublishLingerShare > 0 {
 		r.pub.tail.share, r.pub.tail.linger = cfg.PublishLingerShare, cfg.PublishLinger
 		r.pub.linger.policy.SetWait(0) // until the first window's p99
 	}
-	r.w.looking.Store(true)     // wakes wait for startWatching
-	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet
+	r.watch.looking.Store(true) // wakes wait for startWatching
 	r.getter = r.newConsumerID()
-	r.fsm = &fsm{r: r, m: raftq.New(mcfg, cfg.Created)}
+	r.fsm = &fsm{r: r, m: raftq.New(mcfg, cfg.Created), dlxOnReject: dlxOnReject}
 	r.dl = newDeadLetterer(r)
 	return r, nil
 }
@@ -280,14 +282,14 @@ func (o *opening) newRaft() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	r.leaderOf.Store(r.raft)
-	r.raft.RegisterObserver(raft.NewObserver(nil, false, r.observe))
+	r.raft.RegisterObserver(raft.NewObserver(nil, false, r.watch.observe))
 	if j, ok := r.cfg.Transport.(voteJudge); ok {
 		j.JudgeVotesOf(r.raft) // cluster/transport's votes.go
 	}
 	if pi, ok := r.cfg.Transport.(pipelineIdler); ok {
 		pi.SetPipelineIdle(func(lastAcked uint64) {
 			if r.raft.LastIndex() > lastAcked {
-				r.wake(&r.w.wantBarrier) // raft sends the follower's next batch
+				r.watch.wake(&r.watch.wantBarrier) // raft sends the follower's next batch
 			}
 		})
 	}
@@ -300,10 +302,10 @@ func (o *opening) newRaft() error {
 func (o *opening) begin() error {
 	r, cfg := o.r, o.r.cfg
 	if !o.existing && o.bootstrap && !cfg.Follow && cfg.Transport != nil {
-		go r.campaign() // failover.go
+		go r.fo.campaign() // failover.go
 	}
 	if o.existing && cfg.Transport != nil {
-		r.expectLeader() // failover.go: elect sooner after a restart
+		r.fo.expectLeader() // failover.go: elect sooner after a restart
 	}
 	if cfg.Transport == nil {
 		if err := r.awaitLeadership(10 * time.Second); err != nil {
@@ -311,9 +313,9 @@ func (o *opening) begin() error {
 			return err
 		}
 		r.leaderApplied.Store(true)
-		r.onLeading()
+		r.watch.onLeading()
 	}
-	r.startWatching(cfg.Transport == nil) // onLeading ran above
+	r.watch.start(cfg.Transport == nil) // onLeading ran above
 	return nil
 }
 

@@ -43,7 +43,7 @@ func (r *Replica) Reconfigure(args wire.Table) error {
 		return err
 	}
 	r.fsm.mu.Lock()
-	r.dlxOnReject = dlxOnReject
+	r.fsm.dlxOnReject = dlxOnReject
 	r.fsm.mu.Unlock()
 	return nil
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -32,10 +30,6 @@ type Replica struct {
 	// (storage.go).
 	storage stores
 
-	// dlxOnReject: x-overflow=reject-publish-dlx, a classic queue option
-	// (guarded by fsm.mu: the FSM reads it, Reconfigure changes it).
-	dlxOnReject bool
-
 	// pub is the publish pipeline (publish.go, linger.go).
 	pub publishes
 
@@ -47,16 +41,13 @@ type Replica struct {
 	// (settler.go).
 	settler settler
 
-	// upgrading is the machine version this leader proposed last
-	// (UpgradeMachine); cleared when it stops leading, as is upgradeHeld,
-	// set once UpgradeMachine has logged why it could not.
-	upgrading   atomic.Uint32
-	upgradeHeld atomic.Bool
+	// upgrade raises the queue's machine version (version.go).
+	upgrade upgrader
 	// w is the watcher of leadership and deadlines (watch.go).
-	w watcher
+	watch watcher
 
-	dl     *deadLetterer
-	dlOnce sync.Once
+	// dl publishes dead letters off the FSM goroutine (deadletter.go).
+	dl *deadLetterer
 
 	// fo: prompt elections when gossip reports the leader's node failed
 	// (failover.go).
