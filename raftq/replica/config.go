@@ -118,7 +118,7 @@ type Config struct {
 	// StartGone reports whether the start of a node whose NodeTag is tag
 	// is over for good: the node restarted since, or left the cluster. Its
 	// channels are gone, so a new leader lets go at once of what that
-	// start's consumers hold (reapConsumers) rather than waiting out the
+	// start's consumers hold (consumerTable.reap) rather than waiting out the
 	// disconnected timeout for them; nil knows of none.
 	StartGone func(tag uint32) bool
 	// MachineVersion is the newest queue machine version a node's build

@@ -1,9 +1,12 @@
 package replica
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
 )
@@ -29,7 +32,7 @@ type consumerTable struct {
 	// predecessor's consumers (former.go), and with the suspend of one
 	// whose link broke (Disconnect): those must not follow the attach.
 	attachMu sync.Mutex
-	// orphans are the consumers reapConsumers detached and will declare
+	// orphans are the consumers reap detached and will declare
 	// down after OrphanGrace unless they attach here again meanwhile.
 	orphans *orphanSet
 	// toSettle collects acknowledged deliveries (and deliveries to no-ack
@@ -150,3 +153,112 @@ func (t *consumerTable) timedOut(e raftq.Effect) {
 		go ref.c.TimedOut(ref.timeout)
 	}
 }
+
+type consumerRef struct {
+	c     queue.Consumer
+	tag   string
+	noAck bool
+	// credit is its prefetch as the machine counts it: a settlement the
+	// settler holds back keeps that much of it (settleDue).
+	credit uint32
+	// timeout is the consumer timeout that applies to it, for the
+	// channel's error text.
+	timeout time.Duration
+	// attached: its attach entry, proposed here, is applied. A delivery
+	// to it before that is in an entry the machine applied for an earlier
+	// leader, which sent it, or did not and the consumer's attach
+	// (Command.Resume) returns it; sending it from here would make two.
+	attached bool
+}
+
+// Consume attaches c through the log; deliveries start once committed.
+// A consumer that attached through an earlier leader comes back under its
+// ID (opts.ID) and keeps the messages it holds, as a RabbitMQ consumer
+// keeps them when its queue's leader changes.
+func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
+	id := raftq.ConsumerID(opts.ID)
+	if id == 0 {
+		id = r.newConsumerID()
+	}
+	timeout := r.queueConfig().ConsumerTimeout
+	if t, ok := consumerTimeout(opts.Arguments); ok {
+		timeout = t
+	}
+	credit := Credit(opts)
+	cmd := raftq.Command{Op: raftq.OpAttach, Consumer: id, Prefetch: credit, ConsumerPriority: opts.Priority, Exclusive: opts.Exclusive}
+	if t, ok := consumerTimeout(opts.Arguments); ok {
+		cmd.Timeout, cmd.HasTimeout = t, true
+	}
+	if opts.ID != 0 {
+		cmd.Resume, cmd.LastDelivery = true, opts.LastDelivery
+	}
+	r.consumers.attachMu.Lock()
+	r.consumers.mu.Lock()
+	if _, taken := r.consumers.byID[id]; taken || id == r.getter {
+		r.consumers.mu.Unlock()
+		r.consumers.attachMu.Unlock()
+		return fmt.Errorf("queue %s: consumer %d is attached already", r.name, id)
+	}
+	r.consumers.byID[id] = &consumerRef{c: c, tag: opts.Tag, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
+	r.consumers.byHandle[c] = id
+	if r.consumers.orphans != nil {
+		delete(r.consumers.orphans.ids, id)
+	}
+	r.consumers.mu.Unlock()
+	f := r.propose(&cmd)
+	r.consumers.attachMu.Unlock()
+	err := errorFor(r.wait(f))
+	if err == nil {
+		if res, _ := f.Response().(*result); res != nil {
+			for _, e := range res.effects {
+				if e.Kind == raftq.EffectConsumerRefused {
+					err = queue.ErrExclusiveConsumer
+				}
+			}
+		}
+	}
+	if err != nil {
+		r.consumers.forget(c)
+	}
+	return err
+}
+
+func consumerTimeout(args wire.Table) (int64, bool) {
+	switch v := args["x-consumer-timeout"].(type) {
+	case int64:
+		return v, v >= 0
+	case int32:
+		return int64(v), v >= 0
+	case int16:
+		return int64(v), v >= 0
+	case int8:
+		return int64(v), v >= 0
+	}
+	return 0, false
+}
+
+// Cancel detaches c. Its checked-out messages stay settleable by ID.
+//
+// The consumer stays registered until the detach is applied: the machine
+// may hand it messages until then, and those must reach its channel (which
+// requeues them) rather than stay checked out to nobody.
+func (r *Replica) Cancel(c queue.Consumer) {
+	r.consumers.mu.Lock()
+	id, ok := r.consumers.byHandle[c]
+	r.consumers.mu.Unlock()
+	if !ok {
+		return
+	}
+	// Its channel closes or it was cancelled: what it acknowledged goes
+	// into the log ahead of the detach, so that an ack followed by
+	// channel.close-ok is as durable as the detach (the settler's wait
+	// would otherwise leave it to a later entry, and a crash meanwhile
+	// would hand those messages out again).
+	r.settler.flush()
+	r.wait(r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id}))
+	r.consumers.forget(c)
+}
+
+// Resume is a no-op: a quorum queue's deliveries are bounded by the
+// consumer's credit in the machine, not by the runtime.
+func (r *Replica) Resume(queue.Consumer) {}

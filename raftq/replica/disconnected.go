@@ -21,7 +21,7 @@ import (
 //     consumer is detached and keeps its messages until it attaches again
 //     under its ID, or the timeout passes;
 //   - a new leader's predecessor's consumers do not follow it
-//     (reapConsumers): they are declared down after the timeout, not
+//     (consumerTable.reap): they are declared down after the timeout, not
 //     OrphanGrace, if it is longer;
 //   - gossip reports a node failed (NodeGone): its cancelled consumers'
 //     and getters' messages return after the timeout, if the node is not
@@ -61,7 +61,7 @@ func (c *core) DisconnectedTimeout() time.Duration {
 // that nobody takes its place while it may come back (a single active
 // consumer's successor would otherwise take later messages ahead of the
 // ones it held). Its handle here goes, as with a predecessor's consumer at
-// a new leader (reapConsumers). Others are detached (Cancel). It reports
+// a new leader (consumerTable.reap). Others are detached (Cancel). It reports
 // whether c was kept; a kept consumer that does not attach again must be
 // declared down (SettleOwned with its ID), which returns what it holds
 // and lets the next consumer take its place.

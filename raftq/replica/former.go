@@ -26,7 +26,7 @@ import (
 //     says it never received (lost with the old leader) return to the
 //     queue first (raftq.Command.Resume);
 //   - a new leader stops delivering to its predecessor's consumers at once
-//     (reapConsumers) and declares down those that did not come back after
+//     (consumerTable.reap) and declares down those that did not come back after
 //     OrphanGrace or the queue's disconnected timeout, the longer
 //     (disconnected.go): their node is gone or cut off;
 //   - a former leader passes the settlements it still gets, and those the
@@ -301,7 +301,7 @@ func (t *consumerTable) declareDown(id raftq.ConsumerID, expired bool) {
 // Those are its cancelled consumers and getters (owned.go), consumers
 // detached when their streams broke (forward's disconnected.go), and
 // its consumers that an earlier leader had and that have not followed
-// (reapConsumers). A start reported failed (failed) may only be cut off:
+// (consumerTable.reap). A start reported failed (failed) may only be cut off:
 // its consumers keep what they hold for the disconnected timeout
 // (disconnected.go), and only if it is not back by then do they let go.
 // (Consumers attached here are handled when their streams end.)

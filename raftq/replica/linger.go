@@ -41,7 +41,7 @@ import (
 // the rest; their entries are then dropped rather than appended should it
 // lead again (pendingEpoch), so a publish nacked is never stored after.
 type heldPublishes struct {
-	// Guarded by Replica.pubMu.
+	// Guarded by publishes.mu.
 	policy linger.Policy
 	held   []heldEntry
 	timer  *time.Timer
@@ -64,7 +64,7 @@ type settleRide struct {
 
 // proposePublish appends a numbered publish's entry to the log, now or,
 // held, with those that follow it within the linger. epoch is
-// pendingEpoch when the publish was numbered. Called with pubMu held.
+// pendingEpoch when the publish was numbered. Called with mu held.
 func (p *publishes) proposePublish(entry []byte, epoch uint64) {
 	if !p.arrive() {
 		p.core.raft.Apply(entry, 0)
@@ -75,7 +75,7 @@ func (p *publishes) proposePublish(entry []byte, epoch uint64) {
 
 // arrive records an entry arriving for the log and says whether it is to
 // be held: it joins the entries held, or starts a hold as the policy
-// allows. Called with pubMu held.
+// allows. Called with mu held.
 func (p *publishes) arrive() bool {
 	h := &p.linger
 	if p.tail.share > 0 && len(h.held) == 0 {
@@ -88,7 +88,7 @@ func (p *publishes) arrive() bool {
 
 // keep adds entries arrive held to those held: all of them go if the
 // batch is full; the first held start the linger's timer. Called with
-// pubMu held.
+// mu held.
 func (p *publishes) keep(entries ...heldEntry) {
 	h := &p.linger
 	first := len(h.held) == 0
@@ -107,7 +107,7 @@ func (p *publishes) keep(entries ...heldEntry) {
 // setHold sets the hold for the publishes that arrive until the next
 // ones held are sent: the commit tail's, for up to linger.Batch of them;
 // while commits are too quick for that, the whole linger for up to
-// Config.PublishLingerBatch of them; else none. Called with pubMu held.
+// Config.PublishLingerBatch of them; else none. Called with mu held.
 func (p *publishes) setHold() {
 	h := &p.linger
 	switch wait := time.Duration(p.tail.wait.Load()); {
@@ -135,7 +135,7 @@ func (p *publishes) lingerOver() {
 }
 
 // flush sends the held publishes now: the operation that follows
-// must come after them in the log. Not from the FSM goroutine (pubMu).
+// must come after them in the log. Not from the FSM goroutine (mu).
 func (p *publishes) flush() {
 	if p.core.cfg.PublishLinger == 0 {
 		return
@@ -146,7 +146,7 @@ func (p *publishes) flush() {
 }
 
 // sendHeld appends the held publishes of the current epoch to the log;
-// expired says the linger ran out. Called with pubMu held.
+// expired says the linger ran out. Called with mu held.
 func (p *publishes) sendHeld(expired bool) {
 	h := &p.linger
 	if len(h.held) == 0 {
@@ -182,7 +182,7 @@ func (p *publishes) sendHeld(expired bool) {
 // next publish, up to the publish hold (linger.Policy, which also says
 // whether publishes are coming at all), and the consumer's credit does not
 // wait for them (the settler rides only batches nobody's credit waits on).
-// Not called with pubMu held.
+// Not called with mu held.
 func (p *publishes) proposeWithPublishes(entries [][]byte, ride bool) []raft.ApplyFuture {
 	if p.core.cfg.PublishLinger > 0 {
 		if w := p.holdSettlements(entries, ride); w != nil {

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -95,4 +96,65 @@ func (r *Replica) RemoveServer(id string) (index uint64, err error) {
 // promotionNudge (not waited for: it only has to be appended).
 func (c *core) waitPromotion(f raft.Future) error {
 	return c.waitNudging(context.Background(), f, promotionNudge, func() { c.raft.Barrier(promotionNudge) })
+}
+
+// TransferLeadership hands the group's leadership to member id at addr,
+// which must be caught up enough to take it (raft's TimeoutNow). It
+// returns once the transfer has completed or failed; this member must
+// lead.
+func (r *Replica) TransferLeadership(id, addr string) error {
+	if !r.isLeader() {
+		return ErrNotLeader
+	}
+	r.settler.beforeTransfer()
+	return errorFor(r.wait(r.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))))
+}
+
+// MemberStatus is a member's own view of its group, for operators.
+type MemberStatus struct {
+	State        string // Leader, Follower, Candidate, Shutdown
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	LastLogIndex uint64
+	// SnapshotIndex is the index of this member's latest snapshot: its
+	// log holds no entry below it but those of live messages.
+	SnapshotIndex uint64
+	Voter         bool
+}
+
+// Status reports this member's view of the group.
+func (r *Replica) Status() MemberStatus {
+	st := MemberStatus{State: r.raft.State().String()}
+	num := raftStats(r.raft)
+	st.Term = num("term")
+	st.CommitIndex = num("commit_index")
+	st.AppliedIndex = num("applied_index")
+	st.LastLogIndex = num("last_log_index")
+	st.SnapshotIndex = num("last_snapshot_index")
+	if f := r.raft.GetConfiguration(); f.Error() == nil {
+		servers := f.Configuration().Servers
+		if conf := r.fo.lateConf.Load(); len(servers) == 0 && conf != nil {
+			// A new group's member that has not heard from the member
+			// chosen to lead yet: the group's first configuration,
+			// which it keeps (failover.go), is what it will have.
+			servers = conf.Servers
+		}
+		for _, s := range servers {
+			if s.ID == raft.ServerID(r.cfg.NodeID) {
+				st.Voter = s.Suffrage == raft.Voter
+			}
+		}
+	}
+	return st
+}
+
+// raftStats reads ra's Stats once and returns a lookup of its numbers
+// (zero for a missing or non-numeric key).
+func raftStats(ra *raft.Raft) func(key string) uint64 {
+	st := ra.Stats()
+	return func(key string) uint64 {
+		n, _ := strconv.ParseUint(st[key], 10, 64)
+		return n
+	}
 }

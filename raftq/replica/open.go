@@ -97,7 +97,7 @@ func newReplica(cfg Config) (*Replica, error) {
 		r.pub.tail.share, r.pub.tail.linger = cfg.PublishLingerShare, cfg.PublishLinger
 		r.pub.linger.policy.SetWait(0) // until the first window's p99
 	}
-	r.watch.looking.Store(true) // wakes wait for startWatching
+	r.watch.looking.Store(true) // wakes wait for watch.start
 	r.getter = r.newConsumerID()
 	r.fsm = &fsm{r: r, m: raftq.New(mcfg, cfg.Created), dlxOnReject: dlxOnReject}
 	r.dl = newDeadLetterer(r)

@@ -51,3 +51,14 @@ func (fo *failover) adaptSnapshotThreshold(live int) {
 		fo.core.log.Warn("adjust snapshot threshold", "threshold", want, "err", err)
 	}
 }
+
+// snapshotThreshold is the threshold for a machine holding live messages
+// when it is cur now, and whether it is worth changing: not within a
+// factor of two.
+func snapshotThreshold(cur uint64, live int) (uint64, bool) {
+	want := uint64(max(minSnapshotThreshold, 2*live))
+	return want, want >= 2*cur || 2*want <= cur
+}
+
+// minSnapshotThreshold is the fewest entries between snapshots.
+const minSnapshotThreshold = 16384

@@ -4,14 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
 )
@@ -27,7 +24,7 @@ type Replica struct {
 	core
 
 	// storage is the group's log store, snapshots and payload cache
-	// (storage.go).
+	// (stores.go).
 	storage stores
 
 	// pub is the publish pipeline (publish.go, linger.go).
@@ -43,7 +40,7 @@ type Replica struct {
 
 	// upgrade raises the queue's machine version (version.go).
 	upgrade upgrader
-	// w is the watcher of leadership and deadlines (watch.go).
+	// watch is the watcher of leadership and deadlines (watch.go).
 	watch watcher
 
 	// dl publishes dead letters off the FSM goroutine (deadletter.go).
@@ -52,23 +49,6 @@ type Replica struct {
 	// fo: prompt elections when gossip reports the leader's node failed
 	// (failover.go).
 	fo failover
-}
-
-type consumerRef struct {
-	c     queue.Consumer
-	tag   string
-	noAck bool
-	// credit is its prefetch as the machine counts it: a settlement the
-	// settler holds back keeps that much of it (settleDue).
-	credit uint32
-	// timeout is the consumer timeout that applies to it, for the
-	// channel's error text.
-	timeout time.Duration
-	// attached: its attach entry, proposed here, is applied. A delivery
-	// to it before that is in an entry the machine applied for an earlier
-	// leader, which sent it, or did not and the consumer's attach
-	// (Command.Resume) returns it; sending it from here would make two.
-	attached bool
 }
 
 // ErrNotLeader is returned by operations that only the group's leader can
@@ -102,98 +82,6 @@ func errorFor(err error) error {
 	}
 	return err
 }
-
-// Consume attaches c through the log; deliveries start once committed.
-// A consumer that attached through an earlier leader comes back under its
-// ID (opts.ID) and keeps the messages it holds, as a RabbitMQ consumer
-// keeps them when its queue's leader changes.
-func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
-	id := raftq.ConsumerID(opts.ID)
-	if id == 0 {
-		id = r.newConsumerID()
-	}
-	timeout := r.queueConfig().ConsumerTimeout
-	if t, ok := consumerTimeout(opts.Arguments); ok {
-		timeout = t
-	}
-	credit := Credit(opts)
-	cmd := raftq.Command{Op: raftq.OpAttach, Consumer: id, Prefetch: credit, ConsumerPriority: opts.Priority, Exclusive: opts.Exclusive}
-	if t, ok := consumerTimeout(opts.Arguments); ok {
-		cmd.Timeout, cmd.HasTimeout = t, true
-	}
-	if opts.ID != 0 {
-		cmd.Resume, cmd.LastDelivery = true, opts.LastDelivery
-	}
-	r.consumers.attachMu.Lock()
-	r.consumers.mu.Lock()
-	if _, taken := r.consumers.byID[id]; taken || id == r.getter {
-		r.consumers.mu.Unlock()
-		r.consumers.attachMu.Unlock()
-		return fmt.Errorf("queue %s: consumer %d is attached already", r.name, id)
-	}
-	r.consumers.byID[id] = &consumerRef{c: c, tag: opts.Tag, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
-	r.consumers.byHandle[c] = id
-	if r.consumers.orphans != nil {
-		delete(r.consumers.orphans.ids, id)
-	}
-	r.consumers.mu.Unlock()
-	f := r.propose(&cmd)
-	r.consumers.attachMu.Unlock()
-	err := errorFor(r.wait(f))
-	if err == nil {
-		if res, _ := f.Response().(*result); res != nil {
-			for _, e := range res.effects {
-				if e.Kind == raftq.EffectConsumerRefused {
-					err = queue.ErrExclusiveConsumer
-				}
-			}
-		}
-	}
-	if err != nil {
-		r.consumers.forget(c)
-	}
-	return err
-}
-
-func consumerTimeout(args wire.Table) (int64, bool) {
-	switch v := args["x-consumer-timeout"].(type) {
-	case int64:
-		return v, v >= 0
-	case int32:
-		return int64(v), v >= 0
-	case int16:
-		return int64(v), v >= 0
-	case int8:
-		return int64(v), v >= 0
-	}
-	return 0, false
-}
-
-// Cancel detaches c. Its checked-out messages stay settleable by ID.
-//
-// The consumer stays registered until the detach is applied: the machine
-// may hand it messages until then, and those must reach its channel (which
-// requeues them) rather than stay checked out to nobody.
-func (r *Replica) Cancel(c queue.Consumer) {
-	r.consumers.mu.Lock()
-	id, ok := r.consumers.byHandle[c]
-	r.consumers.mu.Unlock()
-	if !ok {
-		return
-	}
-	// Its channel closes or it was cancelled: what it acknowledged goes
-	// into the log ahead of the detach, so that an ack followed by
-	// channel.close-ok is as durable as the detach (the settler's wait
-	// would otherwise leave it to a later entry, and a crash meanwhile
-	// would hand those messages out again).
-	r.settler.flush()
-	r.wait(r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id}))
-	r.consumers.forget(c)
-}
-
-// Resume is a no-op: a quorum queue's deliveries are bounded by the
-// consumer's credit in the machine, not by the runtime.
-func (r *Replica) Resume(queue.Consumer) {}
 
 // Get takes one message for basic.get through the log, checked out to
 // this member's own getter (a channel of this node asks).
@@ -372,67 +260,6 @@ func (r *Replica) shutdown(pendingErr error) {
 	r.wg.Wait()
 	r.pub.failPending(pendingErr) // the enqueues still waiting for a confirm
 	r.storage.close()
-}
-
-// TransferLeadership hands the group's leadership to member id at addr,
-// which must be caught up enough to take it (raft's TimeoutNow). It
-// returns once the transfer has completed or failed; this member must
-// lead.
-func (r *Replica) TransferLeadership(id, addr string) error {
-	if !r.isLeader() {
-		return ErrNotLeader
-	}
-	r.settler.beforeTransfer()
-	return errorFor(r.wait(r.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))))
-}
-
-// MemberStatus is a member's own view of its group, for operators.
-type MemberStatus struct {
-	State        string // Leader, Follower, Candidate, Shutdown
-	Term         uint64
-	CommitIndex  uint64
-	AppliedIndex uint64
-	LastLogIndex uint64
-	// SnapshotIndex is the index of this member's latest snapshot: its
-	// log holds no entry below it but those of live messages.
-	SnapshotIndex uint64
-	Voter         bool
-}
-
-// Status reports this member's view of the group.
-func (r *Replica) Status() MemberStatus {
-	st := MemberStatus{State: r.raft.State().String()}
-	num := raftStats(r.raft)
-	st.Term = num("term")
-	st.CommitIndex = num("commit_index")
-	st.AppliedIndex = num("applied_index")
-	st.LastLogIndex = num("last_log_index")
-	st.SnapshotIndex = num("last_snapshot_index")
-	if f := r.raft.GetConfiguration(); f.Error() == nil {
-		servers := f.Configuration().Servers
-		if conf := r.fo.lateConf.Load(); len(servers) == 0 && conf != nil {
-			// A new group's member that has not heard from the member
-			// chosen to lead yet: the group's first configuration,
-			// which it keeps (failover.go), is what it will have.
-			servers = conf.Servers
-		}
-		for _, s := range servers {
-			if s.ID == raft.ServerID(r.cfg.NodeID) {
-				st.Voter = s.Suffrage == raft.Voter
-			}
-		}
-	}
-	return st
-}
-
-// raftStats reads ra's Stats once and returns a lookup of its numbers
-// (zero for a missing or non-numeric key).
-func raftStats(ra *raft.Raft) func(key string) uint64 {
-	st := ra.Stats()
-	return func(key string) uint64 {
-		n, _ := strconv.ParseUint(st[key], 10, 64)
-		return n
-	}
 }
 
 // Remove stops this member after the group removed it from its

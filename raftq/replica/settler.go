@@ -1,12 +1,74 @@
 package replica
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/queue"
 )
+
+// Settlements gather for up to SettleLinger before the settler proposes
+// them. Nobody waits for a settlement's commit (an ack gets no answer), so
+// this costs no latency, while a log entry per basic.ack, replicated and
+// synced on every member, is what a consumer at a steady rate mostly
+// costs the cluster: at 1,000 msg/s on three nodes, one entry for ten
+// acks took a fifth off the CPU per message. Deliveries wait on it only
+// through credit, so the settler waits no longer once a consumer has
+// SettleDueAt of its acks in the batch (a prefetch of 1 to 4 is settled at
+// once) or the batch holds MaxSettleBatch. A consumer's node gathers its
+// acks by the same rule before it sends them to the leader
+// (cluster/forward).
+const (
+	SettleLinger   = 10 * time.Millisecond
+	MaxSettleBatch = 1024
+)
+
+// Credit is what the machine lets a consumer with opts hold unsettled.
+func Credit(opts queue.ConsumeOptions) uint32 {
+	if opts.Prefetch == 0 || opts.NoAck {
+		return defaultCredit
+	}
+	return opts.Prefetch
+}
+
+// SettleDueAt is how many of a consumer's acknowledgements, gathered,
+// should go at once: a quarter of its credit, which they hold back.
+func SettleDueAt(credit uint32) int {
+	return min(max(1, int((credit+3)/4)), MaxSettleBatch)
+}
+
+// settleDue reports whether the settlements in hand should be proposed
+// now rather than wait for company: they hold back a quarter of some
+// consumer's credit, settle basic.get deliveries, or are many.
+func (t *consumerTable) settleDue() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	total := 0
+	for c, ids := range t.toSettle {
+		total += len(ids)
+		if c == t.r.getter {
+			// basic.get's: a get is a round trip through the log anyway,
+			// and no cancel would flush them when the channel closes.
+			return true
+		}
+		if ref := t.byID[c]; ref != nil && len(ids) >= SettleDueAt(ref.credit) {
+			return true
+		}
+	}
+	return total >= MaxSettleBatch
+}
+
+func sortedConsumers(m map[raftq.ConsumerID][]uint64) []raftq.ConsumerID {
+	ids := make([]raftq.ConsumerID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
 
 // settler proposes the acknowledgements the consumer table collects in
 // batches, on a goroutine of its own, and passes settlements this member

@@ -18,10 +18,10 @@ import (
 // happens to a new leader still applying its predecessors' entries, and
 // to a follower behind the log that gets a settlement meant for the
 // leader (a router whose leader was stale, a new leader's stream ended by
-// a quick second change). So (settleUnknown):
+// a quick second change). So (settler.unknown):
 //
 //   - a leader that has not applied every committed entry yet settles
-//     them again once it has (settleWhenApplied);
+//     them again once it has (settler.whenApplied);
 //   - a member that does not lead passes them to the leader by delivery ID
 //     (Config.SettleDeliveriesAtLeader);
 //   - a leader that has applied everything drops them: they were settled
@@ -90,7 +90,7 @@ type unknownSettlement struct {
 	ids   []uint64
 }
 
-// unappliedSettlements gathers them; one goroutine (settleWhenApplied)
+// unappliedSettlements gathers them; one goroutine (settler.whenApplied)
 // waits for the leader to catch up, however many arrive meanwhile.
 type unappliedSettlements struct {
 	mu      sync.Mutex
