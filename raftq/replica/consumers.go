@@ -43,6 +43,100 @@ type consumerTable struct {
 	orphansDetached atomic.Bool
 }
 
+// add registers ref under id for its consumer, unless id is taken (by a
+// consumer attached here, or by this member's getter); one of a reap's
+// orphans is one no more. Called with attachMu held.
+func (t *consumerTable) add(id raftq.ConsumerID, ref *consumerRef) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, taken := t.byID[id]; taken || id == t.r.getter {
+		return false
+	}
+	t.byID[id] = ref
+	t.byHandle[ref.c] = id
+	if t.orphans != nil {
+		delete(t.orphans.ids, id)
+	}
+	return true
+}
+
+// lookup finds the consumer attached here with handle c.
+func (t *consumerTable) lookup(c queue.Consumer) (raftq.ConsumerID, *consumerRef, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id, ok := t.byHandle[c]
+	return id, t.byID[id], ok
+}
+
+// attached reports whether consumer id is attached here.
+func (t *consumerTable) attached(id raftq.ConsumerID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.byID[id]
+	return ok
+}
+
+// handles lists the consumers attached here.
+func (t *consumerTable) handles() []queue.Consumer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]queue.Consumer, 0, len(t.byID))
+	for _, c := range t.byID {
+		out = append(out, c.c)
+	}
+	return out
+}
+
+// busy counts the consumers attached here and those with
+// acknowledgements in hand.
+func (t *consumerTable) busy() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID) + len(t.toSettle)
+}
+
+// queueAck adds consumer's acknowledgements of messages for the settler.
+func (t *consumerTable) queueAck(consumer raftq.ConsumerID, messages []uint64) {
+	t.mu.Lock()
+	t.toSettle[consumer] = append(t.toSettle[consumer], messages...)
+	t.mu.Unlock()
+}
+
+// queueAcks adds the acknowledgements of groups, by consumer in order,
+// for the settler.
+func (t *consumerTable) queueAcks(order []raftq.ConsumerID, groups map[raftq.ConsumerID][]uint64) {
+	t.mu.Lock()
+	for _, c := range order {
+		t.toSettle[c] = append(t.toSettle[c], groups[c]...)
+	}
+	t.mu.Unlock()
+}
+
+// takeAcks takes the acknowledgements in hand for the settler to propose;
+// nil if there are none.
+func (t *consumerTable) takeAcks() map[raftq.ConsumerID][]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	batch := t.toSettle
+	if len(batch) == 0 {
+		return nil // batch is the live map: leave it alone
+	}
+	t.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
+	return batch
+}
+
+// dropAll empties the table when this member stops leading, and returns
+// the consumers and their acknowledgements in hand, taken together.
+func (t *consumerTable) dropAll() (consumers map[raftq.ConsumerID]*consumerRef, acks map[raftq.ConsumerID][]uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	consumers, acks = t.byID, t.toSettle
+	t.byID = make(map[raftq.ConsumerID]*consumerRef)
+	t.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
+	t.toSettle = make(map[raftq.ConsumerID][]uint64)
+	return consumers, acks
+}
+
 // ConsumerInfo is one of the queue's consumer records as its leader sees
 // it (warrenctl quorum consumers): the machine's view, and what the leader
 // knows of the consumer that attached through it.
@@ -70,11 +164,18 @@ func (r *Replica) Consumers() ([]ConsumerInfo, error) {
 	views := r.fsm.m.AppendConsumers(nil)
 	r.fsm.mu.Unlock()
 	out := make([]ConsumerInfo, len(views))
-	r.consumers.mu.Lock()
-	defer r.consumers.mu.Unlock()
+	r.consumers.describe(views, out)
+	return out, nil
+}
+
+// describe fills out, one record per view, with what the table knows
+// of the consumers attached here.
+func (t *consumerTable) describe(views []raftq.ConsumerView, out []ConsumerInfo) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for i, v := range views {
 		out[i].ConsumerView = v
-		ref := r.consumers.byID[v.ID]
+		ref := t.byID[v.ID]
 		if ref == nil {
 			continue
 		}
@@ -83,7 +184,6 @@ func (r *Replica) Consumers() ([]ConsumerInfo, error) {
 			out[i].Origin = o.Origin()
 		}
 	}
-	return out, nil
 }
 
 func (t *consumerTable) forget(c queue.Consumer) raftq.ConsumerID {
@@ -193,18 +293,11 @@ func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
 		cmd.Resume, cmd.LastDelivery = true, opts.LastDelivery
 	}
 	r.consumers.attachMu.Lock()
-	r.consumers.mu.Lock()
-	if _, taken := r.consumers.byID[id]; taken || id == r.getter {
-		r.consumers.mu.Unlock()
+	ref := &consumerRef{c: c, tag: opts.Tag, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
+	if !r.consumers.add(id, ref) {
 		r.consumers.attachMu.Unlock()
 		return fmt.Errorf("queue %s: consumer %d is attached already", r.name, id)
 	}
-	r.consumers.byID[id] = &consumerRef{c: c, tag: opts.Tag, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
-	r.consumers.byHandle[c] = id
-	if r.consumers.orphans != nil {
-		delete(r.consumers.orphans.ids, id)
-	}
-	r.consumers.mu.Unlock()
 	f := r.propose(&cmd)
 	r.consumers.attachMu.Unlock()
 	err := errorFor(r.wait(f))
@@ -243,9 +336,7 @@ func consumerTimeout(args wire.Table) (int64, bool) {
 // may hand it messages until then, and those must reach its channel (which
 // requeues them) rather than stay checked out to nobody.
 func (r *Replica) Cancel(c queue.Consumer) {
-	r.consumers.mu.Lock()
-	id, ok := r.consumers.byHandle[c]
-	r.consumers.mu.Unlock()
+	id, _, ok := r.consumers.lookup(c)
 	if !ok {
 		return
 	}

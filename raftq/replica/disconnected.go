@@ -66,10 +66,7 @@ func (c *core) DisconnectedTimeout() time.Duration {
 // declared down (SettleOwned with its ID), which returns what it holds
 // and lets the next consumer take its place.
 func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
-	r.consumers.mu.Lock()
-	id, ok := r.consumers.byHandle[c]
-	ref := r.consumers.byID[id]
-	r.consumers.mu.Unlock()
+	id, ref, ok := r.consumers.lookup(c)
 	if !ok {
 		return false
 	}
@@ -107,8 +104,5 @@ func (c *core) Suspended(consumer uint64) bool {
 // Attached reports whether the consumer with this ID is attached through
 // this member: one that was disconnected came back.
 func (r *Replica) Attached(consumer uint64) bool {
-	r.consumers.mu.Lock()
-	defer r.consumers.mu.Unlock()
-	_, ok := r.consumers.byID[raftq.ConsumerID(consumer)]
-	return ok
+	return r.consumers.attached(raftq.ConsumerID(consumer))
 }

@@ -89,9 +89,7 @@ func (r *Replica) SettleHeld(list []HeldSettlement) error {
 	for _, s := range list {
 		switch s.Op {
 		case raftq.OpSettle:
-			r.consumers.mu.Lock()
-			r.consumers.toSettle[s.Consumer] = append(r.consumers.toSettle[s.Consumer], s.Messages...)
-			r.consumers.mu.Unlock()
+			r.consumers.queueAck(s.Consumer, s.Messages)
 			acks = true
 		case raftq.OpReturn, raftq.OpDiscard:
 			r.propose(&raftq.Command{Op: s.Op, Consumer: s.Consumer, IDs: s.Messages, Cause: raftq.ReturnCause(s.Cause)})

@@ -20,9 +20,7 @@ func (r *Replica) MayHibernate() bool {
 		return false
 	}
 	pending := r.pub.waiting()
-	r.consumers.mu.Lock()
-	consumers := len(r.consumers.byID) + len(r.consumers.toSettle)
-	r.consumers.mu.Unlock()
+	consumers := r.consumers.busy()
 	if pending+consumers > 0 {
 		return false
 	}

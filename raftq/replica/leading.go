@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
 )
 
@@ -32,17 +31,10 @@ func (w *watcher) onLeading() {
 // hand go to the new leader.
 func (w *watcher) onFollowing() {
 	w.r.consumers.orphansDetached.Store(false)
-	w.r.upgrade.upgrading.Store(0)
-	w.r.upgrade.upgradeHeld.Store(false)
+	w.r.upgrade.stopLeading()
 	w.r.storage.recent.clear() // only a leader delivers
 	w.r.pub.failPending(ErrNotLeader)
-	w.r.consumers.mu.Lock()
-	consumers := w.r.consumers.byID
-	w.r.consumers.byID = make(map[raftq.ConsumerID]*consumerRef)
-	w.r.consumers.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
-	left := w.r.consumers.toSettle
-	w.r.consumers.toSettle = make(map[raftq.ConsumerID][]uint64)
-	w.r.consumers.mu.Unlock()
+	consumers, left := w.r.consumers.dropAll()
 	w.r.settler.atLeader(acksOf(left)) // they name consumer and message already
 	for _, ref := range consumers {
 		if m, ok := ref.c.(queue.Movable); ok {

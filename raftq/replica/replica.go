@@ -134,11 +134,7 @@ func (r *Replica) Settle(ids []uint64) {
 		return
 	}
 	order, groups, unknown := r.byHolder(ids)
-	r.consumers.mu.Lock()
-	for _, c := range order {
-		r.consumers.toSettle[c] = append(r.consumers.toSettle[c], groups[c]...)
-	}
-	r.consumers.mu.Unlock()
+	r.consumers.queueAcks(order, groups)
 	r.settler.wakeUp()
 	r.settler.unknown(raftq.OpSettle, 0, unknown)
 }
@@ -207,12 +203,7 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	if ifEmpty && st.Ready > 0 {
 		return 0, queue.ErrNotEmpty
 	}
-	r.consumers.mu.Lock()
-	gone := make([]queue.Consumer, 0, len(r.consumers.byID))
-	for _, c := range r.consumers.byID {
-		gone = append(gone, c.c)
-	}
-	r.consumers.mu.Unlock()
+	gone := r.consumers.handles()
 	r.shutdown(queue.ErrDeleted)
 	for _, c := range gone {
 		c.Gone()
@@ -268,12 +259,7 @@ func (r *Replica) shutdown(pendingErr error) {
 // consumers that can follow the leader are told LeaderLost, so that both
 // go on at the leader elsewhere.
 func (r *Replica) Remove() {
-	r.consumers.mu.Lock()
-	consumers := make([]queue.Consumer, 0, len(r.consumers.byID))
-	for _, c := range r.consumers.byID {
-		consumers = append(consumers, c.c)
-	}
-	r.consumers.mu.Unlock()
+	consumers := r.consumers.handles()
 	r.shutdown(ErrNotLeader)
 	for _, c := range consumers {
 		if m, ok := c.(queue.Movable); ok {

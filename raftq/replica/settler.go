@@ -156,23 +156,19 @@ func (s *settler) passOnRefusedLater(proposed []proposedSettlement) {
 func (s *settler) propose(ride bool) []proposedSettlement {
 	s.proposeMu.Lock()
 	defer s.proposeMu.Unlock()
-	s.r.consumers.mu.Lock()
-	batch := s.r.consumers.toSettle
-	if len(batch) == 0 {
-		s.r.consumers.mu.Unlock() // batch is the live map: leave it alone
+	batch := s.r.consumers.takeAcks()
+	if batch == nil {
 		return nil
 	}
-	s.r.consumers.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
-	s.r.consumers.mu.Unlock()
 	acks := acksOf(batch)
 	entries := make([][]byte, len(acks))
-	for i, s := range acks {
-		entries[i] = stamped(&raftq.Command{Op: raftq.OpSettle, Consumer: s.Consumer, IDs: s.Messages})
+	for i, a := range acks {
+		entries[i] = stamped(&raftq.Command{Op: raftq.OpSettle, Consumer: a.Consumer, IDs: a.Messages})
 	}
 	futures := s.r.pub.proposeWithPublishes(entries, ride)
 	proposed := make([]proposedSettlement, len(acks))
-	for i, s := range acks {
-		proposed[i] = proposedSettlement{f: futures[i], s: s}
+	for i, a := range acks {
+		proposed[i] = proposedSettlement{f: futures[i], s: a}
 	}
 	return proposed
 }

@@ -118,3 +118,10 @@ func (c *core) canJoin(node string) error {
 		return fmt.Errorf("%w: %s applies queue machine version %d, the queue runs %d; upgrade %s first", ErrMachineVersion, node, has, runs, node)
 	}
 }
+
+// stopLeading forgets this leadership's proposals and warnings: a later
+// one proposes and warns again.
+func (u *upgrader) stopLeading() {
+	u.upgrading.Store(0)
+	u.upgradeHeld.Store(false)
+}
