@@ -76,8 +76,9 @@ import (
 // queue group's lease is the whole heartbeat timeout, which its lingering
 // heartbeats need; replica.go.)
 
-// failover is a replica's suspicion state. mu serialises the replica's
-// ReloadConfig calls (a read-modify-write of raft's reloadable config).
+// failover is a replica's suspicion state and its elections, and the
+// drain state (drain.go). mu serialises the replica's ReloadConfig calls,
+// a read-modify-write of raft's reloadable config (reload.go).
 type failover struct {
 	core *core
 

@@ -19,7 +19,9 @@ import (
 const defaultCredit = 2000
 
 // Replica is this node's member of one quorum queue's Raft group and the
-// queue.Queue the broker uses for it.
+// queue.Queue the broker uses for it. It is its core and its parts, each
+// owning its fields (doc.go lists them); its own methods are the
+// queue.Queue boundary and the calls that span parts.
 type Replica struct {
 	core
 
@@ -46,8 +48,8 @@ type Replica struct {
 	// dl publishes dead letters off the FSM goroutine (deadletter.go).
 	dl *deadLetterer
 
-	// fo: prompt elections when gossip reports the leader's node failed
-	// (failover.go).
+	// fo: prompt elections when gossip reports the leader's node failed,
+	// and draining (failover.go, drain.go).
 	fo failover
 }
 
