@@ -86,6 +86,8 @@ func newReplica(cfg Config) (*Replica, error) {
 		},
 		settler: settler{wake: make(chan struct{}, 1)},
 	}
+	// The parts' pointers back: to the core, or to the replica for the
+	// parts that call on others.
 	r.pub.core = &r.core
 	r.storage.core = &r.core
 	r.consumers.r = r
