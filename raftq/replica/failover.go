@@ -298,7 +298,7 @@ const suspectPoll = 100 * time.Millisecond
 // asking again later while nobody leads.
 func (fo *failover) awaitLeader(node string, why suspicion, grace time.Duration) {
 	defer fo.suspecting.Store(false)
-	started := why == noLeader
+	s := &leaderSearch{node: node, started: why == noLeader}
 	start := time.Now()
 	deadline := start.Add(grace + 4*fo.base.HeartbeatTimeout)
 	rank := fo.campaignRank(node)
@@ -306,33 +306,24 @@ func (fo *failover) awaitLeader(node string, why suspicion, grace time.Duration)
 		return // not a voter: it cannot lead
 	}
 	rankWait := time.Duration(rank) * campaignStagger
-	stagger := rankWait
-	next := start.Add(grace + stagger)
-	if !started {
+	s.stagger = rankWait
+	s.next = start.Add(grace + s.stagger)
+	if !s.started {
 		// The rank's wait comes once the others agree the leader's
 		// node failed (below): they all learn it from the same gossip,
 		// and waits counted from the start would line up the ranks'
 		// first campaigns after a disagreement and split the vote.
-		next = start.Add(grace)
+		s.next = start.Add(grace)
 	}
-	// agreed: a majority of the voters see the leader's node failed
-	// (majorityAgreesFailed), or it restarted, which its new boot shows
-	// to everyone.
-	agreed := why == leaderRestarted
-	// termAtStart tells whether an election has been held since the
-	// suspicion began (electedSince).
-	termAtStart := raftStats(fo.core.raft)("term")
-	// candidateSince is when this member was first seen a candidate in
-	// its current candidacy, or last campaigned (a restart's moment as a
-	// follower is too short for the loop to see).
-	var candidateSince time.Time
-	gap := askGapFirst
-	if !started {
+	s.agreed = why == leaderRestarted
+	s.termAtStart = raftStats(fo.core.raft)("term")
+	s.gap = askGapFirst
+	if !s.started {
 		// Agreement is asked again soon, so that the ranks' campaigns
 		// stay campaignStagger apart: each counts its wait from when it
 		// saw agreement, and the first rank asking half a second late
 		// would campaign with the second.
-		gap = suspectPoll
+		s.gap = suspectPoll
 	}
 	for {
 		state := fo.core.raft.State()
@@ -355,85 +346,125 @@ func (fo *failover) awaitLeader(node string, why suspicion, grace time.Duration)
 		}
 		now := time.Now()
 		if state != raft.Candidate {
-			candidateSince = time.Time{}
-		} else if candidateSince.IsZero() {
-			candidateSince = now
+			s.candidateSince = time.Time{}
+		} else if s.candidateSince.IsZero() {
+			s.candidateSince = now
 		}
 		// A candidacy still open after candidateStall (and the rank's
 		// wait, so that split candidates restart apart) was refused or
 		// lost its answers, and raft would not try again for 30 s or more:
 		// ask, as after a start, and campaign again above it.
-		stalled := state == raft.Candidate && now.Sub(candidateSince) >= candidateStall+rankWait
-		if stalled && !started {
-			started, gap = true, askGapFirst
+		stalled := state == raft.Candidate && now.Sub(s.candidateSince) >= candidateStall+rankWait
+		if stalled && !s.started {
+			s.started, s.gap = true, askGapFirst
 		}
-		if (state == raft.Follower || stalled) && !now.Before(next) {
-			if !started && !agreed {
-				agreed = fo.majorityAgreesFailed(node)
-			}
-			switch {
-			case !started && agreed && stagger > 0:
-				// Agreed: this rank's wait, then campaign if still
-				// nobody leads.
-				next = time.Now().Add(stagger)
-				stagger = 0
-			case !started && agreed && fo.leaderAnswers(node):
-				fo.core.log.Debug("the suspected leader answers that it leads", "leader", node)
+		if (state == raft.Follower || stalled) && !now.Before(s.next) {
+			if fo.decide(s, stalled) {
 				return
-			case !started && agreed && fo.electedSince(node, termAtStart):
-				// The questions above take up to a second each, and
-				// another member may have campaigned meanwhile: a
-				// campaign now would depose a leader just elected (the
-				// chaos harness saw a queue leaderless for 2 s that
-				// way). Ask as after a start, which a leader refuses.
-				fo.core.log.Debug("not campaigning: an election was held since the leader's node failed", "failed", node)
-				started = true
-				next = time.Now().Add(leaderLostGrace)
-				gap = askGapFirst
-			case !started && agreed:
-				fo.core.log.Debug("campaigning: the leader's node failed", "failed", node)
-				go func() {
-					// The voters believe in the old leader and refuse a
-					// pre-vote, but their answers still tell their terms.
-					_, seen := fo.preVoteQuorum(preVoteWait, anyAnswer)
-					fo.campaignAbove("the leader's node failed", seen)
-				}()
-				candidateSince = time.Now()
-				// Once. Should it fail, or a rival that cannot win depose
-				// it with a higher term before this loop sees it lead,
-				// nobody would campaign until raft's own timeout (the
-				// rival's leaderLost waits behind this loop): ask as after
-				// a start, from leaderLostGrace on.
-				started = true
-				next = time.Now().Add(leaderLostGrace)
-				gap = askGapFirst
-			case !started:
-				// The others' gossip still sees the leader's node (or
-				// they do not answer: this member is cut off). Ask again,
-				// less and less often: their gossip may not have heard.
-				fo.core.log.Debug("not campaigning: most voters do not see the leader's node failed", "failed", node)
-				next = time.Now().Add(gap)
-				gap = min(2*gap, askGapMax)
-			default:
-				// A drained member leaves the election to the others.
-				if !fo.isDrained() {
-					if yes, seen := fo.majorityWouldVote(); yes {
-						fo.core.log.Debug("campaigning: no leader after start", "stalled", stalled)
-						go fo.campaignAbove("no leader after start", seen)
-						candidateSince = time.Now()
-					}
-				}
-				next = time.Now().Add(gap)
-				gap = min(2*gap, askGapMax)
 			}
 		}
-		wait := min(suspectPoll, max(time.Until(next), time.Millisecond))
+		wait := min(suspectPoll, max(time.Until(s.next), time.Millisecond))
 		select {
 		case <-fo.core.done:
 			return
 		case <-time.After(wait):
 		}
 	}
+}
+
+// leaderSearch is where one awaitLeader stands: whom it suspects, and
+// how far this member has come in asking, waiting its rank and
+// campaigning.
+type leaderSearch struct {
+	// node is the suspected leader's node; "" after a start, or when
+	// the group lost its leader otherwise.
+	node string
+	// started: asking as after a start, whether a majority would vote
+	// for this member, rather than about a failed or restarted leader.
+	started bool
+	// agreed: a majority of the voters see the leader's node failed
+	// (majorityAgreesFailed), or it restarted, which its new boot shows
+	// to everyone.
+	agreed bool
+	// stagger is the rank's wait still to come once they agree.
+	stagger time.Duration
+	// next is when the next step is due, and gap how long after that
+	// the one after it comes, growing while nobody leads.
+	next time.Time
+	gap  time.Duration
+	// termAtStart tells whether an election has been held since the
+	// suspicion began (electedSince).
+	termAtStart uint64
+	// candidateSince is when this member was first seen a candidate in
+	// its current candidacy, or last campaigned (a restart's moment as a
+	// follower is too short for the loop to see).
+	candidateSince time.Time
+}
+
+// decide takes this member's next step in search s once its time has
+// come: ask whether the others agree the leader's node failed, wait out
+// its rank, campaign, or ask again later. stop: the suspected leader
+// answers that it leads, so the search is over.
+func (fo *failover) decide(s *leaderSearch, stalled bool) (stop bool) {
+	if !s.started && !s.agreed {
+		s.agreed = fo.majorityAgreesFailed(s.node)
+	}
+	switch {
+	case !s.started && s.agreed && s.stagger > 0:
+		// Agreed: this rank's wait, then campaign if still
+		// nobody leads.
+		s.next = time.Now().Add(s.stagger)
+		s.stagger = 0
+	case !s.started && s.agreed && fo.leaderAnswers(s.node):
+		fo.core.log.Debug("the suspected leader answers that it leads", "leader", s.node)
+		return true
+	case !s.started && s.agreed && fo.electedSince(s.node, s.termAtStart):
+		// The questions above take up to a second each, and
+		// another member may have campaigned meanwhile: a
+		// campaign now would depose a leader just elected (the
+		// chaos harness saw a queue leaderless for 2 s that
+		// way). Ask as after a start, which a leader refuses.
+		fo.core.log.Debug("not campaigning: an election was held since the leader's node failed", "failed", s.node)
+		s.started = true
+		s.next = time.Now().Add(leaderLostGrace)
+		s.gap = askGapFirst
+	case !s.started && s.agreed:
+		fo.core.log.Debug("campaigning: the leader's node failed", "failed", s.node)
+		go func() {
+			// The voters believe in the old leader and refuse a
+			// pre-vote, but their answers still tell their terms.
+			_, seen := fo.preVoteQuorum(preVoteWait, anyAnswer)
+			fo.campaignAbove("the leader's node failed", seen)
+		}()
+		s.candidateSince = time.Now()
+		// Once. Should it fail, or a rival that cannot win depose
+		// it with a higher term before this loop sees it lead,
+		// nobody would campaign until raft's own timeout (the
+		// rival's leaderLost waits behind this loop): ask as after
+		// a start, from leaderLostGrace on.
+		s.started = true
+		s.next = time.Now().Add(leaderLostGrace)
+		s.gap = askGapFirst
+	case !s.started:
+		// The others' gossip still sees the leader's node (or
+		// they do not answer: this member is cut off). Ask again,
+		// less and less often: their gossip may not have heard.
+		fo.core.log.Debug("not campaigning: most voters do not see the leader's node failed", "failed", s.node)
+		s.next = time.Now().Add(s.gap)
+		s.gap = min(2*s.gap, askGapMax)
+	default:
+		// A drained member leaves the election to the others.
+		if !fo.isDrained() {
+			if yes, seen := fo.majorityWouldVote(); yes {
+				fo.core.log.Debug("campaigning: no leader after start", "stalled", stalled)
+				go fo.campaignAbove("no leader after start", seen)
+				s.candidateSince = time.Now()
+			}
+		}
+		s.next = time.Now().Add(s.gap)
+		s.gap = min(2*s.gap, askGapMax)
+	}
+	return false
 }
 
 // electedSince reports whether this member has heard of a leader other
