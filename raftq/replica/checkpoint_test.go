@@ -32,7 +32,7 @@ func testCheckpointSnapshotsAndCompacts(t *testing.T, st storage) {
 	if got := r.Status().SnapshotIndex; got != 0 {
 		t.Fatalf("snapshot index %d before the checkpoint, want none", got)
 	}
-	firstBefore, _ := r.store.FirstIndex()
+	firstBefore, _ := r.storage.store.FirstIndex()
 	applied := r.raft.AppliedIndex()
 	idx, err := r.Checkpoint(context.Background(), 0)
 	if err != nil {
@@ -46,7 +46,7 @@ func testCheckpointSnapshotsAndCompacts(t *testing.T, st storage) {
 	}
 	// Compaction keeps the live messages' entries (m2000 on) and the
 	// trailing entries before the snapshot, and drops the rest.
-	if first, _ := r.store.FirstIndex(); first <= firstBefore {
+	if first, _ := r.storage.store.FirstIndex(); first <= firstBefore {
 		t.Fatalf("log starts at %d after the checkpoint, %d before: nothing compacted", first, firstBefore)
 	}
 	// Again: the leader's two barriers are the entries since.

@@ -98,3 +98,15 @@ func (c *commitTail) p99() time.Duration {
 	}
 	return tailBuckets * tailBucket
 }
+
+// commitTook counts, for the publish hold, an entry this member appended
+// as leader that committed at now, took after its append. FSM goroutine.
+func (p *publishes) commitTook(took time.Duration, now time.Time) {
+	if p.tail.share <= 0 {
+		return
+	}
+	if switched, p99 := p.tail.record(took, now); switched {
+		p.core.log.Debug("publish hold", "holding", p.tail.holding, "commit_p99", p99,
+			"hold", time.Duration(p.tail.wait.Load()))
+	}
+}

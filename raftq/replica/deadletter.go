@@ -84,7 +84,7 @@ type deadLetterer struct {
 	// jobs are skipped (RabbitMQ tears its dead-letter worker down then).
 	forgotten map[uint64]bool
 
-	runOnce sync.Once
+	startOnce, runOnce sync.Once
 	// resendAt is when a new leader's resend of the pending dead letters
 	// is due (unix nanoseconds): none before it (resendPendingSoon).
 	resendAt atomic.Int64
@@ -111,9 +111,11 @@ func newDeadLetterer(r *Replica) *deadLetterer {
 // applied its log (onLeading then queues the at-least-once ones the
 // machine still holds); later effects are carried out as they come.
 func (d *deadLetterer) start() {
-	d.r.fsm.mu.Lock()
-	d.live = true
-	d.r.fsm.mu.Unlock()
+	d.startOnce.Do(func() {
+		d.r.fsm.mu.Lock()
+		d.live = true
+		d.r.fsm.mu.Unlock()
+	})
 }
 
 // resendGrace is how long a new leader waits before it sends again the
@@ -170,7 +172,7 @@ func (d *deadLetterer) effect(e raftq.Effect) {
 		d.resend([]raftq.Effect{e})
 		return
 	}
-	m, err := d.r.readMessage(e.Index)
+	m, err := d.r.storage.readMessage(e.Index)
 	if err != nil {
 		d.r.log.Error("read dead-lettered message", "index", e.Index, "err", err)
 		return
@@ -321,7 +323,7 @@ func (d *deadLetterer) publish(j deadLetterJob) {
 	if forgotten {
 		return
 	}
-	m, err := d.r.readMessage(e.Index)
+	m, err := d.r.storage.readMessage(e.Index)
 	if err != nil {
 		// Purged (and compacted away) since it was queued; or the log
 		// is closing. Either way there is nothing to send.
@@ -361,7 +363,7 @@ func (d *deadLetterer) settle(ids []uint64) {
 	err := d.r.wait(d.r.propose(&raftq.Command{Op: raftq.OpDeadLetterSettled, IDs: ids}))
 	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 		errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		d.r.settleAtLeader([]HeldSettlement{{Op: raftq.OpDeadLetterSettled, Messages: ids}})
+		d.r.settler.atLeader([]HeldSettlement{{Op: raftq.OpDeadLetterSettled, Messages: ids}})
 	}
 	d.mu.Lock()
 	for _, i := range ids {

@@ -21,7 +21,7 @@ import (
 //     consumer is detached and keeps its messages until it attaches again
 //     under its ID, or the timeout passes;
 //   - a new leader's predecessor's consumers do not follow it
-//     (reapConsumers): they are declared down after the timeout, not
+//     (consumerTable.reap): they are declared down after the timeout, not
 //     OrphanGrace, if it is longer;
 //   - gossip reports a node failed (NodeGone): its cancelled consumers'
 //     and getters' messages return after the timeout, if the node is not
@@ -47,11 +47,11 @@ func DisconnectedTimeoutOf(args wire.Table, def time.Duration) time.Duration {
 
 // DisconnectedTimeout is how long the messages of a consumer cut off from
 // this queue's leader wait for it (Config.DisconnectedTimeout).
-func (r *Replica) DisconnectedTimeout() time.Duration {
-	if r.cfg.DisconnectedTimeout == nil {
+func (c *core) DisconnectedTimeout() time.Duration {
+	if c.cfg.DisconnectedTimeout == nil {
 		return 0
 	}
-	return max(r.cfg.DisconnectedTimeout(), 0)
+	return max(c.cfg.DisconnectedTimeout(), 0)
 }
 
 // Disconnect takes c away, whose link to this leader broke, unless the
@@ -61,15 +61,12 @@ func (r *Replica) DisconnectedTimeout() time.Duration {
 // that nobody takes its place while it may come back (a single active
 // consumer's successor would otherwise take later messages ahead of the
 // ones it held). Its handle here goes, as with a predecessor's consumer at
-// a new leader (reapConsumers). Others are detached (Cancel). It reports
+// a new leader (consumerTable.reap). Others are detached (Cancel). It reports
 // whether c was kept; a kept consumer that does not attach again must be
 // declared down (SettleOwned with its ID), which returns what it holds
 // and lets the next consumer take its place.
 func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
-	r.mu.Lock()
-	id, ok := r.byHandle[c]
-	ref := r.consumers[id]
-	r.mu.Unlock()
+	id, ref, ok := r.consumers.lookup(c)
 	if !ok {
 		return false
 	}
@@ -87,28 +84,25 @@ func (r *Replica) Disconnect(c queue.Consumer) (kept bool) {
 	// node on an older build) is not asked to suspend: that build would
 	// stop on the command. The consumer stays in its place, and what it
 	// is handed meanwhile waits for it, as before suspensions.
-	r.attachMu.Lock()
-	r.forget(c)
+	r.consumers.attachMu.Lock()
+	r.consumers.forget(c)
 	if suspends {
 		r.propose(&raftq.Command{Op: raftq.OpSuspend, Consumer: id})
 	}
-	r.attachMu.Unlock()
+	r.consumers.attachMu.Unlock()
 	return true
 }
 
 // Suspended reports whether the consumer with this ID is kept in its
 // place, suspended (Disconnect).
-func (r *Replica) Suspended(consumer uint64) bool {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	return r.fsm.m.Suspended(raftq.ConsumerID(consumer))
+func (c *core) Suspended(consumer uint64) bool {
+	c.fsm.mu.Lock()
+	defer c.fsm.mu.Unlock()
+	return c.fsm.m.Suspended(raftq.ConsumerID(consumer))
 }
 
 // Attached reports whether the consumer with this ID is attached through
 // this member: one that was disconnected came back.
 func (r *Replica) Attached(consumer uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.consumers[raftq.ConsumerID(consumer)]
-	return ok
+	return r.consumers.attached(raftq.ConsumerID(consumer))
 }

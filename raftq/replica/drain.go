@@ -32,29 +32,35 @@ const drainedTimeout = 10 * time.Minute
 // SetDrained keeps this member out of elections (on) or lets it take part
 // again (off). It is idempotent and cheap; the node calls it again after
 // the member's leadership has moved, and periodically.
-func (r *Replica) SetDrained(on bool) {
-	if r.fo.base.HeartbeatTimeout == 0 || r.stopped.Load() {
+func (r *Replica) SetDrained(on bool) { r.fo.setDrained(on) }
+
+// setDrained is SetDrained.
+func (fo *failover) setDrained(on bool) {
+	if fo.base.HeartbeatTimeout == 0 || fo.core.stopped.Load() {
 		return // a one-member group: nobody else to lead it
 	}
-	raise := on && r.raft.State() != raft.Leader
-	r.fo.mu.Lock()
-	r.fo.drained = on
-	changed := r.fo.raised != raise
-	r.fo.raised = raise
-	r.fo.mu.Unlock()
+	raise := on && fo.core.raft.State() != raft.Leader
+	fo.mu.Lock()
+	fo.drained = on
+	changed := fo.raised != raise
+	fo.raised = raise
+	fo.mu.Unlock()
 	if !changed {
 		return
 	}
 	if raise {
-		r.setTimeouts(drainedTimeout)
+		fo.setTimeouts(drainedTimeout)
 	} else {
-		r.restoreTimeouts()
+		fo.restoreTimeouts()
 	}
 }
 
 // Drained reports whether SetDrained(true) is in force.
-func (r *Replica) Drained() bool {
-	r.fo.mu.Lock()
-	defer r.fo.mu.Unlock()
-	return r.fo.drained
+func (r *Replica) Drained() bool { return r.fo.isDrained() }
+
+// isDrained is Drained.
+func (fo *failover) isDrained() bool {
+	fo.mu.Lock()
+	defer fo.mu.Unlock()
+	return fo.drained
 }

@@ -1,323 +1,111 @@
 package replica
 
 import (
-	"fmt"
-	"slices"
-	"time"
-
-	"github.com/hashicorp/raft"
-
-	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
 )
 
-// execute carries out one effect on the leader. It runs on raft's FSM
-// goroutine with fsm.mu held, so it must not block: deliveries only queue
-// frames on the consumer's connection.
-func (r *Replica) execute(e raftq.Effect) {
+// The machine's effects, one handler per kind (effectHandlers): what each
+// does and on which members. Every handler runs on raft's FSM goroutine
+// with fsm.mu held, once per effect of each applied entry, so none may
+// block: a delivery only queues frames on the consumer's connection, and
+// what may block (dead letters, a consumer timeout's or an expiry's
+// callback) goes to a goroutine.
+//
+// Who carries an effect out differs by kind. Publish answers and a
+// proposer's answer are for whichever member holds the waiting publisher
+// or proposer (every member looks). Deliveries, consumer timeouts, an
+// expiry and drops are the leader's, whichever leader's entry it is. A
+// dead letter is sent only by the leader that appended its entry
+// (at-most-once), or by any leader if it is at-least-once.
+
+// entryContext is what the effect handlers know of the entry whose
+// effects they carry out.
+type entryContext struct {
+	index uint64
+	op    raftq.Op
+	// leader: this member leads. current: it appended the entry, as
+	// leader in this term; an entry of an earlier term was another
+	// leader's, which carried out its effects (or failed first).
+	leader, current bool
+	// answer collects the effects the entry's proposer waits for.
+	answer *result
+}
+
+type effectHandler func(f *fsm, x *entryContext, e raftq.Effect)
+
+// effectHandlers maps each effect kind to its handler. A kind without
+// one (EffectActive, which the runtime need not act on) is ignored.
+var effectHandlers = [...]effectHandler{
+	raftq.EffectConfirm:         answerPublish,
+	raftq.EffectReject:          answerPublish,
+	raftq.EffectOutOfSequence:   answerPublish,
+	raftq.EffectGetResult:       answerProposer,
+	raftq.EffectGetEmpty:        answerProposer,
+	raftq.EffectConsumerRefused: answerProposer,
+	raftq.EffectPurged:          answerProposer,
+	raftq.EffectDeadLetter:      deadLetterEffect,
+	raftq.EffectDeliver:         onLeader(func(r *Replica, e raftq.Effect) { r.consumers.deliver(e) }),
+	raftq.EffectCancelConsumer:  onLeader(func(r *Replica, e raftq.Effect) { r.consumers.timedOut(e) }),
+	raftq.EffectDeleteQueue:     onLeader(func(r *Replica, _ raftq.Effect) { r.expire() }),
+	// An at-least-once dead letter may be among them: a new
+	// configuration ended at-least-once dead-lettering, and the machine
+	// deleted it (raftq's updateConfig).
+	raftq.EffectDrop: onLeader(func(r *Replica, e raftq.Effect) { r.dl.forget(e.Index) }),
+}
+
+// dispatchEffect carries out one effect of the entry x.
+func dispatchEffect(f *fsm, x *entryContext, e raftq.Effect) {
+	if int(e.Kind) < len(effectHandlers) {
+		if h := effectHandlers[e.Kind]; h != nil {
+			h(f, x, e)
+		}
+	}
+}
+
+// onLeader makes a handler that runs only on the leader.
+func onLeader(run func(r *Replica, e raftq.Effect)) effectHandler {
+	return func(f *fsm, x *entryContext, e raftq.Effect) {
+		if x.leader {
+			run(f.r, e)
+		}
+	}
+}
+
+// answerPublish answers a publish: publishes proposed through this member
+// wait in its pending map (its own and forwarded ones); others are not
+// found.
+func answerPublish(f *fsm, x *entryContext, e raftq.Effect) {
+	var err error
 	switch e.Kind {
-	case raftq.EffectDeliver:
-		r.deliver(e)
-	case raftq.EffectCancelConsumer:
-		// Consumer timeout: the timed-out messages are back in the queue
-		// and the machine detached the consumer; the channel tells the
-		// client (basic.cancel, or a 406 channel error). A basic.get
-		// delivery that timed out has no consumer to tell: the getter is
-		// shared by every channel, so its message just returns.
-		r.mu.Lock()
-		ref := r.consumers[e.Consumer]
-		if ref != nil {
-			delete(r.consumers, e.Consumer)
-			delete(r.byHandle, ref.c)
-		}
-		r.mu.Unlock()
-		if ref != nil {
-			go ref.c.TimedOut(ref.timeout)
-		}
-	case raftq.EffectDeleteQueue:
-		if r.cfg.OnExpired != nil {
-			go r.cfg.OnExpired()
-		}
-	case raftq.EffectDeadLetter:
-		r.dl.effect(e)
-	case raftq.EffectDrop:
-		// An at-least-once dead letter may be among them: a new
-		// configuration ended at-least-once dead-lettering, and the
-		// machine deleted it (raftq's updateConfig).
-		r.dl.forget(e.Index)
+	case raftq.EffectReject:
+		err = queue.ErrRejected
+	case raftq.EffectOutOfSequence:
+		err = ErrOutOfSequence
+	}
+	f.r.pub.completeEnqueue(e.Publisher, e.Seq, err)
+	if e.Kind == raftq.EffectReject && f.dlxOnReject && x.current && x.op == raftq.OpEnqueue {
+		// x-overflow=reject-publish-dlx (classic queues): the refused
+		// message is dead-lettered too, from its entry.
+		f.r.dl.effect(raftq.Effect{Kind: raftq.EffectDeadLetter, Index: x.index, Reason: raftq.ReasonMaxLen, Time: f.m.Clock()})
 	}
 }
 
-func (r *Replica) deliver(e raftq.Effect) {
-	r.mu.Lock()
-	ref := r.consumers[e.Consumer]
-	if ref != nil && !ref.attached {
-		ref = nil // an earlier leader's delivery
+// answerProposer keeps an effect the entry's proposer waits for
+// (basic.get, basic.consume, queue.purge) for the entry's response.
+func answerProposer(_ *fsm, x *entryContext, e raftq.Effect) {
+	if x.answer == nil {
+		x.answer = &result{}
 	}
-	var id uint64
-	if ref != nil {
-		if ref.noAck {
-			r.toSettle[e.Consumer] = append(r.toSettle[e.Consumer], e.Index)
-		} else {
-			id = e.Delivery
-		}
-	}
-	r.mu.Unlock()
-	if ref == nil {
-		return // its channel is going (ConsumerDown follows), or an earlier leader's delivery
-	}
-	msg, err := r.readMessage(e.Index)
-	if err != nil {
-		r.log.Error("read message for delivery", "index", e.Index, "err", err)
-		return
-	}
-	ref.c.Deliver(queue.Delivery{ID: id, Message: withCounts(msg, e), Redelivered: e.Redelivered})
-	if ref.noAck {
-		r.wakeSettler()
-	}
+	x.answer.effects = append(x.answer.effects, e)
 }
 
-// readMessage reads a message's body and properties back from its
-// enqueue entry: from the recent-message cache when it is delivered soon
-// after it arrived (the usual case), else from the log.
-func (r *Replica) readMessage(index uint64) (*queue.Message, error) {
-	if m := r.recent.take(index); m != nil {
-		return m, nil
-	}
-	var l raft.Log
-	if err := r.store.GetLog(index, &l); err != nil {
-		return nil, fmt.Errorf("log entry %d: %w", index, err)
-	}
-	m, err := decodeEntryMessage(l.Data)
-	if err != nil {
-		return nil, fmt.Errorf("log entry %d: %w", index, err)
-	}
-	return m, nil
-}
-
-// decodeEntryMessage decodes the message an enqueue entry carries.
-func decodeEntryMessage(data []byte) (*queue.Message, error) {
-	var cmd raftq.Command
-	if err := raftq.Decode(data, &cmd); err != nil {
-		return nil, err
-	}
-	if cmd.Op != raftq.OpEnqueue {
-		return nil, fmt.Errorf("entry is %v, not an enqueue", cmd.Op)
-	}
-	return decodeMessage(cmd.Payload)
-}
-
-// withCounts adds RabbitMQ 4.x's x-delivery-count and x-acquired-count
-// headers to a message handed out before.
-func withCounts(m *queue.Message, e raftq.Effect) *queue.Message {
-	if e.DeliveryCount == 0 && e.AcquiredCount == 0 {
-		return m
-	}
-	h := make(wire.Table, len(m.Properties.Headers)+2)
-	for k, v := range m.Properties.Headers {
-		h[k] = v
-	}
-	if e.DeliveryCount > 0 {
-		h["x-delivery-count"] = int64(e.DeliveryCount)
-	}
-	if e.AcquiredCount > 0 {
-		h["x-acquired-count"] = int64(e.AcquiredCount)
-	}
-	m.Properties.Headers = h
-	return m
-}
-
-// Settlements gather for up to SettleLinger before the settler proposes
-// them. Nobody waits for a settlement's commit (an ack gets no answer), so
-// this costs no latency, while a log entry per basic.ack, replicated and
-// synced on every member, is what a consumer at a steady rate mostly
-// costs the cluster: at 1,000 msg/s on three nodes, one entry for ten
-// acks took a fifth off the CPU per message. Deliveries wait on it only
-// through credit, so the settler waits no longer once a consumer has
-// SettleDueAt of its acks in the batch (a prefetch of 1 to 4 is settled at
-// once) or the batch holds MaxSettleBatch. A consumer's node gathers its
-// acks by the same rule before it sends them to the leader
-// (cluster/forward).
-const (
-	SettleLinger   = 10 * time.Millisecond
-	MaxSettleBatch = 1024
-)
-
-// Credit is what the machine lets a consumer with opts hold unsettled.
-func Credit(opts queue.ConsumeOptions) uint32 {
-	if opts.Prefetch == 0 || opts.NoAck {
-		return defaultCredit
-	}
-	return opts.Prefetch
-}
-
-// SettleDueAt is how many of a consumer's acknowledgements, gathered,
-// should go at once: a quarter of its credit, which they hold back.
-func SettleDueAt(credit uint32) int {
-	return min(max(1, int((credit+3)/4)), MaxSettleBatch)
-}
-
-// settler proposes settlements in batches: acks, and no-ack deliveries
-// (which the machine counted against the consumer's credit when it handed
-// them out). It does not wait for a batch to commit: raft already writes
-// every entry proposed meanwhile with one fsync, and waiting would add a
-// commit to the time a consumer's credit takes to come back. A batch that
-// gathered for the whole SettleLinger (nobody's credit waits on it) goes
-// with the publishes held for company, or the next ones (linger.go).
-func (r *Replica) settler() {
-	defer r.wg.Done()
-	for {
-		select {
-		case <-r.settleWake:
-		case <-r.done:
-			return
-		}
-		due, ok := r.gatherSettlements()
-		if !ok {
-			return
-		}
-		r.passOnRefusedLater(r.proposeSettlements(!due))
-	}
-}
-
-// flushSettlements proposes the settlements in hand, and returns once
-// every settlement taken before it, by it or by the settler, is proposed.
-func (r *Replica) flushSettlements() {
-	r.passOnRefusedLater(r.proposeSettlements(false))
-}
-
-// passOnRefusedLater passes the proposed settlements the log refuses
-// because the leadership moves on to the next leader, in the background
-// (former.go).
-func (r *Replica) passOnRefusedLater(proposed []proposedSettlement) {
-	if len(proposed) > 0 && r.cfg.SettleAtLeader != nil {
-		r.goTracked(func() {
-			defer r.wg.Done()
-			r.passOnRefused(proposed)
-		})
-	}
-}
-
-// proposeSettlements proposes the settlements in hand and returns the
-// entries (a future may be waited on by one goroutine only). With
-// publishes held they go along (sending them now, unless ride), and with
-// ride they may wait for the next publish, up to the publish linger.
-func (r *Replica) proposeSettlements(ride bool) []proposedSettlement {
-	r.proposeMu.Lock()
-	defer r.proposeMu.Unlock()
-	r.mu.Lock()
-	batch := r.toSettle
-	if len(batch) == 0 {
-		r.mu.Unlock() // batch is the live map: leave it alone
-		return nil
-	}
-	r.toSettle = make(map[raftq.ConsumerID][]uint64, len(batch))
-	r.mu.Unlock()
-	acks := acksOf(batch)
-	entries := make([][]byte, len(acks))
-	for i, s := range acks {
-		entries[i] = stamped(&raftq.Command{Op: raftq.OpSettle, Consumer: s.Consumer, IDs: s.Messages})
-	}
-	futures := r.proposeWithPublishes(entries, ride)
-	proposed := make([]proposedSettlement, len(acks))
-	for i, s := range acks {
-		proposed[i] = proposedSettlement{f: futures[i], s: s}
-	}
-	return proposed
-}
-
-// settleBeforeTransfer commits the settlements in hand, and appends the
-// publishes held (linger.go), before this leader asks raft to move the
-// leadership: raft refuses entries while a transfer runs, acks left in
-// hand would otherwise reach the next leader only by being passed on, and
-// held publishes would wait for this member to stop leading to be nacked.
-func (r *Replica) settleBeforeTransfer() {
-	r.flushPublishes()
-	r.passOnRefused(r.proposeSettlements(false))
-}
-
-// gatherSettlements waits until the settlements in hand are due
-// (settleDue) or SettleLinger has passed, and says which; false if the
-// replica stopped.
-func (r *Replica) gatherSettlements() (due, ok bool) {
-	deadline := time.Now().Add(SettleLinger)
-	for !r.settleDue() {
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return false, true
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-			return false, true
-		case <-r.settleWake: // more came: due now?
-			t.Stop()
-		case <-r.done:
-			t.Stop()
-			return false, false
-		}
-	}
-	return true, true
-}
-
-// settleDue reports whether the settlements in hand should be proposed
-// now rather than wait for company: they hold back a quarter of some
-// consumer's credit, settle basic.get deliveries, or are many.
-func (r *Replica) settleDue() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	total := 0
-	for c, ids := range r.toSettle {
-		total += len(ids)
-		if c == r.getter {
-			// basic.get's: a get is a round trip through the log anyway,
-			// and no cancel would flush them when the channel closes.
-			return true
-		}
-		if ref := r.consumers[c]; ref != nil && len(ids) >= SettleDueAt(ref.credit) {
-			return true
-		}
-	}
-	return total >= MaxSettleBatch
-}
-
-func sortedConsumers(m map[raftq.ConsumerID][]uint64) []raftq.ConsumerID {
-	ids := make([]raftq.ConsumerID, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// snapshotThreshold is the threshold for a machine holding live messages
-// when it is cur now, and whether it is worth changing: not within a
-// factor of two.
-func snapshotThreshold(cur uint64, live int) (uint64, bool) {
-	want := uint64(max(minSnapshotThreshold, 2*live))
-	return want, want >= 2*cur || 2*want <= cur
-}
-
-// minSnapshotThreshold is the fewest entries between snapshots.
-const minSnapshotThreshold = 16384
-
-// adaptSnapshotThreshold keeps the entries between two snapshots at least
-// twice the messages a snapshot holds. A snapshot writes the whole state,
-// so with a fixed threshold a large backlog would be rewritten again and
-// again; this way each entry pays a bounded share of snapshot work, and
-// the cost of snapshots follows the traffic, not the backlog times their
-// number. Every member adapts on its own: snapshots are local.
-func (r *Replica) adaptSnapshotThreshold(live int) {
-	r.fo.mu.Lock() // failover.go changes the timeouts meanwhile
-	defer r.fo.mu.Unlock()
-	cur := r.raft.ReloadableConfig()
-	want, change := snapshotThreshold(cur.SnapshotThreshold, live)
-	if !change {
-		return
-	}
-	cur.SnapshotThreshold = want
-	if err := r.raft.ReloadConfig(cur); err != nil {
-		r.log.Warn("adjust snapshot threshold", "threshold", want, "err", err)
+// deadLetterEffect sends a dead letter at most once: publishing an
+// earlier leader's again would duplicate it, and losing it if that leader
+// failed first is what at-most-once allows. An at-least-once one stays
+// pending in the machine until settled, so sending it again is harmless.
+func deadLetterEffect(f *fsm, x *entryContext, e raftq.Effect) {
+	if x.current || (x.leader && e.AtLeastOnce) {
+		f.r.dl.effect(e)
 	}
 }

@@ -76,9 +76,12 @@ import (
 // queue group's lease is the whole heartbeat timeout, which its lingering
 // heartbeats need; replica.go.)
 
-// failover is a replica's suspicion state. mu serialises the replica's
-// ReloadConfig calls (a read-modify-write of raft's reloadable config).
+// failover is a replica's suspicion state and its elections, and the
+// drain state (drain.go). mu serialises the replica's ReloadConfig calls,
+// a read-modify-write of raft's reloadable config (reload.go).
 type failover struct {
+	core *core
+
 	mu sync.Mutex
 	// base are the configured timeouts. Zero for a one-member group,
 	// which has nobody to fail over to.
@@ -109,14 +112,14 @@ type failover struct {
 // entries arrived) holds a term, and raft bootstraps only members that
 // hold nothing: the node opens it again to write the configuration
 // (Config.Rebootstrap).
-func (r *Replica) bootstrapLate() {
-	conf := r.fo.lateConf.Swap(nil)
-	if conf == nil || r.raft.LastIndex() != 0 {
+func (fo *failover) bootstrapLate() {
+	conf := fo.lateConf.Swap(nil)
+	if conf == nil || fo.core.raft.LastIndex() != 0 {
 		return
 	}
-	err := r.raft.BootstrapCluster(*conf).Error()
+	err := fo.core.raft.BootstrapCluster(*conf).Error()
 	switch {
-	case errors.Is(err, raft.ErrCantBootstrap) && r.cfg.Rebootstrap != nil:
+	case errors.Is(err, raft.ErrCantBootstrap) && fo.core.cfg.Rebootstrap != nil:
 		// It holds a term: it voted for the chosen member, which won
 		// and failed before its first entries reached this one. raft
 		// bootstraps only members that never voted, so the node opens
@@ -126,12 +129,12 @@ func (r *Replica) bootstrapLate() {
 		for _, s := range conf.Servers {
 			members = append(members, string(s.ID))
 		}
-		r.log.Info("the leader first elected for a new queue failed before it was heard from; opening this member again to write its configuration")
-		go r.cfg.Rebootstrap(members)
+		fo.core.log.Info("the leader first elected for a new queue failed before it was heard from; opening this member again to write its configuration")
+		go fo.core.cfg.Rebootstrap(members)
 	case err != nil:
-		r.log.Warn("bootstrap after the first leader failed", "err", err)
+		fo.core.log.Warn("bootstrap after the first leader failed", "err", err)
 	default:
-		r.log.Info("the member chosen to lead a new queue failed before it was heard from; bootstrapped its configuration here")
+		fo.core.log.Info("the member chosen to lead a new queue failed before it was heard from; bootstrapped its configuration here")
 	}
 }
 
@@ -166,7 +169,7 @@ func (f *failover) init(rc *raft.Config) {
 // reports it. If this member follows a leader on that node (or knows of
 // no leader), the group's surviving voters campaign in turn until it has
 // a leader again. It returns at once.
-func (r *Replica) LeaderSuspected(node string) { r.suspect(node, leaderFailed) }
+func (r *Replica) LeaderSuspected(node string) { r.fo.suspect(node, leaderFailed) }
 
 // LeaderRestarted tells the replica that node started again without
 // gossip reporting it failed (a restart quicker than gossip's failure
@@ -179,7 +182,7 @@ func (r *Replica) LeaderSuspected(node string) { r.suspect(node, leaderFailed) }
 // suspicion, so the survivors need not agree that the node failed (their
 // gossip sees it alive); they campaign in turn as after a failure, once
 // the restarted node answers that its member does not lead.
-func (r *Replica) LeaderRestarted(node string) { r.suspect(node, leaderRestarted) }
+func (r *Replica) LeaderRestarted(node string) { r.fo.suspect(node, leaderRestarted) }
 
 // suspicion is why a member looks for a new leader (awaitLeader).
 type suspicion int
@@ -196,32 +199,32 @@ const (
 
 // suspect starts the survivors' election for a leader on node that failed
 // or restarted, if this member follows it.
-func (r *Replica) suspect(node string, why suspicion) {
-	if r.fo.base.HeartbeatTimeout == 0 || r.stopped.Load() || node == r.cfg.NodeID || r.Drained() {
+func (fo *failover) suspect(node string, why suspicion) {
+	if fo.base.HeartbeatTimeout == 0 || fo.core.stopped.Load() || node == fo.core.cfg.NodeID || fo.isDrained() {
 		return // a drained member leaves the election to the others
 	}
-	r.bootstrapLate()
-	if r.raft.State() == raft.Leader {
+	fo.bootstrapLate()
+	if fo.core.raft.State() == raft.Leader {
 		return
 	}
-	if _, id := r.raft.LeaderWithID(); id != "" && string(id) != node {
+	if _, id := fo.core.raft.LeaderWithID(); id != "" && string(id) != node {
 		return
 	}
-	if !r.fo.suspecting.CompareAndSwap(false, true) {
+	if !fo.suspecting.CompareAndSwap(false, true) {
 		return
 	}
-	go r.awaitLeader(node, why, 0)
+	go fo.awaitLeader(node, why, 0)
 }
 
 // expectLeader makes a member that started on existing state campaign as
 // soon as a majority of its group would vote for it (nobody leads), rather
 // than after a whole heartbeat timeout; not while it is drained, which
 // the node may set after the member opened.
-func (r *Replica) expectLeader() {
-	if r.fo.base.HeartbeatTimeout == 0 || !r.fo.suspecting.CompareAndSwap(false, true) {
+func (fo *failover) expectLeader() {
+	if fo.base.HeartbeatTimeout == 0 || !fo.suspecting.CompareAndSwap(false, true) {
 		return
 	}
-	go r.awaitLeader("", noLeader, 0)
+	go fo.awaitLeader("", noLeader, 0)
 }
 
 // leaderLostGrace is how long a member that lost its leader leaves raft's
@@ -237,36 +240,11 @@ const leaderLostGrace = time.Second
 // the queue groups' long heartbeat timeout: the chaos harness saw a queue
 // leaderless for 40 s after a member's failed election deposed the leader
 // that had just won.
-func (r *Replica) leaderLost() {
-	if r.fo.base.HeartbeatTimeout == 0 || r.stopped.Load() || r.Drained() || !r.fo.suspecting.CompareAndSwap(false, true) {
+func (fo *failover) leaderLost() {
+	if fo.base.HeartbeatTimeout == 0 || fo.core.stopped.Load() || fo.isDrained() || !fo.suspecting.CompareAndSwap(false, true) {
 		return
 	}
-	go r.awaitLeader("", noLeader, leaderLostGrace)
-}
-
-// setTimeouts sets the heartbeat and election timeouts to d.
-func (r *Replica) setTimeouts(d time.Duration) {
-	r.fo.mu.Lock()
-	defer r.fo.mu.Unlock()
-	cur := r.raft.ReloadableConfig()
-	cur.HeartbeatTimeout, cur.ElectionTimeout = d, d
-	if err := r.raft.ReloadConfig(cur); err != nil {
-		r.log.Warn("set raft timeouts", "timeout", d, "err", err)
-	}
-}
-
-// restoreTimeouts puts the configured timeouts back.
-func (r *Replica) restoreTimeouts() {
-	r.fo.mu.Lock()
-	defer r.fo.mu.Unlock()
-	cur := r.raft.ReloadableConfig()
-	cur.HeartbeatTimeout, cur.ElectionTimeout = r.fo.base.HeartbeatTimeout, r.fo.base.ElectionTimeout
-	if r.fo.raised { // drained (drain.go)
-		cur.HeartbeatTimeout, cur.ElectionTimeout = drainedTimeout, drainedTimeout
-	}
-	if err := r.raft.ReloadConfig(cur); err != nil {
-		r.log.Warn("restore raft timeouts", "err", err)
-	}
+	go fo.awaitLeader("", noLeader, leaderLostGrace)
 }
 
 // campaignStagger is how long the k-th ranked voter waits, times k,
@@ -290,8 +268,8 @@ const (
 // campaignRank is this member's place among the group's voters other
 // than failed, by name with Config.FirstCandidate first; -1 if it is not
 // one of them.
-func (r *Replica) campaignRank(failed string) int {
-	servers, err := r.Servers()
+func (fo *failover) campaignRank(failed string) int {
+	servers, err := fo.core.Servers()
 	if err != nil {
 		return -1
 	}
@@ -302,12 +280,12 @@ func (r *Replica) campaignRank(failed string) int {
 		}
 	}
 	slices.Sort(voters)
-	if i := slices.Index(voters, r.cfg.FirstCandidate); i > 0 {
+	if i := slices.Index(voters, fo.core.cfg.FirstCandidate); i > 0 {
 		// The member that led before the group hibernated goes first
 		// (Config.FirstCandidate); the others keep their order.
-		voters = slices.Insert(slices.Delete(voters, i, i+1), 0, r.cfg.FirstCandidate)
+		voters = slices.Insert(slices.Delete(voters, i, i+1), 0, fo.core.cfg.FirstCandidate)
 	}
-	return slices.Index(voters, r.cfg.NodeID)
+	return slices.Index(voters, fo.core.cfg.NodeID)
 }
 
 // suspectPoll bounds how long awaitLeader sleeps between looks.
@@ -318,155 +296,186 @@ const suspectPoll = 100 * time.Millisecond
 // this member's rank comes it campaigns (a failed or restarted leader) or, after a
 // start, asks whether a majority would vote for it and campaigns if so,
 // asking again later while nobody leads.
-func (r *Replica) awaitLeader(node string, why suspicion, grace time.Duration) {
-	defer r.fo.suspecting.Store(false)
-	started := why == noLeader
+func (fo *failover) awaitLeader(node string, why suspicion, grace time.Duration) {
+	defer fo.suspecting.Store(false)
+	s := &leaderSearch{node: node, started: why == noLeader}
 	start := time.Now()
-	deadline := start.Add(grace + 4*r.fo.base.HeartbeatTimeout)
-	rank := r.campaignRank(node)
+	deadline := start.Add(grace + 4*fo.base.HeartbeatTimeout)
+	rank := fo.campaignRank(node)
 	if rank < 0 {
 		return // not a voter: it cannot lead
 	}
 	rankWait := time.Duration(rank) * campaignStagger
-	stagger := rankWait
-	next := start.Add(grace + stagger)
-	if !started {
+	s.stagger = rankWait
+	s.next = start.Add(grace + s.stagger)
+	if !s.started {
 		// The rank's wait comes once the others agree the leader's
 		// node failed (below): they all learn it from the same gossip,
 		// and waits counted from the start would line up the ranks'
 		// first campaigns after a disagreement and split the vote.
-		next = start.Add(grace)
+		s.next = start.Add(grace)
 	}
-	// agreed: a majority of the voters see the leader's node failed
-	// (majorityAgreesFailed), or it restarted, which its new boot shows
-	// to everyone.
-	agreed := why == leaderRestarted
-	// termAtStart tells whether an election has been held since the
-	// suspicion began (electedSince).
-	termAtStart := raftStats(r.raft)("term")
-	// candidateSince is when this member was first seen a candidate in
-	// its current candidacy, or last campaigned (a restart's moment as a
-	// follower is too short for the loop to see).
-	var candidateSince time.Time
-	gap := askGapFirst
-	if !started {
+	s.agreed = why == leaderRestarted
+	s.termAtStart = raftStats(fo.core.raft)("term")
+	s.gap = askGapFirst
+	if !s.started {
 		// Agreement is asked again soon, so that the ranks' campaigns
 		// stay campaignStagger apart: each counts its wait from when it
 		// saw agreement, and the first rank asking half a second late
 		// would campaign with the second.
-		gap = suspectPoll
+		s.gap = suspectPoll
 	}
 	for {
-		state := r.raft.State()
-		_, id := r.raft.LeaderWithID()
+		state := fo.core.raft.State()
+		_, id := fo.core.raft.LeaderWithID()
 		switch {
 		case state == raft.Shutdown:
 			return
 		case state == raft.Leader, id != "" && string(id) != node:
-			r.log.Debug("leader found", "failed", node, "leader", string(id))
+			fo.core.log.Debug("leader found", "failed", node, "leader", string(id))
 			return
-		case node != "" && string(id) == node && r.raft.LastContact().After(start):
+		case node != "" && string(id) == node && fo.core.raft.LastContact().After(start):
 			// Heard from the leader after gossip called its node
 			// failed: it is not (this node was cut off, or gossip
 			// wrong).
-			r.log.Debug("the suspected leader is alive", "leader", node)
+			fo.core.log.Debug("the suspected leader is alive", "leader", node)
 			return
 		case time.Now().After(deadline):
-			r.log.Debug("no leader found; raft's timeout elects", "failed", node)
+			fo.core.log.Debug("no leader found; raft's timeout elects", "failed", node)
 			return
 		}
 		now := time.Now()
 		if state != raft.Candidate {
-			candidateSince = time.Time{}
-		} else if candidateSince.IsZero() {
-			candidateSince = now
+			s.candidateSince = time.Time{}
+		} else if s.candidateSince.IsZero() {
+			s.candidateSince = now
 		}
 		// A candidacy still open after candidateStall (and the rank's
 		// wait, so that split candidates restart apart) was refused or
 		// lost its answers, and raft would not try again for 30 s or more:
 		// ask, as after a start, and campaign again above it.
-		stalled := state == raft.Candidate && now.Sub(candidateSince) >= candidateStall+rankWait
-		if stalled && !started {
-			started, gap = true, askGapFirst
+		stalled := state == raft.Candidate && now.Sub(s.candidateSince) >= candidateStall+rankWait
+		if stalled && !s.started {
+			s.started, s.gap = true, askGapFirst
 		}
-		if (state == raft.Follower || stalled) && !now.Before(next) {
-			if !started && !agreed {
-				agreed = r.majorityAgreesFailed(node)
-			}
-			switch {
-			case !started && agreed && stagger > 0:
-				// Agreed: this rank's wait, then campaign if still
-				// nobody leads.
-				next = time.Now().Add(stagger)
-				stagger = 0
-			case !started && agreed && r.leaderAnswers(node):
-				r.log.Debug("the suspected leader answers that it leads", "leader", node)
+		if (state == raft.Follower || stalled) && !now.Before(s.next) {
+			if fo.decide(s, stalled) {
 				return
-			case !started && agreed && r.electedSince(node, termAtStart):
-				// The questions above take up to a second each, and
-				// another member may have campaigned meanwhile: a
-				// campaign now would depose a leader just elected (the
-				// chaos harness saw a queue leaderless for 2 s that
-				// way). Ask as after a start, which a leader refuses.
-				r.log.Debug("not campaigning: an election was held since the leader's node failed", "failed", node)
-				started = true
-				next = time.Now().Add(leaderLostGrace)
-				gap = askGapFirst
-			case !started && agreed:
-				r.log.Debug("campaigning: the leader's node failed", "failed", node)
-				go func() {
-					// The voters believe in the old leader and refuse a
-					// pre-vote, but their answers still tell their terms.
-					_, seen := r.preVoteQuorum(preVoteWait, anyAnswer)
-					r.campaignAbove("the leader's node failed", seen)
-				}()
-				candidateSince = time.Now()
-				// Once. Should it fail, or a rival that cannot win depose
-				// it with a higher term before this loop sees it lead,
-				// nobody would campaign until raft's own timeout (the
-				// rival's leaderLost waits behind this loop): ask as after
-				// a start, from leaderLostGrace on.
-				started = true
-				next = time.Now().Add(leaderLostGrace)
-				gap = askGapFirst
-			case !started:
-				// The others' gossip still sees the leader's node (or
-				// they do not answer: this member is cut off). Ask again,
-				// less and less often: their gossip may not have heard.
-				r.log.Debug("not campaigning: most voters do not see the leader's node failed", "failed", node)
-				next = time.Now().Add(gap)
-				gap = min(2*gap, askGapMax)
-			default:
-				// A drained member leaves the election to the others.
-				if !r.Drained() {
-					if yes, seen := r.majorityWouldVote(); yes {
-						r.log.Debug("campaigning: no leader after start", "stalled", stalled)
-						go r.campaignAbove("no leader after start", seen)
-						candidateSince = time.Now()
-					}
-				}
-				next = time.Now().Add(gap)
-				gap = min(2*gap, askGapMax)
 			}
 		}
-		wait := min(suspectPoll, max(time.Until(next), time.Millisecond))
+		wait := min(suspectPoll, max(time.Until(s.next), time.Millisecond))
 		select {
-		case <-r.done:
+		case <-fo.core.done:
 			return
 		case <-time.After(wait):
 		}
 	}
 }
 
+// leaderSearch is where one awaitLeader stands: whom it suspects, and
+// how far this member has come in asking, waiting its rank and
+// campaigning.
+type leaderSearch struct {
+	// node is the suspected leader's node; "" after a start, or when
+	// the group lost its leader otherwise.
+	node string
+	// started: asking as after a start, whether a majority would vote
+	// for this member, rather than about a failed or restarted leader.
+	started bool
+	// agreed: a majority of the voters see the leader's node failed
+	// (majorityAgreesFailed), or it restarted, which its new boot shows
+	// to everyone.
+	agreed bool
+	// stagger is the rank's wait still to come once they agree.
+	stagger time.Duration
+	// next is when the next step is due, and gap how long after that
+	// the one after it comes, growing while nobody leads.
+	next time.Time
+	gap  time.Duration
+	// termAtStart tells whether an election has been held since the
+	// suspicion began (electedSince).
+	termAtStart uint64
+	// candidateSince is when this member was first seen a candidate in
+	// its current candidacy, or last campaigned (a restart's moment as a
+	// follower is too short for the loop to see).
+	candidateSince time.Time
+}
+
+// decide takes this member's next step in search s once its time has
+// come: ask whether the others agree the leader's node failed, wait out
+// its rank, campaign, or ask again later. stop: the suspected leader
+// answers that it leads, so the search is over.
+func (fo *failover) decide(s *leaderSearch, stalled bool) (stop bool) {
+	if !s.started && !s.agreed {
+		s.agreed = fo.majorityAgreesFailed(s.node)
+	}
+	switch {
+	case !s.started && s.agreed && s.stagger > 0:
+		// Agreed: this rank's wait, then campaign if still
+		// nobody leads.
+		s.next = time.Now().Add(s.stagger)
+		s.stagger = 0
+	case !s.started && s.agreed && fo.leaderAnswers(s.node):
+		fo.core.log.Debug("the suspected leader answers that it leads", "leader", s.node)
+		return true
+	case !s.started && s.agreed && fo.electedSince(s.node, s.termAtStart):
+		// The questions above take up to a second each, and
+		// another member may have campaigned meanwhile: a
+		// campaign now would depose a leader just elected (the
+		// chaos harness saw a queue leaderless for 2 s that
+		// way). Ask as after a start, which a leader refuses.
+		fo.core.log.Debug("not campaigning: an election was held since the leader's node failed", "failed", s.node)
+		s.started = true
+		s.next = time.Now().Add(leaderLostGrace)
+		s.gap = askGapFirst
+	case !s.started && s.agreed:
+		fo.core.log.Debug("campaigning: the leader's node failed", "failed", s.node)
+		go func() {
+			// The voters believe in the old leader and refuse a
+			// pre-vote, but their answers still tell their terms.
+			_, seen := fo.preVoteQuorum(preVoteWait, anyAnswer)
+			fo.campaignAbove("the leader's node failed", seen)
+		}()
+		s.candidateSince = time.Now()
+		// Once. Should it fail, or a rival that cannot win depose
+		// it with a higher term before this loop sees it lead,
+		// nobody would campaign until raft's own timeout (the
+		// rival's leaderLost waits behind this loop): ask as after
+		// a start, from leaderLostGrace on.
+		s.started = true
+		s.next = time.Now().Add(leaderLostGrace)
+		s.gap = askGapFirst
+	case !s.started:
+		// The others' gossip still sees the leader's node (or
+		// they do not answer: this member is cut off). Ask again,
+		// less and less often: their gossip may not have heard.
+		fo.core.log.Debug("not campaigning: most voters do not see the leader's node failed", "failed", s.node)
+		s.next = time.Now().Add(s.gap)
+		s.gap = min(2*s.gap, askGapMax)
+	default:
+		// A drained member leaves the election to the others.
+		if !fo.isDrained() {
+			if yes, seen := fo.majorityWouldVote(); yes {
+				fo.core.log.Debug("campaigning: no leader after start", "stalled", stalled)
+				go fo.campaignAbove("no leader after start", seen)
+				s.candidateSince = time.Now()
+			}
+		}
+		s.next = time.Now().Add(s.gap)
+		s.gap = min(2*s.gap, askGapMax)
+	}
+	return false
+}
+
 // electedSince reports whether this member has heard of a leader other
 // than one on node, or moved past term, its term when the suspicion of
 // node began: some member campaigned since (a campaign raises the
 // voters' terms whether it wins or not).
-func (r *Replica) electedSince(node string, term uint64) bool {
-	if _, id := r.raft.LeaderWithID(); id != "" && string(id) != node {
+func (fo *failover) electedSince(node string, term uint64) bool {
+	if _, id := fo.core.raft.LeaderWithID(); id != "" && string(id) != node {
 		return true
 	}
-	return raftStats(r.raft)("term") > term
+	return raftStats(fo.core.raft)("term") > term
 }
 
 // majorityWouldVote asks the group's other voters whether they would
@@ -474,8 +483,8 @@ func (r *Replica) electedSince(node string, term uint64) bool {
 // which changes nothing on the voter) and reports whether a majority of
 // the voters, this member included, would; seen is the highest term in
 // the answers (campaignAbove).
-func (r *Replica) majorityWouldVote() (yes bool, seen uint64) {
-	return r.preVoteQuorum(preVoteWait, func(resp *raft.RequestPreVoteResponse) bool { return resp.Granted })
+func (fo *failover) majorityWouldVote() (yes bool, seen uint64) {
+	return fo.preVoteQuorum(preVoteWait, func(resp *raft.RequestPreVoteResponse) bool { return resp.Granted })
 }
 
 // majorityAgreesFailed reports whether a majority of the group's voters,
@@ -489,13 +498,13 @@ func (r *Replica) majorityWouldVote() (yes bool, seen uint64) {
 // again). The survivors of a real failure agree within a gossip round or
 // two; until their own timeout they still believe in the old leader and
 // would refuse a pre-vote.
-func (r *Replica) majorityAgreesFailed(node string) bool {
-	if r.cfg.SeesAlive == nil {
-		yes, _ := r.preVoteQuorum(preVoteWait, anyAnswer)
+func (fo *failover) majorityAgreesFailed(node string) bool {
+	if fo.core.cfg.SeesAlive == nil {
+		yes, _ := fo.preVoteQuorum(preVoteWait, anyAnswer)
 		return yes
 	}
-	return r.voterQuorum(preVoteWait, node, func(ctx context.Context, s raft.Server) bool {
-		alive, err := r.cfg.SeesAlive(ctx, string(s.ID), node)
+	return fo.voterQuorum(preVoteWait, node, func(ctx context.Context, s raft.Server) bool {
+		alive, err := fo.core.cfg.SeesAlive(ctx, string(s.ID), node)
 		return err == nil && !alive
 	})
 }
@@ -510,13 +519,13 @@ func (r *Replica) majorityAgreesFailed(node string) bool {
 // lost nothing. A leader that is really gone does not answer: a killed
 // process's node refuses the connection at once, a lost host or a
 // partition costs preVoteWait.
-func (r *Replica) leaderAnswers(node string) bool {
-	if r.cfg.LeadsAt == nil {
+func (fo *failover) leaderAnswers(node string) bool {
+	if fo.core.cfg.LeadsAt == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), preVoteWait)
 	defer cancel()
-	leads, err := r.cfg.LeadsAt(ctx, node)
+	leads, err := fo.core.cfg.LeadsAt(ctx, node)
 	return err == nil && leads
 }
 
@@ -528,14 +537,14 @@ const preVoteWait = time.Second
 // for this member and reports whether a majority of the voters, this
 // member included, gave an answer that ok accepts within wait, and the
 // highest term among the answers it got.
-func (r *Replica) preVoteQuorum(wait time.Duration, ok func(*raft.RequestPreVoteResponse) bool) (yes bool, seen uint64) {
-	pv, isPV := r.cfg.Transport.(raft.WithPreVote)
+func (fo *failover) preVoteQuorum(wait time.Duration, ok func(*raft.RequestPreVoteResponse) bool) (yes bool, seen uint64) {
+	pv, isPV := fo.core.cfg.Transport.(raft.WithPreVote)
 	if !isPV {
 		return false, 0
 	}
-	req := r.preVoteRequest()
+	req := fo.preVoteRequest()
 	var high atomic.Uint64
-	yes = r.voterQuorum(wait, "", func(_ context.Context, s raft.Server) bool {
+	yes = fo.voterQuorum(wait, "", func(_ context.Context, s raft.Server) bool {
 		var resp raft.RequestPreVoteResponse
 		if err := pv.RequestPreVote(s.ID, s.Address, req, &resp); err != nil {
 			return false
@@ -555,8 +564,8 @@ func anyAnswer(*raft.RequestPreVoteResponse) bool { return true }
 // skip, at once, and reports whether a majority of all the voters, this
 // member counted as yes, answered yes within wait. It returns as soon as
 // that majority is reached. This member must be a voter.
-func (r *Replica) voterQuorum(wait time.Duration, skip string, ask func(context.Context, raft.Server) bool) bool {
-	f := r.raft.GetConfiguration()
+func (fo *failover) voterQuorum(wait time.Duration, skip string, ask func(context.Context, raft.Server) bool) bool {
+	f := fo.core.raft.GetConfiguration()
 	if f.Error() != nil {
 		return false
 	}
@@ -570,7 +579,7 @@ func (r *Replica) voterQuorum(wait time.Duration, skip string, ask func(context.
 		}
 		voters++
 		switch string(s.ID) {
-		case r.cfg.NodeID:
+		case fo.core.cfg.NodeID:
 			self = true
 		case skip:
 		default:
@@ -590,7 +599,7 @@ func (r *Replica) voterQuorum(wait time.Duration, skip string, ask func(context.
 			}
 		case <-ctx.Done():
 			return false
-		case <-r.done:
+		case <-fo.core.done:
 			return false
 		}
 	}
@@ -599,8 +608,8 @@ func (r *Replica) voterQuorum(wait time.Duration, skip string, ask func(context.
 
 // preVoteRequest is the pre-vote request raft itself would send: the next
 // term and this member's last entry, its snapshot's if that is later.
-func (r *Replica) preVoteRequest() *raft.RequestPreVoteRequest {
-	num := raftStats(r.raft)
+func (fo *failover) preVoteRequest() *raft.RequestPreVoteRequest {
+	num := raftStats(fo.core.raft)
 	idx, term := num("last_log_index"), num("last_log_term")
 	if si := num("last_snapshot_index"); si > idx {
 		idx, term = si, num("last_snapshot_term")
@@ -608,8 +617,8 @@ func (r *Replica) preVoteRequest() *raft.RequestPreVoteRequest {
 	return &raft.RequestPreVoteRequest{
 		RPCHeader: raft.RPCHeader{
 			ProtocolVersion: raft.ProtocolVersionMax,
-			ID:              []byte(r.cfg.NodeID),
-			Addr:            []byte(r.cfg.Transport.LocalAddr()),
+			ID:              []byte(fo.core.cfg.NodeID),
+			Addr:            []byte(fo.core.cfg.Transport.LocalAddr()),
 		},
 		Term:         num("term") + 1,
 		LastLogIndex: idx,
@@ -626,11 +635,11 @@ type campaigner interface {
 // campaign starts the first election of a group this member has just
 // bootstrapped, instead of waiting a heartbeat timeout for it: the other
 // members start empty, so there is no leader to disturb.
-func (r *Replica) campaign() {
-	if _, id := r.raft.LeaderWithID(); id != "" || r.raft.State() != raft.Follower {
+func (fo *failover) campaign() {
+	if _, id := fo.core.raft.LeaderWithID(); id != "" || fo.core.raft.State() != raft.Follower {
 		return
 	}
-	r.campaignNow("first election")
+	fo.campaignNow("first election")
 }
 
 // termRaiser is a transport that can make this member adopt a higher
@@ -652,36 +661,36 @@ type termRaiser interface {
 // The chaos harness saw exactly that: a deposed leader, told by the
 // pre-vote that both others would vote for it, campaigned at the term
 // they had split their votes in, and the queue had no leader for 33 s.
-func (r *Replica) campaignAbove(why string, seen uint64) {
-	term := raftStats(r.raft)("term")
-	switch state := r.raft.State(); {
+func (fo *failover) campaignAbove(why string, seen uint64) {
+	term := raftStats(fo.core.raft)("term")
+	switch state := fo.core.raft.State(); {
 	case state == raft.Candidate:
-		r.raiseTerm(max(seen, term+1)) // steps down, so that it can campaign again
+		fo.raiseTerm(max(seen, term+1)) // steps down, so that it can campaign again
 	case state == raft.Follower && seen > term:
-		r.raiseTerm(seen)
+		fo.raiseTerm(seen)
 	case state != raft.Follower:
 		return // leads, or shut down
 	}
-	r.campaignNow(why)
+	fo.campaignNow(why)
 }
 
 // raiseTerm makes this member adopt term, voting for nobody.
-func (r *Replica) raiseTerm(term uint64) {
-	tr, ok := r.cfg.Transport.(termRaiser)
+func (fo *failover) raiseTerm(term uint64) {
+	tr, ok := fo.core.cfg.Transport.(termRaiser)
 	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := tr.RaiseTerm(ctx, r.cfg.NodeID, term); err != nil {
-		r.log.Debug("raise term", "term", term, "err", err)
+	if err := tr.RaiseTerm(ctx, fo.core.cfg.NodeID, term); err != nil {
+		fo.core.log.Debug("raise term", "term", term, "err", err)
 	}
 }
 
 // campaignNow makes this member start an election at once, as a
 // leadership transfer's TimeoutNow would; why is for the log.
-func (r *Replica) campaignNow(why string) {
-	c, ok := r.cfg.Transport.(campaigner)
+func (fo *failover) campaignNow(why string) {
+	c, ok := fo.core.cfg.Transport.(campaigner)
 	if !ok {
 		return
 	}
@@ -689,12 +698,12 @@ func (r *Replica) campaignNow(why string) {
 	defer cancel()
 	go func() {
 		select {
-		case <-r.done:
+		case <-fo.core.done:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	if err := c.Campaign(ctx); err != nil {
-		r.log.Debug("campaign", "why", why, "err", err)
+		fo.core.log.Debug("campaign", "why", why, "err", err)
 	}
 }

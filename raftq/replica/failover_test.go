@@ -149,7 +149,7 @@ func TestFailoverSurvivesARivalsHopelessCampaign(t *testing.T) {
 	}
 	// Deposes best; it cannot win, unless best's leadership caught it up
 	// meanwhile (then it leads, which is as good).
-	g.members[behind].campaignNow("a rival's hopeless campaign")
+	g.members[behind].fo.campaignNow("a rival's hopeless campaign")
 	start := time.Now()
 	var now string
 	for now == "" && time.Since(start) < 10*time.Second {
@@ -189,8 +189,8 @@ func (g *group) join(a, b string) {
 func (g *group) splitVote(t *testing.T, a, b string) {
 	t.Helper()
 	g.cut(a, b)
-	go g.members[a].campaignNow("a split vote")
-	go g.members[b].campaignNow("a split vote")
+	go g.members[a].fo.campaignNow("a split vote")
+	go g.members[b].fo.campaignNow("a split vote")
 	waitLong(t, "both candidates", func() bool {
 		return g.members[a].raft.State() == raft.Candidate && g.members[b].raft.State() == raft.Candidate
 	})

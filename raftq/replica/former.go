@@ -26,7 +26,7 @@ import (
 //     says it never received (lost with the old leader) return to the
 //     queue first (raftq.Command.Resume);
 //   - a new leader stops delivering to its predecessor's consumers at once
-//     (reapConsumers) and declares down those that did not come back after
+//     (consumerTable.reap) and declares down those that did not come back after
 //     OrphanGrace or the queue's disconnected timeout, the longer
 //     (disconnected.go): their node is gone or cut off;
 //   - a former leader passes the settlements it still gets, and those the
@@ -50,29 +50,29 @@ type HeldSettlement struct {
 	Messages []uint64
 }
 
-// settleAsFormer handles settlements of deliveries on a member that does
+// asFormer handles settlements of deliveries on a member that does
 // not lead: it names them by consumer and message and passes them to the
 // leader. False when this member leads (the caller settles them).
-func (r *Replica) settleAsFormer(op raftq.Op, cause queue.ReturnCause, ids []uint64) bool {
-	if r.isLeader() {
+func (s *settler) asFormer(op raftq.Op, cause queue.ReturnCause, ids []uint64) bool {
+	if s.r.isLeader() {
 		return false
 	}
-	order, groups, unknown := r.byHolder(ids)
+	order, groups, unknown := s.r.byHolder(ids)
 	list := make([]HeldSettlement, 0, len(order))
 	for _, c := range order {
 		list = append(list, HeldSettlement{Op: op, Cause: cause, Consumer: c, Messages: groups[c]})
 	}
-	r.settleAtLeader(list)
-	r.settleUnknown(op, cause, unknown)
+	s.atLeader(list)
+	s.unknown(op, cause, unknown)
 	return true
 }
 
-// settleAtLeader passes list to the leader, if there is a way.
-func (r *Replica) settleAtLeader(list []HeldSettlement) {
-	if len(list) == 0 || r.cfg.SettleAtLeader == nil {
+// atLeader passes list to the leader, if there is a way.
+func (s *settler) atLeader(list []HeldSettlement) {
+	if len(list) == 0 || s.r.cfg.SettleAtLeader == nil {
 		return
 	}
-	r.cfg.SettleAtLeader(list)
+	s.r.cfg.SettleAtLeader(list)
 }
 
 // SettleHeld settles messages by the consumer that holds them: the
@@ -82,16 +82,14 @@ func (r *Replica) settleAtLeader(list []HeldSettlement) {
 func (r *Replica) SettleHeld(list []HeldSettlement) error {
 	// Not before the orphans' detach is in the log: a message returned
 	// ahead of it would go to a consumer that is not there.
-	if !r.isLeader() || !r.orphansDetached.Load() {
+	if !r.isLeader() || !r.consumers.orphansDetached.Load() {
 		return ErrNotLeader
 	}
 	acks := false
 	for _, s := range list {
 		switch s.Op {
 		case raftq.OpSettle:
-			r.mu.Lock()
-			r.toSettle[s.Consumer] = append(r.toSettle[s.Consumer], s.Messages...)
-			r.mu.Unlock()
+			r.consumers.queueAck(s.Consumer, s.Messages)
 			acks = true
 		case raftq.OpReturn, raftq.OpDiscard:
 			r.propose(&raftq.Command{Op: s.Op, Consumer: s.Consumer, IDs: s.Messages, Cause: raftq.ReturnCause(s.Cause)})
@@ -100,7 +98,7 @@ func (r *Replica) SettleHeld(list []HeldSettlement) error {
 		}
 	}
 	if acks {
-		r.wakeSettler()
+		r.settler.wakeUp()
 	}
 	return nil
 }
@@ -108,10 +106,10 @@ func (r *Replica) SettleHeld(list []HeldSettlement) error {
 // Deliveries lists the deliveries consumer holds, whichever leader made
 // them: a consume stream that attaches a consumer again takes them in its
 // charge, to return them if the consumer's node goes away.
-func (r *Replica) Deliveries(consumer uint64) []uint64 {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	return r.fsm.m.AppendDeliveries(raftq.ConsumerID(consumer), nil)
+func (c *core) Deliveries(consumer uint64) []uint64 {
+	c.fsm.mu.Lock()
+	defer c.fsm.mu.Unlock()
+	return c.fsm.m.AppendDeliveries(raftq.ConsumerID(consumer), nil)
 }
 
 // proposedSettlement is a settlement entry the settler proposed.
@@ -125,10 +123,10 @@ type proposedSettlement struct {
 // entry raft may still commit (ErrLeadershipLost) is passed on too: a
 // second settlement of a message its consumer no longer holds changes
 // nothing.
-func (r *Replica) passOnRefused(proposed []proposedSettlement) {
+func (s *settler) passOnRefused(proposed []proposedSettlement) {
 	var refused []HeldSettlement
 	for _, p := range proposed {
-		err := r.wait(p.f)
+		err := s.r.wait(p.f)
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 			refused = append(refused, p.s)
@@ -137,21 +135,8 @@ func (r *Replica) passOnRefused(proposed []proposedSettlement) {
 	if len(refused) == 0 {
 		return
 	}
-	r.log.Debug("settlements refused by the log while the leadership moved; passing them to the leader", "consumers", len(refused))
-	r.settleAtLeader(refused)
-}
-
-// goTracked runs fn on a goroutine of the replica's wait group, which
-// must call r.wg.Done; false once the replica is stopping.
-func (r *Replica) goTracked(fn func()) bool {
-	r.goMu.Lock()
-	defer r.goMu.Unlock()
-	if r.goStopped {
-		return false
-	}
-	r.wg.Add(1)
-	go fn()
-	return true
+	s.r.log.Debug("settlements refused by the log while the leadership moved; passing them to the leader", "consumers", len(refused))
+	s.atLeader(refused)
 }
 
 // acksOf lists toSettle's acknowledgements by consumer, in consumer order.
@@ -163,7 +148,7 @@ func acksOf(toSettle map[raftq.ConsumerID][]uint64) []HeldSettlement {
 	return list
 }
 
-// reapConsumers runs when this member starts leading: the consumers in the
+// reap runs when this member starts leading: the consumers in the
 // machine that are not attached here were attached to the previous
 // leader. They are detached at once, so that nothing more is delivered to
 // them until they attach here again, under the same ID, keeping the
@@ -174,21 +159,21 @@ func acksOf(toSettle map[raftq.ConsumerID][]uint64) []HeldSettlement {
 // (owned.go) of a node start that is alive keep theirs for their channels
 // (Config.StartAlive). Without a way for settlements to be passed on (a
 // single member), they are down at once.
-func (r *Replica) reapConsumers() {
-	r.attachMu.Lock()
-	defer r.attachMu.Unlock()
-	orphans := r.orphanConsumers()
+func (t *consumerTable) reap() {
+	t.attachMu.Lock()
+	defer t.attachMu.Unlock()
+	orphans := t.orphanConsumers()
 	if len(orphans) == 0 {
-		r.orphansDetached.Store(true)
+		t.orphansDetached.Store(true)
 		return
 	}
-	if r.cfg.SettleAtLeader == nil {
+	if t.r.cfg.SettleAtLeader == nil {
 		// No member passes settlements on (one node): nothing can
 		// settle their messages any more.
 		for _, id := range orphans {
-			r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
+			t.r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
 		}
-		r.orphansDetached.Store(true)
+		t.orphansDetached.Store(true)
 		return
 	}
 	set := &orphanSet{ids: make(map[raftq.ConsumerID]bool, len(orphans))}
@@ -196,10 +181,10 @@ func (r *Replica) reapConsumers() {
 	// held: cancelled consumers and getters, whose messages wait for
 	// their channels to settle them.
 	held := make(map[raftq.ConsumerID]bool)
-	r.fsm.mu.Lock()
+	t.r.fsm.mu.Lock()
 	for _, id := range orphans {
 		set.ids[id] = true
-		if r.fsm.m.Cancelled(id) || r.fsm.m.Getter(id) {
+		if t.r.fsm.m.Cancelled(id) || t.r.fsm.m.Getter(id) {
 			held[id] = true
 			continue
 		}
@@ -209,22 +194,22 @@ func (r *Replica) reapConsumers() {
 		// (RabbitMQ keeps a suspected-down consumer active); at machine
 		// version 1, only attached (Disconnect says why).
 		switch {
-		case !r.fsm.m.Keeps(id):
+		case !t.r.fsm.m.Keeps(id):
 			cmds = append(cmds, &raftq.Command{Op: raftq.OpDetach, Consumer: id})
-		case r.fsm.m.Suspends():
+		case t.r.fsm.m.Suspends():
 			cmds = append(cmds, &raftq.Command{Op: raftq.OpSuspend, Consumer: id})
 		}
 	}
-	r.fsm.mu.Unlock()
+	t.r.fsm.mu.Unlock()
 	for _, c := range cmds {
-		r.propose(c)
+		t.r.propose(c)
 	}
-	r.mu.Lock()
-	r.orphans = set
-	r.mu.Unlock()
-	r.orphansDetached.Store(true) // raft appends in the order proposed
-	r.goTracked(func() {
-		defer r.wg.Done()
+	t.mu.Lock()
+	t.orphans = set
+	t.mu.Unlock()
+	t.orphansDetached.Store(true) // raft appends in the order proposed
+	t.r.goTracked(func() {
+		defer t.r.wg.Done()
 		// Those that do not follow within OrphanGrace are cut off from
 		// here, or gone, or their channel closed meanwhile. Those of a
 		// node start that is gone (restarted since, or departed) are
@@ -232,39 +217,27 @@ func (r *Replica) reapConsumers() {
 		// disconnected timeout, if it is longer (disconnected.go), and
 		// NodeGone lets go of theirs should their node restart or leave
 		// meanwhile.
-		rest := r.DisconnectedTimeout() - OrphanGrace
-		if !r.sleep(OrphanGrace) || !r.reapOrphans(set, orphans, held, rest <= 0) || rest <= 0 {
+		rest := t.r.DisconnectedTimeout() - OrphanGrace
+		if !t.r.sleep(OrphanGrace) || !t.reapOrphans(set, orphans, held, rest <= 0) || rest <= 0 {
 			return
 		}
-		if r.sleep(rest) {
-			r.reapOrphans(set, orphans, held, true)
+		if t.r.sleep(rest) {
+			t.reapOrphans(set, orphans, held, true)
 		}
 	})
-}
-
-// sleep waits d, or until the replica closes: false then.
-func (r *Replica) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.done:
-		return false
-	}
 }
 
 // reapOrphans declares down the orphans of a reap (set) that have not
 // attached again: with final, all but the cancelled consumers and getters
 // (held) of a node start that is alive; otherwise those of a node start
 // that is gone. False when this member no longer owns the reap.
-func (r *Replica) reapOrphans(set *orphanSet, orphans []raftq.ConsumerID, held map[raftq.ConsumerID]bool, final bool) bool {
-	if !r.isLeader() {
+func (t *consumerTable) reapOrphans(set *orphanSet, orphans []raftq.ConsumerID, held map[raftq.ConsumerID]bool, final bool) bool {
+	if !t.r.isLeader() {
 		return false // the next leader does this again
 	}
-	r.mu.Lock()
-	if r.orphans != set {
-		r.mu.Unlock()
+	t.mu.Lock()
+	if t.orphans != set {
+		t.mu.Unlock()
 		return false // a later leadership's reap owns them now
 	}
 	var down []raftq.ConsumerID
@@ -273,7 +246,7 @@ func (r *Replica) reapOrphans(set *orphanSet, orphans []raftq.ConsumerID, held m
 			continue // attached again, or let go (NodeGone)
 		}
 		tag := consumerNode(uint64(id))
-		if r.cfg.StartGone != nil && r.cfg.StartGone(tag) {
+		if t.r.cfg.StartGone != nil && t.r.cfg.StartGone(tag) {
 			down = append(down, id)
 			delete(set.ids, id)
 			continue
@@ -281,7 +254,7 @@ func (r *Replica) reapOrphans(set *orphanSet, orphans []raftq.ConsumerID, held m
 		if !final {
 			continue
 		}
-		if held[id] && r.cfg.StartAlive != nil && r.cfg.StartAlive(tag) {
+		if held[id] && t.r.cfg.StartAlive != nil && t.r.cfg.StartAlive(tag) {
 			// Its node is up, so its channel may still settle what it
 			// holds, as RabbitMQ lets it: those settlements, and the
 			// release when the channel closes, are sent until a leader
@@ -292,12 +265,12 @@ func (r *Replica) reapOrphans(set *orphanSet, orphans []raftq.ConsumerID, held m
 		down = append(down, id)
 	}
 	if final {
-		r.orphans = nil
+		t.orphans = nil
 	}
-	r.mu.Unlock()
-	expired := final && r.DisconnectedTimeout() > OrphanGrace
+	t.mu.Unlock()
+	expired := final && t.r.DisconnectedTimeout() > OrphanGrace
 	for _, id := range down {
-		r.declareDown(id, expired && (r.cfg.StartGone == nil || !r.cfg.StartGone(consumerNode(uint64(id)))))
+		t.declareDown(id, expired && (t.r.cfg.StartGone == nil || !t.r.cfg.StartGone(consumerNode(uint64(id)))))
 	}
 	return true
 }
@@ -308,16 +281,16 @@ func (r *Replica) reapOrphans(set *orphanSet, orphans []raftq.ConsumerID, held m
 // rabbit_fifo returns a suspected-down consumer's on that timeout: one
 // still in its place (an exclusive or single active one) is suspended, so
 // they are not handed back to it, and its successor gets them first.
-func (r *Replica) declareDown(id raftq.ConsumerID, expired bool) {
-	r.fsm.mu.Lock()
+func (t *consumerTable) declareDown(id raftq.ConsumerID, expired bool) {
+	t.r.fsm.mu.Lock()
 	// (At machine version 1 one kept in its place is not suspended: what
 	// it holds would go back to it, so its going down returns it all.)
-	inPlace := r.fsm.m.Keeps(id) && !r.fsm.m.Suspended(id)
-	r.fsm.mu.Unlock()
+	inPlace := t.r.fsm.m.Keeps(id) && !t.r.fsm.m.Suspended(id)
+	t.r.fsm.mu.Unlock()
 	if expired && !inPlace {
-		r.Requeue(r.Deliveries(uint64(id)), queue.ReturnDisconnected)
+		t.r.Requeue(t.r.Deliveries(uint64(id)), queue.ReturnDisconnected)
 	}
-	r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
+	t.r.propose(&raftq.Command{Op: raftq.OpConsumerDown, Consumer: id})
 }
 
 // NodeGone lets go of what the consumers of a node's start (BootOf) that
@@ -326,7 +299,7 @@ func (r *Replica) declareDown(id raftq.ConsumerID, expired bool) {
 // Those are its cancelled consumers and getters (owned.go), consumers
 // detached when their streams broke (forward's disconnected.go), and
 // its consumers that an earlier leader had and that have not followed
-// (reapConsumers). A start reported failed (failed) may only be cut off:
+// (consumerTable.reap). A start reported failed (failed) may only be cut off:
 // its consumers keep what they hold for the disconnected timeout
 // (disconnected.go), and only if it is not back by then do they let go.
 // (Consumers attached here are handled when their streams end.)
@@ -339,48 +312,48 @@ func (r *Replica) NodeGone(node string, failed bool) {
 		if t := r.DisconnectedTimeout(); t > 0 {
 			time.AfterFunc(t, func() {
 				if r.cfg.StartAlive == nil || !r.cfg.StartAlive(tag) {
-					r.letGo(node, tag, r.cfg.StartGone == nil || !r.cfg.StartGone(tag))
+					r.consumers.letGo(node, tag, r.cfg.StartGone == nil || !r.cfg.StartGone(tag))
 				}
 			})
 			return
 		}
 	}
-	r.letGo(node, tag, false)
+	r.consumers.letGo(node, tag, false)
 }
 
 // letGo declares down the detached consumers and getters of the node
 // start whose tag is tag; expired when they waited out the disconnected
 // timeout (declareDown).
-func (r *Replica) letGo(node string, tag uint32, expired bool) {
-	if !r.isLeader() {
+func (t *consumerTable) letGo(node string, tag uint32, expired bool) {
+	if !t.r.isLeader() {
 		return
 	}
-	r.fsm.mu.Lock()
-	ids := r.fsm.m.AppendConsumerIDs(nil)
+	t.r.fsm.mu.Lock()
+	ids := t.r.fsm.m.AppendConsumerIDs(nil)
 	gone := ids[:0]
 	for _, id := range ids {
-		if consumerNode(uint64(id)) == tag && id != r.getter && (r.fsm.m.Cancelled(id) || r.fsm.m.Getter(id)) {
+		if consumerNode(uint64(id)) == tag && id != t.r.getter && (t.r.fsm.m.Cancelled(id) || t.r.fsm.m.Getter(id)) {
 			gone = append(gone, id)
 		}
 	}
-	r.fsm.mu.Unlock()
-	r.mu.Lock()
-	if r.orphans != nil {
-		for id := range r.orphans.ids {
+	t.r.fsm.mu.Unlock()
+	t.mu.Lock()
+	if t.orphans != nil {
+		for id := range t.orphans.ids {
 			if consumerNode(uint64(id)) == tag {
 				if !slices.Contains(gone, id) {
 					gone = append(gone, id)
 				}
-				delete(r.orphans.ids, id)
+				delete(t.orphans.ids, id)
 			}
 		}
 	}
-	r.mu.Unlock()
+	t.mu.Unlock()
 	for _, id := range gone {
-		r.declareDown(id, expired)
+		t.declareDown(id, expired)
 	}
 	if len(gone) > 0 {
-		r.log.Info("returned the messages of a gone node's consumers and gets", "node", node, "consumers", len(gone))
+		t.r.log.Info("returned the messages of a gone node's consumers and gets", "node", node, "consumers", len(gone))
 	}
 }
 
@@ -389,15 +362,15 @@ type orphanSet struct{ ids map[raftq.ConsumerID]bool }
 
 // orphanConsumers lists the machine's consumers that are not attached
 // here (other than this member's basic.get consumer).
-func (r *Replica) orphanConsumers() []raftq.ConsumerID {
-	r.fsm.mu.Lock()
-	ids := r.fsm.m.AppendConsumerIDs(nil)
-	r.fsm.mu.Unlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (t *consumerTable) orphanConsumers() []raftq.ConsumerID {
+	t.r.fsm.mu.Lock()
+	ids := t.r.fsm.m.AppendConsumerIDs(nil)
+	t.r.fsm.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	gone := ids[:0]
 	for _, id := range ids {
-		if _, mine := r.consumers[id]; !mine && id != r.getter {
+		if _, mine := t.byID[id]; !mine && id != t.r.getter {
 			gone = append(gone, id)
 		}
 	}

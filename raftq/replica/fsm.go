@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/raftq"
-	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // fsm adapts the raftq machine to raft.FSM. Apply decodes the entry, runs
@@ -25,6 +24,10 @@ type fsm struct {
 	// sinceSnap counts the entries applied since the last snapshot taken
 	// or restored, for the watcher's snapshot trigger.
 	sinceSnap uint64
+	// dlxOnReject: x-overflow=reject-publish-dlx, a classic queue option
+	// the machine does not know (answerPublish reads it, Reconfigure
+	// changes it).
+	dlxOnReject bool
 }
 
 // liveCount is how many messages the machine references, for sizing the
@@ -62,67 +65,28 @@ func (f *fsm) Apply(l *raft.Log) any {
 		now := time.Now()
 		took := now.Sub(l.AppendedAt)
 		f.r.commitLatency.Store(int64(took))
-		if f.r.tail.share > 0 {
-			if switched, p99 := f.r.tail.record(took, now); switched {
-				f.r.log.Debug("publish hold", "holding", f.r.tail.holding, "commit_p99", p99,
-					"hold", time.Duration(f.r.tail.wait.Load()))
-			}
-		}
+		f.r.pub.commitTook(took, now)
 	}
 	if current && f.cmd.Op == raftq.OpAttach {
 		// Deliveries to the consumer are this member's to send from
 		// here on.
-		f.r.markAttached(f.cmd.Consumer)
+		f.r.consumers.markAttached(f.cmd.Consumer)
 	}
 	if leader && f.cmd.Op == raftq.OpEnqueue {
 		// Keep the message at hand: it is usually delivered moments later.
-		f.r.recent.put(l.Index, f.cmd.Payload)
+		f.r.storage.recent.put(l.Index, f.cmd.Payload)
 	}
 	f.sinceSnap++
 	f.effects = f.m.Apply(raftq.Meta{Index: l.Index}, &f.cmd, f.effects[:0])
-	var answer any
+	x := entryContext{index: l.Index, op: f.cmd.Op, leader: leader, current: current}
 	for _, e := range f.effects {
-		switch e.Kind {
-		case raftq.EffectConfirm, raftq.EffectReject, raftq.EffectOutOfSequence:
-			// Publishes proposed through this member wait in its pending
-			// map (its own and forwarded ones); others are not found.
-			var err error
-			switch e.Kind {
-			case raftq.EffectReject:
-				err = queue.ErrRejected
-			case raftq.EffectOutOfSequence:
-				err = ErrOutOfSequence
-			}
-			f.r.completeEnqueue(e.Publisher, e.Seq, err)
-			if e.Kind == raftq.EffectReject && f.r.dlxOnReject && current && f.cmd.Op == raftq.OpEnqueue {
-				// x-overflow=reject-publish-dlx (classic queues): the
-				// refused message is dead-lettered too, from its entry.
-				f.r.dl.effect(raftq.Effect{Kind: raftq.EffectDeadLetter, Index: l.Index, Reason: raftq.ReasonMaxLen, Time: f.m.Clock()})
-			}
-		case raftq.EffectGetResult, raftq.EffectGetEmpty, raftq.EffectConsumerRefused, raftq.EffectPurged:
-			res, _ := answer.(*result)
-			if res == nil {
-				res = &result{}
-				answer = res
-			}
-			res.effects = append(res.effects, e)
-		case raftq.EffectDeadLetter:
-			// At most once: publishing an earlier leader's again would
-			// duplicate it, and losing it if that leader failed first is
-			// what at-most-once allows. An at-least-once one stays
-			// pending in the machine until settled, so sending it again
-			// is harmless.
-			if current || (leader && e.AtLeastOnce) {
-				f.r.execute(e)
-			}
-		default:
-			if leader {
-				f.r.execute(e)
-			}
-		}
+		dispatchEffect(f, &x, e)
 	}
-	f.r.stateChanged()
-	return answer
+	f.r.watch.stateChanged()
+	if x.answer == nil {
+		return nil // no response at all, not a nil *result
+	}
+	return x.answer
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
@@ -138,14 +102,14 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	m, err := restoreSnapshot(rc, f.r.store)
+	m, err := restoreSnapshot(rc, f.r.storage.store)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	f.mu.Lock()
 	f.m, f.sinceSnap = m, 0
 	f.mu.Unlock()
-	f.r.stateChanged()
+	f.r.watch.stateChanged()
 	return nil
 }
 

@@ -9,7 +9,7 @@ package replica
 // (no membership change half done). A closed group runs no goroutine and
 // no timer, so anything that must happen later by itself rules it out.
 func (r *Replica) MayHibernate() bool {
-	if r.stopped.Load() || !r.isLeader() || !r.leaderApplied.Load() || r.Checkpointing() {
+	if r.stopped.Load() || !r.isLeader() || !r.leaderApplied.Load() || r.storage.checkpointing() {
 		return false
 	}
 	r.fsm.mu.Lock()
@@ -19,12 +19,8 @@ func (r *Replica) MayHibernate() bool {
 	if st.Ready+st.Unacked+st.DeadLettered+st.Consumers > 0 || deadline {
 		return false
 	}
-	r.pendMu.Lock()
-	pending := len(r.pending)
-	r.pendMu.Unlock()
-	r.mu.Lock()
-	consumers := len(r.consumers) + len(r.toSettle)
-	r.mu.Unlock()
+	pending := r.pub.waiting()
+	consumers := r.consumers.busy()
 	if pending+consumers > 0 {
 		return false
 	}
@@ -40,15 +36,11 @@ func (r *Replica) MayHibernate() bool {
 	return true
 }
 
-// LastIndex is the index of the last entry in this member's log: cheap
-// (no stats map), for watching whether a group is idle.
-func (r *Replica) LastIndex() uint64 { return r.raft.LastIndex() }
-
 // ResumeFollowers has a leading member append a barrier, whose AppendEntries
 // reaches every follower: a follower that closed for a hibernation its
 // leader then gave up opens again on it (cluster/node's hibernate.go).
 func (r *Replica) ResumeFollowers() {
 	if r.cfg.Transport != nil && !r.stopped.Load() {
-		r.wake(&r.w.wantBarrier)
+		r.watch.wake(&r.watch.wantBarrier)
 	}
 }

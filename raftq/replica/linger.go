@@ -41,7 +41,7 @@ import (
 // the rest; their entries are then dropped rather than appended should it
 // lead again (pendingEpoch), so a publish nacked is never stored after.
 type heldPublishes struct {
-	// Guarded by Replica.pubMu.
+	// Guarded by publishes.mu.
 	policy linger.Policy
 	held   []heldEntry
 	timer  *time.Timer
@@ -64,41 +64,41 @@ type settleRide struct {
 
 // proposePublish appends a numbered publish's entry to the log, now or,
 // held, with those that follow it within the linger. epoch is
-// pendingEpoch when the publish was numbered. Called with pubMu held.
-func (r *Replica) proposePublish(entry []byte, epoch uint64) {
-	if !r.arrive() {
-		r.raft.Apply(entry, 0)
+// pendingEpoch when the publish was numbered. Called with mu held.
+func (p *publishes) proposePublish(entry []byte, epoch uint64) {
+	if !p.arrive() {
+		p.core.raft.Apply(entry, 0)
 		return
 	}
-	r.keep(heldEntry{entry: entry, epoch: epoch})
+	p.keep(heldEntry{entry: entry, epoch: epoch})
 }
 
 // arrive records an entry arriving for the log and says whether it is to
 // be held: it joins the entries held, or starts a hold as the policy
-// allows. Called with pubMu held.
-func (r *Replica) arrive() bool {
-	h := &r.linger
-	if r.tail.share > 0 && len(h.held) == 0 {
+// allows. Called with mu held.
+func (p *publishes) arrive() bool {
+	h := &p.linger
+	if p.tail.share > 0 && len(h.held) == 0 {
 		// Only between holds: an entry arriving while others are held
 		// joins them, whatever the hold is now, to keep the log in order.
-		r.setHold()
+		p.setHold()
 	}
 	return h.policy.Wait() > 0 && h.policy.Arrive(time.Now())
 }
 
 // keep adds entries arrive held to those held: all of them go if the
 // batch is full; the first held start the linger's timer. Called with
-// pubMu held.
-func (r *Replica) keep(entries ...heldEntry) {
-	h := &r.linger
+// mu held.
+func (p *publishes) keep(entries ...heldEntry) {
+	h := &p.linger
 	first := len(h.held) == 0
 	h.held = append(h.held, entries...)
 	switch {
 	case h.policy.Full():
-		r.sendHeld(false)
+		p.sendHeld(false)
 	case !first:
 	case h.timer == nil:
-		h.timer = time.AfterFunc(h.policy.Wait(), r.lingerOver)
+		h.timer = time.AfterFunc(h.policy.Wait(), p.lingerOver)
 	default:
 		h.timer.Reset(h.policy.Wait())
 	}
@@ -107,16 +107,16 @@ func (r *Replica) keep(entries ...heldEntry) {
 // setHold sets the hold for the publishes that arrive until the next
 // ones held are sent: the commit tail's, for up to linger.Batch of them;
 // while commits are too quick for that, the whole linger for up to
-// Config.PublishLingerBatch of them; else none. Called with pubMu held.
-func (r *Replica) setHold() {
-	h := &r.linger
-	switch wait := time.Duration(r.tail.wait.Load()); {
+// Config.PublishLingerBatch of them; else none. Called with mu held.
+func (p *publishes) setHold() {
+	h := &p.linger
+	switch wait := time.Duration(p.tail.wait.Load()); {
 	case wait > 0: // never longer than the linger (committail.go)
 		h.policy.SetWait(wait)
 		h.policy.SetBatch(linger.Batch)
-	case r.cfg.PublishLingerBatch > 0:
-		h.policy.SetWait(r.cfg.PublishLinger)
-		h.policy.SetBatch(r.cfg.PublishLingerBatch)
+	case p.core.cfg.PublishLingerBatch > 0:
+		h.policy.SetWait(p.core.cfg.PublishLinger)
+		h.policy.SetBatch(p.core.cfg.PublishLingerBatch)
 	default:
 		h.policy.SetWait(0)
 	}
@@ -126,29 +126,29 @@ func (r *Replica) setHold() {
 // that comes early is the timer of held publishes already sent (it fired
 // as they went, or before Reset armed it for the next ones): those it is
 // armed for now are due later.
-func (r *Replica) lingerOver() {
-	r.pubMu.Lock()
-	if !time.Now().Before(r.linger.policy.Due()) {
-		r.sendHeld(true)
+func (p *publishes) lingerOver() {
+	p.mu.Lock()
+	if !time.Now().Before(p.linger.policy.Due()) {
+		p.sendHeld(true)
 	}
-	r.pubMu.Unlock()
+	p.mu.Unlock()
 }
 
-// flushPublishes sends the held publishes now: the operation that follows
-// must come after them in the log. Not from the FSM goroutine (pubMu).
-func (r *Replica) flushPublishes() {
-	if r.cfg.PublishLinger == 0 {
+// flush sends the held publishes now: the operation that follows
+// must come after them in the log. Not from the FSM goroutine (mu).
+func (p *publishes) flush() {
+	if p.core.cfg.PublishLinger == 0 {
 		return
 	}
-	r.pubMu.Lock()
-	r.sendHeld(false)
-	r.pubMu.Unlock()
+	p.mu.Lock()
+	p.sendHeld(false)
+	p.mu.Unlock()
 }
 
 // sendHeld appends the held publishes of the current epoch to the log;
-// expired says the linger ran out. Called with pubMu held.
-func (r *Replica) sendHeld(expired bool) {
-	h := &r.linger
+// expired says the linger ran out. Called with mu held.
+func (p *publishes) sendHeld(expired bool) {
+	h := &p.linger
 	if len(h.held) == 0 {
 		return
 	}
@@ -156,18 +156,18 @@ func (r *Replica) sendHeld(expired bool) {
 	if !expired {
 		h.timer.Stop() // armed when the first was held
 	}
-	epoch := r.pendingEpoch.Load()
+	epoch := p.pendingEpoch.Load()
 	for i, e := range h.held {
 		switch {
 		case e.ride != nil:
 			// Not dropped with the epoch: a settlement is not answered
 			// by failPending, and one the log refuses is passed on.
-			e.ride.futures = append(e.ride.futures, r.raft.Apply(e.entry, 0))
+			e.ride.futures = append(e.ride.futures, p.core.raft.Apply(e.entry, 0))
 			if i+1 == len(h.held) || h.held[i+1].ride != e.ride {
 				close(e.ride.sent)
 			}
 		case e.epoch == epoch:
-			r.raft.Apply(e.entry, 0)
+			p.core.raft.Apply(e.entry, 0)
 		}
 		h.held[i] = heldEntry{}
 	}
@@ -182,14 +182,14 @@ func (r *Replica) sendHeld(expired bool) {
 // next publish, up to the publish hold (linger.Policy, which also says
 // whether publishes are coming at all), and the consumer's credit does not
 // wait for them (the settler rides only batches nobody's credit waits on).
-// Not called with pubMu held.
-func (r *Replica) proposeWithPublishes(entries [][]byte, ride bool) []raft.ApplyFuture {
-	if r.cfg.PublishLinger > 0 {
-		if w := r.holdSettlements(entries, ride); w != nil {
+// Not called with mu held.
+func (p *publishes) proposeWithPublishes(entries [][]byte, ride bool) []raft.ApplyFuture {
+	if p.core.cfg.PublishLinger > 0 {
+		if w := p.holdSettlements(entries, ride); w != nil {
 			select {
 			case <-w.sent:
 				return w.futures
-			case <-r.done:
+			case <-p.core.done:
 				// Closing: the entries go with the held publishes (or the
 				// linger's timer) to a raft shutting down.
 				futures := make([]raft.ApplyFuture, len(entries))
@@ -202,7 +202,7 @@ func (r *Replica) proposeWithPublishes(entries [][]byte, ride bool) []raft.Apply
 	}
 	futures := make([]raft.ApplyFuture, len(entries))
 	for i, e := range entries {
-		futures[i] = r.raft.Apply(e, 0)
+		futures[i] = p.core.raft.Apply(e, 0)
 	}
 	return futures
 }
@@ -210,10 +210,10 @@ func (r *Replica) proposeWithPublishes(entries [][]byte, ride bool) []raft.Apply
 // holdSettlements holds entries with the publishes held (sending them
 // all now unless ride), or, while ride allows it and publishes are coming,
 // with the next ones; nil if they should go on their own.
-func (r *Replica) holdSettlements(entries [][]byte, ride bool) *settleRide {
-	r.pubMu.Lock()
-	defer r.pubMu.Unlock()
-	if (!ride && len(r.linger.held) == 0) || !r.arrive() {
+func (p *publishes) holdSettlements(entries [][]byte, ride bool) *settleRide {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if (!ride && len(p.linger.held) == 0) || !p.arrive() {
 		return nil
 	}
 	w := &settleRide{sent: make(chan struct{})}
@@ -221,9 +221,9 @@ func (r *Replica) holdSettlements(entries [][]byte, ride bool) *settleRide {
 	for i, e := range entries {
 		held[i] = heldEntry{entry: e, ride: w}
 	}
-	r.keep(held...)
+	p.keep(held...)
 	if !ride {
-		r.sendHeld(false) // if keep did not: they go now
+		p.sendHeld(false) // if keep did not: they go now
 	}
 	return w
 }

@@ -97,7 +97,7 @@ func TestLingerShareFollowsCommitTail(t *testing.T) {
 	node := sharedLog.node(t)
 	r := openLingeringShare(t, node, sharedLinger, 0.25)
 	unheld := publishSteadily(t, node, r, n, gap)
-	r.tail.wait.Store(int64(sharedLinger)) // as a slow window would
+	r.pub.tail.wait.Store(int64(sharedLinger)) // as a slow window would
 	held := publishSteadily(t, node, r, n, gap)
 	t.Logf("%d publishes %v apart: %d syncs before the tail allowed a hold, %d after", n, gap, unheld, held)
 	if unheld < n/2 {
@@ -157,7 +157,7 @@ func TestLingerPairsWhileCommitsAreQuick(t *testing.T) {
 			node := sharedLog.node(t)
 			r := openLingeringBatch(t, node, sharedLinger, 0.25, batch)
 			<-startPublish(t, r, "warm-up")
-			r.tail.wait.Store(int64(sharedLinger)) // as a slow window would
+			r.pub.tail.wait.Store(int64(sharedLinger)) // as a slow window would
 			steady := publishSteadily(t, node, r, pairs, 2*time.Millisecond)
 			t.Logf("%d publishes 2ms apart with the tail's hold: %d syncs", pairs, steady)
 			if steady*3 > pairs {
@@ -279,7 +279,7 @@ func TestLingerDropsHeldPublishesAnsweredOnLeadershipLoss(t *testing.T) {
 	// As lease.go does when this member stops leading; a one-member
 	// group never does, so it still leads afterwards, as one elected
 	// again would.
-	r.failPending(ErrNotLeader)
+	r.pub.failPending(ErrNotLeader)
 	if err := await(t, "m1", m1); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("held m1 answered %v, want ErrNotLeader", err)
 	}
@@ -326,10 +326,10 @@ func TestLingerShareLearnsFromCommits(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		if r.tail.samples == 0 && r.tail.start.IsZero() {
+		if r.pub.tail.samples == 0 && r.pub.tail.start.IsZero() {
 			t.Fatalf("linger %v: the commit tail saw no commits", c.linger)
 		}
-		if w := time.Duration(r.tail.wait.Load()); w != c.want {
+		if w := time.Duration(r.pub.tail.wait.Load()); w != c.want {
 			t.Fatalf("linger %v: hold %v after a window of commits, want %v", c.linger, w, c.want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/warrenmq/warren/amqp/wire"
+	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
 )
 
@@ -72,4 +73,36 @@ func decodeMessage(p []byte) (*queue.Message, error) {
 	m.Properties = h.Properties
 	m.Body = p
 	return &m, nil
+}
+
+// decodeEntryMessage decodes the message an enqueue entry carries.
+func decodeEntryMessage(data []byte) (*queue.Message, error) {
+	var cmd raftq.Command
+	if err := raftq.Decode(data, &cmd); err != nil {
+		return nil, err
+	}
+	if cmd.Op != raftq.OpEnqueue {
+		return nil, fmt.Errorf("entry is %v, not an enqueue", cmd.Op)
+	}
+	return decodeMessage(cmd.Payload)
+}
+
+// withCounts adds RabbitMQ 4.x's x-delivery-count and x-acquired-count
+// headers to a message handed out before.
+func withCounts(m *queue.Message, e raftq.Effect) *queue.Message {
+	if e.DeliveryCount == 0 && e.AcquiredCount == 0 {
+		return m
+	}
+	h := make(wire.Table, len(m.Properties.Headers)+2)
+	for k, v := range m.Properties.Headers {
+		h[k] = v
+	}
+	if e.DeliveryCount > 0 {
+		h["x-delivery-count"] = int64(e.DeliveryCount)
+	}
+	if e.AcquiredCount > 0 {
+		h["x-acquired-count"] = int64(e.AcquiredCount)
+	}
+	m.Properties.Headers = h
+	return m
 }

@@ -51,7 +51,7 @@ func (r *Replica) SettleOwned(list []OwnedSettlement) error {
 		return r.stoppedErr()
 	}
 	// Not before the orphans' detach is in the log, as SettleHeld.
-	if !r.isLeader() || !r.orphansDetached.Load() {
+	if !r.isLeader() || !r.consumers.orphansDetached.Load() {
 		return ErrNotLeader
 	}
 	// A release can reach this leader before the attach or get it is
@@ -63,12 +63,12 @@ func (r *Replica) SettleOwned(list []OwnedSettlement) error {
 	// barrier follows the proposal it waits for. (What earlier leaders
 	// proposed is applied already, orphansDetached says; a proposal in no
 	// leader's log can never commit.)
-	r.attachMu.Lock()
+	r.consumers.attachMu.Lock()
 	var barrier raft.Future
-	if r.releasesPending(list) {
+	if r.consumers.releasesPending(list) {
 		barrier = r.raft.Barrier(ownedBarrierWait)
 	}
-	r.attachMu.Unlock()
+	r.consumers.attachMu.Unlock()
 	if barrier != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), ownedBarrierWait)
 		err := r.waitUntil(ctx, barrier)
@@ -119,25 +119,25 @@ const ownedBarrierWait = 10 * time.Second
 // here (Consume registers it first), or a forwarded get is. A consumer
 // that was cancelled holding nothing is forgotten by the machine, so most
 // releases of closed channels find their owner unknown, and pay no barrier.
-func (r *Replica) releasesPending(list []OwnedSettlement) bool {
+func (t *consumerTable) releasesPending(list []OwnedSettlement) bool {
 	var unknown []raftq.ConsumerID
-	r.fsm.mu.Lock()
+	t.r.fsm.mu.Lock()
 	for _, s := range list {
-		if s.Delivery == 0 && !r.fsm.m.Known(s.Owner) {
+		if s.Delivery == 0 && !t.r.fsm.m.Known(s.Owner) {
 			unknown = append(unknown, s.Owner)
 		}
 	}
-	r.fsm.mu.Unlock()
+	t.r.fsm.mu.Unlock()
 	if len(unknown) == 0 {
 		return false
 	}
-	if r.foreignGets.Load() > 0 {
+	if t.foreignGets.Load() > 0 {
 		return true
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, id := range unknown {
-		if _, attaching := r.consumers[id]; attaching {
+		if _, attaching := t.byID[id]; attaching {
 			return true
 		}
 	}

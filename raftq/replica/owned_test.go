@@ -30,9 +30,9 @@ func TestReleaseWaitsForAnAttachUnderWay(t *testing.T) {
 	var attachErr error
 	ended := false
 	for !ended {
-		lead.mu.Lock()
-		_, attaching := lead.consumers[id]
-		lead.mu.Unlock()
+		lead.consumers.mu.Lock()
+		_, attaching := lead.consumers.byID[id]
+		lead.consumers.mu.Unlock()
 		if attaching {
 			break
 		}

@@ -38,7 +38,7 @@ func (r *Replica) Peek(pos int) (*queue.Message, error) {
 	// Not readMessage: the recent-message cache gives a payload up once
 	// read, and this message has not been delivered.
 	var l raft.Log
-	if err := r.store.GetLog(p.Index, &l); err != nil {
+	if err := r.storage.store.GetLog(p.Index, &l); err != nil {
 		// Taken, settled and compacted away since the look above.
 		return nil, fmt.Errorf("log entry %d: %w", p.Index, ErrNoMessageAtPosition)
 	}

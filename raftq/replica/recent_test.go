@@ -37,7 +37,7 @@ func TestPayloadCacheBoundsTheNode(t *testing.T) {
 	if used := shared.Used(); used > limit || used < limit/2 {
 		t.Fatalf("the node keeps %d bytes of payloads, want at most %d (and near it)", used, limit)
 	}
-	kept := a.recent.bytes
+	kept := a.storage.recent.bytes
 	c := &fakeConsumer{}
 	if err := a.Consume(c, queue.ConsumeOptions{Prefetch: 200}); err != nil {
 		t.Fatal(err)
@@ -48,8 +48,8 @@ func TestPayloadCacheBoundsTheNode(t *testing.T) {
 			t.Fatalf("delivery %d is %q, want %q", i, d.Message.Body[:8], want)
 		}
 	}
-	if a.recent.bytes != 0 {
-		t.Fatalf("queue a still keeps %d bytes after delivering everything", a.recent.bytes)
+	if a.storage.recent.bytes != 0 {
+		t.Fatalf("queue a still keeps %d bytes after delivering everything", a.storage.recent.bytes)
 	}
 	if kept == 0 {
 		t.Fatal("queue a kept no payload before delivering")

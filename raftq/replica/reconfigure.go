@@ -43,7 +43,7 @@ func (r *Replica) Reconfigure(args wire.Table) error {
 		return err
 	}
 	r.fsm.mu.Lock()
-	r.dlxOnReject = dlxOnReject
+	r.fsm.dlxOnReject = dlxOnReject
 	r.fsm.mu.Unlock()
 	return nil
 }
@@ -52,4 +52,4 @@ func (r *Replica) Reconfigure(args wire.Table) error {
 // has applied it: the declared arguments, or the last Reconfigure's. The
 // dead-letter exchange and routing key to use are here, for a
 // Config.DeadLetter that follows policy changes.
-func (r *Replica) Config() raftq.Config { return r.queueConfig() }
+func (c *core) Config() raftq.Config { return c.queueConfig() }

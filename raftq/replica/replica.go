@@ -1,187 +1,17 @@
 package replica
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/raftq"
-	"github.com/warrenmq/warren/raftq/classic"
-	"github.com/warrenmq/warren/raftq/linger"
 	"github.com/warrenmq/warren/raftq/queue"
-	"github.com/warrenmq/warren/raftq/raftlog"
-	"github.com/warrenmq/warren/raftq/wal"
 )
-
-// Config is what a replica needs to open.
-type Config struct {
-	// Name identifies the queue in logs ("vhost/name").
-	Name string
-	// Dir holds the group's snapshots, and its log and stable store
-	// (a write-ahead log of its own in Dir/wal) unless WAL is set.
-	Dir string
-	// WAL, when set, is the node's write-ahead log, which holds the
-	// group's log and stable store (as group LogGroup): a node's groups
-	// then share its writes and fsyncs. Close leaves it open; Delete drops
-	// the group from it. A log.db left in Dir by an earlier version is
-	// moved into it.
-	WAL *wal.Log
-	// Payloads bounds, with the node's other replicas, the payloads this
-	// one keeps in memory for delivery; nil leaves only its own bound.
-	Payloads *PayloadCache
-	// LogGroup names the group in WAL; empty means Dir's base name.
-	LogGroup string
-	// NodeID is this node's Raft server ID.
-	NodeID string
-	// Arguments are the queue's declared x-arguments.
-	Arguments wire.Table
-	// Created is the queue's creation time (Unix ms), the same on every
-	// member, so that machines start alike.
-	Created int64
-	// Classic makes the machine follow classic queue rules (no delivery
-	// limit, classic priorities): a durable classic queue keeps its
-	// messages in a one-member group's log, the quorum queue's single-node
-	// storage, so that they survive a restart.
-	Classic bool
-	// OnExpired is called (on its own goroutine) when x-expires says the
-	// queue should be deleted.
-	OnExpired func()
-	// DeadLetter publishes a message the queue dead-lettered for reason at
-	// time at (Unix ms) to its dead-letter exchange, and calls done once:
-	// with nil when every target queue has stored it, else with why not.
-	// It may block (a target's Enqueue does); the replica calls it from a
-	// goroutine of its own, never with its locks held (deadletter.go). Nil
-	// drops dead-lettered messages.
-	DeadLetter func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error))
-	Log        *slog.Logger
-
-	// Transport carries the group's Raft traffic to its other members
-	// (cluster/transport's Mux.Transport in a cluster). Nil makes a
-	// one-member group on an in-memory transport, the single-node case:
-	// Open then waits until it leads.
-	Transport raft.Transport
-	// Peers are every member of the group, this node included, with
-	// their Raft addresses. Ignored without a Transport.
-	Peers []Peer
-	// Bootstrap creates the group with Peers as voters when this node has
-	// no state for it yet, and campaigns at once: the member chosen to
-	// lead first. With Follow, a new group's other members keep the same
-	// configuration unwritten, to bootstrap with only should the chosen
-	// member be reported failed before they have heard from it
-	// (failover.go's bootstrapLate); writing it at once cost every
-	// declaration a write on each of them.
-	Bootstrap bool
-	Follow    bool
-	// Rebootstrap is called, in a goroutine of its own, when a new
-	// group's member opened with Follow must write the group's first
-	// configuration (failover.go's bootstrapLate) but raft refuses to
-	// bootstrap it while it runs: it voted in the group's first election,
-	// so it holds a term, yet heard nothing from the leader it elected,
-	// whose node gossip now reports failed or gone. The node closes the
-	// replica and opens it again with Rebootstrapped and members (the
-	// nodes of the configuration it kept) as its Peers. Nil leaves the
-	// member without a configuration, so without a vote, until that
-	// leader's node returns.
-	Rebootstrap func(members []string)
-	// Rebootstrapped makes Open write Peers as the group's first
-	// configuration, as Bootstrap would have, on a member that holds a
-	// term but no log entry and no snapshot (Rebootstrap).
-	Rebootstrapped bool
-	// SeesAlive asks the node of member peer whether its gossip sees node
-	// alive. A member whose own gossip calls its leader's node failed
-	// campaigns only when a majority of the voters' nodes agree (failover.go);
-	// nil asks only whether they answer at all.
-	SeesAlive func(ctx context.Context, peer, node string) (bool, error)
-	// LeadsAt asks node whether its member of this group leads it. Before
-	// campaigning because gossip called the leader's node failed, a member
-	// asks the leader itself (failover.go): gossip's verdict can be stale
-	// just after a partition heals, when the leader is alive and leading.
-	// Nil skips the question.
-	LeadsAt func(ctx context.Context, node string) (bool, error)
-	// SettleAtLeader passes settlements of this member's deliveries from
-	// when it led on to the group's leader (former.go); it must not block.
-	// Nil drops them, and their messages are handed out again.
-	SettleAtLeader func([]HeldSettlement)
-	// SettleDeliveriesAtLeader passes settlements of deliveries this
-	// member does not know of (handed out in entries it has not applied)
-	// on to the group's leader, by delivery ID (unknown.go); it must not
-	// block. Nil drops them.
-	SettleDeliveriesAtLeader func(op raftq.Op, cause queue.ReturnCause, deliveries []uint64)
-	// StartAlive reports whether the start of a node whose NodeTag is tag
-	// is alive as gossip sees it. A new leader keeps the messages of its
-	// predecessor's cancelled consumers and getters of such a node for
-	// their channels to settle (former.go); nil returns them after
-	// OrphanGrace.
-	StartAlive func(tag uint32) bool
-	// StartGone reports whether the start of a node whose NodeTag is tag
-	// is over for good: the node restarted since, or left the cluster. Its
-	// channels are gone, so a new leader lets go at once of what that
-	// start's consumers hold (reapConsumers) rather than waiting out the
-	// disconnected timeout for them; nil knows of none.
-	StartGone func(tag uint32) bool
-	// MachineVersion is the newest queue machine version a node's build
-	// applies (as it announces), 0 for a node not heard from yet: the
-	// leader raises the queue's version only as far as every member's
-	// node goes (UpgradeMachine), counting 0 as 1. Nil knows only this
-	// node, which applies raftq.MachineVersion.
-	MachineVersion func(node string) int
-	// AppliesUpTo, when positive, makes the member stop on an entry that
-	// needs a newer machine version (raftq.Command.Needs), as a build
-	// that applies only that far does: tests stand in an older build
-	// with it.
-	AppliesUpTo uint32
-	// DisconnectedTimeout is the queue's consumer disconnected timeout
-	// (DisconnectedTimeoutOf its effective arguments), read whenever a
-	// consumer's node is cut off (disconnected.go); nil is zero, the
-	// messages returning at once.
-	DisconnectedTimeout func() time.Duration
-	// HeartbeatTimeout and ElectionTimeout of a multi-member group; zero
-	// picks one second each.
-	HeartbeatTimeout, ElectionTimeout time.Duration
-	// FirstCandidate, when a voter, is ranked first among the members that
-	// campaign after a start on existing state (failover.go): a group
-	// woken from hibernation keeps the leader it had, so that leaders
-	// stay spread over the nodes.
-	FirstCandidate string
-	// Drained opens the member drained (SetDrained), so that it takes no
-	// part in the elections after its start.
-	Drained bool
-	// PublishLinger is how long the leader may hold a publish for others
-	// to share its log write, syncs and AppendEntries (linger.go); zero
-	// sends each at once.
-	PublishLinger time.Duration
-	// PublishLingerShare, if not zero, holds publishes only while
-	// PublishLinger is at most that share of the leader's recent commit
-	// p99, and for at most that share (committail.go).
-	PublishLingerShare float64
-	// PublishLingerBatch, with PublishLingerShare, holds publishes while
-	// commits are too quick for the share's hold too, but only until
-	// this many are held (at least 2): a publish then waits at most for
-	// the next one, so that publishes arriving together share an entry
-	// (linger.go). Zero holds none while commits are quick.
-	PublishLingerBatch int
-}
-
-// Peer is one member of a group: its node name (the Raft server ID) and
-// its node's internal address.
-type Peer struct{ ID, Addr string }
-
-// inflightLimit bounds a replica's proposed but uncommitted enqueues:
-// beyond it Enqueue blocks, and with it the publisher's socket.
-const inflightLimit = 4096
 
 // defaultCredit stands in for "unlimited" prefetch (0) and for no-ack
 // consumers: the machine needs a bound on what it hands one consumer, and
@@ -189,446 +19,50 @@ const inflightLimit = 4096
 const defaultCredit = 2000
 
 // Replica is this node's member of one quorum queue's Raft group and the
-// queue.Queue the broker uses for it.
+// queue.Queue the broker uses for it. It is its core and its parts, each
+// owning its fields (doc.go lists them); its own methods are the
+// queue.Queue boundary and the calls that span parts.
 type Replica struct {
-	name string
-	dir  string
-	log  *slog.Logger
-	cfg  Config
-	raft *raft.Raft
-	// leaderOf is raft, published for the FSM goroutine, which starts
-	// applying (replaying the log) before NewRaft returns.
-	leaderOf atomic.Pointer[raft.Raft]
-	fsm      *fsm
-	snapping atomic.Bool // a snapshot snapshotWhenDue started runs
-	// checkpoints counts the Checkpoint calls under way.
-	checkpoints atomic.Int32
-	store       raftStore
-	// closeStore closes store's write-ahead log if it is the queue's
-	// own; the node's stays open.
-	closeStore func() error
-	snaps      *bodyStore
-	// dlxOnReject: x-overflow=reject-publish-dlx, a classic queue option
-	// (guarded by fsm.mu: the FSM reads it, Reconfigure changes it).
-	dlxOnReject bool
-	recent      recentMessages
-	trans       *raft.InmemTransport
+	core
 
-	// publisher and seq number this replica's proposals for the machine's
-	// confirm and deduplication bookkeeping; pubMu keeps seq order equal
-	// to log order, so it is held across raft.Apply, which blocks while
-	// raft's apply channel is full.
-	publisher uint64
-	pubMu     sync.Mutex
-	seq       uint64
-	slots     chan struct{}
-	// pending holds the done callbacks of proposed enqueues, this
-	// replica's own and forwarded ones, by publisher and seq; the
-	// machine's Confirm and Reject effects complete them. Under pendMu,
-	// not pubMu: the FSM goroutine completes them, and raft's leader loop
-	// drains the apply channel only while the FSM takes what it commits,
-	// so an FSM waiting for pubMu would deadlock with an enqueue blocked
-	// in raft.Apply.
-	pendMu  sync.Mutex
-	pending map[pendingKey]func(error)
-	// linger holds publishes for company (linger.go), under pubMu.
-	linger heldPublishes
-	// tail keeps commit latencies for a hold by PublishLingerShare.
-	tail commitTail
-	// pendingEpoch counts failPending's answers of pending (raised under
-	// pendMu): the held publishes of an earlier epoch are dropped, and
-	// seqEpoch (under pubMu) is the epoch publisher's numbering began in.
-	pendingEpoch atomic.Uint64
-	seqEpoch     uint64
+	// storage is the group's log store, snapshots and payload cache
+	// (stores.go).
+	storage stores
 
-	idBase  uint64
-	nextID  atomic.Uint64
-	getter  raftq.ConsumerID
-	stopped atomic.Bool
-	// foreignGets counts the forwarded gets (GetAs with another node's
-	// getter) proposed and not yet answered (owned.go's releasesPending).
-	foreignGets atomic.Int32
-	// stopErr is why it stopped: queue.ErrDeleted once deleted, else
-	// ErrNotLeader (closed with its node, or while its group hibernates),
-	// which tells a forwarder to send the publish again to whichever
-	// member leads. Set before stopped.
-	stopErr atomic.Pointer[error]
-	// leaderApplied is set while this member leads and has applied
-	// every entry committed before its election (watch.go's barrier).
-	leaderApplied atomic.Bool
-	// commitLatency is the time from appending to applying of the last
-	// entry this member applied as the leader that appended it, in
-	// nanoseconds (CommitLatency).
-	commitLatency atomic.Int64
-	done          chan struct{}
-	wg            sync.WaitGroup
+	// pub is the publish pipeline (publish.go, linger.go).
+	pub publishes
 
-	mu        sync.Mutex
-	consumers map[raftq.ConsumerID]*consumerRef
-	byHandle  map[queue.Consumer]raftq.ConsumerID
-	// attachMu orders a consumer attaching under its own ID
-	// (ConsumeOptions.ID) with a new leader detaching or suspending its
-	// predecessor's consumers (former.go), and with the suspend of one
-	// whose link broke (Disconnect): those must not follow the attach.
-	attachMu sync.Mutex
-	// orphans are the consumers reapConsumers detached and will declare
-	// down after OrphanGrace unless they attach here again meanwhile.
-	orphans *orphanSet
-	// toSettle collects acknowledged deliveries (and deliveries to no-ack
-	// consumers), which the settler goroutine proposes in batches.
-	toSettle map[raftq.ConsumerID][]uint64
-	// unapplied holds settlements of deliveries a new leader has not
-	// applied yet (unknown.go).
-	unapplied unappliedSettlements
-	// orphansDetached: leading, and the consumers of the previous leader
-	// are detached in the log (former.go).
-	orphansDetached atomic.Bool
-	// upgrading is the machine version this leader proposed last
-	// (UpgradeMachine); cleared when it stops leading, as is upgradeHeld,
-	// set once UpgradeMachine has logged why it could not.
-	upgrading   atomic.Uint32
-	upgradeHeld atomic.Bool
-	settleWake  chan struct{}
-	// proposeMu is held from taking settlements out of toSettle until they
-	// are proposed, so that flushSettlements returns only once everything
-	// acknowledged before it is in the log's order ahead of what follows.
-	proposeMu sync.Mutex
-	// w is the watcher of leadership and deadlines (watch.go).
-	w watcher
-	// settlerStarted, goMu and goStopped start the settler and the
-	// watcher's goroutine on demand, and never after shutdown began
-	// (its wg.Wait).
-	settlerStarted atomic.Bool
-	goMu           sync.Mutex
-	goStopped      bool
+	// consumers are the consumers attached through this member and
+	// what they acknowledged (consumers.go).
+	consumers consumerTable
+	// settler proposes acknowledgements in batches, and passes the
+	// settlements this member cannot carry out to where they can be
+	// (settler.go).
+	settler settler
 
-	dl     *deadLetterer
-	dlOnce sync.Once
+	// upgrade raises the queue's machine version (version.go).
+	upgrade upgrader
+	// watch is the watcher of leadership and deadlines (watch.go).
+	watch watcher
 
-	// fo: prompt elections when gossip reports the leader's node failed
-	// (failover.go).
+	// dl publishes dead letters off the FSM goroutine (deadletter.go).
+	dl *deadLetterer
+
+	// fo: prompt elections when gossip reports the leader's node failed,
+	// and draining (failover.go, drain.go).
 	fo failover
 }
 
-type consumerRef struct {
-	c     queue.Consumer
-	tag   string
-	noAck bool
-	// credit is its prefetch as the machine counts it: a settlement the
-	// settler holds back keeps that much of it (settleDue).
-	credit uint32
-	// timeout is the consumer timeout that applies to it, for the
-	// channel's error text.
-	timeout time.Duration
-	// attached: its attach entry, proposed here, is applied. A delivery
-	// to it before that is in an entry the machine applied for an earlier
-	// leader, which sent it, or did not and the consumer's attach
-	// (Command.Resume) returns it; sending it from here would make two.
-	attached bool
-}
+// ErrNotLeader is returned by operations that only the group's leader can
+// carry out, when this member does not lead.
+var ErrNotLeader = errors.New("replica: not the leader")
 
 var _ queue.Queue = (*Replica)(nil)
-
-// Open starts the replica, creating the group (with this node as its only
-// member) on first open, and waits until it leads and has applied its log.
-func Open(cfg Config) (*Replica, error) {
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	mcfg, dlxOnReject, err := parseArguments(cfg.Classic, cfg.Arguments)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create queue dir: %w", err)
-	}
-	store, closeStore, err := openStore(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open raft log: %w", err)
-	}
-	r := &Replica{
-		name:       cfg.Name,
-		dir:        cfg.Dir,
-		log:        cfg.Log.With("queue", cfg.Name),
-		cfg:        cfg,
-		store:      store,
-		closeStore: closeStore,
-		publisher:  randomID(),
-		slots:      make(chan struct{}, inflightLimit),
-		pending:    make(map[pendingKey]func(error)),
-		idBase:     randomID() &^ 0xffffffff,
-		done:       make(chan struct{}),
-		recent:     recentMessages{shared: cfg.Payloads},
-		consumers:  make(map[raftq.ConsumerID]*consumerRef),
-		byHandle:   make(map[queue.Consumer]raftq.ConsumerID),
-		toSettle:   make(map[raftq.ConsumerID][]uint64),
-		settleWake: make(chan struct{}, 1),
-		linger:     heldPublishes{policy: linger.New(cfg.PublishLinger)},
-	}
-	if cfg.PublishLinger > 0 && cfg.PublishLingerShare > 0 {
-		r.tail.share, r.tail.linger = cfg.PublishLingerShare, cfg.PublishLinger
-		r.linger.policy.SetWait(0) // until the first window's p99
-	}
-	r.w.looking.Store(true)     // wakes wait for startWatching
-	r.dlxOnReject = dlxOnReject // before the FSM runs: no lock needed yet
-	r.getter = r.newConsumerID()
-	r.fsm = &fsm{r: r, m: raftq.New(mcfg, cfg.Created)}
-	r.dl = newDeadLetterer(r)
-
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.NodeID)
-	// One member: elections are instant, so short timeouts only make
-	// declaring fast. Several members: timeouts that survive a busy
-	// machine; a dead leader's node is noticed by gossip as well.
-	rc.HeartbeatTimeout = 100 * time.Millisecond
-	rc.ElectionTimeout = 100 * time.Millisecond
-	rc.LeaderLeaseTimeout = 50 * time.Millisecond
-	if cfg.Transport != nil {
-		rc.HeartbeatTimeout = orDefault(cfg.HeartbeatTimeout, time.Second)
-		rc.ElectionTimeout = orDefault(cfg.ElectionTimeout, time.Second)
-		// The lease must outlast the longest gap between answered
-		// heartbeats with room for a slow machine: raft sends one a
-		// tenth to a fifth of the timeout after the last answer, and the
-		// node's transport may hold it up to half the timeout to share a
-		// call (cluster/node). The lease can be no longer than the
-		// heartbeat timeout, so it is the whole of it, and the timeouts
-		// are never shortened (failover.go).
-		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
-		r.fo.init(rc)
-		// Before raft starts: a member opened on existing state may ask
-		// to campaign at once (expectLeader), which a drained one must not.
-		r.fo.drained = cfg.Drained
-	}
-	rc.CommitTimeout = 5 * time.Millisecond
-	if cfg.Transport != nil {
-		// A leader sends every follower an AppendEntries each
-		// CommitTimeout, entries or not, to pass on the commit index.
-		// Commits do not wait for it (new entries go out at once), only
-		// followers' applying does, which nothing reads: confirms come
-		// from the leader, a new leader applies everything first, and
-		// "caught up" is judged by the log a member holds. At 5 ms, a
-		// hundred idle queues kept two cores busy; each of these sends
-		// reads the log, so they are rare.
-		rc.CommitTimeout = 3 * rc.HeartbeatTimeout
-	}
-	rc.BatchApplyCh = true
-	// MaxAppendEntries bounds a leader's batch (one log write) and an
-	// AppendEntries request, and raft sizes by it a buffer per request
-	// and per commit (an 8-byte pointer per entry, whatever the batch
-	// holds) and each group's apply channel. At 1,000 msg/s those
-	// buffers were over half of a leader's allocation at 512; 128 kept
-	// one queue's throughput (about 22,000 msg/s either way here) and
-	// CPU per message, and took 7% off the memory 1,000 queues add
-	// (docs/performance.md).
-	rc.MaxAppendEntries = 128
-	rc.SnapshotThreshold = minSnapshotThreshold
-	// raft's own check whether to snapshot, a timer per group: rare,
-	// since snapshotWhenDue starts them once the threshold is passed.
-	// It stays for what the machine does not count (barriers and
-	// configuration entries).
-	rc.SnapshotInterval = 2 * time.Minute
-	rc.TrailingLogs = 1024
-	var self string // the address this member's own vote requests name (failover.go's raiseTerm)
-	if cfg.Transport != nil {
-		self = string(cfg.Transport.LocalAddr())
-	}
-	rc.Logger = raftlog.NewMember(r.log.With("component", "raft"), hclog.Warn, self)
-
-	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, rc.Logger)
-	snaps := &bodyStore{SnapshotStore: files, logs: store}
-	r.snaps = snaps
-	if err != nil {
-		closeStore()
-		return nil, fmt.Errorf("open snapshot store: %w", err)
-	}
-	trans := cfg.Transport
-	var conf raft.Configuration
-	bootstrap := true
-	if trans == nil {
-		_, r.trans = raft.NewInmemTransport(raft.ServerAddress(cfg.NodeID))
-		trans = r.trans
-		conf.Servers = []raft.Server{{ID: rc.LocalID, Address: r.trans.LocalAddr()}}
-	} else {
-		bootstrap = cfg.Bootstrap
-		for _, p := range cfg.Peers {
-			conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
-		}
-	}
-	// The cache keeps the latest entries raft stored, so that sending them
-	// to followers (raft reads every entry it replicates back from the
-	// store) costs no read and decode.
-	logs, err := raft.NewLogCache(replicationCache, &liveLogStore{LogStore: store, live: r.fsm.liveIndexes})
-	if err != nil {
-		closeStore()
-		return nil, fmt.Errorf("log cache: %w", err)
-	}
-	existing, err := raft.HasExistingState(logs, store, snaps)
-	if err != nil {
-		closeStore()
-		return nil, fmt.Errorf("read raft state: %w", err)
-	}
-	switch {
-	case !existing && bootstrap && cfg.Follow:
-		// Kept, not written: see failover.go's bootstrapLate.
-		r.fo.lateConf.Store(&conf)
-	case !existing && bootstrap:
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
-			closeStore()
-			return nil, fmt.Errorf("bootstrap raft group: %w", err)
-		}
-	case existing && cfg.Rebootstrapped:
-		if err := bootstrapAfterVote(logs, snaps, conf); err != nil {
-			closeStore()
-			return nil, fmt.Errorf("bootstrap raft group after its first vote: %w", err)
-		}
-	}
-	r.raft, err = raft.NewRaft(rc, r.fsm, logs, store, snaps, trans)
-	if err != nil {
-		closeStore()
-		return nil, fmt.Errorf("start raft: %w", err)
-	}
-	r.leaderOf.Store(r.raft)
-	r.raft.RegisterObserver(raft.NewObserver(nil, false, r.observe))
-	if j, ok := cfg.Transport.(voteJudge); ok {
-		j.JudgeVotesOf(r.raft) // cluster/transport's votes.go
-	}
-	if pi, ok := cfg.Transport.(pipelineIdler); ok {
-		pi.SetPipelineIdle(func(lastAcked uint64) {
-			if r.raft.LastIndex() > lastAcked {
-				r.wake(&r.w.wantBarrier) // raft sends the follower's next batch
-			}
-		})
-	}
-	if !existing && bootstrap && !cfg.Follow && cfg.Transport != nil {
-		go r.campaign() // failover.go
-	}
-	if existing && cfg.Transport != nil {
-		r.expectLeader() // failover.go: elect sooner after a restart
-	}
-	if cfg.Transport == nil {
-		if err := r.awaitLeadership(10 * time.Second); err != nil {
-			r.shutdown(queue.ErrDeleted)
-			return nil, err
-		}
-		r.leaderApplied.Store(true)
-		r.onLeading()
-	}
-	r.startWatching(cfg.Transport == nil) // onLeading ran above
-	return r, nil
-}
-
-// replicationCache is how many of a group's latest entries stay in memory
-// for replication: one pipelined round of a busy queue. Their bodies are
-// referenced, not copied; an idle group's are its last few commands.
-const replicationCache = 64
-
-// raftStore is a group's Raft log and stable store.
-type raftStore interface {
-	raft.LogStore
-	raft.StableStore
-}
-
-// openStore opens the group's log and stable store: its group in the
-// node's write-ahead log, or a log of its own in Dir. A bbolt file left
-// in Dir by an earlier version is moved into it first.
-func openStore(cfg Config) (raftStore, func() error, error) {
-	w, closeLog := cfg.WAL, func() error { return nil }
-	if w == nil {
-		var err error
-		if w, err = wal.Open(filepath.Join(cfg.Dir, "wal"), wal.Options{Logger: cfg.Log}); err != nil {
-			return nil, nil, err
-		}
-		closeLog = w.Close
-	}
-	id := logGroup(cfg)
-	if path := filepath.Join(cfg.Dir, "log.db"); fileExists(path) {
-		if err := importBoltFile(path, w, id); err != nil {
-			closeLog()
-			return nil, nil, fmt.Errorf("move %s into the write-ahead log: %w", path, err)
-		}
-	}
-	g, err := w.Group(id)
-	if err != nil {
-		closeLog()
-		return nil, nil, err
-	}
-	return g, closeLog, nil
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-// WALGroup is the group's name in the write-ahead log.
-func (cfg Config) WALGroup() string { return logGroup(cfg) }
-
-// logGroup is the group's name in the write-ahead log.
-func logGroup(cfg Config) string {
-	if cfg.LogGroup != "" {
-		return cfg.LogGroup
-	}
-	return filepath.Base(cfg.Dir)
-}
-
-// parseArguments reads a queue's x-arguments into its machine's Config,
-// by the quorum queue's rules or, for a classic queue, by raftq/classic's;
-// dlxOnReject is x-overflow=reject-publish-dlx (classic only). Open and
-// Reconfigure both parse here, so a queue's arguments mean the same
-// whether it was declared with them or a policy brought them.
-func parseArguments(classicRules bool, args wire.Table) (cfg raftq.Config, dlxOnReject bool, err error) {
-	if classicRules {
-		cfg, dlxOnReject, err = classic.ParseConfig(args)
-	} else {
-		cfg, err = raftq.ParseConfig(map[string]any(args))
-	}
-	if err != nil {
-		return cfg, false, fmt.Errorf("queue arguments: %w", err)
-	}
-	return cfg, dlxOnReject, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
-}
 
 func randomID() uint64 {
 	var b [8]byte
 	rand.Read(b[:])
 	return binary.BigEndian.Uint64(b[:]) | 1
-}
-
-func (r *Replica) newConsumerID() raftq.ConsumerID {
-	return raftq.ConsumerID(r.idBase | (r.nextID.Add(1) & 0xffffffff))
-}
-
-func (r *Replica) isLeader() bool {
-	ra := r.leaderOf.Load()
-	return ra != nil && ra.State() == raft.Leader
-}
-
-// awaitLeadership waits until this member leads and has applied every
-// committed entry (a barrier), so that its answers reflect the whole log.
-func (r *Replica) awaitLeadership(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for !r.isLeader() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("queue %s: no leader after %v", r.name, timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := r.raft.Barrier(timeout).Error(); err != nil {
-		return fmt.Errorf("queue %s: barrier: %w", r.name, err)
-	}
-	return nil
-}
-
-// propose stamps the leader's time into cmd and appends it to the log.
-func (r *Replica) propose(cmd *raftq.Command) raft.ApplyFuture {
-	return r.raft.Apply(stamped(cmd), 0)
 }
 
 // stamped stamps the leader's time into cmd and returns its log entry.
@@ -651,299 +85,6 @@ func errorFor(err error) error {
 	return err
 }
 
-// Enqueue proposes the message and calls done once it is committed: a
-// publisher confirm is never sent before the entry is on a majority.
-func (r *Replica) Enqueue(ctx context.Context, m *queue.Message, done func(error)) error {
-	return r.enqueue(ctx, m, 0, 0, done)
-}
-
-// ErrOutOfSequence is EnqueueAs's error for a publish whose sequence
-// number skips ahead of what the queue has stored for its publisher: an
-// earlier publish was lost (a leader change), so the forwarder must send
-// again from the first unconfirmed one.
-var ErrOutOfSequence = errors.New("replica: publish out of sequence")
-
-// ErrNotLeader is returned by operations that only the group's leader can
-// carry out, when this member does not lead.
-var ErrNotLeader = errors.New("replica: not the leader")
-
-// EnqueueAs is Enqueue for a publish forwarded from another node, which
-// numbers its own publishes: publisher (non-zero, random per forwarding
-// stream) and seq (1, 2, 3…) let the machine store a publish re-sent after
-// a leader change only once and confirm it again. Calls for one publisher
-// must be made in seq order from one goroutine.
-func (r *Replica) EnqueueAs(ctx context.Context, m *queue.Message, publisher, seq uint64, done func(error)) error {
-	if publisher == 0 || seq == 0 {
-		return fmt.Errorf("replica: EnqueueAs needs a publisher and a sequence number")
-	}
-	return r.enqueue(ctx, m, publisher, seq, done)
-}
-
-// pendingKey identifies a proposed publish awaiting its Confirm or Reject.
-type pendingKey struct{ publisher, seq uint64 }
-
-func (r *Replica) enqueue(ctx context.Context, m *queue.Message, publisher, seq uint64, done func(error)) error {
-	if done == nil {
-		done = func(error) {}
-	}
-	if r.stopped.Load() {
-		err := r.stoppedErr()
-		done(err)
-		return err
-	}
-	if !r.isLeader() {
-		done(ErrNotLeader)
-		return ErrNotLeader
-	}
-	cmd := raftq.Command{Op: raftq.OpEnqueue, Size: uint32(len(m.Body))}
-	p := &m.Properties
-	if p.Flags&wire.FlagPriority != 0 || p.Priority != 0 {
-		cmd.Priority, cmd.HasPriority = p.Priority, true
-	}
-	if p.Expiration != "" {
-		if ttl, err := strconv.ParseInt(p.Expiration, 10, 64); err == nil && ttl >= 0 {
-			cmd.TTL, cmd.HasTTL = ttl, true
-		}
-	}
-	select {
-	case r.slots <- struct{}{}:
-	case <-ctx.Done():
-		done(ctx.Err())
-		return ctx.Err()
-	case <-r.done:
-		err := r.stoppedErr()
-		done(err)
-		return err
-	}
-	r.pubMu.Lock()
-	epoch := r.pendingEpoch.Load()
-	local := publisher == 0
-	if local {
-		if epoch != r.seqEpoch {
-			// failPending answered publishes of this member that may
-			// never reach the log (held ones never do, uncommitted ones
-			// a new leader may drop): numbered on after them, every
-			// later one would be refused as out of sequence should
-			// this member lead again. Number them as a new publisher.
-			r.publisher, r.seq, r.seqEpoch = randomID(), 0, epoch
-		}
-		r.seq++
-		publisher, seq = r.publisher, r.seq
-	}
-	cmd.Publisher, cmd.Seq = publisher, seq
-	cmd.Now = time.Now().UnixMilli()
-	// The payload is the entry's tail, so the message is encoded straight
-	// after the command's fields: one allocation and one copy of the body
-	// per publish.
-	entry := cmd.Append(make([]byte, 0, 64+len(m.Exchange)+len(m.RoutingKey)+256+len(m.Body)))
-	entry, err := appendMessage(entry, m)
-	if err == nil {
-		r.pendMu.Lock()
-		if r.pendingEpoch.Load() != epoch {
-			// failPending ran since it was numbered: answered as it
-			// answered the others (under pendMu, so that no publish
-			// joins pending with an epoch whose held ones are dropped).
-			r.pendMu.Unlock()
-			err = ErrNotLeader
-		}
-	}
-	if err != nil {
-		if local {
-			r.seq--
-		}
-		r.pubMu.Unlock()
-		<-r.slots
-		done(err)
-		return err
-	}
-	k := pendingKey{publisher, seq}
-	if prev, dup := r.pending[k]; dup {
-		// The same publish sent again before its first proposal was
-		// answered: both are answered by whichever commits first.
-		first := prev
-		r.pending[k] = func(err error) { first(err); done(err) }
-		<-r.slots // one slot is enough for the pair
-	} else {
-		r.pending[k] = done
-	}
-	r.pendMu.Unlock()
-	r.proposePublish(entry, epoch)
-	r.pubMu.Unlock()
-	return nil
-}
-
-// failPending answers every publish still waiting for its commit with err:
-// this member stopped leading, and whether those entries commit is now
-// up to the new leader. Forwarders send them again there (the machine
-// stores a re-sent publish once); local publishers get basic.nack.
-func (r *Replica) failPending(err error) {
-	r.pendMu.Lock()
-	r.pendingEpoch.Add(1) // held publishes among these are not to be stored
-	pending := r.pending
-	r.pending = make(map[pendingKey]func(error))
-	r.pendMu.Unlock()
-	for range pending {
-		<-r.slots
-	}
-	for _, done := range pending {
-		done(err)
-	}
-}
-
-// completeEnqueue answers the publish seq of publisher. The FSM calls it
-// for the machine's Confirm or Reject effect, that is once the entry is
-// committed and applied: never before.
-func (r *Replica) completeEnqueue(publisher, seq uint64, err error) {
-	k := pendingKey{publisher, seq}
-	r.pendMu.Lock()
-	done, ok := r.pending[k]
-	delete(r.pending, k)
-	r.pendMu.Unlock()
-	if ok {
-		<-r.slots
-		done(err)
-	}
-}
-
-// wait returns f's error, or raft.ErrRaftShutdown once the replica stops:
-// raft leaves Apply futures that were still queued at shutdown unanswered.
-func (r *Replica) wait(f raft.Future) error { return r.waitNudging(context.Background(), f, 0, nil) }
-
-// waitUntil is wait, giving up with ctx's error when ctx ends first; f
-// goes on inside raft.
-func (r *Replica) waitUntil(ctx context.Context, f raft.Future) error {
-	return r.waitNudging(ctx, f, 0, nil)
-}
-
-// waitNudging is waitUntil, calling nudge every interval while f is
-// unanswered (never if nudge is nil).
-func (r *Replica) waitNudging(ctx context.Context, f raft.Future, interval time.Duration, nudge func()) error {
-	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
-	var tick <-chan time.Time
-	if nudge != nil {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case err := <-errc:
-			return err
-		case <-tick:
-			nudge()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-r.done:
-			return raft.ErrRaftShutdown
-		}
-	}
-}
-
-// Consume attaches c through the log; deliveries start once committed.
-// A consumer that attached through an earlier leader comes back under its
-// ID (opts.ID) and keeps the messages it holds, as a RabbitMQ consumer
-// keeps them when its queue's leader changes.
-func (r *Replica) Consume(c queue.Consumer, opts queue.ConsumeOptions) error {
-	id := raftq.ConsumerID(opts.ID)
-	if id == 0 {
-		id = r.newConsumerID()
-	}
-	timeout := r.queueConfig().ConsumerTimeout
-	if t, ok := consumerTimeout(opts.Arguments); ok {
-		timeout = t
-	}
-	credit := Credit(opts)
-	cmd := raftq.Command{Op: raftq.OpAttach, Consumer: id, Prefetch: credit, ConsumerPriority: opts.Priority, Exclusive: opts.Exclusive}
-	if t, ok := consumerTimeout(opts.Arguments); ok {
-		cmd.Timeout, cmd.HasTimeout = t, true
-	}
-	if opts.ID != 0 {
-		cmd.Resume, cmd.LastDelivery = true, opts.LastDelivery
-	}
-	r.attachMu.Lock()
-	r.mu.Lock()
-	if _, taken := r.consumers[id]; taken || id == r.getter {
-		r.mu.Unlock()
-		r.attachMu.Unlock()
-		return fmt.Errorf("queue %s: consumer %d is attached already", r.name, id)
-	}
-	r.consumers[id] = &consumerRef{c: c, tag: opts.Tag, noAck: opts.NoAck, credit: credit, timeout: time.Duration(timeout) * time.Millisecond}
-	r.byHandle[c] = id
-	if r.orphans != nil {
-		delete(r.orphans.ids, id)
-	}
-	r.mu.Unlock()
-	f := r.propose(&cmd)
-	r.attachMu.Unlock()
-	err := errorFor(r.wait(f))
-	if err == nil {
-		if res, _ := f.Response().(*result); res != nil {
-			for _, e := range res.effects {
-				if e.Kind == raftq.EffectConsumerRefused {
-					err = queue.ErrExclusiveConsumer
-				}
-			}
-		}
-	}
-	if err != nil {
-		r.forget(c)
-	}
-	return err
-}
-
-func consumerTimeout(args wire.Table) (int64, bool) {
-	switch v := args["x-consumer-timeout"].(type) {
-	case int64:
-		return v, v >= 0
-	case int32:
-		return int64(v), v >= 0
-	case int16:
-		return int64(v), v >= 0
-	case int8:
-		return int64(v), v >= 0
-	}
-	return 0, false
-}
-
-func (r *Replica) forget(c queue.Consumer) raftq.ConsumerID {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	id, ok := r.byHandle[c]
-	if !ok {
-		return 0
-	}
-	delete(r.byHandle, c)
-	delete(r.consumers, id)
-	return id
-}
-
-// Cancel detaches c. Its checked-out messages stay settleable by ID.
-//
-// The consumer stays registered until the detach is applied: the machine
-// may hand it messages until then, and those must reach its channel (which
-// requeues them) rather than stay checked out to nobody.
-func (r *Replica) Cancel(c queue.Consumer) {
-	r.mu.Lock()
-	id, ok := r.byHandle[c]
-	r.mu.Unlock()
-	if !ok {
-		return
-	}
-	// Its channel closes or it was cancelled: what it acknowledged goes
-	// into the log ahead of the detach, so that an ack followed by
-	// channel.close-ok is as durable as the detach (the settler's wait
-	// would otherwise leave it to a later entry, and a crash meanwhile
-	// would hand those messages out again).
-	r.flushSettlements()
-	r.wait(r.propose(&raftq.Command{Op: raftq.OpDetach, Consumer: id}))
-	r.forget(c)
-}
-
-// Resume is a no-op: a quorum queue's deliveries are bounded by the
-// consumer's credit in the machine, not by the runtime.
-func (r *Replica) Resume(queue.Consumer) {}
-
 // Get takes one message for basic.get through the log, checked out to
 // this member's own getter (a channel of this node asks).
 func (r *Replica) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
@@ -957,14 +98,14 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 		// Refused before the log, as RabbitMQ's channel does (405).
 		return queue.Delivery{}, 0, false, queue.ErrGetUnsupported
 	}
-	r.flushPublishes() // a get sees what was published before it
-	r.attachMu.Lock()  // a release of a forwarded get's getter waits for it (SettleOwned)
+	r.pub.flush()               // a get sees what was published before it
+	r.consumers.attachMu.Lock() // a release of a forwarded get's getter waits for it (SettleOwned)
 	if getter != uint64(r.getter) {
-		r.foreignGets.Add(1)
-		defer r.foreignGets.Add(-1)
+		r.consumers.foreignGets.Add(1)
+		defer r.consumers.foreignGets.Add(-1)
 	}
 	f := r.propose(&raftq.Command{Op: raftq.OpGet, Consumer: raftq.ConsumerID(getter), NoAck: noAck})
-	r.attachMu.Unlock()
+	r.consumers.attachMu.Unlock()
 	if err := errorFor(r.wait(f)); err != nil {
 		return queue.Delivery{}, 0, false, err
 	}
@@ -977,7 +118,7 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 		case raftq.EffectGetEmpty:
 			return queue.Delivery{}, 0, false, nil
 		case raftq.EffectGetResult:
-			msg, err := r.readMessage(e.Index)
+			msg, err := r.storage.readMessage(e.Index)
 			if err != nil {
 				return queue.Delivery{}, 0, false, err
 			}
@@ -991,74 +132,42 @@ func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool
 // acks are not confirmed to anyone, so a log entry per basic.ack would
 // only cost.
 func (r *Replica) Settle(ids []uint64) {
-	if r.settleAsFormer(raftq.OpSettle, 0, ids) {
+	if r.settler.asFormer(raftq.OpSettle, 0, ids) {
 		return
 	}
 	order, groups, unknown := r.byHolder(ids)
-	r.mu.Lock()
-	for _, c := range order {
-		r.toSettle[c] = append(r.toSettle[c], groups[c]...)
-	}
-	r.mu.Unlock()
-	r.wakeSettler()
-	r.settleUnknown(raftq.OpSettle, 0, unknown)
-}
-
-// markAttached records that consumer's attach, proposed here, is applied.
-func (r *Replica) markAttached(consumer raftq.ConsumerID) {
-	r.mu.Lock()
-	if ref := r.consumers[consumer]; ref != nil {
-		ref.attached = true
-	}
-	r.mu.Unlock()
-}
-
-func (r *Replica) wakeSettler() {
-	if !r.settlerStarted.Load() {
-		// The settler starts with the first settlement: most of a
-		// node's thousand queues may never see one, and an idle
-		// goroutine still costs a stack.
-		r.goMu.Lock()
-		if !r.goStopped && !r.settlerStarted.Load() {
-			r.settlerStarted.Store(true)
-			r.wg.Add(1)
-			go r.settler()
-		}
-		r.goMu.Unlock()
-	}
-	select {
-	case r.settleWake <- struct{}{}:
-	default:
-	}
+	r.consumers.queueAcks(order, groups)
+	r.settler.wakeUp()
+	r.settler.unknown(raftq.OpSettle, 0, unknown)
 }
 
 // Requeue returns deliveries; the cause decides the delivery-count.
 func (r *Replica) Requeue(ids []uint64, cause queue.ReturnCause) {
-	if r.settleAsFormer(raftq.OpReturn, cause, ids) {
+	if r.settler.asFormer(raftq.OpReturn, cause, ids) {
 		return
 	}
 	order, groups, unknown := r.byHolder(ids)
 	for _, c := range order {
 		r.propose(&raftq.Command{Op: raftq.OpReturn, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
 	}
-	r.settleUnknown(raftq.OpReturn, cause, unknown)
+	r.settler.unknown(raftq.OpReturn, cause, unknown)
 }
 
 // Discard drops (or dead-letters) rejected deliveries.
 func (r *Replica) Discard(ids []uint64, cause queue.ReturnCause) {
-	if r.settleAsFormer(raftq.OpDiscard, cause, ids) {
+	if r.settler.asFormer(raftq.OpDiscard, cause, ids) {
 		return
 	}
 	order, groups, unknown := r.byHolder(ids)
 	for _, c := range order {
 		r.propose(&raftq.Command{Op: raftq.OpDiscard, Consumer: c, IDs: groups[c], Cause: raftq.ReturnCause(cause)})
 	}
-	r.settleUnknown(raftq.OpDiscard, cause, unknown)
+	r.settler.unknown(raftq.OpDiscard, cause, unknown)
 }
 
 // Purge removes the ready messages through the log.
 func (r *Replica) Purge() (uint32, error) {
-	r.flushPublishes() // purged with the rest
+	r.pub.flush() // purged with the rest
 	f := r.propose(&raftq.Command{Op: raftq.OpPurge})
 	if err := errorFor(r.wait(f)); err != nil {
 		return 0, err
@@ -1086,18 +195,6 @@ func (r *Replica) Stats() queue.Stats {
 // was committed before its election: less than a forwarded call allows.
 const statsWait = 1500 * time.Millisecond
 
-// awaitApplied waits, up to d, while this member leads but has not yet
-// applied every entry committed before its election: until then its
-// machine may lack them (after a whole cluster restarts, nothing is
-// applied before the new leader's first commit, and the queue would
-// count no messages). Followers and settled leaders return at once.
-func (r *Replica) awaitApplied(d time.Duration) {
-	deadline := time.Now().Add(d)
-	for r.isLeader() && !r.leaderApplied.Load() && !r.stopped.Load() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // Delete stops the group and removes its files. The broker refuses
 // if-unused and if-empty for quorum queues, as RabbitMQ does.
 func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
@@ -1108,12 +205,7 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 	if ifEmpty && st.Ready > 0 {
 		return 0, queue.ErrNotEmpty
 	}
-	r.mu.Lock()
-	gone := make([]queue.Consumer, 0, len(r.consumers))
-	for _, c := range r.consumers {
-		gone = append(gone, c.c)
-	}
-	r.mu.Unlock()
+	gone := r.consumers.handles()
 	r.shutdown(queue.ErrDeleted)
 	for _, c := range gone {
 		c.Gone()
@@ -1133,21 +225,6 @@ func (r *Replica) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 // still waiting for their commit are answered ErrNotLeader: forwarders send
 // them on to the group's next leader.
 func (r *Replica) Close() { r.shutdown(ErrNotLeader) }
-
-// voteJudge is a transport that answers pre-votes from candidates the
-// member's configuration does not count as voters, from raft's state
-// (cluster/transport's JudgeVotesOf): a member that missed another's
-// promotion would refuse it outright.
-type voteJudge interface {
-	JudgeVotesOf(*raft.Raft)
-}
-
-// pipelineIdler is a transport that says when a replication pipeline went
-// idle short of the leader's log (cluster/transport's SetPipelineIdle):
-// raft sends a lagging follower one batch per new entry or CommitTimeout.
-type pipelineIdler interface {
-	SetPipelineIdle(fn func(lastAcked uint64))
-}
 
 // lingerer is a transport whose heartbeats may wait to share a call with
 // other groups' (cluster/transport's Transport.StopLingering).
@@ -1174,190 +251,8 @@ func (r *Replica) shutdown(pendingErr error) {
 	r.goMu.Unlock()
 	close(r.done)
 	r.wg.Wait()
-	r.failPending(pendingErr) // the enqueues still waiting for a confirm
-	r.recent.clear()          // back to the node's payload cache
-	if err := r.closeStore(); err != nil {
-		r.log.Warn("close raft log", "err", err)
-	}
-}
-
-// stoppedErr is the answer to a publish that reaches the replica once it
-// has stopped. A Publish stream opened before a hibernation holds the
-// closed replica: "not the leader" ends that stream, and the forwarder
-// finds the reopened one.
-func (r *Replica) stoppedErr() error {
-	if err := r.stopErr.Load(); err != nil {
-		return *err
-	}
-	return queue.ErrDeleted
-}
-
-// IsLeader reports whether this member leads the group now.
-func (r *Replica) IsLeader() bool { return r.isLeader() }
-
-// Name is the queue's name in logs ("vhost/name").
-func (r *Replica) Name() string { return r.cfg.Name }
-
-// Leader is the node name of the group's leader as this member knows it,
-// "" while there is none.
-func (r *Replica) Leader() string {
-	ra := r.leaderOf.Load()
-	if ra == nil {
-		return ""
-	}
-	_, id := ra.LeaderWithID()
-	return string(id)
-}
-
-// TransferLeadership hands the group's leadership to member id at addr,
-// which must be caught up enough to take it (raft's TimeoutNow). It
-// returns once the transfer has completed or failed; this member must
-// lead.
-func (r *Replica) TransferLeadership(id, addr string) error {
-	if !r.isLeader() {
-		return ErrNotLeader
-	}
-	r.settleBeforeTransfer()
-	return errorFor(r.wait(r.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))))
-}
-
-// MemberStatus is a member's own view of its group, for operators.
-type MemberStatus struct {
-	State        string // Leader, Follower, Candidate, Shutdown
-	Term         uint64
-	CommitIndex  uint64
-	AppliedIndex uint64
-	LastLogIndex uint64
-	// SnapshotIndex is the index of this member's latest snapshot: its
-	// log holds no entry below it but those of live messages.
-	SnapshotIndex uint64
-	Voter         bool
-}
-
-// Status reports this member's view of the group.
-func (r *Replica) Status() MemberStatus {
-	st := MemberStatus{State: r.raft.State().String()}
-	num := raftStats(r.raft)
-	st.Term = num("term")
-	st.CommitIndex = num("commit_index")
-	st.AppliedIndex = num("applied_index")
-	st.LastLogIndex = num("last_log_index")
-	st.SnapshotIndex = num("last_snapshot_index")
-	if f := r.raft.GetConfiguration(); f.Error() == nil {
-		servers := f.Configuration().Servers
-		if conf := r.fo.lateConf.Load(); len(servers) == 0 && conf != nil {
-			// A new group's member that has not heard from the member
-			// chosen to lead yet: the group's first configuration,
-			// which it keeps (failover.go), is what it will have.
-			servers = conf.Servers
-		}
-		for _, s := range servers {
-			if s.ID == raft.ServerID(r.cfg.NodeID) {
-				st.Voter = s.Suffrage == raft.Voter
-			}
-		}
-	}
-	return st
-}
-
-// raftStats reads ra's Stats once and returns a lookup of its numbers
-// (zero for a missing or non-numeric key).
-func raftStats(ra *raft.Raft) func(key string) uint64 {
-	st := ra.Stats()
-	return func(key string) uint64 {
-		n, _ := strconv.ParseUint(st[key], 10, 64)
-		return n
-	}
-}
-
-// Membership changes (cluster/node's membership.go drives them). Each
-// must be made on the leader and returns once the new configuration is
-// committed; index is its log index.
-
-// AddNonvoter adds node id at addr as a non-voter: the leader sends it
-// the log (or a snapshot) but commits do not wait for it.
-func (r *Replica) AddNonvoter(id, addr string) (index uint64, err error) {
-	if !r.isLeader() {
-		return 0, ErrNotLeader
-	}
-	if err := r.canJoin(id); err != nil {
-		return 0, err
-	}
-	f := r.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)
-	if err := errorFor(r.wait(f)); err != nil {
-		return 0, err
-	}
-	return f.Index(), nil
-}
-
-// AddVoter makes node id at addr a voter (promoting a non-voter).
-func (r *Replica) AddVoter(id, addr string) (index uint64, err error) {
-	if !r.isLeader() {
-		return 0, ErrNotLeader
-	}
-	f := r.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 0)
-	if err := errorFor(r.waitPromotion(f)); err != nil {
-		return 0, err
-	}
-	return f.Index(), nil
-}
-
-// promotionNudge is how long a promotion waits for its commit before the
-// leader appends an entry after it (waitPromotion).
-const promotionNudge = 500 * time.Millisecond
-
-// waitPromotion is wait for AddVoter's future. hashicorp/raft writes and
-// replicates a configuration entry before it counts the new voters in its
-// commitment (appendConfigurationEntry: dispatchLogs, then
-// commitment.setConfiguration), so an acknowledgement of the entry from
-// the promoted member that comes back in between is not counted, and
-// later AppendEntries carry no entry to acknowledge again. When the
-// promoted member's vote is needed for a majority (another member is
-// down) the entry then commits only once another entry follows: never,
-// on an idle queue (seen as a transport test hanging under CI's load). So
-// while the promotion waits, a barrier entry follows it every
-// promotionNudge (not waited for: it only has to be appended).
-func (r *Replica) waitPromotion(f raft.Future) error {
-	return r.waitNudging(context.Background(), f, promotionNudge, func() { r.raft.Barrier(promotionNudge) })
-}
-
-// RemoveServer removes node id from the group. Asked to remove itself,
-// the leader hands its leadership off instead and answers ErrNotLeader,
-// so that the caller asks the new leader: a leader that commits its own
-// removal steps down without telling anyone, and the others wait out
-// their heartbeat timeout, 30 s or more for queue groups, before they
-// elect a new one. The chaos harness saw it, when a member's removal
-// found a leader that had moved a moment before.
-func (r *Replica) RemoveServer(id string) (index uint64, err error) {
-	if !r.isLeader() {
-		return 0, ErrNotLeader
-	}
-	if id == r.cfg.NodeID {
-		r.settleBeforeTransfer()
-		if err := errorFor(r.wait(r.raft.LeadershipTransfer())); err != nil {
-			r.log.Debug("hand off before removing this member", "err", err)
-		}
-		return 0, ErrNotLeader
-	}
-	f := r.raft.RemoveServer(raft.ServerID(id), 0, 0)
-	if err := errorFor(r.wait(f)); err != nil {
-		return 0, err
-	}
-	return f.Index(), nil
-}
-
-// Servers is the group's latest configuration as this member knows it:
-// node name to whether it votes.
-func (r *Replica) Servers() (map[string]bool, error) {
-	f := r.raft.GetConfiguration()
-	if err := errorFor(f.Error()); err != nil {
-		return nil, err
-	}
-	out := make(map[string]bool)
-	for _, s := range f.Configuration().Servers {
-		out[string(s.ID)] = s.Suffrage == raft.Voter
-	}
-	return out, nil
+	r.pub.failPending(pendingErr) // the enqueues still waiting for a confirm
+	r.storage.close()
 }
 
 // Remove stops this member after the group removed it from its
@@ -1366,12 +261,7 @@ func (r *Replica) Servers() (map[string]bool, error) {
 // consumers that can follow the leader are told LeaderLost, so that both
 // go on at the leader elsewhere.
 func (r *Replica) Remove() {
-	r.mu.Lock()
-	consumers := make([]queue.Consumer, 0, len(r.consumers))
-	for _, c := range r.consumers {
-		consumers = append(consumers, c.c)
-	}
-	r.mu.Unlock()
+	consumers := r.consumers.handles()
 	r.shutdown(ErrNotLeader)
 	for _, c := range consumers {
 		if m, ok := c.(queue.Movable); ok {

@@ -79,19 +79,19 @@ func TestSettlementsDueWhenCreditRunsShort(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.mu.Lock()
-	smallID, largeID := r.byHandle[small], r.byHandle[large]
-	r.mu.Unlock()
+	r.consumers.mu.Lock()
+	smallID, largeID := r.consumers.byHandle[small], r.consumers.byHandle[large]
+	r.consumers.mu.Unlock()
 	due := func(byConsumer map[uint64]int) bool {
-		r.mu.Lock()
-		clear(r.toSettle)
+		r.consumers.mu.Lock()
+		clear(r.consumers.toSettle)
 		for c, n := range byConsumer {
 			for i := range n {
-				r.toSettle[raftq.ConsumerID(c)] = append(r.toSettle[raftq.ConsumerID(c)], uint64(i+1))
+				r.consumers.toSettle[raftq.ConsumerID(c)] = append(r.consumers.toSettle[raftq.ConsumerID(c)], uint64(i+1))
 			}
 		}
-		r.mu.Unlock()
-		return r.settleDue()
+		r.consumers.mu.Unlock()
+		return r.consumers.settleDue()
 	}
 	for _, tc := range []struct {
 		what  string
@@ -110,9 +110,9 @@ func TestSettlementsDueWhenCreditRunsShort(t *testing.T) {
 			t.Errorf("%s: due %v, want %v", tc.what, got, tc.want)
 		}
 	}
-	r.mu.Lock()
-	clear(r.toSettle)
-	r.mu.Unlock()
+	r.consumers.mu.Lock()
+	clear(r.consumers.toSettle)
+	r.consumers.mu.Unlock()
 }
 
 // Acks arriving while the settlements are flushed (a cancel's flush, the
@@ -127,10 +127,10 @@ func TestSettleWhileFlushing(t *testing.T) {
 		}
 	}()
 	for i := 0; i < 2000; i++ {
-		r.flushSettlements()
+		r.settler.flush()
 	}
 	<-done
-	r.flushSettlements()
+	r.settler.flush()
 	waitFor(t, "200 settled", func() bool { return r.Stats().Unacked == 0 })
 }
 
@@ -271,7 +271,7 @@ func passDeliveriesToLeader(g **group) func(raftq.Op, queue.ReturnCause, []uint6
 	return func(op raftq.Op, cause queue.ReturnCause, ids []uint64) {
 		go func() {
 			_, lead := (*g).leader()
-			lead.settleByOp(op, cause, ids)
+			lead.settler.byOp(op, cause, ids)
 		}()
 	}
 }
@@ -327,15 +327,15 @@ func TestUnappliedLeaderSettlesOnceApplied(t *testing.T) {
 	for i := range 3 {
 		// As byHolder reports deliveries handed out in entries not
 		// applied yet.
-		r.settleUnknown(raftq.OpSettle, 0, ids[2*i:2*i+2])
+		r.settler.unknown(raftq.OpSettle, 0, ids[2*i:2*i+2])
 	}
 	time.Sleep(100 * time.Millisecond)
 	if st := r.Stats(); st.Unacked != 6 {
 		t.Fatalf("settled before the leader applied its log: %+v", st)
 	}
-	r.unapplied.mu.Lock()
-	held := len(r.unapplied.list)
-	r.unapplied.mu.Unlock()
+	r.settler.unapplied.mu.Lock()
+	held := len(r.settler.unapplied.list)
+	r.settler.unapplied.mu.Unlock()
 	if held != 3 {
 		t.Fatalf("%d settlements held, want 3", held)
 	}

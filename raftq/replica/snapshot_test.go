@@ -33,11 +33,11 @@ func testSnapshotCarriesLiveBodies(t *testing.T, st storage) {
 		t.Fatal(err)
 	}
 
-	list, err := r.snaps.List()
+	list, err := r.storage.snaps.List()
 	if err != nil || len(list) == 0 {
 		t.Fatalf("snapshots: %v %v", list, err)
 	}
-	meta, rc, err := r.snaps.Open(list[0].ID)
+	meta, rc, err := r.storage.snaps.Open(list[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,10 @@ import (
 // happens to a new leader still applying its predecessors' entries, and
 // to a follower behind the log that gets a settlement meant for the
 // leader (a router whose leader was stale, a new leader's stream ended by
-// a quick second change). So (settleUnknown):
+// a quick second change). So (settler.unknown):
 //
 //   - a leader that has not applied every committed entry yet settles
-//     them again once it has (settleWhenApplied);
+//     them again once it has (settler.whenApplied);
 //   - a member that does not lead passes them to the leader by delivery ID
 //     (Config.SettleDeliveriesAtLeader);
 //   - a leader that has applied everything drops them: they were settled
@@ -35,49 +35,49 @@ const appliedWait = 10 * time.Second
 // byHolder turns delivery IDs into message IDs grouped by the consumer
 // holding them, and lists those this member does not know as held
 // (raftq.Machine.HoldersOf).
-func (r *Replica) byHolder(ids []uint64) (order []raftq.ConsumerID, groups map[raftq.ConsumerID][]uint64, unknown []uint64) {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	return r.fsm.m.HoldersOf(ids)
+func (c *core) byHolder(ids []uint64) (order []raftq.ConsumerID, groups map[raftq.ConsumerID][]uint64, unknown []uint64) {
+	c.fsm.mu.Lock()
+	defer c.fsm.mu.Unlock()
+	return c.fsm.m.HoldersOf(ids)
 }
 
 // Knows reports whether this member has applied the handing-out of every
 // delivery in ids and none of them is settled yet.
-func (r *Replica) Knows(ids []uint64) bool {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
+func (c *core) Knows(ids []uint64) bool {
+	c.fsm.mu.Lock()
+	defer c.fsm.mu.Unlock()
 	for _, d := range ids {
-		if _, _, ok := r.fsm.m.HeldBy(d); !ok {
+		if _, _, ok := c.fsm.m.HeldBy(d); !ok {
 			return false
 		}
 	}
 	return true
 }
 
-// settleUnknown settles deliveries byHolder did not know, as the comment
+// unknown settles deliveries byHolder did not know, as the comment
 // at the top of this file says.
-func (r *Replica) settleUnknown(op raftq.Op, cause queue.ReturnCause, unknown []uint64) {
+func (s *settler) unknown(op raftq.Op, cause queue.ReturnCause, unknown []uint64) {
 	if len(unknown) == 0 {
 		return
 	}
 	switch {
-	case !r.isLeader():
-		if r.cfg.SettleDeliveriesAtLeader == nil {
+	case !s.r.isLeader():
+		if s.r.cfg.SettleDeliveriesAtLeader == nil {
 			return
 		}
-		r.log.Debug("passing settlements of deliveries this member does not know to the leader", "op", op, "count", len(unknown))
-		r.cfg.SettleDeliveriesAtLeader(op, cause, unknown)
-	case !r.leaderApplied.Load():
-		r.log.Debug("settlements of deliveries not applied yet wait for the new leader to apply them", "op", op, "count", len(unknown))
-		r.unapplied.mu.Lock()
-		r.unapplied.list = append(r.unapplied.list, unknownSettlement{op: op, cause: cause, ids: append([]uint64(nil), unknown...)})
-		start := !r.unapplied.waiting
-		r.unapplied.waiting = true
-		r.unapplied.mu.Unlock()
-		if start && !r.goTracked(r.settleWhenApplied) {
-			r.unapplied.mu.Lock()
-			r.unapplied.list, r.unapplied.waiting = nil, false
-			r.unapplied.mu.Unlock()
+		s.r.log.Debug("passing settlements of deliveries this member does not know to the leader", "op", op, "count", len(unknown))
+		s.r.cfg.SettleDeliveriesAtLeader(op, cause, unknown)
+	case !s.r.leaderApplied.Load():
+		s.r.log.Debug("settlements of deliveries not applied yet wait for the new leader to apply them", "op", op, "count", len(unknown))
+		s.unapplied.mu.Lock()
+		s.unapplied.list = append(s.unapplied.list, unknownSettlement{op: op, cause: cause, ids: append([]uint64(nil), unknown...)})
+		start := !s.unapplied.waiting
+		s.unapplied.waiting = true
+		s.unapplied.mu.Unlock()
+		if start && !s.r.goTracked(s.whenApplied) {
+			s.unapplied.mu.Lock()
+			s.unapplied.list, s.unapplied.waiting = nil, false
+			s.unapplied.mu.Unlock()
 		}
 	}
 }
@@ -90,7 +90,7 @@ type unknownSettlement struct {
 	ids   []uint64
 }
 
-// unappliedSettlements gathers them; one goroutine (settleWhenApplied)
+// unappliedSettlements gathers them; one goroutine (settler.whenApplied)
 // waits for the leader to catch up, however many arrive meanwhile.
 type unappliedSettlements struct {
 	mu      sync.Mutex
@@ -98,37 +98,37 @@ type unappliedSettlements struct {
 	waiting bool
 }
 
-// settleWhenApplied settles what unapplied gathered once this leader has
+// whenApplied settles what unapplied gathered once this leader has
 // applied every entry committed before its election, or, if it stops
 // leading first, passes it on as a member that does not lead would. It
 // runs on the replica's wait group.
-func (r *Replica) settleWhenApplied() {
-	defer r.wg.Done()
-	r.awaitApplied(appliedWait)
-	r.unapplied.mu.Lock()
-	list := r.unapplied.list
-	r.unapplied.list, r.unapplied.waiting = nil, false
-	r.unapplied.mu.Unlock()
-	if r.stopped.Load() {
+func (s *settler) whenApplied() {
+	defer s.r.wg.Done()
+	s.r.awaitApplied(appliedWait)
+	s.unapplied.mu.Lock()
+	list := s.unapplied.list
+	s.unapplied.list, s.unapplied.waiting = nil, false
+	s.unapplied.mu.Unlock()
+	if s.r.stopped.Load() {
 		return
 	}
-	if r.isLeader() && !r.leaderApplied.Load() {
-		r.log.Warn("settlements of deliveries dropped: the new leader did not apply its predecessors' entries in time", "settlements", len(list))
+	if s.r.isLeader() && !s.r.leaderApplied.Load() {
+		s.r.log.Warn("settlements of deliveries dropped: the new leader did not apply its predecessors' entries in time", "settlements", len(list))
 		return
 	}
-	for _, s := range list {
-		r.settleByOp(s.op, s.cause, s.ids)
+	for _, u := range list {
+		s.byOp(u.op, u.cause, u.ids)
 	}
 }
 
-// settleByOp is Settle, Requeue or Discard, as op says.
-func (r *Replica) settleByOp(op raftq.Op, cause queue.ReturnCause, ids []uint64) {
+// byOp is Settle, Requeue or Discard, as op says.
+func (s *settler) byOp(op raftq.Op, cause queue.ReturnCause, ids []uint64) {
 	switch op {
 	case raftq.OpSettle:
-		r.Settle(ids)
+		s.r.Settle(ids)
 	case raftq.OpReturn:
-		r.Requeue(ids, cause)
+		s.r.Requeue(ids, cause)
 	case raftq.OpDiscard:
-		r.Discard(ids, cause)
+		s.r.Discard(ids, cause)
 	}
 }

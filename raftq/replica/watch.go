@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +31,8 @@ const barrierRetry = time.Second
 // looking is set while a look goroutine runs (or before the replica has
 // started it, Open). The rest belongs to the look goroutine.
 type watcher struct {
+	r *Replica
+
 	wantLook    atomic.Bool // leadership changed, or a deadline is due
 	wantApplied atomic.Bool // the machine applied entries
 	wantBarrier atomic.Bool // a follower answers again or fell idle behind (leader: resume it)
@@ -46,21 +47,21 @@ type watcher struct {
 // stateChanged tells the watcher that the machine applied an entry or a
 // snapshot: its next deadline or size may have moved. It never blocks
 // (the FSM goroutine calls it).
-func (r *Replica) stateChanged() { r.wake(&r.w.wantApplied) }
+func (w *watcher) stateChanged() { w.wake(&w.wantApplied) }
 
 // observe is raft's observer hook (Open registers it with no channel): it
 // runs on raft's goroutines, so it only sets a flag.
-func (r *Replica) observe(o *raft.Observation) bool {
+func (w *watcher) observe(o *raft.Observation) bool {
 	switch d := o.Data.(type) {
 	case raft.LeaderObservation:
-		r.wake(&r.w.wantLook)
-		if d.LeaderID == "" && r.cfg.Transport != nil {
-			r.leaderLost() // failover.go
+		w.wake(&w.wantLook)
+		if d.LeaderID == "" && w.r.cfg.Transport != nil {
+			w.r.fo.leaderLost() // failover.go
 		}
 	case raft.RaftState:
-		r.wake(&r.w.wantLook)
-		if d == raft.Candidate && r.cfg.Transport != nil {
-			r.leaderLost() // watches the candidacy (failover.go)
+		w.wake(&w.wantLook)
+		if d == raft.Candidate && w.r.cfg.Transport != nil {
+			w.r.fo.leaderLost() // watches the candidacy (failover.go)
 		}
 	case raft.ResumedHeartbeatObservation, raft.RequestPreVoteRequest:
 		// A follower that was unreachable (restarted, or a new member
@@ -72,46 +73,45 @@ func (r *Replica) observe(o *raft.Observation) bool {
 		// when entries are appended or every CommitTimeout, which is long
 		// so that idle groups stay quiet: an entry brings it up to date,
 		// and tells it who leads, now.
-		if r.cfg.Transport != nil {
-			r.wake(&r.w.wantBarrier)
+		if w.r.cfg.Transport != nil {
+			w.wake(&w.wantBarrier)
 		}
 	}
 	return false
 }
 
 // wake sets want and starts the look goroutine unless it runs.
-func (r *Replica) wake(want *atomic.Bool) {
+func (w *watcher) wake(want *atomic.Bool) {
 	want.Store(true)
-	if !r.w.looking.CompareAndSwap(false, true) {
+	if !w.looking.CompareAndSwap(false, true) {
 		return // the running one sees want
 	}
-	r.goMu.Lock()
-	if r.goStopped {
-		r.goMu.Unlock()
+	w.r.goMu.Lock()
+	if w.r.goStopped {
+		w.r.goMu.Unlock()
 		return // looking stays set: nothing starts any more
 	}
-	r.wg.Add(1)
-	r.goMu.Unlock()
-	go r.look()
+	w.r.wg.Add(1)
+	w.r.goMu.Unlock()
+	go w.look()
 }
 
-// startWatching starts the watcher once Open is done; until then wakes
+// start starts the watcher once Open is done; until then wakes
 // only set their flags. leading says whether Open ran onLeading.
-func (r *Replica) startWatching(leading bool) {
-	r.w.leading = leading
-	r.w.looking.Store(false)
-	r.wake(&r.w.wantLook)
+func (w *watcher) start(leading bool) {
+	w.leading = leading
+	w.looking.Store(false)
+	w.wake(&w.wantLook)
 }
 
 // look runs while something wants looking at. A new leader first applies
 // everything committed before it (a barrier), so that what onLeading
 // resumes reflects the whole log.
-func (r *Replica) look() {
-	defer r.wg.Done()
-	w := &r.w
+func (w *watcher) look() {
+	defer w.r.wg.Done()
 	for {
 		select {
-		case <-r.done:
+		case <-w.r.done:
 			return
 		default:
 		}
@@ -125,8 +125,8 @@ func (r *Replica) look() {
 			}
 			return
 		}
-		if barrier && r.isLeader() {
-			r.raft.Barrier(0)
+		if barrier && w.r.isLeader() {
+			w.r.raft.Barrier(0)
 		}
 		if !look && !applied {
 			continue
@@ -136,21 +136,20 @@ func (r *Replica) look() {
 			// at the machine at most every minTickGap, as the timer
 			// will once the gap has passed.
 			if !w.armed {
-				r.armLook(minTickGap - since)
+				w.arm(minTickGap - since)
 			}
 			continue
 		}
-		if r.lookOnce() {
+		if w.lookOnce() {
 			return
 		}
 	}
 }
 
-// armLook makes the timer wake the watcher after d.
-func (r *Replica) armLook(d time.Duration) {
-	w := &r.w
+// arm makes the timer wake the watcher after d.
+func (w *watcher) arm(d time.Duration) {
 	if w.timer == nil {
-		w.timer = time.AfterFunc(d, func() { r.wake(&r.w.wantLook) })
+		w.timer = time.AfterFunc(d, func() { w.wake(&w.wantLook) })
 	} else {
 		w.timer.Reset(d)
 	}
@@ -159,8 +158,7 @@ func (r *Replica) armLook(d time.Duration) {
 
 // lookOnce checks the leadership and the machine's deadline. It reports
 // whether the watcher is done for good (the replica stopped).
-func (r *Replica) lookOnce() (stop bool) {
-	w := &r.w
+func (w *watcher) lookOnce() (stop bool) {
 	w.lastLook = time.Now()
 	if w.timer != nil {
 		w.timer.Stop()
@@ -168,40 +166,40 @@ func (r *Replica) lookOnce() (stop bool) {
 	w.armed = false
 	retryAt := time.Duration(0)
 
-	switch now := r.isLeader(); {
+	switch now := w.r.isLeader(); {
 	case now && !w.leading:
-		if err := r.wait(r.raft.Barrier(10 * time.Second)); err != nil {
-			r.log.Debug("barrier after election", "err", err)
+		if err := w.r.wait(w.r.raft.Barrier(10 * time.Second)); err != nil {
+			w.r.log.Debug("barrier after election", "err", err)
 			retryAt = barrierRetry // lost it again (the observer says so), or slow
 			break
 		}
 		w.leading = true
-		r.leaderApplied.Store(true)
-		r.log.Debug("leading")
-		r.onLeading()
+		w.r.leaderApplied.Store(true)
+		w.r.log.Debug("leading")
+		w.onLeading()
 	case !now && w.leading:
 		w.leading = false
-		r.leaderApplied.Store(false)
-		if r.stopped.Load() {
+		w.r.leaderApplied.Store(false)
+		if w.r.stopped.Load() {
 			// Closed or deleted, not deposed: consumers hear Gone
 			// (delete) or nothing (node shutdown), not LeaderLost.
 			return true
 		}
-		r.log.Debug("stopped leading", "leader", r.Leader())
-		r.onFollowing()
+		w.r.log.Debug("stopped leading", "leader", w.r.Leader())
+		w.onFollowing()
 	}
 
-	r.fsm.mu.Lock()
-	at, due := r.fsm.m.NextDeadline()
-	live := liveCount(r.fsm.m)
-	sinceSnap := r.fsm.sinceSnap
-	r.fsm.mu.Unlock()
-	r.snapshotWhenDue(sinceSnap)
+	w.r.fsm.mu.Lock()
+	at, due := w.r.fsm.m.NextDeadline()
+	live := liveCount(w.r.fsm.m)
+	sinceSnap := w.r.fsm.sinceSnap
+	w.r.fsm.mu.Unlock()
+	w.r.storage.snapshotWhenDue(sinceSnap)
 	// Every member snapshots on its own, followers too. At most once a
 	// second; a skipped look is made up for by the timer.
 	if since := time.Since(w.lastAdapt); since >= time.Second {
 		w.lastAdapt = time.Now()
-		r.adaptSnapshotThreshold(live)
+		w.r.fo.adaptSnapshotThreshold(live)
 	} else {
 		retryAt = time.Second - since
 	}
@@ -215,7 +213,7 @@ func (r *Replica) lookOnce() (stop bool) {
 			w.lastTick = now
 			// Its commit wakes the watcher again through stateChanged;
 			// if it fails, the timer looks again.
-			r.wait(r.propose(&raftq.Command{Op: raftq.OpTick}))
+			w.r.wait(w.r.propose(&raftq.Command{Op: raftq.OpTick}))
 			wait = minTickGap
 		}
 		if retryAt == 0 || wait < retryAt {
@@ -223,27 +221,7 @@ func (r *Replica) lookOnce() (stop bool) {
 		}
 	}
 	if retryAt > 0 {
-		r.armLook(retryAt)
+		w.arm(retryAt)
 	}
 	return false
-}
-
-// snapshotWhenDue starts a snapshot once the entries applied since the
-// last one reach the snapshot threshold, without waiting for raft's own
-// check (every SnapshotInterval, which is long: a thousand idle groups
-// each waking often would add up). On a busy queue the log is then
-// compacted every few tens of thousands of entries, so its space comes
-// back segment by segment, in files the node's log recycles, instead of
-// hundreds of megabytes at a time into new files.
-func (r *Replica) snapshotWhenDue(sinceSnap uint64) {
-	if sinceSnap < r.raft.ReloadableConfig().SnapshotThreshold || !r.snapping.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer r.snapping.Store(false)
-		err := r.raft.Snapshot().Error()
-		if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
-			r.log.Debug("snapshot", "err", err)
-		}
-	}()
 }

@@ -13,8 +13,8 @@ func TestWatcherSleepsUntilDeadline(t *testing.T) {
 	defer r.Close()
 	enqueue(t, r, 3)
 	waitFor(t, "the watcher to stop with messages waiting", func() bool {
-		return !r.w.looking.Load() && r.Stats().Ready == 3
+		return !r.watch.looking.Load() && r.Stats().Ready == 3
 	})
 	waitFor(t, "the messages to expire", func() bool { return r.Stats().Ready == 0 })
-	waitFor(t, "the watcher to stop again", func() bool { return !r.w.looking.Load() })
+	waitFor(t, "the watcher to stop again", func() bool { return !r.watch.looking.Load() })
 }

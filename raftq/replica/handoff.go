@@ -10,71 +10,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
 )
-
-// Touch renews the queue's x-expires lease: the broker calls it when the
-// queue is redeclared (the TTL guide: redeclaring renews the lease). It
-// returns once the renewal is committed.
-func (r *Replica) Touch() error {
-	return errorFor(r.wait(r.propose(&raftq.Command{Op: raftq.OpTouch})))
-}
-
-// onLeading runs once the replica leads and has applied its log: it
-// resumes what the machine says is unfinished, the at-least-once dead
-// letters and an x-expires deletion requested before a restart, and
-// returns the messages of consumers that were attached through an earlier
-// leader.
-func (r *Replica) onLeading() {
-	r.recent.start()
-	r.dlOnce.Do(r.dl.start)
-	r.dl.resendPendingSoon()
-	r.fsm.mu.Lock()
-	deleting := r.fsm.m.DeleteRequested()
-	r.fsm.mu.Unlock()
-	if deleting && r.cfg.OnExpired != nil {
-		go r.cfg.OnExpired()
-	}
-	r.reapConsumers()
-	r.UpgradeMachine()
-}
-
-// onFollowing runs when the replica stops leading. Publishes waiting for
-// their commit are answered ErrNotLeader (forwarders send them to the new
-// leader, which stores each once), and every consumer attached here is
-// dropped: movable ones attach again to the new leader, under the same
-// IDs, keeping the messages they hold (former.go). The settlements in
-// hand go to the new leader.
-func (r *Replica) onFollowing() {
-	r.orphansDetached.Store(false)
-	r.upgrading.Store(0)
-	r.upgradeHeld.Store(false)
-	r.recent.clear() // only a leader delivers
-	r.failPending(ErrNotLeader)
-	r.mu.Lock()
-	consumers := r.consumers
-	r.consumers = make(map[raftq.ConsumerID]*consumerRef)
-	r.byHandle = make(map[queue.Consumer]raftq.ConsumerID)
-	left := r.toSettle
-	r.toSettle = make(map[raftq.ConsumerID][]uint64)
-	r.mu.Unlock()
-	r.settleAtLeader(acksOf(left)) // they name consumer and message already
-	for _, ref := range consumers {
-		if m, ok := ref.c.(queue.Movable); ok {
-			go m.LeaderLost()
-		} else {
-			go ref.c.Gone()
-		}
-	}
-}
-
-// queueConfig is the configuration the queue's machine runs with.
-func (r *Replica) queueConfig() raftq.Config {
-	r.fsm.mu.Lock()
-	defer r.fsm.mu.Unlock()
-	return r.fsm.m.Config()
-}
 
 // HandOff gives the group's leadership to another voter whose node
 // canTake accepts (nil: any), before this node stops or while it drains.
@@ -96,7 +33,7 @@ func (r *Replica) HandOff(ctx context.Context, canTake func(node string) bool) e
 		if len(targets) == 0 {
 			return ErrNoTarget
 		}
-		r.settleBeforeTransfer()
+		r.settler.beforeTransfer()
 		var f raft.Future
 		if try == 0 && all {
 			f = r.raft.LeadershipTransfer()
@@ -136,14 +73,14 @@ var ErrNoTarget = errors.New("replica: no other voter to take the leadership")
 
 // handOffTargets are the group's voters other than this member that
 // canTake accepts, by name; all reports whether that is every other one.
-func (r *Replica) handOffTargets(canTake func(node string) bool) (targets []raft.Server, all bool) {
-	f := r.raft.GetConfiguration()
+func (c *core) handOffTargets(canTake func(node string) bool) (targets []raft.Server, all bool) {
+	f := c.raft.GetConfiguration()
 	if f.Error() != nil {
 		return nil, false
 	}
 	all = true
 	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter || string(s.ID) == r.cfg.NodeID {
+		if s.Suffrage != raft.Voter || string(s.ID) == c.cfg.NodeID {
 			continue
 		}
 		if canTake != nil && !canTake(string(s.ID)) {
