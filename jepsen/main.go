@@ -286,7 +286,11 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	v.Crashed = c.crashed()
 	if cfg.upgradeFrom != "" {
 		v.Upgrade = &upgradeVerdict{Upgraded: n.upgraded, nodes: cfg.nodes}
-		v.Upgrade.Behind = machinesBehind(ctx, c, cfg.warrenctl, w.all())
+		var upgraded []string
+		for _, nd := range c.nodes[:n.upgraded] {
+			upgraded = append(upgraded, nd.name)
+		}
+		v.Upgrade.Behind, v.Upgrade.Machine = machinesBehind(ctx, c, cfg.warrenctl, upgraded, w.all())
 		for _, b := range v.Upgrade.Behind {
 			n.note("after the upgrade: %s", b)
 		}
