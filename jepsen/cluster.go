@@ -56,12 +56,15 @@ type cluster struct {
 	log   *slog.Logger
 	nodes []*node
 	lab   *lab // nil without partitions
+	// ctlAuth are warrenctl's flags for the secured cluster: the CA and
+	// the harness user's client certificate (secure.go).
+	ctlAuth []string
 }
 
 // startCluster starts n nodes that form a new cluster, each on its own
 // address when lab is set, else on loopback with free ports, and waits
 // until each takes logins.
-func startCluster(log *slog.Logger, warren, dir string, n int, lab *lab, extra []string) (*cluster, error) {
+func startCluster(log *slog.Logger, warren, warrenctl, dir string, n int, lab *lab, extra []string) (*cluster, error) {
 	conf := filepath.Join(dir, "warren.toml")
 	seed := fmt.Sprintf(`
 [[users]]
@@ -100,7 +103,11 @@ read = ".*"
 		gossips = append(gossips, nd.gossip)
 		c.nodes = append(c.nodes, nd)
 	}
-	for _, nd := range c.nodes {
+	secure, err := secureCluster(warrenctl, filepath.Join(dir, "certs"), c) // secure.go
+	if err != nil {
+		return nil, err
+	}
+	for i, nd := range c.nodes {
 		nd.args = append([]string{warren,
 			"--config", conf,
 			"--node-name", nd.name,
@@ -110,7 +117,7 @@ read = ".*"
 			"--gossip-addr", nd.gossip,
 			"--join", strings.Join(gossips, ","),
 			"--bootstrap-expect", strconv.Itoa(n),
-		}, extra...)
+		}, append(secure[i], extra...)...)
 		if err := nd.start(); err != nil {
 			c.stopAll()
 			return nil, err
@@ -377,7 +384,7 @@ func (c *cluster) stopAll() {
 // ctlNode runs warrenctl against node i, for a command about that node
 // itself.
 func (c *cluster) ctlNode(ctx context.Context, warrenctl string, i int, args ...string) (string, error) {
-	full := append([]string{"--node", c.nodes[i].internal, "--timeout", "20s"}, args...)
+	full := append(append([]string{"--node", c.nodes[i].internal, "--timeout", "20s"}, c.ctlAuth...), args...)
 	out, err := exec.CommandContext(ctx, warrenctl, full...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
@@ -391,7 +398,7 @@ func (c *cluster) ctl(ctx context.Context, warrenctl string, args ...string) (st
 		if paused || !nd.running() {
 			continue
 		}
-		full := append([]string{"--node", nd.internal, "--timeout", "20s"}, args...)
+		full := append(append([]string{"--node", nd.internal, "--timeout", "20s"}, c.ctlAuth...), args...)
 		out, err = exec.CommandContext(ctx, warrenctl, full...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "Unavailable") {
 			break

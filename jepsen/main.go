@@ -187,7 +187,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	if cfg.upgradeFrom != "" {
 		first = cfg.upgradeFrom
 	}
-	c, err := startCluster(log, first, cfg.dir, cfg.nodes, l, cfg.extra)
+	c, err := startCluster(log, first, cfg.warrenctl, cfg.dir, cfg.nodes, l, cfg.extra)
 	if err != nil {
 		return verdict{}, err
 	}
