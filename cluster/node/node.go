@@ -14,6 +14,7 @@ import (
 	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/catalog"
+	"github.com/warrenmq/warren/cluster/pki"
 	"github.com/warrenmq/warren/raftq/replica"
 )
 
@@ -29,6 +30,12 @@ type Config struct {
 	// AMQPTLS, the listener's TLS configuration.
 	AMQPSAddr string
 	AMQPTLS   *tls.Config
+	// AdminAddr, on a standalone node, serves the admin service warrenctl
+	// talks to (a cluster member serves it on its internal port), with
+	// AdminTLS when set (standalone_admin.go). Version is reported there.
+	AdminAddr string
+	AdminTLS  *pki.Store
+	Version   string
 	Server    server.Config
 	Broker    broker.Config
 	// DiskFreeLimit raises the node's disk alarm while the file system
@@ -84,6 +91,7 @@ type Node struct {
 	server  *server.Server
 	ln      net.Listener
 	tlsLn   net.Listener // nil without AMQPSAddr
+	admin   *adminPort   // a standalone node's admin service, nil without
 	disk    *alarm.DiskMonitor
 	memory  *alarm.MemoryMonitor // nil with MessageBytesOnly
 	started time.Time
@@ -176,6 +184,13 @@ func Start(cfg Config) (*Node, error) {
 	}
 	waitCtx, stopWaiting := context.WithCancel(context.Background())
 	n.stopWaiting = stopWaiting
+	if err := n.serveAdmin(cfg); err != nil { // standalone_admin.go
+		ln.Close()
+		closeListener(tlsLn)
+		close(n.served)
+		n.Close(context.Background())
+		return nil, err
+	}
 	go n.serve(waitCtx)
 	return n, nil
 }
@@ -285,7 +300,7 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.disk.Close()
 	n.memory.Close()
-	err = errors.Join(err, n.broker.Close())
+	err = errors.Join(err, n.admin.close(), n.broker.Close())
 	if n.cluster != nil {
 		err = errors.Join(err, n.cluster.close())
 	}

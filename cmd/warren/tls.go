@@ -29,6 +29,7 @@ type securityFlags struct {
 	clusterTLS        bool
 	maxHandshakes     int
 	loginFailureDelay time.Duration
+	adminAddr         string
 }
 
 func (s *securityFlags) define(fs *flag.FlagSet) {
@@ -41,6 +42,7 @@ func (s *securityFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&s.certLoginFrom, "ssl-cert-login-from", string(server.LoginFromCommonName), "the part of a client certificate EXTERNAL logs in with: common_name, distinguished_name or subject_alternative_name")
 	fs.BoolVar(&s.clusterTLS, "cluster-tls", true, "on a cluster member with --tls-cert, use it for mutual TLS between the nodes and for warrenctl too; false keeps the internal port plaintext (a loopback-only node, as make run's)")
 	fs.BoolVar(&s.insecureCluster, "insecure-cluster", false, "let a node whose internal or gossip address is not loopback run without TLS and a gossip key: anyone who reaches those ports can then read and change everything")
+	fs.StringVar(&s.adminAddr, "admin-addr", "", "on a standalone node (no --internal-addr), serve warrenctl here, e.g. 127.0.0.1:25672 (a cluster member serves it on --internal-addr); with --tls-cert it is TLS, and operators authenticate as on a cluster")
 	fs.IntVar(&s.maxHandshakes, "max-handshakes", server.DefaultMaxHandshakes, "connections in their AMQP handshake (not yet logged in) at once; one over it is closed at once; 0: no cap")
 	fs.DurationVar(&s.loginFailureDelay, "login-failure-delay", server.DefaultLoginFailureDelay, "after a failed login, a source address's next login waits this long, doubling per failure up to 5s; 0: off")
 }
@@ -59,6 +61,9 @@ func (s *securityFlags) validate(c *config) error {
 	}
 	if _, err := server.ParseLoginFrom(s.certLoginFrom); err != nil {
 		return fmt.Errorf("--ssl-cert-login-from: %w", err)
+	}
+	if s.adminAddr != "" && c.internalAddr != "" {
+		return errors.New("--admin-addr is for a standalone node: a cluster member serves warrenctl on --internal-addr")
 	}
 	if s.maxHandshakes < 0 || s.loginFailureDelay < 0 {
 		return errors.New("--max-handshakes and --login-failure-delay must not be negative")
@@ -100,6 +105,7 @@ func (s *securityFlags) apply(nc *node.Config, store *pki.Store, log *slog.Logge
 	nc.Server.MaxHandshakes = s.maxHandshakes
 	nc.Server.LoginFailureDelay = s.loginFailureDelay
 	nc.Server.CertLoginFrom = server.LoginFrom(s.certLoginFrom)
+	nc.AdminAddr, nc.AdminTLS, nc.Version = s.adminAddr, store, version
 	if store == nil {
 		if nc.Cluster != nil && s.insecureCluster {
 			log.Warn("running a cluster member without TLS (--insecure-cluster): whoever reaches its internal and gossip ports can read and change everything")

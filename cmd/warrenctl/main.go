@@ -213,7 +213,7 @@ func explain(err error, g *globals) string {
 	}
 	switch s.Code() {
 	case codes.Unavailable:
-		return fmt.Sprintf("cannot reach node %s: %s\n(is it running? warrenctl talks to a cluster member's --internal-addr, which a standalone node has not; --node or WARRENCTL_NODE chooses another node)", g.node, s.Message())
+		return fmt.Sprintf("cannot reach node %s: %s\n(is it running? warrenctl talks to a cluster member's --internal-addr, or to a standalone node's --admin-addr; --node or WARRENCTL_NODE chooses another node)", g.node, s.Message())
 	case codes.DeadlineExceeded:
 		return fmt.Sprintf("node %s did not answer within %s (--timeout)", g.node, g.timeout)
 	case codes.Unimplemented:
