@@ -49,7 +49,7 @@ image: ## the Docker image warren:local (static binaries on scratch) that deploy
 	docker build -q -t warren:local -f deploy/docker/Dockerfile $(BIN)/image
 
 .PHONY: deploy-check
-deploy-check: image ## deploy/docker end to end: a 3-node compose cluster, confirms across nodes, a docker kill of a queue leader (Docker, docker-compose)
+deploy-check: build image ## deploy/docker end to end: a 3-node compose cluster with mutual TLS (certificates from deploy/docker/make-certs.sh), confirms across nodes, AMQPS with EXTERNAL, a docker kill of a queue leader (Docker, docker-compose)
 	cd deploy/docker && $(GO) test -tags docker -count=1 -v .
 
 .PHONY: test

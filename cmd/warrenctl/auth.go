@@ -31,12 +31,22 @@ func credentialsFromEnv(getenv func(string) string) credentials {
 	}
 }
 
+// define adds the credential flags to fs, except any a command already
+// defines for itself (list permissions --user, close connections --user):
+// there the command's flag wins, and the credential is given before the
+// command's name (warrenctl --user admin list permissions --user alice) or
+// in its WARRENCTL_* variable.
 func (c *credentials) define(fs *flag.FlagSet) {
-	fs.StringVar(&c.ca, "ca", c.ca, "the cluster CA's certificate (ca.pem): talk TLS and check that the node is one of the cluster's (default $WARRENCTL_CA)")
-	fs.StringVar(&c.cert, "cert", c.cert, "a client certificate from the cluster CA, naming the user to act as (default $WARRENCTL_CERT)")
-	fs.StringVar(&c.key, "key", c.key, "the client certificate's key (default $WARRENCTL_KEY)")
-	fs.StringVar(&c.user, "user", c.user, "act as this user, with --password (default $WARRENCTL_USER)")
-	fs.StringVar(&c.password, "password", c.password, "the user's password (default $WARRENCTL_PASSWORD; prefer the variable: a flag shows in the process list)")
+	stringVar := func(p *string, name, value, usage string) {
+		if fs.Lookup(name) == nil {
+			fs.StringVar(p, name, value, usage)
+		}
+	}
+	stringVar(&c.ca, "ca", c.ca, "the cluster CA's certificate (ca.pem): talk TLS and check that the node is one of the cluster's (default $WARRENCTL_CA)")
+	stringVar(&c.cert, "cert", c.cert, "a client certificate from the cluster CA, naming the user to act as (default $WARRENCTL_CERT)")
+	stringVar(&c.key, "key", c.key, "the client certificate's key (default $WARRENCTL_KEY)")
+	stringVar(&c.user, "user", c.user, "act as this user, with --password (default $WARRENCTL_USER)")
+	stringVar(&c.password, "password", c.password, "the user's password (default $WARRENCTL_PASSWORD; prefer the variable: a flag shows in the process list)")
 }
 
 func (c *credentials) dialOptions() ([]grpc.DialOption, error) {

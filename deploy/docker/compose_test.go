@@ -4,16 +4,22 @@
 // runs it: the image `make image` builds, a 3-node compose cluster that
 // forms, takes confirmed publishes and consumes across its nodes, loses a
 // queue's leader to `docker kill` without losing a confirmed message, and
-// takes the node back. `make deploy-check` runs it (Docker and
-// docker-compose needed, host ports 5672-5674 and 15692-15694 free); make
-// test does not.
+// takes the node back. The cluster runs as deployed: mutual TLS between
+// the nodes, an encrypted gossip, warrenctl in the containers with a client
+// certificate, and an AMQPS listener on which a client logs in with its
+// certificate (EXTERNAL). `make deploy-check` runs it (Docker and
+// docker-compose needed, bin/warrenctl built, host ports 5672-5674,
+// 5681-5683 and 15692-15694 free); make test does not.
 package docker
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -29,7 +35,41 @@ const (
 
 func uri(node int) string { return fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", 5672+node) }
 
+// dial connects to node over AMQP with guest's password.
+func dial(t *testing.T, node int) *amqp091.Connection {
+	t.Helper()
+	c, err := amqp091.Dial(uri(node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// dialTLS connects to node's AMQPS port, checking the node's certificate
+// against the cluster CA, and logs in with guest's client certificate
+// (EXTERNAL), as make-certs.sh made them.
+func dialTLS(t *testing.T, node int) *amqp091.Connection {
+	t.Helper()
+	ca, err := os.ReadFile("tls/ca/ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	cert, err := tls.LoadX509KeyPair("tls/ca/clients/guest.pem", "tls/ca/clients/guest-key.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := amqp091.DialTLS_ExternalAuth(fmt.Sprintf("amqps://127.0.0.1:%d/", 5681+node),
+		&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestComposeCluster(t *testing.T) {
+	run(t, "./make-certs.sh")
 	run(t, "docker-compose", "-f", "compose-3.yml", "-p", project, "up", "-d")
 	t.Cleanup(func() { run(t, "docker-compose", "-f", "compose-3.yml", "-p", project, "down", "-v") })
 
@@ -56,12 +96,18 @@ func TestComposeCluster(t *testing.T) {
 		return nil
 	})
 
+	// The internal port takes no operator without credentials: warrenctl
+	// without the container's client certificate is refused.
+	if err := warrenctlEnv("warren-0", []string{"WARRENCTL_CERT=", "WARRENCTL_KEY="}, &struct{}{}, "cluster", "status"); err == nil || !strings.Contains(err.Error(), "credentials required") {
+		t.Fatalf("warrenctl without a client certificate: %v, want refused for want of credentials", err)
+	}
+
 	ch := channel(t, 0)
 	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatal(err)
 	}
 	confirmed := publish(t, 0, 0, 1000)
-	delivered := consume(t, 1, 400)
+	delivered := consume(t, dial(t, 1), 400)
 
 	leader := queueView(t, "warren-1", 3).leader
 	run(t, "docker", "kill", leader)
@@ -79,7 +125,7 @@ func TestComposeCluster(t *testing.T) {
 	run(t, "docker", "start", leader)
 	queueView(t, fmt.Sprintf("warren-%d", other), 3)
 
-	delivered = append(delivered, consume(t, 2, len(confirmed)-len(delivered))...)
+	delivered = append(delivered, consume(t, dialTLS(t, 2), len(confirmed)-len(delivered))...)
 	seen := map[string]bool{}
 	for _, id := range delivered {
 		if seen[id] {
@@ -153,15 +199,11 @@ func publish(t *testing.T, node, first, n int) []string {
 	return ids
 }
 
-// consume takes n messages through node, acknowledging each, and returns
-// their IDs. Its connection closes at the end, which gives back what the
-// consumer was sent beyond n.
-func consume(t *testing.T, node, n int) []string {
+// consume takes n messages through c, acknowledging each, and returns
+// their IDs. It closes c at the end, which gives back what the consumer was
+// sent beyond n.
+func consume(t *testing.T, c *amqp091.Connection, n int) []string {
 	t.Helper()
-	c, err := amqp091.Dial(uri(node))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer c.Close()
 	ch, err := c.Channel()
 	if err != nil {
@@ -183,7 +225,7 @@ func consume(t *testing.T, node, n int) []string {
 				t.Fatal(err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatalf("%d of %d messages delivered through node %d", len(ids), n, node)
+			t.Fatalf("%d of %d messages delivered through %s", len(ids), n, c.RemoteAddr())
 		}
 	}
 	return ids
@@ -204,11 +246,27 @@ func channel(t *testing.T, node int) *amqp091.Channel {
 }
 
 // warrenctl runs warrenctl --json in node's container and decodes its
-// report into out.
+// report into out. It talks TLS to the node and authenticates with a
+// client certificate: the container's WARRENCTL_* variables, from the env
+// file make-certs.sh writes.
 func warrenctl(node string, out any, args ...string) error {
-	cmd := exec.Command("docker", append([]string{"exec", node, "/warrenctl", "--json"}, args...)...)
+	return warrenctlEnv(node, nil, out, args...)
+}
+
+// warrenctlEnv is warrenctl with env (NAME=VALUE) set for it.
+func warrenctlEnv(node string, env []string, out any, args ...string) error {
+	dockerArgs := []string{"exec"}
+	for _, e := range env {
+		dockerArgs = append(dockerArgs, "-e", e)
+	}
+	dockerArgs = append(dockerArgs, node, "/warrenctl", "--json")
+	cmd := exec.Command("docker", append(dockerArgs, args...)...)
 	b, err := cmd.Output()
 	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("warrenctl %s on %s: %w: %s", strings.Join(args, " "), node, err, ee.Stderr)
+		}
 		return fmt.Errorf("warrenctl %s on %s: %w", strings.Join(args, " "), node, err)
 	}
 	return json.Unmarshal(b, out)
