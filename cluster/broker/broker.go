@@ -27,7 +27,6 @@ import (
 	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
-	"github.com/warrenmq/warren/raftq/wal"
 )
 
 // Config is what the broker needs from the node's configuration.
@@ -59,22 +58,13 @@ type Config struct {
 	// consumer_disconnected_timeout; replica/disconnected.go). Zero
 	// returns them at once.
 	ConsumerDisconnectedTimeout time.Duration
-	// PayloadCache bounds, across the node's quorum queues, the message
-	// payloads their leaders keep in memory for delivery (the rest are
-	// read back from the log); nil bounds only each queue's own share.
-	PayloadCache *replica.PayloadCache
-	// PublishLinger is how long a replicated queue's leader may hold a
-	// publish for the ones that follow to share its log write, syncs and
-	// AppendEntries (raftq/replica's linger.go); zero holds none.
-	PublishLinger time.Duration
-	// PublishLingerShare, if not zero, holds publishes only while
-	// PublishLinger is at most that share of their leader's recent commit
-	// p99, and at most that share (raftq/replica's committail.go).
-	PublishLingerShare float64
-	// PublishLingerBatch, with PublishLingerShare, holds publishes while
-	// commits are quick too, until this many are held (raftq/replica's
-	// linger.go); zero holds none then.
-	PublishLingerBatch int
+	// Replica is how this node's replicated queues replicate: the
+	// write-ahead log a standalone node's groups share, the payload
+	// cache, publish lingering (raftq/replica's Config). Each queue opens
+	// with a copy to which the broker adds only what is the queue's own
+	// (its name, directory, arguments, callbacks); the rest reaches the
+	// replica as the node set it.
+	Replica replica.Config
 	// DataDir holds the quorum queues' Raft logs, under quorum/.
 	DataDir string
 	// NodeID is this node's name in Raft groups; DefaultNodeID if empty
@@ -243,10 +233,6 @@ type Broker struct {
 	// memory counts the node's memory, message bytes held by in-memory
 	// queues at once, and raises the memory alarm.
 	memory *queue.Budget
-	// wal holds a standalone node's replicated queues' Raft logs; nil on
-	// a cluster member, whose Cluster provides its own.
-	wal *wal.Log
-
 	// ready is closed once the model is restored, for updates from the
 	// cluster that arrive meanwhile; nil on a standalone node.
 	ready chan struct{}
@@ -305,15 +291,6 @@ func New(cfg Config, store catalog.Store, log *slog.Logger) (*Broker, error) {
 	b.ctx, b.stop = context.WithCancel(context.Background())
 	b.alarms = alarm.NewSet(cfg.NodeID, log.With("component", "alarm"))
 	b.memory = queue.NewBudget(cfg.MemoryLimit, b.alarms.Flip(alarm.Memory))
-	if cfg.Cluster == nil {
-		// A standalone node's replicated queues share one write-ahead
-		// log (a cluster node's comes with its Cluster).
-		w, err := replica.OpenNodeWAL(cfg.DataDir, log.With("component", "wal"))
-		if err != nil {
-			return nil, fmt.Errorf("open the queues' write-ahead log: %w", err)
-		}
-		b.wal = w
-	}
 	if w, ok := store.(Watchable); ok {
 		// A cluster member: the store is the truth and other nodes write
 		// to it. Updates wait for the restore below (b.ready).
@@ -322,7 +299,6 @@ func New(cfg Config, store catalog.Store, log *slog.Logger) (*Broker, error) {
 		err := b.restore(snap)
 		close(b.ready)
 		if err != nil {
-			b.closeWAL()
 			return nil, err
 		}
 		go b.reconcile() // after restore, which fills the maps unlocked
@@ -339,7 +315,6 @@ func New(cfg Config, store catalog.Store, log *slog.Logger) (*Broker, error) {
 		err = b.restore(snap)
 	}
 	if err != nil {
-		b.closeWAL()
 		return nil, err
 	}
 	go b.reconcile() // after restore, which fills the maps unlocked
@@ -647,25 +622,7 @@ func (b *Broker) Close() error {
 	for _, v := range vhosts {
 		v.close()
 	}
-	return errors.Join(b.closeWAL(), b.store.Close())
-}
-
-// LogSyncs is how many times a standalone node's write-ahead log has
-// synced to disk; ok is false on a cluster member (its Cluster's log).
-func (b *Broker) LogSyncs() (syncs uint64, ok bool) {
-	if b.wal == nil {
-		return 0, false
-	}
-	return b.wal.Commits(), true
-}
-
-// closeWAL closes the standalone node's write-ahead log, once its queues
-// are closed.
-func (b *Broker) closeWAL() error {
-	if b.wal == nil {
-		return nil
-	}
-	return b.wal.Close()
+	return b.store.Close()
 }
 
 // HasVhosts reports whether the model holds any vhost: a cluster member

@@ -345,27 +345,21 @@ func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
 	// one-member Raft group's log, under classic rules.
 	durableClassic := q.rec.Type == QueueTypeClassic && isReplicated(q.rec, q.owner)
 	if isReplicated(q.rec, q.owner) {
-		cfg := replica.Config{
-			Classic:   durableClassic,
-			Name:      v.name + "/" + q.rec.Name,
-			Dir:       v.b.queueDir(q.rec),
-			NodeID:    v.b.cfg.NodeID,
-			Arguments: q.eff,
-			Created:   q.rec.Created,
-			OnExpired: func() { v.expire(q) },
-			Log:       v.b.log,
-			WAL:       v.b.wal,
-			Payloads:  v.b.cfg.PayloadCache,
-			// Installed whatever the arguments say: a policy may name a
-			// dead-letter exchange later. The queue's machine decides
-			// what is dead-lettered; the target is read when it is.
-			DeadLetter:         v.deadLetterFunc(q),
-			PublishLinger:      v.b.cfg.PublishLinger,
-			PublishLingerShare: v.b.cfg.PublishLingerShare,
-			PublishLingerBatch: v.b.cfg.PublishLingerBatch,
-			DisconnectedTimeout: func() time.Duration {
-				return replica.DisconnectedTimeoutOf(q.EffectiveArguments(), v.b.cfg.ConsumerDisconnectedTimeout)
-			},
+		cfg := v.b.cfg.Replica
+		cfg.Classic = durableClassic
+		cfg.Name = v.name + "/" + q.rec.Name
+		cfg.Dir = v.b.queueDir(q.rec)
+		cfg.NodeID = v.b.cfg.NodeID
+		cfg.Arguments = q.eff
+		cfg.Created = q.rec.Created
+		cfg.OnExpired = func() { v.expire(q) }
+		cfg.Log = v.b.log
+		// Installed whatever the arguments say: a policy may name a
+		// dead-letter exchange later. The queue's machine decides what
+		// is dead-lettered; the target is read when it is.
+		cfg.DeadLetter = v.deadLetterFunc(q)
+		cfg.DisconnectedTimeout = func() time.Duration {
+			return replica.DisconnectedTimeoutOf(q.EffectiveArguments(), v.b.cfg.ConsumerDisconnectedTimeout)
 		}
 		if v.b.cfg.Cluster != nil {
 			// A member on a drained node stays out of elections from

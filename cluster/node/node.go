@@ -17,6 +17,7 @@ import (
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/wal"
 )
 
 // Config is everything a node needs.
@@ -59,6 +60,10 @@ type Node struct {
 	memory  *alarm.MemoryMonitor // nil with MessageBytesOnly
 	started time.Time
 
+	// qlog holds a standalone node's replicated queues' Raft logs; nil on
+	// a cluster member, whose clusterNode has its own.
+	qlog *wal.Log
+
 	served   chan struct{} // closed when Serve returns
 	serveErr error
 	// stopWaiting ends a cluster member's wait to serve (Start).
@@ -81,11 +86,12 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Broker.DataDir == "" {
 		cfg.Broker.DataDir = cfg.DataDir
 	}
-	if cfg.Broker.PayloadCache == nil {
-		cfg.Broker.PayloadCache = replica.NewPayloadCache(replica.DefaultPayloadCache)
+	if cfg.Broker.Replica.Payloads == nil {
+		cfg.Broker.Replica.Payloads = replica.NewPayloadCache(replica.DefaultPayloadCache)
 	}
 	var store catalog.Store
 	var cn *clusterNode
+	var qlog *wal.Log
 	if cfg.Cluster != nil {
 		cn, err = startCluster(*cfg.Cluster, cfg.DataDir, cfg.AMQPAddr, migrate, log)
 		if err != nil {
@@ -107,10 +113,19 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		store = bolt
+		// A standalone node's replicated queues share one write-ahead
+		// log (a cluster member's is its clusterNode's).
+		qlog, err = replica.OpenNodeWAL(cfg.DataDir, log.With("component", "wal"))
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("open the queues' write-ahead log: %w", err)
+		}
+		cfg.Broker.Replica.WAL = qlog
 	}
 	b, err := broker.New(cfg.Broker, store, log.With("component", "broker"))
 	if err != nil {
 		store.Close()
+		closeWAL(qlog)
 		if cn != nil {
 			cn.close()
 		}
@@ -129,6 +144,7 @@ func Start(cfg Config) (*Node, error) {
 		disk.Close()
 		memory.Close()
 		b.Close()
+		closeWAL(qlog)
 		if cn != nil {
 			cn.close()
 		}
@@ -139,6 +155,7 @@ func Start(cfg Config) (*Node, error) {
 		log:     log,
 		store:   store,
 		broker:  b,
+		qlog:    qlog,
 		cluster: cn,
 		server:  server.New(cfg.Server, b, log.With("component", "amqp")),
 		ln:      ln,
@@ -216,11 +233,20 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.disk.Close()
 	n.memory.Close()
-	err = errors.Join(err, n.broker.Close())
+	err = errors.Join(err, n.broker.Close(), closeWAL(n.qlog)) // the queues first
 	if n.cluster != nil {
 		err = errors.Join(err, n.cluster.close())
 	}
 	return err
+}
+
+// closeWAL closes a standalone node's write-ahead log, if any, once the
+// broker has closed the queues that write to it.
+func closeWAL(qlog *wal.Log) error {
+	if qlog == nil {
+		return nil
+	}
+	return qlog.Close()
 }
 
 // DiskMonitor watches the free space of the node's data directory.

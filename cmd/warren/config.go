@@ -407,10 +407,12 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			DenyTransientQueues:         c.transientQueues == "deny",
 			DenyQueueMasterLocator:      c.masterLocator == "deny",
 			ConsumerDisconnectedTimeout: c.disconnectedTimeout,
-			PayloadCache:                replica.NewPayloadCache(payloads),
-			PublishLinger:               c.publishLinger,
-			PublishLingerShare:          c.lingerShare,
-			PublishLingerBatch:          c.lingerBatch,
+			Replica: replica.Config{
+				Payloads:           replica.NewPayloadCache(payloads),
+				PublishLinger:      c.publishLinger,
+				PublishLingerShare: c.lingerShare,
+				PublishLingerBatch: c.lingerBatch,
+			},
 		},
 	}
 }

@@ -145,7 +145,7 @@ func TestConfigPayloadCache(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v %q: %v", tc.args, tc.env, err)
 		}
-		if got := c.nodeConfig(nil).Broker.PayloadCache.Limit(); got != tc.want {
+		if got := c.nodeConfig(nil).Broker.Replica.Payloads.Limit(); got != tc.want {
 			t.Errorf("%v %q: payload cache %d, want %d", tc.args, tc.env, got, tc.want)
 		}
 	}
