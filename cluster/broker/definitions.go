@@ -416,7 +416,7 @@ func (b *Broker) importTarget(r *ImportReport, kind, name, vhost string, raw jso
 // catches up with the metadata leader first, so the document holds
 // everything committed before the call, through whichever node.
 func (b *Broker) ExportDefinitions(product, version string) (*Definitions, error) {
-	if _, member := b.store.(Watchable); member && !b.catchUp() {
+	if _, member := b.store.(Watchable); member && !b.fresh.catchUp() {
 		return nil, errors.New("cannot catch up with the metadata leader: the export would miss recent changes")
 	}
 	snap, err := b.store.Load()

@@ -40,7 +40,7 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 		v.mu.RLock()
 		_, ok := v.exchanges[d.Name]
 		v.mu.RUnlock()
-		if !ok && v.b.catchUp() {
+		if !ok && v.b.fresh.catchUp() {
 			v.mu.RLock()
 			_, ok = v.exchanges[d.Name]
 			v.mu.RUnlock()
@@ -216,7 +216,7 @@ func (v *Vhost) Route(exchangeName string, keys []string, headers wire.Table, ou
 	// Routed again after a catch-up, or at once when nothing may be
 	// behind: the change missed may have reached the model since the
 	// first attempt (lookAgainAfterMiss).
-	if v.b.mayBeStale() && !v.b.catchUp() {
+	if v.b.fresh.mayBeStale() && !v.b.fresh.catchUp() {
 		if found {
 			err = ErrRouteUncertain
 		}

@@ -3,8 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
@@ -41,109 +39,6 @@ type reconfigurer interface{ Reconfigure(args wire.Table) error }
 // reconcileInterval is how often a node looks for queues it leads whose
 // configuration it has not handed over yet.
 const reconcileInterval = 2 * time.Second
-
-// SetPolicy creates or replaces a policy (or operator policy), after
-// validating it as RabbitMQ does. It returns once the change is committed
-// and applied to this node's model; queues are reconfigured after that,
-// asynchronously, as in RabbitMQ.
-func (b *Broker) SetPolicy(d PolicyDef) error {
-	if d.ApplyTo == "" {
-		d.ApplyTo = ApplyToAll
-	}
-	if err := validatePolicy(&d, b.cfg.DenyQueueMasterLocator); err != nil {
-		return err
-	}
-	v := b.vhost(d.Vhost)
-	if v == nil {
-		return policyErrorf("no_such_vhost: %s", d.Vhost)
-	}
-	rec, err := policyRecord(d)
-	if err != nil {
-		return err
-	}
-	p, err := compilePolicy(rec)
-	if err != nil {
-		return err
-	}
-	v.mu.Lock()
-	if err := v.persist(catalog.Put(rec)); err != nil {
-		v.mu.Unlock()
-		return err
-	}
-	v.policySet(rec.Operator)[rec.Name] = p
-	changed := v.refreshPoliciesLocked()
-	v.mu.Unlock()
-	v.b.log.Info("policy set", "vhost", d.Vhost, "name", d.Name, "operator", d.Operator, "pattern", d.Pattern, "apply_to", d.ApplyTo, "priority", d.Priority)
-	v.pushConfigs(changed)
-	return nil
-}
-
-// ClearPolicy deletes a policy (or operator policy); ErrNoPolicy if there
-// is none of that name.
-func (b *Broker) ClearPolicy(vhost, name string, operator bool) error {
-	v := b.vhost(vhost)
-	if v == nil {
-		return policyErrorf("no_such_vhost: %s", vhost)
-	}
-	v.mu.Lock()
-	set := v.policySet(operator)
-	p, ok := set[name]
-	if !ok {
-		v.mu.Unlock()
-		return ErrNoPolicy
-	}
-	if err := v.persist(catalog.Del(p.rec)); err != nil {
-		v.mu.Unlock()
-		return err
-	}
-	delete(set, name)
-	changed := v.refreshPoliciesLocked()
-	v.mu.Unlock()
-	v.b.log.Info("policy cleared", "vhost", vhost, "name", name, "operator", operator)
-	v.pushConfigs(changed)
-	return nil
-}
-
-// Policies lists the policies (or operator policies) of vhost ("" for
-// every vhost): by vhost, then by priority from lowest to highest as
-// rabbitmqctl list_policies does (rabbit_policy:sort_by_priority/1), then
-// by name.
-func (b *Broker) Policies(vhost string, operator bool) []PolicyDef {
-	var out []PolicyDef
-	for _, v := range b.selectVhosts(vhost) {
-		v.mu.RLock()
-		for _, p := range v.policySet(operator) {
-			out = append(out, p.view())
-		}
-		v.mu.RUnlock()
-	}
-	slices.SortFunc(out, func(a, b PolicyDef) int {
-		if c := strings.Compare(a.Vhost, b.Vhost); c != 0 {
-			return c
-		}
-		if a.Priority != b.Priority {
-			return a.Priority - b.Priority
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return out
-}
-
-// QueuePolicies names the policy and operator policy that apply to a
-// queue ("" for none) and its effective arguments.
-func (b *Broker) QueuePolicies(vhost, name string) (policy, operatorPolicy string, effective wire.Table, ok bool) {
-	v := b.vhost(vhost)
-	if v == nil {
-		return "", "", nil, false
-	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	q, ok := v.queues[name]
-	if !ok {
-		return "", "", nil, false
-	}
-	return q.policy, q.opPolicy, q.eff, true
-}
 
 func (v *Vhost) policySet(operator bool) map[string]*policy {
 	if operator {
@@ -301,12 +196,12 @@ func tablesEqual(a, b wire.Table) bool {
 	return true
 }
 
-// leadsHere reports whether this node should reconfigure engine: a
+// leadsHere reports whether node should reconfigure engine: a
 // replicated queue's router says which node leads; an in-memory queue
 // lives here.
-func (b *Broker) leadsHere(engine any) bool {
+func leadsHere(engine any, node string) bool {
 	if l, ok := engine.(interface{ Leader() string }); ok {
-		return l.Leader() == b.cfg.NodeID
+		return l.Leader() == node
 	}
 	return true
 }
@@ -329,7 +224,7 @@ func (v *Vhost) pushConfigs(qs []*Queue) {
 // max-length long replaced would drop messages for good. The reconcile
 // loop hands the arguments over once the node has caught up.
 func (v *Vhost) pushConfig(q *Queue) {
-	if q.engine == nil || !v.b.leadsHere(q.engine) || v.b.replaying() {
+	if q.engine == nil || !leadsHere(q.engine, v.b.cfg.NodeID) || v.b.fresh.replaying() {
 		return
 	}
 	v.mu.Lock()
@@ -376,33 +271,4 @@ func reconfigure(engine any, args wire.Table) error {
 		args = wire.Table{}
 	}
 	return r.Reconfigure(args)
-}
-
-// reconcile runs until the broker closes: every reconcileInterval it
-// hands queues this node leads the configuration it has not handed them
-// yet (leadership moved here since a policy changed, or a hand-over
-// failed).
-func (b *Broker) reconcile() {
-	defer close(b.reconciled)
-	t := time.NewTicker(reconcileInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.ctx.Done():
-			return
-		case <-t.C:
-		}
-		vhosts := b.selectVhosts("")
-		for _, v := range vhosts {
-			var stale []*Queue
-			v.mu.RLock()
-			for _, q := range v.queues {
-				if q.pushedVer != q.effVer && !q.pushing {
-					stale = append(stale, q)
-				}
-			}
-			v.mu.RUnlock()
-			v.pushConfigs(stale)
-		}
-	}
 }

@@ -604,7 +604,7 @@ func (v *Vhost) LookupQueue(u *User, owner OwnerID, name string, a Access) (*Que
 	v.mu.RLock()
 	q, ok := v.queues[name]
 	v.mu.RUnlock()
-	if !ok && v.b.catchUp() {
+	if !ok && v.b.fresh.catchUp() {
 		v.mu.RLock()
 		q, ok = v.queues[name]
 		v.mu.RUnlock()

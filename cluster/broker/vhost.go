@@ -68,7 +68,7 @@ func (v *Vhost) check(u *User, a Access, kind, name string) error {
 	if u == nil { // internal operations (auto-delete, connection cleanup)
 		return nil
 	}
-	return v.b.check(u, v.name, a, kind, name)
+	return v.b.accessControl.check(u, v.name, a, kind, name)
 }
 
 // checkAny passes when u has any permission on the resource, which is
@@ -102,6 +102,13 @@ func (v *Vhost) persist(changes ...catalog.Change) error {
 func (v *Vhost) persistFailed(err error) error {
 	v.b.log.Error("metadata store write failed", "vhost", v.name, "err", err)
 	return wire.Errorf(wire.InternalError, "metadata store write failed: %v", err)
+}
+
+// setLimits replaces the vhost's limits: its record changed.
+func (v *Vhost) setLimits(limits map[string]int64) {
+	v.mu.Lock()
+	v.limits = limits
+	v.mu.Unlock()
 }
 
 func (v *Vhost) close() {
