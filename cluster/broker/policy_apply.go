@@ -32,6 +32,16 @@ import (
 // starts with pushedVer behind, so its leader sends the effective
 // arguments through the log once and every replica ends up with them.
 
+// vhostPolicies are a vhost's policies and operator policies by name,
+// and carrying them to its queues and exchanges. Guarded by the vhost's
+// lock (v.mu): a change recomputes every queue's and exchange's
+// arguments at once.
+type vhostPolicies struct {
+	v          *Vhost
+	policies   map[string]*policy
+	opPolicies map[string]*policy
+}
+
 // reconfigurer is a queue engine whose running configuration can change:
 // it takes the queue's whole effective x-arguments.
 type reconfigurer interface{ Reconfigure(args wire.Table) error }
@@ -40,11 +50,11 @@ type reconfigurer interface{ Reconfigure(args wire.Table) error }
 // configuration it has not handed over yet.
 const reconcileInterval = 2 * time.Second
 
-func (v *Vhost) policySet(operator bool) map[string]*policy {
+func (vp *vhostPolicies) policySet(operator bool) map[string]*policy {
 	if operator {
-		return v.opPolicies
+		return vp.opPolicies
 	}
-	return v.policies
+	return vp.policies
 }
 
 func (p *policy) view() PolicyDef {
@@ -57,33 +67,33 @@ func (p *policy) view() PolicyDef {
 
 // applyPolicy applies a policy change another node committed (or a
 // restore). Idempotent.
-func (v *Vhost) applyPolicy(rec catalog.Policy, del bool) {
+func (vp *vhostPolicies) applyPolicy(rec catalog.Policy, del bool) {
 	var p *policy
 	if !del {
 		var err error
 		if p, err = compilePolicy(rec); err != nil {
-			v.b.log.Warn("ignoring replicated policy", "vhost", v.name, "policy", rec.Name, "err", err)
+			vp.v.b.log.Warn("ignoring replicated policy", "vhost", vp.v.name, "policy", rec.Name, "err", err)
 			return
 		}
 	}
-	v.mu.Lock()
-	set := v.policySet(rec.Operator)
+	vp.v.mu.Lock()
+	set := vp.policySet(rec.Operator)
 	old, had := set[rec.Name]
 	switch {
 	case del && !had:
-		v.mu.Unlock()
+		vp.v.mu.Unlock()
 		return
 	case del:
 		delete(set, rec.Name)
 	case had && samePolicy(old.rec, rec):
-		v.mu.Unlock()
+		vp.v.mu.Unlock()
 		return
 	default:
 		set[rec.Name] = p
 	}
-	changed := v.refreshPoliciesLocked()
-	v.mu.Unlock()
-	v.pushConfigs(changed)
+	changed := vp.refreshPoliciesLocked()
+	vp.v.mu.Unlock()
+	vp.pushConfigs(changed)
 }
 
 func samePolicy(a, b catalog.Policy) bool {
@@ -92,15 +102,15 @@ func samePolicy(a, b catalog.Policy) bool {
 
 // queuePoliciesLocked returns the policy and operator policy that apply to
 // a queue. v.mu is held.
-func (v *Vhost) queuePoliciesLocked(name, typ string) (pol, op *policy) {
+func (vp *vhostPolicies) queuePoliciesLocked(name, typ string) (pol, op *policy) {
 	m := func(p *policy) bool { return p.matchesQueue(name, typ) }
-	return pick(v.policies, m), pick(v.opPolicies, m)
+	return pick(vp.policies, m), pick(vp.opPolicies, m)
 }
 
 // effectiveArgsLocked is what a queue named name of type typ declared
 // with args runs with. v.mu is held.
-func (v *Vhost) effectiveArgsLocked(name, typ string, args wire.Table) wire.Table {
-	pol, op := v.queuePoliciesLocked(name, typ)
+func (vp *vhostPolicies) effectiveArgsLocked(name, typ string, args wire.Table) wire.Table {
+	pol, op := vp.queuePoliciesLocked(name, typ)
 	return effectiveArgs(typ, args, pol, op)
 }
 
@@ -127,16 +137,16 @@ func (q *Queue) setPolicyState(pol, op *policy, eff wire.Table) bool {
 // refreshPoliciesLocked recomputes every queue's effective arguments and
 // every exchange's alternate exchange after a policy change, and returns
 // the queues whose arguments changed. v.mu is held.
-func (v *Vhost) refreshPoliciesLocked() []*Queue {
+func (vp *vhostPolicies) refreshPoliciesLocked() []*Queue {
 	var changed []*Queue
-	for _, q := range v.queues {
-		pol, op := v.queuePoliciesLocked(q.rec.Name, q.rec.Type)
-		if q.setPolicyState(pol, op, v.runnableArgs(q, effectiveArgs(q.rec.Type, q.args, pol, op))) {
+	for _, q := range vp.v.queues {
+		pol, op := vp.queuePoliciesLocked(q.rec.Name, q.rec.Type)
+		if q.setPolicyState(pol, op, vp.runnableArgs(q, effectiveArgs(q.rec.Type, q.args, pol, op))) {
 			changed = append(changed, q)
 		}
 	}
-	for _, x := range v.exchanges {
-		v.applyExchangePolicyLocked(x)
+	for _, x := range vp.v.exchanges {
+		vp.applyExchangePolicyLocked(x)
 	}
 	return changed
 }
@@ -144,7 +154,7 @@ func (v *Vhost) refreshPoliciesLocked() []*Queue {
 // runnableArgs is eff when the queue's rules accept it, else the queue's
 // declared arguments: policies are validated key by key, and a
 // combination the queue refuses leaves it as declared (logged).
-func (v *Vhost) runnableArgs(q *Queue, eff wire.Table) wire.Table {
+func (vp *vhostPolicies) runnableArgs(q *Queue, eff wire.Table) wire.Table {
 	var err error
 	if q.rec.Type == QueueTypeQuorum {
 		_, err = raftq.ParseConfig(map[string]any(eff))
@@ -152,7 +162,7 @@ func (v *Vhost) runnableArgs(q *Queue, eff wire.Table) wire.Table {
 		_, _, err = classic.ParseConfig(eff)
 	}
 	if err != nil {
-		v.b.log.Warn("queue refuses the arguments its policies give; it keeps its own", "vhost", v.name, "queue", q.rec.Name, "err", err)
+		vp.v.b.log.Warn("queue refuses the arguments its policies give; it keeps its own", "vhost", vp.v.name, "queue", q.rec.Name, "err", err)
 		return q.args
 	}
 	return eff
@@ -161,13 +171,13 @@ func (v *Vhost) runnableArgs(q *Queue, eff wire.Table) wire.Table {
 // applyExchangePolicyLocked sets x's effective alternate exchange: its
 // alternate-exchange argument if it has one, else the policy's
 // (rabbit_exchange via rabbit_policy:get_arg/3). v.mu is held.
-func (v *Vhost) applyExchangePolicyLocked(x *exchange) {
+func (vp *vhostPolicies) applyExchangePolicyLocked(x *exchange) {
 	if arg, ok := x.args["alternate-exchange"]; ok {
 		x.alternate, _ = arg.(string)
 		return
 	}
 	m := func(p *policy) bool { return p.matchesExchange(x.rec.Name) }
-	ae, _ := policyValue("alternate-exchange", pick(v.policies, m), pick(v.opPolicies, m))
+	ae, _ := policyValue("alternate-exchange", pick(vp.policies, m), pick(vp.opPolicies, m))
 	x.alternate, _ = ae.(string)
 }
 
@@ -206,9 +216,9 @@ func leadsHere(engine any, node string) bool {
 	return true
 }
 
-func (v *Vhost) pushConfigs(qs []*Queue) {
+func (vp *vhostPolicies) pushConfigs(qs []*Queue) {
 	for _, q := range qs {
-		v.pushConfig(q)
+		vp.pushConfig(q)
 	}
 }
 
@@ -223,21 +233,21 @@ func (v *Vhost) pushConfigs(qs []*Queue) {
 // the only member with the longest log) would run with each in turn; a
 // max-length long replaced would drop messages for good. The reconcile
 // loop hands the arguments over once the node has caught up.
-func (v *Vhost) pushConfig(q *Queue) {
-	if q.engine == nil || !leadsHere(q.engine, v.b.cfg.NodeID) || v.b.fresh.replaying() {
+func (vp *vhostPolicies) pushConfig(q *Queue) {
+	if q.engine == nil || !leadsHere(q.engine, vp.v.b.cfg.NodeID) || vp.v.b.fresh.replaying() {
 		return
 	}
-	v.mu.Lock()
-	if q.pushing || q.pushedVer == q.effVer || v.queues[q.rec.Name] != q {
-		v.mu.Unlock()
+	vp.v.mu.Lock()
+	if q.pushing || q.pushedVer == q.effVer || vp.v.queues[q.rec.Name] != q {
+		vp.v.mu.Unlock()
 		return
 	}
 	q.pushing = true
 	ver, eff := q.effVer, q.eff
-	v.mu.Unlock()
+	vp.v.mu.Unlock()
 	go func() {
 		err := reconfigure(q.engine, eff)
-		v.mu.Lock()
+		vp.v.mu.Lock()
 		q.pushing = false
 		switch {
 		case err == nil:
@@ -245,19 +255,19 @@ func (v *Vhost) pushConfig(q *Queue) {
 		case errors.As(err, new(*raftq.ArgError)):
 			// Refused for good (runnableArgs should have caught it).
 			q.pushedVer = ver
-			v.b.log.Warn("queue refused its new arguments", "vhost", v.name, "queue", q.rec.Name, "err", err)
+			vp.v.b.log.Warn("queue refused its new arguments", "vhost", vp.v.name, "queue", q.rec.Name, "err", err)
 		case errors.Is(err, forward.ErrReconfigureUnsupported):
 			// This build's queues cannot change configuration while
 			// running: the arguments apply from the next start.
 			q.pushedVer = ver
-			v.b.log.Debug("queue cannot be reconfigured while running", "vhost", v.name, "queue", q.rec.Name)
+			vp.v.b.log.Debug("queue cannot be reconfigured while running", "vhost", vp.v.name, "queue", q.rec.Name)
 		default:
-			v.b.log.Warn("reconfigure queue after a policy change; will retry", "vhost", v.name, "queue", q.rec.Name, "err", err)
+			vp.v.b.log.Warn("reconfigure queue after a policy change; will retry", "vhost", vp.v.name, "queue", q.rec.Name, "err", err)
 		}
 		again := err == nil && q.pushedVer != q.effVer
-		v.mu.Unlock()
+		vp.v.mu.Unlock()
 		if again {
-			v.pushConfig(q)
+			vp.pushConfig(q)
 		}
 	}()
 }

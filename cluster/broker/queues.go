@@ -33,6 +33,15 @@ var lastOwner atomic.Uint64
 // NewOwnerID returns a fresh connection identity.
 func NewOwnerID() OwnerID { return OwnerID(lastOwner.Add(1)) }
 
+// queueTable is a vhost's queues by name: declaring, looking up, purging
+// and deleting them, and starting the engine behind each. Its map and the
+// queues' mutable fields are guarded by the vhost's lock (v.mu): routing
+// reads queues along with exchanges.
+type queueTable struct {
+	v      *Vhost
+	queues map[string]*Queue
+}
+
 // Queue is a declared queue: its record, its owner and its engine.
 type Queue struct {
 	vhost *Vhost
@@ -115,9 +124,9 @@ func lockedErr(name, vhost string) error {
 }
 
 // accessible returns q when owner may use it.
-func (v *Vhost) accessible(q *Queue, owner OwnerID) error {
+func (qt *queueTable) accessible(q *Queue, owner OwnerID) error {
 	if q.owner != 0 && q.owner != owner {
-		return lockedErr(q.rec.Name, v.name)
+		return lockedErr(q.rec.Name, qt.v.name)
 	}
 	return nil
 }
@@ -128,40 +137,40 @@ var errDeclaredMeanwhile = errors.New("queue declared meanwhile")
 
 // DeclareQueue declares (or, passively, checks) a queue. It returns the
 // queue and its counts for declare-ok.
-func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
-	q, st, err := v.declareQueue(u, owner, d)
+func (qt *queueTable) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
+	q, st, err := qt.declareQueue(u, owner, d)
 	if errors.Is(err, errDeclaredMeanwhile) {
 		// The winner's record reaches this node's model shortly; then
 		// this is a redeclaration, checked for equivalence as any other.
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
-			v.mu.RLock()
-			_, ok := v.queues[d.Name]
-			v.mu.RUnlock()
+			qt.v.mu.RLock()
+			_, ok := qt.queues[d.Name]
+			qt.v.mu.RUnlock()
 			if ok {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		q, st, err = v.declareQueue(u, owner, d)
+		q, st, err = qt.declareQueue(u, owner, d)
 		if errors.Is(err, errDeclaredMeanwhile) {
-			err = wire.Errorf(wire.InternalError, "%s is being declared concurrently elsewhere; declare it again", describeQueue(d.Name, v.name))
+			err = wire.Errorf(wire.InternalError, "%s is being declared concurrently elsewhere; declare it again", describeQueue(d.Name, qt.v.name))
 		}
 	}
 	return q, st, err
 }
 
-func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
+func (qt *queueTable) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
 	if d.Passive {
 		if d.Name == "" {
-			return nil, queue.Stats{}, v.notFound("queue", d.Name)
+			return nil, queue.Stats{}, qt.v.notFound("queue", d.Name)
 		}
 		// Permission first, as in RabbitMQ: a user without access learns
 		// nothing about whether the queue exists.
-		if err := v.checkAny(u, "queue", d.Name); err != nil {
+		if err := qt.v.checkAny(u, "queue", d.Name); err != nil {
 			return nil, queue.Stats{}, err
 		}
-		q, err := v.LookupQueue(nil, owner, d.Name, Read)
+		q, err := qt.LookupQueue(nil, owner, d.Name, Read)
 		if err != nil {
 			return nil, queue.Stats{}, err
 		}
@@ -181,7 +190,7 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	} else if strings.HasPrefix(d.Name, "amq.") {
 		return nil, queue.Stats{}, wire.Errorf(wire.AccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", d.Name)
 	}
-	if err := v.check(u, Configure, "queue", d.Name); err != nil {
+	if err := qt.v.check(u, Configure, "queue", d.Name); err != nil {
 		return nil, queue.Stats{}, err
 	}
 
@@ -189,20 +198,20 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	// so it is chosen before this vhost's lock is taken.
 	// Policies count (queue-leader-locator).
 	var placed *catalog.Queue
-	v.mu.RLock()
-	_, exists := v.queues[d.Name]
-	hint := v.queueTypeHint(d)
-	placeArgs := v.effectiveArgsLocked(d.Name, hint, d.Arguments)
-	v.mu.RUnlock()
+	qt.v.mu.RLock()
+	_, exists := qt.queues[d.Name]
+	hint := qt.queueTypeHint(d)
+	placeArgs := qt.v.effectiveArgsLocked(d.Name, hint, d.Arguments)
+	qt.v.mu.RUnlock()
 	if !exists {
 		placed = &catalog.Queue{Type: hint}
-		v.b.place(placed, placeArgs)
+		qt.v.b.place(placed, placeArgs)
 	}
 
-	v.mu.Lock()
-	if q, ok := v.queues[d.Name]; ok {
-		v.mu.Unlock()
-		if err := v.accessible(q, owner); err != nil {
+	qt.v.mu.Lock()
+	if q, ok := qt.queues[d.Name]; ok {
+		qt.v.mu.Unlock()
+		if err := qt.accessible(q, owner); err != nil {
 			return nil, queue.Stats{}, err
 		}
 		if err := q.checkEquivalent(d); err != nil {
@@ -212,21 +221,21 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		// It costs a log entry, so only queues with a lease pay it.
 		if t, ok := q.engine.(toucher); ok && q.eff["x-expires"] != nil {
 			if err := t.Touch(); err != nil {
-				v.b.log.Debug("renew queue lease", "vhost", v.name, "queue", d.Name, "err", err)
+				qt.v.b.log.Debug("renew queue lease", "vhost", qt.v.name, "queue", d.Name, "err", err)
 			}
 		}
 		return q, q.engine.Stats(), nil
 	}
-	defer v.mu.Unlock()
+	defer qt.v.mu.Unlock()
 
-	if !d.Durable && !d.Exclusive && v.b.cfg.DenyTransientQueues {
+	if !d.Durable && !d.Exclusive && qt.v.b.cfg.DenyTransientQueues {
 		return nil, queue.Stats{}, deprecatedDenied("transient_nonexcl_queues")
 	}
 
-	if err := v.checkQueueLimitLocked(d.Name); err != nil {
+	if err := qt.v.checkQueueLimitLocked(d.Name); err != nil {
 		return nil, queue.Stats{}, err
 	}
-	typ, err := v.queueType(d, serverNamed)
+	typ, err := qt.queueType(d, serverNamed)
 	if err != nil {
 		return nil, queue.Stats{}, err
 	}
@@ -235,7 +244,7 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		return nil, queue.Stats{}, err
 	}
 	rec := catalog.Queue{
-		Vhost:      v.name,
+		Vhost:      qt.v.name,
 		Name:       d.Name,
 		Type:       typ,
 		Durable:    d.Durable,
@@ -244,11 +253,11 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		Created:    time.Now().UnixMilli(),
 	}
 	persist := d.Durable && !d.Exclusive
-	if v.b.shared() {
+	if qt.v.b.shared() {
 		// On a cluster every queue is recorded, for every node to route
 		// to it (remote.go); an in-memory one lives on this node.
 		persist = true
-		rec.Exclusive, rec.Boot = d.Exclusive, v.b.cfg.Cluster.Boot()
+		rec.Exclusive, rec.Boot = d.Exclusive, qt.v.b.cfg.Cluster.Boot()
 	}
 	if isReplicated(rec, 0) {
 		if placed == nil || placed.Type != typ {
@@ -258,18 +267,18 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 			// A queue of the same name created meanwhile makes the
 			// Create below fail, and the declaration is retried.
 			placed = &catalog.Queue{Type: typ}
-			placeArgs := v.effectiveArgsLocked(d.Name, typ, d.Arguments)
-			v.mu.Unlock()
-			v.b.place(placed, placeArgs)
-			v.mu.Lock()
+			placeArgs := qt.v.effectiveArgsLocked(d.Name, typ, d.Arguments)
+			qt.v.mu.Unlock()
+			qt.v.b.place(placed, placeArgs)
+			qt.v.mu.Lock()
 		}
 		rec.ID, rec.Members, rec.Leader = newQueueID(), placed.Members, placed.Leader
 	} else if persist {
 		// An in-memory queue (a durable auto-delete classic one, and
 		// on a cluster every exclusive and transient one) lives on
 		// this node only.
-		rec.Members, rec.Leader = []string{v.b.cfg.NodeID}, v.b.cfg.NodeID
-		if v.b.shared() {
+		rec.Members, rec.Leader = []string{qt.v.b.cfg.NodeID}, qt.v.b.cfg.NodeID
+		if qt.v.b.shared() {
 			rec.ID = newQueueID()
 		}
 	}
@@ -277,24 +286,24 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		// Committed first: on a cluster the other members start their
 		// replicas from this record, and two nodes declaring the same
 		// queue at once must not both create it.
-		if err := v.b.store.Apply(catalog.Create(rec)); err != nil {
+		if err := qt.v.b.store.Apply(catalog.Create(rec)); err != nil {
 			if errors.Is(err, catalog.ErrExists) {
 				return nil, queue.Stats{}, errDeclaredMeanwhile
 			}
-			return nil, queue.Stats{}, v.persistFailed(err)
+			return nil, queue.Stats{}, qt.v.persistFailed(err)
 		}
 	}
-	q, err := v.addQueue(rec, d.Arguments)
+	q, err := qt.addQueue(rec, d.Arguments)
 	if err != nil {
 		if persist {
-			v.persist(catalog.Del(rec))
+			qt.v.persist(catalog.Del(rec))
 		}
 		return nil, queue.Stats{}, err
 	}
 	if d.Exclusive {
 		q.owner = owner
 	}
-	v.b.log.Debug("queue declared", "vhost", v.name, "queue", d.Name, "type", typ, "durable", d.Durable, "exclusive", d.Exclusive)
+	qt.v.b.log.Debug("queue declared", "vhost", qt.v.name, "queue", d.Name, "type", typ, "durable", d.Durable, "exclusive", d.Exclusive)
 	// A new queue is empty: no need to ask its leader, which on a
 	// cluster may still be electing itself.
 	return q, queue.Stats{}, nil
@@ -302,10 +311,10 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 
 // addQueue creates the queue's engine, from its effective arguments, and
 // registers it. v.mu is held.
-func (v *Vhost) addQueue(rec catalog.Queue, args wire.Table) (*Queue, error) {
-	q := &Queue{vhost: v, rec: rec, args: args, bindings: make(map[*binding]*exchange)}
-	pol, op := v.queuePoliciesLocked(rec.Name, rec.Type)
-	q.setPolicyState(pol, op, v.runnableArgs(q, effectiveArgs(rec.Type, args, pol, op)))
+func (qt *queueTable) addQueue(rec catalog.Queue, args wire.Table) (*Queue, error) {
+	q := &Queue{vhost: qt.v, rec: rec, args: args, bindings: make(map[*binding]*exchange)}
+	pol, op := qt.v.queuePoliciesLocked(rec.Name, rec.Type)
+	q.setPolicyState(pol, op, qt.v.runnableArgs(q, effectiveArgs(rec.Type, args, pol, op)))
 	if pol != nil || op != nil {
 		// The leader hands the effective arguments to the queue through
 		// its log once, so that every replica runs with them.
@@ -313,89 +322,89 @@ func (v *Vhost) addQueue(rec catalog.Queue, args wire.Table) (*Queue, error) {
 	} else {
 		q.pushedVer = q.effVer
 	}
-	if rec.Exclusive && v.b.remote(rec) {
+	if rec.Exclusive && qt.v.b.remote(rec) {
 		q.owner = remoteOwner
 	}
-	engine, err := v.newEngine(q)
+	engine, err := qt.newEngine(q)
 	if err != nil && (pol != nil || op != nil) {
 		// The policies make arguments the queue's rules refuse: run
 		// with the declared ones.
-		v.b.log.Warn("queue's policies give arguments it refuses; using its own", "vhost", v.name, "queue", rec.Name, "err", err)
+		qt.v.b.log.Warn("queue's policies give arguments it refuses; using its own", "vhost", qt.v.name, "queue", rec.Name, "err", err)
 		q.eff, q.pushedVer = args, q.effVer
 		q.dlx.Store(deadLetterTargetOf(args))
-		engine, err = v.newEngine(q)
+		engine, err = qt.newEngine(q)
 	}
 	if err != nil {
-		v.b.log.Error("cannot start queue", "vhost", v.name, "queue", rec.Name, "type", rec.Type, "err", err)
+		qt.v.b.log.Error("cannot start queue", "vhost", qt.v.name, "queue", rec.Name, "type", rec.Type, "err", err)
 		return nil, wire.Errorf(wire.InternalError, "cannot start %s: %v", q.describe(), err)
 	}
 	q.engine = engine
-	v.queues[rec.Name] = q
-	v.b.served.add(q)
+	qt.queues[rec.Name] = q
+	qt.v.b.served.add(q)
 	return q, nil
 }
 
 // newEngine picks the queue type's implementation: a Raft group of its own
 // for a quorum queue, memory for a classic one.
-func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
-	if v.b.remote(q.rec) {
-		return v.b.cfg.Cluster.OpenRemote(q.rec, v.name+"/"+q.rec.Name)
+func (qt *queueTable) newEngine(q *Queue) (queue.Queue, error) {
+	if qt.v.b.remote(q.rec) {
+		return qt.v.b.cfg.Cluster.OpenRemote(q.rec, qt.v.name+"/"+q.rec.Name)
 	}
 	// A durable classic queue keeps its messages across restarts in a
 	// one-member Raft group's log, under classic rules.
 	durableClassic := q.rec.Type == QueueTypeClassic && isReplicated(q.rec, q.owner)
 	if isReplicated(q.rec, q.owner) {
-		cfg := v.b.cfg.Replica
+		cfg := qt.v.b.cfg.Replica
 		cfg.Classic = durableClassic
-		cfg.Name = v.name + "/" + q.rec.Name
-		cfg.Dir = v.b.queueDir(q.rec)
-		cfg.NodeID = v.b.cfg.NodeID
+		cfg.Name = qt.v.name + "/" + q.rec.Name
+		cfg.Dir = qt.v.b.queueDir(q.rec)
+		cfg.NodeID = qt.v.b.cfg.NodeID
 		cfg.Arguments = q.eff
 		cfg.Created = q.rec.Created
-		cfg.OnExpired = func() { v.expire(q) }
-		cfg.Log = v.b.log
+		cfg.OnExpired = func() { qt.expire(q) }
+		cfg.Log = qt.v.b.log
 		// Installed whatever the arguments say: a policy may name a
 		// dead-letter exchange later. The queue's machine decides what
 		// is dead-lettered; the target is read when it is.
-		cfg.DeadLetter = v.deadLetterFunc(q)
+		cfg.DeadLetter = qt.deadLetterFunc(q)
 		cfg.DisconnectedTimeout = func() time.Duration {
-			return replica.DisconnectedTimeoutOf(q.EffectiveArguments(), v.b.cfg.ConsumerDisconnectedTimeout)
+			return replica.DisconnectedTimeoutOf(q.EffectiveArguments(), qt.v.b.cfg.ConsumerDisconnectedTimeout)
 		}
-		if v.b.cfg.Cluster != nil {
+		if qt.v.b.cfg.Cluster != nil {
 			// A member on a drained node stays out of elections from
 			// the start (warrenctl drain).
-			cfg.Drained = v.b.Draining(v.b.cfg.NodeID)
-			return v.b.cfg.Cluster.OpenQueue(q.rec, cfg)
+			cfg.Drained = qt.v.b.Draining(qt.v.b.cfg.NodeID)
+			return qt.v.b.cfg.Cluster.OpenQueue(q.rec, cfg)
 		}
 		return replica.Open(cfg)
 	}
 	// A classic queue runs the quorum queue's machine in memory
 	// (raftq/classic): the same TTL, length-limit and dead-letter rules.
 	cfg := classic.Config{
-		Name:       v.name + "/" + q.rec.Name,
+		Name:       qt.v.name + "/" + q.rec.Name,
 		Arguments:  q.eff,
-		DeadLetter: v.deadLetterFunc(q),
+		DeadLetter: qt.deadLetterFunc(q),
 		Created:    q.rec.Created,
-		Budget:     v.b.memory,
-		OnExpired:  func() { v.expire(q) },
-		Log:        v.b.log,
+		Budget:     qt.v.b.memory,
+		OnExpired:  func() { qt.expire(q) },
+		Log:        qt.v.b.log,
 	}
 	if q.rec.AutoDelete {
-		cfg.OnUnused = func() { v.autoDelete(q) }
+		cfg.OnUnused = func() { qt.autoDelete(q) }
 	}
 	return classic.New(cfg)
 }
 
 // deadLetterFunc publishes q's dead letters to the target its effective
 // arguments name at the time.
-func (v *Vhost) deadLetterFunc(q *Queue) func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
+func (qt *queueTable) deadLetterFunc(q *Queue) func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
 	return func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
 		dlx := q.dlx.Load()
 		if dlx == nil {
 			done(errNoDeadLetterExchange)
 			return
 		}
-		v.deadLetter(ctx, q, *dlx, m, reason, at, done)
+		qt.v.deadLetter(ctx, q, *dlx, m, reason, at, done)
 	}
 }
 
@@ -408,24 +417,24 @@ func isReplicated(rec catalog.Queue, owner OwnerID) bool {
 
 // queueTypeHint guesses a declaration's type before it is validated, for
 // placement; the declaration checks it again.
-func (v *Vhost) queueTypeHint(d QueueDeclare) string {
+func (qt *queueTable) queueTypeHint(d QueueDeclare) string {
 	if t, ok := d.Arguments["x-queue-type"].(string); ok {
 		return t
 	}
 	if d.Durable && !d.Exclusive && !d.AutoDelete {
-		return v.defaultQueueType
+		return qt.v.defaultQueueType
 	}
 	return QueueTypeClassic
 }
 
-func (v *Vhost) restoreQueue(rec catalog.Queue) error {
-	if !isReplicated(rec, 0) && len(rec.Members) > 0 && !slices.Contains(rec.Members, v.b.cfg.NodeID) && !v.b.remote(rec) {
+func (qt *queueTable) restoreQueue(rec catalog.Queue) error {
+	if !isReplicated(rec, 0) && len(rec.Members) > 0 && !slices.Contains(rec.Members, qt.v.b.cfg.NodeID) && !qt.v.b.remote(rec) {
 		// Another node's in-memory queue that this one cannot reach: a
 		// standalone node's data, or a record from before such queues
 		// had IDs to be reached by.
 		return nil
 	}
-	if v.b.ownTransient(rec) {
+	if qt.v.b.ownTransient(rec) {
 		// This node's transient queues exist only as declared here: a
 		// record of one from an earlier start is stale (dropStale
 		// removes it), and one of this start is already in the model.
@@ -435,9 +444,9 @@ func (v *Vhost) restoreQueue(rec catalog.Queue) error {
 	if err != nil {
 		return err
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	_, err = v.addQueue(rec, args)
+	qt.v.mu.Lock()
+	defer qt.v.mu.Unlock()
+	_, err = qt.addQueue(rec, args)
 	return err
 }
 
@@ -476,8 +485,8 @@ var classicOnlyArgs = []string{"x-max-priority", "x-queue-mode", "x-queue-versio
 
 // queueType decides the type of a new queue and checks that the
 // declaration suits it.
-func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
-	what := describeQueue(d.Name, v.name)
+func (qt *queueTable) queueType(d QueueDeclare, serverNamed bool) (string, error) {
+	what := describeQueue(d.Name, qt.v.name)
 	typ := ""
 	if t, ok := d.Arguments["x-queue-type"]; ok {
 		s, isStr := t.(string)
@@ -491,7 +500,7 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 		// (rabbit_amqqueue:augment_declare_args). A durable server-named
 		// queue does get the default, and so is refused below when that
 		// is quorum, as RabbitMQ 4.3 refuses it.
-		typ = v.defaultQueueType
+		typ = qt.v.defaultQueueType
 	} else {
 		typ = QueueTypeClassic
 	}
@@ -503,7 +512,7 @@ func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
 		if err := checkQueueVersion(what, d.Arguments); err != nil {
 			return "", err
 		}
-		if _, ok := d.Arguments["x-queue-master-locator"]; ok && v.b.cfg.DenyQueueMasterLocator {
+		if _, ok := d.Arguments["x-queue-master-locator"]; ok && qt.v.b.cfg.DenyQueueMasterLocator {
 			// rabbit_classic_queue:validate_arguments, once the
 			// arguments passed rabbit_amqqueue's checks.
 			return "", deprecatedDenied("queue_master_locator")
@@ -595,37 +604,37 @@ func argError(err error, what string) error {
 
 // LookupQueue finds a queue that owner may use with access a (read for
 // consume, get and purge). A nil user skips the permission check.
-func (v *Vhost) LookupQueue(u *User, owner OwnerID, name string, a Access) (*Queue, error) {
+func (qt *queueTable) LookupQueue(u *User, owner OwnerID, name string, a Access) (*Queue, error) {
 	// Permission before existence, as RabbitMQ checks (check_read_permitted
 	// then with_exclusive_access_or_die).
-	if err := v.check(u, a, "queue", name); err != nil {
+	if err := qt.v.check(u, a, "queue", name); err != nil {
 		return nil, err
 	}
-	v.mu.RLock()
-	q, ok := v.queues[name]
-	v.mu.RUnlock()
-	if !ok && v.b.fresh.catchUp() {
-		v.mu.RLock()
-		q, ok = v.queues[name]
-		v.mu.RUnlock()
+	qt.v.mu.RLock()
+	q, ok := qt.queues[name]
+	qt.v.mu.RUnlock()
+	if !ok && qt.v.b.fresh.catchUp() {
+		qt.v.mu.RLock()
+		q, ok = qt.queues[name]
+		qt.v.mu.RUnlock()
 	}
 	if !ok {
-		return nil, v.notFound("queue", name)
+		return nil, qt.v.notFound("queue", name)
 	}
-	if err := v.accessible(q, owner); err != nil {
+	if err := qt.accessible(q, owner); err != nil {
 		return nil, err
 	}
 	return q, nil
 }
 
 // PurgeQueue removes a queue's ready messages.
-func (v *Vhost) PurgeQueue(u *User, owner OwnerID, name string) (uint32, error) {
-	q, err := v.LookupQueue(u, owner, name, Read)
+func (qt *queueTable) PurgeQueue(u *User, owner OwnerID, name string) (uint32, error) {
+	q, err := qt.LookupQueue(u, owner, name, Read)
 	if err != nil {
 		return 0, err
 	}
 	n, err := q.engine.Purge()
-	if nd := NodeDown(err, name, v.name); nd != nil {
+	if nd := NodeDown(err, name, qt.v.name); nd != nil {
 		return 0, nd
 	}
 	return n, err
@@ -644,22 +653,22 @@ func NodeDown(err error, queueName, vhost string) error {
 // DeleteQueue deletes a queue and returns the number of messages it held.
 // Deleting a queue that does not exist succeeds with zero, as in
 // RabbitMQ, so that clean-up code can run twice.
-func (v *Vhost) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmpty bool) (uint32, error) {
+func (qt *queueTable) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmpty bool) (uint32, error) {
 	// Permission first, as in RabbitMQ: deleting a missing queue one may
 	// not configure is refused, not a silent success.
-	if err := v.check(u, Configure, "queue", name); err != nil {
+	if err := qt.v.check(u, Configure, "queue", name); err != nil {
 		return 0, err
 	}
-	v.mu.RLock()
-	q, ok := v.queues[name]
-	v.mu.RUnlock()
+	qt.v.mu.RLock()
+	q, ok := qt.queues[name]
+	qt.v.mu.RUnlock()
 	if !ok {
 		return 0, nil
 	}
-	if err := v.accessible(q, owner); err != nil {
+	if err := qt.accessible(q, owner); err != nil {
 		return 0, err
 	}
-	return v.deleteQueue(q, ifUnused, ifEmpty)
+	return qt.deleteQueue(q, ifUnused, ifEmpty)
 }
 
 // The vhost's lock is held while the queue is unlinked, not while its
@@ -667,9 +676,9 @@ func (v *Vhost) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmp
 // which for a queue still electing one waits, and meanwhile this node
 // could apply no metadata (the subscriber needs the lock), which held up
 // every other new queue's first election.
-func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
-	if v.b.goesWithNode(q) {
-		v.dropQueue(q)
+func (qt *queueTable) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
+	if qt.v.b.goesWithNode(q) {
+		qt.dropQueue(q)
 		return 0, nil
 	}
 	var before queue.Stats
@@ -682,14 +691,14 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 		// uncounted.
 		before = q.engine.Stats()
 	}
-	v.mu.Lock()
+	qt.v.mu.Lock()
 	locked := true
 	defer func() {
 		if locked {
-			v.mu.Unlock()
+			qt.v.mu.Unlock()
 		}
 	}()
-	if v.queues[q.rec.Name] != q {
+	if qt.queues[q.rec.Name] != q {
 		return 0, nil // deleted meanwhile
 	}
 	if (ifUnused || ifEmpty) && q.rec.Type == QueueTypeQuorum {
@@ -716,7 +725,7 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 	}
 	var emptied []*exchange
 	for b, x := range q.bindings {
-		if c, ok := v.unbindLocked(x, b); ok {
+		if c, ok := qt.v.unbindLocked(x, b); ok {
 			changes = append(changes, c)
 		}
 		if x.rec.AutoDelete && len(x.bindings) == 0 {
@@ -724,14 +733,14 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 		}
 	}
 	for _, x := range emptied {
-		changes = append(changes, v.dropExchangeLocked(x)...)
+		changes = append(changes, qt.v.dropExchangeLocked(x)...)
 	}
-	if err := v.persist(changes...); err != nil {
+	if err := qt.v.persist(changes...); err != nil {
 		return 0, err
 	}
-	delete(v.queues, q.rec.Name)
-	v.b.served.remove(q)
-	v.mu.Unlock()
+	delete(qt.queues, q.rec.Name)
+	qt.v.b.served.remove(q)
+	qt.v.mu.Unlock()
 	locked = false
 	n, err := q.engine.Delete(ifUnused, ifEmpty)
 	if err != nil {
@@ -743,7 +752,7 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 	if q.rec.Type == QueueTypeQuorum {
 		n = before.Ready
 	}
-	v.b.log.Debug("queue deleted", "vhost", v.name, "queue", q.rec.Name, "messages", n)
+	qt.v.b.log.Debug("queue deleted", "vhost", qt.v.name, "queue", q.rec.Name, "messages", n)
 	return n, nil
 }
 
@@ -752,34 +761,34 @@ type toucher interface{ Touch() error }
 
 // expire deletes a queue that x-expires found unused. The queue itself
 // decided (a quorum queue through its log), so there is nothing to check.
-func (v *Vhost) expire(q *Queue) {
-	if _, err := v.deleteQueue(q, false, false); err != nil {
-		v.b.log.Warn("delete expired queue", "vhost", v.name, "queue", q.rec.Name, "err", err)
+func (qt *queueTable) expire(q *Queue) {
+	if _, err := qt.deleteQueue(q, false, false); err != nil {
+		qt.v.b.log.Warn("delete expired queue", "vhost", qt.v.name, "queue", q.rec.Name, "err", err)
 		return
 	}
-	v.b.log.Debug("queue expired", "vhost", v.name, "queue", q.rec.Name)
+	qt.v.b.log.Debug("queue expired", "vhost", qt.v.name, "queue", q.rec.Name)
 }
 
 // autoDelete removes an auto-delete queue whose last consumer left.
-func (v *Vhost) autoDelete(q *Queue) {
-	if _, err := v.deleteQueue(q, true, false); err != nil {
-		v.b.log.Debug("auto-delete skipped", "queue", q.rec.Name, "err", err)
+func (qt *queueTable) autoDelete(q *Queue) {
+	if _, err := qt.deleteQueue(q, true, false); err != nil {
+		qt.v.b.log.Debug("auto-delete skipped", "queue", q.rec.Name, "err", err)
 	}
 }
 
 // ReleaseOwner deletes the exclusive queues of a closing connection.
-func (v *Vhost) ReleaseOwner(owner OwnerID) {
-	v.mu.RLock()
+func (qt *queueTable) ReleaseOwner(owner OwnerID) {
+	qt.v.mu.RLock()
 	var owned []*Queue
-	for _, q := range v.queues {
+	for _, q := range qt.queues {
 		if q.owner == owner {
 			owned = append(owned, q)
 		}
 	}
-	v.mu.RUnlock()
+	qt.v.mu.RUnlock()
 	for _, q := range owned {
-		if _, err := v.deleteQueue(q, false, false); err != nil {
-			v.b.log.Warn("delete exclusive queue", "queue", q.rec.Name, "err", err)
+		if _, err := qt.deleteQueue(q, false, false); err != nil {
+			qt.v.b.log.Warn("delete exclusive queue", "queue", q.rec.Name, "err", err)
 		}
 	}
 }

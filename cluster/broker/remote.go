@@ -59,7 +59,9 @@ func (q *Queue) recorded() bool { return q.rec.Durable || q.rec.ID != "" }
 
 // recordsExchange reports whether the store holds the exchange: every
 // one on a cluster, the durable ones on a standalone node.
-func (v *Vhost) recordsExchange(rec catalog.Exchange) bool { return rec.Durable || v.b.shared() }
+func (g *exchangeGraph) recordsExchange(rec catalog.Exchange) bool {
+	return rec.Durable || g.v.b.shared()
+}
 
 // transientQueues are the broker's side of in-memory queues on a
 // cluster: the ones this node serves to the others, and the removal of

@@ -157,29 +157,29 @@ func (m *metadataApplier) applyReset(snap *catalog.Snapshot) {
 	m.applyChanges(puts)
 }
 
-func (v *Vhost) applyExchange(rec catalog.Exchange, del bool) {
+func (g *exchangeGraph) applyExchange(rec catalog.Exchange, del bool) {
 	if del {
-		v.mu.Lock()
-		if x, ok := v.exchanges[rec.Name]; ok {
-			v.dropExchangeLocked(x)
+		g.v.mu.Lock()
+		if x, ok := g.exchanges[rec.Name]; ok {
+			g.dropExchangeLocked(x)
 		}
-		v.mu.Unlock()
+		g.v.mu.Unlock()
 		return
 	}
-	v.mu.RLock()
-	_, ok := v.exchanges[rec.Name]
-	v.mu.RUnlock()
+	g.v.mu.RLock()
+	_, ok := g.exchanges[rec.Name]
+	g.v.mu.RUnlock()
 	if !ok {
-		if err := v.restoreExchange(rec); err != nil {
-			v.b.log.Warn("ignoring replicated exchange", "vhost", v.name, "exchange", rec.Name, "err", err)
+		if err := g.restoreExchange(rec); err != nil {
+			g.v.b.log.Warn("ignoring replicated exchange", "vhost", g.v.name, "exchange", rec.Name, "err", err)
 		}
 	}
 }
 
-func (v *Vhost) applyBinding(rec catalog.Binding, del bool) {
+func (g *exchangeGraph) applyBinding(rec catalog.Binding, del bool) {
 	key := bindingKey{destination: rec.Destination, routingKey: rec.RoutingKey, arguments: string(rec.Arguments), toExchange: rec.Kind == catalog.ToExchange}
-	v.mu.Lock()
-	x, ok := v.exchanges[rec.Source]
+	g.v.mu.Lock()
+	x, ok := g.exchanges[rec.Source]
 	var b *binding
 	if ok {
 		b = x.bindings[key]
@@ -187,50 +187,50 @@ func (v *Vhost) applyBinding(rec catalog.Binding, del bool) {
 	if del && b != nil {
 		x.remove(b)
 	}
-	v.mu.Unlock()
+	g.v.mu.Unlock()
 	if !del && ok && b == nil {
-		if err := v.restoreBinding(rec); err != nil {
-			v.b.log.Warn("ignoring replicated binding", "vhost", v.name, "source", rec.Source, "destination", rec.Destination, "err", err)
+		if err := g.restoreBinding(rec); err != nil {
+			g.v.b.log.Warn("ignoring replicated binding", "vhost", g.v.name, "source", rec.Source, "destination", rec.Destination, "err", err)
 		}
 	}
 }
 
-func (v *Vhost) applyQueue(rec catalog.Queue, del bool) {
-	v.mu.RLock()
-	q, ok := v.queues[rec.Name]
-	v.mu.RUnlock()
+func (qt *queueTable) applyQueue(rec catalog.Queue, del bool) {
+	qt.v.mu.RLock()
+	q, ok := qt.queues[rec.Name]
+	qt.v.mu.RUnlock()
 	switch {
 	case del && ok && (rec.ID == "" || q.rec.ID == rec.ID):
-		v.dropQueue(q)
+		qt.dropQueue(q)
 	case !del && ok && q.rec.ID != rec.ID:
 		// Deleted and declared again while this node was not looking.
-		v.dropQueue(q)
+		qt.dropQueue(q)
 		fallthrough
 	case !del && (!ok || q.rec.ID != rec.ID):
-		if err := v.restoreQueue(rec); err != nil {
-			v.b.log.Warn("cannot start replicated queue", "vhost", v.name, "queue", rec.Name, "err", err)
+		if err := qt.restoreQueue(rec); err != nil {
+			qt.v.b.log.Warn("cannot start replicated queue", "vhost", qt.v.name, "queue", rec.Name, "err", err)
 		}
 	case !del && ok && isReplicated(rec, 0):
 		// The same queue, its record changed: a member was added or
 		// removed (members.go).
-		v.applyMembers(q, rec)
+		qt.applyMembers(q, rec)
 	}
 }
 
 // dropQueue removes a queue another node deleted: its bindings, and this
 // node's side of it (its replica's files, when a member).
-func (v *Vhost) dropQueue(q *Queue) {
-	v.mu.Lock()
-	if v.queues[q.rec.Name] != q {
-		v.mu.Unlock()
+func (qt *queueTable) dropQueue(q *Queue) {
+	qt.v.mu.Lock()
+	if qt.queues[q.rec.Name] != q {
+		qt.v.mu.Unlock()
 		return
 	}
-	delete(v.queues, q.rec.Name)
-	v.b.served.remove(q)
+	delete(qt.queues, q.rec.Name)
+	qt.v.b.served.remove(q)
 	for b, x := range q.bindings {
 		x.remove(b)
 	}
-	v.mu.Unlock()
+	qt.v.mu.Unlock()
 	// Not on this goroutine: it applies every metadata change in order,
 	// and deleting a replicated queue's engine may wait for its group
 	// (a queue deleted moments after its declaration has no leader yet),
