@@ -160,23 +160,60 @@ func (qt *queueTable) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Que
 	return q, st, err
 }
 
+// declareQueue is one attempt of DeclareQueue. A new queue is checked,
+// placed (before the vhost's lock where possible: placement looks at
+// every vhost's queues), recorded and started, in that order, under the
+// vhost's lock; a queue that exists is checked as a redeclaration.
 func (qt *queueTable) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
 	if d.Passive {
-		if d.Name == "" {
-			return nil, queue.Stats{}, qt.v.notFound("queue", d.Name)
-		}
-		// Permission first, as in RabbitMQ: a user without access learns
-		// nothing about whether the queue exists.
-		if err := qt.v.checkAny(u, "queue", d.Name); err != nil {
-			return nil, queue.Stats{}, err
-		}
-		q, err := qt.LookupQueue(nil, owner, d.Name, Read)
-		if err != nil {
-			return nil, queue.Stats{}, err
-		}
-		return q, q.engine.Stats(), nil
+		return qt.declarePassive(u, owner, d)
 	}
+	d, serverNamed, err := qt.nameDeclared(u, d)
+	if err != nil {
+		return nil, queue.Stats{}, err
+	}
+	placed := qt.placeUnlocked(d)
 
+	qt.v.mu.Lock()
+	if q, ok := qt.queues[d.Name]; ok {
+		qt.v.mu.Unlock()
+		return qt.redeclare(q, owner, d)
+	}
+	defer qt.v.mu.Unlock()
+
+	typ, err := qt.checkNewLocked(d, serverNamed)
+	if err != nil {
+		return nil, queue.Stats{}, err
+	}
+	rec, persist, err := qt.newRecord(d, typ)
+	if err != nil {
+		return nil, queue.Stats{}, err
+	}
+	qt.placeLocked(&rec, persist, placed, d)
+	return qt.createLocked(rec, persist, owner, d)
+}
+
+// declarePassive checks that a queue exists and owner may use it.
+func (qt *queueTable) declarePassive(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
+	if d.Name == "" {
+		return nil, queue.Stats{}, qt.v.notFound("queue", d.Name)
+	}
+	// Permission first, as in RabbitMQ: a user without access learns
+	// nothing about whether the queue exists.
+	if err := qt.v.checkAny(u, "queue", d.Name); err != nil {
+		return nil, queue.Stats{}, err
+	}
+	q, err := qt.LookupQueue(nil, owner, d.Name, Read)
+	if err != nil {
+		return nil, queue.Stats{}, err
+	}
+	return q, q.engine.Stats(), nil
+}
+
+// nameDeclared settles what a declaration names: an exclusive queue is
+// transient, an empty name gets a server-chosen one (serverNamed), and
+// the name must be neither reserved nor refused to u.
+func (qt *queueTable) nameDeclared(u *User, d QueueDeclare) (_ QueueDeclare, serverNamed bool, _ error) {
 	// An exclusive queue dies with its connection, so RabbitMQ records
 	// it as transient whatever durable says (Durable = DurableDeclare
 	// andalso not ExclusiveDeclare); redeclaring it either way is
@@ -184,64 +221,74 @@ func (qt *queueTable) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Que
 	if d.Exclusive {
 		d.Durable = false
 	}
-	serverNamed := d.Name == ""
+	serverNamed = d.Name == ""
 	if serverNamed {
 		d.Name = generateQueueName()
 	} else if strings.HasPrefix(d.Name, "amq.") {
-		return nil, queue.Stats{}, wire.Errorf(wire.AccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", d.Name)
+		return d, false, wire.Errorf(wire.AccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", d.Name)
 	}
 	if err := qt.v.check(u, Configure, "queue", d.Name); err != nil {
-		return nil, queue.Stats{}, err
+		return d, serverNamed, err
 	}
+	return d, serverNamed, nil
+}
 
-	// A new replicated queue's placement looks at every vhost's queues,
-	// so it is chosen before this vhost's lock is taken.
-	// Policies count (queue-leader-locator).
-	var placed *catalog.Queue
+// placeUnlocked places the queue d declares, if it does not exist yet,
+// before the vhost's write lock is taken: placement looks at every
+// vhost's queues. The type is guessed (queueTypeHint); policies count
+// (queue-leader-locator). Nil if the queue exists.
+func (qt *queueTable) placeUnlocked(d QueueDeclare) *catalog.Queue {
 	qt.v.mu.RLock()
 	_, exists := qt.queues[d.Name]
 	hint := qt.queueTypeHint(d)
 	placeArgs := qt.v.effectiveArgsLocked(d.Name, hint, d.Arguments)
 	qt.v.mu.RUnlock()
-	if !exists {
-		placed = &catalog.Queue{Type: hint}
-		qt.v.b.place(placed, placeArgs)
+	if exists {
+		return nil
 	}
+	placed := &catalog.Queue{Type: hint}
+	qt.v.b.place(placed, placeArgs)
+	return placed
+}
 
-	qt.v.mu.Lock()
-	if q, ok := qt.queues[d.Name]; ok {
-		qt.v.mu.Unlock()
-		if err := qt.accessible(q, owner); err != nil {
-			return nil, queue.Stats{}, err
-		}
-		if err := q.checkEquivalent(d); err != nil {
-			return nil, queue.Stats{}, err
-		}
-		// A redeclaration renews the x-expires lease (the TTL guide).
-		// It costs a log entry, so only queues with a lease pay it.
-		if t, ok := q.engine.(toucher); ok && q.eff["x-expires"] != nil {
-			if err := t.Touch(); err != nil {
-				qt.v.b.log.Debug("renew queue lease", "vhost", qt.v.name, "queue", d.Name, "err", err)
-			}
-		}
-		return q, q.engine.Stats(), nil
+// redeclare answers a declaration of q, which exists: owner must be
+// allowed to use it and d must be equivalent. It renews q's x-expires
+// lease.
+func (qt *queueTable) redeclare(q *Queue, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
+	if err := qt.accessible(q, owner); err != nil {
+		return nil, queue.Stats{}, err
 	}
-	defer qt.v.mu.Unlock()
+	if err := q.checkEquivalent(d); err != nil {
+		return nil, queue.Stats{}, err
+	}
+	// A redeclaration renews the x-expires lease (the TTL guide).
+	// It costs a log entry, so only queues with a lease pay it.
+	if t, ok := q.engine.(toucher); ok && q.eff["x-expires"] != nil {
+		if err := t.Touch(); err != nil {
+			qt.v.b.log.Debug("renew queue lease", "vhost", qt.v.name, "queue", d.Name, "err", err)
+		}
+	}
+	return q, q.engine.Stats(), nil
+}
 
+// checkNewLocked checks that the vhost may have the new queue d declares,
+// and returns its type. v.mu is held.
+func (qt *queueTable) checkNewLocked(d QueueDeclare, serverNamed bool) (string, error) {
 	if !d.Durable && !d.Exclusive && qt.v.b.cfg.DenyTransientQueues {
-		return nil, queue.Stats{}, deprecatedDenied("transient_nonexcl_queues")
+		return "", deprecatedDenied("transient_nonexcl_queues")
 	}
-
 	if err := qt.v.checkQueueLimitLocked(d.Name); err != nil {
-		return nil, queue.Stats{}, err
+		return "", err
 	}
-	typ, err := qt.queueType(d, serverNamed)
-	if err != nil {
-		return nil, queue.Stats{}, err
-	}
+	return qt.queueType(d, serverNamed)
+}
+
+// newRecord is the record of the new queue d declares, of type typ, not
+// placed yet, and whether the metadata store is to hold it.
+func (qt *queueTable) newRecord(d QueueDeclare, typ string) (_ catalog.Queue, persist bool, _ error) {
 	argBytes, err := encodeTable(d.Arguments)
 	if err != nil {
-		return nil, queue.Stats{}, err
+		return catalog.Queue{}, false, err
 	}
 	rec := catalog.Queue{
 		Vhost:      qt.v.name,
@@ -252,22 +299,30 @@ func (qt *queueTable) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Que
 		Arguments:  argBytes,
 		Created:    time.Now().UnixMilli(),
 	}
-	persist := d.Durable && !d.Exclusive
+	persist = d.Durable && !d.Exclusive
 	if qt.v.b.shared() {
 		// On a cluster every queue is recorded, for every node to route
 		// to it (remote.go); an in-memory one lives on this node.
 		persist = true
 		rec.Exclusive, rec.Boot = d.Exclusive, qt.v.b.cfg.Cluster.Boot()
 	}
-	if isReplicated(rec, 0) {
-		if placed == nil || placed.Type != typ {
+	return rec, persist, nil
+}
+
+// placeLocked sets rec's ID, members and leader: a replicated queue's
+// from placed, placed again if that is missing or of another type (which
+// releases the vhost's lock meanwhile); an in-memory recorded one's this
+// node. v.mu is held.
+func (qt *queueTable) placeLocked(rec *catalog.Queue, persist bool, placed *catalog.Queue, d QueueDeclare) {
+	if isReplicated(*rec, 0) {
+		if placed == nil || placed.Type != rec.Type {
 			// Declared, deleted and declared again between the look
 			// and the lock, or typed differently than guessed: place
 			// now (this vhost's own queues are counted under its lock).
 			// A queue of the same name created meanwhile makes the
 			// Create below fail, and the declaration is retried.
-			placed = &catalog.Queue{Type: typ}
-			placeArgs := qt.v.effectiveArgsLocked(d.Name, typ, d.Arguments)
+			placed = &catalog.Queue{Type: rec.Type}
+			placeArgs := qt.v.effectiveArgsLocked(d.Name, rec.Type, d.Arguments)
 			qt.v.mu.Unlock()
 			qt.v.b.place(placed, placeArgs)
 			qt.v.mu.Lock()
@@ -282,6 +337,11 @@ func (qt *queueTable) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Que
 			rec.ID = newQueueID()
 		}
 	}
+}
+
+// createLocked commits rec if persist, then starts and registers the
+// queue; it is owner's if d is exclusive. v.mu is held.
+func (qt *queueTable) createLocked(rec catalog.Queue, persist bool, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
 	if persist {
 		// Committed first: on a cluster the other members start their
 		// replicas from this record, and two nodes declaring the same
@@ -303,7 +363,7 @@ func (qt *queueTable) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Que
 	if d.Exclusive {
 		q.owner = owner
 	}
-	qt.v.b.log.Debug("queue declared", "vhost", qt.v.name, "queue", d.Name, "type", typ, "durable", d.Durable, "exclusive", d.Exclusive)
+	qt.v.b.log.Debug("queue declared", "vhost", qt.v.name, "queue", d.Name, "type", rec.Type, "durable", d.Durable, "exclusive", d.Exclusive)
 	// A new queue is empty: no need to ask its leader, which on a
 	// cluster may still be electing itself.
 	return q, queue.Stats{}, nil
