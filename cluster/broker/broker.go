@@ -1,10 +1,3 @@
-// Package broker is the node's AMQP model: users and their permissions,
-// vhosts with their exchanges, bindings and queues, routing, and the rules
-// of declaring and deleting them. The AMQP connection layer (amqp/server)
-// drives it; queues themselves sit behind the queue.Queue boundary.
-//
-// Errors returned to the protocol layer are *amqp.Error values carrying
-// RabbitMQ's reply codes and texts.
 package broker
 
 import (
