@@ -36,7 +36,8 @@
 //
 // The core itself lists entities for operators (listing.go), places new
 // replicated queues (placement.go), records queue membership changes
-// (members.go) and imports and exports definitions (definitions.go).
+// (members.go) and imports and exports definitions (import.go, export.go;
+// the document itself in definitions.go).
 //
 // A Vhost is its name, default queue type and limits (vhost.go) with three
 // parts embedded the same way, all guarded by the vhost's one lock:
