@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/catalog"
@@ -31,7 +30,6 @@ import (
 // configuration. A queue restored or declared with a policy applying
 // starts with pushedVer behind, so its leader sends the effective
 // arguments through the log once and every replica ends up with them.
-
 // vhostPolicies are a vhost's policies and operator policies by name,
 // and carrying them to its queues and exchanges. Guarded by the vhost's
 // lock (v.mu): a change recomputes every queue's and exchange's
@@ -46,9 +44,84 @@ type vhostPolicies struct {
 // it takes the queue's whole effective x-arguments.
 type reconfigurer interface{ Reconfigure(args wire.Table) error }
 
-// reconcileInterval is how often a node looks for queues it leads whose
-// configuration it has not handed over yet.
-const reconcileInterval = 2 * time.Second
+// putPolicy commits rec, then makes p, its compiled form, one of the
+// vhost's policies and recomputes what the policies give every queue and
+// exchange. It returns the queues whose arguments changed, for
+// pushConfigs.
+func (vp *vhostPolicies) putPolicy(rec catalog.Policy, p *policy) ([]*Queue, error) {
+	vp.v.mu.Lock()
+	defer vp.v.mu.Unlock()
+	if err := vp.v.persist(catalog.Put(rec)); err != nil {
+		return nil, err
+	}
+	vp.policySet(rec.Operator)[rec.Name] = p
+	return vp.refreshPoliciesLocked(), nil
+}
+
+// deletePolicy commits the deletion of the policy (or operator policy)
+// name, then removes it as putPolicy adds one; ErrNoPolicy if there is
+// none.
+func (vp *vhostPolicies) deletePolicy(name string, operator bool) ([]*Queue, error) {
+	vp.v.mu.Lock()
+	defer vp.v.mu.Unlock()
+	set := vp.policySet(operator)
+	p, ok := set[name]
+	if !ok {
+		return nil, ErrNoPolicy
+	}
+	if err := vp.v.persist(catalog.Del(p.rec)); err != nil {
+		return nil, err
+	}
+	delete(set, name)
+	return vp.refreshPoliciesLocked(), nil
+}
+
+// policyViews are the vhost's policies (or operator policies) as
+// operators list them, in no order.
+func (vp *vhostPolicies) policyViews(operator bool) []PolicyDef {
+	vp.v.mu.RLock()
+	defer vp.v.mu.RUnlock()
+	var out []PolicyDef
+	for _, p := range vp.policySet(operator) {
+		out = append(out, p.view())
+	}
+	return out
+}
+
+// queuePolicies names the policy and operator policy that apply to queue
+// name ("" for none), and gives its effective arguments.
+func (vp *vhostPolicies) queuePolicies(name string) (policy, operatorPolicy string, effective wire.Table, ok bool) {
+	vp.v.mu.RLock()
+	defer vp.v.mu.RUnlock()
+	q, ok := vp.v.queues[name]
+	if !ok {
+		return "", "", nil, false
+	}
+	return q.policy, q.opPolicy, q.eff, true
+}
+
+// queuePolicyValue is the value of key that the policies applying to a
+// queue named name of type typ give it, merged (policyValue).
+func (vp *vhostPolicies) queuePolicyValue(name, typ, key string) (any, bool) {
+	vp.v.mu.RLock()
+	defer vp.v.mu.RUnlock()
+	pol, op := vp.queuePoliciesLocked(name, typ)
+	return policyValue(key, pol, op)
+}
+
+// unpushed are the queues whose current arguments this node has not
+// handed over, and is not handing over now (the reconcile loop's).
+func (vp *vhostPolicies) unpushed() []*Queue {
+	vp.v.mu.RLock()
+	defer vp.v.mu.RUnlock()
+	var stale []*Queue
+	for _, q := range vp.v.queues {
+		if q.pushedVer != q.effVer && !q.pushing {
+			stale = append(stale, q)
+		}
+	}
+	return stale
+}
 
 func (vp *vhostPolicies) policySet(operator bool) map[string]*policy {
 	if operator {

@@ -50,14 +50,10 @@ func (o *policyOps) SetPolicy(d PolicyDef) error {
 	if err != nil {
 		return err
 	}
-	v.mu.Lock()
-	if err := v.persist(catalog.Put(rec)); err != nil {
-		v.mu.Unlock()
+	changed, err := v.putPolicy(rec, p)
+	if err != nil {
 		return err
 	}
-	v.policySet(rec.Operator)[rec.Name] = p
-	changed := v.refreshPoliciesLocked()
-	v.mu.Unlock()
 	o.b.log.Info("policy set", "vhost", d.Vhost, "name", d.Name, "operator", d.Operator, "pattern", d.Pattern, "apply_to", d.ApplyTo, "priority", d.Priority)
 	v.pushConfigs(changed)
 	return nil
@@ -70,20 +66,10 @@ func (o *policyOps) ClearPolicy(vhost, name string, operator bool) error {
 	if v == nil {
 		return policyErrorf("no_such_vhost: %s", vhost)
 	}
-	v.mu.Lock()
-	set := v.policySet(operator)
-	p, ok := set[name]
-	if !ok {
-		v.mu.Unlock()
-		return ErrNoPolicy
-	}
-	if err := v.persist(catalog.Del(p.rec)); err != nil {
-		v.mu.Unlock()
+	changed, err := v.deletePolicy(name, operator)
+	if err != nil {
 		return err
 	}
-	delete(set, name)
-	changed := v.refreshPoliciesLocked()
-	v.mu.Unlock()
 	o.b.log.Info("policy cleared", "vhost", vhost, "name", name, "operator", operator)
 	v.pushConfigs(changed)
 	return nil
@@ -96,11 +82,7 @@ func (o *policyOps) ClearPolicy(vhost, name string, operator bool) error {
 func (o *policyOps) Policies(vhost string, operator bool) []PolicyDef {
 	var out []PolicyDef
 	for _, v := range o.b.selectVhosts(vhost) {
-		v.mu.RLock()
-		for _, p := range v.policySet(operator) {
-			out = append(out, p.view())
-		}
-		v.mu.RUnlock()
+		out = append(out, v.policyViews(operator)...)
 	}
 	slices.SortFunc(out, func(a, b PolicyDef) int {
 		if c := strings.Compare(a.Vhost, b.Vhost); c != 0 {
@@ -121,13 +103,7 @@ func (o *policyOps) QueuePolicies(vhost, name string) (policy, operatorPolicy st
 	if v == nil {
 		return "", "", nil, false
 	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	q, ok := v.queues[name]
-	if !ok {
-		return "", "", nil, false
-	}
-	return q.policy, q.opPolicy, q.eff, true
+	return v.queuePolicies(name)
 }
 
 // TargetGroupSize is the size quorum queue rec is to be grown to by
@@ -141,11 +117,7 @@ func (o *policyOps) TargetGroupSize(rec catalog.Queue) int {
 	args, _ := decodeTable(rec.Arguments)
 	n, _ := asInt(args["x-quorum-target-group-size"])
 	if v := o.b.vhost(rec.Vhost); v != nil {
-		v.mu.RLock()
-		pol, op := v.queuePoliciesLocked(rec.Name, rec.Type)
-		pv, ok := policyValue("target-group-size", pol, op)
-		v.mu.RUnlock()
-		if ok {
+		if pv, ok := v.queuePolicyValue(rec.Name, rec.Type, "target-group-size"); ok {
 			if p, ok := asInt(pv); ok {
 				n = max(n, p)
 			}
@@ -170,15 +142,7 @@ func (o *policyOps) reconcile() {
 		}
 		vhosts := o.b.selectVhosts("")
 		for _, v := range vhosts {
-			var stale []*Queue
-			v.mu.RLock()
-			for _, q := range v.queues {
-				if q.pushedVer != q.effVer && !q.pushing {
-					stale = append(stale, q)
-				}
-			}
-			v.mu.RUnlock()
-			v.pushConfigs(stale)
+			v.pushConfigs(v.unpushed())
 		}
 	}
 }
@@ -188,3 +152,7 @@ func (o *policyOps) stopReconcile() {
 	o.b.stop()
 	<-o.reconciled
 }
+
+// reconcileInterval is how often a node looks for queues it leads whose
+// configuration it has not handed over yet.
+const reconcileInterval = 2 * time.Second
