@@ -88,9 +88,9 @@ func TestAccessChanges(t *testing.T) {
 
 	// A restart reads the same.
 	must(b.AddVhost("v3", ""))
-	b.Close()
+	closeTestBroker(b)
 	b = open()
-	defer b.Close()
+	defer closeTestBroker(b)
 	var names []string
 	for _, v := range b.Vhosts() {
 		names = append(names, v.Name+":"+v.DefaultQueueType)

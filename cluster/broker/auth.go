@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/catalog"
 )
 
@@ -96,20 +97,81 @@ func (p *permission) allows(a Access, name string) bool {
 	}
 }
 
+// User is an authenticated user as the connection layer sees it.
+type User struct {
+	Name string
+	Tags []string
+}
+
+// loginRefused is RabbitMQ's text for every failed login: the reason is
+// logged, never told to the client.
+func loginRefused(mechanism string) *wire.Error {
+	return wire.Errorf(wire.AccessRefused, "Login was refused using authentication mechanism %s. For details see the broker logfile.", mechanism)
+}
+
+// Authenticate checks a username and password presented with mechanism
+// from addr.
+//
+// A cluster member that may be behind (restarted a moment ago) catches up
+// before refusing: the user, or its new password, may have been committed
+// through another node, and a client told ACCESS_REFUSED gives up rather
+// than retry.
+func (a *accessControl) Authenticate(mechanism, username, password string, addr net.Addr) (*User, error) {
+	u, ok := a.user(username)
+	valid := ok && u.PasswordHash != "" && CheckPassword(u.PasswordHash, password)
+	if !valid && a.b.fresh.lookAgainAfterMiss() {
+		u, ok = a.user(username)
+		valid = ok && u.PasswordHash != "" && CheckPassword(u.PasswordHash, password)
+	}
+	if !valid {
+		a.b.log.Warn("login refused: invalid credentials", "user", username, "mechanism", mechanism, "remote", addrString(addr))
+		return nil, loginRefused(mechanism)
+	}
+	if slices.Contains(a.b.cfg.LoopbackUsers, username) && !isLoopback(addr) {
+		a.b.log.Warn("login refused: user can only connect via localhost", "user", username, "remote", addrString(addr))
+		return nil, loginRefused(mechanism)
+	}
+	return &User{Name: u.Name, Tags: u.Tags}, nil
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+func isLoopback(a net.Addr) bool {
+	switch t := a.(type) {
+	case *net.TCPAddr:
+		return t.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	case nil:
+		return false
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // AuthenticateExternal logs in username, named by a client certificate the
 // AMQPS listener verified (the EXTERNAL mechanism): the user must exist,
 // and its password is not asked for, as with rabbitmq_auth_mechanism_ssl.
-func (b *Broker) AuthenticateExternal(username string, addr net.Addr) (*User, error) {
-	u, ok := b.user(username)
-	if !ok && b.lookAgainAfterMiss() {
-		u, ok = b.user(username)
+func (a *accessControl) AuthenticateExternal(username string, addr net.Addr) (*User, error) {
+	u, ok := a.user(username)
+	if !ok && a.b.fresh.lookAgainAfterMiss() {
+		u, ok = a.user(username)
 	}
 	if !ok || username == "" {
-		b.log.Warn("login refused: no such user for the client certificate", "user", username, "mechanism", "EXTERNAL", "remote", addrString(addr))
+		a.b.log.Warn("login refused: no such user for the client certificate", "user", username, "mechanism", "EXTERNAL", "remote", addrString(addr))
 		return nil, loginRefused("EXTERNAL")
 	}
-	if slices.Contains(b.cfg.LoopbackUsers, username) && !isLoopback(addr) {
-		b.log.Warn("login refused: user can only connect via localhost", "user", username, "remote", addrString(addr))
+	if slices.Contains(a.b.cfg.LoopbackUsers, username) && !isLoopback(addr) {
+		a.b.log.Warn("login refused: user can only connect via localhost", "user", username, "remote", addrString(addr))
 		return nil, loginRefused("EXTERNAL")
 	}
 	return &User{Name: u.Name, Tags: u.Tags}, nil

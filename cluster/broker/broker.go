@@ -1,10 +1,3 @@
-// Package broker is the node's AMQP model: users and their permissions,
-// vhosts with their exchanges, bindings and queues, routing, and the rules
-// of declaring and deleting them. The AMQP connection layer (amqp/server)
-// drives it; queues themselves sit behind the queue.Queue boundary.
-//
-// Errors returned to the protocol layer are *amqp.Error values carrying
-// RabbitMQ's reply codes and texts.
 package broker
 
 import (
@@ -14,20 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/warrenmq/warren/amqp/wire"
-	"github.com/warrenmq/warren/cluster/alarm"
 	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
-	"github.com/warrenmq/warren/raftq/wal"
 )
 
 // Config is what the broker needs from the node's configuration.
@@ -59,22 +44,13 @@ type Config struct {
 	// consumer_disconnected_timeout; replica/disconnected.go). Zero
 	// returns them at once.
 	ConsumerDisconnectedTimeout time.Duration
-	// PayloadCache bounds, across the node's quorum queues, the message
-	// payloads their leaders keep in memory for delivery (the rest are
-	// read back from the log); nil bounds only each queue's own share.
-	PayloadCache *replica.PayloadCache
-	// PublishLinger is how long a replicated queue's leader may hold a
-	// publish for the ones that follow to share its log write, syncs and
-	// AppendEntries (raftq/replica's linger.go); zero holds none.
-	PublishLinger time.Duration
-	// PublishLingerShare, if not zero, holds publishes only while
-	// PublishLinger is at most that share of their leader's recent commit
-	// p99, and at most that share (raftq/replica's committail.go).
-	PublishLingerShare float64
-	// PublishLingerBatch, with PublishLingerShare, holds publishes while
-	// commits are quick too, until this many are held (raftq/replica's
-	// linger.go); zero holds none then.
-	PublishLingerBatch int
+	// Replica is how this node's replicated queues replicate: the
+	// write-ahead log a standalone node's groups share, the payload
+	// cache, publish lingering (raftq/replica's Config). Each queue opens
+	// with a copy to which the broker adds only what is the queue's own
+	// (its name, directory, arguments, callbacks); the rest reaches the
+	// replica as the node set it.
+	Replica replica.Config
 	// DataDir holds the quorum queues' Raft logs, under quorum/.
 	DataDir string
 	// NodeID is this node's name in Raft groups; DefaultNodeID if empty
@@ -129,160 +105,34 @@ type Watchable interface {
 	CaughtUp() bool
 }
 
-// catchUp brings a cluster member's model up to every change committed
-// anywhere before the call, for a client naming an entity this node does
-// not have yet: declared through another node a moment ago, it is
-// committed but maybe not applied here. It reports whether it caught up
-// (false on a standalone node, where the model is always current).
-//
-// Many channels may miss at once (publishes, passive declares): a caller
-// is answered by any catch-up that started after it arrived, so at most
-// one runs at a time and each caller waits for at most two.
-func (b *Broker) catchUp() bool {
-	ticket := b.catchUps.arrived.Add(1)
-	b.catchUps.mu.Lock()
-	defer b.catchUps.mu.Unlock()
-	if b.catchUps.covered >= ticket {
-		return b.catchUps.ok
-	}
-	// Every caller with a ticket up to here arrived before this one starts.
-	covers := b.catchUps.arrived.Load()
-	ok := b.catchUpOnce()
-	b.catchUps.covered, b.catchUps.ok = covers, ok
-	return ok
-}
-
-const catchUpTimeout = 10 * time.Second
-
-// catchUpOnce is one catch-up with the metadata leader.
-func (b *Broker) catchUpOnce() bool {
-	w, ok := b.store.(Watchable)
-	if !ok {
-		return false
-	}
-	// Generous: this node applies the metadata log in order, opening the
-	// replica of each queue it is a member of, so a burst of declares
-	// through another node can keep it busy for seconds.
-	ctx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
-	defer cancel()
-	if err := w.CatchUp(ctx); err != nil {
-		b.log.Debug("metadata catch-up", "err", err)
-		return false
-	}
-	return true
-}
-
-// lookAgainAfterMiss is for a lookup that missed: it reports whether the
-// caller should look again. If this node's model may be behind, it
-// catches up first (false if that fails). If not, the missing change may
-// still have reached the model between the lookup and the check (the
-// check sees an entry handed to the model meanwhile as nothing missing),
-// so a second look is worth its cost, which only a miss pays.
-func (b *Broker) lookAgainAfterMiss() bool { return !b.mayBeStale() || b.catchUp() }
-
-// mayBeStale reports whether a miss in the model (no such exchange, no
-// queue routed to) may be a change committed through another node that
-// this one has not applied yet.
-func (b *Broker) mayBeStale() bool {
-	w, ok := b.store.(Watchable)
-	return ok && w.MayBeStale()
-}
-
-// replaying reports whether the model may still be replaying the
-// metadata after a start (Watchable.CaughtUp): what it holds may have
-// been replaced long ago.
-func (b *Broker) replaying() bool {
-	w, ok := b.store.(Watchable)
-	return ok && !w.CaughtUp()
-}
-
-// catchUps coordinates catchUp's callers.
-type catchUps struct {
-	arrived atomic.Uint64 // tickets handed out
-	mu      sync.Mutex    // held while a catch-up runs
-	covered uint64        // tickets the last catch-up answered
-	ok      bool          // its outcome
-}
-
-// Seed is the initial set of users, vhosts and permissions.
-type Seed struct {
-	Users       []SeedUser
-	Vhosts      []string
-	Permissions []catalog.Permission
-}
-
-// SeedUser is a user given in the config file. Either Password (plain) or
-// PasswordHash (RabbitMQ's sha256 layout) is set.
-type SeedUser struct {
-	Name         string
-	Password     string
-	PasswordHash string
-	Tags         []string
-}
-
-// DefaultSeed is what RabbitMQ creates on a fresh node: vhost "/" and
-// guest/guest with full access to it.
-func DefaultSeed() Seed {
-	return Seed{
-		Users:       []SeedUser{{Name: "guest", Password: "guest", Tags: []string{"administrator"}}},
-		Vhosts:      []string{"/"},
-		Permissions: []catalog.Permission{{User: "guest", Vhost: "/", Configure: ".*", Write: ".*", Read: ".*"}},
-	}
-}
-
-// Broker is the node's model of users, vhosts and their contents.
+// Broker is the node's model of users, vhosts and their contents. It is
+// the shared core (store, configuration, log, lifetime) with its parts
+// embedded, so that their exported methods are the broker's API; the
+// package doc lists the parts and what each owns.
 type Broker struct {
 	log   *slog.Logger
 	store catalog.Store
 	cfg   Config
-	// catchUps shares metadata catch-ups among the callers that miss.
-	catchUps catchUps
-
-	// alarms are the resource alarms in effect across the cluster.
-	alarms *alarm.Set
-	// memory counts the node's memory, message bytes held by in-memory
-	// queues at once, and raises the memory alarm.
-	memory *queue.Budget
-	// wal holds a standalone node's replicated queues' Raft logs; nil on
-	// a cluster member, whose Cluster provides its own.
-	wal *wal.Log
-
-	// ready is closed once the model is restored, for updates from the
-	// cluster that arrive meanwhile; nil on a standalone node.
-	ready chan struct{}
+	// fresh knows whether the model may lag the replicated metadata, and
+	// catches it up (freshness.go).
+	fresh freshness
 	// ctx is done once the broker closes: it stops the policy
-	// reconciler, which closes reconciled, and the removal of transient
-	// queues (remote.go).
-	ctx        context.Context
-	stop       context.CancelFunc
-	reconciled chan struct{}
+	// reconciler and the removal of transient queues (remote.go).
+	ctx  context.Context
+	stop context.CancelFunc
 
-	mu    sync.RWMutex
-	users map[string]catalog.User
-	perms map[permKey]*permission
-	// permEpoch counts changes to users and permissions, so that what a
-	// channel cached of them is thrown away at the next change
-	// (PermissionsEpoch).
-	permEpoch atomic.Uint64
-	vhosts    map[string]*Vhost
-
-	// nodes are the drained nodes' records (nodes.go).
-	nodes nodeTable
-	// served are this node's in-memory queues other nodes reach
-	// (remote.go).
-	served servedQueues
-	// stopping is set once the node shuts down (Stopping).
-	stopping atomic.Bool
-	// revoke closes the connections of a deleted user or vhost
-	// (access.go).
-	revoke func(Revocation)
+	resources
+	accessControl
+	vhostTable
+	nodeTable
+	transientQueues
+	policyOps
+	metadataApplier
 }
 
 // DefaultNodeID is the node ID of a node that names none: a standalone
 // node's, the one its queues' groups know it by.
 const DefaultNodeID = "warren@localhost"
-
-type permKey struct{ user, vhost string }
 
 // New loads the store, seeding it on first start, and recreates every
 // durable exchange, queue and binding.
@@ -296,28 +146,16 @@ func New(cfg Config, store catalog.Store, log *slog.Logger) (*Broker, error) {
 	if cfg.LoopbackUsers == nil {
 		cfg.LoopbackUsers = []string{"guest"}
 	}
-	b := &Broker{
-		log:    log,
-		store:  store,
-		cfg:    cfg,
-		users:  make(map[string]catalog.User),
-		perms:  make(map[permKey]*permission),
-		vhosts: make(map[string]*Vhost),
-
-		reconciled: make(chan struct{}),
-	}
+	b := &Broker{log: log, store: store, cfg: cfg}
 	b.ctx, b.stop = context.WithCancel(context.Background())
-	b.alarms = alarm.NewSet(cfg.NodeID, log.With("component", "alarm"))
-	b.memory = queue.NewBudget(cfg.MemoryLimit, b.alarms.Flip(alarm.Memory))
-	if cfg.Cluster == nil {
-		// A standalone node's replicated queues share one write-ahead
-		// log (a cluster node's comes with its Cluster).
-		w, err := replica.OpenNodeWAL(cfg.DataDir, log.With("component", "wal"))
-		if err != nil {
-			return nil, fmt.Errorf("open the queues' write-ahead log: %w", err)
-		}
-		b.wal = w
-	}
+	b.fresh.init(store, log)
+	b.resources.init(cfg, log)
+	b.accessControl.init(b)
+	b.vhostTable.init(b)
+	b.nodeTable.init(store, log)
+	b.transientQueues.b = b
+	b.policyOps.init(b)
+	b.metadataApplier.b = b
 	if w, ok := store.(Watchable); ok {
 		// A cluster member: the store is the truth and other nodes write
 		// to it. Updates wait for the restore below (b.ready).
@@ -326,7 +164,6 @@ func New(cfg Config, store catalog.Store, log *slog.Logger) (*Broker, error) {
 		err := b.restore(snap)
 		close(b.ready)
 		if err != nil {
-			b.closeWAL()
 			return nil, err
 		}
 		go b.reconcile() // after restore, which fills the maps unlocked
@@ -343,244 +180,26 @@ func New(cfg Config, store catalog.Store, log *slog.Logger) (*Broker, error) {
 		err = b.restore(snap)
 	}
 	if err != nil {
-		b.closeWAL()
 		return nil, err
 	}
 	go b.reconcile() // after restore, which fills the maps unlocked
 	return b, nil
 }
 
-func (b *Broker) seed(s Seed) (*catalog.Snapshot, error) {
-	changes, err := b.seedChanges(s)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.store.Apply(changes...); err != nil {
-		return nil, fmt.Errorf("seed metadata: %w", err)
-	}
-	b.log.Info("seeded metadata on first start", "users", len(s.Users), "vhosts", len(s.Vhosts))
-	return b.store.Load()
-}
+// NodeID is this node's name (a standalone node's is DefaultNodeID).
+func (b *Broker) NodeID() string { return b.cfg.NodeID }
 
-func (b *Broker) seedChanges(s Seed) ([]catalog.Change, error) {
-	var changes []catalog.Change
-	for _, u := range s.Users {
-		hash := u.PasswordHash
-		if hash == "" && u.Password != "" {
-			hash = HashPassword(u.Password)
-		}
-		changes = append(changes, catalog.Put(catalog.User{Name: u.Name, PasswordHash: hash, Tags: u.Tags}))
-	}
-	for _, v := range s.Vhosts {
-		changes = append(changes, catalog.Put(catalog.Vhost{Name: v, DefaultQueueType: b.cfg.DefaultQueueType}))
-	}
-	for _, p := range s.Permissions {
-		if _, err := compilePermission(p); err != nil {
-			return nil, fmt.Errorf("seed permissions: %w", err)
-		}
-		changes = append(changes, catalog.Put(p))
-	}
-	return changes, nil
-}
-
-// SeedIfEmpty seeds a new cluster's metadata from the configuration (the
-// users, vhosts and permissions of Config.Seed). The node calls it on the
-// metadata leader once the cluster has formed; after that the replicated
-// store is the truth and the configuration's seed is not read again. Two
-// nodes seeding at once cannot both succeed: the first record is created
-// only if absent.
-func (b *Broker) SeedIfEmpty() error {
-	b.mu.RLock()
-	empty := len(b.vhosts) == 0 && len(b.users) == 0
-	b.mu.RUnlock()
-	if !empty {
-		return nil
-	}
-	changes, err := b.seedChanges(b.cfg.Seed)
-	if err != nil || len(changes) == 0 {
-		return err
-	}
-	changes[0].IfAbsent = true
+// commit stores changes and applies them to this node's model.
+func (b *Broker) commit(changes ...catalog.Change) error {
 	if err := b.store.Apply(changes...); err != nil {
 		if errors.Is(err, catalog.ErrExists) {
-			return nil
+			return err
 		}
-		return fmt.Errorf("seed metadata: %w", err)
+		b.log.Error("metadata store write failed", "err", err)
+		return fmt.Errorf("metadata store write failed: %w", err)
 	}
 	b.applyChanges(changes)
-	b.log.Info("seeded the cluster's metadata", "users", len(b.cfg.Seed.Users), "vhosts", len(b.cfg.Seed.Vhosts))
 	return nil
-}
-
-func compilePermission(p catalog.Permission) (*permission, error) {
-	c, err := compilePattern(p.Configure)
-	if err != nil {
-		return nil, err
-	}
-	w, err := compilePattern(p.Write)
-	if err != nil {
-		return nil, err
-	}
-	r, err := compilePattern(p.Read)
-	if err != nil {
-		return nil, err
-	}
-	return &permission{rec: p, configure: c, write: w, read: r}, nil
-}
-
-func (b *Broker) restore(snap *catalog.Snapshot) error {
-	b.resetNodes(snap.Nodes) // nodes.go
-	for _, u := range snap.Users {
-		b.users[u.Name] = u
-	}
-	for _, p := range snap.Permissions {
-		cp, err := compilePermission(p)
-		if err != nil {
-			return fmt.Errorf("load permission of %s on %s: %w", p.User, p.Vhost, err)
-		}
-		b.perms[permKey{p.User, p.Vhost}] = cp
-	}
-	for _, v := range snap.Vhosts {
-		b.vhosts[v.Name] = newVhost(b, v)
-	}
-	// Policies before what they apply to.
-	for _, p := range snap.Policies {
-		v := b.vhosts[p.Vhost]
-		if v == nil {
-			return fmt.Errorf("policy %q refers to missing vhost %q", p.Name, p.Vhost)
-		}
-		v.applyPolicy(p, false)
-	}
-	for _, x := range snap.Exchanges {
-		v := b.vhosts[x.Vhost]
-		if v == nil {
-			return fmt.Errorf("exchange %q refers to missing vhost %q", x.Name, x.Vhost)
-		}
-		if err := v.restoreExchange(x); err != nil {
-			return err
-		}
-	}
-	for _, q := range snap.Queues {
-		v := b.vhosts[q.Vhost]
-		if v == nil {
-			return fmt.Errorf("queue %q refers to missing vhost %q", q.Name, q.Vhost)
-		}
-		if err := v.restoreQueue(q); err != nil {
-			return err
-		}
-	}
-	for _, bd := range snap.Bindings {
-		v := b.vhosts[bd.Vhost]
-		if v == nil {
-			return fmt.Errorf("binding refers to missing vhost %q", bd.Vhost)
-		}
-		if err := v.restoreBinding(bd); err != nil {
-			b.log.Warn("dropping stored binding", "vhost", bd.Vhost, "source", bd.Source, "destination", bd.Destination, "err", err)
-		}
-	}
-	return nil
-}
-
-// User is an authenticated user as the connection layer sees it.
-type User struct {
-	Name string
-	Tags []string
-}
-
-// loginRefused is RabbitMQ's text for every failed login: the reason is
-// logged, never told to the client.
-func loginRefused(mechanism string) *wire.Error {
-	return wire.Errorf(wire.AccessRefused, "Login was refused using authentication mechanism %s. For details see the broker logfile.", mechanism)
-}
-
-// Authenticate checks a username and password presented with mechanism
-// from addr.
-//
-// A cluster member that may be behind (restarted a moment ago) catches up
-// before refusing: the user, or its new password, may have been committed
-// through another node, and a client told ACCESS_REFUSED gives up rather
-// than retry.
-func (b *Broker) Authenticate(mechanism, username, password string, addr net.Addr) (*User, error) {
-	u, ok := b.user(username)
-	valid := ok && u.PasswordHash != "" && CheckPassword(u.PasswordHash, password)
-	if !valid && b.lookAgainAfterMiss() {
-		u, ok = b.user(username)
-		valid = ok && u.PasswordHash != "" && CheckPassword(u.PasswordHash, password)
-	}
-	if !valid {
-		b.log.Warn("login refused: invalid credentials", "user", username, "mechanism", mechanism, "remote", addrString(addr))
-		return nil, loginRefused(mechanism)
-	}
-	if slices.Contains(b.cfg.LoopbackUsers, username) && !isLoopback(addr) {
-		b.log.Warn("login refused: user can only connect via localhost", "user", username, "remote", addrString(addr))
-		return nil, loginRefused(mechanism)
-	}
-	return &User{Name: u.Name, Tags: u.Tags}, nil
-}
-
-func addrString(a net.Addr) string {
-	if a == nil {
-		return ""
-	}
-	return a.String()
-}
-
-func isLoopback(a net.Addr) bool {
-	switch t := a.(type) {
-	case *net.TCPAddr:
-		return t.IP.IsLoopback()
-	case *net.UnixAddr:
-		return true
-	case nil:
-		return false
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-func (b *Broker) user(name string) (catalog.User, bool) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	u, ok := b.users[name]
-	return u, ok
-}
-
-// OpenVhost returns the vhost a user may use (connection.open). The
-// refusal is connection-level NOT_ALLOWED, as in RabbitMQ; a node that may
-// be behind catches up first, as Authenticate does.
-func (b *Broker) OpenVhost(u *User, name string) (*Vhost, error) {
-	v, ok, allowed := b.vhostFor(u, name)
-	if (!ok || !allowed) && b.lookAgainAfterMiss() {
-		v, ok, allowed = b.vhostFor(u, name)
-	}
-	if !ok || !allowed {
-		b.log.Warn("vhost access refused", "user", u.Name, "vhost", name, "exists", ok)
-		return nil, wire.Errorf(wire.NotAllowed, "access to vhost '%s' refused for user '%s'", name, u.Name)
-	}
-	return v, nil
-}
-
-func (b *Broker) vhostFor(u *User, name string) (v *Vhost, ok, allowed bool) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	v, ok = b.vhosts[name]
-	_, allowed = b.perms[permKey{u.Name, name}]
-	return v, ok, allowed
-}
-
-// check returns nil when u may perform a on the named resource of vhost.
-func (b *Broker) check(u *User, vhost string, a Access, kind, name string) error {
-	b.mu.RLock()
-	p := b.perms[permKey{u.Name, vhost}]
-	b.mu.RUnlock()
-	if p.allows(a, name) {
-		return nil
-	}
-	return wire.Errorf(wire.AccessRefused, "%s access to %s '%s' in vhost '%s' refused for user '%s'", a, kind, name, vhost, u.Name)
 }
 
 // queueDir is where a replicated queue keeps its Raft group: named by the
@@ -601,49 +220,6 @@ func GroupName(rec catalog.Queue) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-func (b *Broker) stopReconcile() {
-	b.stop()
-	<-b.reconciled
-}
-
-// Alarms is the node's view of the resource alarms in effect across the
-// cluster (this node's memory alarm among them; the node adds its disk
-// monitor and the other nodes' alarms).
-func (b *Broker) Alarms() *alarm.Set { return b.alarms }
-
-// Blocking is "" and nil while publishers may go on; otherwise the reason
-// connection.blocked gives and a channel closed when the alarms change
-// (alarm.Set.Blocking). Publishing connections wait on it.
-func (b *Broker) Blocking() (reason string, changed <-chan struct{}) { return b.alarms.Blocking() }
-
-// NodeID is this node's name (a standalone node's is DefaultNodeID).
-func (b *Broker) NodeID() string { return b.cfg.NodeID }
-
-// MemoryAlarm reports whether this node's memory alarm is on.
-func (b *Broker) MemoryAlarm() bool { return b.memory.On() }
-
-// MemoryUsed is the memory the node uses, as its memory alarm counts it.
-func (b *Broker) MemoryUsed() int64 { return b.memory.Used() }
-
-// MemoryHeld is the message bytes held by in-memory (classic) queues.
-func (b *Broker) MemoryHeld() int64 { return b.memory.Held() }
-
-// MemoryGauge is what the node's memory monitor feeds
-// (alarm.StartMemoryMonitor).
-func (b *Broker) MemoryGauge() alarm.MemoryGauge { return b.memory }
-
-// MemoryLimit is the memory high watermark (Config.MemoryLimit, or what
-// SetMemoryLimit set since); zero if none.
-func (b *Broker) MemoryLimit() int64 { return b.memory.Limit() }
-
-// SetMemoryLimit changes the memory high watermark until the node stops,
-// as rabbitmqctl set_vm_memory_high_watermark; zero or less is none. The
-// alarm follows at once.
-func (b *Broker) SetMemoryLimit(limit int64) {
-	b.memory.SetLimit(limit)
-	b.log.Info("memory high watermark set", "limit_bytes", limit, "used_bytes", b.memory.Used(), "held_bytes", b.memory.Held())
-}
-
 // Close stops every queue and closes the store.
 func (b *Broker) Close() error {
 	b.stopReconcile()
@@ -651,98 +227,5 @@ func (b *Broker) Close() error {
 	for _, v := range vhosts {
 		v.close()
 	}
-	return errors.Join(b.closeWAL(), b.store.Close())
-}
-
-// LogSyncs is how many times a standalone node's write-ahead log has
-// synced to disk; ok is false on a cluster member (its Cluster's log).
-func (b *Broker) LogSyncs() (syncs uint64, ok bool) {
-	if b.wal == nil {
-		return 0, false
-	}
-	return b.wal.Commits(), true
-}
-
-// closeWAL closes the standalone node's write-ahead log, once its queues
-// are closed.
-func (b *Broker) closeWAL() error {
-	if b.wal == nil {
-		return nil
-	}
-	return b.wal.Close()
-}
-
-// HasVhosts reports whether the model holds any vhost: a cluster member
-// that has not yet received the metadata has none.
-func (b *Broker) HasVhosts() bool {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return len(b.vhosts) > 0
-}
-
-// QueueSummary is one queue as operators see it.
-type QueueSummary struct {
-	Record    catalog.Queue
-	Exclusive bool
-	Engine    queue.Queue
-}
-
-// Queues lists the queues of vhost ("" for every vhost), sorted by vhost
-// and name.
-func (b *Broker) Queues(vhost string) []QueueSummary {
-	var out []QueueSummary
-	for _, v := range b.selectVhosts(vhost) {
-		v.mu.RLock()
-		for _, q := range v.queues {
-			rec := q.rec
-			rec.Vhost = v.name
-			out = append(out, QueueSummary{Record: rec, Exclusive: q.owner != 0, Engine: q.engine})
-		}
-		v.mu.RUnlock()
-	}
-	slices.SortFunc(out, func(a, b QueueSummary) int {
-		if c := strings.Compare(a.Record.Vhost, b.Record.Vhost); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Record.Name, b.Record.Name)
-	})
-	return out
-}
-
-// QueueRecord is the record of queue name in vhost. Not found on a node
-// that may be behind, it catches up and looks again (an operator's command
-// right after this node restarted must not find the queue missing).
-func (b *Broker) QueueRecord(vhost, name string) (catalog.Queue, bool) {
-	rec, ok := b.queueRecord(vhost, name)
-	if !ok && b.lookAgainAfterMiss() {
-		rec, ok = b.queueRecord(vhost, name)
-	}
-	return rec, ok
-}
-
-func (b *Broker) queueRecord(vhost, name string) (catalog.Queue, bool) {
-	v := b.vhost(vhost)
-	if v == nil {
-		return catalog.Queue{}, false
-	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	q, ok := v.queues[name]
-	if !ok {
-		return catalog.Queue{}, false
-	}
-	return q.rec, true
-}
-
-// selectVhosts is the vhost named vhost, or every vhost for "".
-func (b *Broker) selectVhosts(vhost string) []*Vhost {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	var vhosts []*Vhost
-	for name, v := range b.vhosts {
-		if vhost == "" || vhost == name {
-			vhosts = append(vhosts, v)
-		}
-	}
-	return vhosts
+	return b.store.Close()
 }

@@ -44,7 +44,7 @@ type deadLetterTarget struct {
 //
 // done is called once: nil when every target queue stored the message,
 // else an error (no such exchange, no route, a target refused it).
-func (v *Vhost) deadLetter(ctx context.Context, src *Queue, dlx deadLetterTarget, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
+func (g *exchangeGraph) deadLetter(ctx context.Context, src *Queue, dlx deadLetterTarget, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
 	keys := routingKeys(m)
 	p := m.Properties
 	p.Headers = raftq.RecordDeath(p.Headers, raftq.Death{
@@ -64,7 +64,7 @@ func (v *Vhost) deadLetter(ctx context.Context, src *Queue, dlx deadLetterTarget
 	}
 	out := &queue.Message{Exchange: dlx.exchange, RoutingKey: keys[0], Properties: p, Body: m.Body}
 
-	targets, err := v.routeDeadLetter(dlx.exchange, keys, p.Headers)
+	targets, err := g.routeDeadLetter(dlx.exchange, keys, p.Headers)
 	if err != nil {
 		done(err)
 		return
@@ -74,7 +74,7 @@ func (v *Vhost) deadLetter(ctx context.Context, src *Queue, dlx deadLetterTarget
 		kept := targets[:0]
 		for _, q := range targets {
 			if deathCycle(deaths, q.rec.Name) {
-				v.b.log.Debug("dead letter dropped: it would cycle back without a rejection", "queue", q.rec.Name, "vhost", v.name, "source", src.rec.Name)
+				g.v.b.log.Debug("dead letter dropped: it would cycle back without a rejection", "queue", q.rec.Name, "vhost", g.v.name, "source", src.rec.Name)
 				continue
 			}
 			kept = append(kept, q)
@@ -94,14 +94,14 @@ func (v *Vhost) deadLetter(ctx context.Context, src *Queue, dlx deadLetterTarget
 // routeDeadLetter finds the queues a dead letter reaches through exchange
 // name with any of keys, on through exchange-to-exchange bindings and
 // alternate exchanges. Unlike a publish, an internal exchange is fine.
-func (v *Vhost) routeDeadLetter(name string, keys []string, headers wire.Table) ([]*Queue, error) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	x, ok := v.exchanges[name]
+func (g *exchangeGraph) routeDeadLetter(name string, keys []string, headers wire.Table) ([]*Queue, error) {
+	g.v.mu.RLock()
+	defer g.v.mu.RUnlock()
+	x, ok := g.exchanges[name]
 	if !ok {
 		return nil, errNoDeadLetterExchange
 	}
-	return v.routeLocked(x, keys, headers, nil), nil
+	return g.routeLocked(x, keys, headers, nil), nil
 }
 
 // routingKeys are the keys a message was published with: its routing key,

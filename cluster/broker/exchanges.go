@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"errors"
-	"slices"
 	"strings"
 
 	"github.com/warrenmq/warren/amqp/wire"
@@ -20,6 +18,36 @@ type ExchangeDeclare struct {
 	Arguments  wire.Table
 }
 
+// exchangeGraph is a vhost's exchanges and the bindings between them and
+// to its queues, declaring and deleting them, and routing a message
+// through them. Its map and the exchanges in it are guarded by the
+// vhost's lock (v.mu): routing reads queues as well.
+type exchangeGraph struct {
+	v         *Vhost
+	exchanges map[string]*exchange
+}
+
+// predeclared are the exchanges every vhost has, as in RabbitMQ.
+var predeclared = []catalog.Exchange{
+	{Name: "", Type: ExchangeDirect, Durable: true},
+	{Name: "amq.direct", Type: ExchangeDirect, Durable: true},
+	{Name: "amq.fanout", Type: ExchangeFanout, Durable: true},
+	{Name: "amq.topic", Type: ExchangeTopic, Durable: true},
+	{Name: "amq.headers", Type: ExchangeHeaders, Durable: true},
+	{Name: "amq.match", Type: ExchangeHeaders, Durable: true},
+}
+
+// newExchangeGraph is v's exchanges when it is created: the predeclared
+// ones.
+func newExchangeGraph(v *Vhost) exchangeGraph {
+	g := exchangeGraph{v: v, exchanges: make(map[string]*exchange)}
+	for _, x := range predeclared {
+		x.Vhost = v.name
+		g.exchanges[x.Name] = newExchange(x, nil)
+	}
+	return g
+}
+
 func describeExchange(name, vhost string) string {
 	return "exchange '" + name + "' in vhost '" + vhost + "'"
 }
@@ -28,41 +56,41 @@ func describeExchange(name, vhost string) string {
 var comparedExchangeArgs = []string{"alternate-exchange"}
 
 // DeclareExchange declares (or, passively, checks) an exchange.
-func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
+func (g *exchangeGraph) DeclareExchange(u *User, d ExchangeDeclare) error {
 	if d.Name == "" {
 		return wire.Errorf(wire.AccessRefused, "operation not permitted on the default exchange")
 	}
 	if d.Passive {
 		// Permission first, as in RabbitMQ.
-		if err := v.checkAny(u, "exchange", d.Name); err != nil {
+		if err := g.v.checkAny(u, "exchange", d.Name); err != nil {
 			return err
 		}
-		v.mu.RLock()
-		_, ok := v.exchanges[d.Name]
-		v.mu.RUnlock()
-		if !ok && v.b.catchUp() {
-			v.mu.RLock()
-			_, ok = v.exchanges[d.Name]
-			v.mu.RUnlock()
+		g.v.mu.RLock()
+		_, ok := g.exchanges[d.Name]
+		g.v.mu.RUnlock()
+		if !ok && g.v.b.fresh.catchUp() {
+			g.v.mu.RLock()
+			_, ok = g.exchanges[d.Name]
+			g.v.mu.RUnlock()
 		}
 		if !ok {
-			return v.notFound("exchange", d.Name)
+			return g.v.notFound("exchange", d.Name)
 		}
 		return nil
 	}
 	if !knownExchangeType(d.Type) {
 		return wire.Errorf(wire.PreconditionFailed, "unknown exchange type '%s'", d.Type)
 	}
-	if err := v.check(u, Configure, "exchange", d.Name); err != nil {
+	if err := g.v.check(u, Configure, "exchange", d.Name); err != nil {
 		return err
 	}
-	if err := v.checkAlternate(u, d); err != nil {
+	if err := g.checkAlternate(u, d); err != nil {
 		return err
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if x, ok := v.exchanges[d.Name]; ok {
-		what := describeExchange(d.Name, v.name)
+	g.v.mu.Lock()
+	defer g.v.mu.Unlock()
+	if x, ok := g.exchanges[d.Name]; ok {
+		what := describeExchange(d.Name, g.v.name)
 		switch {
 		case x.rec.Type != d.Type:
 			return inequivalent("type", what, d.Type, x.rec.Type)
@@ -83,232 +111,108 @@ func (v *Vhost) DeclareExchange(u *User, d ExchangeDeclare) error {
 		return err
 	}
 	rec := catalog.Exchange{
-		Vhost: v.name, Name: d.Name, Type: d.Type,
+		Vhost: g.v.name, Name: d.Name, Type: d.Type,
 		Durable: d.Durable, AutoDelete: d.AutoDelete, Internal: d.Internal,
 		Arguments: argBytes,
 	}
-	if v.recordsExchange(rec) {
-		if err := v.persist(catalog.Put(rec)); err != nil {
+	if g.recordsExchange(rec) {
+		if err := g.v.persist(catalog.Put(rec)); err != nil {
 			return err
 		}
 	}
 	x := newExchange(rec, d.Arguments)
-	v.applyExchangePolicyLocked(x)
-	v.exchanges[d.Name] = x
+	g.v.applyExchangePolicyLocked(x)
+	g.exchanges[d.Name] = x
 	return nil
 }
 
 // checkAlternate checks an alternate-exchange argument as RabbitMQ's
 // exchange.declare does: it must be a longstr, and declaring needs read
 // access to the exchange and write access to the alternate one.
-func (v *Vhost) checkAlternate(u *User, d ExchangeDeclare) error {
+func (g *exchangeGraph) checkAlternate(u *User, d ExchangeDeclare) error {
 	arg, ok := d.Arguments["alternate-exchange"]
 	if !ok {
 		return nil
 	}
 	ae, ok := arg.(string)
 	if !ok {
-		return wire.Errorf(wire.PreconditionFailed, "invalid type '%s' for arg '%s' in %s", typeName(arg), "alternate-exchange", describeExchange(d.Name, v.name))
+		return wire.Errorf(wire.PreconditionFailed, "invalid type '%s' for arg '%s' in %s", typeName(arg), "alternate-exchange", describeExchange(d.Name, g.v.name))
 	}
-	if err := v.check(u, Read, "exchange", d.Name); err != nil {
+	if err := g.v.check(u, Read, "exchange", d.Name); err != nil {
 		return err
 	}
 	if ae == "" {
 		ae = "amq.default"
 	}
-	return v.check(u, Write, "exchange", ae)
+	return g.v.check(u, Write, "exchange", ae)
 }
 
-func (v *Vhost) restoreExchange(rec catalog.Exchange) error {
+func (g *exchangeGraph) restoreExchange(rec catalog.Exchange) error {
 	args, err := decodeTable(rec.Arguments)
 	if err != nil {
 		return err
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	g.v.mu.Lock()
+	defer g.v.mu.Unlock()
 	x := newExchange(rec, args)
-	v.applyExchangePolicyLocked(x)
-	v.exchanges[rec.Name] = x
+	g.v.applyExchangePolicyLocked(x)
+	g.exchanges[rec.Name] = x
 	return nil
 }
 
 // DeleteExchange deletes an exchange and its bindings. Deleting one that
 // does not exist succeeds, as in RabbitMQ.
-func (v *Vhost) DeleteExchange(u *User, name string, ifUnused bool) error {
+func (g *exchangeGraph) DeleteExchange(u *User, name string, ifUnused bool) error {
 	if name == "" {
 		return wire.Errorf(wire.AccessRefused, "operation not permitted on the default exchange")
 	}
 	if strings.HasPrefix(name, "amq.") {
-		return wire.Errorf(wire.AccessRefused, "deletion of system exchange '%s' in vhost '%s' not allowed", name, v.name)
+		return wire.Errorf(wire.AccessRefused, "deletion of system exchange '%s' in vhost '%s' not allowed", name, g.v.name)
 	}
-	if err := v.check(u, Configure, "exchange", name); err != nil {
+	if err := g.v.check(u, Configure, "exchange", name); err != nil {
 		return err
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	x, ok := v.exchanges[name]
+	g.v.mu.Lock()
+	defer g.v.mu.Unlock()
+	x, ok := g.exchanges[name]
 	if !ok {
 		return nil
 	}
 	if ifUnused && len(x.bindings) > 0 {
-		return wire.Errorf(wire.PreconditionFailed, "%s in use", describeExchange(name, v.name))
+		return wire.Errorf(wire.PreconditionFailed, "%s in use", describeExchange(name, g.v.name))
 	}
-	return v.persist(v.dropExchangeLocked(x)...)
+	return g.v.persist(g.dropExchangeLocked(x)...)
 }
 
 // dropExchangeLocked unlinks x, the bindings leaving it and those
 // arriving at it, and returns the store changes that go with it. An
 // auto-delete source left without bindings goes too, as in RabbitMQ.
 // v.mu is held.
-func (v *Vhost) dropExchangeLocked(x *exchange) []catalog.Change {
-	if v.exchanges[x.rec.Name] != x {
+func (g *exchangeGraph) dropExchangeLocked(x *exchange) []catalog.Change {
+	if g.exchanges[x.rec.Name] != x {
 		return nil // already dropped (auto-delete cascade round a cycle)
 	}
-	delete(v.exchanges, x.rec.Name)
+	delete(g.exchanges, x.rec.Name)
 	var changes []catalog.Change
 	for _, b := range x.bindings {
-		if c, ok := v.unbindLocked(x, b); ok {
+		if c, ok := g.unbindLocked(x, b); ok {
 			changes = append(changes, c)
 		}
 	}
 	var emptied []*exchange
 	for b, src := range x.incoming {
-		if c, ok := v.unbindLocked(src, b); ok {
+		if c, ok := g.unbindLocked(src, b); ok {
 			changes = append(changes, c)
 		}
 		if src.rec.AutoDelete && len(src.bindings) == 0 {
 			emptied = append(emptied, src)
 		}
 	}
-	if v.recordsExchange(x.rec) {
+	if g.recordsExchange(x.rec) {
 		changes = append(changes, catalog.Del(x.rec))
 	}
 	for _, src := range emptied {
-		changes = append(changes, v.dropExchangeLocked(src)...)
+		changes = append(changes, g.dropExchangeLocked(src)...)
 	}
 	return changes
-}
-
-// Route appends to out the queues a message published to exchangeName
-// reaches. keys are its routing keys: the routing key, then those of its
-// CC and BCC headers (see RoutingKeys); headers are its headers, for
-// headers exchanges. The exchange must exist and not be internal.
-//
-// On a cluster every node routes from its own copy of the metadata. A
-// miss (no such exchange, or no queue reached) while that copy may be
-// behind (meta.Store.MayBeStale) first catches up with the metadata
-// leader and routes again: a client that declared and bound through
-// another node a moment ago must not have its confirmed publishes dropped
-// as unroutable. It happened when the metadata leader stopped right after
-// a declaration: the other nodes learnt of it seconds later, from the
-// next leader (found by jepsen/).
-//
-// If that catch-up fails (no metadata leader within reach: a partition),
-// a message that reached no queue through an existing exchange gets
-// ErrRouteUncertain rather than being taken as unroutable: confirming it
-// would drop a message whose queue may well exist.
-func (v *Vhost) Route(exchangeName string, keys []string, headers wire.Table, out []*Queue) ([]*Queue, error) {
-	n := len(out)
-	out, found, err := v.route(exchangeName, keys, headers, out)
-	if found && (err != nil || len(out) > n) {
-		return out, err
-	}
-	// Routed again after a catch-up, or at once when nothing may be
-	// behind: the change missed may have reached the model since the
-	// first attempt (lookAgainAfterMiss).
-	if v.b.mayBeStale() && !v.b.catchUp() {
-		if found {
-			err = ErrRouteUncertain
-		}
-		return out, err
-	}
-	out, _, err = v.route(exchangeName, keys, headers, out[:n])
-	return out, err
-}
-
-// ErrRouteUncertain: a message reached no queue on a node whose metadata
-// may be behind and that could not catch up. The publisher gets
-// basic.nack: it may have been routable.
-var ErrRouteUncertain = errors.New("broker: no queue reached, and this node's metadata may be behind (the metadata leader is out of reach)")
-
-// route is one routing attempt; found says the exchange exists.
-func (v *Vhost) route(exchangeName string, keys []string, headers wire.Table, out []*Queue) ([]*Queue, bool, error) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	x, ok := v.exchanges[exchangeName]
-	if !ok {
-		return out, false, v.notFound("exchange", exchangeName)
-	}
-	if x.rec.Internal {
-		return out, true, wire.Errorf(wire.AccessRefused, "cannot publish to internal %s", describeExchange(exchangeName, v.name))
-	}
-	return v.routeLocked(x, keys, headers, out), true, nil
-}
-
-// routeLocked routes through x, on through exchange-to-exchange bindings
-// and alternate exchanges. Without either, nothing is allocated beyond
-// out's growth. v.mu is held (read).
-func (v *Vhost) routeLocked(x *exchange, keys []string, headers wire.Table, out []*Queue) []*Queue {
-	if x.isDefault() {
-		return v.routeDefaultLocked(keys, out)
-	}
-	out, xs, matched := x.route(keys, headers, out, nil)
-	if len(xs) == 0 && (matched || x.alternate == "") {
-		return out
-	}
-	return v.routeOnLocked(x, matched, xs, keys, headers, out)
-}
-
-// routeDefaultLocked routes through the default exchange: to the queue
-// named by each key.
-func (v *Vhost) routeDefaultLocked(keys []string, out []*Queue) []*Queue {
-	for _, k := range keys {
-		if q, ok := v.queues[k]; ok {
-			out = appendUnique(out, q)
-		}
-	}
-	return out
-}
-
-// routeOnLocked carries on from exchange x, which routed to the exchanges
-// in work (matched: x had a matching binding at all), as RabbitMQ's
-// rabbit_exchange:route/3 does: every exchange reached routes the message
-// in turn, each at most once (so cycles end), and an exchange that
-// matches no binding hands the message to its alternate exchange, if
-// that exists. Queues are collected once each.
-func (v *Vhost) routeOnLocked(x *exchange, matched bool, work []*exchange, keys []string, headers wire.Table, out []*Queue) []*Queue {
-	seen := []*exchange{x}
-	if !matched && x.alternate != "" {
-		if ae, ok := v.exchanges[x.alternate]; ok {
-			work = append(work, ae)
-		}
-	}
-	var next []*exchange
-	for len(work) > 0 {
-		y := work[len(work)-1]
-		work = work[:len(work)-1]
-		if slices.Contains(seen, y) {
-			continue
-		}
-		seen = append(seen, y)
-		if y.isDefault() {
-			out = v.routeDefaultLocked(keys, out)
-			continue
-		}
-		var m bool
-		out, next, m = y.route(keys, headers, out, next[:0])
-		work = append(work, next...)
-		if !m && y.alternate != "" {
-			if ae, ok := v.exchanges[y.alternate]; ok {
-				work = append(work, ae)
-			}
-		}
-	}
-	return out
-}
-
-// CheckPublish checks that u may publish to exchangeName (write access).
-// The channel caches the answer per exchange.
-func (v *Vhost) CheckPublish(u *User, exchangeName string) error {
-	return v.check(u, Write, "exchange", exchangeName)
 }

@@ -75,24 +75,24 @@ func parseLimits(definition string, known ...string) (map[string]int64, error) {
 // SetVhostLimits replaces vhost's limits (ParseVhostLimits) and returns
 // once the change is committed; every node enforces them from then on.
 // Connections and queues already over a new limit stay.
-func (b *Broker) SetVhostLimits(vhost string, limits map[string]int64) error {
-	v := b.vhost(vhost)
+func (t *vhostTable) SetVhostLimits(vhost string, limits map[string]int64) error {
+	v := t.vhost(vhost)
 	if v == nil {
 		return fmt.Errorf("%w: %s", ErrNoVhost, vhost)
 	}
 	if len(limits) == 0 {
 		limits = nil
 	}
-	if err := b.commit(catalog.Put(catalog.Vhost{Name: vhost, DefaultQueueType: v.defaultQueueType, Limits: limits})); err != nil {
+	if err := t.b.commit(catalog.Put(catalog.Vhost{Name: vhost, DefaultQueueType: v.defaultQueueType, Limits: limits})); err != nil {
 		return err
 	}
-	b.log.Info("vhost limits set", "vhost", vhost, "limits", limits)
+	t.b.log.Info("vhost limits set", "vhost", vhost, "limits", limits)
 	return nil
 }
 
 // VhostLimits are vhost's limits; nil if it has none (or no such vhost).
-func (b *Broker) VhostLimits(vhost string) map[string]int64 {
-	v := b.vhost(vhost)
+func (t *vhostTable) VhostLimits(vhost string) map[string]int64 {
+	v := t.vhost(vhost)
 	if v == nil {
 		return nil
 	}
@@ -122,20 +122,20 @@ func (v *Vhost) checkQueueLimitLocked(name string) error {
 // SetUserLimits replaces user's limits (ParseUserLimits) and returns once
 // the change is committed. Connections and channels already over a new
 // limit stay.
-func (b *Broker) SetUserLimits(user string, limits map[string]int64) error {
+func (a *accessControl) SetUserLimits(user string, limits map[string]int64) error {
 	if len(limits) == 0 {
 		limits = nil
 	}
-	if err := b.updateUser(user, func(u *catalog.User) { u.Limits = limits }); err != nil {
+	if err := a.updateUser(user, func(u *catalog.User) { u.Limits = limits }); err != nil {
 		return err
 	}
-	b.log.Info("user limits set", "user", user, "limits", limits)
+	a.b.log.Info("user limits set", "user", user, "limits", limits)
 	return nil
 }
 
 // UserLimit is user's limit key and whether it has one.
-func (b *Broker) UserLimit(user, key string) (int64, bool) {
-	u, ok := b.user(user)
+func (a *accessControl) UserLimit(user, key string) (int64, bool) {
+	u, ok := a.user(user)
 	if !ok {
 		return 0, false
 	}
@@ -145,11 +145,11 @@ func (b *Broker) UserLimit(user, key string) (int64, bool) {
 
 // ClearUserLimit removes user's limit named limit, or every one for
 // "all", as rabbitmqctl clear_user_limits.
-func (b *Broker) ClearUserLimit(user, limit string) error {
+func (a *accessControl) ClearUserLimit(user, limit string) error {
 	if limit != "all" && limit != LimitMaxConnections && limit != LimitMaxChannels {
 		return invalidAccess("no such limit '%s' (max-connections, max-channels or all)", limit)
 	}
-	u, ok := b.user(user)
+	u, ok := a.user(user)
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrNoUser, user)
 	}
@@ -159,5 +159,5 @@ func (b *Broker) ClearUserLimit(user, limit string) error {
 	} else {
 		delete(limits, limit)
 	}
-	return b.SetUserLimits(user, limits)
+	return a.SetUserLimits(user, limits)
 }

@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/warrenmq/warren/amqp/wire"
+	"github.com/warrenmq/warren/cluster/catalog"
+	"github.com/warrenmq/warren/raftq/queue"
 )
 
 // What an operator lists and does to a vhost's exchanges, bindings and
@@ -102,4 +105,58 @@ func (b *Broker) PurgeQueue(vhost, name string) (uint32, error) {
 		b.log.Info("queue purged by an operator", "vhost", vhost, "queue", name, "messages", n)
 	}
 	return n, err
+}
+
+// QueueSummary is one queue as operators see it.
+type QueueSummary struct {
+	Record    catalog.Queue
+	Exclusive bool
+	Engine    queue.Queue
+}
+
+// Queues lists the queues of vhost ("" for every vhost), sorted by vhost
+// and name.
+func (b *Broker) Queues(vhost string) []QueueSummary {
+	var out []QueueSummary
+	for _, v := range b.selectVhosts(vhost) {
+		v.mu.RLock()
+		for _, q := range v.queues {
+			rec := q.rec
+			rec.Vhost = v.name
+			out = append(out, QueueSummary{Record: rec, Exclusive: q.owner != 0, Engine: q.engine})
+		}
+		v.mu.RUnlock()
+	}
+	slices.SortFunc(out, func(a, b QueueSummary) int {
+		if c := strings.Compare(a.Record.Vhost, b.Record.Vhost); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Record.Name, b.Record.Name)
+	})
+	return out
+}
+
+// QueueRecord is the record of queue name in vhost. Not found on a node
+// that may be behind, it catches up and looks again (an operator's command
+// right after this node restarted must not find the queue missing).
+func (b *Broker) QueueRecord(vhost, name string) (catalog.Queue, bool) {
+	rec, ok := b.queueRecord(vhost, name)
+	if !ok && b.fresh.lookAgainAfterMiss() {
+		rec, ok = b.queueRecord(vhost, name)
+	}
+	return rec, ok
+}
+
+func (b *Broker) queueRecord(vhost, name string) (catalog.Queue, bool) {
+	v := b.vhost(vhost)
+	if v == nil {
+		return catalog.Queue{}, false
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	q, ok := v.queues[name]
+	if !ok {
+		return catalog.Queue{}, false
+	}
+	return q.rec, true
 }

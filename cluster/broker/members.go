@@ -52,15 +52,15 @@ func (b *Broker) SetQueueMembers(vhost, name, id string, members []string, leade
 
 // applyMembers makes rec, the same queue's record with other members, q's
 // record, and tells q's engine when its members changed.
-func (v *Vhost) applyMembers(q *Queue, rec catalog.Queue) {
-	v.mu.Lock()
-	if v.queues[q.rec.Name] != q {
-		v.mu.Unlock()
+func (qt *queueTable) applyMembers(q *Queue, rec catalog.Queue) {
+	qt.v.mu.Lock()
+	if qt.queues[q.rec.Name] != q {
+		qt.v.mu.Unlock()
 		return
 	}
 	changed := !slices.Equal(q.rec.Members, rec.Members)
 	q.rec.Members, q.rec.Leader = rec.Members, rec.Leader
-	v.mu.Unlock()
+	qt.v.mu.Unlock()
 	if mc, ok := q.engine.(MembersChanger); ok && changed {
 		mc.MembersChanged(rec.Members)
 	}

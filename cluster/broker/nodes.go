@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -11,16 +12,24 @@ import (
 // Node records: the operator's maintenance state of each node (warrenctl
 // drain). They live in the replicated store like policies, so every
 // node's placement reads the same set. Like v.persist, SetDraining holds
-// nodesMu across the commit and the model's update, so that a remote
-// change committed after this one (applied by the subscriber under the
-// same lock) lands after it.
+// the table's lock across the commit and the model's update, so that a
+// remote change committed after this one (applied by the subscriber under
+// the same lock) lands after it.
 
-// nodeTable is the broker's copy of the node records.
+// nodeTable is the broker's copy of the node records, under a lock of
+// its own.
 type nodeTable struct {
+	store catalog.Store
+	log   *slog.Logger
+
 	mu    sync.RWMutex
 	nodes map[string]catalog.Node
 	// onChange is OnDrainChange's function.
 	onChange func(node string, draining bool)
+}
+
+func (t *nodeTable) init(store catalog.Store, log *slog.Logger) {
+	t.store, t.log = store, log
 }
 
 // apply applies a node record and reports whether the node's drained
@@ -42,33 +51,33 @@ func (t *nodeTable) apply(rec catalog.Node, del bool) (changed bool) {
 // this node's model, whoever committed it: the drained node keeps its
 // queue members out of elections from that moment, not from its
 // maintenance loop's next turn. fn must not block.
-func (b *Broker) OnDrainChange(fn func(node string, draining bool)) {
-	b.nodes.mu.Lock()
-	b.nodes.onChange = fn
-	b.nodes.mu.Unlock()
+func (t *nodeTable) OnDrainChange(fn func(node string, draining bool)) {
+	t.mu.Lock()
+	t.onChange = fn
+	t.mu.Unlock()
 }
 
 // applyNode applies a committed node record to the model.
-func (b *Broker) applyNode(rec catalog.Node, del bool) {
-	b.nodes.mu.Lock()
-	changed := b.nodes.apply(rec, del)
-	fn := b.nodes.onChange
-	b.nodes.mu.Unlock()
+func (t *nodeTable) applyNode(rec catalog.Node, del bool) {
+	t.mu.Lock()
+	changed := t.apply(rec, del)
+	fn := t.onChange
+	t.mu.Unlock()
 	if changed && fn != nil {
 		fn(rec.Name, rec.Draining && !del)
 	}
 }
 
 // resetNodes replaces the node records with a snapshot's.
-func (b *Broker) resetNodes(recs []catalog.Node) {
-	b.nodes.mu.Lock()
-	was := b.nodes.nodes
-	b.nodes.nodes = nil
+func (t *nodeTable) resetNodes(recs []catalog.Node) {
+	t.mu.Lock()
+	was := t.nodes
+	t.nodes = nil
 	for _, r := range recs {
-		b.nodes.apply(r, false)
+		t.apply(r, false)
 	}
-	now, fn := b.nodes.nodes, b.nodes.onChange
-	b.nodes.mu.Unlock()
+	now, fn := t.nodes, t.onChange
+	t.mu.Unlock()
 	if fn == nil {
 		return
 	}
@@ -86,7 +95,7 @@ func (b *Broker) resetNodes(recs []catalog.Node) {
 
 // SetDraining records that node is (or is no longer) drained, and returns
 // once the change is committed.
-func (b *Broker) SetDraining(node string, draining bool) error {
+func (t *nodeTable) SetDraining(node string, draining bool) error {
 	if node == "" {
 		return fmt.Errorf("a node name is required")
 	}
@@ -95,15 +104,15 @@ func (b *Broker) SetDraining(node string, draining bool) error {
 	if !draining {
 		c = catalog.Del(rec)
 	}
-	b.nodes.mu.Lock()
-	if err := b.store.Apply(c); err != nil {
-		b.nodes.mu.Unlock()
+	t.mu.Lock()
+	if err := t.store.Apply(c); err != nil {
+		t.mu.Unlock()
 		return err
 	}
-	changed := b.nodes.apply(rec, !draining)
-	fn := b.nodes.onChange
-	b.nodes.mu.Unlock()
-	b.log.Info("node maintenance state set", "node", node, "draining", draining)
+	changed := t.apply(rec, !draining)
+	fn := t.onChange
+	t.mu.Unlock()
+	t.log.Info("node maintenance state set", "node", node, "draining", draining)
 	if changed && fn != nil {
 		fn(node, draining)
 	}
@@ -111,18 +120,18 @@ func (b *Broker) SetDraining(node string, draining bool) error {
 }
 
 // Draining reports whether node is drained.
-func (b *Broker) Draining(node string) bool {
-	b.nodes.mu.RLock()
-	defer b.nodes.mu.RUnlock()
-	return b.nodes.nodes[node].Draining
+func (t *nodeTable) Draining(node string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.nodes[node].Draining
 }
 
 // DrainingNodes are the drained nodes, sorted.
-func (b *Broker) DrainingNodes() []string {
-	b.nodes.mu.RLock()
-	defer b.nodes.mu.RUnlock()
-	out := make([]string, 0, len(b.nodes.nodes))
-	for n := range b.nodes.nodes {
+func (t *nodeTable) DrainingNodes() []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]string, 0, len(t.nodes))
+	for n := range t.nodes {
 		out = append(out, n)
 	}
 	slices.Sort(out)

@@ -538,30 +538,6 @@ func effectiveArgs(typ string, args wire.Table, pol, op *policy) wire.Table {
 	return out
 }
 
-// TargetGroupSize is the size quorum queue rec is to be grown to by
-// membership reconciliation, as rabbit_quorum_queue_periodic_membership_
-// reconciliation:get_target_size/1 computes it: the larger of its
-// x-quorum-target-group-size argument and the target-group-size of the
-// policies that apply (policy and operator policy merged: the larger).
-// 0 means no target: the queue is not reconciled (RabbitMQ does not fall
-// back to x-quorum-initial-group-size).
-func (b *Broker) TargetGroupSize(rec catalog.Queue) int {
-	args, _ := decodeTable(rec.Arguments)
-	n, _ := asInt(args["x-quorum-target-group-size"])
-	if v := b.vhost(rec.Vhost); v != nil {
-		v.mu.RLock()
-		pol, op := v.queuePoliciesLocked(rec.Name, rec.Type)
-		pv, ok := policyValue("target-group-size", pol, op)
-		v.mu.RUnlock()
-		if ok {
-			if p, ok := asInt(pv); ok {
-				n = max(n, p)
-			}
-		}
-	}
-	return int(max(n, 0))
-}
-
 // maxExpiry is ten years in milliseconds (rabbit_misc:check_expiry/1).
 const maxExpiry = 315_360_000_000
 

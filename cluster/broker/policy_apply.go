@@ -3,9 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/catalog"
@@ -33,123 +30,104 @@ import (
 // configuration. A queue restored or declared with a policy applying
 // starts with pushedVer behind, so its leader sends the effective
 // arguments through the log once and every replica ends up with them.
+// vhostPolicies are a vhost's policies and operator policies by name,
+// and carrying them to its queues and exchanges. Guarded by the vhost's
+// lock (v.mu): a change recomputes every queue's and exchange's
+// arguments at once.
+type vhostPolicies struct {
+	v          *Vhost
+	policies   map[string]*policy
+	opPolicies map[string]*policy
+}
 
 // reconfigurer is a queue engine whose running configuration can change:
 // it takes the queue's whole effective x-arguments.
 type reconfigurer interface{ Reconfigure(args wire.Table) error }
 
-// reconcileInterval is how often a node looks for queues it leads whose
-// configuration it has not handed over yet.
-const reconcileInterval = 2 * time.Second
-
-// SetPolicy creates or replaces a policy (or operator policy), after
-// validating it as RabbitMQ does. It returns once the change is committed
-// and applied to this node's model; queues are reconfigured after that,
-// asynchronously, as in RabbitMQ.
-func (b *Broker) SetPolicy(d PolicyDef) error {
-	if d.ApplyTo == "" {
-		d.ApplyTo = ApplyToAll
+// putPolicy commits rec, then makes p, its compiled form, one of the
+// vhost's policies and recomputes what the policies give every queue and
+// exchange. It returns the queues whose arguments changed, for
+// pushConfigs.
+func (vp *vhostPolicies) putPolicy(rec catalog.Policy, p *policy) ([]*Queue, error) {
+	vp.v.mu.Lock()
+	defer vp.v.mu.Unlock()
+	if err := vp.v.persist(catalog.Put(rec)); err != nil {
+		return nil, err
 	}
-	if err := validatePolicy(&d, b.cfg.DenyQueueMasterLocator); err != nil {
-		return err
-	}
-	v := b.vhost(d.Vhost)
-	if v == nil {
-		return policyErrorf("no_such_vhost: %s", d.Vhost)
-	}
-	rec, err := policyRecord(d)
-	if err != nil {
-		return err
-	}
-	p, err := compilePolicy(rec)
-	if err != nil {
-		return err
-	}
-	v.mu.Lock()
-	if err := v.persist(catalog.Put(rec)); err != nil {
-		v.mu.Unlock()
-		return err
-	}
-	v.policySet(rec.Operator)[rec.Name] = p
-	changed := v.refreshPoliciesLocked()
-	v.mu.Unlock()
-	v.b.log.Info("policy set", "vhost", d.Vhost, "name", d.Name, "operator", d.Operator, "pattern", d.Pattern, "apply_to", d.ApplyTo, "priority", d.Priority)
-	v.pushConfigs(changed)
-	return nil
+	vp.policySet(rec.Operator)[rec.Name] = p
+	return vp.refreshPoliciesLocked(), nil
 }
 
-// ClearPolicy deletes a policy (or operator policy); ErrNoPolicy if there
-// is none of that name.
-func (b *Broker) ClearPolicy(vhost, name string, operator bool) error {
-	v := b.vhost(vhost)
-	if v == nil {
-		return policyErrorf("no_such_vhost: %s", vhost)
-	}
-	v.mu.Lock()
-	set := v.policySet(operator)
+// deletePolicy commits the deletion of the policy (or operator policy)
+// name, then removes it as putPolicy adds one; ErrNoPolicy if there is
+// none.
+func (vp *vhostPolicies) deletePolicy(name string, operator bool) ([]*Queue, error) {
+	vp.v.mu.Lock()
+	defer vp.v.mu.Unlock()
+	set := vp.policySet(operator)
 	p, ok := set[name]
 	if !ok {
-		v.mu.Unlock()
-		return ErrNoPolicy
+		return nil, ErrNoPolicy
 	}
-	if err := v.persist(catalog.Del(p.rec)); err != nil {
-		v.mu.Unlock()
-		return err
+	if err := vp.v.persist(catalog.Del(p.rec)); err != nil {
+		return nil, err
 	}
 	delete(set, name)
-	changed := v.refreshPoliciesLocked()
-	v.mu.Unlock()
-	v.b.log.Info("policy cleared", "vhost", vhost, "name", name, "operator", operator)
-	v.pushConfigs(changed)
-	return nil
+	return vp.refreshPoliciesLocked(), nil
 }
 
-// Policies lists the policies (or operator policies) of vhost ("" for
-// every vhost): by vhost, then by priority from lowest to highest as
-// rabbitmqctl list_policies does (rabbit_policy:sort_by_priority/1), then
-// by name.
-func (b *Broker) Policies(vhost string, operator bool) []PolicyDef {
+// policyViews are the vhost's policies (or operator policies) as
+// operators list them, in no order.
+func (vp *vhostPolicies) policyViews(operator bool) []PolicyDef {
+	vp.v.mu.RLock()
+	defer vp.v.mu.RUnlock()
 	var out []PolicyDef
-	for _, v := range b.selectVhosts(vhost) {
-		v.mu.RLock()
-		for _, p := range v.policySet(operator) {
-			out = append(out, p.view())
-		}
-		v.mu.RUnlock()
+	for _, p := range vp.policySet(operator) {
+		out = append(out, p.view())
 	}
-	slices.SortFunc(out, func(a, b PolicyDef) int {
-		if c := strings.Compare(a.Vhost, b.Vhost); c != 0 {
-			return c
-		}
-		if a.Priority != b.Priority {
-			return a.Priority - b.Priority
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
 	return out
 }
 
-// QueuePolicies names the policy and operator policy that apply to a
-// queue ("" for none) and its effective arguments.
-func (b *Broker) QueuePolicies(vhost, name string) (policy, operatorPolicy string, effective wire.Table, ok bool) {
-	v := b.vhost(vhost)
-	if v == nil {
-		return "", "", nil, false
-	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	q, ok := v.queues[name]
+// queuePolicies names the policy and operator policy that apply to queue
+// name ("" for none), and gives its effective arguments.
+func (vp *vhostPolicies) queuePolicies(name string) (policy, operatorPolicy string, effective wire.Table, ok bool) {
+	vp.v.mu.RLock()
+	defer vp.v.mu.RUnlock()
+	q, ok := vp.v.queues[name]
 	if !ok {
 		return "", "", nil, false
 	}
 	return q.policy, q.opPolicy, q.eff, true
 }
 
-func (v *Vhost) policySet(operator bool) map[string]*policy {
-	if operator {
-		return v.opPolicies
+// queuePolicyValue is the value of key that the policies applying to a
+// queue named name of type typ give it, merged (policyValue).
+func (vp *vhostPolicies) queuePolicyValue(name, typ, key string) (any, bool) {
+	vp.v.mu.RLock()
+	defer vp.v.mu.RUnlock()
+	pol, op := vp.queuePoliciesLocked(name, typ)
+	return policyValue(key, pol, op)
+}
+
+// unpushed are the queues whose current arguments this node has not
+// handed over, and is not handing over now (the reconcile loop's).
+func (vp *vhostPolicies) unpushed() []*Queue {
+	vp.v.mu.RLock()
+	defer vp.v.mu.RUnlock()
+	var stale []*Queue
+	for _, q := range vp.v.queues {
+		if q.pushedVer != q.effVer && !q.pushing {
+			stale = append(stale, q)
+		}
 	}
-	return v.policies
+	return stale
+}
+
+func (vp *vhostPolicies) policySet(operator bool) map[string]*policy {
+	if operator {
+		return vp.opPolicies
+	}
+	return vp.policies
 }
 
 func (p *policy) view() PolicyDef {
@@ -162,33 +140,33 @@ func (p *policy) view() PolicyDef {
 
 // applyPolicy applies a policy change another node committed (or a
 // restore). Idempotent.
-func (v *Vhost) applyPolicy(rec catalog.Policy, del bool) {
+func (vp *vhostPolicies) applyPolicy(rec catalog.Policy, del bool) {
 	var p *policy
 	if !del {
 		var err error
 		if p, err = compilePolicy(rec); err != nil {
-			v.b.log.Warn("ignoring replicated policy", "vhost", v.name, "policy", rec.Name, "err", err)
+			vp.v.b.log.Warn("ignoring replicated policy", "vhost", vp.v.name, "policy", rec.Name, "err", err)
 			return
 		}
 	}
-	v.mu.Lock()
-	set := v.policySet(rec.Operator)
+	vp.v.mu.Lock()
+	set := vp.policySet(rec.Operator)
 	old, had := set[rec.Name]
 	switch {
 	case del && !had:
-		v.mu.Unlock()
+		vp.v.mu.Unlock()
 		return
 	case del:
 		delete(set, rec.Name)
 	case had && samePolicy(old.rec, rec):
-		v.mu.Unlock()
+		vp.v.mu.Unlock()
 		return
 	default:
 		set[rec.Name] = p
 	}
-	changed := v.refreshPoliciesLocked()
-	v.mu.Unlock()
-	v.pushConfigs(changed)
+	changed := vp.refreshPoliciesLocked()
+	vp.v.mu.Unlock()
+	vp.pushConfigs(changed)
 }
 
 func samePolicy(a, b catalog.Policy) bool {
@@ -197,15 +175,15 @@ func samePolicy(a, b catalog.Policy) bool {
 
 // queuePoliciesLocked returns the policy and operator policy that apply to
 // a queue. v.mu is held.
-func (v *Vhost) queuePoliciesLocked(name, typ string) (pol, op *policy) {
+func (vp *vhostPolicies) queuePoliciesLocked(name, typ string) (pol, op *policy) {
 	m := func(p *policy) bool { return p.matchesQueue(name, typ) }
-	return pick(v.policies, m), pick(v.opPolicies, m)
+	return pick(vp.policies, m), pick(vp.opPolicies, m)
 }
 
 // effectiveArgsLocked is what a queue named name of type typ declared
 // with args runs with. v.mu is held.
-func (v *Vhost) effectiveArgsLocked(name, typ string, args wire.Table) wire.Table {
-	pol, op := v.queuePoliciesLocked(name, typ)
+func (vp *vhostPolicies) effectiveArgsLocked(name, typ string, args wire.Table) wire.Table {
+	pol, op := vp.queuePoliciesLocked(name, typ)
 	return effectiveArgs(typ, args, pol, op)
 }
 
@@ -232,16 +210,16 @@ func (q *Queue) setPolicyState(pol, op *policy, eff wire.Table) bool {
 // refreshPoliciesLocked recomputes every queue's effective arguments and
 // every exchange's alternate exchange after a policy change, and returns
 // the queues whose arguments changed. v.mu is held.
-func (v *Vhost) refreshPoliciesLocked() []*Queue {
+func (vp *vhostPolicies) refreshPoliciesLocked() []*Queue {
 	var changed []*Queue
-	for _, q := range v.queues {
-		pol, op := v.queuePoliciesLocked(q.rec.Name, q.rec.Type)
-		if q.setPolicyState(pol, op, v.runnableArgs(q, effectiveArgs(q.rec.Type, q.args, pol, op))) {
+	for _, q := range vp.v.queues {
+		pol, op := vp.queuePoliciesLocked(q.rec.Name, q.rec.Type)
+		if q.setPolicyState(pol, op, vp.runnableArgs(q, effectiveArgs(q.rec.Type, q.args, pol, op))) {
 			changed = append(changed, q)
 		}
 	}
-	for _, x := range v.exchanges {
-		v.applyExchangePolicyLocked(x)
+	for _, x := range vp.v.exchanges {
+		vp.applyExchangePolicyLocked(x)
 	}
 	return changed
 }
@@ -249,7 +227,7 @@ func (v *Vhost) refreshPoliciesLocked() []*Queue {
 // runnableArgs is eff when the queue's rules accept it, else the queue's
 // declared arguments: policies are validated key by key, and a
 // combination the queue refuses leaves it as declared (logged).
-func (v *Vhost) runnableArgs(q *Queue, eff wire.Table) wire.Table {
+func (vp *vhostPolicies) runnableArgs(q *Queue, eff wire.Table) wire.Table {
 	var err error
 	if q.rec.Type == QueueTypeQuorum {
 		_, err = raftq.ParseConfig(map[string]any(eff))
@@ -257,7 +235,7 @@ func (v *Vhost) runnableArgs(q *Queue, eff wire.Table) wire.Table {
 		_, _, err = classic.ParseConfig(eff)
 	}
 	if err != nil {
-		v.b.log.Warn("queue refuses the arguments its policies give; it keeps its own", "vhost", v.name, "queue", q.rec.Name, "err", err)
+		vp.v.b.log.Warn("queue refuses the arguments its policies give; it keeps its own", "vhost", vp.v.name, "queue", q.rec.Name, "err", err)
 		return q.args
 	}
 	return eff
@@ -266,13 +244,13 @@ func (v *Vhost) runnableArgs(q *Queue, eff wire.Table) wire.Table {
 // applyExchangePolicyLocked sets x's effective alternate exchange: its
 // alternate-exchange argument if it has one, else the policy's
 // (rabbit_exchange via rabbit_policy:get_arg/3). v.mu is held.
-func (v *Vhost) applyExchangePolicyLocked(x *exchange) {
+func (vp *vhostPolicies) applyExchangePolicyLocked(x *exchange) {
 	if arg, ok := x.args["alternate-exchange"]; ok {
 		x.alternate, _ = arg.(string)
 		return
 	}
 	m := func(p *policy) bool { return p.matchesExchange(x.rec.Name) }
-	ae, _ := policyValue("alternate-exchange", pick(v.policies, m), pick(v.opPolicies, m))
+	ae, _ := policyValue("alternate-exchange", pick(vp.policies, m), pick(vp.opPolicies, m))
 	x.alternate, _ = ae.(string)
 }
 
@@ -301,19 +279,19 @@ func tablesEqual(a, b wire.Table) bool {
 	return true
 }
 
-// leadsHere reports whether this node should reconfigure engine: a
+// leadsHere reports whether node should reconfigure engine: a
 // replicated queue's router says which node leads; an in-memory queue
 // lives here.
-func (b *Broker) leadsHere(engine any) bool {
+func leadsHere(engine any, node string) bool {
 	if l, ok := engine.(interface{ Leader() string }); ok {
-		return l.Leader() == b.cfg.NodeID
+		return l.Leader() == node
 	}
 	return true
 }
 
-func (v *Vhost) pushConfigs(qs []*Queue) {
+func (vp *vhostPolicies) pushConfigs(qs []*Queue) {
 	for _, q := range qs {
-		v.pushConfig(q)
+		vp.pushConfig(q)
 	}
 }
 
@@ -328,21 +306,21 @@ func (v *Vhost) pushConfigs(qs []*Queue) {
 // the only member with the longest log) would run with each in turn; a
 // max-length long replaced would drop messages for good. The reconcile
 // loop hands the arguments over once the node has caught up.
-func (v *Vhost) pushConfig(q *Queue) {
-	if q.engine == nil || !v.b.leadsHere(q.engine) || v.b.replaying() {
+func (vp *vhostPolicies) pushConfig(q *Queue) {
+	if q.engine == nil || !leadsHere(q.engine, vp.v.b.cfg.NodeID) || vp.v.b.fresh.replaying() {
 		return
 	}
-	v.mu.Lock()
-	if q.pushing || q.pushedVer == q.effVer || v.queues[q.rec.Name] != q {
-		v.mu.Unlock()
+	vp.v.mu.Lock()
+	if q.pushing || q.pushedVer == q.effVer || vp.v.queues[q.rec.Name] != q {
+		vp.v.mu.Unlock()
 		return
 	}
 	q.pushing = true
 	ver, eff := q.effVer, q.eff
-	v.mu.Unlock()
+	vp.v.mu.Unlock()
 	go func() {
 		err := reconfigure(q.engine, eff)
-		v.mu.Lock()
+		vp.v.mu.Lock()
 		q.pushing = false
 		switch {
 		case err == nil:
@@ -350,19 +328,19 @@ func (v *Vhost) pushConfig(q *Queue) {
 		case errors.As(err, new(*raftq.ArgError)):
 			// Refused for good (runnableArgs should have caught it).
 			q.pushedVer = ver
-			v.b.log.Warn("queue refused its new arguments", "vhost", v.name, "queue", q.rec.Name, "err", err)
+			vp.v.b.log.Warn("queue refused its new arguments", "vhost", vp.v.name, "queue", q.rec.Name, "err", err)
 		case errors.Is(err, forward.ErrReconfigureUnsupported):
 			// This build's queues cannot change configuration while
 			// running: the arguments apply from the next start.
 			q.pushedVer = ver
-			v.b.log.Debug("queue cannot be reconfigured while running", "vhost", v.name, "queue", q.rec.Name)
+			vp.v.b.log.Debug("queue cannot be reconfigured while running", "vhost", vp.v.name, "queue", q.rec.Name)
 		default:
-			v.b.log.Warn("reconfigure queue after a policy change; will retry", "vhost", v.name, "queue", q.rec.Name, "err", err)
+			vp.v.b.log.Warn("reconfigure queue after a policy change; will retry", "vhost", vp.v.name, "queue", q.rec.Name, "err", err)
 		}
 		again := err == nil && q.pushedVer != q.effVer
-		v.mu.Unlock()
+		vp.v.mu.Unlock()
 		if again {
-			v.pushConfig(q)
+			vp.pushConfig(q)
 		}
 	}()
 }
@@ -376,33 +354,4 @@ func reconfigure(engine any, args wire.Table) error {
 		args = wire.Table{}
 	}
 	return r.Reconfigure(args)
-}
-
-// reconcile runs until the broker closes: every reconcileInterval it
-// hands queues this node leads the configuration it has not handed them
-// yet (leadership moved here since a policy changed, or a hand-over
-// failed).
-func (b *Broker) reconcile() {
-	defer close(b.reconciled)
-	t := time.NewTicker(reconcileInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.ctx.Done():
-			return
-		case <-t.C:
-		}
-		vhosts := b.selectVhosts("")
-		for _, v := range vhosts {
-			var stale []*Queue
-			v.mu.RLock()
-			for _, q := range v.queues {
-				if q.pushedVer != q.effVer && !q.pushing {
-					stale = append(stale, q)
-				}
-			}
-			v.mu.RUnlock()
-			v.pushConfigs(stale)
-		}
-	}
 }

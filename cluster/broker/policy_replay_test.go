@@ -54,7 +54,8 @@ func (e *leadingEngine) reconfigured() []wire.Table {
 func TestNoReconfigureWhileReplaying(t *testing.T) {
 	st := &replayingStore{}
 	b := &Broker{store: st, cfg: Config{NodeID: "n1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	v := &Vhost{b: b, name: "/", queues: map[string]*Queue{}}
+	b.fresh.init(st, b.log)
+	v := newVhost(b, catalog.Vhost{Name: "/"})
 	eng := &leadingEngine{node: "n1"}
 	q := &Queue{vhost: v, rec: catalog.Queue{Name: "q"}, engine: eng}
 	v.queues["q"] = q

@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/catalog"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 func mustDef(t *testing.T, s string) wire.Table {
@@ -192,7 +193,7 @@ func TestEffectiveArgs(t *testing.T) {
 func newTestBroker(t *testing.T) *Broker {
 	t.Helper()
 	b := openTestBroker(t, t.TempDir())
-	t.Cleanup(func() { b.Close() })
+	t.Cleanup(func() { closeTestBroker(b) })
 	return b
 }
 
@@ -204,11 +205,23 @@ func openTestBroker(t *testing.T, dir string) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Config{DataDir: dir, Seed: DefaultSeed()}, store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// The node opens a standalone node's write-ahead log (cluster/node).
+	qlog, err := replica.OpenNodeWAL(dir, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{DataDir: dir, Seed: DefaultSeed(), Replica: replica.Config{WAL: qlog}}, store, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// closeTestBroker closes a broker openTestBroker opened, then its
+// write-ahead log, as the node does.
+func closeTestBroker(b *Broker) {
+	b.Close()
+	b.cfg.Replica.WAL.Close()
 }
 
 func TestBrokerPolicies(t *testing.T) {

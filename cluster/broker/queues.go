@@ -1,92 +1,24 @@
 package broker
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/catalog"
-	"github.com/warrenmq/warren/raftq"
-	"github.com/warrenmq/warren/raftq/classic"
 	"github.com/warrenmq/warren/raftq/queue"
-	"github.com/warrenmq/warren/raftq/replica"
 )
 
-// Queue types.
-const (
-	QueueTypeClassic = "classic"
-	QueueTypeQuorum  = "quorum"
-)
-
-// OwnerID identifies a connection that owns exclusive queues. Zero is no
-// owner.
-type OwnerID uint64
-
-var lastOwner atomic.Uint64
-
-// NewOwnerID returns a fresh connection identity.
-func NewOwnerID() OwnerID { return OwnerID(lastOwner.Add(1)) }
-
-// Queue is a declared queue: its record, its owner and its engine.
-type Queue struct {
-	vhost *Vhost
-	rec   catalog.Queue
-	// args are the x-arguments the queue was declared with.
-	args wire.Table
-	// eff are args with the policies that apply (policy.go): what the
-	// engine runs with. policy and opPolicy name those policies.
-	// Guarded by vhost.mu, as are the reconfiguration counters below.
-	eff              wire.Table
-	policy, opPolicy string
-	// dlx is where dead letters go under eff; nil for nowhere.
-	dlx atomic.Pointer[deadLetterTarget]
-	// effVer counts changes of eff; pushedVer is the version last handed
-	// to the engine by this node; pushing: a hand-over is under way
-	// (policy_apply.go).
-	effVer, pushedVer uint64
-	pushing           bool
-	// owner is the connection of an exclusive queue, zero otherwise.
-	owner  OwnerID
-	engine queue.Queue
-	// bindings leaving exchanges towards this queue, to drop them with it.
-	bindings map[*binding]*exchange
-}
-
-// Name is the queue's name.
-func (q *Queue) Name() string { return q.rec.Name }
-
-// Type is the queue's type, "classic" or "quorum".
-func (q *Queue) Type() string { return q.rec.Type }
-
-// Engine is the queue itself, behind the queue-type boundary.
-func (q *Queue) Engine() queue.Queue { return q.engine }
-
-// Exclusive reports whether the queue belongs to one connection.
-func (q *Queue) Exclusive() bool { return q.owner != 0 }
-
-// Arguments are the x-arguments it was declared with.
-func (q *Queue) Arguments() wire.Table { return q.args }
-
-// EffectiveArguments are its x-arguments with policies applied: what it
-// runs with. Read under the vhost's lock when policies may change.
-func (q *Queue) EffectiveArguments() wire.Table {
-	q.vhost.mu.RLock()
-	defer q.vhost.mu.RUnlock()
-	return q.eff
-}
-
-func (q *Queue) describe() string {
-	return "queue '" + q.rec.Name + "' in vhost '" + q.vhost.name + "'"
-}
-
-func describeQueue(name, vhost string) string {
-	return "queue '" + name + "' in vhost '" + vhost + "'"
+// queueTable is a vhost's queues by name: declaring, looking up, purging
+// and deleting them, and starting the engine behind each. Its map and the
+// queues' mutable fields are guarded by the vhost's lock (v.mu): routing
+// reads queues along with exchanges.
+type queueTable struct {
+	v      *Vhost
+	queues map[string]*Queue
 }
 
 // QueueDeclare is queue.declare's arguments.
@@ -109,15 +41,10 @@ func generateQueueName() string {
 	return "amq.gen-" + base64.RawURLEncoding.EncodeToString(id[:])
 }
 
-// lockedErr is the error for touching another connection's exclusive queue.
-func lockedErr(name, vhost string) error {
-	return wire.Errorf(wire.ResourceLocked, "cannot obtain exclusive access to locked %s. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.", describeQueue(name, vhost))
-}
-
 // accessible returns q when owner may use it.
-func (v *Vhost) accessible(q *Queue, owner OwnerID) error {
+func (qt *queueTable) accessible(q *Queue, owner OwnerID) error {
 	if q.owner != 0 && q.owner != owner {
-		return lockedErr(q.rec.Name, v.name)
+		return lockedErr(q.rec.Name, qt.v.name)
 	}
 	return nil
 }
@@ -128,46 +55,83 @@ var errDeclaredMeanwhile = errors.New("queue declared meanwhile")
 
 // DeclareQueue declares (or, passively, checks) a queue. It returns the
 // queue and its counts for declare-ok.
-func (v *Vhost) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
-	q, st, err := v.declareQueue(u, owner, d)
+func (qt *queueTable) DeclareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
+	q, st, err := qt.declareQueue(u, owner, d)
 	if errors.Is(err, errDeclaredMeanwhile) {
 		// The winner's record reaches this node's model shortly; then
 		// this is a redeclaration, checked for equivalence as any other.
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
-			v.mu.RLock()
-			_, ok := v.queues[d.Name]
-			v.mu.RUnlock()
+			qt.v.mu.RLock()
+			_, ok := qt.queues[d.Name]
+			qt.v.mu.RUnlock()
 			if ok {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		q, st, err = v.declareQueue(u, owner, d)
+		q, st, err = qt.declareQueue(u, owner, d)
 		if errors.Is(err, errDeclaredMeanwhile) {
-			err = wire.Errorf(wire.InternalError, "%s is being declared concurrently elsewhere; declare it again", describeQueue(d.Name, v.name))
+			err = wire.Errorf(wire.InternalError, "%s is being declared concurrently elsewhere; declare it again", describeQueue(d.Name, qt.v.name))
 		}
 	}
 	return q, st, err
 }
 
-func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
+// declareQueue is one attempt of DeclareQueue. A new queue is checked,
+// placed (before the vhost's lock where possible: placement looks at
+// every vhost's queues), recorded and started, in that order, under the
+// vhost's lock; a queue that exists is checked as a redeclaration.
+func (qt *queueTable) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
 	if d.Passive {
-		if d.Name == "" {
-			return nil, queue.Stats{}, v.notFound("queue", d.Name)
-		}
-		// Permission first, as in RabbitMQ: a user without access learns
-		// nothing about whether the queue exists.
-		if err := v.checkAny(u, "queue", d.Name); err != nil {
-			return nil, queue.Stats{}, err
-		}
-		q, err := v.LookupQueue(nil, owner, d.Name, Read)
-		if err != nil {
-			return nil, queue.Stats{}, err
-		}
-		return q, q.engine.Stats(), nil
+		return qt.declarePassive(u, owner, d)
 	}
+	d, serverNamed, err := qt.nameDeclared(u, d)
+	if err != nil {
+		return nil, queue.Stats{}, err
+	}
+	placed := qt.placeUnlocked(d)
 
+	qt.v.mu.Lock()
+	if q, ok := qt.queues[d.Name]; ok {
+		qt.v.mu.Unlock()
+		return qt.redeclare(q, owner, d)
+	}
+	defer qt.v.mu.Unlock()
+
+	typ, err := qt.checkNewLocked(d, serverNamed)
+	if err != nil {
+		return nil, queue.Stats{}, err
+	}
+	rec, persist, err := qt.newRecord(d, typ)
+	if err != nil {
+		return nil, queue.Stats{}, err
+	}
+	qt.placeLocked(&rec, persist, placed, d)
+	return qt.createLocked(rec, persist, owner, d)
+}
+
+// declarePassive checks that a queue exists and owner may use it.
+func (qt *queueTable) declarePassive(u *User, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
+	if d.Name == "" {
+		return nil, queue.Stats{}, qt.v.notFound("queue", d.Name)
+	}
+	// Permission first, as in RabbitMQ: a user without access learns
+	// nothing about whether the queue exists.
+	if err := qt.v.checkAny(u, "queue", d.Name); err != nil {
+		return nil, queue.Stats{}, err
+	}
+	q, err := qt.LookupQueue(nil, owner, d.Name, Read)
+	if err != nil {
+		return nil, queue.Stats{}, err
+	}
+	return q, q.engine.Stats(), nil
+}
+
+// nameDeclared settles what a declaration names: an exclusive queue is
+// transient, an empty name gets a server-chosen one (serverNamed), and
+// the name must be neither reserved nor refused to u.
+func (qt *queueTable) nameDeclared(u *User, d QueueDeclare) (_ QueueDeclare, serverNamed bool, _ error) {
 	// An exclusive queue dies with its connection, so RabbitMQ records
 	// it as transient whatever durable says (Durable = DurableDeclare
 	// andalso not ExclusiveDeclare); redeclaring it either way is
@@ -175,67 +139,77 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 	if d.Exclusive {
 		d.Durable = false
 	}
-	serverNamed := d.Name == ""
+	serverNamed = d.Name == ""
 	if serverNamed {
 		d.Name = generateQueueName()
 	} else if strings.HasPrefix(d.Name, "amq.") {
-		return nil, queue.Stats{}, wire.Errorf(wire.AccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", d.Name)
+		return d, false, wire.Errorf(wire.AccessRefused, "queue name '%s' contains reserved prefix 'amq.*'", d.Name)
 	}
-	if err := v.check(u, Configure, "queue", d.Name); err != nil {
+	if err := qt.v.check(u, Configure, "queue", d.Name); err != nil {
+		return d, serverNamed, err
+	}
+	return d, serverNamed, nil
+}
+
+// placeUnlocked places the queue d declares, if it does not exist yet,
+// before the vhost's write lock is taken: placement looks at every
+// vhost's queues. The type is guessed (queueTypeHint); policies count
+// (queue-leader-locator). Nil if the queue exists.
+func (qt *queueTable) placeUnlocked(d QueueDeclare) *catalog.Queue {
+	qt.v.mu.RLock()
+	_, exists := qt.queues[d.Name]
+	hint := qt.queueTypeHint(d)
+	placeArgs := qt.v.effectiveArgsLocked(d.Name, hint, d.Arguments)
+	qt.v.mu.RUnlock()
+	if exists {
+		return nil
+	}
+	placed := &catalog.Queue{Type: hint}
+	qt.v.b.place(placed, placeArgs)
+	return placed
+}
+
+// redeclare answers a declaration of q, which exists: owner must be
+// allowed to use it and d must be equivalent. It renews q's x-expires
+// lease.
+func (qt *queueTable) redeclare(q *Queue, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
+	if err := qt.accessible(q, owner); err != nil {
 		return nil, queue.Stats{}, err
 	}
-
-	// A new replicated queue's placement looks at every vhost's queues,
-	// so it is chosen before this vhost's lock is taken.
-	// Policies count (queue-leader-locator).
-	var placed *catalog.Queue
-	v.mu.RLock()
-	_, exists := v.queues[d.Name]
-	hint := v.queueTypeHint(d)
-	placeArgs := v.effectiveArgsLocked(d.Name, hint, d.Arguments)
-	v.mu.RUnlock()
-	if !exists {
-		placed = &catalog.Queue{Type: hint}
-		v.b.place(placed, placeArgs)
-	}
-
-	v.mu.Lock()
-	if q, ok := v.queues[d.Name]; ok {
-		v.mu.Unlock()
-		if err := v.accessible(q, owner); err != nil {
-			return nil, queue.Stats{}, err
-		}
-		if err := q.checkEquivalent(d); err != nil {
-			return nil, queue.Stats{}, err
-		}
-		// A redeclaration renews the x-expires lease (the TTL guide).
-		// It costs a log entry, so only queues with a lease pay it.
-		if t, ok := q.engine.(toucher); ok && q.eff["x-expires"] != nil {
-			if err := t.Touch(); err != nil {
-				v.b.log.Debug("renew queue lease", "vhost", v.name, "queue", d.Name, "err", err)
-			}
-		}
-		return q, q.engine.Stats(), nil
-	}
-	defer v.mu.Unlock()
-
-	if !d.Durable && !d.Exclusive && v.b.cfg.DenyTransientQueues {
-		return nil, queue.Stats{}, deprecatedDenied("transient_nonexcl_queues")
-	}
-
-	if err := v.checkQueueLimitLocked(d.Name); err != nil {
+	if err := q.checkEquivalent(d); err != nil {
 		return nil, queue.Stats{}, err
 	}
-	typ, err := v.queueType(d, serverNamed)
-	if err != nil {
-		return nil, queue.Stats{}, err
+	// A redeclaration renews the x-expires lease (the TTL guide).
+	// It costs a log entry, so only queues with a lease pay it.
+	if t, ok := q.engine.(toucher); ok && q.eff["x-expires"] != nil {
+		if err := t.Touch(); err != nil {
+			qt.v.b.log.Debug("renew queue lease", "vhost", qt.v.name, "queue", d.Name, "err", err)
+		}
 	}
+	return q, q.engine.Stats(), nil
+}
+
+// checkNewLocked checks that the vhost may have the new queue d declares,
+// and returns its type. v.mu is held.
+func (qt *queueTable) checkNewLocked(d QueueDeclare, serverNamed bool) (string, error) {
+	if !d.Durable && !d.Exclusive && qt.v.b.cfg.DenyTransientQueues {
+		return "", deprecatedDenied("transient_nonexcl_queues")
+	}
+	if err := qt.v.checkQueueLimitLocked(d.Name); err != nil {
+		return "", err
+	}
+	return qt.queueType(d, serverNamed)
+}
+
+// newRecord is the record of the new queue d declares, of type typ, not
+// placed yet, and whether the metadata store is to hold it.
+func (qt *queueTable) newRecord(d QueueDeclare, typ string) (_ catalog.Queue, persist bool, _ error) {
 	argBytes, err := encodeTable(d.Arguments)
 	if err != nil {
-		return nil, queue.Stats{}, err
+		return catalog.Queue{}, false, err
 	}
 	rec := catalog.Queue{
-		Vhost:      v.name,
+		Vhost:      qt.v.name,
 		Name:       d.Name,
 		Type:       typ,
 		Durable:    d.Durable,
@@ -243,395 +217,109 @@ func (v *Vhost) declareQueue(u *User, owner OwnerID, d QueueDeclare) (*Queue, qu
 		Arguments:  argBytes,
 		Created:    time.Now().UnixMilli(),
 	}
-	persist := d.Durable && !d.Exclusive
-	if v.b.shared() {
+	persist = d.Durable && !d.Exclusive
+	if qt.v.b.shared() {
 		// On a cluster every queue is recorded, for every node to route
 		// to it (remote.go); an in-memory one lives on this node.
 		persist = true
-		rec.Exclusive, rec.Boot = d.Exclusive, v.b.cfg.Cluster.Boot()
+		rec.Exclusive, rec.Boot = d.Exclusive, qt.v.b.cfg.Cluster.Boot()
 	}
-	if isReplicated(rec, 0) {
-		if placed == nil || placed.Type != typ {
+	return rec, persist, nil
+}
+
+// placeLocked sets rec's ID, members and leader: a replicated queue's
+// from placed, placed again if that is missing or of another type (which
+// releases the vhost's lock meanwhile); an in-memory recorded one's this
+// node. v.mu is held.
+func (qt *queueTable) placeLocked(rec *catalog.Queue, persist bool, placed *catalog.Queue, d QueueDeclare) {
+	if isReplicated(*rec, 0) {
+		if placed == nil || placed.Type != rec.Type {
 			// Declared, deleted and declared again between the look
 			// and the lock, or typed differently than guessed: place
 			// now (this vhost's own queues are counted under its lock).
 			// A queue of the same name created meanwhile makes the
 			// Create below fail, and the declaration is retried.
-			placed = &catalog.Queue{Type: typ}
-			placeArgs := v.effectiveArgsLocked(d.Name, typ, d.Arguments)
-			v.mu.Unlock()
-			v.b.place(placed, placeArgs)
-			v.mu.Lock()
+			placed = &catalog.Queue{Type: rec.Type}
+			placeArgs := qt.v.effectiveArgsLocked(d.Name, rec.Type, d.Arguments)
+			qt.v.mu.Unlock()
+			qt.v.b.place(placed, placeArgs)
+			qt.v.mu.Lock()
 		}
 		rec.ID, rec.Members, rec.Leader = newQueueID(), placed.Members, placed.Leader
 	} else if persist {
 		// An in-memory queue (a durable auto-delete classic one, and
 		// on a cluster every exclusive and transient one) lives on
 		// this node only.
-		rec.Members, rec.Leader = []string{v.b.cfg.NodeID}, v.b.cfg.NodeID
-		if v.b.shared() {
+		rec.Members, rec.Leader = []string{qt.v.b.cfg.NodeID}, qt.v.b.cfg.NodeID
+		if qt.v.b.shared() {
 			rec.ID = newQueueID()
 		}
 	}
+}
+
+// createLocked commits rec if persist, then starts and registers the
+// queue; it is owner's if d is exclusive. v.mu is held.
+func (qt *queueTable) createLocked(rec catalog.Queue, persist bool, owner OwnerID, d QueueDeclare) (*Queue, queue.Stats, error) {
 	if persist {
 		// Committed first: on a cluster the other members start their
 		// replicas from this record, and two nodes declaring the same
 		// queue at once must not both create it.
-		if err := v.b.store.Apply(catalog.Create(rec)); err != nil {
+		if err := qt.v.b.store.Apply(catalog.Create(rec)); err != nil {
 			if errors.Is(err, catalog.ErrExists) {
 				return nil, queue.Stats{}, errDeclaredMeanwhile
 			}
-			return nil, queue.Stats{}, v.persistFailed(err)
+			return nil, queue.Stats{}, qt.v.persistFailed(err)
 		}
 	}
-	q, err := v.addQueue(rec, d.Arguments)
+	q, err := qt.addQueue(rec, d.Arguments)
 	if err != nil {
 		if persist {
-			v.persist(catalog.Del(rec))
+			qt.v.persist(catalog.Del(rec))
 		}
 		return nil, queue.Stats{}, err
 	}
 	if d.Exclusive {
 		q.owner = owner
 	}
-	v.b.log.Debug("queue declared", "vhost", v.name, "queue", d.Name, "type", typ, "durable", d.Durable, "exclusive", d.Exclusive)
+	qt.v.b.log.Debug("queue declared", "vhost", qt.v.name, "queue", d.Name, "type", rec.Type, "durable", d.Durable, "exclusive", d.Exclusive)
 	// A new queue is empty: no need to ask its leader, which on a
 	// cluster may still be electing itself.
 	return q, queue.Stats{}, nil
 }
 
-// addQueue creates the queue's engine, from its effective arguments, and
-// registers it. v.mu is held.
-func (v *Vhost) addQueue(rec catalog.Queue, args wire.Table) (*Queue, error) {
-	q := &Queue{vhost: v, rec: rec, args: args, bindings: make(map[*binding]*exchange)}
-	pol, op := v.queuePoliciesLocked(rec.Name, rec.Type)
-	q.setPolicyState(pol, op, v.runnableArgs(q, effectiveArgs(rec.Type, args, pol, op)))
-	if pol != nil || op != nil {
-		// The leader hands the effective arguments to the queue through
-		// its log once, so that every replica runs with them.
-		q.pushedVer = q.effVer - 1
-	} else {
-		q.pushedVer = q.effVer
-	}
-	if rec.Exclusive && v.b.remote(rec) {
-		q.owner = remoteOwner
-	}
-	engine, err := v.newEngine(q)
-	if err != nil && (pol != nil || op != nil) {
-		// The policies make arguments the queue's rules refuse: run
-		// with the declared ones.
-		v.b.log.Warn("queue's policies give arguments it refuses; using its own", "vhost", v.name, "queue", rec.Name, "err", err)
-		q.eff, q.pushedVer = args, q.effVer
-		q.dlx.Store(deadLetterTargetOf(args))
-		engine, err = v.newEngine(q)
-	}
-	if err != nil {
-		v.b.log.Error("cannot start queue", "vhost", v.name, "queue", rec.Name, "type", rec.Type, "err", err)
-		return nil, wire.Errorf(wire.InternalError, "cannot start %s: %v", q.describe(), err)
-	}
-	q.engine = engine
-	v.queues[rec.Name] = q
-	v.b.served.add(q)
-	return q, nil
-}
-
-// newEngine picks the queue type's implementation: a Raft group of its own
-// for a quorum queue, memory for a classic one.
-func (v *Vhost) newEngine(q *Queue) (queue.Queue, error) {
-	if v.b.remote(q.rec) {
-		return v.b.cfg.Cluster.OpenRemote(q.rec, v.name+"/"+q.rec.Name)
-	}
-	// A durable classic queue keeps its messages across restarts in a
-	// one-member Raft group's log, under classic rules.
-	durableClassic := q.rec.Type == QueueTypeClassic && isReplicated(q.rec, q.owner)
-	if isReplicated(q.rec, q.owner) {
-		cfg := replica.Config{
-			Classic:   durableClassic,
-			Name:      v.name + "/" + q.rec.Name,
-			Dir:       v.b.queueDir(q.rec),
-			NodeID:    v.b.cfg.NodeID,
-			Arguments: q.eff,
-			Created:   q.rec.Created,
-			OnExpired: func() { v.expire(q) },
-			Log:       v.b.log,
-			WAL:       v.b.wal,
-			Payloads:  v.b.cfg.PayloadCache,
-			// Installed whatever the arguments say: a policy may name a
-			// dead-letter exchange later. The queue's machine decides
-			// what is dead-lettered; the target is read when it is.
-			DeadLetter:         v.deadLetterFunc(q),
-			PublishLinger:      v.b.cfg.PublishLinger,
-			PublishLingerShare: v.b.cfg.PublishLingerShare,
-			PublishLingerBatch: v.b.cfg.PublishLingerBatch,
-			DisconnectedTimeout: func() time.Duration {
-				return replica.DisconnectedTimeoutOf(q.EffectiveArguments(), v.b.cfg.ConsumerDisconnectedTimeout)
-			},
-		}
-		if v.b.cfg.Cluster != nil {
-			// A member on a drained node stays out of elections from
-			// the start (warrenctl drain).
-			cfg.Drained = v.b.Draining(v.b.cfg.NodeID)
-			return v.b.cfg.Cluster.OpenQueue(q.rec, cfg)
-		}
-		return replica.Open(cfg)
-	}
-	// A classic queue runs the quorum queue's machine in memory
-	// (raftq/classic): the same TTL, length-limit and dead-letter rules.
-	cfg := classic.Config{
-		Name:       v.name + "/" + q.rec.Name,
-		Arguments:  q.eff,
-		DeadLetter: v.deadLetterFunc(q),
-		Created:    q.rec.Created,
-		Budget:     v.b.memory,
-		OnExpired:  func() { v.expire(q) },
-		Log:        v.b.log,
-	}
-	if q.rec.AutoDelete {
-		cfg.OnUnused = func() { v.autoDelete(q) }
-	}
-	return classic.New(cfg)
-}
-
-// deadLetterFunc publishes q's dead letters to the target its effective
-// arguments name at the time.
-func (v *Vhost) deadLetterFunc(q *Queue) func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
-	return func(ctx context.Context, m *queue.Message, reason raftq.Reason, at int64, done func(error)) {
-		dlx := q.dlx.Load()
-		if dlx == nil {
-			done(errNoDeadLetterExchange)
-			return
-		}
-		v.deadLetter(ctx, q, *dlx, m, reason, at, done)
-	}
-}
-
-// isReplicated says whether a queue keeps its messages in a Raft group:
-// quorum queues, and durable classic queues (a one-member group), which
-// the metadata store records and every node can reach.
-func isReplicated(rec catalog.Queue, owner OwnerID) bool {
-	return rec.Type == QueueTypeQuorum || (rec.Type == QueueTypeClassic && rec.Durable && owner == 0 && !rec.AutoDelete)
-}
-
-// queueTypeHint guesses a declaration's type before it is validated, for
-// placement; the declaration checks it again.
-func (v *Vhost) queueTypeHint(d QueueDeclare) string {
-	if t, ok := d.Arguments["x-queue-type"].(string); ok {
-		return t
-	}
-	if d.Durable && !d.Exclusive && !d.AutoDelete {
-		return v.defaultQueueType
-	}
-	return QueueTypeClassic
-}
-
-func (v *Vhost) restoreQueue(rec catalog.Queue) error {
-	if !isReplicated(rec, 0) && len(rec.Members) > 0 && !slices.Contains(rec.Members, v.b.cfg.NodeID) && !v.b.remote(rec) {
-		// Another node's in-memory queue that this one cannot reach: a
-		// standalone node's data, or a record from before such queues
-		// had IDs to be reached by.
-		return nil
-	}
-	if v.b.ownTransient(rec) {
-		// This node's transient queues exist only as declared here: a
-		// record of one from an earlier start is stale (dropStale
-		// removes it), and one of this start is already in the model.
-		return nil
-	}
-	args, err := decodeTable(rec.Arguments)
-	if err != nil {
-		return err
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	_, err = v.addQueue(rec, args)
-	return err
-}
-
-// checkEquivalent compares a redeclaration with the queue as it is.
-func (q *Queue) checkEquivalent(d QueueDeclare) error {
-	what := q.describe()
-	// RabbitMQ checks exclusivity first (check_exclusive_access strict).
-	if d.Exclusive != (q.owner != 0) {
-		return lockedErr(q.rec.Name, q.vhost.name)
-	}
-	if d.Durable != q.rec.Durable {
-		return inequivalent("durable", what, d.Durable, q.rec.Durable)
-	}
-	if d.AutoDelete != q.rec.AutoDelete {
-		return inequivalent("auto_delete", what, d.AutoDelete, q.rec.AutoDelete)
-	}
-	if t, ok := d.Arguments["x-queue-type"]; ok && t != q.rec.Type {
-		// RabbitMQ records the type as a longstr argument of every queue.
-		return argMismatch("x-queue-type", what, t, true, q.rec.Type, true)
-	}
-	return checkArgsEquivalent(what, comparedQueueArgs, d.Arguments, q.args)
-}
-
-// comparedQueueArgs are the arguments whose difference makes a
-// redeclaration inequivalent (RabbitMQ's declare_args). x-queue-type is
-// compared apart: leaving it out always matches the recorded type.
-var comparedQueueArgs = []string{
-	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
-	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
-	"x-queue-version", "x-single-active-consumer", "x-delivery-limit", "x-dead-letter-strategy",
-	"x-quorum-initial-group-size", "x-queue-leader-locator", "x-quorum-target-group-size",
-}
-
-// classicOnlyArgs are refused on quorum queues.
-var classicOnlyArgs = []string{"x-max-priority", "x-queue-mode", "x-queue-version", "x-queue-master-locator"}
-
-// queueType decides the type of a new queue and checks that the
-// declaration suits it.
-func (v *Vhost) queueType(d QueueDeclare, serverNamed bool) (string, error) {
-	what := describeQueue(d.Name, v.name)
-	typ := ""
-	if t, ok := d.Arguments["x-queue-type"]; ok {
-		s, isStr := t.(string)
-		if !isStr {
-			return "", wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-queue-type' for %s: {unacceptable_type,%s}", what, typeName(t))
-		}
-		typ = s
-	} else if d.Durable && !d.Exclusive && !d.AutoDelete {
-		// The vhost's default type applies only where it can: RabbitMQ
-		// keeps exclusive, auto-delete and transient queues classic
-		// (rabbit_amqqueue:augment_declare_args). A durable server-named
-		// queue does get the default, and so is refused below when that
-		// is quorum, as RabbitMQ 4.3 refuses it.
-		typ = v.defaultQueueType
-	} else {
-		typ = QueueTypeClassic
-	}
-	switch typ {
-	case QueueTypeClassic:
-		if _, _, err := classic.ParseConfig(d.Arguments); err != nil {
-			return "", argError(err, what)
-		}
-		if err := checkQueueVersion(what, d.Arguments); err != nil {
-			return "", err
-		}
-		if _, ok := d.Arguments["x-queue-master-locator"]; ok && v.b.cfg.DenyQueueMasterLocator {
-			// rabbit_classic_queue:validate_arguments, once the
-			// arguments passed rabbit_amqqueue's checks.
-			return "", deprecatedDenied("queue_master_locator")
-		}
-	case QueueTypeQuorum:
-		if err := checkQuorumDeclare(d, serverNamed, what); err != nil {
-			return "", err
-		}
-		if err := checkPlacementArgs(what, d.Arguments); err != nil {
-			return "", err
-		}
-	default:
-		return "", wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-queue-type' for %s: \"unsupported queue type '%s'\"", what, typ)
-	}
-	for _, k := range []string{"x-expires"} {
-		if _, _, err := intArg(what, d.Arguments, k, 1); err != nil {
-			return "", err
-		}
-	}
-	for _, k := range []string{"x-message-ttl", "x-max-length", "x-max-length-bytes"} {
-		if _, _, err := intArg(what, d.Arguments, k, 0); err != nil {
-			return "", err
-		}
-	}
-	return typ, nil
-}
-
-// deprecatedDenied is RabbitMQ 4.3's refusal of a deprecated feature that
-// is denied by default: a connection error (541) whose text is
-// rabbit_deprecated_features' when_denied message for that phase.
-func deprecatedDenied(feature string) *wire.Error {
-	return wire.Errorf(wire.InternalError, "Feature `%s` is deprecated.\nBy default, this feature is not permitted anymore.\n"+
-		"The feature will be removed from a future major RabbitMQ version, regardless of the configuration; actual version to be determined.\n"+
-		"To continue using this feature when it is not permitted by default, set the following parameter in your configuration:\n"+
-		"    \"deprecated_features.permit.%s = true\"", feature, feature)
-}
-
-// checkQueueVersion refuses a classic queue's x-queue-version other than
-// 2, as RabbitMQ 4.3 does (rabbit_amqqueue:check_queue_version), which
-// removed the version 1 storage. Warren stores classic queues its own way,
-// so 2 changes nothing. Only a declaration is checked: a queue declared
-// with 1 under an earlier Warren is restored as it was (RabbitMQ 4.3
-// converts such queues on upgrade).
-func checkQueueVersion(what string, args wire.Table) error {
-	n, ok, err := intArg(what, args, "x-queue-version", 0)
-	if err != nil || !ok || n == 2 {
-		return err
-	}
-	return wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-queue-version' for %s: \"unsupported queue version '%d'\"", what, n)
-}
-
-func checkQuorumDeclare(d QueueDeclare, serverNamed bool, what string) error {
-	if serverNamed {
-		return wire.Errorf(wire.PreconditionFailed, "Cannot declare a server-named queue for type rabbit_quorum_queue")
-	}
-	// Arguments are checked before properties, as RabbitMQ's
-	// check_declare_arguments runs before the queue type's declare.
-	for _, k := range classicOnlyArgs {
-		if _, ok := d.Arguments[k]; ok {
-			return wire.Errorf(wire.PreconditionFailed, "invalid arg '%s' for %s of queue type rabbit_quorum_queue", k, what)
-		}
-	}
-	switch {
-	case d.AutoDelete:
-		return wire.Errorf(wire.PreconditionFailed, "invalid property 'auto-delete' for %s", what)
-	case d.Exclusive:
-		return wire.Errorf(wire.PreconditionFailed, "invalid property 'exclusive-owner' for %s", what)
-	case !d.Durable:
-		return wire.Errorf(wire.PreconditionFailed, "invalid property 'non-durable' for %s", what)
-	}
-	if o, ok := d.Arguments["x-overflow"]; ok && o == "reject-publish-dlx" {
-		return wire.Errorf(wire.PreconditionFailed, "invalid arg 'x-overflow' with value 'reject-publish-dlx' for %s of queue type rabbit_quorum_queue", what)
-	}
-	if _, err := raftq.ParseConfig(map[string]any(d.Arguments)); err != nil {
-		return argError(err, what)
-	}
-	return nil
-}
-
-// argError is the 406 for a queue argument the queue's rules refuse,
-// with RabbitMQ's "invalid arg" text.
-func argError(err error, what string) error {
-	var ae *raftq.ArgError
-	if errors.As(err, &ae) {
-		return wire.Errorf(wire.PreconditionFailed, "%s", ae.For(what))
-	}
-	return wire.Errorf(wire.PreconditionFailed, "invalid arguments for %s: %v", what, err)
-}
-
 // LookupQueue finds a queue that owner may use with access a (read for
 // consume, get and purge). A nil user skips the permission check.
-func (v *Vhost) LookupQueue(u *User, owner OwnerID, name string, a Access) (*Queue, error) {
+func (qt *queueTable) LookupQueue(u *User, owner OwnerID, name string, a Access) (*Queue, error) {
 	// Permission before existence, as RabbitMQ checks (check_read_permitted
 	// then with_exclusive_access_or_die).
-	if err := v.check(u, a, "queue", name); err != nil {
+	if err := qt.v.check(u, a, "queue", name); err != nil {
 		return nil, err
 	}
-	v.mu.RLock()
-	q, ok := v.queues[name]
-	v.mu.RUnlock()
-	if !ok && v.b.catchUp() {
-		v.mu.RLock()
-		q, ok = v.queues[name]
-		v.mu.RUnlock()
+	qt.v.mu.RLock()
+	q, ok := qt.queues[name]
+	qt.v.mu.RUnlock()
+	if !ok && qt.v.b.fresh.catchUp() {
+		qt.v.mu.RLock()
+		q, ok = qt.queues[name]
+		qt.v.mu.RUnlock()
 	}
 	if !ok {
-		return nil, v.notFound("queue", name)
+		return nil, qt.v.notFound("queue", name)
 	}
-	if err := v.accessible(q, owner); err != nil {
+	if err := qt.accessible(q, owner); err != nil {
 		return nil, err
 	}
 	return q, nil
 }
 
 // PurgeQueue removes a queue's ready messages.
-func (v *Vhost) PurgeQueue(u *User, owner OwnerID, name string) (uint32, error) {
-	q, err := v.LookupQueue(u, owner, name, Read)
+func (qt *queueTable) PurgeQueue(u *User, owner OwnerID, name string) (uint32, error) {
+	q, err := qt.LookupQueue(u, owner, name, Read)
 	if err != nil {
 		return 0, err
 	}
 	n, err := q.engine.Purge()
-	if nd := NodeDown(err, name, v.name); nd != nil {
+	if nd := NodeDown(err, name, qt.v.name); nd != nil {
 		return 0, nd
 	}
 	return n, err
@@ -650,22 +338,22 @@ func NodeDown(err error, queueName, vhost string) error {
 // DeleteQueue deletes a queue and returns the number of messages it held.
 // Deleting a queue that does not exist succeeds with zero, as in
 // RabbitMQ, so that clean-up code can run twice.
-func (v *Vhost) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmpty bool) (uint32, error) {
+func (qt *queueTable) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmpty bool) (uint32, error) {
 	// Permission first, as in RabbitMQ: deleting a missing queue one may
 	// not configure is refused, not a silent success.
-	if err := v.check(u, Configure, "queue", name); err != nil {
+	if err := qt.v.check(u, Configure, "queue", name); err != nil {
 		return 0, err
 	}
-	v.mu.RLock()
-	q, ok := v.queues[name]
-	v.mu.RUnlock()
+	qt.v.mu.RLock()
+	q, ok := qt.queues[name]
+	qt.v.mu.RUnlock()
 	if !ok {
 		return 0, nil
 	}
-	if err := v.accessible(q, owner); err != nil {
+	if err := qt.accessible(q, owner); err != nil {
 		return 0, err
 	}
-	return v.deleteQueue(q, ifUnused, ifEmpty)
+	return qt.deleteQueue(q, ifUnused, ifEmpty)
 }
 
 // The vhost's lock is held while the queue is unlinked, not while its
@@ -673,9 +361,9 @@ func (v *Vhost) DeleteQueue(u *User, owner OwnerID, name string, ifUnused, ifEmp
 // which for a queue still electing one waits, and meanwhile this node
 // could apply no metadata (the subscriber needs the lock), which held up
 // every other new queue's first election.
-func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
-	if v.b.goesWithNode(q) {
-		v.dropQueue(q)
+func (qt *queueTable) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
+	if qt.v.b.goesWithNode(q) {
+		qt.dropQueue(q)
 		return 0, nil
 	}
 	var before queue.Stats
@@ -688,14 +376,14 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 		// uncounted.
 		before = q.engine.Stats()
 	}
-	v.mu.Lock()
+	qt.v.mu.Lock()
 	locked := true
 	defer func() {
 		if locked {
-			v.mu.Unlock()
+			qt.v.mu.Unlock()
 		}
 	}()
-	if v.queues[q.rec.Name] != q {
+	if qt.queues[q.rec.Name] != q {
 		return 0, nil // deleted meanwhile
 	}
 	if (ifUnused || ifEmpty) && q.rec.Type == QueueTypeQuorum {
@@ -722,7 +410,7 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 	}
 	var emptied []*exchange
 	for b, x := range q.bindings {
-		if c, ok := v.unbindLocked(x, b); ok {
+		if c, ok := qt.v.unbindLocked(x, b); ok {
 			changes = append(changes, c)
 		}
 		if x.rec.AutoDelete && len(x.bindings) == 0 {
@@ -730,14 +418,14 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 		}
 	}
 	for _, x := range emptied {
-		changes = append(changes, v.dropExchangeLocked(x)...)
+		changes = append(changes, qt.v.dropExchangeLocked(x)...)
 	}
-	if err := v.persist(changes...); err != nil {
+	if err := qt.v.persist(changes...); err != nil {
 		return 0, err
 	}
-	delete(v.queues, q.rec.Name)
-	v.b.served.remove(q)
-	v.mu.Unlock()
+	delete(qt.queues, q.rec.Name)
+	qt.v.b.served.remove(q)
+	qt.v.mu.Unlock()
 	locked = false
 	n, err := q.engine.Delete(ifUnused, ifEmpty)
 	if err != nil {
@@ -749,7 +437,7 @@ func (v *Vhost) deleteQueue(q *Queue, ifUnused, ifEmpty bool) (uint32, error) {
 	if q.rec.Type == QueueTypeQuorum {
 		n = before.Ready
 	}
-	v.b.log.Debug("queue deleted", "vhost", v.name, "queue", q.rec.Name, "messages", n)
+	qt.v.b.log.Debug("queue deleted", "vhost", qt.v.name, "queue", q.rec.Name, "messages", n)
 	return n, nil
 }
 
@@ -758,34 +446,34 @@ type toucher interface{ Touch() error }
 
 // expire deletes a queue that x-expires found unused. The queue itself
 // decided (a quorum queue through its log), so there is nothing to check.
-func (v *Vhost) expire(q *Queue) {
-	if _, err := v.deleteQueue(q, false, false); err != nil {
-		v.b.log.Warn("delete expired queue", "vhost", v.name, "queue", q.rec.Name, "err", err)
+func (qt *queueTable) expire(q *Queue) {
+	if _, err := qt.deleteQueue(q, false, false); err != nil {
+		qt.v.b.log.Warn("delete expired queue", "vhost", qt.v.name, "queue", q.rec.Name, "err", err)
 		return
 	}
-	v.b.log.Debug("queue expired", "vhost", v.name, "queue", q.rec.Name)
+	qt.v.b.log.Debug("queue expired", "vhost", qt.v.name, "queue", q.rec.Name)
 }
 
 // autoDelete removes an auto-delete queue whose last consumer left.
-func (v *Vhost) autoDelete(q *Queue) {
-	if _, err := v.deleteQueue(q, true, false); err != nil {
-		v.b.log.Debug("auto-delete skipped", "queue", q.rec.Name, "err", err)
+func (qt *queueTable) autoDelete(q *Queue) {
+	if _, err := qt.deleteQueue(q, true, false); err != nil {
+		qt.v.b.log.Debug("auto-delete skipped", "queue", q.rec.Name, "err", err)
 	}
 }
 
 // ReleaseOwner deletes the exclusive queues of a closing connection.
-func (v *Vhost) ReleaseOwner(owner OwnerID) {
-	v.mu.RLock()
+func (qt *queueTable) ReleaseOwner(owner OwnerID) {
+	qt.v.mu.RLock()
 	var owned []*Queue
-	for _, q := range v.queues {
+	for _, q := range qt.queues {
 		if q.owner == owner {
 			owned = append(owned, q)
 		}
 	}
-	v.mu.RUnlock()
+	qt.v.mu.RUnlock()
 	for _, q := range owned {
-		if _, err := v.deleteQueue(q, false, false); err != nil {
-			v.b.log.Warn("delete exclusive queue", "queue", q.rec.Name, "err", err)
+		if _, err := qt.deleteQueue(q, false, false); err != nil {
+			qt.v.b.log.Warn("delete exclusive queue", "queue", q.rec.Name, "err", err)
 		}
 	}
 }

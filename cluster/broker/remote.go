@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenmq/warren/cluster/catalog"
@@ -58,7 +59,22 @@ func (q *Queue) recorded() bool { return q.rec.Durable || q.rec.ID != "" }
 
 // recordsExchange reports whether the store holds the exchange: every
 // one on a cluster, the durable ones on a standalone node.
-func (v *Vhost) recordsExchange(rec catalog.Exchange) bool { return rec.Durable || v.b.shared() }
+func (g *exchangeGraph) recordsExchange(rec catalog.Exchange) bool {
+	return rec.Durable || g.v.b.shared()
+}
+
+// transientQueues are the broker's side of in-memory queues on a
+// cluster: the ones this node serves to the others, and the removal of
+// the records that die with a start of a node.
+type transientQueues struct {
+	// b is the core: removals are committed through it and applied to
+	// its model.
+	b *Broker
+	// served are this node's in-memory queues other nodes reach.
+	served servedQueues
+	// stopping is set once the node shuts down (Stopping).
+	stopping atomic.Bool
+}
 
 // servedQueues are this node's recorded in-memory queues by ID, for the
 // forward service: other nodes name them so.
@@ -89,10 +105,10 @@ func (s *servedQueues) remove(q *Queue) {
 
 // ServedQueue is this node's in-memory queue with ID id, for other nodes'
 // routers.
-func (b *Broker) ServedQueue(id string) (queue.Queue, bool) {
-	b.served.mu.Lock()
-	q, ok := b.served.byID[id]
-	b.served.mu.Unlock()
+func (t *transientQueues) ServedQueue(id string) (queue.Queue, bool) {
+	t.served.mu.Lock()
+	q, ok := t.served.byID[id]
+	t.served.mu.Unlock()
 	if !ok {
 		return nil, false
 	}
@@ -101,7 +117,7 @@ func (b *Broker) ServedQueue(id string) (queue.Queue, bool) {
 	live := v.queues[q.rec.Name] == q
 	v.mu.RUnlock()
 	if !live {
-		b.served.remove(q)
+		t.served.remove(q)
 		return nil, false
 	}
 	return q.engine, true
@@ -113,13 +129,13 @@ func (b *Broker) ServedQueue(id string) (queue.Queue, bool) {
 // one cut off, could not commit and held up the shutdown for seconds per
 // queue). The other nodes remove their records when the node leaves
 // (DropTransientOf), or the node when it starts again (dropStale).
-func (b *Broker) Stopping() { b.stopping.Store(true) }
+func (t *transientQueues) Stopping() { t.stopping.Store(true) }
 
 // goesWithNode reports whether q, deleted now, need not be deleted
 // through the metadata: a transient queue of this node, which is
 // stopping.
-func (b *Broker) goesWithNode(q *Queue) bool {
-	return b.stopping.Load() && b.ownTransient(q.rec)
+func (t *transientQueues) goesWithNode(q *Queue) bool {
+	return t.stopping.Load() && t.b.ownTransient(q.rec)
 }
 
 // staleRetry paces dropStale's and DropTransientOf's attempts while the
@@ -129,18 +145,18 @@ const staleRetry = 2 * time.Second
 // dropStale removes the records of this node's transient queues left from
 // its earlier starts (it stopped or failed with them declared), once it
 // has caught up with the metadata. Run once per start, on a cluster.
-func (b *Broker) dropStale() {
-	boot := b.cfg.Cluster.Boot()
-	b.dropTransient("stale", func(rec catalog.Queue) bool {
-		return slices.Contains(rec.Members, b.cfg.NodeID) && rec.Boot != boot
+func (t *transientQueues) dropStale() {
+	boot := t.b.cfg.Cluster.Boot()
+	t.dropTransient("stale", func(rec catalog.Queue) bool {
+		return slices.Contains(rec.Members, t.b.cfg.NodeID) && rec.Boot != boot
 	})
 }
 
 // DropTransientOf removes the records of the transient queues that node's
 // start boot declared: the node failed or left, and they are gone with
 // it. Another start of the node removes its own (dropStale).
-func (b *Broker) DropTransientOf(node, boot string) {
-	b.dropTransient("gone with node "+node, func(rec catalog.Queue) bool {
+func (t *transientQueues) DropTransientOf(node, boot string) {
+	t.dropTransient("gone with node "+node, func(rec catalog.Queue) bool {
 		return slices.Contains(rec.Members, node) && rec.Boot == boot
 	})
 }
@@ -149,22 +165,22 @@ func (b *Broker) DropTransientOf(node, boot string) {
 // their bindings and the auto-delete exchanges left without any, retrying
 // until the metadata takes it or the broker closes (the node waits for
 // this on its way down, when the others may be gone).
-func (b *Broker) dropTransient(why string, pick func(catalog.Queue) bool) {
-	w, ok := b.store.(Watchable)
+func (t *transientQueues) dropTransient(why string, pick func(catalog.Queue) bool) {
+	w, ok := t.b.store.(Watchable)
 	if !ok {
 		return
 	}
 	for {
-		n, err := b.tryDropTransient(w, pick)
+		n, err := t.tryDropTransient(w, pick)
 		if err == nil {
 			if n > 0 {
-				b.log.Info("removed transient queues", "why", why, "queues", n)
+				t.b.log.Info("removed transient queues", "why", why, "queues", n)
 			}
 			return
 		}
-		b.log.Debug("remove transient queues; will retry", "why", why, "err", err)
+		t.b.log.Debug("remove transient queues; will retry", "why", why, "err", err)
 		select {
-		case <-b.ctx.Done():
+		case <-t.b.ctx.Done():
 			return
 		case <-time.After(staleRetry):
 		}
@@ -174,8 +190,8 @@ func (b *Broker) dropTransient(why string, pick func(catalog.Queue) bool) {
 // tryDropTransient is one attempt of dropTransient: it catches up with
 // the metadata, then removes what pick selects, and returns how many
 // queues that was.
-func (b *Broker) tryDropTransient(w Watchable, pick func(catalog.Queue) bool) (int, error) {
-	ctx, cancel := context.WithTimeout(b.ctx, catchUpTimeout)
+func (t *transientQueues) tryDropTransient(w Watchable, pick func(catalog.Queue) bool) (int, error) {
+	ctx, cancel := context.WithTimeout(t.b.ctx, catchUpTimeout)
 	defer cancel()
 	if err := w.CatchUp(ctx); err != nil {
 		return 0, err
@@ -193,7 +209,7 @@ func (b *Broker) tryDropTransient(w Watchable, pick func(catalog.Queue) bool) (i
 	}
 	// The model takes what this node proposes from the proposer, not
 	// from the store (replicated.go).
-	b.applyChanges(changes)
+	t.b.applyChanges(changes)
 	return n, nil
 }
 

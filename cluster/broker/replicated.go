@@ -15,49 +15,87 @@ import (
 // apply is idempotent, so a change that reaches the model twice (a
 // snapshot after an update) does no harm.
 
+// metadataApplier applies committed metadata to the model: the
+// snapshot a start restores, the changes the store's subscriber hands
+// over, and a whole new state (applyReset).
+type metadataApplier struct {
+	// b is the core, whose parts it applies changes to.
+	b *Broker
+	// ready is closed once the model is restored, for updates from the
+	// cluster that arrive meanwhile; nil on a standalone node.
+	ready chan struct{}
+}
+
+// restore loads snap into a model not yet shared with anything: a start.
+func (m *metadataApplier) restore(snap *catalog.Snapshot) error {
+	b := m.b
+	b.resetNodes(snap.Nodes) // nodes.go
+	if err := b.restoreAccess(snap); err != nil {
+		return err
+	}
+	b.restoreVhosts(snap)
+	// Policies before what they apply to.
+	for _, p := range snap.Policies {
+		v := b.vhost(p.Vhost)
+		if v == nil {
+			return fmt.Errorf("policy %q refers to missing vhost %q", p.Name, p.Vhost)
+		}
+		v.applyPolicy(p, false)
+	}
+	for _, x := range snap.Exchanges {
+		v := b.vhost(x.Vhost)
+		if v == nil {
+			return fmt.Errorf("exchange %q refers to missing vhost %q", x.Name, x.Vhost)
+		}
+		if err := v.restoreExchange(x); err != nil {
+			return err
+		}
+	}
+	for _, q := range snap.Queues {
+		v := b.vhost(q.Vhost)
+		if v == nil {
+			return fmt.Errorf("queue %q refers to missing vhost %q", q.Name, q.Vhost)
+		}
+		if err := v.restoreQueue(q); err != nil {
+			return err
+		}
+	}
+	for _, bd := range snap.Bindings {
+		v := b.vhost(bd.Vhost)
+		if v == nil {
+			return fmt.Errorf("binding refers to missing vhost %q", bd.Vhost)
+		}
+		if err := v.restoreBinding(bd); err != nil {
+			b.log.Warn("dropping stored binding", "vhost", bd.Vhost, "source", bd.Source, "destination", bd.Destination, "err", err)
+		}
+	}
+	return nil
+}
+
 // applyUpdate is the store's subscriber.
-func (b *Broker) applyUpdate(origin string, changes []catalog.Change, reset *catalog.Snapshot) {
-	<-b.ready
-	w := b.store.(Watchable)
+func (m *metadataApplier) applyUpdate(origin string, changes []catalog.Change, reset *catalog.Snapshot) {
+	<-m.ready
+	w := m.b.store.(Watchable)
 	switch {
 	case reset != nil:
-		b.applyReset(reset)
+		m.applyReset(reset)
 	case origin != w.Origin():
-		b.applyChanges(changes)
+		m.applyChanges(changes)
 	}
 }
 
-// applyChanges applies committed changes to the model.
-func (b *Broker) applyChanges(changes []catalog.Change) {
+// applyChanges applies committed changes to the model, each to the part
+// that holds its kind of record.
+func (m *metadataApplier) applyChanges(changes []catalog.Change) {
+	b := m.b
 	for _, c := range changes {
 		switch {
 		case c.Vhost != nil:
 			b.applyVhost(*c.Vhost, c.Delete)
 		case c.User != nil:
-			b.mu.Lock()
-			_, had := b.users[c.User.Name]
-			if c.Delete {
-				delete(b.users, c.User.Name)
-			} else {
-				b.users[c.User.Name] = *c.User
-			}
-			b.mu.Unlock()
-			b.permEpoch.Add(1) // tags changed too: checks cached on channels are void
-			if c.Delete && had {
-				b.revoked(Revocation{User: c.User.Name, Reason: fmt.Sprintf("user '%s' is deleted", c.User.Name)})
-			}
+			b.applyUser(*c.User, c.Delete)
 		case c.Permission != nil:
-			p := *c.Permission
-			b.mu.Lock()
-			if c.Delete {
-				delete(b.perms, permKey{p.User, p.Vhost})
-			} else if cp, err := compilePermission(p); err == nil {
-				b.perms[permKey{p.User, p.Vhost}] = cp
-			} else {
-				b.log.Warn("ignoring replicated permission", "user", p.User, "vhost", p.Vhost, "err", err)
-			}
-			b.mu.Unlock()
-			b.permEpoch.Add(1)
+			b.applyPermission(*c.Permission, c.Delete)
 		case c.Exchange != nil:
 			if v := b.vhost(c.Exchange.Vhost); v != nil {
 				v.applyExchange(*c.Exchange, c.Delete)
@@ -80,176 +118,20 @@ func (b *Broker) applyChanges(changes []catalog.Change) {
 	}
 }
 
-func (b *Broker) vhost(name string) *Vhost {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.vhosts[name]
-}
-
-func (b *Broker) applyVhost(rec catalog.Vhost, del bool) {
-	b.mu.Lock()
-	v, ok := b.vhosts[rec.Name]
-	switch {
-	case del && ok:
-		delete(b.vhosts, rec.Name)
-	case !del && !ok:
-		b.vhosts[rec.Name] = newVhost(b, rec)
-	}
-	b.mu.Unlock()
-	if !del && ok {
-		// What a vhost's record changes (SetVhostLimits). Not under
-		// b.mu: a declare holds v.mu while placement takes b.mu.
-		v.mu.Lock()
-		v.limits = rec.Limits
-		v.mu.Unlock()
-	}
-	if del && ok {
-		// What is left are this node's transient and exclusive queues
-		// (the durable ones were deleted before the vhost, in the same
-		// change); its connections go, and their exclusive queues.
-		v.close()
-		b.revoked(Revocation{Vhost: rec.Name, Reason: fmt.Sprintf("vhost '%s' is deleted", rec.Name)})
-	}
-}
-
-func (v *Vhost) applyExchange(rec catalog.Exchange, del bool) {
-	if del {
-		v.mu.Lock()
-		if x, ok := v.exchanges[rec.Name]; ok {
-			v.dropExchangeLocked(x)
-		}
-		v.mu.Unlock()
-		return
-	}
-	v.mu.RLock()
-	_, ok := v.exchanges[rec.Name]
-	v.mu.RUnlock()
-	if !ok {
-		if err := v.restoreExchange(rec); err != nil {
-			v.b.log.Warn("ignoring replicated exchange", "vhost", v.name, "exchange", rec.Name, "err", err)
-		}
-	}
-}
-
-func (v *Vhost) applyBinding(rec catalog.Binding, del bool) {
-	key := bindingKey{destination: rec.Destination, routingKey: rec.RoutingKey, arguments: string(rec.Arguments), toExchange: rec.Kind == catalog.ToExchange}
-	v.mu.Lock()
-	x, ok := v.exchanges[rec.Source]
-	var b *binding
-	if ok {
-		b = x.bindings[key]
-	}
-	if del && b != nil {
-		x.remove(b)
-	}
-	v.mu.Unlock()
-	if !del && ok && b == nil {
-		if err := v.restoreBinding(rec); err != nil {
-			v.b.log.Warn("ignoring replicated binding", "vhost", v.name, "source", rec.Source, "destination", rec.Destination, "err", err)
-		}
-	}
-}
-
-func (v *Vhost) applyQueue(rec catalog.Queue, del bool) {
-	v.mu.RLock()
-	q, ok := v.queues[rec.Name]
-	v.mu.RUnlock()
-	switch {
-	case del && ok && (rec.ID == "" || q.rec.ID == rec.ID):
-		v.dropQueue(q)
-	case !del && ok && q.rec.ID != rec.ID:
-		// Deleted and declared again while this node was not looking.
-		v.dropQueue(q)
-		fallthrough
-	case !del && (!ok || q.rec.ID != rec.ID):
-		if err := v.restoreQueue(rec); err != nil {
-			v.b.log.Warn("cannot start replicated queue", "vhost", v.name, "queue", rec.Name, "err", err)
-		}
-	case !del && ok && isReplicated(rec, 0):
-		// The same queue, its record changed: a member was added or
-		// removed (members.go).
-		v.applyMembers(q, rec)
-	}
-}
-
-// dropQueue removes a queue another node deleted: its bindings, and this
-// node's side of it (its replica's files, when a member).
-func (v *Vhost) dropQueue(q *Queue) {
-	v.mu.Lock()
-	if v.queues[q.rec.Name] != q {
-		v.mu.Unlock()
-		return
-	}
-	delete(v.queues, q.rec.Name)
-	v.b.served.remove(q)
-	for b, x := range q.bindings {
-		x.remove(b)
-	}
-	v.mu.Unlock()
-	// Not on this goroutine: it applies every metadata change in order,
-	// and deleting a replicated queue's engine may wait for its group
-	// (a queue deleted moments after its declaration has no leader yet),
-	// which held up every later change, new queues' elections included.
-	go q.engine.Delete(false, false)
-}
-
 // applyReset brings the model to a whole new state (the metadata group
 // sent this node a snapshot): what the state lacks is removed, what it
 // has is applied.
-func (b *Broker) applyReset(snap *catalog.Snapshot) {
+func (m *metadataApplier) applyReset(snap *catalog.Snapshot) {
+	b := m.b
 	b.resetNodes(snap.Nodes) // nodes.go
-	var gone []catalog.Change
-	b.mu.RLock()
-	for name := range b.users {
-		if !slices.ContainsFunc(snap.Users, func(u catalog.User) bool { return u.Name == name }) {
-			gone = append(gone, catalog.Del(catalog.User{Name: name}))
-		}
-	}
-	for k := range b.perms {
-		if !slices.ContainsFunc(snap.Permissions, func(p catalog.Permission) bool { return p.User == k.user && p.Vhost == k.vhost }) {
-			gone = append(gone, catalog.Del(catalog.Permission{User: k.user, Vhost: k.vhost}))
-		}
-	}
-	vhosts := make([]*Vhost, 0, len(b.vhosts))
-	for name, v := range b.vhosts {
-		if !slices.ContainsFunc(snap.Vhosts, func(r catalog.Vhost) bool { return r.Name == name }) {
-			gone = append(gone, catalog.Del(catalog.Vhost{Name: name}))
-			continue
-		}
-		vhosts = append(vhosts, v)
-	}
-	b.mu.RUnlock()
+	gone := b.accessControl.absentFrom(snap, nil)
+	gone, vhosts := b.vhostTable.absentFrom(snap, gone)
 	for _, v := range vhosts {
-		v.mu.RLock()
-		for _, q := range v.queues {
-			if q.recorded() && !slices.ContainsFunc(snap.Queues, func(r catalog.Queue) bool { return r.Vhost == v.name && r.Name == q.rec.Name }) {
-				gone = append(gone, catalog.Del(q.rec))
-			}
-		}
-		for _, set := range []map[string]*policy{v.policies, v.opPolicies} {
-			for _, p := range set {
-				if !slices.ContainsFunc(snap.Policies, func(r catalog.Policy) bool {
-					return r.Vhost == v.name && r.Name == p.rec.Name && r.Operator == p.rec.Operator
-				}) {
-					gone = append(gone, catalog.Del(p.rec))
-				}
-			}
-		}
-		for _, x := range v.exchanges {
-			if v.recordsExchange(x.rec) && x.rec.Name != "" && !slices.ContainsFunc(snap.Exchanges, func(r catalog.Exchange) bool { return r.Vhost == v.name && r.Name == x.rec.Name }) && !isPredeclared(x.rec.Name) {
-				gone = append(gone, catalog.Del(x.rec))
-			}
-			for _, bd := range x.bindings {
-				if rec, recorded := v.bindingRecord(x, bd); recorded && !slices.ContainsFunc(snap.Bindings, func(r catalog.Binding) bool { return bindingEqual(r, rec) }) {
-					gone = append(gone, catalog.Del(rec))
-				}
-			}
-		}
-		v.mu.RUnlock()
+		gone = v.absentFrom(snap, gone)
 	}
 	// Bindings first, then what they connect, then vhosts.
 	slices.SortStableFunc(gone, func(a, b catalog.Change) int { return removalRank(a) - removalRank(b) })
-	b.applyChanges(gone)
+	m.applyChanges(gone)
 	var puts []catalog.Change
 	for _, r := range snap.Users {
 		puts = append(puts, catalog.Put(r))
@@ -272,7 +154,120 @@ func (b *Broker) applyReset(snap *catalog.Snapshot) {
 	for _, r := range snap.Bindings {
 		puts = append(puts, catalog.Put(r))
 	}
-	b.applyChanges(puts)
+	m.applyChanges(puts)
+}
+
+func (g *exchangeGraph) applyExchange(rec catalog.Exchange, del bool) {
+	if del {
+		g.v.mu.Lock()
+		if x, ok := g.exchanges[rec.Name]; ok {
+			g.dropExchangeLocked(x)
+		}
+		g.v.mu.Unlock()
+		return
+	}
+	g.v.mu.RLock()
+	_, ok := g.exchanges[rec.Name]
+	g.v.mu.RUnlock()
+	if !ok {
+		if err := g.restoreExchange(rec); err != nil {
+			g.v.b.log.Warn("ignoring replicated exchange", "vhost", g.v.name, "exchange", rec.Name, "err", err)
+		}
+	}
+}
+
+func (g *exchangeGraph) applyBinding(rec catalog.Binding, del bool) {
+	key := bindingKey{destination: rec.Destination, routingKey: rec.RoutingKey, arguments: string(rec.Arguments), toExchange: rec.Kind == catalog.ToExchange}
+	g.v.mu.Lock()
+	x, ok := g.exchanges[rec.Source]
+	var b *binding
+	if ok {
+		b = x.bindings[key]
+	}
+	if del && b != nil {
+		x.remove(b)
+	}
+	g.v.mu.Unlock()
+	if !del && ok && b == nil {
+		if err := g.restoreBinding(rec); err != nil {
+			g.v.b.log.Warn("ignoring replicated binding", "vhost", g.v.name, "source", rec.Source, "destination", rec.Destination, "err", err)
+		}
+	}
+}
+
+func (qt *queueTable) applyQueue(rec catalog.Queue, del bool) {
+	qt.v.mu.RLock()
+	q, ok := qt.queues[rec.Name]
+	qt.v.mu.RUnlock()
+	switch {
+	case del && ok && (rec.ID == "" || q.rec.ID == rec.ID):
+		qt.dropQueue(q)
+	case !del && ok && q.rec.ID != rec.ID:
+		// Deleted and declared again while this node was not looking.
+		qt.dropQueue(q)
+		fallthrough
+	case !del && (!ok || q.rec.ID != rec.ID):
+		if err := qt.restoreQueue(rec); err != nil {
+			qt.v.b.log.Warn("cannot start replicated queue", "vhost", qt.v.name, "queue", rec.Name, "err", err)
+		}
+	case !del && ok && isReplicated(rec, 0):
+		// The same queue, its record changed: a member was added or
+		// removed (members.go).
+		qt.applyMembers(q, rec)
+	}
+}
+
+// dropQueue removes a queue another node deleted: its bindings, and this
+// node's side of it (its replica's files, when a member).
+func (qt *queueTable) dropQueue(q *Queue) {
+	qt.v.mu.Lock()
+	if qt.queues[q.rec.Name] != q {
+		qt.v.mu.Unlock()
+		return
+	}
+	delete(qt.queues, q.rec.Name)
+	qt.v.b.served.remove(q)
+	for b, x := range q.bindings {
+		x.remove(b)
+	}
+	qt.v.mu.Unlock()
+	// Not on this goroutine: it applies every metadata change in order,
+	// and deleting a replicated queue's engine may wait for its group
+	// (a queue deleted moments after its declaration has no leader yet),
+	// which held up every later change, new queues' elections included.
+	go q.engine.Delete(false, false)
+}
+
+// absentFrom appends to gone the deletions of the vhost's recorded
+// queues, policies, exchanges and bindings that snap lacks (applyReset).
+func (v *Vhost) absentFrom(snap *catalog.Snapshot, gone []catalog.Change) []catalog.Change {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for _, q := range v.queues {
+		if q.recorded() && !slices.ContainsFunc(snap.Queues, func(r catalog.Queue) bool { return r.Vhost == v.name && r.Name == q.rec.Name }) {
+			gone = append(gone, catalog.Del(q.rec))
+		}
+	}
+	for _, set := range []map[string]*policy{v.policies, v.opPolicies} {
+		for _, p := range set {
+			if !slices.ContainsFunc(snap.Policies, func(r catalog.Policy) bool {
+				return r.Vhost == v.name && r.Name == p.rec.Name && r.Operator == p.rec.Operator
+			}) {
+				gone = append(gone, catalog.Del(p.rec))
+			}
+		}
+	}
+	for _, x := range v.exchanges {
+		if v.recordsExchange(x.rec) && x.rec.Name != "" && !slices.ContainsFunc(snap.Exchanges, func(r catalog.Exchange) bool { return r.Vhost == v.name && r.Name == x.rec.Name }) && !isPredeclared(x.rec.Name) {
+			gone = append(gone, catalog.Del(x.rec))
+		}
+		for _, bd := range x.bindings {
+			if rec, recorded := v.bindingRecord(x, bd); recorded && !slices.ContainsFunc(snap.Bindings, func(r catalog.Binding) bool { return bindingEqual(r, rec) }) {
+				gone = append(gone, catalog.Del(rec))
+			}
+		}
+	}
+	return gone
 }
 
 func removalRank(c catalog.Change) int {

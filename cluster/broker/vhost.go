@@ -7,33 +7,30 @@ import (
 	"github.com/warrenmq/warren/cluster/catalog"
 )
 
-// Vhost holds one virtual host's exchanges, queues and bindings. One
-// RWMutex guards its maps: routing (every publish) takes the read lock,
-// declares and deletes the write lock.
+// Vhost is one virtual host: its name, default queue type and limits,
+// and three parts embedded so that their exported methods are the
+// vhost's API to the connection layer: its queues (queueTable), its
+// exchanges and bindings and the routing through them (exchangeGraph),
+// and its policies (vhostPolicies).
+//
+// One RWMutex, mu, guards the vhost and all three parts: routing (every
+// publish) reads exchanges and queues together under the read lock, and
+// a declaration or deletion changes several parts at once (a queue's
+// bindings go with it; a policy change recomputes every queue's and
+// exchange's arguments) under the write lock. A method whose name ends in
+// Locked expects it held.
 type Vhost struct {
 	b                *Broker
 	name             string
 	defaultQueueType string
 
-	mu        sync.RWMutex
-	exchanges map[string]*exchange
-	queues    map[string]*Queue
-	// policies and opPolicies are the vhost's policies and operator
-	// policies by name (policy.go).
-	policies   map[string]*policy
-	opPolicies map[string]*policy
+	mu sync.RWMutex
 	// limits are the vhost's limits (limits.go), nil for none.
 	limits map[string]int64
-}
 
-// predeclared are the exchanges every vhost has, as in RabbitMQ.
-var predeclared = []catalog.Exchange{
-	{Name: "", Type: ExchangeDirect, Durable: true},
-	{Name: "amq.direct", Type: ExchangeDirect, Durable: true},
-	{Name: "amq.fanout", Type: ExchangeFanout, Durable: true},
-	{Name: "amq.topic", Type: ExchangeTopic, Durable: true},
-	{Name: "amq.headers", Type: ExchangeHeaders, Durable: true},
-	{Name: "amq.match", Type: ExchangeHeaders, Durable: true},
+	queueTable
+	exchangeGraph
+	vhostPolicies
 }
 
 func newVhost(b *Broker, rec catalog.Vhost) *Vhost {
@@ -41,19 +38,14 @@ func newVhost(b *Broker, rec catalog.Vhost) *Vhost {
 		b:                b,
 		name:             rec.Name,
 		defaultQueueType: rec.DefaultQueueType,
-		exchanges:        make(map[string]*exchange),
-		queues:           make(map[string]*Queue),
-		policies:         make(map[string]*policy),
-		opPolicies:       make(map[string]*policy),
 		limits:           rec.Limits,
 	}
 	if v.defaultQueueType == "" {
 		v.defaultQueueType = b.cfg.DefaultQueueType
 	}
-	for _, x := range predeclared {
-		x.Vhost = rec.Name
-		v.exchanges[x.Name] = newExchange(x, nil)
-	}
+	v.queueTable = queueTable{v: v, queues: make(map[string]*Queue)}
+	v.exchangeGraph = newExchangeGraph(v)
+	v.vhostPolicies = vhostPolicies{v: v, policies: make(map[string]*policy), opPolicies: make(map[string]*policy)}
 	return v
 }
 
@@ -68,7 +60,7 @@ func (v *Vhost) check(u *User, a Access, kind, name string) error {
 	if u == nil { // internal operations (auto-delete, connection cleanup)
 		return nil
 	}
-	return v.b.check(u, v.name, a, kind, name)
+	return v.b.accessControl.check(u, v.name, a, kind, name)
 }
 
 // checkAny passes when u has any permission on the resource, which is
@@ -102,6 +94,13 @@ func (v *Vhost) persist(changes ...catalog.Change) error {
 func (v *Vhost) persistFailed(err error) error {
 	v.b.log.Error("metadata store write failed", "vhost", v.name, "err", err)
 	return wire.Errorf(wire.InternalError, "metadata store write failed: %v", err)
+}
+
+// setLimits replaces the vhost's limits: its record changed.
+func (v *Vhost) setLimits(limits map[string]int64) {
+	v.mu.Lock()
+	v.limits = limits
+	v.mu.Unlock()
 }
 
 func (v *Vhost) close() {

@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/raftq/replica"
 )
 
 // Through the real broker: a publisher with confirms that sends a message
@@ -18,7 +19,7 @@ import (
 func TestPublishLingerSharesSyncs(t *testing.T) {
 	const n, gap = 150, 2 * time.Millisecond
 	run := func(linger time.Duration) float64 {
-		nd, url := startNodeWith(t, broker.Config{Seed: broker.DefaultSeed(), PublishLinger: linger})
+		nd, url := startNodeWith(t, broker.Config{Seed: broker.DefaultSeed(), Replica: replica.Config{PublishLinger: linger}})
 		syncs := func() float64 {
 			v, ok := scrape(t, url+"/metrics")["warren_wal_syncs_total"]
 			if !ok {

@@ -22,7 +22,7 @@ func (a connectionAdmin) NodeStatus() admin.NodeStatus {
 	if err != nil {
 		dir = a.n.cfg.DataDir
 	}
-	payloads := a.n.cfg.Broker.PayloadCache
+	payloads := a.n.cfg.Broker.Replica.Payloads
 	st := admin.NodeStatus{Started: a.n.started, DataDir: dir, AMQPListen: a.n.AMQPAddr().String(), Running: a.c.ready(a.b),
 		PayloadCache: payloads.Used(), PayloadCacheLimit: payloads.Limit()}
 	for _, c := range a.n.Connections() {

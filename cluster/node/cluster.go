@@ -164,7 +164,7 @@ type clusterNode struct {
 // startCluster starts the node's cluster side. seed, if set, is a
 // standalone node's metadata, which becomes the metadata group's first
 // snapshot (datadir.go).
-func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Snapshot, log *slog.Logger) (*clusterNode, error) {
+func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Snapshot, onStorageFailure func(error), log *slog.Logger) (*clusterNode, error) {
 	if cfg.NodeName == "" {
 		return nil, errors.New("cluster: a node name is required")
 	}
@@ -255,7 +255,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 		c.closeTransport()
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
-	c.qlog, err = replica.OpenNodeWAL(dataDir, log.With("component", "wal"))
+	c.qlog, err = replica.OpenNodeWAL(dataDir, log.With("component", "wal"), onStorageFailure)
 	if err != nil {
 		c.gossip.Stop()
 		c.meta.Close()

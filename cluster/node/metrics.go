@@ -89,7 +89,10 @@ func (n *Node) ClusterName() string { return n.server.ClusterName() }
 // (fdatasync) since the node started; ok is false without one.
 func (n *Node) LogSyncs() (syncs uint64, ok bool) {
 	if n.cluster == nil {
-		return n.broker.LogSyncs() // a standalone node's own
+		if n.qlog == nil {
+			return 0, false
+		}
+		return n.qlog.Commits(), true // a standalone node's own
 	}
 	if n.cluster.qlog == nil {
 		return 0, false

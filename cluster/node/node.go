@@ -16,6 +16,7 @@ import (
 	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/pki"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/wal"
 )
 
 // Config is everything a node needs.
@@ -36,8 +37,13 @@ type Config struct {
 	AdminAddr string
 	AdminTLS  *pki.Store
 	Version   string
-	Server    server.Config
-	Broker    broker.Config
+	// OnStorageFailure, if set, is told when the queues' write-ahead log
+	// can no longer write (a full disk, an I/O error): the node is then to
+	// stop. Until it does, writes wait rather than fail (raftq/wal's
+	// failure.go), so that no Raft group panics meanwhile.
+	OnStorageFailure func(error)
+	Server           server.Config
+	Broker           broker.Config
 	// DiskFreeLimit raises the node's disk alarm while the file system
 	// of DataDir has less free space (RabbitMQ's disk_free_limit); zero
 	// or less never does.
@@ -49,7 +55,7 @@ type Config struct {
 	// PayloadCache bounds the bytes of message payloads the node's
 	// quorum queue leaders keep in memory, all together, for delivery
 	// (replica.PayloadCache); zero is DefaultPayloadCache, negative keeps
-	// none. The node builds the cache unless Broker.PayloadCache is set.
+	// none. The node builds the cache unless Broker.Replica.Payloads is set.
 	PayloadCache int64
 	Log          *slog.Logger
 	// Cluster makes the node a cluster member; nil is a standalone node
@@ -96,6 +102,10 @@ type Node struct {
 	memory  *alarm.MemoryMonitor // nil with MessageBytesOnly
 	started time.Time
 
+	// qlog holds a standalone node's replicated queues' Raft logs; nil on
+	// a cluster member, whose clusterNode has its own.
+	qlog *wal.Log
+
 	served   chan struct{} // closed when Serve returns
 	serveErr error
 	// stopWaiting ends a cluster member's wait to serve (Start).
@@ -118,16 +128,17 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Broker.DataDir == "" {
 		cfg.Broker.DataDir = cfg.DataDir
 	}
-	if cfg.Broker.PayloadCache == nil {
-		cfg.Broker.PayloadCache = replica.NewPayloadCache(cfg.PayloadCacheLimit())
+	if cfg.Broker.Replica.Payloads == nil {
+		cfg.Broker.Replica.Payloads = replica.NewPayloadCache(cfg.PayloadCacheLimit())
 	}
-	store, cn, err := openStore(&cfg, migrate, log)
+	store, cn, qlog, err := openStore(&cfg, migrate, log)
 	if err != nil {
 		return nil, err
 	}
 	b, err := broker.New(cfg.Broker, store, log.With("component", "broker"))
 	if err != nil {
 		store.Close()
+		closeWAL(qlog)
 		if cn != nil {
 			cn.close()
 		}
@@ -146,6 +157,7 @@ func Start(cfg Config) (*Node, error) {
 		disk.Close()
 		memory.Close()
 		b.Close()
+		closeWAL(qlog)
 		if cn != nil {
 			cn.close()
 		}
@@ -167,6 +179,7 @@ func Start(cfg Config) (*Node, error) {
 		log:     log,
 		store:   store,
 		broker:  b,
+		qlog:    qlog,
 		cluster: cn,
 		server:  server.New(cfg.Server, b, log.With("component", "amqp")),
 		ln:      ln,
@@ -200,28 +213,38 @@ func Start(cfg Config) (*Node, error) {
 // broker then reaches the cluster through), or a standalone node's file.
 // migrate is a standalone node's metadata carried into a cluster of one
 // (checkDataDir), whose file is retired once the cluster has started.
-func openStore(cfg *Config, migrate *catalog.Snapshot, log *slog.Logger) (catalog.Store, *clusterNode, error) {
+//
+// A standalone node's replicated queues share one write-ahead log, which
+// the node opens and hands the broker (a cluster member's is its
+// clusterNode's); qlog is it, nil on a member.
+func openStore(cfg *Config, migrate *catalog.Snapshot, log *slog.Logger) (store catalog.Store, cn *clusterNode, qlog *wal.Log, err error) {
 	if cfg.Cluster == nil {
 		bolt, err := catalog.OpenBolt(cfg.DataDir)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return bolt, nil, nil
+		qlog, err = replica.OpenNodeWAL(cfg.DataDir, log.With("component", "wal"), cfg.OnStorageFailure)
+		if err != nil {
+			bolt.Close()
+			return nil, nil, nil, fmt.Errorf("open the queues' write-ahead log: %w", err)
+		}
+		cfg.Broker.Replica.WAL = qlog
+		return bolt, nil, qlog, nil
 	}
-	cn, err := startCluster(*cfg.Cluster, cfg.DataDir, cfg.AMQPAddr, migrate, log)
+	cn, err = startCluster(*cfg.Cluster, cfg.DataDir, cfg.AMQPAddr, migrate, cfg.OnStorageFailure, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if migrate != nil {
 		if err := retireStandalone(cfg.DataDir, log); err != nil {
 			cn.meta.Close()
 			cn.close()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	cfg.Broker.NodeID = cfg.Cluster.NodeName
 	cfg.Broker.Cluster = cn
-	return metaStore{cn.meta}, cn, nil
+	return metaStore{cn.meta}, cn, nil, nil
 }
 
 // connectCluster connects a cluster member's AMQP server, broker and
@@ -300,11 +323,20 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.disk.Close()
 	n.memory.Close()
-	err = errors.Join(err, n.admin.close(), n.broker.Close())
+	err = errors.Join(err, n.admin.close(), n.broker.Close(), closeWAL(n.qlog)) // the queues first
 	if n.cluster != nil {
 		err = errors.Join(err, n.cluster.close())
 	}
 	return err
+}
+
+// closeWAL closes a standalone node's write-ahead log, if any, once the
+// broker has closed the queues that write to it.
+func closeWAL(qlog *wal.Log) error {
+	if qlog == nil {
+		return nil
+	}
+	return qlog.Close()
 }
 
 // DiskMonitor watches the free space of the node's data directory.

@@ -114,7 +114,7 @@ func (a *standaloneAdmin) NodeStatus() admin.NodeStatus {
 	if err != nil {
 		dir = a.n.cfg.DataDir
 	}
-	payloads := a.n.cfg.Broker.PayloadCache
+	payloads := a.n.cfg.Broker.Replica.Payloads
 	st := admin.NodeStatus{Started: a.n.started, DataDir: dir, AMQPListen: a.n.AMQPAddr().String(), Running: true,
 		PayloadCache: payloads.Used(), PayloadCacheLimit: payloads.Limit()}
 	for _, c := range a.n.Connections() {

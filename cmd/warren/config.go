@@ -384,7 +384,7 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			NoRebalanceOnRejoin: !c.rebalanceOnRejoin,
 		}
 	}
-	return node.Config{
+	nc := node.Config{
 		Cluster:       cluster,
 		DataDir:       c.dataDir,
 		AMQPAddr:      c.amqpAddr,
@@ -410,11 +410,13 @@ func (c *config) nodeConfig(log *slog.Logger) node.Config {
 			DenyTransientQueues:         c.transientQueues == "deny",
 			DenyQueueMasterLocator:      c.masterLocator == "deny",
 			ConsumerDisconnectedTimeout: c.disconnectedTimeout,
-			PublishLinger:               c.publishLinger,
-			PublishLingerShare:          c.lingerShare,
-			PublishLingerBatch:          c.lingerBatch,
 		},
 	}
+	// The replicas' tuning travels through the broker untouched.
+	nc.Broker.Replica.PublishLinger = c.publishLinger
+	nc.Broker.Replica.PublishLingerShare = c.lingerShare
+	nc.Broker.Replica.PublishLingerBatch = c.lingerBatch
+	return nc
 }
 
 // gossipKeyBytes decodes --gossip-key.

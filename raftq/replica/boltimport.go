@@ -141,8 +141,8 @@ func decodeLog(index uint64, v []byte, l *raft.Log) error {
 // OpenNodeWAL opens a node's write-ahead log in dataDir/wal, first moving
 // into it the shared bbolt log (dataDir/quorum/log.db) an earlier version
 // of a cluster node kept.
-func OpenNodeWAL(dataDir string, log *slog.Logger) (*wal.Log, error) {
-	w, err := wal.Open(filepath.Join(dataDir, "wal"), wal.Options{Logger: log})
+func OpenNodeWAL(dataDir string, log *slog.Logger, onFailure func(error)) (*wal.Log, error) {
+	w, err := wal.Open(filepath.Join(dataDir, "wal"), wal.Options{Logger: log, OnFailure: onFailure})
 	if err != nil {
 		return nil, err
 	}
