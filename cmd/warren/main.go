@@ -68,6 +68,13 @@ func run(args []string) int {
 	}
 	nodeCfg := cfg.nodeConfig(log)
 	cfg.security.apply(&nodeCfg, tlsStore, log)
+	storageFailed := make(chan error, 1)
+	nodeCfg.OnStorageFailure = func(err error) {
+		select {
+		case storageFailed <- err:
+		default:
+		}
+	}
 	if tlsStore != nil {
 		watchCtx, stopWatching := context.WithCancel(context.Background())
 		defer stopWatching()
@@ -125,6 +132,8 @@ wait:
 		case <-n.Done():
 			log.Error("AMQP listener stopped")
 			break wait
+		case err := <-storageFailed:
+			return stopOnStorageFailure(n, err, log)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -135,6 +144,32 @@ wait:
 	}
 	log.Info("warren stopped")
 	return 0
+}
+
+// storageStopWait bounds how long a node whose storage failed tries to
+// close its clients' connections before it exits.
+const storageStopWait = 5 * time.Second
+
+// stopOnStorageFailure stops a node whose queues' log can no longer
+// write: what it committed is on disk, and it starts again cleanly once
+// the disk has room or is repaired. Its clients are told (320
+// CONNECTION_FORCED) within storageStopWait; the rest of the shutdown, which
+// would wait on writes that cannot happen, is left to the exit.
+func stopOnStorageFailure(n *node.Node, err error, log *slog.Logger) int {
+	log.Error("storage failed: stopping the node; it keeps what it had committed and starts again once the disk has room",
+		"err", err)
+	ctx, cancel := context.WithTimeout(context.Background(), storageStopWait)
+	defer cancel()
+	closed := make(chan struct{})
+	go func() {
+		n.Close(ctx)
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
+	return 1
 }
 
 // reloadTLS re-reads the TLS material on SIGHUP.
