@@ -7,6 +7,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestCancelThenCloseStrandsNothing: a consumer attached through a node
@@ -49,7 +50,7 @@ func TestCancelThenCloseStrandsNothing(t *testing.T) {
 		c.Cancel("k", true)
 		conn.Close()
 	}
-	nodetest.Eventually(t, "every message ready again", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "every message ready again", func() bool {
 		q, err := ch.QueueDeclarePassive("cc", true, false, false, false, args)
 		// declare-ok counts the messages ready, as RabbitMQ's does.
 		return err == nil && q.Messages == n && q.Consumers == 0

@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestDeleteOkCountsThroughAFollower deletes a quorum queue through a node
@@ -20,7 +21,7 @@ func TestDeleteOkCountsThroughAFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 	var follower *nodetest.Member
-	nodetest.Eventually(t, "a follower of the queue", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a follower of the queue", func() bool {
 		for _, m := range ms {
 			if st, ok := m.QueueMember("/", "counted"); ok && st.State == "Follower" {
 				follower = m

@@ -7,6 +7,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // withDisconnectedTimeout is a quorum queue's arguments with its consumer
@@ -49,7 +50,7 @@ func TestKilledConsumerNodeHoldsForTheDisconnectedTimeout(t *testing.T) {
 	later := consumeSlowly(t, other.Channel(), "held", 100)
 	killed := time.Now() // Kill returns once the node has shut down
 	victim.Kill()
-	nodetest.Eventually(t, "the five back, to the other consumer", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the five back, to the other consumer", func() bool {
 		return len(later.deliveries()) == 5
 	})
 	if waited := time.Since(killed); waited < timeout-time.Second {
@@ -72,7 +73,7 @@ func TestRestartedConsumerNodeReturnsAtOnce(t *testing.T) {
 	later := consumeSlowly(t, other.Channel(), "restarted", 100)
 	victim.Kill()
 	victim.Start()
-	nodetest.Eventually(t, "the restarted node's five delivered again", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the restarted node's five delivered again", func() bool {
 		return len(later.deliveries()) == 5
 	})
 }
@@ -92,7 +93,7 @@ func TestOrphanedConsumerOfAKilledLeaderNode(t *testing.T) {
 		}
 		leader = ms[1]
 		others = []*nodetest.Member{ms[0], ms[2]}
-		nodetest.Eventually(t, "the queue led by "+leader.Name(), 20*time.Second, func() bool { return leader.QueueLeads("/", "orphaned") })
+		testwait.For(t, 20*time.Second, "the queue led by "+leader.Name(), func() bool { return leader.QueueLeads("/", "orphaned") })
 	}
 	holdFive(t, leader, others[0], "orphaned")
 	later := consumeSlowly(t, others[1].Channel(), "orphaned", 100)
@@ -102,7 +103,7 @@ func TestOrphanedConsumerOfAKilledLeaderNode(t *testing.T) {
 		t.Fatalf("%d of the dead node's held messages handed out within the timeout", n)
 	}
 	leader.Start()
-	nodetest.Eventually(t, "the five back once the node restarted", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the five back once the node restarted", func() bool {
 		return len(later.deliveries()) == 5
 	})
 }
@@ -120,7 +121,7 @@ func TestOrphanedConsumerReturnsAfterTheDisconnectedTimeout(t *testing.T) {
 	later := consumeSlowly(t, others[1].Channel(), "expired", 100)
 	killed := time.Now() // Kill returns once the node has shut down
 	leader.Kill()
-	nodetest.Eventually(t, "the five back, to the other consumer", 40*time.Second, func() bool {
+	testwait.For(t, 40*time.Second, "the five back, to the other consumer", func() bool {
 		return len(later.deliveries()) == 5
 	})
 	if waited := time.Since(killed); waited < timeout {

@@ -12,6 +12,7 @@ import (
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/adminpb"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // slowConsumer holds what it is given without acknowledging it.
@@ -112,7 +113,7 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 	consumerNode, third := others[0], others[1]
 	slow := consumeSlowly(t, consumerNode.Channel(), "slow", 5)
 	publishConfirmedN(t, leader.Channel(), "slow", 0, 20)
-	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(slow.deliveries()) == 5 })
+	testwait.For(t, 10*time.Second, "5 deliveries", func() bool { return len(slow.deliveries()) == 5 })
 
 	transfer := func(to string) {
 		t.Helper()
@@ -133,7 +134,7 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 
 	// A second consumer gets the other 15, none of the 5.
 	other := consumeSlowly(t, ms[0].Channel(), "slow", 100)
-	nodetest.Eventually(t, "the other 15 delivered", 10*time.Second, func() bool { return len(other.deliveries()) == 15 })
+	testwait.For(t, 10*time.Second, "the other 15 delivered", func() bool { return len(other.deliveries()) == 15 })
 	held := map[string]bool{}
 	for _, d := range slow.deliveries() {
 		held[string(d.Body)] = true
@@ -152,7 +153,7 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "the queue empty once both acknowledged", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "the queue empty once both acknowledged", func() bool {
 		q, err := third.Channel().QueueDeclarePassive("slow", true, false, false, false, quorum)
 		return err == nil && q.Messages == 0 && q.Consumers == 2
 	})
@@ -170,12 +171,12 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
 	_, c, victim, others := threeNodesWithQueue(t, "slow", quorum)
 	slow := consumeSlowly(t, others[0].Channel(), "slow", 5)
 	publishConfirmedN(t, others[1].Channel(), "slow", 0, 20)
-	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(slow.deliveries()) == 5 })
+	testwait.For(t, 10*time.Second, "5 deliveries", func() bool { return len(slow.deliveries()) == 5 })
 
 	dead := victim.Name()
 	victim.Kill()
 	c = adminClient(t, others[1])
-	nodetest.Eventually(t, "a new leader", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "a new leader", func() bool {
 		st, err := c.QuorumStatus(callCtx(t, 5*time.Second), &adminpb.QuorumStatusRequest{Name: "slow"})
 		return err == nil && st.Leader != "" && st.Leader != dead
 	})
@@ -186,7 +187,7 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "the next 5 delivered, the acknowledged ones not again", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "the next 5 delivered, the acknowledged ones not again", func() bool {
 		return len(slow.deliveries()) == 10
 	})
 	for b, n := range slow.seen {
@@ -207,7 +208,7 @@ func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the first to attach is the active one
 	waiting := consumeSlowly(t, others[1].Channel(), "sac", 5)
 	publishConfirmedN(t, ms[0].Channel(), "sac", 0, 20)
-	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(active.deliveries()) == 5 })
+	testwait.For(t, 10*time.Second, "5 deliveries", func() bool { return len(active.deliveries()) == 5 })
 
 	for _, to := range []string{others[1].Name(), leader.Name()} {
 		resp, err := c.TransferLeadership(callCtx(t, 30*time.Second), &adminpb.TransferLeadershipRequest{Name: "sac", To: to})
@@ -223,7 +224,7 @@ func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
 	for _, d := range active.deliveries() {
 		d.Ack(false)
 	}
-	nodetest.Eventually(t, "the active consumer given the next 5", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "the active consumer given the next 5", func() bool {
 		return len(active.deliveries()) == 10
 	})
 	if n := len(waiting.deliveries()); n != 0 {
@@ -272,7 +273,7 @@ func TestDeadLettersNotRepeatedByANewLeader(t *testing.T) {
 		d := <-ds
 		d.Reject(false)
 	}
-	nodetest.Eventually(t, "10 dead letters", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "10 dead letters", func() bool {
 		q, err := ms[0].Channel().QueueDeclarePassive("dlq", true, false, false, false, quorum)
 		return err == nil && q.Messages == 10
 	})
@@ -308,7 +309,7 @@ func TestCancelledConsumerNodeRestarted(t *testing.T) {
 	victim.Kill()
 	victim.Start()
 	other := consumeSlowly(t, others[1].Channel(), "restarted", 100)
-	nodetest.Eventually(t, "the restarted node's cancelled consumer's 5 delivered again", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the restarted node's cancelled consumer's 5 delivered again", func() bool {
 		return len(other.deliveries()) == 5
 	})
 }
@@ -343,7 +344,7 @@ func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 		d.Nack(false, true)
 	}
 	var got amqp091.Delivery
-	nodetest.Eventually(t, "a basic.get", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a basic.get", func() bool {
 		var ok bool
 		got, ok, err = ch.Get("kept", false)
 		return err == nil && ok
@@ -364,7 +365,7 @@ func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 	if err := got.Ack(false); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the queue empty after the late acks", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "the queue empty after the late acks", func() bool {
 		q := listedQueue(t, c, "kept")
 		return q.Messages == 0 && q.Unacked == 0
 	})

@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestDeclaredThroughOneNodeRoutesFromEvery: a publish through another
@@ -28,7 +29,7 @@ func TestDeclaredThroughOneNodeRoutesFromEvery(t *testing.T) {
 	if _, err := decl.QueueDeclare("probe", true, false, false, false, quorum); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "every node up to date", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "every node up to date", func() bool {
 		for _, m := range ms {
 			if _, err := m.Channel().QueueDeclarePassive("probe", true, false, false, false, quorum); err != nil {
 				return false

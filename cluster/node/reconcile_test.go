@@ -11,6 +11,7 @@ import (
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // fastReconcile makes the reconciler's rounds and trigger delay short.
@@ -66,17 +67,17 @@ func TestReconcileRestoresTargetSize(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "pol grown to its policy's target", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "pol grown to its policy's target", func() bool {
 		return len(queueMembers(ms[0], "pol")) == 3
 	})
 
 	for _, name := range []string{"target", "plain"} {
-		nodetest.Eventually(t, name+" has three members", 10*time.Second, func() bool { return len(queueMembers(ms[0], name)) == 3 })
+		testwait.For(t, 10*time.Second, name+" has three members", func() bool { return len(queueMembers(ms[0], name)) == 3 })
 		if err := ms[0].DeleteMember("/", name, "warren-2", true); err != nil {
 			t.Fatalf("delete member of %s: %v", name, err)
 		}
 	}
-	nodetest.Eventually(t, "target back to three voters", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "target back to three voters", func() bool {
 		return slices.Contains(queueMembers(ms[0], "target"), "warren-2") && allVoters(ms[2], "target", 3)
 	})
 	// Several rounds have run since: the queue without a target stays.
@@ -95,7 +96,7 @@ func TestReconcileGrowsOntoJoiningNode(t *testing.T) {
 	if _, err := ch.QueueDeclare("orders", true, false, false, false, args); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "three members", 10*time.Second, func() bool { return len(queueMembers(ms[0], "orders")) == 3 })
+	testwait.For(t, 10*time.Second, "three members", func() bool { return len(queueMembers(ms[0], "orders")) == 3 })
 	ms[2].Stop()
 	if err := ms[0].DeleteMember("/", "orders", "warren-2", true); err != nil {
 		t.Fatal(err)
@@ -104,7 +105,7 @@ func TestReconcileGrowsOntoJoiningNode(t *testing.T) {
 		t.Fatalf("members %v, want two", got)
 	}
 	added := nodetest.AddNode(t, "warren-3", ms[0].GossipAddr(), fastReconcile(time.Hour))
-	nodetest.Eventually(t, "warren-3 a voting member", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "warren-3 a voting member", func() bool {
 		return slices.Contains(queueMembers(ms[0], "orders"), "warren-3") && allVoters(added, "orders", 3)
 	})
 }
@@ -128,9 +129,9 @@ func rejoinCluster(t *testing.T, opts ...nodetest.Option) ([]*nodetest.Member, f
 		return m.LeadingQueues()
 	}
 	total := func() int { return leading(ms[0]) + leading(ms[1]) + leading(ms[2]) }
-	nodetest.Eventually(t, "every queue led", 10*time.Second, func() bool { return total() == rejoinQueues })
+	testwait.For(t, 10*time.Second, "every queue led", func() bool { return total() == rejoinQueues })
 	ms[2].Stop()
-	nodetest.Eventually(t, "the others lead every queue", 30*time.Second, func() bool { return total() == rejoinQueues })
+	testwait.For(t, 30*time.Second, "the others lead every queue", func() bool { return total() == rejoinQueues })
 	ms[2].Start()
 	return ms, leading
 }
@@ -141,7 +142,7 @@ const rejoinQueues = 6
 // again (it led none: it handed them off when it stopped).
 func TestRebalanceOnRejoin(t *testing.T) {
 	ms, leading := rejoinCluster(t, fastReconcile(time.Hour))
-	nodetest.Eventually(t, "leaders spread again", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "leaders spread again", func() bool {
 		a, b, c := leading(ms[0]), leading(ms[1]), leading(ms[2])
 		return a+b+c == rejoinQueues && max(a, b, c)-min(a, b, c) <= 1
 	})

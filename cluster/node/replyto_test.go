@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestDirectReplyToAcrossNodes: a requester on one node, a responder on
@@ -147,5 +148,5 @@ func TestDirectReplyToAcrossNodes(t *testing.T) {
 	}
 	// The requester's node stops: its reply names no longer route.
 	ms[0].Stop()
-	nodetest.Eventually(t, "a reply to a stopped node's requester returned", 20*time.Second, lateReply)
+	testwait.For(t, 20*time.Second, "a reply to a stopped node's requester returned", lateReply)
 }

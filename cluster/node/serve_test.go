@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestNoClientsBeforeCaughtUp: a restarted cluster member serves clients
@@ -35,7 +36,7 @@ func TestNoClientsBeforeCaughtUp(t *testing.T) {
 	}
 
 	ms[1].Start()
-	nodetest.Eventually(t, "a login once a majority is back", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "a login once a majority is back", func() bool {
 		c, err := amqp091.Dial(url)
 		if err != nil {
 			return false
