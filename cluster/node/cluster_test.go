@@ -342,15 +342,9 @@ func TestLaggingFollowerSnapshot(t *testing.T) {
 	// A transfer fails if raft's replication to the target is still in
 	// the backoff its downtime left (up to ten seconds); an operator
 	// would try again, and so does the test, for up to 30 s.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		if err = ms[lead].TransferLeadership("/", "lag", follower.Name()); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		t.Logf("transfer leadership: %v; again", err)
-	}
+	testwait.ForNil(t, 30*time.Second, "a leadership transfer to the caught-up follower", func() error {
+		return ms[lead].TransferLeadership("/", "lag", follower.Name())
+	})
 	ms[lead].Stop()
 	testwait.For(t, 20*time.Second, "the old follower to lead", func() bool {
 		st, ok := follower.QueueMember("/", "lag")

@@ -280,8 +280,9 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 		return ok && st.Voter && st.LastLogIndex >= l.CommitIndex
 	})
 	follower.Stop()
-	// Traffic all along the downtime: each publish has the leader try
-	// the stopped follower again.
+	// Traffic all along the downtime, long enough for raft's backoff to
+	// the stopped follower to reach its ten-second ceiling: each publish
+	// has the leader try the stopped follower again.
 	for stop := time.Now().Add(21 * time.Second); time.Now().Before(stop); time.Sleep(100 * time.Millisecond) {
 		publish()
 	}
@@ -366,20 +367,13 @@ func TestGotMessageNodeKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	vch := via.Channel()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "basic.get to find the message", func() bool {
 		_, ok, err := vch.Get("got", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("basic.get found nothing")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ok
+	})
 	via.Kill()
 	expectRedelivery(t, other, "got")
 }

@@ -126,9 +126,11 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 		}
 	}
 	transfer(consumerNode.Name()) // the consumer's stream ends; it attaches locally
+	// Past the orphan grace, when wrongly returned messages would go.
 	time.Sleep(replica.OrphanGrace + time.Second)
 	slow.checkKept(t, 5, "after a move to its node")
 	transfer(third.Name()) // and from local to remote
+	// Past the orphan grace, when wrongly returned messages would go.
 	time.Sleep(replica.OrphanGrace + time.Second)
 	slow.checkKept(t, 5, "after a move away from its node")
 
@@ -157,7 +159,7 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 		q, err := third.Channel().QueueDeclarePassive("slow", true, false, false, false, quorum)
 		return err == nil && q.Messages == 0 && q.Consumers == 2
 	})
-	time.Sleep(replica.OrphanGrace)
+	time.Sleep(replica.OrphanGrace) // past the orphan grace: a wrong redelivery would show
 	if n := len(slow.deliveries()) + len(other.deliveries()); n != 20 {
 		t.Errorf("%d deliveries of 20 messages", n)
 	}
@@ -180,7 +182,7 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
 		st, err := c.QuorumStatus(callCtx(t, 5*time.Second), &adminpb.QuorumStatusRequest{Name: "slow"})
 		return err == nil && st.Leader != "" && st.Leader != dead
 	})
-	time.Sleep(replica.OrphanGrace + time.Second)
+	time.Sleep(replica.OrphanGrace + time.Second) // past the orphan grace, when wrongly returned messages would go
 	slow.checkKept(t, 5, "after the leader was killed")
 	for _, d := range slow.deliveries() {
 		if err := d.Ack(false); err != nil {
@@ -215,7 +217,7 @@ func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
 		if err != nil || !resp.Moved {
 			t.Fatalf("transfer to %s: %v, %v", to, resp, err)
 		}
-		time.Sleep(replica.OrphanGrace + time.Second)
+		time.Sleep(replica.OrphanGrace + time.Second) // past the orphan grace, when wrongly returned messages would go
 		active.checkKept(t, 5, "after a move to "+to)
 		if n := len(waiting.deliveries()); n != 0 {
 			t.Fatalf("after a move to %s: the waiting consumer got %d messages", to, n)
@@ -278,6 +280,7 @@ func TestDeadLettersNotRepeatedByANewLeader(t *testing.T) {
 		return err == nil && q.Messages == 10
 	})
 	transfer(first) // it has not applied the rejects yet: followers apply lazily
+	// Time for the new leader to dead-letter again, were it to.
 	time.Sleep(3 * time.Second)
 	q, err := ms[0].Channel().QueueDeclarePassive("dlq", true, false, false, false, quorum)
 	if err != nil || q.Messages != 10 {
@@ -354,7 +357,7 @@ func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 	if err != nil || !resp.Moved {
 		t.Fatalf("transfer: %v, %v", resp, err)
 	}
-	time.Sleep(replica.OrphanGrace + time.Second)
+	time.Sleep(replica.OrphanGrace + time.Second) // past the orphan grace, when wrongly returned messages would go
 	if q := listedQueue(t, c, "kept"); q.Ready != 0 || q.Unacked != 2 {
 		t.Fatalf("after the move: %d ready, %d unacknowledged; want both still held", q.Ready, q.Unacked)
 	}
@@ -369,7 +372,7 @@ func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 		q := listedQueue(t, c, "kept")
 		return q.Messages == 0 && q.Unacked == 0
 	})
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // time for a held message to go elsewhere, were it to
 	if n := len(watch.deliveries()); n != 0 {
 		t.Fatalf("%d of the held messages delivered to another consumer", n)
 	}

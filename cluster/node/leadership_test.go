@@ -137,7 +137,7 @@ func TestTransferLeadershipUnderTraffic(t *testing.T) {
 		defer close(done)
 		publish(300)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the publishes under way before the first transfer
 	transfer(others[0])
 	transfer(others[1])
 	<-done

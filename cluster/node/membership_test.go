@@ -68,7 +68,7 @@ func startPublisher(t *testing.T, m *nodetest.Member, queue string) *traffic {
 				tr.mu.Unlock()
 				return
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // a steady trickle, not a burst
 		}
 	}()
 	return tr
