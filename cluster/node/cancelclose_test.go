@@ -23,6 +23,7 @@ import (
 // here: at the default limit a dropped window would look like a
 // stranded one.
 func TestCancelThenCloseStrandsNothing(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	args := amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": -1}

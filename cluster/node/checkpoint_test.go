@@ -19,6 +19,7 @@ import (
 // is lost or delivered twice, and a member restarted afterwards still has
 // its snapshot. A bad pattern is refused.
 func TestForceCheckpoint(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3, hibernateAfter(500*time.Millisecond))
 	c := adminClient(t, ms[0])
 

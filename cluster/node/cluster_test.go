@@ -38,6 +38,7 @@ func leaderIndex(t *testing.T, ms []*nodetest.Member) int {
 // TestPublishConsumeAcrossNodes: a client publishes with confirms on one
 // node to a queue led by another and consumes on a third.
 func TestPublishConsumeAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	decl := ms[0].Channel()
 	if _, err := decl.QueueDeclare("orders", true, false, false, false, quorum); err != nil {
@@ -103,6 +104,7 @@ func TestPublishConsumeAcrossNodes(t *testing.T) {
 // TestMetadataReplicated: exchanges and bindings declared through one node
 // route publishes made on another.
 func TestMetadataReplicated(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[1].Channel()
 	if err := ch.ExchangeDeclare("events", "topic", true, false, false, false, nil); err != nil {
@@ -149,6 +151,7 @@ func TestMetadataReplicated(t *testing.T) {
 // TestLeaderPlacement: 30 queues declared through one node are led 10 ± 1
 // per node; client-local ones are led by the declaring node.
 func TestLeaderPlacement(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	for i := 0; i < 30; i++ {
@@ -182,6 +185,7 @@ func TestLeaderPlacement(t *testing.T) {
 // TestInternalConnectionsFixed: a node holds as many connections to its
 // peers with 100 queues as with 1.
 func TestInternalConnectionsFixed(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("one", true, false, false, false, quorum); err != nil {
@@ -236,6 +240,7 @@ func publishSome(t *testing.T, m *nodetest.Member, q string, n int) {
 // snapshot that carries the live messages' bodies), takes the leadership,
 // the old leader is stopped, and it delivers the old messages.
 func TestLaggingFollowerSnapshot(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("lag", true, false, false, false, quorum); err != nil {
@@ -384,6 +389,7 @@ func publishBody(t *testing.T, m *nodetest.Member, q, body string) {
 // TestDeletedWhileAway: a queue deleted while one of its members is down
 // leaves nothing behind on that member once it is back.
 func TestDeletedWhileAway(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("gone", true, false, false, false, quorum); err != nil {
@@ -419,6 +425,7 @@ func TestDeletedWhileAway(t *testing.T) {
 // DNS name (localhost) is added to the metadata group by its leader, gets
 // every definition, serves clients, and is given replicas of new queues.
 func TestNodeJoinsLater(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("before", true, false, false, false, quorum); err != nil {
@@ -457,6 +464,7 @@ func TestNodeJoinsLater(t *testing.T) {
 // behind a load balancer do; the second node catches up with the
 // metadata instead of answering 404.
 func TestDeclareHereConsumeThere(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	for i := 0; i < 20; i++ {
 		name := fmt.Sprintf("at-once-%d", i)

@@ -16,6 +16,7 @@ import (
 // the leader has them, though the follower's member has not applied the
 // last publish yet (raft tells followers of a commit with the next entry).
 func TestDeleteOkCountsThroughAFollower(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	if _, err := ms[0].Channel().QueueDeclare("counted", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatal(err)

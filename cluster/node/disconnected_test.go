@@ -43,6 +43,7 @@ func holdFive(t *testing.T, m, publisher *nodetest.Member, queue string) {
 // in RabbitMQ 4.3, and then go to another consumer, redelivered, their
 // delivery-count unchanged.
 func TestKilledConsumerNodeHoldsForTheDisconnectedTimeout(t *testing.T) {
+	t.Parallel()
 	const timeout = 6 * time.Second
 	_, _, leader, others := threeNodesWithQueue(t, "held", withDisconnectedTimeout(timeout))
 	victim, other := others[0], others[1]
@@ -67,6 +68,7 @@ func TestKilledConsumerNodeHoldsForTheDisconnectedTimeout(t *testing.T) {
 // back restarted has lost its channels, whatever the timeout: what its
 // consumer held returns at once (RabbitMQ's nodeup, then down).
 func TestRestartedConsumerNodeReturnsAtOnce(t *testing.T) {
+	t.Parallel()
 	_, _, leader, others := threeNodesWithQueue(t, "restarted", withDisconnectedTimeout(10*time.Minute))
 	victim, other := others[0], others[1]
 	holdFive(t, victim, leader, "restarted")
@@ -84,6 +86,7 @@ func TestRestartedConsumerNodeReturnsAtOnce(t *testing.T) {
 // leader gives its predecessor's consumers to follow, and they return
 // once its node comes back restarted.
 func TestOrphanedConsumerOfAKilledLeaderNode(t *testing.T) {
+	t.Parallel()
 	ms, _, leader, others := threeNodesWithQueue(t, "orphaned", withDisconnectedTimeout(10*time.Minute))
 	if leader == ms[0] {
 		// The first node joined nobody: restarted, it would wait for
@@ -115,6 +118,7 @@ func TestOrphanedConsumerOfAKilledLeaderNode(t *testing.T) {
 // unchanged (rabbit_fifo's return on that timeout counts no failed
 // delivery).
 func TestOrphanedConsumerReturnsAfterTheDisconnectedTimeout(t *testing.T) {
+	t.Parallel()
 	const timeout = 6 * time.Second
 	_, _, leader, others := threeNodesWithQueue(t, "expired", withDisconnectedTimeout(timeout))
 	holdFive(t, leader, others[0], "expired")

@@ -69,6 +69,7 @@ func (p *drainPublisher) run(t *testing.T, nodes []*nodetest.Member, q string, s
 }
 
 func TestDrainUndrain(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	c := adminClient(t, ms[0])
 	drained := ms[2]
@@ -203,6 +204,7 @@ func TestDrainUndrain(t *testing.T) {
 }
 
 func TestForgetNode(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	c := adminClient(t, ms[0])
 	ch := ms[0].Channel()
@@ -255,6 +257,7 @@ func TestForgetNode(t *testing.T) {
 // The drained node is the one raft picks when all are equally caught up
 // (the first in the configuration).
 func TestStopHandsOffPastADrainedNode(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	const n = 4
 	declareLed(t, ms, "past", n, ms[0])

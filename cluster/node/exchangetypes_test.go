@@ -18,6 +18,7 @@ import (
 // has no route for them (returned, when mandatory), as RabbitMQ 4.3's
 // does.
 func TestLocalRandomExchangeAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	if err := ms[0].Channel().ExchangeDeclare("near", "x-local-random", true, false, false, false, nil); err != nil {
 		t.Fatal(err)

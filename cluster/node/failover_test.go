@@ -303,6 +303,7 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 // stayed unacked for good, held for a channel that no longer existed
 // (found by the chaos harness, with a graceful stop).
 func TestCancelledConsumerNodeKilled(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("held", true, false, false, false, quorum); err != nil {
@@ -361,6 +362,7 @@ func expectRedelivery(t *testing.T, m *nodetest.Member, queue string) {
 // checked out to the leader's own getter, which nothing returns, until
 // the consumer timeout (found by the chaos harness, with a cut link).
 func TestGotMessageNodeKilled(t *testing.T) {
+	t.Parallel()
 	ms, _, _, others := threeNodesWithQueue(t, "got", quorum)
 	via, other := others[0], others[1]
 	if err := ms[0].Channel().Publish("", "got", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("m")}); err != nil {
@@ -384,6 +386,7 @@ func TestGotMessageNodeKilled(t *testing.T) {
 // RabbitMQ's "timed out consuming from quorum queue", rather than the 404
 // an application would take for a queue that is gone.
 func TestLeaderlessQueueIsNotReportedMissing(t *testing.T) {
+	t.Parallel()
 	ms, _, _, _ := threeNodesWithQueue(t, "lonely", quorum)
 	ms[1].Kill()
 	ms[2].Kill()

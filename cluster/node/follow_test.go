@@ -109,6 +109,7 @@ func (s *slowConsumer) checkKept(t *testing.T, n int, what string) {
 // gets them, it is not given them again, and its acknowledgements, sent
 // after the moves for deliveries the first leader made, settle them.
 func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
+	t.Parallel()
 	ms, c, leader, others := threeNodesWithQueue(t, "slow", quorum)
 	consumerNode, third := others[0], others[1]
 	slow := consumeSlowly(t, consumerNode.Channel(), "slow", 5)
@@ -170,6 +171,7 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 // to the new leader with what it holds, and its acknowledgements of the
 // dead leader's deliveries settle them at the new one.
 func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
+	t.Parallel()
 	_, c, victim, others := threeNodesWithQueue(t, "slow", quorum)
 	slow := consumeSlowly(t, others[0].Channel(), "slow", 5)
 	publishConfirmedN(t, others[1].Channel(), "slow", 0, 20)
@@ -204,6 +206,7 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
 // moves while it works on its messages; the waiting consumer gets
 // nothing meanwhile, as with RabbitMQ.
 func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
+	t.Parallel()
 	ms, c, leader, others := threeNodesWithQueue(t, "sac",
 		amqp091.Table{"x-queue-type": "quorum", "x-single-active-consumer": true})
 	active := consumeSlowly(t, others[0].Channel(), "sac", 5)
@@ -239,6 +242,7 @@ func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
 // dead letters those entries made were that leader's to publish, and are
 // not published twice.
 func TestDeadLettersNotRepeatedByANewLeader(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("dlq", true, false, false, false, quorum); err != nil {
@@ -292,6 +296,7 @@ func TestDeadLettersNotRepeatedByANewLeader(t *testing.T) {
 // restarts quicker than gossip calls it failed has lost its channels all
 // the same: its new boot tells, and what the consumer held returns.
 func TestCancelledConsumerNodeRestarted(t *testing.T) {
+	t.Parallel()
 	_, _, _, others := threeNodesWithQueue(t, "restarted", quorum)
 	victim := others[0]
 	ch := victim.Channel()
@@ -324,6 +329,7 @@ func TestCancelledConsumerNodeRestarted(t *testing.T) {
 // then had the message delivered again. The same holds for a message taken
 // with basic.get through a node that does not lead.
 func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
+	t.Parallel()
 	ms, c, leader, others := threeNodesWithQueue(t, "kept", quorum)
 	consumerNode := others[0]
 	publishConfirmedN(t, leader.Channel(), "kept", 0, 2)

@@ -41,6 +41,7 @@ func queueLeader(t *testing.T, c adminpb.AdminClient, name string) string {
 // changes as asked, and every confirmed message is delivered, none twice
 // unmarked, and none again once the consumer has acknowledged it.
 func TestTransferLeadershipUnderTraffic(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	if _, err := ms[0].Channel().QueueDeclare("moving", true, false, false, false, quorum); err != nil {
 		t.Fatal(err)
@@ -186,6 +187,7 @@ func TestTransferLeadershipUnderTraffic(t *testing.T) {
 // there; a rebalance asked of another node spreads them three to a node,
 // with their messages intact.
 func TestRebalance(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[1].Channel()
 	if err := ch.Confirm(false); err != nil {
@@ -258,6 +260,7 @@ func TestRebalance(t *testing.T) {
 // critical on each remaining member and none is leaderless; with two
 // stopped, every queue is leaderless.
 func TestHealthChecks(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	for i := range 3 {

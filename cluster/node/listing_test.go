@@ -32,6 +32,7 @@ func listedQueue(t *testing.T, c adminpb.AdminClient, name string) *adminpb.Queu
 // DLX column, RabbitMQ's messages_dlx), apart from ready and unacked; once
 // the target exists they reach it and the count drops to zero.
 func TestListingCountsDeadLetters(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	args := amqp091.Table{
@@ -87,6 +88,7 @@ func TestListingCountsDeadLetters(t *testing.T) {
 // (the DELAYED column, RabbitMQ 4.3's messages_delayed), apart from ready
 // and unacked, until their delay is over.
 func TestListingCountsDelayedRetries(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	args := amqp091.Table{"x-queue-type": "quorum", "x-delayed-retry-type": "all", "x-delayed-retry-min": int32(4000)}

@@ -214,6 +214,7 @@ func waitMembers(t *testing.T, ms []*nodetest.Member, queue string, want []strin
 // client publishes with confirms through one node and consumes through
 // another; no confirmed message is lost or delivered twice.
 func TestQueueMembership(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 4)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("q", true, false, false, false, amqp091.Table{
@@ -367,6 +368,7 @@ func mapKeys(m map[string]bool) []string {
 // replica's own account (the chaos harness saw such a queue left with two
 // voters for good: the member's node was down while it was removed).
 func TestAddMemberAfterInterruptedDelete(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("q", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
@@ -424,6 +426,7 @@ func TestAddMemberAfterInterruptedDelete(t *testing.T) {
 // member and the third elect a leader, and every confirmed message is
 // there.
 func TestMemberAddedAgainKeepsItsLogOverRestart(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3, func(c *node.ClusterConfig) { c.NoQueueReconcile, c.NoRebalanceOnRejoin = true, true })
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("again", true, false, false, false, quorum); err != nil {

@@ -102,6 +102,7 @@ func def(t *testing.T, s string) map[string]any {
 // rabbit_quorum_queue takes the minimum); an operator policy's lower
 // limit beats both.
 func TestPoliciesStandalone(t *testing.T) {
+	t.Parallel()
 	n := startStandalone(t)
 	b := n.Broker()
 	if err := b.SetPolicy(broker.PolicyDef{Vhost: "/", Name: "lim", Pattern: `^lim\.`, ApplyTo: "quorum_queues",
@@ -196,6 +197,7 @@ func waitPolicy(t *testing.T, ms []*nodetest.Member, name string, operator bool)
 // third; an operator policy's lower limit wins; a queue-leader-locator
 // policy puts leaders on the declaring node.
 func TestPoliciesInCluster(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	admin1, admin2 := adminClient(t, ms[1]), adminClient(t, ms[2])
 	setPolicy(t, admin1, &adminpb.Policy{Name: "lim", Pattern: `^cap\.`, ApplyTo: "quorum_queues",

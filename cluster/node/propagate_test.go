@@ -21,6 +21,7 @@ import (
 // MayBeStale followed an entry's stages in order and a miss that finds
 // nothing behind looks again (broker's lookAgainAfterMiss).
 func TestDeclaredThroughOneNodeRoutesFromEvery(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ctx := context.Background()
 	decl := ms[0].Channel()

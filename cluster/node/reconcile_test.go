@@ -52,6 +52,7 @@ func allVoters(m *nodetest.Member, name string, want int) bool {
 // target from a policy grows to it; one without a target (only the
 // initial group size) is left as it is, as RabbitMQ does.
 func TestReconcileRestoresTargetSize(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3, fastReconcile(300*time.Millisecond))
 	if err := ms[0].Broker().SetPolicy(broker.PolicyDef{Vhost: "/", Name: "grow", Pattern: `^pol$`, ApplyTo: "quorum_queues",
 		Definition: def(t, `{"target-group-size":3}`)}); err != nil {
@@ -90,6 +91,7 @@ func TestReconcileRestoresTargetSize(t *testing.T) {
 // A node joining the cluster gets a member of every queue below its
 // target; the join itself triggers the round (the interval is an hour).
 func TestReconcileGrowsOntoJoiningNode(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3, fastReconcile(time.Hour))
 	ch := ms[0].Channel()
 	args := amqp091.Table{"x-queue-type": "quorum", "x-quorum-target-group-size": int32(3)}
@@ -141,6 +143,7 @@ const rejoinQueues = 6
 // After a node restarts, the metadata leader spreads the queue leaders
 // again (it led none: it handed them off when it stopped).
 func TestRebalanceOnRejoin(t *testing.T) {
+	t.Parallel()
 	ms, leading := rejoinCluster(t, fastReconcile(time.Hour))
 	testwait.For(t, 60*time.Second, "leaders spread again", func() bool {
 		a, b, c := leading(ms[0]), leading(ms[1]), leading(ms[2])
@@ -151,6 +154,7 @@ func TestRebalanceOnRejoin(t *testing.T) {
 // With rebalance on rejoin off (--rebalance-on-rejoin=false), a node that
 // restarts leads nothing until an operator rebalances.
 func TestNoRebalanceOnRejoin(t *testing.T) {
+	t.Parallel()
 	ms, leading := rejoinCluster(t, fastReconcile(time.Hour), func(c *node.ClusterConfig) { c.NoRebalanceOnRejoin = true })
 	// TestRebalanceOnRejoin's spread comes within seconds of the restart;
 	// here the restarted node is to lead nothing for longer than that.

@@ -23,6 +23,7 @@ import (
 // the name is not found; once the requester's node has stopped, its reply
 // names are unroutable (312 NO_ROUTE).
 func TestDirectReplyToAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ctx := context.Background()
 

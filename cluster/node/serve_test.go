@@ -19,6 +19,7 @@ import (
 // which may hold users, permissions and bindings deleted since; now their
 // connections wait, and go through once a majority is back.
 func TestNoClientsBeforeCaughtUp(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	for _, m := range ms {
 		m.Stop()

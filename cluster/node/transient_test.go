@@ -26,6 +26,7 @@ import (
 // requester's connection closes the queue is gone everywhere, and a
 // mandatory reply comes back 312 NO_ROUTE.
 func TestExclusiveReplyQueueAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ctx := context.Background()
 
@@ -147,6 +148,7 @@ func TestExclusiveReplyQueueAcrossNodes(t *testing.T) {
 // is refused; deleting the transient exchange through a third node
 // removes it everywhere.
 func TestSubscriberQueuesAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ctx := context.Background()
 
@@ -221,6 +223,7 @@ func TestSubscriberQueuesAcrossNodes(t *testing.T) {
 // unacknowledged deliveries are redelivered when that consumer's channel
 // closes, and when its last consumer goes it is deleted on every node.
 func TestTransientQueueServedAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ctx := context.Background()
 
@@ -338,6 +341,7 @@ func TestTransientQueueServedAcrossNodes(t *testing.T) {
 // removes those of its earlier start itself. Their names can be declared
 // again, on another node.
 func TestTransientQueuesDieWithTheirNode(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 
 	victim := ms[2].Channel()
@@ -475,6 +479,7 @@ func amqpCode(err error) int {
 // its nack, purge and delete of a transient queue, each through another
 // node than the one holding it.
 func TestTransientQueueGetPurgeDeleteAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	if _, err := ms[0].Channel().QueueDeclare("kept.transient", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
