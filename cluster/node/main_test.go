@@ -13,7 +13,8 @@ import (
 // gossip, timeouts), so go test's default of GOMAXPROCS at once, two on a
 // two-core machine, leaves the CPU idle. Tests that bound how long
 // something takes (failover, catch-up, a nack's promptness), that rely on
-// hibernation timers of a few hundred milliseconds, or that change
+// hibernation timers of a few hundred milliseconds, that keep the CPU
+// busy (TestLaggingFollowerSnapshot's churn), or that change
 // package settings (SetMaintainInterval) do not call t.Parallel: they run
 // alone, before the parallel ones.
 func TestMain(m *testing.M) {
