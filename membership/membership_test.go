@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 func startNode(t *testing.T, name string, key []byte) *Membership {
@@ -70,13 +72,12 @@ func TestThreeNodesFindEachOtherAndNoticeDepartures(t *testing.T) {
 	if e.Member.AMQP != "127.0.0.1:5672" || e.Member.Internal != "127.0.0.1:25672" || e.Member.Gossip != c.LocalAddr() {
 		t.Fatalf("c's metadata as a sees it: %+v", e.Member.Meta)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for fmt.Sprint(names(b.Members(), Alive)) != "[a b c]" {
-		if time.Now().After(deadline) {
-			t.Fatalf("b sees %v", names(b.Members(), Alive))
+	testwait.ForNil(t, 10*time.Second, "b to see a, b and c alive", func() error {
+		if alive := fmt.Sprint(names(b.Members(), Alive)); alive != "[a b c]" {
+			return fmt.Errorf("b sees %s", alive)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// A graceful leave and a crash are told apart.
 	if err := c.Leave(time.Second); err != nil {

@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/amqp/wire"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // stalledConsumer is a raw AMQP client that consumes without acks and then
@@ -133,8 +134,8 @@ func TestSlowConsumerDoesNotDrainQueueIntoMemory(t *testing.T) {
 
 	// Reading again resumes the flow until the queue is empty.
 	stalled.countDeliveries(total)
-	eventually(t, 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "the queue drained after the consumer resumed", func() bool {
 		q, err := pub.QueueDeclarePassive("backlog", false, false, false, false, nil)
 		return err == nil && q.Messages == 0
-	}, "queue not drained after the consumer resumed")
+	})
 }

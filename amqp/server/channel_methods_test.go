@@ -10,6 +10,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/node"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 func declareTemp(t *testing.T, ch *amqp091.Channel, args amqp091.Table) string {
@@ -48,7 +49,7 @@ func TestTxCommitRollbackPublish(t *testing.T) {
 	}
 	pub(t, ch, q, "a")
 	pub(t, ch, q, "b")
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // time for an uncommitted publish to arrive, were it not held: nothing to wait on
 	if n := readyCount(t, obs, q); n != 0 {
 		t.Fatalf("before commit: %d ready, want 0", n)
 	}
@@ -101,7 +102,7 @@ func TestTxAcks(t *testing.T) {
 	}
 	// Closing the channel would requeue an unsettled delivery.
 	ch.Close()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // time for a wrongly unsettled delivery to be requeued: nothing to wait on
 	if n := readyCount(t, obs, q); n != 0 {
 		t.Fatalf("after commit and close: %d ready, want 0 (ack not carried out)", n)
 	}
@@ -116,7 +117,7 @@ func TestTxAcks(t *testing.T) {
 	}
 	ch2.Ack(m.DeliveryTag, false)
 	ch2.Close()
-	eventually(t, 2*time.Second, func() bool { return readyCount(t, obs, q) == 1 }, "uncommitted ack requeued on close")
+	testwait.For(t, 2*time.Second, "uncommitted ack requeued on close", func() bool { return readyCount(t, obs, q) == 1 })
 }
 
 func TestTxErrors(t *testing.T) {
@@ -453,7 +454,7 @@ func TestTxRejectAndNack(t *testing.T) {
 	if err := ch.Nack(b.DeliveryTag, false, true); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // time for an uncommitted requeue to show, were it not held: nothing to wait on
 	if n := readyCount(t, obs, q); n != 0 {
 		t.Fatalf("before commit: %d ready, want 0", n)
 	}
@@ -461,7 +462,7 @@ func TestTxRejectAndNack(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a is discarded, b requeued.
-	eventually(t, 2*time.Second, func() bool { return readyCount(t, obs, q) == 1 }, "nack requeue carried out at commit")
+	testwait.For(t, 2*time.Second, "nack requeue carried out at commit", func() bool { return readyCount(t, obs, q) == 1 })
 	m, ok, err := obs.Get(q, true)
 	if err != nil || !ok || string(m.Body) != "b" || !m.Redelivered {
 		t.Fatalf("get: %q %v %v redelivered=%v", m.Body, ok, err, m.Redelivered)

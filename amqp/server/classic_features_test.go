@@ -5,6 +5,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // Classic queues run the quorum queue's machine in memory (raftq/classic):
@@ -89,7 +91,7 @@ func TestClassicMaxLengthRejectPublish(t *testing.T) {
 		t.Fatalf("dead letter %q %v, want c.rpd-2 maxlen", d.Body, deathsOf(t, d)[0]["reason"])
 	}
 	barrier(t, ch)
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // time for a wrong dead letter to arrive: none is to be waited for
 	if got := messageCount(t, ch, "c.rp.dead"); got != 0 {
 		t.Fatalf("%d more dead letters", got)
 	}
@@ -124,7 +126,7 @@ func TestClassicExpires(t *testing.T) {
 	c := n.dial(t)
 	ch := openChannel(t, c)
 	declareClassic(t, ch, "c.exp", amqp091.Table{"x-expires": int32(100)})
-	eventually(t, 5*time.Second, func() bool { return !queueExists(t, c, "c.exp") }, "queue c.exp expired")
+	testwait.For(t, 5*time.Second, "queue c.exp expired", func() bool { return !queueExists(t, c, "c.exp") })
 }
 
 func TestClassicSingleActiveConsumer(t *testing.T) {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/amqp/wire"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // consumeWithServerTag opens a connection frame by frame (amqp091-go
@@ -383,10 +385,10 @@ func TestUnknownDeliveryTag(t *testing.T) {
 		}
 		waitClose(t, closed, amqp091.PreconditionFailed, "PRECONDITION_FAILED - unknown delivery tag 2")
 		// Tag 1 was not acked: the channel's close requeued it.
-		eventually(t, 5*time.Second, func() bool {
+		testwait.For(t, 5*time.Second, "tag 1 requeued", func() bool {
 			q, err := openChannel(t, c).QueueDeclarePassive("tags406", false, false, false, false, nil)
 			return err == nil && q.Messages == 1
-		}, "tag 1 was not requeued")
+		})
 		drainQueue(t, setup, "tags406")
 	})
 	t.Run("no-ack get", func(t *testing.T) {
@@ -530,14 +532,14 @@ func TestUnackedRequeuedOnConnectionClose(t *testing.T) {
 	// confirmed: b may still be on its way).
 	getCh := openChannel(t, consumerConn)
 	var b amqp091.Delivery
-	eventually(t, 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "b ready for basic.get", func() bool {
 		m, ok, err := getCh.Get("requeue.conn", false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b = m
 		return ok
-	}, "b not ready for basic.get")
+	})
 	if string(b.Body) != "b" {
 		t.Fatalf("basic.get: %q, want b", b.Body)
 	}
@@ -545,7 +547,7 @@ func TestUnackedRequeuedOnConnectionClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []amqp091.Delivery
-	eventually(t, 5*time.Second, func() bool {
+	testwait.ForNil(t, 5*time.Second, "both messages requeued after the connection closed", func() error {
 		m, ok, err := ch.Get("requeue.conn", true)
 		if err != nil {
 			t.Fatal(err)
@@ -553,8 +555,11 @@ func TestUnackedRequeuedOnConnectionClose(t *testing.T) {
 		if ok {
 			got = append(got, m)
 		}
-		return len(got) == 2
-	}, "messages not requeued after the connection closed (got %d)", len(got))
+		if len(got) != 2 {
+			return fmt.Errorf("got %d", len(got))
+		}
+		return nil
+	})
 	// The two channels release in either order, and each one's
 	// deliveries come back in the order returned.
 	slices.SortFunc(got, func(x, y amqp091.Delivery) int { return strings.Compare(string(x.Body), string(y.Body)) })

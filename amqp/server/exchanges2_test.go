@@ -6,6 +6,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 func must(t *testing.T, err error) {
@@ -314,10 +316,10 @@ func TestExchangeBindingsSurviveRestart(t *testing.T) {
 	publishBody(t, ch, "dur.src", "gone", "not bound")
 	publish(t, ch, "dur.hdr", "", amqp091.Publishing{Headers: amqp091.Table{"h": "v"}, Body: []byte("via headers")})
 	publish(t, ch, "dur.hdr", "", amqp091.Publishing{Headers: amqp091.Table{"h": "w"}, Body: []byte("no match")})
-	eventually(t, 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "2 messages in dur.e2e", func() bool {
 		q, err := ch.QueueDeclarePassive("dur.e2e", true, false, false, false, classicArgs)
 		return err == nil && q.Messages == 2
-	}, "dur.e2e did not get 2 messages")
+	})
 	got := drainQueue(t, ch, "dur.e2e")
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"via e2e", "via headers"}) {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"github.com/warrenmq/warren/raftq/testwait"
 	"io"
 	"net"
 	"testing"
@@ -30,7 +31,7 @@ func TestHandshakeCap(t *testing.T) {
 	for _, c := range idle {
 		c.Write([]byte("AMQP"))
 	}
-	eventually(t, 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "a connection over the handshake cap to be closed at once", func() bool {
 		c, err := net.Dial("tcp", tn.AMQPAddr().String())
 		if err != nil {
 			return false
@@ -39,17 +40,17 @@ func TestHandshakeCap(t *testing.T) {
 		c.SetReadDeadline(time.Now().Add(time.Second))
 		_, err = c.Read(make([]byte, 1))
 		return err == io.EOF
-	}, "a connection over the handshake cap was not closed at once")
+	})
 
 	idle[0].Close()
-	eventually(t, 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "a client to log in once a handshake slot is free", func() bool {
 		c, err := amqp091.Dial(tn.url("guest", "guest", "/"))
 		if err != nil {
 			return false
 		}
 		c.Close()
 		return true
-	}, "a client could not log in once a handshake slot was free")
+	})
 }
 
 // TestFailedLoginsSlowTheirSource: after failed logins, the next login

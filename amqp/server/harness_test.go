@@ -127,18 +127,6 @@ func wantCode(t testing.TB, err error, code int) *amqp091.Error {
 	return ae
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: "+format, args...)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // receive waits for one delivery.
 func receive(t testing.TB, d <-chan amqp091.Delivery) amqp091.Delivery {
 	t.Helper()

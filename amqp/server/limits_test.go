@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/amqp/server"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestNodeConnectionAndChannelLimits: --connection-max refuses one
@@ -43,10 +44,10 @@ func TestNodeConnectionAndChannelLimits(t *testing.T) {
 	// before the node has let go of the socket, so the room comes a
 	// moment later, as with RabbitMQ's connection tracking).
 	var c *amqp091.Connection
-	eventually(t, 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "room for a connection after b was closed", func() bool {
 		c, err = amqp091.Dial(tn.url("guest", "guest", "/"))
 		return err == nil
-	}, "no room for a connection after b was closed")
+	})
 	t.Cleanup(func() { c.Close() })
 	openChannel(t, c)
 }

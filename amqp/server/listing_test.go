@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/amqp/server"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // A connection's listing shows what its client set up: who it is, its
@@ -65,10 +67,13 @@ func TestConnectionsListing(t *testing.T) {
 	}
 
 	var conns []server.ConnectionInfo
-	eventually(t, 5*time.Second, func() bool {
+	testwait.ForNil(t, 5*time.Second, "two connections, the first holding 3 unacked on its second channel", func() error {
 		conns = tn.Connections()
-		return len(conns) == 2 && len(conns[0].Channels) == 2 && conns[0].Channels[1].Unacked == 3
-	}, "two connections, the first holding 3 unacked on its second channel: %+v", conns)
+		if len(conns) == 2 && len(conns[0].Channels) == 2 && conns[0].Channels[1].Unacked == 3 {
+			return nil
+		}
+		return fmt.Errorf("%+v", conns)
+	})
 
 	first := conns[0]
 	if first.ClientName != "billing-worker" || first.User != "guest" || first.Vhost != "/" {
@@ -103,8 +108,11 @@ func TestConnectionsListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	other.Close()
-	eventually(t, 5*time.Second, func() bool {
+	testwait.ForNil(t, 5*time.Second, "one connection with one channel left", func() error {
 		conns = tn.Connections()
-		return len(conns) == 1 && len(conns[0].Channels) == 1
-	}, "one connection with one channel left: %+v", conns)
+		if len(conns) == 1 && len(conns[0].Channels) == 1 {
+			return nil
+		}
+		return fmt.Errorf("%+v", conns)
+	})
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/node"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // rawWait bounds every wait for the server. A healthy server answers within milliseconds, so
@@ -1385,8 +1386,8 @@ func TestRawTruncatedFrameReleasesConnection(t *testing.T) {
 			} else {
 				c.nc.Close()
 			}
-			eventually(t, rawWait, func() bool { return lookup(q) == wire.NotFound },
-				"exclusive queue %s outlived its connection", q)
+			testwait.For(t, rawWait, fmt.Sprintf("exclusive queue %s gone with its connection", q),
+				func() bool { return lookup(q) == wire.NotFound })
 		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 func TestQueueNameLimits(t *testing.T) {
@@ -339,8 +341,8 @@ func TestExclusiveQueue(t *testing.T) {
 	if err := owner.Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() bool { return !queueExists(t, other, "mine") },
-		"exclusive queue still exists after its connection closed")
+	testwait.For(t, 5*time.Second, "the exclusive queue gone with its connection",
+		func() bool { return !queueExists(t, other, "mine") })
 	// The name is free again.
 	declareQueue(t, openChannel(t, other), "mine")
 }
@@ -376,8 +378,8 @@ func TestAutoDeleteQueue(t *testing.T) {
 	if err := ch.Cancel("c2", false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() bool { return !queueExists(t, c, "ad") },
-		"auto-delete queue still exists after its last consumer cancelled")
+	testwait.For(t, 5*time.Second, "the auto-delete queue gone after its last consumer cancelled",
+		func() bool { return !queueExists(t, c, "ad") })
 
 	// Closing the consumer's channel counts as cancelling.
 	if _, err := ch.QueueDeclare("ad2", false, true, false, false, nil); err != nil {
@@ -390,6 +392,6 @@ func TestAutoDeleteQueue(t *testing.T) {
 	if err := cch.Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() bool { return !queueExists(t, c, "ad2") },
-		"auto-delete queue still exists after its consumer's channel closed")
+	testwait.For(t, 5*time.Second, "the auto-delete queue gone after its consumer's channel closed",
+		func() bool { return !queueExists(t, c, "ad2") })
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/broker"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // declareQuorum declares a durable quorum queue with args added.
@@ -72,7 +73,7 @@ func mustPublishConfirmed(t testing.TB, ch *amqp091.Channel, exchange, key, body
 func getOne(t testing.TB, ch *amqp091.Channel, q string, autoAck bool) amqp091.Delivery {
 	t.Helper()
 	var d amqp091.Delivery
-	eventually(t, 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, fmt.Sprintf("a message in %q", q), func() bool {
 		var ok bool
 		var err error
 		d, ok, err = ch.Get(q, autoAck)
@@ -80,7 +81,7 @@ func getOne(t testing.TB, ch *amqp091.Channel, q string, autoAck bool) amqp091.D
 			t.Fatalf("get from %q: %v", q, err)
 		}
 		return ok
-	}, "a message in %q", q)
+	})
 	return d
 }
 
@@ -186,7 +187,7 @@ func TestQuorumConfirmAfterCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, func() bool { return messageCount(t, other, "qc") == 0 }, "queue drained")
+	testwait.For(t, 5*time.Second, "queue drained", func() bool { return messageCount(t, other, "qc") == 0 })
 }
 
 // TestQuorumDeliveryLimit: x-delivery-limit counts basic.reject (and a
@@ -479,9 +480,9 @@ func TestQuorumAtLeastOnceDeadLettering(t *testing.T) {
 	}
 	// Settled: the queue has room again.
 	pub = confirmChannel(t, c)
-	eventually(t, 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "room in alo once its dead letters are settled", func() bool {
 		return publishConfirmed(t, pub, "", "alo", amqp091.Publishing{Body: []byte("d")})
-	}, "room in alo once its dead letters are settled")
+	})
 }
 
 // TestQuorumDeathHistory: x-death keeps one entry per queue and reason,
@@ -549,7 +550,7 @@ func TestQuorumDeathHistory(t *testing.T) {
 		}
 	}
 	mustPublishConfirmed(t, pub, "", "cyc.q", "loop")
-	eventually(t, 5*time.Second, func() bool { return messageCount(t, ch, "cyc.sink") == 1 }, "one dead letter in cyc.sink")
+	testwait.For(t, 5*time.Second, "one dead letter in cyc.sink", func() bool { return messageCount(t, ch, "cyc.sink") == 1 })
 	time.Sleep(300 * time.Millisecond) // a cycle would expire it again every ~100 ms
 	if got := messageCount(t, ch, "cyc.sink"); got != 1 {
 		t.Fatalf("cyc.sink got %d dead letters, want 1", got)
@@ -578,7 +579,7 @@ func TestQuorumExpires(t *testing.T) {
 	if got := messageCount(t, ch, "exp"); got != 1 {
 		t.Fatalf("queue holds %d messages: it expired although it was redeclared every 50 ms", got)
 	}
-	eventually(t, 5*time.Second, func() bool { return !queueExists(t, c, "exp") }, "queue deleted by x-expires")
+	testwait.For(t, 5*time.Second, "queue deleted by x-expires", func() bool { return !queueExists(t, c, "exp") })
 	// It is gone for good: declaring again makes a new, empty queue.
 	declareQuorum(t, ch, "exp", nil)
 	if got := messageCount(t, ch, "exp"); got != 0 {
@@ -703,11 +704,12 @@ func TestQuorumConsumerPriority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); bq.Engine().Stats().Unacked != 5; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the ack not applied: %+v", bq.Engine().Stats())
+	testwait.ForNil(t, 5*time.Second, "the ack applied", func() error {
+		if st := bq.Engine().Stats(); st.Unacked != 5 {
+			return fmt.Errorf("%+v", st)
 		}
-	}
+		return nil
+	})
 	mustPublishConfirmed(t, pub, "", "cp", "6")
 	if d := receive(t, high); string(d.Body) != "6" {
 		t.Fatalf("high got %q", d.Body)
@@ -891,7 +893,7 @@ func TestQuorumSurvivesRestart(t *testing.T) {
 	// The acks make room for two more deliveries: once the queue shows
 	// them gone, the acks are in.
 	other := openChannel(t, n.dial(t))
-	eventually(t, 5*time.Second, func() bool { return messageCount(t, other, "rs") == 4 }, "4 ready")
+	testwait.For(t, 5*time.Second, "4 ready", func() bool { return messageCount(t, other, "rs") == 4 })
 
 	n.restart()
 	ch = openChannel(t, n.dial(t))
@@ -935,7 +937,7 @@ func TestQuorumPurgeAndGet(t *testing.T) {
 	// when the channel closes.
 	ch.Close()
 	ch = openChannel(t, c)
-	eventually(t, 5*time.Second, func() bool { return messageCount(t, ch, "pg") == 2 }, "the unacked messages back")
+	testwait.For(t, 5*time.Second, "the unacked messages back", func() bool { return messageCount(t, ch, "pg") == 2 })
 	if got := drainQueue(t, ch, "pg"); !slices.Equal(got, []string{"0", "1"}) {
 		t.Fatalf("after purge and requeue the queue holds %q", got)
 	}
@@ -1005,7 +1007,7 @@ func TestQuorumDelayedRetry(t *testing.T) {
 	if n, err := check.QueuePurge("retry", false); err != nil || n != 1 {
 		t.Fatalf("purge: %d, %v; want the waiting message", n, err)
 	}
-	time.Sleep(maxDelay + 100*time.Millisecond)
+	time.Sleep(maxDelay + 100*time.Millisecond) // past the delay, when a purged message would come back
 	if _, ok, err := check.Get("retry", true); ok || err != nil {
 		t.Fatalf("get after the purge and the delay: ok=%v err=%v", ok, err)
 	}

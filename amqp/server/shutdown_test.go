@@ -7,6 +7,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestShutdownClosesBusyConnections stops the node while a client keeps
@@ -30,7 +32,7 @@ func TestShutdownClosesBusyConnections(t *testing.T) {
 				calls.Add(1)
 			}
 		}()
-		eventually(t, 5*time.Second, func() bool { return calls.Load() > int64(10*i) }, "client made no calls")
+		testwait.For(t, 5*time.Second, "calls from the client", func() bool { return calls.Load() > int64(10*i) })
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		err := n.Node.Close(ctx)
 		cancel()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 func diskAlarm(s *Set) bool { return slices.Contains(s.Local(), Disk) }
@@ -64,14 +66,14 @@ func TestDiskMonitorFillingFileSystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 4 MiB above the limit at 250 MB/s: the next look is within 100 ms.
-	waitFor(t, "the alarm after filling", func() bool { return diskAlarm(s) })
+	testwait.For(t, 5*time.Second, "the alarm after filling", func() bool { return diskAlarm(s) })
 	if f := d.Free(); f >= 4<<20 {
 		t.Fatalf("free %d after filling", f)
 	}
 	if err := os.Remove(fill); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the alarm to clear after emptying", func() bool { return !diskAlarm(s) })
+	testwait.For(t, 5*time.Second, "the alarm to clear after emptying", func() bool { return !diskAlarm(s) })
 }
 
 func TestDiskMonitorInterval(t *testing.T) {
@@ -90,16 +92,5 @@ func TestDiskMonitorInterval(t *testing.T) {
 		if got := d.interval(); got != c.want {
 			t.Errorf("free %d, limit %d: interval %v, want %v", c.free, c.limit, got, c.want)
 		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // replayingStore is a cluster member's metadata store that has or has not
@@ -74,10 +75,7 @@ func TestNoReconfigureWhileReplaying(t *testing.T) {
 
 	st.caughtUp.Store(true)
 	v.pushConfig(q) // as the reconcile loop does
-	deadline := time.Now().Add(5 * time.Second)
-	for len(eng.reconfigured()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(5*time.Second, func() bool { return len(eng.reconfigured()) != 0 })
 	got := eng.reconfigured()
 	if len(got) != 1 || len(got[0]) != 0 {
 		t.Fatalf("reconfigured with %v once caught up, want the current (empty) arguments once", got)

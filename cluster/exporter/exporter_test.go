@@ -21,6 +21,7 @@ import (
 	"github.com/warrenmq/warren/cluster/exporter"
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // scrape reads one endpoint: every series (name with its labels, as the
@@ -51,17 +52,6 @@ func scrape(t *testing.T, url string) map[string]float64 {
 		out[line[:i]] = v
 	}
 	return out
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // startNode starts a standalone node (memoryLimit: its memory high
@@ -156,7 +146,7 @@ func TestNodeMetrics(t *testing.T) {
 
 	m := map[string]float64{}
 	g := func(name string) float64 { return m[name+`{protocol="amqp091"}`] }
-	waitFor(t, "six acknowledgements counted and four unacked", func() bool {
+	testwait.For(t, 10*time.Second, "six acknowledgements counted and four unacked", func() bool {
 		m = scrape(t, url+"/metrics")
 		return g("rabbitmq_global_messages_acknowledged_total") == 6 && m["rabbitmq_queue_messages_unacked"] == 4
 	})
@@ -248,7 +238,7 @@ func TestNodeMetrics(t *testing.T) {
 
 	// Closing the connection keeps the totals and counts the close.
 	c.Close()
-	waitFor(t, "the connection to close", func() bool {
+	testwait.For(t, 10*time.Second, "the connection to close", func() bool {
 		m = scrape(t, url+"/metrics")
 		return m["rabbitmq_connections"] == 0 && m["rabbitmq_connections_closed_total"] == 1
 	})
@@ -285,7 +275,7 @@ func TestClusterQueueMetrics(t *testing.T) {
 	const leader = `warren_raft_leader{queue="jobs",vhost="/"}`
 	const commit = `rabbitmq_raft_log_commit_index{queue="jobs",vhost="/"}`
 	const latency = `rabbitmq_raft_entry_commit_latency_seconds{queue="jobs",vhost="/"}`
-	waitFor(t, "one node counting 5 ready, three replicas, one leading", func() bool {
+	testwait.For(t, 10*time.Second, "one node counting 5 ready, three replicas, one leading", func() bool {
 		counted, leaders, replicas, latencies := 0, 0.0, 0, 0
 		for _, u := range urls {
 			m := scrape(t, u)
@@ -336,14 +326,14 @@ func TestMemoryAlarmMetrics(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "the memory alarm", func() bool {
+	testwait.For(t, 10*time.Second, "the memory alarm", func() bool {
 		m = scrape(t, url+"/metrics")
 		return m["rabbitmq_alarms_memory_used_watermark"] == 1
 	})
 	if m["warren_memory_message_bytes"] < limit || m["rabbitmq_process_resident_memory_bytes"] != m["warren_memory_message_bytes"] {
 		t.Errorf("message bytes %v, memory used %v, with the alarm on at %v (counting message bytes only)", m["warren_memory_message_bytes"], m["rabbitmq_process_resident_memory_bytes"], limit)
 	}
-	waitFor(t, "the publisher's connection to show blocked", func() bool {
+	testwait.For(t, 10*time.Second, "the publisher's connection to show blocked", func() bool {
 		conns := n.Connections()
 		return len(conns) == 1 && conns[0].Blocked
 	})
@@ -354,7 +344,7 @@ func TestMemoryAlarmMetrics(t *testing.T) {
 	if _, err := och.QueuePurge("fill", false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the alarm to clear", func() bool {
+	testwait.For(t, 10*time.Second, "the alarm to clear", func() bool {
 		m = scrape(t, url+"/metrics")
 		return m["rabbitmq_alarms_memory_used_watermark"] == 0 && !n.Connections()[0].Blocked
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // disconnectedSetup is a queue on b whose consumer disconnected timeout
@@ -30,7 +31,7 @@ func holdingFive(t *testing.T, cfg replica.Config) (cluster, *replica.Replica, *
 	}
 	var conf confirms
 	publish(t, r, 0, 5, &conf)
-	waitFor(t, 10*time.Second, "five deliveries", func() bool { return tc.count() == 5 })
+	testwait.For(t, 10*time.Second, "five deliveries", func() bool { return tc.count() == 5 })
 	return c, rep, r, tc
 }
 
@@ -39,19 +40,20 @@ func holdingFive(t *testing.T, cfg replica.Config) (cluster, *replica.Replica, *
 // (RabbitMQ 4.3's suspected-down consumer), and only then returns it to
 // the queue; nothing more is handed to the consumer meanwhile.
 func TestBrokenStreamKeepsDeliveriesForTheDisconnectedTimeout(t *testing.T) {
+	t.Parallel() // it mostly waits out timeouts, on its own nodes
 	const timeout = 2 * time.Second
 	c, rep, r, _ := disconnectedSetup(t, timeout)
 	c["b"].refuseConsume.Store(true)
 	broke := time.Now()
 	c["b"].breakStreams()
-	waitFor(t, 5*time.Second, "the consumer detached", func() bool { return rep.Stats().Consumers == 0 })
+	testwait.For(t, 5*time.Second, "the consumer detached", func() bool { return rep.Stats().Consumers == 0 })
 	var more confirms
 	publish(t, r, 5, 3, &more)
-	waitFor(t, 5*time.Second, "three more confirmed", func() bool { ok, _ := more.counts(); return ok == 3 })
+	testwait.For(t, 5*time.Second, "three more confirmed", func() bool { ok, _ := more.counts(); return ok == 3 })
 	if st := rep.Stats(); st.Unacked != 5 || st.Ready != 3 {
 		t.Fatalf("within the timeout: %+v, want the five held and the three new ready", st)
 	}
-	waitFor(t, 3*timeout, "the held deliveries returned", func() bool { return rep.Stats().Ready == 8 })
+	testwait.For(t, 3*timeout, "the held deliveries returned", func() bool { return rep.Stats().Ready == 8 })
 	if held := time.Since(broke); held < timeout {
 		t.Fatalf("returned after %v, before the %v timeout", held, timeout)
 	}
@@ -76,18 +78,18 @@ func TestConsumerBackWithinTheDisconnectedTimeoutKeepsItsDeliveries(t *testing.T
 	c, rep, r, tc := disconnectedSetup(t, time.Minute)
 	c["b"].refuseConsume.Store(true)
 	c["b"].breakStreams()
-	waitFor(t, 5*time.Second, "the consumer detached", func() bool { return rep.Stats().Consumers == 0 })
-	time.Sleep(500 * time.Millisecond)
+	testwait.For(t, 5*time.Second, "the consumer detached", func() bool { return rep.Stats().Consumers == 0 })
+	time.Sleep(500 * time.Millisecond) // a window in which the deliveries must stay held
 	if st := rep.Stats(); st.Unacked != 5 || st.Ready != 0 {
 		t.Fatalf("while cut off: %+v", st)
 	}
 	c["b"].refuseConsume.Store(false)
-	waitFor(t, 10*time.Second, "the consumer back", func() bool { return rep.Stats().Consumers == 1 })
+	testwait.For(t, 10*time.Second, "the consumer back", func() bool { return rep.Stats().Consumers == 1 })
 	r.Settle(ids(tc.deliveries()))
-	waitFor(t, 10*time.Second, "the five settled", func() bool { st := rep.Stats(); return st.Unacked == 0 && st.Ready == 0 })
+	testwait.For(t, 10*time.Second, "the five settled", func() bool { st := rep.Stats(); return st.Unacked == 0 && st.Ready == 0 })
 	var more confirms
 	publish(t, r, 5, 1, &more)
-	waitFor(t, 10*time.Second, "the next delivery", func() bool { return tc.count() == 6 })
+	testwait.For(t, 10*time.Second, "the next delivery", func() bool { return tc.count() == 6 })
 	for i, d := range tc.deliveries() {
 		if d.Redelivered {
 			t.Fatalf("delivery %d handed out again: %+v", i, d)
@@ -101,7 +103,7 @@ func TestBrokenStreamWithoutDisconnectedTimeoutReturnsAtOnce(t *testing.T) {
 	c, rep, _, _ := disconnectedSetup(t, 0)
 	c["b"].refuseConsume.Store(true)
 	c["b"].breakStreams()
-	waitFor(t, 5*time.Second, "the held deliveries returned", func() bool { st := rep.Stats(); return st.Ready == 5 && st.Unacked == 0 })
+	testwait.For(t, 5*time.Second, "the held deliveries returned", func() bool { st := rep.Stats(); return st.Ready == 5 && st.Unacked == 0 })
 }
 
 // A consumer whose node start is over (the node restarted since, or left)
@@ -112,7 +114,7 @@ func TestBrokenStreamOfAGoneNodeStartReturnsAtOnce(t *testing.T) {
 	c["b"].srv.SetStartGone(func(uint64) bool { return true })
 	c["b"].refuseConsume.Store(true)
 	c["b"].breakStreams()
-	waitFor(t, 5*time.Second, "the held deliveries returned", func() bool { st := rep.Stats(); return st.Ready == 5 && st.Unacked == 0 })
+	testwait.For(t, 5*time.Second, "the held deliveries returned", func() bool { st := rep.Stats(); return st.Ready == 5 && st.Unacked == 0 })
 }
 
 // sacSetup is a single-active-consumer queue on b with the given
@@ -138,18 +140,19 @@ func sacSetup(t *testing.T, timeout time.Duration) (cluster, *replica.Replica, *
 // then gets the held messages first, in order, ahead of those published
 // meanwhile.
 func TestSingleActiveConsumerKeepsItsPlaceForTheDisconnectedTimeout(t *testing.T) {
+	t.Parallel() // it mostly waits out timeouts, on its own nodes
 	const timeout = 2 * time.Second
 	c, _, r, _, waiting := sacSetup(t, timeout)
 	c["b"].refuseConsume.Store(true)
 	c["b"].breakStreams()
 	var more confirms
 	publish(t, r, 5, 3, &more)
-	waitFor(t, 5*time.Second, "three more confirmed", func() bool { ok, _ := more.counts(); return ok == 3 })
-	time.Sleep(timeout / 2)
+	testwait.For(t, 5*time.Second, "three more confirmed", func() bool { ok, _ := more.counts(); return ok == 3 })
+	time.Sleep(timeout / 2) // well inside the timeout, when the waiting consumer must get nothing
 	if n := waiting.count(); n != 0 {
 		t.Fatalf("the waiting consumer got %d messages within the timeout", n)
 	}
-	waitFor(t, 5*timeout, "the waiting consumer to take over", func() bool { return waiting.count() == 8 })
+	testwait.For(t, 5*timeout, "the waiting consumer to take over", func() bool { return waiting.count() == 8 })
 	for i, d := range waiting.deliveries() {
 		if want := fmt.Sprintf("m%d", i); string(d.Message.Body) != want {
 			t.Fatalf("delivery %d: %s, want %s", i, d.Message.Body, want)
@@ -168,12 +171,12 @@ func TestSingleActiveConsumerBackWithinTheDisconnectedTimeout(t *testing.T) {
 	c["b"].breakStreams()
 	var more confirms
 	publish(t, r, 5, 3, &more)
-	waitFor(t, 5*time.Second, "three more confirmed", func() bool { ok, _ := more.counts(); return ok == 3 })
-	time.Sleep(500 * time.Millisecond)
+	testwait.For(t, 5*time.Second, "three more confirmed", func() bool { ok, _ := more.counts(); return ok == 3 })
+	time.Sleep(500 * time.Millisecond) // away a while, as a consumer whose link broke is
 	c["b"].refuseConsume.Store(false)
-	waitFor(t, 10*time.Second, "the three new ones to the consumer back", func() bool { return active.count() == 8 })
+	testwait.For(t, 10*time.Second, "the three new ones to the consumer back", func() bool { return active.count() == 8 })
 	r.Settle(ids(active.deliveries()))
-	waitFor(t, 10*time.Second, "all settled", func() bool { st := rep.Stats(); return st.Ready == 0 && st.Unacked == 0 })
+	testwait.For(t, 10*time.Second, "all settled", func() bool { st := rep.Stats(); return st.Ready == 0 && st.Unacked == 0 })
 	for i, d := range active.deliveries() {
 		if string(d.Message.Body) != fmt.Sprintf("m%d", i) || d.Redelivered {
 			t.Fatalf("delivery %d to the consumer back: %s, redelivered %v", i, d.Message.Body, d.Redelivered)
@@ -192,16 +195,17 @@ func TestSingleActiveConsumerBackWithinTheDisconnectedTimeout(t *testing.T) {
 // unacknowledged until the node stopped). The five it held return, and
 // nothing is handed out again.
 func TestReleaseWhileAttachingReturnsWhatTheConsumerHeld(t *testing.T) {
+	t.Parallel() // it mostly waits out timeouts, on its own nodes
 	c, rep, r, tc := disconnectedSetup(t, time.Minute)
 	c["b"].refuseConsume.Store(true)
 	c["b"].breakStreams()
-	waitFor(t, 5*time.Second, "the consumer detached", func() bool { return rep.Stats().Consumers == 0 })
+	testwait.For(t, 5*time.Second, "the consumer detached", func() bool { return rep.Stats().Consumers == 0 })
 	r.Release(tc)
 	// Past the release's grace: before the fix the release had gone in by
 	// now, and the attach below came after it.
 	time.Sleep(1500 * time.Millisecond)
 	c["b"].refuseConsume.Store(false)
-	waitFor(t, 10*time.Second, "the five returned", func() bool { st := rep.Stats(); return st.Ready == 5 && st.Unacked == 0 })
+	testwait.For(t, 10*time.Second, "the five returned", func() bool { st := rep.Stats(); return st.Ready == 5 && st.Unacked == 0 })
 	time.Sleep(time.Second) // an attach still under way would take them now
 	if st := rep.Stats(); st.Ready != 5 || st.Unacked != 0 || st.Consumers != 0 {
 		t.Fatalf("a second after the five returned: %+v, want five ready, none held, no consumer", st)

@@ -25,6 +25,7 @@ import (
 	"github.com/warrenmq/warren/proto/queuepb"
 	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 var testLog = slog.New(slog.NewTextHandler(logOut(), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -276,18 +277,6 @@ func (c *testConsumer) gones() int {
 	return c.gone
 }
 
-// waitFor polls cond until it holds or the (generous) timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // confirms collects done callbacks.
 type confirms struct {
 	mu   sync.Mutex
@@ -354,8 +343,8 @@ func TestRemotePublishConsumeSettle(t *testing.T) {
 	var conf confirms
 	const n = 300
 	publish(t, r, 0, n, &conf)
-	waitFor(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == n })
-	waitFor(t, 10*time.Second, "deliveries", func() bool { return tc.count() == n })
+	testwait.For(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == n })
+	testwait.For(t, 10*time.Second, "deliveries", func() bool { return tc.count() == n })
 	ds := tc.deliveries()
 	for i, d := range ds {
 		if string(d.Message.Body) != fmt.Sprintf("m%d", i) || d.Message.Exchange != "ex" || d.Message.RoutingKey != "rk" ||
@@ -365,7 +354,7 @@ func TestRemotePublishConsumeSettle(t *testing.T) {
 	}
 	// Requeue the first: it comes back redelivered.
 	r.Requeue(ids(ds[:1]), queue.ReturnNack)
-	waitFor(t, 10*time.Second, "redelivery", func() bool { return tc.count() == n+1 })
+	testwait.For(t, 10*time.Second, "redelivery", func() bool { return tc.count() == n+1 })
 	re := tc.deliveries()[n]
 	if !re.Redelivered || string(re.Message.Body) != "m0" {
 		t.Fatalf("redelivery: %+v", re)
@@ -373,7 +362,7 @@ func TestRemotePublishConsumeSettle(t *testing.T) {
 	// Discard the second, settle the rest.
 	r.Discard(ids(ds[1:2]), queue.ReturnReject)
 	r.Settle(append(ids(ds[2:]), re.ID))
-	waitFor(t, 10*time.Second, "everything settled", func() bool {
+	testwait.For(t, 10*time.Second, "everything settled", func() bool {
 		st := rep.Stats()
 		return st.Ready == 0 && st.Unacked == 0 && st.Consumers == 1
 	})
@@ -381,10 +370,10 @@ func TestRemotePublishConsumeSettle(t *testing.T) {
 		t.Fatalf("router stats %+v", st)
 	}
 	r.Cancel(tc)
-	waitFor(t, 10*time.Second, "cancel", func() bool { return rep.Stats().Consumers == 0 })
+	testwait.For(t, 10*time.Second, "cancel", func() bool { return rep.Stats().Consumers == 0 })
 	publish(t, r, n, 1, &conf)
-	waitFor(t, 10*time.Second, "confirm", func() bool { ok, _ := conf.counts(); return ok == n+1 })
-	time.Sleep(50 * time.Millisecond)
+	testwait.For(t, 10*time.Second, "confirm", func() bool { ok, _ := conf.counts(); return ok == n+1 })
+	time.Sleep(50 * time.Millisecond) // time for a wrongful delivery to arrive: nothing to wait on
 	if tc.count() != n+1 {
 		t.Fatalf("delivery after cancel")
 	}
@@ -401,7 +390,7 @@ func TestRemoteGetPurgeStats(t *testing.T) {
 	}
 	var conf confirms
 	publish(t, r, 0, 5, &conf)
-	waitFor(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == 5 })
+	testwait.For(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == 5 })
 	d, remaining, ok, err := r.Get(false)
 	if err != nil || !ok || remaining != 4 || string(d.Message.Body) != "m0" || d.ID == 0 {
 		t.Fatalf("get: %+v %d %v %v", d, remaining, ok, err)
@@ -410,7 +399,7 @@ func TestRemoteGetPurgeStats(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	r.Settle([]uint64{d.ID})
-	waitFor(t, 10*time.Second, "get settled", func() bool { return rep.Stats().Unacked == 0 })
+	testwait.For(t, 10*time.Second, "get settled", func() bool { return rep.Stats().Unacked == 0 })
 	if d, _, ok, err := r.Get(true); err != nil || !ok || string(d.Message.Body) != "m1" {
 		t.Fatalf("get no-ack: %+v %v %v", d, ok, err)
 	}
@@ -448,7 +437,7 @@ func TestDeleteTellsConsumersGone(t *testing.T) {
 	}
 	var conf confirms
 	publish(t, ra, 0, 4, &conf)
-	waitFor(t, 10*time.Second, "deliveries", func() bool { return ta.count()+tb.count() == 4 })
+	testwait.For(t, 10*time.Second, "deliveries", func() bool { return ta.count()+tb.count() == 4 })
 	if _, err := ra.Delete(false, false); err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +471,7 @@ func TestLeaderDeleteReachesRemoteConsumer(t *testing.T) {
 	if _, err := rep.Delete(false, false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "gone", func() bool { return ta.gones() == 1 })
+	testwait.For(t, 10*time.Second, "gone", func() bool { return ta.gones() == 1 })
 }
 
 func TestBackpressureWhenLeaderUnreachable(t *testing.T) {
@@ -523,7 +512,7 @@ func TestLeaderOutageAndRestart(t *testing.T) {
 	}
 	var before confirms
 	publish(t, r, 0, 10, &before)
-	waitFor(t, 10*time.Second, "first deliveries", func() bool { return tc.count() == 10 })
+	testwait.For(t, 10*time.Second, "first deliveries", func() bool { return tc.count() == 10 })
 	r.Settle(ids(tc.deliveries()))
 
 	b := c["b"]
@@ -531,11 +520,11 @@ func TestLeaderOutageAndRestart(t *testing.T) {
 	b.stop()
 	var during confirms
 	publish(t, r, 10, 10, &during)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // well inside the publish timeout: nothing answered yet
 	if ok, bad := during.counts(); ok != 0 || bad != 0 {
 		t.Fatalf("while the leader is down: %d confirmed, %d failed", ok, bad)
 	}
-	waitFor(t, 10*time.Second, "publish timeouts", func() bool { _, bad := during.counts(); return bad == 10 })
+	testwait.For(t, 10*time.Second, "publish timeouts", func() bool { _, bad := during.counts(); return bad == 10 })
 	if ok, _ := during.counts(); ok != 0 {
 		t.Fatalf("%d confirmed without a leader", ok)
 	}
@@ -543,8 +532,8 @@ func TestLeaderOutageAndRestart(t *testing.T) {
 	b.start(addr)
 	var after confirms
 	publish(t, r, 20, 10, &after)
-	waitFor(t, 15*time.Second, "confirms after restart", func() bool { ok, _ := after.counts(); return ok == 10 })
-	waitFor(t, 15*time.Second, "deliveries after restart", func() bool {
+	testwait.For(t, 15*time.Second, "confirms after restart", func() bool { ok, _ := after.counts(); return ok == 10 })
+	testwait.For(t, 15*time.Second, "deliveries after restart", func() bool {
 		for _, d := range tc.deliveries() {
 			if string(d.Message.Body) == "m29" {
 				return true
@@ -552,7 +541,7 @@ func TestLeaderOutageAndRestart(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, 10*time.Second, "one consumer", func() bool { return rep.Stats().Consumers == 1 })
+	testwait.For(t, 10*time.Second, "one consumer", func() bool { return rep.Stats().Consumers == 1 })
 }
 
 func TestLocalFastPath(t *testing.T) {
@@ -566,21 +555,21 @@ func TestLocalFastPath(t *testing.T) {
 	var conf confirms
 	const n = 200
 	publish(t, r, 0, n, &conf)
-	waitFor(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == n })
-	waitFor(t, 10*time.Second, "deliveries", func() bool { return tc.count() >= 100 })
+	testwait.For(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == n })
+	testwait.For(t, 10*time.Second, "deliveries", func() bool { return tc.count() >= 100 })
 	r.Settle(ids(tc.deliveries()))
-	waitFor(t, 10*time.Second, "all delivered", func() bool { return tc.count() == n })
+	testwait.For(t, 10*time.Second, "all delivered", func() bool { return tc.count() == n })
 	r.Settle(ids(tc.deliveries()[100:]))
-	waitFor(t, 10*time.Second, "settled", func() bool { st := r.Stats(); return st.Unacked == 0 && st.Ready == 0 })
+	testwait.For(t, 10*time.Second, "settled", func() bool { st := r.Stats(); return st.Unacked == 0 && st.Ready == 0 })
 	r.Cancel(tc)
 	publish(t, r, n, 2, &conf)
-	waitFor(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == n+2 })
+	testwait.For(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == n+2 })
 	d, _, ok, err := r.Get(false)
 	if err != nil || !ok || string(d.Message.Body) != fmt.Sprintf("m%d", n) {
 		t.Fatalf("get: %+v %v %v", d, ok, err)
 	}
 	r.Requeue([]uint64{d.ID}, queue.ReturnNack)
-	waitFor(t, 10*time.Second, "requeued", func() bool { return r.Stats().Ready == 2 })
+	testwait.For(t, 10*time.Second, "requeued", func() bool { return r.Stats().Ready == 2 })
 	if got, err := r.Purge(); err != nil || got != 2 {
 		t.Fatalf("purge %d %v", got, err)
 	}

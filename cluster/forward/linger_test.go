@@ -8,6 +8,7 @@ import (
 
 	"github.com/warrenmq/warren/raftq/linger"
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // Deliveries to a consumer on another node, a message every 2 ms: with a
@@ -24,7 +25,7 @@ func TestDeliveryLingerBatchesForwardedDeliveries(t *testing.T) {
 		if err := r.Consume(tc, queue.ConsumeOptions{Tag: "c1", Prefetch: 1000}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "consumer attached", func() bool { return rep.Stats().Consumers == 1 })
+		testwait.For(t, 10*time.Second, "consumer attached", func() bool { return rep.Stats().Consumers == 1 })
 		before := c["b"].deliveryReplies.Load()
 		var conf confirms
 		tick := time.NewTicker(gap)
@@ -35,7 +36,7 @@ func TestDeliveryLingerBatchesForwardedDeliveries(t *testing.T) {
 			<-tick.C
 		}
 		tick.Stop()
-		waitFor(t, 10*time.Second, "deliveries", func() bool { return tc.count() == n })
+		testwait.For(t, 10*time.Second, "deliveries", func() bool { return tc.count() == n })
 		for i, d := range tc.deliveries() {
 			if string(d.Message.Body) != fmt.Sprintf("m%d", i) {
 				t.Fatalf("linger %v: delivery %d is %q", wait, i, d.Message.Body)
@@ -61,14 +62,14 @@ func TestDeliveryLingerLeavesPrefetchOneAlone(t *testing.T) {
 	r := c.router(t, "a", "q1", nil, 0)
 	var conf confirms
 	publish(t, rep, 0, n, &conf)
-	waitFor(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == n })
+	testwait.For(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == n })
 	tc := &testConsumer{}
 	start := time.Now()
 	if err := r.Consume(tc, queue.ConsumeOptions{Tag: "c1", Prefetch: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for got := 0; got < n; got++ {
-		waitFor(t, 10*time.Second, "the next delivery", func() bool { return tc.count() > got })
+		testwait.For(t, 10*time.Second, "the next delivery", func() bool { return tc.count() > got })
 		r.Settle(ids(tc.deliveries()[got : got+1]))
 	}
 	took := time.Since(start)

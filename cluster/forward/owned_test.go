@@ -7,6 +7,7 @@ import (
 	"github.com/warrenmq/warren/cluster/forward"
 	"github.com/warrenmq/warren/raftq/queue"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // A basic.get forwarded to the leader whose answer is lost on the way
@@ -18,14 +19,14 @@ func TestLostGetAnswerReturnsTheMessage(t *testing.T) {
 	r := c.router(t, "a", "q1", nil, 0)
 	var conf confirms
 	publish(t, r, 0, 1, &conf)
-	waitFor(t, 10*time.Second, "confirm", func() bool { ok, _ := conf.counts(); return ok == 1 })
+	testwait.For(t, 10*time.Second, "confirm", func() bool { ok, _ := conf.counts(); return ok == 1 })
 
 	c["b"].loseGetAnswers.Store(1)
 	d, _, ok, err := r.Get(false)
 	if err != nil || !ok {
 		// The retry found the queue empty, or failed: the message went
 		// to the lost answer's getter, which the router releases.
-		waitFor(t, 10*time.Second, "the lost get's message back in the queue", func() bool {
+		testwait.For(t, 10*time.Second, "the lost get's message back in the queue", func() bool {
 			st := rep.Stats()
 			return st.Ready == 1 && st.Unacked == 0
 		})
@@ -38,7 +39,7 @@ func TestLostGetAnswerReturnsTheMessage(t *testing.T) {
 		t.Fatalf("stats while the channel holds it: %+v", st)
 	}
 	r.Settle([]uint64{d.ID})
-	waitFor(t, 10*time.Second, "the get settled", func() bool { return rep.Stats() == queue.Stats{} })
+	testwait.For(t, 10*time.Second, "the get settled", func() bool { return rep.Stats() == queue.Stats{} })
 }
 
 // Settlements of forwarded gets are sent until the leader takes them: an
@@ -47,11 +48,12 @@ func TestLostGetAnswerReturnsTheMessage(t *testing.T) {
 // take effect once it heals. Nothing else would settle or return those
 // messages: a getter has no stream whose end returns what it holds.
 func TestOwnedSettlementsOutlastACutLink(t *testing.T) {
+	t.Parallel() // it mostly waits out timeouts, on its own nodes
 	c, rep := twoNodes(t)
 	r := c.router(t, "a", "q1", nil, 0)
 	var conf confirms
 	publish(t, r, 0, 2, &conf)
-	waitFor(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == 2 })
+	testwait.For(t, 10*time.Second, "confirms", func() bool { ok, _ := conf.counts(); return ok == 2 })
 	var got []queue.Delivery
 	for range 2 {
 		d, _, ok, err := r.Get(false)
@@ -64,12 +66,12 @@ func TestOwnedSettlementsOutlastACutLink(t *testing.T) {
 	c["b"].refuseSettles.Store(true)
 	r.Settle([]uint64{got[0].ID})
 	r.Requeue([]uint64{got[1].ID}, queue.ReturnConsumerGone)
-	time.Sleep(12 * time.Second)
+	time.Sleep(12 * time.Second) // longer than one try lasts (opTimeout, 10 s)
 	if st := rep.Stats(); st.Unacked != 2 || st.Ready != 0 {
 		t.Fatalf("stats with the link cut: %+v", st)
 	}
 	c["b"].refuseSettles.Store(false)
-	waitFor(t, 15*time.Second, "the ack and the requeue after the link heals", func() bool {
+	testwait.For(t, 15*time.Second, "the ack and the requeue after the link heals", func() bool {
 		st := rep.Stats()
 		return st.Ready == 1 && st.Unacked == 0
 	})
@@ -89,7 +91,7 @@ func lostFirstAck(t *testing.T) (*replica.Replica, *forward.Router, *testConsume
 	}
 	var conf confirms
 	publish(t, r, 0, 2, &conf)
-	waitFor(t, 10*time.Second, "deliveries", func() bool { return tc.count() == 2 })
+	testwait.For(t, 10*time.Second, "deliveries", func() bool { return tc.count() == 2 })
 	ds := tc.deliveries()
 
 	c["b"].loseStreamSettlements.Store(true)
@@ -113,7 +115,7 @@ func TestReleasedConsumerReturnsWhatItsLostAckLeft(t *testing.T) {
 	rep, r, tc := lostFirstAck(t)
 	r.Release(tc)
 
-	waitFor(t, 10*time.Second, "the message of the lost ack back in the queue", func() bool {
+	testwait.For(t, 10*time.Second, "the message of the lost ack back in the queue", func() bool {
 		st := rep.Stats()
 		return st.Ready == 1 && st.Unacked == 0 && st.Consumers == 0
 	})
@@ -127,6 +129,7 @@ func TestReleasedConsumerReturnsWhatItsLostAckLeft(t *testing.T) {
 // stays checked out to nobody for as long as the consumer's node lives
 // (jepsen's "stranded").
 func TestCancelledConsumerReleasedWithItsChannel(t *testing.T) {
+	t.Parallel() // it mostly waits out timeouts, on its own nodes
 	rep, r, tc := lostFirstAck(t)
 	r.Cancel(tc)
 	time.Sleep(2 * time.Second) // a cancel alone returns nothing
@@ -135,7 +138,7 @@ func TestCancelledConsumerReleasedWithItsChannel(t *testing.T) {
 	}
 	r.Release(tc) // its channel closes
 
-	waitFor(t, 10*time.Second, "the message of the lost ack back in the queue", func() bool {
+	testwait.For(t, 10*time.Second, "the message of the lost ack back in the queue", func() bool {
 		st := rep.Stats()
 		return st.Ready == 1 && st.Unacked == 0 && st.Consumers == 0
 	})
@@ -148,6 +151,7 @@ func TestCancelledConsumerReleasedWithItsChannel(t *testing.T) {
 // returns what the consumer holds, or the acknowledged message would be
 // delivered again.
 func TestReleaseAppliesAcksSentOnAnotherStream(t *testing.T) {
+	t.Parallel() // it mostly waits out timeouts, on its own nodes
 	c, rep := twoNodes(t)
 	r := c.router(t, "a", "q1", nil, 0)
 	first, second := &testConsumer{}, &testConsumer{}
@@ -156,12 +160,12 @@ func TestReleaseAppliesAcksSentOnAnotherStream(t *testing.T) {
 	}
 	var conf confirms
 	publish(t, r, 0, 1, &conf)
-	waitFor(t, 10*time.Second, "the first consumer's delivery", func() bool { return first.count() == 1 })
+	testwait.For(t, 10*time.Second, "the first consumer's delivery", func() bool { return first.count() == 1 })
 	if err := r.Consume(second, queue.ConsumeOptions{Tag: "second", Prefetch: 1}); err != nil {
 		t.Fatal(err)
 	}
 	publish(t, r, 1, 1, &conf)
-	waitFor(t, 10*time.Second, "the second consumer's delivery", func() bool { return second.count() == 1 })
+	testwait.For(t, 10*time.Second, "the second consumer's delivery", func() bool { return second.count() == 1 })
 
 	r.Settle(ids(first.deliveries())) // on the second's stream, lingering
 	r.Release(first)
@@ -180,6 +184,7 @@ func TestReleaseAppliesAcksSentOnAnotherStream(t *testing.T) {
 // using up its prefetch for good (here a cancelled consumer's, whose acks
 // go the unary way).
 func TestAcksOutlastACutLink(t *testing.T) {
+	t.Parallel() // it mostly waits out timeouts, on its own nodes
 	c, rep := twoNodes(t)
 	r := c.router(t, "a", "q1", nil, 0)
 	tc := &testConsumer{}
@@ -188,17 +193,17 @@ func TestAcksOutlastACutLink(t *testing.T) {
 	}
 	var conf confirms
 	publish(t, r, 0, 1, &conf)
-	waitFor(t, 10*time.Second, "the delivery", func() bool { return tc.count() == 1 })
+	testwait.For(t, 10*time.Second, "the delivery", func() bool { return tc.count() == 1 })
 	r.Cancel(tc) // basic.cancel: the message stays with the channel
 
 	c["b"].refuseSettles.Store(true)
 	r.Settle(ids(tc.deliveries()))
-	time.Sleep(12 * time.Second)
+	time.Sleep(12 * time.Second) // longer than one try lasts (opTimeout, 10 s)
 	if st := rep.Stats(); st.Unacked != 1 {
 		t.Fatalf("stats with the link cut: %+v", st)
 	}
 	c["b"].refuseSettles.Store(false)
-	waitFor(t, 15*time.Second, "the ack after the link heals", func() bool { return rep.Stats() == queue.Stats{} })
+	testwait.For(t, 15*time.Second, "the ack after the link heals", func() bool { return rep.Stats() == queue.Stats{} })
 }
 
 // getRedelivered takes the next message with basic.get (no ack) and
@@ -217,12 +222,13 @@ func getRedelivered(t *testing.T, r *forward.Router, body string) {
 // they come back. Without that, they stayed checked out to a cancelled
 // consumer for as long as its node lived (a chaos run stranded 96 so).
 func TestConsumerWhoseAttachTimedOutIsReleased(t *testing.T) {
+	t.Parallel() // it mostly waits out timeouts, on its own nodes
 	c := cluster{"a": newNode(t, "a"), "b": newNode(t, "b")}
 	rep := c["b"].openReplicaWith("q1", replica.Config{DisconnectedTimeout: func() time.Duration { return time.Hour }})
 	r := c.router(t, "a", "q1", nil, 0)
 	var conf confirms
 	publish(t, r, 0, 3, &conf)
-	waitFor(t, 10*time.Second, "the confirms", func() bool { ok, _ := conf.counts(); return ok == 3 })
+	testwait.For(t, 10*time.Second, "the confirms", func() bool { ok, _ := conf.counts(); return ok == 3 })
 
 	c["b"].holdConsume.Store(true)
 	if err := r.Consume(&testConsumer{}, queue.ConsumeOptions{Tag: "late", Prefetch: 10}); err == nil {
@@ -230,8 +236,8 @@ func TestConsumerWhoseAttachTimedOutIsReleased(t *testing.T) {
 	}
 	// The leader applies the attach once the node has given up: the
 	// consumer takes the three messages, and its stream is gone.
-	waitFor(t, 10*time.Second, "the late attach to take the messages", func() bool { return rep.Stats().Unacked == 3 })
-	waitFor(t, 10*time.Second, "the messages back in the queue", func() bool {
+	testwait.For(t, 10*time.Second, "the late attach to take the messages", func() bool { return rep.Stats().Unacked == 3 })
+	testwait.For(t, 10*time.Second, "the messages back in the queue", func() bool {
 		st := rep.Stats()
 		return st.Ready == 3 && st.Unacked == 0
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/catalog"
 	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // testNode is one member: a Store, its Meta gRPC server on 127.0.0.1 and
@@ -147,7 +148,7 @@ func (c *testCluster) servers(nodes ...*testNode) []Server {
 func (c *testCluster) leader() *testNode {
 	c.t.Helper()
 	var found *testNode
-	eventually(c.t, 15*time.Second, "a leader", func() bool {
+	testwait.For(c.t, 15*time.Second, "a leader", func() bool {
 		for _, nd := range c.nodes {
 			if nd.store != nil && nd.store.IsLeader() {
 				found = nd
@@ -179,31 +180,15 @@ func (c *testCluster) converged(want *catalog.Snapshot) {
 			continue
 		}
 		var got *catalog.Snapshot
-		eventually(c.t, 15*time.Second, nd.id+" has the state", func() bool {
+		testwait.ForNil(c.t, 15*time.Second, nd.id+" to have the state", func() error {
 			got, _ = nd.store.Load()
-			return reflect.DeepEqual(got, want)
-		}, func() string { return fmt.Sprintf("got %+v\nwant %+v", got, want) })
+			return differs(got, want)
+		})
 		// The subscriber's view (start plus updates) agrees.
-		eventually(c.t, 15*time.Second, nd.id+"'s subscriber has the state", func() bool {
+		testwait.ForNil(c.t, 15*time.Second, nd.id+"'s subscriber to have the state", func() error {
 			got = nd.updates.view()
-			return reflect.DeepEqual(got, want)
-		}, func() string { return fmt.Sprintf("got %+v\nwant %+v", got, want) })
-	}
-}
-
-// eventually polls cond until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool, detail ...func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			msg := ""
-			for _, d := range detail {
-				msg = d()
-			}
-			t.Fatalf("timed out waiting for %s %s", what, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
+			return differs(got, want)
+		})
 	}
 }
 
@@ -269,8 +254,12 @@ func (r *recorder) all() []Update {
 
 func (r *recorder) wait(t *testing.T, n int) []Update {
 	t.Helper()
-	eventually(t, 15*time.Second, fmt.Sprintf("%d updates", n), func() bool { return len(r.all()) >= n },
-		func() string { return fmt.Sprintf("have %+v", r.all()) })
+	testwait.ForNil(t, 15*time.Second, fmt.Sprintf("%d updates", n), func() error {
+		if have := r.all(); len(have) < n {
+			return fmt.Errorf("have %+v", have)
+		}
+		return nil
+	})
 	return r.all()
 }
 
@@ -385,7 +374,7 @@ func TestCatchUpWaitsForTheFSM(t *testing.T) {
 		defer cancel()
 		done <- f.store.CatchUp(ctx)
 	}()
-	eventually(t, 5*time.Second, "the follower's raft to hand its FSM the change", func() bool {
+	testwait.For(t, 5*time.Second, "the follower's raft to hand its FSM the change", func() bool {
 		return f.store.raft.AppliedIndex() >= l.store.raft.AppliedIndex()
 	})
 	select {
@@ -517,7 +506,7 @@ func TestLaggingFollowerGetsReset(t *testing.T) {
 	// Snapshot and compact both connected members, so that whichever
 	// leads no longer has the entries f is missing.
 	for _, nd := range others {
-		eventually(t, 15*time.Second, nd.id+" applied", func() bool {
+		testwait.For(t, 15*time.Second, nd.id+" applied", func() bool {
 			got, _ := nd.store.Load()
 			return reflect.DeepEqual(got, want)
 		})
@@ -636,7 +625,7 @@ func TestAddServerCapsVoters(t *testing.T) {
 			t.Fatalf("remove: %v", err)
 		}
 	}
-	eventually(t, 15*time.Second, "n5 removed", func() bool {
+	testwait.For(t, 15*time.Second, "n5 removed", func() bool {
 		servers, err := c.nodes[1].store.Servers()
 		return err == nil && len(servers) == 5
 	})
@@ -670,13 +659,7 @@ func TestMayBeStale(t *testing.T) {
 		t.Fatalf("stale after catching up: follower %v, leader %v", f.store.MayBeStale(), l.store.MayBeStale())
 	}
 	c.stop(l)
-	deadline := time.Now().Add(5 * time.Second)
-	for !f.store.MayBeStale() {
-		if time.Now().After(deadline) {
-			t.Fatal("a follower whose leader stopped still counts itself current")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "a follower whose leader stopped to count itself possibly stale", f.store.MayBeStale)
 }
 
 // TestMayBeStaleAfterLosingTouch: a follower cut off from the leader for
@@ -703,10 +686,10 @@ func TestMayBeStaleAfterLosingTouch(t *testing.T) {
 	if err := l.store.Apply(catalog.Put(exchX)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * f.store.staleAfter())
+	time.Sleep(3 * f.store.staleAfter()) // cut off for longer than staleAfter, the case under test
 	c.connect(f)
 	f.updates.wait(t, 2) // what was committed meanwhile has arrived
-	eventually(t, 10*time.Second, "fresh contact with the leader", func() bool {
+	testwait.For(t, 10*time.Second, "fresh contact with the leader", func() bool {
 		_, addr := f.store.Leader()
 		return addr != "" && time.Since(f.store.raft.LastContact()) < f.store.staleAfter()/2
 	})
@@ -717,4 +700,13 @@ func TestMayBeStaleAfterLosingTouch(t *testing.T) {
 	if f.store.MayBeStale() {
 		t.Fatal("stale after catching up again")
 	}
+}
+
+// differs is nil if got and want are deeply equal, else an error showing
+// both.
+func differs(got, want *catalog.Snapshot) error {
+	if reflect.DeepEqual(got, want) {
+		return nil
+	}
+	return fmt.Errorf("got %+v\nwant %+v", got, want)
 }

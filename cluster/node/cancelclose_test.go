@@ -7,6 +7,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestCancelThenCloseStrandsNothing: a consumer attached through a node
@@ -22,6 +23,7 @@ import (
 // here: at the default limit a dropped window would look like a
 // stranded one.
 func TestCancelThenCloseStrandsNothing(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	args := amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": -1}
@@ -49,7 +51,7 @@ func TestCancelThenCloseStrandsNothing(t *testing.T) {
 		c.Cancel("k", true)
 		conn.Close()
 	}
-	nodetest.Eventually(t, "every message ready again", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "every message ready again", func() bool {
 		q, err := ch.QueueDeclarePassive("cc", true, false, false, false, args)
 		// declare-ok counts the messages ready, as RabbitMQ's does.
 		return err == nil && q.Messages == n && q.Consumers == 0

@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestForceCheckpoint: on three real nodes, a forced checkpoint while a
@@ -18,6 +19,7 @@ import (
 // is lost or delivered twice, and a member restarted afterwards still has
 // its snapshot. A bad pattern is refused.
 func TestForceCheckpoint(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3, hibernateAfter(500*time.Millisecond))
 	c := adminClient(t, ms[0])
 
@@ -35,7 +37,7 @@ func TestForceCheckpoint(t *testing.T) {
 	if _, err := ch.QueuePurge("idle", false); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the idle queue asleep", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the idle queue asleep", func() bool {
 		open, asleep := groups(ms)
 		return open == 0 && asleep == 3
 	})
@@ -91,7 +93,7 @@ func TestForceCheckpoint(t *testing.T) {
 	restarted := ms[0]
 	restarted.Stop()
 	restarted.Start()
-	nodetest.Eventually(t, "the restarted member's status", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the restarted member's status", func() bool {
 		st, err := c.QuorumStatus(callCtx(t, 5*time.Second), &adminpb.QuorumStatusRequest{Name: "orders"})
 		if err != nil {
 			return false

@@ -13,6 +13,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 var quorum = amqp091.Table{"x-queue-type": "quorum"}
@@ -22,7 +23,7 @@ var quorum = amqp091.Table{"x-queue-type": "quorum"}
 func leaderIndex(t *testing.T, ms []*nodetest.Member) int {
 	t.Helper()
 	idx := -1
-	nodetest.Eventually(t, "a queue leader", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "a queue leader", func() bool {
 		for i, m := range ms {
 			if m.Node != nil && m.LeadingQueues() == 1 {
 				idx = i
@@ -37,6 +38,7 @@ func leaderIndex(t *testing.T, ms []*nodetest.Member) int {
 // TestPublishConsumeAcrossNodes: a client publishes with confirms on one
 // node to a queue led by another and consumes on a third.
 func TestPublishConsumeAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	decl := ms[0].Channel()
 	if _, err := decl.QueueDeclare("orders", true, false, false, false, quorum); err != nil {
@@ -44,7 +46,7 @@ func TestPublishConsumeAcrossNodes(t *testing.T) {
 	}
 	lead := leaderIndex(t, ms)
 	pubNode, subNode := ms[(lead+1)%3], ms[(lead+2)%3]
-	nodetest.Eventually(t, "the publishing node to know the queue", 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "the publishing node to know the queue", func() bool {
 		_, err := pubNode.Channel().QueueDeclarePassive("orders", true, false, false, false, quorum)
 		return err == nil
 	})
@@ -93,7 +95,7 @@ func TestPublishConsumeAcrossNodes(t *testing.T) {
 			t.Fatalf("only %d of %d deliveries", i, n)
 		}
 	}
-	nodetest.Eventually(t, "acks to reach the leader", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "acks to reach the leader", func() bool {
 		q, err := ms[lead].Channel().QueueDeclarePassive("orders", true, false, false, false, quorum)
 		return err == nil && q.Messages == 0
 	})
@@ -102,6 +104,7 @@ func TestPublishConsumeAcrossNodes(t *testing.T) {
 // TestMetadataReplicated: exchanges and bindings declared through one node
 // route publishes made on another.
 func TestMetadataReplicated(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[1].Channel()
 	if err := ch.ExchangeDeclare("events", "topic", true, false, false, false, nil); err != nil {
@@ -117,12 +120,12 @@ func TestMetadataReplicated(t *testing.T) {
 	if err := pub.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the exchange on node 2", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the exchange on node 2", func() bool {
 		c := ms[2].Channel()
 		return c.ExchangeDeclarePassive("events", "topic", true, false, false, false, nil) == nil
 	})
 	returns := pub.NotifyReturn(make(chan amqp091.Return, 100))
-	nodetest.Eventually(t, "the binding to route on node 2", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the binding to route on node 2", func() bool {
 		dc, err := pub.PublishWithDeferredConfirmWithContext(context.Background(), "events", "user.created", true, false, amqp091.Publishing{Body: []byte("u1")})
 		if err != nil {
 			t.Fatal(err)
@@ -139,7 +142,7 @@ func TestMetadataReplicated(t *testing.T) {
 	})
 	// The binding routes: the message is in the queue, seen from node 0.
 	get := ms[0].Channel()
-	nodetest.Eventually(t, "the routed message", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the routed message", func() bool {
 		d, ok, err := get.Get("audit", true)
 		return err == nil && ok && string(d.Body) == "u1"
 	})
@@ -148,6 +151,7 @@ func TestMetadataReplicated(t *testing.T) {
 // TestLeaderPlacement: 30 queues declared through one node are led 10 ± 1
 // per node; client-local ones are led by the declaring node.
 func TestLeaderPlacement(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	for i := 0; i < 30; i++ {
@@ -155,7 +159,7 @@ func TestLeaderPlacement(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "30 leaders spread 10 ± 1", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "30 leaders spread 10 ± 1", func() bool {
 		total := 0
 		for _, m := range ms {
 			l := m.LeadingQueues()
@@ -173,7 +177,7 @@ func TestLeaderPlacement(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "client-local queues led by the declaring node", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "client-local queues led by the declaring node", func() bool {
 		return ms[2].LeadingQueues() >= 15 && ms[0].LeadingQueues()+ms[1].LeadingQueues()+ms[2].LeadingQueues() == 35
 	})
 }
@@ -181,6 +185,7 @@ func TestLeaderPlacement(t *testing.T) {
 // TestInternalConnectionsFixed: a node holds as many connections to its
 // peers with 100 queues as with 1.
 func TestInternalConnectionsFixed(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("one", true, false, false, false, quorum); err != nil {
@@ -233,7 +238,9 @@ func publishSome(t *testing.T, m *nodetest.Member, q string, n int) {
 // published and stay live while enough traffic is published and settled
 // to compact the log past the follower; it comes back (and so is sent a
 // snapshot that carries the live messages' bodies), takes the leadership,
-// the old leader is stopped, and it delivers the old messages.
+// the old leader is stopped, and it delivers the old messages. It runs
+// alone, without t.Parallel: its 20,000 messages keep the CPU busy, and
+// beside other tests no snapshot came within the minute it waits for one.
 func TestLaggingFollowerSnapshot(t *testing.T) {
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
@@ -310,7 +317,7 @@ func TestLaggingFollowerSnapshot(t *testing.T) {
 	for _, d := range held {
 		d.Nack(false, true)
 	}
-	nodetest.Eventually(t, "the old messages back and the churn settled", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the old messages back and the churn settled", func() bool {
 		st, ok := ms[lead].QueueMember("/", "lag")
 		q, err := ms[lead].Channel().QueueDeclarePassive("lag", true, false, false, false, quorum)
 		return ok && err == nil && q.Messages == 10 && st.AppliedIndex > churn
@@ -321,7 +328,7 @@ func TestLaggingFollowerSnapshot(t *testing.T) {
 	// past the whole churn could wait for ever: a snapshot taken during
 	// the churn (at the 16,384-entry threshold) leaves too few entries
 	// after it to reach the threshold again.
-	nodetest.Eventually(t, "a snapshot past the stopped follower", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "a snapshot past the stopped follower", func() bool {
 		st, ok := ms[lead].QueueMember("/", "lag")
 		return ok && st.SnapshotIndex > 4096
 	})
@@ -334,24 +341,18 @@ func TestLaggingFollowerSnapshot(t *testing.T) {
 	// idle follower learns that the last of them committed only with the
 	// leader's next AppendEntries, which may be a CommitTimeout (30 s or
 	// more) away, so its applied index is no measure.
-	nodetest.Eventually(t, "the follower to catch up", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "the follower to catch up", func() bool {
 		st, ok := follower.QueueMember("/", "lag")
 		return ok && st.LastLogIndex >= leaderStatus.CommitIndex
 	})
 	// A transfer fails if raft's replication to the target is still in
 	// the backoff its downtime left (up to ten seconds); an operator
 	// would try again, and so does the test, for up to 30 s.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		if err = ms[lead].TransferLeadership("/", "lag", follower.Name()); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		t.Logf("transfer leadership: %v; again", err)
-	}
+	testwait.ForNil(t, 30*time.Second, "a leadership transfer to the caught-up follower", func() error {
+		return ms[lead].TransferLeadership("/", "lag", follower.Name())
+	})
 	ms[lead].Stop()
-	nodetest.Eventually(t, "the old follower to lead", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the old follower to lead", func() bool {
 		st, ok := follower.QueueMember("/", "lag")
 		return ok && st.State == "Leader"
 	})
@@ -360,7 +361,7 @@ func TestLaggingFollowerSnapshot(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		var d amqp091.Delivery
 		var ok bool
-		nodetest.Eventually(t, "an old message", 10*time.Second, func() bool {
+		testwait.For(t, 10*time.Second, "an old message", func() bool {
 			var err error
 			d, ok, err = got.Get("lag", true)
 			return err == nil && ok
@@ -389,6 +390,7 @@ func publishBody(t *testing.T, m *nodetest.Member, q, body string) {
 // TestDeletedWhileAway: a queue deleted while one of its members is down
 // leaves nothing behind on that member once it is back.
 func TestDeletedWhileAway(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("gone", true, false, false, false, quorum); err != nil {
@@ -404,7 +406,7 @@ func TestDeletedWhileAway(t *testing.T) {
 		}
 		return n
 	}
-	nodetest.Eventually(t, "a group on every node", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a group on every node", func() bool {
 		return groups(ms[0]) == 1 && groups(ms[1]) == 1 && groups(ms[2]) == 1
 	})
 	ms[2].Stop()
@@ -415,7 +417,7 @@ func TestDeletedWhileAway(t *testing.T) {
 	if err := ms[2].Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the deleted queue's group removed on the node that was away", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the deleted queue's group removed on the node that was away", func() bool {
 		return groups(ms[2]) == 0 && groups(ms[0]) == 0
 	})
 }
@@ -424,6 +426,7 @@ func TestDeletedWhileAway(t *testing.T) {
 // DNS name (localhost) is added to the metadata group by its leader, gets
 // every definition, serves clients, and is given replicas of new queues.
 func TestNodeJoinsLater(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("before", true, false, false, false, quorum); err != nil {
@@ -437,7 +440,7 @@ func TestNodeJoinsLater(t *testing.T) {
 
 	// Definitions and messages of the existing queue, through the new node.
 	lch := late.Channel()
-	nodetest.Eventually(t, "the new node to know the queue", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the new node to know the queue", func() bool {
 		q, err := late.Channel().QueueDeclarePassive("before", true, false, false, false, quorum)
 		return err == nil && q.Messages == 1
 	})
@@ -452,7 +455,7 @@ func TestNodeJoinsLater(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "the new node to lead its share", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the new node to lead its share", func() bool {
 		return late.LeadingQueues() >= 2
 	})
 }
@@ -462,6 +465,7 @@ func TestNodeJoinsLater(t *testing.T) {
 // behind a load balancer do; the second node catches up with the
 // metadata instead of answering 404.
 func TestDeclareHereConsumeThere(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	for i := 0; i < 20; i++ {
 		name := fmt.Sprintf("at-once-%d", i)

@@ -17,6 +17,7 @@ import (
 // not held until the first is answered; the first is nacked after the
 // publish timeout.
 func TestConfirmNotHeldBehindAStalledQueue(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3, func(c *node.ClusterConfig) { c.PublishTimeout = 6 * time.Second })
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("stalled", true, false, false, false, quorum); err != nil {

@@ -26,6 +26,7 @@ import (
 // is refused, saying why, and loses nothing; once carried over, the
 // directory is a member's, which a standalone start refuses.
 func TestStandaloneDataBecomesAClusterOfOne(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	standalone := node.Config{
 		DataDir: dir, AMQPAddr: "127.0.0.1:0",
@@ -107,6 +108,7 @@ func TestStandaloneDataBecomesAClusterOfOne(t *testing.T) {
 // started standalone showed an empty broker; it is refused, and the member
 // started again has its messages.
 func TestMemberDataRefusedStandalone(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 1)
 	if _, err := ms[0].Channel().QueueDeclare("kept", true, false, false, false, quorum); err != nil {
 		t.Fatal(err)

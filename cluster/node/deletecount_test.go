@@ -8,6 +8,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestDeleteOkCountsThroughAFollower deletes a quorum queue through a node
@@ -15,12 +16,13 @@ import (
 // the leader has them, though the follower's member has not applied the
 // last publish yet (raft tells followers of a commit with the next entry).
 func TestDeleteOkCountsThroughAFollower(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	if _, err := ms[0].Channel().QueueDeclare("counted", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatal(err)
 	}
 	var follower *nodetest.Member
-	nodetest.Eventually(t, "a follower of the queue", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a follower of the queue", func() bool {
 		for _, m := range ms {
 			if st, ok := m.QueueMember("/", "counted"); ok && st.State == "Follower" {
 				follower = m

@@ -7,6 +7,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // withDisconnectedTimeout is a quorum queue's arguments with its consumer
@@ -42,6 +43,7 @@ func holdFive(t *testing.T, m, publisher *nodetest.Member, queue string) {
 // in RabbitMQ 4.3, and then go to another consumer, redelivered, their
 // delivery-count unchanged.
 func TestKilledConsumerNodeHoldsForTheDisconnectedTimeout(t *testing.T) {
+	t.Parallel()
 	const timeout = 6 * time.Second
 	_, _, leader, others := threeNodesWithQueue(t, "held", withDisconnectedTimeout(timeout))
 	victim, other := others[0], others[1]
@@ -49,7 +51,7 @@ func TestKilledConsumerNodeHoldsForTheDisconnectedTimeout(t *testing.T) {
 	later := consumeSlowly(t, other.Channel(), "held", 100)
 	killed := time.Now() // Kill returns once the node has shut down
 	victim.Kill()
-	nodetest.Eventually(t, "the five back, to the other consumer", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the five back, to the other consumer", func() bool {
 		return len(later.deliveries()) == 5
 	})
 	if waited := time.Since(killed); waited < timeout-time.Second {
@@ -66,13 +68,14 @@ func TestKilledConsumerNodeHoldsForTheDisconnectedTimeout(t *testing.T) {
 // back restarted has lost its channels, whatever the timeout: what its
 // consumer held returns at once (RabbitMQ's nodeup, then down).
 func TestRestartedConsumerNodeReturnsAtOnce(t *testing.T) {
+	t.Parallel()
 	_, _, leader, others := threeNodesWithQueue(t, "restarted", withDisconnectedTimeout(10*time.Minute))
 	victim, other := others[0], others[1]
 	holdFive(t, victim, leader, "restarted")
 	later := consumeSlowly(t, other.Channel(), "restarted", 100)
 	victim.Kill()
 	victim.Start()
-	nodetest.Eventually(t, "the restarted node's five delivered again", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the restarted node's five delivered again", func() bool {
 		return len(later.deliveries()) == 5
 	})
 }
@@ -83,6 +86,7 @@ func TestRestartedConsumerNodeReturnsAtOnce(t *testing.T) {
 // leader gives its predecessor's consumers to follow, and they return
 // once its node comes back restarted.
 func TestOrphanedConsumerOfAKilledLeaderNode(t *testing.T) {
+	t.Parallel()
 	ms, _, leader, others := threeNodesWithQueue(t, "orphaned", withDisconnectedTimeout(10*time.Minute))
 	if leader == ms[0] {
 		// The first node joined nobody: restarted, it would wait for
@@ -92,7 +96,7 @@ func TestOrphanedConsumerOfAKilledLeaderNode(t *testing.T) {
 		}
 		leader = ms[1]
 		others = []*nodetest.Member{ms[0], ms[2]}
-		nodetest.Eventually(t, "the queue led by "+leader.Name(), 20*time.Second, func() bool { return leader.QueueLeads("/", "orphaned") })
+		testwait.For(t, 20*time.Second, "the queue led by "+leader.Name(), func() bool { return leader.QueueLeads("/", "orphaned") })
 	}
 	holdFive(t, leader, others[0], "orphaned")
 	later := consumeSlowly(t, others[1].Channel(), "orphaned", 100)
@@ -102,7 +106,7 @@ func TestOrphanedConsumerOfAKilledLeaderNode(t *testing.T) {
 		t.Fatalf("%d of the dead node's held messages handed out within the timeout", n)
 	}
 	leader.Start()
-	nodetest.Eventually(t, "the five back once the node restarted", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the five back once the node restarted", func() bool {
 		return len(later.deliveries()) == 5
 	})
 }
@@ -114,13 +118,14 @@ func TestOrphanedConsumerOfAKilledLeaderNode(t *testing.T) {
 // unchanged (rabbit_fifo's return on that timeout counts no failed
 // delivery).
 func TestOrphanedConsumerReturnsAfterTheDisconnectedTimeout(t *testing.T) {
+	t.Parallel()
 	const timeout = 6 * time.Second
 	_, _, leader, others := threeNodesWithQueue(t, "expired", withDisconnectedTimeout(timeout))
 	holdFive(t, leader, others[0], "expired")
 	later := consumeSlowly(t, others[1].Channel(), "expired", 100)
 	killed := time.Now() // Kill returns once the node has shut down
 	leader.Kill()
-	nodetest.Eventually(t, "the five back, to the other consumer", 40*time.Second, func() bool {
+	testwait.For(t, 40*time.Second, "the five back, to the other consumer", func() bool {
 		return len(later.deliveries()) == 5
 	})
 	if waited := time.Since(killed); waited < timeout {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // drainPublisher publishes numbered messages with confirms to queue q
@@ -68,6 +69,7 @@ func (p *drainPublisher) run(t *testing.T, nodes []*nodetest.Member, q string, s
 }
 
 func TestDrainUndrain(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	c := adminClient(t, ms[0])
 	drained := ms[2]
@@ -81,7 +83,7 @@ func TestDrainUndrain(t *testing.T) {
 		}
 		queues = append(queues, q)
 	}
-	nodetest.Eventually(t, "the drained-to-be node leads a queue", 20*time.Second, func() bool { return drained.LeadingQueues() > 0 })
+	testwait.For(t, 20*time.Second, "the drained-to-be node leads a queue", func() bool { return drained.LeadingQueues() > 0 })
 
 	// Traffic: a publisher on the node to drain (it must move to ms[0])
 	// and a consumer on ms[1], both with confirms / acks.
@@ -104,7 +106,7 @@ func TestDrainUndrain(t *testing.T) {
 			d.Ack(false)
 		}
 	})
-	nodetest.Eventually(t, "publishes confirmed", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "publishes confirmed", func() bool {
 		pub.mu.Lock()
 		defer pub.mu.Unlock()
 		return len(pub.confirmed) > 20
@@ -149,7 +151,7 @@ func TestDrainUndrain(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, on := range ms {
-			nodetest.Eventually(t, "record on every node", 10*time.Second, func() bool {
+			testwait.For(t, 10*time.Second, "record on every node", func() bool {
 				_, ok := on.Broker().QueueRecord("/", q)
 				return ok
 			})
@@ -170,7 +172,7 @@ func TestDrainUndrain(t *testing.T) {
 	pub.mu.Lock()
 	confirmed := slices.Clone(pub.confirmed)
 	pub.mu.Unlock()
-	nodetest.Eventually(t, "every confirmed message consumed", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "every confirmed message consumed", func() bool {
 		cmu.Lock()
 		defer cmu.Unlock()
 		for _, b := range confirmed {
@@ -202,6 +204,7 @@ func TestDrainUndrain(t *testing.T) {
 }
 
 func TestForgetNode(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	c := adminClient(t, ms[0])
 	ch := ms[0].Channel()
@@ -214,13 +217,13 @@ func TestForgetNode(t *testing.T) {
 		t.Fatal("forgetting an alive node succeeded")
 	}
 	gone.Kill()
-	nodetest.Eventually(t, "gossip sees the node dead", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "gossip sees the node dead", func() bool {
 		st, err := c.ClusterStatus(callCtx(t, 5*time.Second), &adminpb.ClusterStatusRequest{})
 		return err == nil && slices.ContainsFunc(st.Nodes, func(n *adminpb.Node) bool { return n.Name == name && n.State == "dead" })
 	})
 	var resp *adminpb.MembershipResponse
 	var err error
-	nodetest.Eventually(t, "forget succeeds", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "forget succeeds", func() bool {
 		resp, err = c.ForgetNode(callCtx(t, 30*time.Second), &adminpb.ForgetNodeRequest{Node: name})
 		if err != nil {
 			t.Logf("forget: %v", err)
@@ -238,7 +241,7 @@ func TestForgetNode(t *testing.T) {
 		t.Errorf("cluster status still lists %s: %v", name, st.Nodes)
 	}
 	for _, m := range ms[:2] {
-		nodetest.Eventually(t, "queue members without the forgotten node", 10*time.Second, func() bool {
+		testwait.For(t, 10*time.Second, "queue members without the forgotten node", func() bool {
 			rec, ok := m.Broker().QueueRecord("/", "fg")
 			return ok && !slices.Contains(rec.Members, name)
 		})
@@ -254,6 +257,7 @@ func TestForgetNode(t *testing.T) {
 // The drained node is the one raft picks when all are equally caught up
 // (the first in the configuration).
 func TestStopHandsOffPastADrainedNode(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	const n = 4
 	declareLed(t, ms, "past", n, ms[0])
@@ -269,7 +273,7 @@ func TestStopHandsOffPastADrainedNode(t *testing.T) {
 	if got := ms[1].LeadingQueues(); got != 0 {
 		t.Errorf("the drained node took %d leaderships from the stopping node", got)
 	}
-	nodetest.Eventually(t, "every queue led by "+ms[2].Name(), 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "every queue led by "+ms[2].Name(), func() bool {
 		return ms[2].LeadingQueues() == n
 	})
 }

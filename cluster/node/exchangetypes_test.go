@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestLocalRandomExchangeAcrossNodes: an x-local-random exchange sends a
@@ -17,6 +18,7 @@ import (
 // has no route for them (returned, when mandatory), as RabbitMQ 4.3's
 // does.
 func TestLocalRandomExchangeAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	if err := ms[0].Channel().ExchangeDeclare("near", "x-local-random", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
@@ -53,7 +55,7 @@ func TestLocalRandomExchangeAcrossNodes(t *testing.T) {
 		}
 		return len(returns) // each return comes before its confirm
 	}
-	nodetest.Eventually(t, "every node knows both bindings", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "every node knows both bindings", func() bool {
 		return publish(ms[0], 1) == 0 && publish(ms[1], 1) == 0
 	})
 	drain := func(q string) map[string]int {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestKilledLeaderFailover: queue groups heartbeat rarely (a 5 s
@@ -38,7 +39,7 @@ func TestKilledLeaderFailover(t *testing.T) {
 
 	// The restarted node catches up and follows.
 	victim.Start()
-	nodetest.Eventually(t, "every queue led after the restart", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "every queue led after the restart", func() bool {
 		return leading(ms...) == n
 	})
 }
@@ -70,7 +71,7 @@ func TestLeftLeaderFailover(t *testing.T) {
 // votes and holds the group's first entries.
 func awaitFormed(t *testing.T, ms []*nodetest.Member, prefix string, n int) {
 	t.Helper()
-	nodetest.Eventually(t, "every queue formed, with three voters", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "every queue formed, with three voters", func() bool {
 		for i := range n {
 			for _, m := range ms {
 				if st, ok := m.QueueMember("/", fmt.Sprintf("%s%d", prefix, i)); !ok || !st.Voter || st.LastLogIndex == 0 {
@@ -88,7 +89,7 @@ func awaitFormed(t *testing.T, ms []*nodetest.Member, prefix string, n int) {
 // than the queue groups' heartbeat timeout.
 func awaitNewLeaders(t *testing.T, how string, lost, n int, since time.Time, wait, within time.Duration, survivors ...*nodetest.Member) {
 	t.Helper()
-	nodetest.Eventually(t, "new leaders for the "+how+" node's queues", wait, func() bool {
+	testwait.For(t, wait, "new leaders for the "+how+" node's queues", func() bool {
 		return leading(survivors...) == n
 	})
 	took := time.Since(since)
@@ -117,7 +118,7 @@ func declareLed(t *testing.T, ms []*nodetest.Member, prefix string, n int, by *n
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "every queue led, some by "+by.Name(), 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "every queue led, some by "+by.Name(), func() bool {
 		return leading(ms...) == n && by.LeadingQueues() > 0
 	})
 }
@@ -146,7 +147,7 @@ func TestWholeClusterRestart(t *testing.T) {
 		m.Start()
 	}
 	started := time.Now()
-	nodetest.Eventually(t, "every queue led after the restart", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "every queue led after the restart", func() bool {
 		return leading(ms...) == n
 	})
 	took := time.Since(started)
@@ -181,7 +182,7 @@ func TestRestartDisturbsNoLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "every queue with three voters", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "every queue with three voters", func() bool {
 		for _, q := range names {
 			for _, m := range ms {
 				if st, ok := m.QueueMember("/", q); !ok || !st.Voter {
@@ -209,13 +210,13 @@ func TestRestartDisturbsNoLeader(t *testing.T) {
 		return out
 	}
 	var before map[string]lead
-	nodetest.Eventually(t, "every queue led by the two running nodes", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "every queue led by the two running nodes", func() bool {
 		before = leads()
 		return len(before) == n
 	})
 	restarted.Start()
 	back := time.Now()
-	nodetest.Eventually(t, "the restarted node following every queue", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the restarted node following every queue", func() bool {
 		for _, q := range names {
 			st, ok := restarted.QueueMember("/", q)
 			if !ok || st.State != "Follower" || st.Term < before[q].term {
@@ -253,7 +254,7 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var leader, follower *nodetest.Member
-	nodetest.Eventually(t, "a leader", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a leader", func() bool {
 		for i, m := range ms {
 			if st, ok := m.QueueMember("/", "back"); ok && st.State == "Leader" {
 				leader, follower = m, ms[(i+1)%3]
@@ -273,21 +274,22 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 		}
 	}
 	publish()
-	nodetest.Eventually(t, "the follower a voter holding the publish", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the follower a voter holding the publish", func() bool {
 		l, _ := leader.QueueMember("/", "back")
 		st, ok := follower.QueueMember("/", "back")
 		return ok && st.Voter && st.LastLogIndex >= l.CommitIndex
 	})
 	follower.Stop()
-	// Traffic all along the downtime: each publish has the leader try
-	// the stopped follower again.
+	// Traffic all along the downtime, long enough for raft's backoff to
+	// the stopped follower to reach its ten-second ceiling: each publish
+	// has the leader try the stopped follower again.
 	for stop := time.Now().Add(21 * time.Second); time.Now().Before(stop); time.Sleep(100 * time.Millisecond) {
 		publish()
 	}
 	follower.Start()
 	back := time.Now()
 	want, _ := leader.QueueMember("/", "back")
-	nodetest.Eventually(t, "the restarted follower to hold every committed entry", 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "the restarted follower to hold every committed entry", func() bool {
 		st, ok := follower.QueueMember("/", "back")
 		return ok && st.LastLogIndex >= want.CommitIndex
 	})
@@ -301,6 +303,7 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 // stayed unacked for good, held for a channel that no longer existed
 // (found by the chaos harness, with a graceful stop).
 func TestCancelledConsumerNodeKilled(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("held", true, false, false, false, quorum); err != nil {
@@ -359,26 +362,20 @@ func expectRedelivery(t *testing.T, m *nodetest.Member, queue string) {
 // checked out to the leader's own getter, which nothing returns, until
 // the consumer timeout (found by the chaos harness, with a cut link).
 func TestGotMessageNodeKilled(t *testing.T) {
+	t.Parallel()
 	ms, _, _, others := threeNodesWithQueue(t, "got", quorum)
 	via, other := others[0], others[1]
 	if err := ms[0].Channel().Publish("", "got", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("m")}); err != nil {
 		t.Fatal(err)
 	}
 	vch := via.Channel()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "basic.get to find the message", func() bool {
 		_, ok, err := vch.Get("got", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("basic.get found nothing")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ok
+	})
 	via.Kill()
 	expectRedelivery(t, other, "got")
 }
@@ -389,6 +386,7 @@ func TestGotMessageNodeKilled(t *testing.T) {
 // RabbitMQ's "timed out consuming from quorum queue", rather than the 404
 // an application would take for a queue that is gone.
 func TestLeaderlessQueueIsNotReportedMissing(t *testing.T) {
+	t.Parallel()
 	ms, _, _, _ := threeNodesWithQueue(t, "lonely", quorum)
 	ms[1].Kill()
 	ms[2].Kill()
@@ -431,7 +429,7 @@ func TestDrainedLeaderRestartedQuickerThanGossip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var victim *nodetest.Member
-	nodetest.Eventually(t, "a leader for the queue", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "a leader for the queue", func() bool {
 		for _, m := range ms {
 			if m.QueueLeads("/", "rs") {
 				victim = m
@@ -447,7 +445,7 @@ func TestDrainedLeaderRestartedQuickerThanGossip(t *testing.T) {
 			t.Fatal(err)
 		}
 		victim = ms[1]
-		nodetest.Eventually(t, "the queue led by "+victim.Name(), 20*time.Second, func() bool { return victim.QueueLeads("/", "rs") })
+		testwait.For(t, 20*time.Second, "the queue led by "+victim.Name(), func() bool { return victim.QueueLeads("/", "rs") })
 	}
 	var survivors []*nodetest.Member
 	for _, m := range ms {
@@ -460,7 +458,7 @@ func TestDrainedLeaderRestartedQuickerThanGossip(t *testing.T) {
 	if err := survivors[0].RecordDraining(victim.Name(), true); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the victim sees itself drained", 10*time.Second, func() bool { return victim.SeesDraining(victim.Name()) })
+	testwait.For(t, 10*time.Second, "the victim sees itself drained", func() bool { return victim.SeesDraining(victim.Name()) })
 	if !victim.QueueLeads("/", "rs") {
 		t.Fatal("the drained node handed its leadership off before it was killed")
 	}
@@ -470,8 +468,8 @@ func TestDrainedLeaderRestartedQuickerThanGossip(t *testing.T) {
 	// It learns it is drained as it catches up with the metadata (the
 	// model it restarted with may predate the drain), not at its
 	// maintenance loop's next turn.
-	nodetest.Eventually(t, "the restarted node's member drained", 5*time.Second, func() bool { return victim.QueueMemberDrained("/", "rs") })
-	nodetest.Eventually(t, "a new leader on another node", 30*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "the restarted node's member drained", func() bool { return victim.QueueMemberDrained("/", "rs") })
+	testwait.For(t, 30*time.Second, "a new leader on another node", func() bool {
 		return survivors[0].QueueLeads("/", "rs") || survivors[1].QueueLeads("/", "rs")
 	})
 	took := time.Since(restarted)

@@ -12,6 +12,7 @@ import (
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/adminpb"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // slowConsumer holds what it is given without acknowledging it.
@@ -108,11 +109,12 @@ func (s *slowConsumer) checkKept(t *testing.T, n int, what string) {
 // gets them, it is not given them again, and its acknowledgements, sent
 // after the moves for deliveries the first leader made, settle them.
 func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
+	t.Parallel()
 	ms, c, leader, others := threeNodesWithQueue(t, "slow", quorum)
 	consumerNode, third := others[0], others[1]
 	slow := consumeSlowly(t, consumerNode.Channel(), "slow", 5)
 	publishConfirmedN(t, leader.Channel(), "slow", 0, 20)
-	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(slow.deliveries()) == 5 })
+	testwait.For(t, 10*time.Second, "5 deliveries", func() bool { return len(slow.deliveries()) == 5 })
 
 	transfer := func(to string) {
 		t.Helper()
@@ -125,15 +127,17 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 		}
 	}
 	transfer(consumerNode.Name()) // the consumer's stream ends; it attaches locally
+	// Past the orphan grace, when wrongly returned messages would go.
 	time.Sleep(replica.OrphanGrace + time.Second)
 	slow.checkKept(t, 5, "after a move to its node")
 	transfer(third.Name()) // and from local to remote
+	// Past the orphan grace, when wrongly returned messages would go.
 	time.Sleep(replica.OrphanGrace + time.Second)
 	slow.checkKept(t, 5, "after a move away from its node")
 
 	// A second consumer gets the other 15, none of the 5.
 	other := consumeSlowly(t, ms[0].Channel(), "slow", 100)
-	nodetest.Eventually(t, "the other 15 delivered", 10*time.Second, func() bool { return len(other.deliveries()) == 15 })
+	testwait.For(t, 10*time.Second, "the other 15 delivered", func() bool { return len(other.deliveries()) == 15 })
 	held := map[string]bool{}
 	for _, d := range slow.deliveries() {
 		held[string(d.Body)] = true
@@ -152,11 +156,11 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "the queue empty once both acknowledged", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "the queue empty once both acknowledged", func() bool {
 		q, err := third.Channel().QueueDeclarePassive("slow", true, false, false, false, quorum)
 		return err == nil && q.Messages == 0 && q.Consumers == 2
 	})
-	time.Sleep(replica.OrphanGrace)
+	time.Sleep(replica.OrphanGrace) // past the orphan grace: a wrong redelivery would show
 	if n := len(slow.deliveries()) + len(other.deliveries()); n != 20 {
 		t.Errorf("%d deliveries of 20 messages", n)
 	}
@@ -167,26 +171,27 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 // to the new leader with what it holds, and its acknowledgements of the
 // dead leader's deliveries settle them at the new one.
 func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
+	t.Parallel()
 	_, c, victim, others := threeNodesWithQueue(t, "slow", quorum)
 	slow := consumeSlowly(t, others[0].Channel(), "slow", 5)
 	publishConfirmedN(t, others[1].Channel(), "slow", 0, 20)
-	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(slow.deliveries()) == 5 })
+	testwait.For(t, 10*time.Second, "5 deliveries", func() bool { return len(slow.deliveries()) == 5 })
 
 	dead := victim.Name()
 	victim.Kill()
 	c = adminClient(t, others[1])
-	nodetest.Eventually(t, "a new leader", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "a new leader", func() bool {
 		st, err := c.QuorumStatus(callCtx(t, 5*time.Second), &adminpb.QuorumStatusRequest{Name: "slow"})
 		return err == nil && st.Leader != "" && st.Leader != dead
 	})
-	time.Sleep(replica.OrphanGrace + time.Second)
+	time.Sleep(replica.OrphanGrace + time.Second) // past the orphan grace, when wrongly returned messages would go
 	slow.checkKept(t, 5, "after the leader was killed")
 	for _, d := range slow.deliveries() {
 		if err := d.Ack(false); err != nil {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "the next 5 delivered, the acknowledged ones not again", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "the next 5 delivered, the acknowledged ones not again", func() bool {
 		return len(slow.deliveries()) == 10
 	})
 	for b, n := range slow.seen {
@@ -201,20 +206,21 @@ func TestConsumerKeepsItsMessagesWhenTheLeaderIsKilled(t *testing.T) {
 // moves while it works on its messages; the waiting consumer gets
 // nothing meanwhile, as with RabbitMQ.
 func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
+	t.Parallel()
 	ms, c, leader, others := threeNodesWithQueue(t, "sac",
 		amqp091.Table{"x-queue-type": "quorum", "x-single-active-consumer": true})
 	active := consumeSlowly(t, others[0].Channel(), "sac", 5)
 	time.Sleep(200 * time.Millisecond) // the first to attach is the active one
 	waiting := consumeSlowly(t, others[1].Channel(), "sac", 5)
 	publishConfirmedN(t, ms[0].Channel(), "sac", 0, 20)
-	nodetest.Eventually(t, "5 deliveries", 10*time.Second, func() bool { return len(active.deliveries()) == 5 })
+	testwait.For(t, 10*time.Second, "5 deliveries", func() bool { return len(active.deliveries()) == 5 })
 
 	for _, to := range []string{others[1].Name(), leader.Name()} {
 		resp, err := c.TransferLeadership(callCtx(t, 30*time.Second), &adminpb.TransferLeadershipRequest{Name: "sac", To: to})
 		if err != nil || !resp.Moved {
 			t.Fatalf("transfer to %s: %v, %v", to, resp, err)
 		}
-		time.Sleep(replica.OrphanGrace + time.Second)
+		time.Sleep(replica.OrphanGrace + time.Second) // past the orphan grace, when wrongly returned messages would go
 		active.checkKept(t, 5, "after a move to "+to)
 		if n := len(waiting.deliveries()); n != 0 {
 			t.Fatalf("after a move to %s: the waiting consumer got %d messages", to, n)
@@ -223,7 +229,7 @@ func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
 	for _, d := range active.deliveries() {
 		d.Ack(false)
 	}
-	nodetest.Eventually(t, "the active consumer given the next 5", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "the active consumer given the next 5", func() bool {
 		return len(active.deliveries()) == 10
 	})
 	if n := len(waiting.deliveries()); n != 0 {
@@ -236,6 +242,7 @@ func TestSingleActiveConsumerStaysActiveWhenTheLeaderMoves(t *testing.T) {
 // dead letters those entries made were that leader's to publish, and are
 // not published twice.
 func TestDeadLettersNotRepeatedByANewLeader(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("dlq", true, false, false, false, quorum); err != nil {
@@ -272,11 +279,12 @@ func TestDeadLettersNotRepeatedByANewLeader(t *testing.T) {
 		d := <-ds
 		d.Reject(false)
 	}
-	nodetest.Eventually(t, "10 dead letters", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "10 dead letters", func() bool {
 		q, err := ms[0].Channel().QueueDeclarePassive("dlq", true, false, false, false, quorum)
 		return err == nil && q.Messages == 10
 	})
 	transfer(first) // it has not applied the rejects yet: followers apply lazily
+	// Time for the new leader to dead-letter again, were it to.
 	time.Sleep(3 * time.Second)
 	q, err := ms[0].Channel().QueueDeclarePassive("dlq", true, false, false, false, quorum)
 	if err != nil || q.Messages != 10 {
@@ -288,6 +296,7 @@ func TestDeadLettersNotRepeatedByANewLeader(t *testing.T) {
 // restarts quicker than gossip calls it failed has lost its channels all
 // the same: its new boot tells, and what the consumer held returns.
 func TestCancelledConsumerNodeRestarted(t *testing.T) {
+	t.Parallel()
 	_, _, _, others := threeNodesWithQueue(t, "restarted", quorum)
 	victim := others[0]
 	ch := victim.Channel()
@@ -308,7 +317,7 @@ func TestCancelledConsumerNodeRestarted(t *testing.T) {
 	victim.Kill()
 	victim.Start()
 	other := consumeSlowly(t, others[1].Channel(), "restarted", 100)
-	nodetest.Eventually(t, "the restarted node's cancelled consumer's 5 delivered again", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "the restarted node's cancelled consumer's 5 delivered again", func() bool {
 		return len(other.deliveries()) == 5
 	})
 }
@@ -320,6 +329,7 @@ func TestCancelledConsumerNodeRestarted(t *testing.T) {
 // then had the message delivered again. The same holds for a message taken
 // with basic.get through a node that does not lead.
 func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
+	t.Parallel()
 	ms, c, leader, others := threeNodesWithQueue(t, "kept", quorum)
 	consumerNode := others[0]
 	publishConfirmedN(t, leader.Channel(), "kept", 0, 2)
@@ -343,7 +353,7 @@ func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 		d.Nack(false, true)
 	}
 	var got amqp091.Delivery
-	nodetest.Eventually(t, "a basic.get", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a basic.get", func() bool {
 		var ok bool
 		got, ok, err = ch.Get("kept", false)
 		return err == nil && ok
@@ -353,7 +363,7 @@ func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 	if err != nil || !resp.Moved {
 		t.Fatalf("transfer: %v, %v", resp, err)
 	}
-	time.Sleep(replica.OrphanGrace + time.Second)
+	time.Sleep(replica.OrphanGrace + time.Second) // past the orphan grace, when wrongly returned messages would go
 	if q := listedQueue(t, c, "kept"); q.Ready != 0 || q.Unacked != 2 {
 		t.Fatalf("after the move: %d ready, %d unacknowledged; want both still held", q.Ready, q.Unacked)
 	}
@@ -364,11 +374,11 @@ func TestCancelledConsumerKeepsItsMessagesWhenTheLeaderMoves(t *testing.T) {
 	if err := got.Ack(false); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the queue empty after the late acks", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "the queue empty after the late acks", func() bool {
 		q := listedQueue(t, c, "kept")
 		return q.Messages == 0 && q.Unacked == 0
 	})
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // time for a held message to go elsewhere, were it to
 	if n := len(watch.deliveries()); n != 0 {
 		t.Fatalf("%d of the held messages delivered to another consumer", n)
 	}

@@ -15,6 +15,7 @@ import (
 // get (the owned settler); the second get used to overtake it about one
 // time in twenty.
 func TestGetAfterNackThroughAnotherNode(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	args := amqp091.Table{"x-queue-type": "quorum", "x-queue-leader-locator": "client-local"}
 	if _, err := ms[0].Channel().QueueDeclare("gets", true, false, false, false, args); err != nil {

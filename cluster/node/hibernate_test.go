@@ -19,6 +19,7 @@ import (
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/adminpb"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 func hibernateAfter(d time.Duration) nodetest.Option {
@@ -53,11 +54,11 @@ func declareAsleep(t *testing.T, ms []*nodetest.Member, name string) string {
 		t.Fatal(err)
 	}
 	var leader string
-	nodetest.Eventually(t, "a leader", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "a leader", func() bool {
 		leader = leaderOf(ms, name)
 		return leader != ""
 	})
-	nodetest.Eventually(t, "the group asleep", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the group asleep", func() bool {
 		open, asleep := groups(ms)
 		return open == 0 && asleep == 3
 	})
@@ -101,7 +102,7 @@ func TestIdleQueuesHibernate(t *testing.T) {
 	}
 	publishConfirmed(t, ch, "holding", "kept")
 	leaders := map[string]string{}
-	nodetest.Eventually(t, "leaders", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "leaders", func() bool {
 		for i := range 3 {
 			name := fmt.Sprintf("idle-%d", i)
 			if leaders[name] == "" {
@@ -114,7 +115,7 @@ func TestIdleQueuesHibernate(t *testing.T) {
 		return true
 	})
 
-	nodetest.Eventually(t, "the idle queues' groups asleep on every member", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the idle queues' groups asleep on every member", func() bool {
 		open, asleep := groups(ms)
 		return open == 3 && asleep == 9 // "holding" stays open
 	})
@@ -188,7 +189,7 @@ func TestIdleQueuesHibernate(t *testing.T) {
 	if err := d.Ack(false); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the emptied queue asleep again", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the emptied queue asleep again", func() bool {
 		open, asleep := groups(ms)
 		return open == 3 && asleep == 9
 	})
@@ -222,7 +223,7 @@ func TestPublisherOfAFollowerNodeOutlastsHibernation(t *testing.T) {
 		if err := d.Ack(false); err != nil {
 			t.Fatal(err)
 		}
-		nodetest.Eventually(t, "the emptied queue asleep again", 20*time.Second, func() bool {
+		testwait.For(t, 20*time.Second, "the emptied queue asleep again", func() bool {
 			open, asleep := groups(ms)
 			return open == 0 && asleep == 3
 		})
@@ -319,14 +320,14 @@ func TestHibernatedReplicasAreFreed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "every replica open", 15*time.Second, func() bool { return look() >= 30 })
+	testwait.For(t, 15*time.Second, "every replica open", func() bool { return look() >= 30 })
 	stopLooking()
 	ws := slices.Collect(maps.Keys(seen))
-	nodetest.Eventually(t, "every group asleep", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "every group asleep", func() bool {
 		open, asleep := groups(ms)
 		return open == 0 && asleep == 30
 	})
-	nodetest.Eventually(t, "closed replicas collected", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "closed replicas collected", func() bool {
 		runtime.GC()
 		for _, w := range ws {
 			if w.Value() != nil {
@@ -354,7 +355,7 @@ func TestQueuesHibernateWithANodeDown(t *testing.T) {
 		}
 		publishConfirmed(t, ch, name, "keeps it awake") // until taken below
 	}
-	nodetest.Eventually(t, "every replica open", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "every replica open", func() bool {
 		open, _ := groups(ms)
 		return open == 9
 	})
@@ -365,13 +366,13 @@ func TestQueuesHibernateWithANodeDown(t *testing.T) {
 		}
 	}
 	up := ms[:2]
-	nodetest.Eventually(t, "asleep on the two nodes up", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "asleep on the two nodes up", func() bool {
 		open, asleep := groups(up)
 		return open == 0 && asleep == 6
 	})
 	start := time.Now()
 	ms[2].Start()
-	nodetest.Eventually(t, "asleep on all three again", 40*time.Second, func() bool {
+	testwait.For(t, 40*time.Second, "asleep on all three again", func() bool {
 		open, asleep := groups(ms)
 		return open == 0 && asleep == 9
 	})
@@ -399,13 +400,13 @@ func TestRestartedNodeLeavesHibernatingQueuesAsleep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "every group asleep", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "every group asleep", func() bool {
 		open, asleep := groups(ms)
 		return open == 0 && asleep == 15
 	})
 	ms[2].Stop()
 	ms[2].Start()
-	nodetest.Eventually(t, "the restarted node's queues restored", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the restarted node's queues restored", func() bool {
 		open, asleep := ms[2].Groups()
 		return open+asleep == 5
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 func callCtx(t *testing.T, d time.Duration) context.Context {
@@ -24,7 +25,7 @@ func callCtx(t *testing.T, d time.Duration) context.Context {
 func queueLeader(t *testing.T, c adminpb.AdminClient, name string) string {
 	t.Helper()
 	var leader string
-	nodetest.Eventually(t, "a leader of "+name, 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "a leader of "+name, func() bool {
 		st, err := c.QuorumStatus(callCtx(t, 5*time.Second), &adminpb.QuorumStatusRequest{Name: name})
 		if err != nil {
 			return false
@@ -40,6 +41,7 @@ func queueLeader(t *testing.T, c adminpb.AdminClient, name string) string {
 // changes as asked, and every confirmed message is delivered, none twice
 // unmarked, and none again once the consumer has acknowledged it.
 func TestTransferLeadershipUnderTraffic(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	if _, err := ms[0].Channel().QueueDeclare("moving", true, false, false, false, quorum); err != nil {
 		t.Fatal(err)
@@ -136,7 +138,7 @@ func TestTransferLeadershipUnderTraffic(t *testing.T) {
 		defer close(done)
 		publish(300)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the publishes under way before the first transfer
 	transfer(others[0])
 	transfer(others[1])
 	<-done
@@ -144,7 +146,7 @@ func TestTransferLeadershipUnderTraffic(t *testing.T) {
 		t.Fatalf("leader: %v, %v", st, err)
 	}
 
-	nodetest.Eventually(t, "every confirmed message delivered", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "every confirmed message delivered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, b := range confirmed {
@@ -175,7 +177,7 @@ func TestTransferLeadershipUnderTraffic(t *testing.T) {
 	if len(confirmed) < 350 {
 		t.Errorf("only %d of 400 publishes confirmed", len(confirmed))
 	}
-	nodetest.Eventually(t, "every ack to reach the leader", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "every ack to reach the leader", func() bool {
 		q, err := ms[2].Channel().QueueDeclarePassive("moving", true, false, false, false, quorum)
 		return err == nil && q.Messages == 0
 	})
@@ -185,6 +187,7 @@ func TestTransferLeadershipUnderTraffic(t *testing.T) {
 // there; a rebalance asked of another node spreads them three to a node,
 // with their messages intact.
 func TestRebalance(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[1].Channel()
 	if err := ch.Confirm(false); err != nil {
@@ -204,7 +207,7 @@ func TestRebalance(t *testing.T) {
 			}
 		}
 	}
-	nodetest.Eventually(t, "every queue led by "+ms[1].Name(), 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "every queue led by "+ms[1].Name(), func() bool {
 		return ms[1].LeadingQueues() == queues
 	})
 
@@ -237,7 +240,7 @@ func TestRebalance(t *testing.T) {
 		q := fmt.Sprintf("rb%d", i)
 		for j := range messages {
 			var d amqp091.Delivery
-			nodetest.Eventually(t, "a message of "+q, 10*time.Second, func() bool {
+			testwait.For(t, 10*time.Second, "a message of "+q, func() bool {
 				var ok bool
 				var err error
 				d, ok, err = get.Get(q, true)
@@ -257,6 +260,7 @@ func TestRebalance(t *testing.T) {
 // critical on each remaining member and none is leaderless; with two
 // stopped, every queue is leaderless.
 func TestHealthChecks(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	for i := range 3 {
@@ -302,18 +306,18 @@ func TestHealthChecks(t *testing.T) {
 
 	stopped := ms[2].Name()
 	ms[2].Stop()
-	nodetest.Eventually(t, "the others to be quorum critical", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the others to be quorum critical", func() bool {
 		return slices.Equal(check(ms[0].Name()), all) && slices.Equal(check(ms[1].Name()), all)
 	})
 	if got := check(stopped); len(got) != 0 {
 		t.Errorf("stopped %s critical for %v", stopped, got)
 	}
-	nodetest.Eventually(t, "every queue led by the two left", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "every queue led by the two left", func() bool {
 		return len(leaderless()) == 0
 	})
 
 	ms[1].Stop()
-	nodetest.Eventually(t, "every queue leaderless", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "every queue leaderless", func() bool {
 		return slices.Equal(leaderless(), all)
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // listedQueue is queue name in the admin listing as c's node answers it.
@@ -31,6 +32,7 @@ func listedQueue(t *testing.T, c adminpb.AdminClient, name string) *adminpb.Queu
 // DLX column, RabbitMQ's messages_dlx), apart from ready and unacked; once
 // the target exists they reach it and the count drops to zero.
 func TestListingCountsDeadLetters(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	args := amqp091.Table{
@@ -60,7 +62,7 @@ func TestListingCountsDeadLetters(t *testing.T) {
 	}
 	for _, m := range ms {
 		c := adminClient(t, m)
-		nodetest.Eventually(t, "two dead letters listed by "+m.Name(), 10*time.Second, func() bool {
+		testwait.For(t, 10*time.Second, "two dead letters listed by "+m.Name(), func() bool {
 			q := listedQueue(t, c, "held")
 			return q.DeadLettered == 2 && q.Ready == 0 && q.Unacked == 0 && q.Messages == 0
 		})
@@ -76,7 +78,7 @@ func TestListingCountsDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := adminClient(t, ms[2])
-	nodetest.Eventually(t, "the dead letters delivered and settled", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "the dead letters delivered and settled", func() bool {
 		return listedQueue(t, c, "held").DeadLettered == 0 && listedQueue(t, c, "held.target").Ready == 2
 	})
 }
@@ -86,6 +88,7 @@ func TestListingCountsDeadLetters(t *testing.T) {
 // (the DELAYED column, RabbitMQ 4.3's messages_delayed), apart from ready
 // and unacked, until their delay is over.
 func TestListingCountsDelayedRetries(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	args := amqp091.Table{"x-queue-type": "quorum", "x-delayed-retry-type": "all", "x-delayed-retry-min": int32(4000)}
@@ -106,13 +109,13 @@ func TestListingCountsDelayedRetries(t *testing.T) {
 	}
 	for _, m := range ms {
 		c := adminClient(t, m)
-		nodetest.Eventually(t, "a delayed message listed by "+m.Name(), 3*time.Second, func() bool {
+		testwait.For(t, 3*time.Second, "a delayed message listed by "+m.Name(), func() bool {
 			q := listedQueue(t, c, "later")
 			return q.Delayed == 1 && q.Ready == 0 && q.Unacked == 0 && q.Messages == 0
 		})
 	}
 	c := adminClient(t, ms[1])
-	nodetest.Eventually(t, "the message ready after its delay", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the message ready after its delay", func() bool {
 		q := listedQueue(t, c, "later")
 		return q.Delayed == 0 && q.Ready == 1
 	})

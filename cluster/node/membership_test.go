@@ -15,6 +15,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // traffic publishes with confirms through one node and consumes through
@@ -67,7 +68,7 @@ func startPublisher(t *testing.T, m *nodetest.Member, queue string) *traffic {
 				tr.mu.Unlock()
 				return
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // a steady trickle, not a burst
 		}
 	}()
 	return tr
@@ -108,7 +109,7 @@ func (tr *traffic) counts() (confirmed, delivered int) {
 func (tr *traffic) progress(n int) {
 	tr.t.Helper()
 	start, _ := tr.counts()
-	nodetest.Eventually(tr.t, fmt.Sprintf("%d more confirms", n), 30*time.Second, func() bool {
+	testwait.For(tr.t, 30*time.Second, fmt.Sprintf("%d more confirms", n), func() bool {
 		c, _ := tr.counts()
 		tr.mu.Lock()
 		err := tr.pubErr
@@ -125,7 +126,7 @@ func (tr *traffic) progress(n int) {
 func (tr *traffic) finish() {
 	tr.t.Helper()
 	close(tr.stop)
-	nodetest.Eventually(tr.t, "every confirmed message delivered", 30*time.Second, func() bool {
+	testwait.For(tr.t, 30*time.Second, "every confirmed message delivered", func() bool {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		for b := range tr.confirmed {
@@ -178,7 +179,7 @@ func membersOf(t *testing.T, m *nodetest.Member, queue string) []string {
 func leaderName(t *testing.T, ms []*nodetest.Member, queue string) string {
 	t.Helper()
 	var name string
-	nodetest.Eventually(t, "a leader of "+queue, 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "a leader of "+queue, func() bool {
 		for _, m := range ms {
 			if m.Node == nil {
 				continue
@@ -196,7 +197,7 @@ func leaderName(t *testing.T, ms []*nodetest.Member, queue string) string {
 // waitMembers waits until every node's record of queue lists want.
 func waitMembers(t *testing.T, ms []*nodetest.Member, queue string, want []string) {
 	t.Helper()
-	nodetest.Eventually(t, fmt.Sprintf("members %v everywhere", want), 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, fmt.Sprintf("members %v everywhere", want), func() bool {
 		for _, m := range ms {
 			if m.Node == nil {
 				continue
@@ -213,6 +214,7 @@ func waitMembers(t *testing.T, ms []*nodetest.Member, queue string, want []strin
 // client publishes with confirms through one node and consumes through
 // another; no confirmed message is lost or delivered twice.
 func TestQueueMembership(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 4)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("q", true, false, false, false, amqp091.Table{
@@ -255,7 +257,7 @@ func TestQueueMembership(t *testing.T) {
 			t.Fatalf("transfer to the new member: %v", err)
 		}
 	}
-	nodetest.Eventually(t, "the new member to lead", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the new member to lead", func() bool {
 		st, ok := outsider.QueueMember("/", "q")
 		return ok && st.State == "Leader"
 	})
@@ -281,7 +283,7 @@ func TestQueueMembership(t *testing.T) {
 	}
 	want = slices.DeleteFunc(slices.Clone(want), func(m string) bool { return m == follower })
 	waitMembers(t, ms, "q", want)
-	nodetest.Eventually(t, "the removed member's files gone", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the removed member's files gone", func() bool {
 		_, err := os.Stat(filepath.Join(fm.DataDir(), "quorum", rec.ID))
 		_, has := fm.QueueMember("/", "q")
 		return os.IsNotExist(err) && !has
@@ -318,7 +320,7 @@ func TestQueueMembership(t *testing.T) {
 	// node of it (its machine version): within a second here, but up to
 	// memberlist's 30 s full exchange if its UDP messages are lost, as
 	// on a loaded CI machine (a run timed out at 20 s).
-	nodetest.Eventually(t, "grow onto the new node", 45*time.Second, func() bool {
+	testwait.For(t, 45*time.Second, "grow onto the new node", func() bool {
 		var err error
 		changed, err = ms[2].Grow("warren-4", "^/$", "^q$", node.GrowBelowTarget, node.Promotable)
 		// Each new refusal, so that a timeout says why (CI once timed out
@@ -366,6 +368,7 @@ func mapKeys(m map[string]bool) []string {
 // replica's own account (the chaos harness saw such a queue left with two
 // voters for good: the member's node was down while it was removed).
 func TestAddMemberAfterInterruptedDelete(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("q", true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
@@ -392,7 +395,7 @@ func TestAddMemberAfterInterruptedDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone.Start()
-	nodetest.Eventually(t, "the group without "+gone.Name(), 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the group without "+gone.Name(), func() bool {
 		servers, ok := lm.QueueServers("/", "q")
 		_, in := servers[gone.Name()]
 		return ok && len(servers) == 2 && !in
@@ -423,6 +426,7 @@ func TestAddMemberAfterInterruptedDelete(t *testing.T) {
 // member and the third elect a leader, and every confirmed message is
 // there.
 func TestMemberAddedAgainKeepsItsLogOverRestart(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3, func(c *node.ClusterConfig) { c.NoQueueReconcile, c.NoRebalanceOnRejoin = true, true })
 	ch := ms[0].Channel()
 	if _, err := ch.QueueDeclare("again", true, false, false, false, quorum); err != nil {
@@ -451,7 +455,7 @@ func TestMemberAddedAgainKeepsItsLogOverRestart(t *testing.T) {
 	// Promoted, as every member knows, so that what follows tests the
 	// log kept over the restart: a member that missed the promotion is
 	// cluster/transport's TestMissedPromotionElects.
-	nodetest.Eventually(t, again.Name()+" a voter in every member's configuration", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, again.Name()+" a voter in every member's configuration", func() bool {
 		for _, m := range ms {
 			servers, ok := m.QueueServers("/", "again")
 			if !ok || len(servers) != len(all) {
@@ -487,7 +491,7 @@ func TestMemberAddedAgainKeepsItsLogOverRestart(t *testing.T) {
 	third.Start()
 
 	got, lastSeen := 0, -1
-	nodetest.Eventually(t, "every confirmed message back", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "every confirmed message back", func() bool {
 		conn, err := amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", again.AMQPAddr()))
 		if err != nil {
 			return false

@@ -16,6 +16,7 @@ import (
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // confirms publishes n messages to queue q with confirms and returns
@@ -101,6 +102,7 @@ func def(t *testing.T, s string) map[string]any {
 // rabbit_quorum_queue takes the minimum); an operator policy's lower
 // limit beats both.
 func TestPoliciesStandalone(t *testing.T) {
+	t.Parallel()
 	n := startStandalone(t)
 	b := n.Broker()
 	if err := b.SetPolicy(broker.PolicyDef{Vhost: "/", Name: "lim", Pattern: `^lim\.`, ApplyTo: "quorum_queues",
@@ -146,7 +148,7 @@ func TestPoliciesStandalone(t *testing.T) {
 		Definition: def(t, `{"max-length":3,"overflow":"reject-publish"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "free to refuse its fourth message", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "free to refuse its fourth message", func() bool {
 		return !confirms(t, ch, "free", 1)[0]
 	})
 	if got := confirms(t, ch, "lim.a", 1); !acks(got, 1) {
@@ -176,7 +178,7 @@ func setPolicy(t *testing.T, c adminpb.AdminClient, p *adminpb.Policy) {
 // waitPolicy waits until every node has the named policy.
 func waitPolicy(t *testing.T, ms []*nodetest.Member, name string, operator bool) {
 	t.Helper()
-	nodetest.Eventually(t, "policy "+name+" on every node", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "policy "+name+" on every node", func() bool {
 		for _, m := range ms {
 			found := false
 			for _, p := range m.Broker().Policies("/", operator) {
@@ -195,6 +197,7 @@ func waitPolicy(t *testing.T, ms []*nodetest.Member, name string, operator bool)
 // third; an operator policy's lower limit wins; a queue-leader-locator
 // policy puts leaders on the declaring node.
 func TestPoliciesInCluster(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	admin1, admin2 := adminClient(t, ms[1]), adminClient(t, ms[2])
 	setPolicy(t, admin1, &adminpb.Policy{Name: "lim", Pattern: `^cap\.`, ApplyTo: "quorum_queues",
@@ -222,7 +225,7 @@ func TestPoliciesInCluster(t *testing.T) {
 	// The publishing node routes from its own copy of the metadata, which
 	// may apply the declarations a moment after the declaring node: a
 	// publish to a queue it does not know yet is unroutable, and confirmed.
-	nodetest.Eventually(t, "the queues known on the publishing node", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the queues known on the publishing node", func() bool {
 		for _, name := range []string{"cap.a", "cap.b", "cap.op"} {
 			if _, ok := ms[2].Broker().QueueRecord("/", name); !ok {
 				return false
@@ -256,7 +259,7 @@ func TestPoliciesInCluster(t *testing.T) {
 	// Raising the limit of existing queues: cap.a takes a third message.
 	setPolicy(t, admin1, &adminpb.Policy{Name: "lim", Pattern: `^cap\.`, ApplyTo: "quorum_queues",
 		Definition: `{"max-length":3,"overflow":"reject-publish"}`})
-	nodetest.Eventually(t, "cap.a to take a third message", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "cap.a to take a third message", func() bool {
 		return confirms(t, pub, "cap.a", 1)[0]
 	})
 	if got := confirms(t, pub, "cap.a", 1); !acks(got, 0) {
@@ -268,7 +271,7 @@ func TestPoliciesInCluster(t *testing.T) {
 	if _, err := admin1.ClearPolicy(ctx, &adminpb.ClearPolicyRequest{Name: "cap", Operator: true}); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "cap.op to take a second message", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "cap.op to take a second message", func() bool {
 		return confirms(t, pub, "cap.op", 1)[0]
 	})
 }

@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestDeclaredThroughOneNodeRoutesFromEvery: a publish through another
@@ -20,6 +21,7 @@ import (
 // MayBeStale followed an entry's stages in order and a miss that finds
 // nothing behind looks again (broker's lookAgainAfterMiss).
 func TestDeclaredThroughOneNodeRoutesFromEvery(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ctx := context.Background()
 	decl := ms[0].Channel()
@@ -28,7 +30,7 @@ func TestDeclaredThroughOneNodeRoutesFromEvery(t *testing.T) {
 	if _, err := decl.QueueDeclare("probe", true, false, false, false, quorum); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "every node up to date", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "every node up to date", func() bool {
 		for _, m := range ms {
 			if _, err := m.Channel().QueueDeclarePassive("probe", true, false, false, false, quorum); err != nil {
 				return false

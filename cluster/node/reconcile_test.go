@@ -11,6 +11,7 @@ import (
 	"github.com/warrenmq/warren/cluster/broker"
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // fastReconcile makes the reconciler's rounds and trigger delay short.
@@ -51,6 +52,7 @@ func allVoters(m *nodetest.Member, name string, want int) bool {
 // target from a policy grows to it; one without a target (only the
 // initial group size) is left as it is, as RabbitMQ does.
 func TestReconcileRestoresTargetSize(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3, fastReconcile(300*time.Millisecond))
 	if err := ms[0].Broker().SetPolicy(broker.PolicyDef{Vhost: "/", Name: "grow", Pattern: `^pol$`, ApplyTo: "quorum_queues",
 		Definition: def(t, `{"target-group-size":3}`)}); err != nil {
@@ -66,17 +68,17 @@ func TestReconcileRestoresTargetSize(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "pol grown to its policy's target", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "pol grown to its policy's target", func() bool {
 		return len(queueMembers(ms[0], "pol")) == 3
 	})
 
 	for _, name := range []string{"target", "plain"} {
-		nodetest.Eventually(t, name+" has three members", 10*time.Second, func() bool { return len(queueMembers(ms[0], name)) == 3 })
+		testwait.For(t, 10*time.Second, name+" has three members", func() bool { return len(queueMembers(ms[0], name)) == 3 })
 		if err := ms[0].DeleteMember("/", name, "warren-2", true); err != nil {
 			t.Fatalf("delete member of %s: %v", name, err)
 		}
 	}
-	nodetest.Eventually(t, "target back to three voters", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "target back to three voters", func() bool {
 		return slices.Contains(queueMembers(ms[0], "target"), "warren-2") && allVoters(ms[2], "target", 3)
 	})
 	// Several rounds have run since: the queue without a target stays.
@@ -89,13 +91,14 @@ func TestReconcileRestoresTargetSize(t *testing.T) {
 // A node joining the cluster gets a member of every queue below its
 // target; the join itself triggers the round (the interval is an hour).
 func TestReconcileGrowsOntoJoiningNode(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3, fastReconcile(time.Hour))
 	ch := ms[0].Channel()
 	args := amqp091.Table{"x-queue-type": "quorum", "x-quorum-target-group-size": int32(3)}
 	if _, err := ch.QueueDeclare("orders", true, false, false, false, args); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "three members", 10*time.Second, func() bool { return len(queueMembers(ms[0], "orders")) == 3 })
+	testwait.For(t, 10*time.Second, "three members", func() bool { return len(queueMembers(ms[0], "orders")) == 3 })
 	ms[2].Stop()
 	if err := ms[0].DeleteMember("/", "orders", "warren-2", true); err != nil {
 		t.Fatal(err)
@@ -104,7 +107,7 @@ func TestReconcileGrowsOntoJoiningNode(t *testing.T) {
 		t.Fatalf("members %v, want two", got)
 	}
 	added := nodetest.AddNode(t, "warren-3", ms[0].GossipAddr(), fastReconcile(time.Hour))
-	nodetest.Eventually(t, "warren-3 a voting member", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "warren-3 a voting member", func() bool {
 		return slices.Contains(queueMembers(ms[0], "orders"), "warren-3") && allVoters(added, "orders", 3)
 	})
 }
@@ -128,9 +131,9 @@ func rejoinCluster(t *testing.T, opts ...nodetest.Option) ([]*nodetest.Member, f
 		return m.LeadingQueues()
 	}
 	total := func() int { return leading(ms[0]) + leading(ms[1]) + leading(ms[2]) }
-	nodetest.Eventually(t, "every queue led", 10*time.Second, func() bool { return total() == rejoinQueues })
+	testwait.For(t, 10*time.Second, "every queue led", func() bool { return total() == rejoinQueues })
 	ms[2].Stop()
-	nodetest.Eventually(t, "the others lead every queue", 30*time.Second, func() bool { return total() == rejoinQueues })
+	testwait.For(t, 30*time.Second, "the others lead every queue", func() bool { return total() == rejoinQueues })
 	ms[2].Start()
 	return ms, leading
 }
@@ -140,8 +143,9 @@ const rejoinQueues = 6
 // After a node restarts, the metadata leader spreads the queue leaders
 // again (it led none: it handed them off when it stopped).
 func TestRebalanceOnRejoin(t *testing.T) {
+	t.Parallel()
 	ms, leading := rejoinCluster(t, fastReconcile(time.Hour))
-	nodetest.Eventually(t, "leaders spread again", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "leaders spread again", func() bool {
 		a, b, c := leading(ms[0]), leading(ms[1]), leading(ms[2])
 		return a+b+c == rejoinQueues && max(a, b, c)-min(a, b, c) <= 1
 	})
@@ -150,6 +154,7 @@ func TestRebalanceOnRejoin(t *testing.T) {
 // With rebalance on rejoin off (--rebalance-on-rejoin=false), a node that
 // restarts leads nothing until an operator rebalances.
 func TestNoRebalanceOnRejoin(t *testing.T) {
+	t.Parallel()
 	ms, leading := rejoinCluster(t, fastReconcile(time.Hour), func(c *node.ClusterConfig) { c.NoRebalanceOnRejoin = true })
 	// TestRebalanceOnRejoin's spread comes within seconds of the restart;
 	// here the restarted node is to lead nothing for longer than that.

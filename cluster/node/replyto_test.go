@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestDirectReplyToAcrossNodes: a requester on one node, a responder on
@@ -22,6 +23,7 @@ import (
 // the name is not found; once the requester's node has stopped, its reply
 // names are unroutable (312 NO_ROUTE).
 func TestDirectReplyToAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ctx := context.Background()
 
@@ -147,5 +149,5 @@ func TestDirectReplyToAcrossNodes(t *testing.T) {
 	}
 	// The requester's node stops: its reply names no longer route.
 	ms[0].Stop()
-	nodetest.Eventually(t, "a reply to a stopped node's requester returned", 20*time.Second, lateReply)
+	testwait.For(t, 20*time.Second, "a reply to a stopped node's requester returned", lateReply)
 }

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"github.com/warrenmq/warren/raftq/testwait"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestRevocationReachesOpenChannelsOnEveryNode(t *testing.T) {
 	dial := func(m *nodetest.Member) *amqp091.Connection {
 		t.Helper()
 		var c *amqp091.Connection
-		nodetest.Eventually(t, "app to log in on "+m.Name(), 10*time.Second, func() bool {
+		testwait.For(t, 10*time.Second, "app to log in on "+m.Name(), func() bool {
 			var err error
 			c, err = amqp091.Dial("amqp://app:app-pass@" + m.AMQPAddr().String() + "/")
 			return err == nil
@@ -51,7 +52,7 @@ func TestRevocationReachesOpenChannelsOnEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	nodetest.Eventually(t, "the open channel on another node to be refused", 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "the open channel on another node to be refused", func() bool {
 		select {
 		case e := <-closed:
 			if e == nil || e.Code != amqp091.AccessRefused {

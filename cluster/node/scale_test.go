@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestThousandQueuesSpread declares 1,000 quorum queues through one node
@@ -27,7 +28,7 @@ func TestThousandQueuesSpread(t *testing.T) {
 		}
 	}
 	t.Logf("declared %d quorum queues in %v", n, time.Since(start))
-	nodetest.Eventually(t, "every queue led, each node within 10% of a third", 5*time.Minute, func() bool {
+	testwait.For(t, 5*time.Minute, "every queue led, each node within 10% of a third", func() bool {
 		total := 0
 		for _, m := range ms {
 			l := m.LeadingQueues()

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/warrenmq/warren/raftq/testwait"
 	"io"
 	"os"
 	"path/filepath"
@@ -106,7 +107,7 @@ func TestStrangerNeverJoins(t *testing.T) {
 	stranger := nodetest.NewMember(t, "warren-9", ms[0].GossipAddr(), nodetest.TLS(t, other, gossipKey))
 	stranger.Start()
 
-	nodetest.Eventually(t, "the stranger's refusal to be logged", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the stranger's refusal to be logged", func() bool {
 		return slices.Contains(ms[0].GossipMembers(), "warren-9")
 	})
 	// Several rounds of the metadata leader's membership loop (one a
@@ -302,7 +303,7 @@ func TestOperatorTags(t *testing.T) {
 	as := func(user, pass string) context.Context {
 		return metadata.AppendToOutgoingContext(ctx, "authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
 	}
-	nodetest.Eventually(t, "the users to reach node 0", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the users to reach node 0", func() bool {
 		_, err := admin.ListUsers(as("watcher", "watch-pass"), &adminpb.ListUsersRequest{})
 		return err == nil
 	})

@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestNoClientsBeforeCaughtUp: a restarted cluster member serves clients
@@ -18,6 +19,7 @@ import (
 // which may hold users, permissions and bindings deleted since; now their
 // connections wait, and go through once a majority is back.
 func TestNoClientsBeforeCaughtUp(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	for _, m := range ms {
 		m.Stop()
@@ -35,7 +37,7 @@ func TestNoClientsBeforeCaughtUp(t *testing.T) {
 	}
 
 	ms[1].Start()
-	nodetest.Eventually(t, "a login once a majority is back", 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "a login once a majority is back", func() bool {
 		c, err := amqp091.Dial(url)
 		if err != nil {
 			return false

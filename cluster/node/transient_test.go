@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // Exclusive, auto-delete and transient queues keep their messages on the
@@ -25,6 +26,7 @@ import (
 // requester's connection closes the queue is gone everywhere, and a
 // mandatory reply comes back 312 NO_ROUTE.
 func TestExclusiveReplyQueueAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ctx := context.Background()
 
@@ -117,7 +119,7 @@ func TestExclusiveReplyQueueAcrossNodes(t *testing.T) {
 	if err := reqConn.Close(); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the exclusive queue gone on every node", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the exclusive queue gone on every node", func() bool {
 		for _, m := range ms {
 			_, err := m.Channel().QueueDeclarePassive(reply.Name, false, false, true, false, nil)
 			if amqpCode(err) != amqp091.NotFound {
@@ -146,6 +148,7 @@ func TestExclusiveReplyQueueAcrossNodes(t *testing.T) {
 // is refused; deleting the transient exchange through a third node
 // removes it everywhere.
 func TestSubscriberQueuesAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ctx := context.Background()
 
@@ -209,7 +212,7 @@ func TestSubscriberQueuesAcrossNodes(t *testing.T) {
 	if err := ms[1].Channel().ExchangeDelete("news", false, false); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the transient exchange gone on the publisher's node", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the transient exchange gone on the publisher's node", func() bool {
 		return amqpCode(ms[2].Channel().ExchangeDeclarePassive("news", "fanout", false, true, false, false, nil)) == amqp091.NotFound
 	})
 }
@@ -220,6 +223,7 @@ func TestSubscriberQueuesAcrossNodes(t *testing.T) {
 // unacknowledged deliveries are redelivered when that consumer's channel
 // closes, and when its last consumer goes it is deleted on every node.
 func TestTransientQueueServedAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	ctx := context.Background()
 
@@ -233,7 +237,7 @@ func TestTransientQueueServedAcrossNodes(t *testing.T) {
 		for _, m := range ms {
 			c := adminClient(t, m)
 			var l *adminpb.Queue
-			nodetest.Eventually(t, "the queue listed through "+m.Name(), 10*time.Second, func() bool {
+			testwait.For(t, 10*time.Second, "the queue listed through "+m.Name(), func() bool {
 				list, err := c.ListQueues(callCtx(t, 10*time.Second), &adminpb.ListQueuesRequest{Vhost: "/"})
 				if err != nil {
 					t.Fatalf("list queues: %v", err)
@@ -257,7 +261,7 @@ func TestTransientQueueServedAcrossNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodetest.Eventually(t, "the count through another node", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the count through another node", func() bool {
 		st, err := ms[1].Channel().QueueDeclarePassive(q.Name, false, true, false, false, nil)
 		return err == nil && st.Messages == 5
 	})
@@ -312,7 +316,7 @@ func TestTransientQueueServedAcrossNodes(t *testing.T) {
 	if len(seen) != 5 {
 		t.Fatalf("second consumer saw %v", seen)
 	}
-	nodetest.Eventually(t, "every message acknowledged", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "every message acknowledged", func() bool {
 		st, err := ms[0].Channel().QueueDeclarePassive(q.Name, false, true, false, false, nil)
 		return err == nil && st.Messages == 0
 	})
@@ -321,7 +325,7 @@ func TestTransientQueueServedAcrossNodes(t *testing.T) {
 	if err := second.Cancel("second", false); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the auto-delete queue gone on every node", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the auto-delete queue gone on every node", func() bool {
 		for _, m := range ms {
 			if _, err := m.Channel().QueueDeclarePassive(q.Name, false, true, false, false, nil); amqpCode(err) != amqp091.NotFound {
 				return false
@@ -337,6 +341,7 @@ func TestTransientQueueServedAcrossNodes(t *testing.T) {
 // removes those of its earlier start itself. Their names can be declared
 // again, on another node.
 func TestTransientQueuesDieWithTheirNode(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 
 	victim := ms[2].Channel()
@@ -357,7 +362,7 @@ func TestTransientQueuesDieWithTheirNode(t *testing.T) {
 	if _, err := ms[0].Channel().QueueDeclare("victim.exclusive", false, false, true, false, nil); amqpCode(err) != amqp091.ResourceLocked {
 		t.Fatalf("declare of another node's exclusive queue: %v", err)
 	}
-	nodetest.Eventually(t, "the queues known on the first node", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the queues known on the first node", func() bool {
 		_, err1 := ms[0].Channel().QueueDeclarePassive("victim.exclusive", false, false, true, false, nil)
 		_, err2 := ms[0].Channel().QueueDeclarePassive("restarted.transient", false, false, false, false, nil)
 		return amqpCode(err1) == amqp091.ResourceLocked && err2 == nil
@@ -366,13 +371,13 @@ func TestTransientQueuesDieWithTheirNode(t *testing.T) {
 	ms[2].Kill()
 	ms[1].Kill()
 	ms[1].Start() // before the others count it failed
-	nodetest.Eventually(t, "the restarted node's transient queue removed", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the restarted node's transient queue removed", func() bool {
 		_, err := ms[0].Channel().QueueDeclarePassive("restarted.transient", false, false, false, false, nil)
 		return amqpCode(err) == amqp091.NotFound
 	})
 	// On both nodes left: each removes it, and the one whose removal
 	// commits first finds the other's has nothing to do.
-	nodetest.Eventually(t, "the failed node's exclusive queue removed", 40*time.Second, func() bool {
+	testwait.For(t, 40*time.Second, "the failed node's exclusive queue removed", func() bool {
 		for _, m := range ms[:2] {
 			_, err := m.Channel().QueueDeclarePassive("victim.exclusive", false, false, true, false, nil)
 			if amqpCode(err) != amqp091.NotFound {
@@ -438,7 +443,7 @@ func TestFailedNodesQueuesRefusedAtOnce(t *testing.T) {
 
 	ms[2].Kill()
 	killed := time.Now()
-	nodetest.Eventually(t, "a publish to the failed node's queue nacked", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a publish to the failed node's queue nacked", func() bool {
 		acked, _ := publish()
 		return !acked
 	})
@@ -454,7 +459,7 @@ func TestFailedNodesQueuesRefusedAtOnce(t *testing.T) {
 	if amqpCode(err) != amqp091.NotFound || !strings.Contains(err.Error(), "home node 'warren-2' of queue 'victim.transient' in vhost '/' is down or inaccessible") {
 		t.Fatalf("get from the failed node's queue: %v", err)
 	}
-	nodetest.Eventually(t, "the queue removed, a mandatory publish returned", 40*time.Second, func() bool {
+	testwait.For(t, 40*time.Second, "the queue removed, a mandatory publish returned", func() bool {
 		acked, returned := publish()
 		return acked && returned
 	})
@@ -474,6 +479,7 @@ func amqpCode(err error) int {
 // its nack, purge and delete of a transient queue, each through another
 // node than the one holding it.
 func TestTransientQueueGetPurgeDeleteAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ms := nodetest.StartCluster(t, 3)
 	if _, err := ms[0].Channel().QueueDeclare("kept.transient", false, false, false, false, nil); err != nil {
 		t.Fatal(err)
@@ -513,7 +519,7 @@ func TestTransientQueueGetPurgeDeleteAcrossNodes(t *testing.T) {
 	if _, err := ms[1].Channel().QueueDelete("kept.transient", false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the queue deleted through another node gone on its own", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the queue deleted through another node gone on its own", func() bool {
 		_, err := ms[0].Channel().QueueDeclarePassive("kept.transient", false, false, false, false, nil)
 		return amqpCode(err) == amqp091.NotFound
 	})

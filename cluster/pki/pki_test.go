@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"github.com/warrenmq/warren/raftq/testwait"
 	"io"
 	"net"
 	"os"
@@ -148,13 +149,9 @@ func TestStoreWatchPicksUpARotation(t *testing.T) {
 	if _, _, err := Issue(ca, dir, Request{Kind: Node, Name: "n1"}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Leaf().SerialNumber.Cmp(first.SerialNumber) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the rotated certificate was not loaded")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "the rotated certificate to be loaded", func() bool {
+		return s.Leaf().SerialNumber.Cmp(first.SerialNumber) != 0
+	})
 	c, second := dial()
 	c.Close()
 	if second.SerialNumber.Cmp(first.SerialNumber) == 0 {

@@ -59,13 +59,14 @@ func TestSparseCallsWriteOncePerCall(t *testing.T) {
 		}
 	}
 	check() // the connection's setup (preface, settings) is not counted
+	// A moment for the setup's acknowledgements, which nothing shows.
 	time.Sleep(50 * time.Millisecond)
 
 	const calls = 20
 	before := writes.Load()
 	for range calls {
 		check()
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // sparse calls, the case under test
 	}
 	perCall := float64(writes.Load()-before) / calls
 	t.Logf("%.2f writes per call", perCall)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestAckedFollowsReplication: a group that tracks acknowledgements
@@ -31,7 +33,7 @@ func TestAckedFollowsReplication(t *testing.T) {
 		if nd == ld {
 			continue
 		}
-		waitFor(t, 5*time.Second, "follower "+string(nd.id)+" acknowledged the last entry", func() error {
+		testwait.ForNil(t, 5*time.Second, "follower "+string(nd.id)+" acknowledged the last entry", func() error {
 			idx, at := tr.Acked(raft.ServerAddress(nd.addr))
 			if idx < last || time.Since(at) > time.Second {
 				return errAckBehind

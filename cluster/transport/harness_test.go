@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // A test cluster: n nodes in one process, each with its own gRPC server
@@ -70,7 +71,7 @@ func (s stallingLog) DeleteRange(lo, hi uint64) error    { return s.m.logs.Delet
 func (s stallingLog) StoreLog(l *raft.Log) error         { return s.StoreLogs([]*raft.Log{l}) }
 func (s stallingLog) StoreLogs(logs []*raft.Log) error {
 	for s.m.stalled.Load() {
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // a disk that does not answer, until unstalled
 	}
 	return s.m.logs.StoreLogs(logs)
 }
@@ -196,7 +197,7 @@ func (h *harness) stop(nd *node) {
 func (h *harness) restart(nd *node) {
 	h.t.Helper()
 	var lis net.Listener
-	waitFor(h.t, 10*time.Second, "listen on "+nd.addr, func() error {
+	testwait.ForNil(h.t, 10*time.Second, "listen on "+nd.addr, func() error {
 		var err error
 		lis, err = net.Listen("tcp", nd.addr)
 		return err
@@ -222,7 +223,7 @@ func (nd *node) running() bool {
 func (h *harness) leader(g string) *node {
 	h.t.Helper()
 	var ld *node
-	waitFor(h.t, 15*time.Second, "a leader for "+g, func() error {
+	testwait.ForNil(h.t, 15*time.Second, "a leader for "+g, func() error {
 		for _, nd := range h.nodes {
 			if !nd.running() {
 				continue
@@ -263,7 +264,7 @@ func (h *harness) apply(g string, n, size int) {
 		if ok < batch {
 			// A leader change: some may have been applied anyway, which
 			// the state check tolerates by comparing members, not counts.
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // a moment for the election before the next batch
 		}
 		i += ok
 	}
@@ -279,7 +280,7 @@ func (h *harness) converged(g string, want uint64) {
 // convergedWithin is converged with its own time limit.
 func (h *harness) convergedWithin(g string, want uint64, limit time.Duration) {
 	h.t.Helper()
-	waitFor(h.t, limit, g+" converged", func() error {
+	testwait.ForNil(h.t, limit, g+" converged", func() error {
 		var states []fsmState
 		for _, nd := range h.nodes {
 			if !nd.running() {
@@ -298,22 +299,6 @@ func (h *harness) convergedWithin(g string, want uint64, limit time.Duration) {
 		}
 		return nil
 	})
-}
-
-// waitFor polls fn until it returns nil or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // countFSM counts commands and keeps their bytes, so that its snapshot

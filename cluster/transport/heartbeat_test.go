@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/cluster/rpc"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // groupPairs registers n groups on nodes a and b of h; on b each group's
@@ -79,7 +80,7 @@ func TestHeartbeatsBatched(t *testing.T) {
 		errs <- err
 	}
 	go send(0)
-	waitFor(t, 5*time.Second, "the first call", func() error {
+	testwait.ForNil(t, 5*time.Second, "the first call", func() error {
 		if h.nodes[1].mux.hbServed.Load() == 0 {
 			return fmt.Errorf("not served yet")
 		}
@@ -89,7 +90,7 @@ func TestHeartbeatsBatched(t *testing.T) {
 		go send(i)
 	}
 	// Every other heartbeat is queued behind the first call.
-	waitFor(t, 5*time.Second, "queued heartbeats", func() error {
+	testwait.ForNil(t, 5*time.Second, "queued heartbeats", func() error {
 		ph := h.nodes[0].mux.heartbeats(b.addr, defaultHeartbeatLinger)
 		ph.mu.Lock()
 		defer ph.mu.Unlock()
@@ -194,13 +195,13 @@ func TestHeartbeatSenderStopsAfterItsCall(t *testing.T) {
 	answered := time.Now()
 	// The sender hands out the answers, then stops: well within the
 	// linger the old sender slept again for.
-	waitFor(t, linger/2, "the sender to stop", func() error {
+	testwait.ForNil(t, linger/2, "the sender to stop", func() error {
 		if sending() {
 			return fmt.Errorf("still sending")
 		}
 		return nil
 	})
-	time.Sleep(time.Until(answered.Add(linger * 6 / 10)))
+	time.Sleep(time.Until(answered.Add(linger * 6 / 10))) // the moment under test: inside the linger
 	if d := beat(); d > linger*9/10 {
 		t.Fatalf("a heartbeat 0.6 linger after the last call was answered after %v: it lingered anew", d)
 	}
@@ -470,7 +471,7 @@ func TestHeartbeatsPeerDown(t *testing.T) {
 			rpc.Respond(&raft.AppendEntriesResponse{Term: 2, LastLog: uint64(i), Success: true}, nil)
 		})
 	}
-	waitFor(t, 10*time.Second, "heartbeats after the restart", func() error { return beat(7) })
+	testwait.ForNil(t, 10*time.Second, "heartbeats after the restart", func() error { return beat(7) })
 }
 
 // Raft groups over batched heartbeats elect, replicate and keep their

@@ -3,12 +3,15 @@ package transport
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // Tests of the transport alone: two nodes, no raft, a test goroutine
@@ -278,13 +281,12 @@ func TestPipelineStreamEndsWhenIdle(t *testing.T) {
 		if c, s := open(); !c || s != 1 {
 			t.Fatalf("round %d: stream open %v, served %d; want open, 1", round, c, s)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for c, s := open(); c || s != 0; c, s = open() {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: idle stream still open %v, served %d", round, c, s)
+		testwait.ForNil(t, 5*time.Second, fmt.Sprintf("round %d: the idle stream closed", round), func() error {
+			if c, s := open(); c || s != 0 {
+				return fmt.Errorf("still open %v, served %d", c, s)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 

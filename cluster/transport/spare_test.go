@@ -72,7 +72,7 @@ func spareBatches(t *testing.T, members int, delay time.Duration) {
 		if d := commitOne(t, ld, g, i); d > delay/2 && delay > 0 {
 			slow++
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the followers' moment to catch up, as between a client's publishes
 		last := ld.member(g).raft.LastIndex()
 		for j, f := range fs {
 			if f.member(g).raft.LastIndex() < last {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/warrenmq/warren/proto/raftpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 func groupNames(n int) []string {
@@ -113,7 +114,7 @@ func TestLeadershipTransfer(t *testing.T) {
 		}
 	}
 	// A transfer may be refused while the target is catching up; retry.
-	waitFor(t, 15*time.Second, "transfer to "+string(to.id), func() error {
+	testwait.ForNil(t, 15*time.Second, "transfer to "+string(to.id), func() error {
 		if h.leader("q") == to {
 			return nil
 		}
@@ -278,7 +279,7 @@ func TestIdlePipelineCatchesUp(t *testing.T) {
 	// seconds in all, more on a machine running every package's tests
 	// under the race detector.
 	last := fs[burst-1].Index()
-	waitFor(t, 2*time.Minute, "every log holding the burst", func() error {
+	testwait.ForNil(t, 2*time.Minute, "every log holding the burst", func() error {
 		for _, nd := range h.nodes {
 			if got := nd.member("burst").raft.LastIndex(); got < last {
 				return fmt.Errorf("%s holds up to %d of %d", nd.id, got, last)
@@ -334,7 +335,7 @@ func TestRaiseTerm(t *testing.T) {
 	}
 	// raft becomes a candidate before it moves to the new term and votes
 	// for itself there.
-	waitFor(t, 5*time.Second, "a candidate that voted for itself", func() error {
+	testwait.ForNil(t, 5*time.Second, "a candidate that voted for itself", func() error {
 		if m.raft.State() != raft.Candidate {
 			return errors.New(m.raft.State().String())
 		}
@@ -357,7 +358,7 @@ func TestRaiseTerm(t *testing.T) {
 	if err := m.trans.Campaign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "a campaign above the raised term", func() error {
+	testwait.ForNil(t, 5*time.Second, "a campaign above the raised term", func() error {
 		if term() != voted+11 {
 			return fmt.Errorf("term %d", term())
 		}
@@ -405,7 +406,7 @@ func TestLaggingFollowerNudgedWhenHeartbeatsResume(t *testing.T) {
 	h.restart(follower)
 	nudge(follower)
 	last := leader.member("lag").raft.LastIndex()
-	waitFor(t, 30*time.Second, "the restarted follower to hold the leader's log", func() error {
+	testwait.ForNil(t, 30*time.Second, "the restarted follower to hold the leader's log", func() error {
 		if got := follower.member("lag").raft.LastIndex(); got < last {
 			return fmt.Errorf("%s holds up to %d of %d", follower.id, got, last)
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestMissedPromotionElects: c is stopped after b was demoted to a
@@ -31,7 +33,7 @@ func TestMissedPromotionElects(t *testing.T) {
 	if err := lr.DemoteVoter(b.id, 0, 5*time.Second).Error(); err != nil {
 		t.Fatalf("demote %s: %v", b.id, err)
 	}
-	waitFor(t, 10*time.Second, "c to hold the demotion", func() error {
+	testwait.ForNil(t, 10*time.Second, "c to hold the demotion", func() error {
 		for _, s := range c.member("g").raft.GetConfiguration().Configuration().Servers {
 			if s.ID == b.id && s.Suffrage == raft.Nonvoter {
 				return nil

@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestClusterRestartedFollowerCatchesUp: a node stopped for 21 s while
@@ -55,14 +56,14 @@ func TestClusterRestartedFollowerCatchesUp(t *testing.T) {
 	waitCaughtUp := func(timeout time.Duration) time.Duration {
 		t.Helper()
 		start := time.Now()
-		for _, q := range names {
-			for n := lag(q); n != 0; n = lag(q) {
-				if time.Since(start) > timeout {
-					t.Fatalf("%s's replica of %s lacks %d committed entries %v on", follower.name, q, n, timeout)
+		testwait.ForNil(t, timeout, follower.name+"'s replicas to hold every committed entry", func() error {
+			for _, q := range names {
+				if n := lag(q); n != 0 {
+					return fmt.Errorf("its replica of %s lacks %d", q, n)
 				}
-				time.Sleep(50 * time.Millisecond)
 			}
-		}
+			return nil
+		})
 		return time.Since(start)
 	}
 
@@ -88,11 +89,12 @@ func TestClusterRestartedFollowerCatchesUp(t *testing.T) {
 	waitCaughtUp(30 * time.Second)
 
 	follower.term()
-	// Traffic all along the downtime: each publish has the leader try
-	// the stopped follower again.
+	// Traffic all along the downtime, long enough for raft's backoff to
+	// the stopped follower to reach its ten-second ceiling: each publish
+	// has the leader try the stopped follower again.
 	for i, stop := 0, time.Now().Add(21*time.Second); time.Now().Before(stop); i++ {
 		publish(names[i%queues])
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a steady trickle
 	}
 	follower.start()
 	follower.waitReady(60 * time.Second)
@@ -127,6 +129,8 @@ func TestClusterRestartedNodeRoutesNewQueues(t *testing.T) {
 		}
 		conn, err := amqp091.Dial(back.url())
 		if err != nil {
+			// Tries often, not with testwait's backoff: the publishes
+			// are to start at the node's very first login.
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // These tests run clusters of real warren processes (this test binary in
@@ -141,23 +142,19 @@ func logLevel() string {
 // waitReady waits until the node accepts a login.
 func (nd *clusterNode) waitReady(timeout time.Duration) {
 	nd.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testwait.ForNil(nd.t, timeout, nd.name+" to take a login", func() error {
 		c, err := amqp091.Dial(nd.url())
 		if err == nil {
 			c.Close()
-			return
+			return nil
 		}
 		select {
 		case <-nd.exited:
 			nd.t.Fatalf("%s exited during start", nd.name)
 		default:
 		}
-		if time.Now().After(deadline) {
-			nd.t.Fatalf("%s not ready after %v: %v", nd.name, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 func (nd *clusterNode) url() string {
@@ -258,7 +255,7 @@ func publishLoop(t *testing.T, nodes []*clusterNode, first int, queue string, l 
 		nd := nodes[k%len(nodes)]
 		c, err := amqp091.Dial(nd.url())
 		if err != nil {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the node is down: on to the next one, not in a spin
 			continue
 		}
 		ch, err := c.Channel()
@@ -319,7 +316,7 @@ func consumeLoop(t *testing.T, nodes []*clusterNode, first int, queue string, l 
 		nd := nodes[k%len(nodes)]
 		c, err := amqp091.Dial(nd.url())
 		if err != nil {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the node is down: on to the next one, not in a spin
 			continue
 		}
 		ch, err := c.Channel()
@@ -350,25 +347,21 @@ func consumeLoop(t *testing.T, nodes []*clusterNode, first int, queue string, l 
 			}
 		}
 		c.Close()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // its node failed: on to the next one, not in a spin
 	}
 }
 
 // drained waits until every confirmed message has been delivered.
 func (l *ledger) drained(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testwait.ForNil(t, timeout, "every confirmed message delivered", func() error {
 		missing := l.missing()
 		if len(missing) == 0 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			c, d := l.counts()
-			t.Fatalf("%d confirmed messages never delivered (of %d confirmed, %d delivered), e.g. %v", len(missing), c, d, missing[:min(10, len(missing))])
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		c, d := l.counts()
+		return fmt.Errorf("%d confirmed messages not delivered (of %d confirmed, %d delivered), e.g. %v", len(missing), c, d, missing[:min(10, len(missing))])
+	})
 }
 
 func declareQuorum(t *testing.T, nd *clusterNode, name string) {
@@ -415,17 +408,12 @@ func TestClusterLeaderKilled(t *testing.T) {
 
 func waitConfirmed(t *testing.T, l *ledger, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if c, _ := l.counts(); c >= n {
-			return
+	testwait.ForNil(t, 60*time.Second, fmt.Sprintf("%d confirmed", n), func() error {
+		if c, d := l.counts(); c < n {
+			return fmt.Errorf("only %d confirmed (%d delivered)", c, d)
 		}
-		if time.Now().After(deadline) {
-			c, d := l.counts()
-			t.Fatalf("only %d confirmed (%d delivered), want %d", c, d, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestClusterRollingRestart: every node is restarted in turn while
@@ -629,18 +617,14 @@ func TestClusterPartition(t *testing.T) {
 	// The healed node catches up: it serves at least the confirmed
 	// messages (the minority's nacked publishes, sent on after the heal,
 	// may be stored too, as may a first try nacked in the election).
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.ForNil(t, 60*time.Second, "the healed node to report 200 messages or more", func() error {
 		_, ch := c.nodes[0].channel(t)
 		q, err := ch.QueueDeclarePassive("split", true, false, false, false, nil)
-		if err == nil && q.Messages >= 200 {
-			break
+		if err == nil && q.Messages < 200 {
+			err = fmt.Errorf("%+v", q)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("healed node reports %+v (%v), want 200 messages or more", q, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return err
+	})
 	// Every confirmed message is there, at most once per send.
 	_, ch := c.nodes[0].channel(t)
 	seen := map[string]int{}
@@ -747,6 +731,8 @@ func TestClusterPartitionedFollowerKeepsLeader(t *testing.T) {
 	time.Sleep(8 * time.Second)
 	publishConfirmed(t, leader, "keep", 10, 20)
 	lab.heal(cut)
+	// Time for the healed node to disturb the leader, were it to: the
+	// check is that nothing happens.
 	time.Sleep(5 * time.Second)
 	publishConfirmed(t, leader, "keep", 20, 30)
 	leaderAfter, termAfter := status()

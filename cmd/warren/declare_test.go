@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestClusterPublishAfterMetadataLeaderKilled: a client declares a queue
@@ -32,18 +34,20 @@ func TestClusterPublishAfterMetadataLeaderKilled(t *testing.T) {
 
 	_, ch := other.channel(t)
 	seen := map[string]int{}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(seen) < 50 && time.Now().Before(deadline) {
-		d, ok, err := ch.Get("fresh", true)
-		if err != nil {
-			t.Fatalf("get: %v", err)
+	// What arrived within 30 s is checked below.
+	testwait.Until(30*time.Second, func() bool {
+		for len(seen) < 50 {
+			d, ok, err := ch.Get("fresh", true)
+			if err != nil {
+				t.Fatalf("get: %v", err)
+			}
+			if !ok {
+				return false
+			}
+			seen[string(d.Body)]++
 		}
-		if !ok {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		seen[string(d.Body)]++
-	}
+		return true
+	})
 	// Once each; more only if it was published again after a nack, at most
 	// once per send (the
 	// queue's first leader was the node killed, and the publish timed out
@@ -59,22 +63,17 @@ func TestClusterPublishAfterMetadataLeaderKilled(t *testing.T) {
 func metadataLeader(t *testing.T, c *procCluster) int {
 	t.Helper()
 	admin := adminClient(t, c.nodes[0])
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	leader := -1
+	testwait.For(t, 30*time.Second, "a metadata leader reported", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		st, err := admin.ClusterStatus(ctx, &adminpb.ClusterStatusRequest{})
 		cancel()
 		if err == nil {
-			for i, nd := range c.nodes {
-				if nd.name == st.MetadataLeader {
-					return i
-				}
-			}
+			leader = slices.IndexFunc(c.nodes, func(nd *clusterNode) bool { return nd.name == st.MetadataLeader })
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatal("no metadata leader reported")
-	return 0
+		return leader >= 0
+	})
+	return leader
 }
 
 // adminClient is a client of nd's admin service (warrenctl's), closed

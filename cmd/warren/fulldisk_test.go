@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/warrenmq/warren/raftq/testwait"
 	"os"
 	"os/exec"
 	"strings"
@@ -63,17 +64,11 @@ func TestFullDiskStopsTheNodeCleanly(t *testing.T) {
 	_, exited := start(stderr)
 	var c *amqp091.Connection
 	waitForLogin := func() {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testwait.ForNil(t, 20*time.Second, "a login", func() error {
 			var err error
-			if c, err = amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", addr)); err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no login: %v\n%s", err, stderr.String())
-			}
-			time.Sleep(50 * time.Millisecond) // the node is starting: poll for its listener
-		}
+			c, err = amqp091.Dial(fmt.Sprintf("amqp://guest:guest@%s/", addr))
+			return err
+		})
 	}
 	waitForLogin()
 	ch, err := c.Channel()

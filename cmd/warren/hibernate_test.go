@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // asleep reports whether every member of queue reports itself asleep.
@@ -47,13 +48,7 @@ func TestClusterIdleQueueHibernates(t *testing.T) {
 	}
 	leader := queueLeader(t, c, "nap")
 	admin := adminClient(t, c.nodes[2])
-	deadline := time.Now().Add(30 * time.Second)
-	for !asleep(t, admin, "nap") {
-		if time.Now().After(deadline) {
-			t.Fatal("the emptied queue did not hibernate within 30 s")
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	testwait.For(t, 30*time.Second, "the emptied queue to hibernate", func() bool { return asleep(t, admin, "nap") })
 	leader.kill()
 	var via *clusterNode
 	for _, nd := range c.nodes {

@@ -13,6 +13,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // The end-to-end tests run this test binary itself as the server, in a
@@ -63,23 +64,20 @@ func startServer(t *testing.T, dataDir, addr string, env ...string) *serverProce
 		cmd.Process.Kill()
 		<-p.exited
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.ForNil(t, 20*time.Second, "the server to listen on "+addr, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return p
+			return nil
 		}
 		select {
 		case <-p.exited:
 			t.Fatalf("server exited during start: %v", p.waitErr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not listen on %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
+	return p
 }
 
 func (p *serverProcess) dial() *amqp091.Connection {
@@ -293,20 +291,16 @@ func testQueueSurvivesKill9(t *testing.T, queueType string) {
 	}
 	waitReady := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testwait.ForNil(t, 10*time.Second, fmt.Sprintf("%d ready", want), func() error {
 			q, err := probe.QueueDeclarePassive("orders", true, false, false, false, amqp091.Table{"x-queue-type": queueType})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if q.Messages == want {
-				return
+			if q.Messages != want {
+				return fmt.Errorf("the queue shows %d", q.Messages)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("queue shows %d ready, want %d", q.Messages, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitReady(total - acked)
 	// Hold 50 unacked on a live consumer when the kill comes.

@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestClusterTimedOutPublishesStoredOnce: a queue's leader that loses its
@@ -55,25 +56,23 @@ func TestClusterTimedOutPublishesStoredOnce(t *testing.T) {
 	// The nacked publishes may be stored or not; none twice.
 	_, rch := c.nodes[0].channel(t)
 	seen := map[string]bool{}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		d, ok, err := rch.Get("once", true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			if len(seen) >= len(confirmed) {
-				break
+	// What arrived within 30 s is checked below.
+	testwait.Until(30*time.Second, func() bool {
+		for {
+			d, ok, err := rch.Get("once", true)
+			if err != nil {
+				t.Fatal(err)
 			}
-			time.Sleep(100 * time.Millisecond)
-			continue
+			if !ok {
+				return len(seen) >= len(confirmed)
+			}
+			b := string(d.Body)
+			if seen[b] {
+				t.Errorf("message %s stored twice", b)
+			}
+			seen[b] = true
 		}
-		b := string(d.Body)
-		if seen[b] {
-			t.Errorf("message %s stored twice", b)
-		}
-		seen[b] = true
-	}
+	})
 	for b := range confirmed {
 		if !seen[b] {
 			t.Errorf("confirmed message %s not in the queue", b)
@@ -96,22 +95,21 @@ func (nd *clusterNode) stopProcess(s syscall.Signal) {
 func queueLeader(t *testing.T, c *procCluster, queue string) *clusterNode {
 	t.Helper()
 	admin := adminClient(t, c.nodes[0])
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader *clusterNode
+	testwait.For(t, 30*time.Second, "a leader for queue "+queue, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		st, err := admin.QuorumStatus(ctx, &adminpb.QuorumStatusRequest{Name: queue})
 		cancel()
 		if err == nil {
 			for _, nd := range c.nodes {
 				if nd.name == st.GetLeader() {
-					return nd
+					leader = nd
 				}
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("queue %s has no leader", queue)
-	return nil
+		return leader != nil
+	})
+	return leader
 }
 
 // publishNumbered publishes n persistent messages, bodies "0" to "n-1",
@@ -126,7 +124,7 @@ func publishNumbered(t *testing.T, ch *amqp091.Channel, queue string, n int, gap
 			t.Fatal(err)
 		}
 		confirms = append(confirms, dc)
-		time.Sleep(gap)
+		time.Sleep(gap) // the pace asked for
 	}
 	return confirms
 }

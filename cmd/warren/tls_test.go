@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/warrenmq/warren/raftq/testwait"
 	"net"
 	"os"
 	"path/filepath"
@@ -117,18 +118,13 @@ read = ".*"
 
 func waitListening(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.ForNil(t, 10*time.Second, "a listener on "+addr, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens on %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // publishAndConsume publishes n messages with confirms to a quorum queue
@@ -321,23 +317,19 @@ func TestCertificateRotationUnderTraffic(t *testing.T) {
 	if err := proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 1; ; i++ {
+	i := 0
+	// A SIGHUP is handled asynchronously: publish and dial until new
+	// connections get the new certificate.
+	testwait.For(t, 10*time.Second, "new connections to get the new certificate after SIGHUP", func() bool {
+		i++
 		publish(i)
 		c2, err := amqp091.DialTLS(url, p.clientTLS(t, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		second := c2.ConnectionState().PeerCertificates[0].SerialNumber
-		c2.Close()
-		if second.Cmp(first) != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("new connections still get the old certificate after SIGHUP")
-		}
-		time.Sleep(50 * time.Millisecond) // a SIGHUP is handled asynchronously; look again
-	}
+		defer c2.Close()
+		return c2.ConnectionState().PeerCertificates[0].SerialNumber.Cmp(first) != 0
+	})
 	publish(-1) // the connection from before the rotation still works
 	select {
 	case <-proc.exited:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/adminpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestAccessAgainstRealCluster manages users, vhosts and permissions with
@@ -49,7 +50,7 @@ func TestAccessAgainstRealCluster(t *testing.T) {
 	refused("permission pattern", "set", "permissions", "alice", "(", ".*", ".*", "--vhost", "orders")
 
 	// Before any permission, alice may not open the vhost (on any node).
-	nodetest.Eventually(t, "warren-1 to know alice", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-1 to know alice", func() bool {
 		_, err := dial(ms[1], "alice", "s3cret", "orders")
 		var ae *amqp091.Error
 		return errors.As(err, &ae) && ae.Code == amqp091.NotAllowed
@@ -58,7 +59,7 @@ func TestAccessAgainstRealCluster(t *testing.T) {
 	ctl("set", "permissions", "alice", "^orders", ".*", "^orders", "--vhost", "orders")
 
 	var conn *amqp091.Connection
-	nodetest.Eventually(t, "alice to open vhost orders on warren-1", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "alice to open vhost orders on warren-1", func() bool {
 		c, err := dial(ms[1], "alice", "s3cret", "orders")
 		if err != nil {
 			return false
@@ -106,7 +107,7 @@ func TestAccessAgainstRealCluster(t *testing.T) {
 
 	// A new password: the old one no longer logs in, anywhere.
 	ctl("change", "password", "alice", "n3w")
-	nodetest.Eventually(t, "the new password on warren-2", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the new password on warren-2", func() bool {
 		c, err := dial(ms[2], "alice", "n3w", "orders")
 		if err != nil {
 			return false
@@ -123,7 +124,7 @@ func TestAccessAgainstRealCluster(t *testing.T) {
 	// operation; a new one cannot open the vhost.
 	ctl("clear", "permissions", "alice", "--vhost", "orders")
 	refused("no_such_permissions", "clear", "permissions", "alice", "--vhost", "orders")
-	nodetest.Eventually(t, "warren-1 to refuse alice's declare", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-1 to refuse alice's declare", func() bool {
 		c, err := conn.Channel()
 		if err != nil {
 			return false
@@ -153,7 +154,7 @@ func TestAccessAgainstRealCluster(t *testing.T) {
 	// the quorum queue goes from every member.
 	ctl("set", "permissions", "guest", ".*", ".*", ".*", "--vhost", "orders")
 	var gconn *amqp091.Connection
-	nodetest.Eventually(t, "guest to open vhost orders on warren-2", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "guest to open vhost orders on warren-2", func() bool {
 		c, err := dial(ms[2], "guest", "guest", "orders")
 		gconn = c
 		return err == nil
@@ -173,7 +174,7 @@ func TestAccessAgainstRealCluster(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a deleted vhost's connection stayed open")
 	}
-	nodetest.Eventually(t, "every node to drop the vhost and its queue's replicas", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "every node to drop the vhost and its queue's replicas", func() bool {
 		for _, m := range ms {
 			if len(m.Broker().Queues("orders")) != 0 || hasReplica(t, m, rec.ID) {
 				return false

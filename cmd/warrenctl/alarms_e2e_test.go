@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestAlarmsAgainstRealCluster raises resource alarms on one node of
@@ -82,7 +83,7 @@ func TestAlarmsAgainstRealCluster(t *testing.T) {
 	if code != 0 || r.DiskFreeLimit != 1e18 || r.DiskFree <= 0 || len(r.Alarms) == 0 || r.Alarms[0] != (alarmReport{Node: "warren-0", Resource: "disk"}) {
 		t.Fatalf("set disk-free-limit: exit %d, %+v", code, r)
 	}
-	nodetest.Eventually(t, "warren-2 to see warren-0's alarm", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-2 to see warren-0's alarm", func() bool {
 		code, r := check(2, "check", "alarms")
 		return code == 1 && len(r.Alarms) == 1 && r.Alarms[0] == alarmReport{Node: "warren-0", Resource: "disk"}
 	})
@@ -92,7 +93,7 @@ func TestAlarmsAgainstRealCluster(t *testing.T) {
 	if code, r := check(0, "check", "local-alarms"); code != 1 || len(r.Alarms) != 1 {
 		t.Fatalf("check local-alarms on warren-0: exit %d, %+v", code, r)
 	}
-	nodetest.Eventually(t, "cluster status through warren-1 to show warren-0's alarm", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "cluster status through warren-1 to show warren-0's alarm", func() bool {
 		code, out, errOut := warrenctl(t, "--node", addr(1), "cluster", "status")
 		if code != 0 {
 			t.Fatalf("cluster status: exit %d, %s", code, errOut)
@@ -107,7 +108,7 @@ func TestAlarmsAgainstRealCluster(t *testing.T) {
 	}
 
 	// warren-1's publisher is blocked; warren-2's consumer is not.
-	nodetest.Eventually(t, "warren-1 to block publishers", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-1 to block publishers", func() bool {
 		reason, _ := ms[1].Broker().Blocking()
 		return reason == "low on disk"
 	})
@@ -160,12 +161,12 @@ func TestAlarmsAgainstRealCluster(t *testing.T) {
 	if err := local.PublishWithContext(ctx, "", "scratch", false, false, amqp091.Publishing{Body: []byte("held in memory")}); err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "the classic queue to hold its message", 5*time.Second, func() bool { return ms[2].Broker().MemoryHeld() > 0 })
+	testwait.For(t, 5*time.Second, "the classic queue to hold its message", func() bool { return ms[2].Broker().MemoryHeld() > 0 })
 	if code, r := check(2, "set", "memory-high-watermark", "1"); code != 0 || len(r.Alarms) != 1 || r.Alarms[0] != (alarmReport{Node: "warren-2", Resource: "memory"}) || r.MemoryLimit != 1 ||
 		r.MemoryHeld != int64(len("held in memory")) || r.MemoryUsed < 1<<20 {
 		t.Fatalf("set memory-high-watermark 1: exit %d, %+v", code, r)
 	}
-	nodetest.Eventually(t, "warren-1 to block for warren-2's memory", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-1 to block for warren-2's memory", func() bool {
 		reason, _ := ms[1].Broker().Blocking()
 		return reason == "low on memory"
 	})
@@ -183,12 +184,12 @@ func TestAlarmsAgainstRealCluster(t *testing.T) {
 	if code, _ := check(0, "set", "disk-free-limit", "1000000TB"); code != 0 {
 		t.Fatalf("raise again: exit %d", code)
 	}
-	nodetest.Eventually(t, "warren-2 to see the alarm again", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-2 to see the alarm again", func() bool {
 		code, _ := check(2, "check", "alarms")
 		return code == 1
 	})
 	ms[0].Kill()
-	nodetest.Eventually(t, "warren-0's alarm to go with it", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "warren-0's alarm to go with it", func() bool {
 		code, r := check(2, "check", "alarms")
 		reason, _ := ms[1].Broker().Blocking()
 		t.Logf("check alarms on warren-2: %d %+v; warren-1 blocking %q", code, r.Alarms, reason)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/warrenmq/warren/raftq/testwait"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func TestOperatorCredentials(t *testing.T) {
 	if code, _, errOut := warrenctl(t, "--node", node, "list", "users"); code != exitFailure {
 		t.Fatalf("plaintext against a TLS port: exit %d: %s", code, errOut)
 	}
-	nodetest.Eventually(t, "the users to reach the node", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the users to reach the node", func() bool {
 		code, _, _ := warrenctl(t, "--node", node, "--ca", caPEM, "--user", "watcher", "--password", "watch-pass", "list", "users")
 		return code == exitOK
 	})

@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestForceCheckpointAgainstRealCluster runs force checkpoint against three
@@ -29,7 +30,7 @@ func TestForceCheckpointAgainstRealCluster(t *testing.T) {
 		}
 	}
 	ctl := ctlAt(t, ms[1].InternalAddr().String())
-	nodetest.Eventually(t, "the asked node to know both queues", 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "the asked node to know both queues", func() bool {
 		_, a := ms[1].Broker().QueueRecord("/", "orders")
 		_, b := ms[1].Broker().QueueRecord("/", "audit")
 		return a && b

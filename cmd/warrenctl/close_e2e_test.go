@@ -11,6 +11,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestCloseConnectionsAgainstRealCluster: close connection closes one
@@ -38,7 +39,7 @@ func TestCloseConnectionsAgainstRealCluster(t *testing.T) {
 	dial := func(m *nodetest.Member, user, pass string) *client {
 		t.Helper()
 		var c *amqp091.Connection
-		nodetest.Eventually(t, user+" to connect to "+m.Name(), 10*time.Second, func() bool {
+		testwait.For(t, 10*time.Second, user+" to connect to "+m.Name(), func() bool {
 			var err error
 			c, err = amqp091.Dial(fmt.Sprintf("amqp://%s:%s@%s/", user, pass, m.AMQPAddr()))
 			return err == nil

@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestClientsAgainstRealCluster lists, through a third node, the clients
@@ -61,7 +62,7 @@ func TestClientsAgainstRealCluster(t *testing.T) {
 		}
 		Unreachable []any
 	}
-	nodetest.Eventually(t, "list channels to show the consumer's 4 unacked", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "list channels to show the consumer's 4 unacked", func() bool {
 		code, out, errOut := warrenctl(t, "--node", node, "--json", "list", "channels")
 		if code != 0 {
 			t.Fatalf("list channels: exit %d: %s", code, errOut)

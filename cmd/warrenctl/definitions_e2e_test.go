@@ -12,6 +12,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestDefinitionsAgainstRealCluster imports, through one node of three, a
@@ -29,7 +30,7 @@ func TestDefinitionsAgainstRealCluster(t *testing.T) {
 	}
 
 	var conn *amqp091.Connection
-	nodetest.Eventually(t, "alice, with RabbitMQ's password hash, to open vhost orders on warren-2", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "alice, with RabbitMQ's password hash, to open vhost orders on warren-2", func() bool {
 		c, err := amqp091.Dial(fmt.Sprintf("amqp://alice:s3cret@%s/orders", ms[2].AMQPAddr()))
 		conn = c
 		return err == nil
@@ -55,7 +56,7 @@ func TestDefinitionsAgainstRealCluster(t *testing.T) {
 	}
 	for queue, body := range map[string]string{"orders.created": "orders.events", "orders.audit": "orders.in"} {
 		var d amqp091.Delivery
-		nodetest.Eventually(t, "a message in "+queue, 10*time.Second, func() bool {
+		testwait.For(t, 10*time.Second, "a message in "+queue, func() bool {
 			m, ok, err := ch.Get(queue, true)
 			d = m
 			return err == nil && ok

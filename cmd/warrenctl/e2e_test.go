@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestAgainstRealCluster runs warrenctl against three real nodes: the
@@ -62,7 +63,7 @@ func TestAgainstRealCluster(t *testing.T) {
 			Messages           uint64
 		}
 	}
-	nodetest.Eventually(t, "list queues to show the leader", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "list queues to show the leader", func() bool {
 		code, out, errOut = warrenctl(t, "--node", node, "--json", "list", "queues")
 		if code != 0 {
 			t.Fatalf("list queues: exit %d: %s", code, errOut)
@@ -98,7 +99,7 @@ func TestAgainstRealCluster(t *testing.T) {
 		t.Errorf("invalid policy: exit %d: %s", code, errOut)
 	}
 	other := ms[0].InternalAddr().String()
-	nodetest.Eventually(t, "the policy on another node", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the policy on another node", func() bool {
 		code, out, _ = warrenctl(t, "--node", other, "list", "policies")
 		return code == 0 && strings.Contains(out, "lim") && strings.Contains(out, `{"max-length":3}`)
 	})

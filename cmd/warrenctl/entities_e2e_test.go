@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestEntitiesAgainstRealCluster lists, through one node, the exchanges
@@ -46,7 +47,7 @@ func TestEntitiesAgainstRealCluster(t *testing.T) {
 	publish(3)
 	// Through a follower's node: its member may not have applied the last
 	// publishes yet, and the counts must be the leader's all the same.
-	nodetest.Eventually(t, "a follower of queue work", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a follower of queue work", func() bool {
 		for _, m := range ms {
 			if st, ok := m.QueueMember("/", "work"); ok && st.State == "Follower" {
 				node = m.InternalAddr().String()
@@ -56,7 +57,7 @@ func TestEntitiesAgainstRealCluster(t *testing.T) {
 		return false
 	})
 
-	nodetest.Eventually(t, "warren-2 to list the exchange and binding", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-2 to list the exchange and binding", func() bool {
 		_, ex, _ := ctl("list", "exchanges", "--vhost", "/")
 		_, bd, _ := ctl("list", "bindings", "--vhost", "/")
 		return strings.Contains(columns(ex), `/ | 'events' | topic | yes | no | no | {"alternate-exchange":"amq.fanout"}`+"\n") &&
@@ -78,7 +79,7 @@ func TestEntitiesAgainstRealCluster(t *testing.T) {
 	if code, _, errOut := ctl("delete", "queue", "work"); code != 1 || !strings.Contains(errOut, "no queue 'work' in vhost '/'") {
 		t.Fatalf("delete again: exit %d, %s", code, errOut)
 	}
-	nodetest.Eventually(t, "the client's node to forget the queue", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the client's node to forget the queue", func() bool {
 		c := ms[1].Channel()
 		_, err := c.QueueDeclarePassive("work", true, false, false, false, nil)
 		return err != nil && strings.Contains(err.Error(), "NOT_FOUND")

@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestLeadershipAgainstRealCluster runs the leadership commands and the
@@ -23,7 +24,7 @@ func TestLeadershipAgainstRealCluster(t *testing.T) {
 		}
 	}
 	node := ms[1].InternalAddr().String()
-	nodetest.Eventually(t, "warren-0 to lead the three", 20*time.Second, func() bool { return ms[0].LeadingQueues() == 3 })
+	testwait.For(t, 20*time.Second, "warren-0 to lead the three", func() bool { return ms[0].LeadingQueues() == 3 })
 
 	code, out, errOut := warrenctl(t, "--node", node, "transfer", "leadership", "a", "warren-2")
 	if code != 0 || out != "Moved the leader of queue 'a' in vhost '/' from warren-0 to warren-2.\n" {
@@ -47,7 +48,7 @@ func TestLeadershipAgainstRealCluster(t *testing.T) {
 	}
 	ms[2].Stop()
 	var c checkReport
-	nodetest.Eventually(t, "warren-0 to be quorum critical", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "warren-0 to be quorum critical", func() bool {
 		code, out, _ := warrenctl(t, "--node", node, "--json", "check", "quorum-critical", "warren-0")
 		return code == 1 && json.Unmarshal([]byte(out), &c) == nil && len(c.Queues) == 3
 	})
@@ -55,7 +56,7 @@ func TestLeadershipAgainstRealCluster(t *testing.T) {
 		t.Errorf("stopped warren-2: exit %d: %s", code, out)
 	}
 	ms[0].Stop()
-	nodetest.Eventually(t, "every queue leaderless", 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, "every queue leaderless", func() bool {
 		code, out, _ := warrenctl(t, "--node", node, "--json", "check", "leaderless")
 		if code != 1 || json.Unmarshal([]byte(out), &c) != nil {
 			return false

@@ -11,6 +11,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestVhostLimitsAgainstRealCluster: a vhost's max-connections counts its
@@ -36,7 +37,7 @@ func TestVhostLimitsAgainstRealCluster(t *testing.T) {
 	var conns []*amqp091.Connection
 	for _, m := range ms[:2] {
 		var c *amqp091.Connection
-		nodetest.Eventually(t, "a connection to tenant through "+m.Name(), 10*time.Second, func() bool {
+		testwait.For(t, 10*time.Second, "a connection to tenant through "+m.Name(), func() bool {
 			var err error
 			c, err = dial(m)
 			return err == nil
@@ -45,7 +46,7 @@ func TestVhostLimitsAgainstRealCluster(t *testing.T) {
 		defer c.Close()
 	}
 	// Committed through warren-0; the others apply it a moment later.
-	nodetest.Eventually(t, "warren-2 to know the limits", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-2 to know the limits", func() bool {
 		return ms[2].Broker().VhostLimits("tenant")["max-connections"] == 2
 	})
 	_, err := dial(ms[2])
@@ -67,7 +68,7 @@ func TestVhostLimitsAgainstRealCluster(t *testing.T) {
 	}
 	conns[0].Close()
 	var third *amqp091.Connection
-	nodetest.Eventually(t, "a connection through warren-2 once one closed", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a connection through warren-2 once one closed", func() bool {
 		third, err = dial(ms[2])
 		return err == nil
 	})
@@ -76,7 +77,7 @@ func TestVhostLimitsAgainstRealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodetest.Eventually(t, "warren-2 to know both queues", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-2 to know both queues", func() bool {
 		_, ok0 := ms[2].Broker().QueueRecord("tenant", "q0")
 		_, ok1 := ms[2].Broker().QueueRecord("tenant", "q1")
 		return ok0 && ok1
@@ -104,7 +105,7 @@ func TestVhostLimitsAgainstRealCluster(t *testing.T) {
 	if out := ctl("list", "vhost-limits", "--vhost", "tenant"); !strings.Contains(out, "{}") {
 		t.Errorf("list vhost-limits after clearing:\n%s", out)
 	}
-	nodetest.Eventually(t, "warren-2 to take the limits away", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-2 to take the limits away", func() bool {
 		c, err := dial(ms[2])
 		if err != nil {
 			return false
@@ -130,7 +131,7 @@ func TestUserLimitsAgainstRealCluster(t *testing.T) {
 	ctl("add", "user", "app", "secret")
 	ctl("set", "permissions", "app", ".*", ".*", ".*")
 	ctl("set", "user-limits", "app", `{"max-connections": 2, "max-channels": 2}`)
-	nodetest.Eventually(t, "every node to know the limits", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "every node to know the limits", func() bool {
 		for _, m := range ms {
 			if n, ok := m.Broker().UserLimit("app", "max-channels"); !ok || n != 2 {
 				return false
@@ -188,7 +189,7 @@ func TestUserLimitsAgainstRealCluster(t *testing.T) {
 		t.Fatalf("list user-limits --global: %+v", listed)
 	}
 	ctl("clear", "user-limits", "app", "max-channels")
-	nodetest.Eventually(t, "warren-0 to lift max-channels", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "warren-0 to lift max-channels", func() bool {
 		_, ok := ms[0].Broker().UserLimit("app", "max-channels")
 		return !ok
 	})

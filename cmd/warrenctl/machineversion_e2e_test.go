@@ -12,6 +12,7 @@ import (
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/raftq"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestQueueMachineVersionAcrossAnUpgrade: a rolling upgrade, with
@@ -88,7 +89,7 @@ func TestQueueMachineVersionAcrossAnUpgrade(t *testing.T) {
 		}
 		return q.Messages
 	}
-	nodetest.Eventually(t, "the three handed to the cut-off holder", 5*time.Second, func() bool { return ready() == 0 })
+	testwait.For(t, 5*time.Second, "the three handed to the cut-off holder", func() bool { return ready() == 0 })
 	for i := range 8 {
 		select {
 		case d := <-next:
@@ -108,7 +109,7 @@ func TestQueueMachineVersionAcrossAnUpgrade(t *testing.T) {
 	ms[2].Stop()
 	ms[2].Reconfigure(func(c *node.ClusterConfig) { c.QueueMachineVersion = 0 })
 	ms[2].Start()
-	nodetest.Eventually(t, "the queue at the new machine version on every member", 20*time.Second, func() bool {
+	testwait.For(t, 20*time.Second, "the queue at the new machine version on every member", func() bool {
 		v := versions(asked)
 		return len(v) == 3 && v["warren-0"] == raftq.MachineVersion && v["warren-1"] == raftq.MachineVersion && v["warren-2"] == raftq.MachineVersion
 	})
@@ -132,7 +133,7 @@ func TestQueueMachineVersionAcrossAnUpgrade(t *testing.T) {
 	// refusal only says to try again, as an operator would.
 	var code int
 	var errOut string
-	nodetest.Eventually(t, "warren-3's machine version known where the add is decided", 15*time.Second, func() bool {
+	testwait.For(t, 15*time.Second, "warren-3's machine version known where the add is decided", func() bool {
 		code, _, errOut = warrenctl(t, "--node", asked.InternalAddr().String(), "add", "member", "mv", "warren-3")
 		return code == 0 || !strings.Contains(errOut, "has not announced")
 	})

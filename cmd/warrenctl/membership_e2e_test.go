@@ -16,6 +16,7 @@ import (
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/proto/memberpb"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestMembershipCommands runs add member and delete member against four
@@ -35,7 +36,7 @@ func TestMembershipCommands(t *testing.T) {
 		}
 	}
 	node := ms[1].InternalAddr().String()
-	nodetest.Eventually(t, "the asked node to know the queue", 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "the asked node to know the queue", func() bool {
 		_, ok := ms[1].Broker().QueueRecord("/", "orders")
 		return ok
 	})
@@ -143,7 +144,7 @@ func TestCheckReplicasSynced(t *testing.T) {
 	// Step 1 of add member on the leader, step 2 in the metadata; never 3
 	// and 4.
 	var leader string
-	nodetest.Eventually(t, "a leader", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a leader", func() bool {
 		for _, m := range ms {
 			if st, ok := m.QueueMember("/", "orders"); ok && st.State == "Leader" {
 				leader = m.InternalAddr().String()
@@ -175,7 +176,7 @@ func TestCheckReplicasSynced(t *testing.T) {
 			Name, Replica string
 		}
 	}
-	nodetest.Eventually(t, "the non-voter listed", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the non-voter listed", func() bool {
 		code, out, _ := warrenctl(t, "--node", node, "--json", "check", "replicas-synced", outsider.Name())
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("%v: %s", err, out)
@@ -233,7 +234,7 @@ func TestGrowStrategies(t *testing.T) {
 		t.Helper()
 		var code int
 		var out, errOut string
-		nodetest.Eventually(t, "grow "+strings.Join(args, " "), 20*time.Second, func() bool {
+		testwait.For(t, 20*time.Second, "grow "+strings.Join(args, " "), func() bool {
 			code, out, errOut = warrenctl(t, append([]string{"--node", addr, "--timeout", "1m", "grow", "warren-3"}, args...)...)
 			return code == 0 && strings.Contains(out, want) // the new node may not be placeable yet
 		})
@@ -282,7 +283,7 @@ func TestGrowToCount(t *testing.T) {
 		rec, _ := ms[0].Broker().QueueRecord("/", name)
 		return rec.Members
 	}
-	nodetest.Eventually(t, "the asked node to know the queues", 5*time.Second, func() bool {
+	testwait.For(t, 5*time.Second, "the asked node to know the queues", func() bool {
 		return len(members("one")) == 1 && len(members("two")) == 2 && len(members("three")) == 3
 	})
 	ctl := ctlAt(t, addr)

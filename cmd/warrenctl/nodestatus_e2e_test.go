@@ -10,6 +10,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
 	"github.com/warrenmq/warren/raftq/replica"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestNodeStatusAgainstRealCluster: status asked of each of three real
@@ -58,7 +59,7 @@ func TestNodeStatusAgainstRealCluster(t *testing.T) {
 	var payloads int64
 	for i, m := range ms {
 		var st status
-		nodetest.Eventually(t, "both queues' replicas settled on "+m.Name(), 15*time.Second, func() bool {
+		testwait.For(t, 15*time.Second, "both queues' replicas settled on "+m.Name(), func() bool {
 			st = status{}
 			code, out, errOut := warrenctl(t, "--node", m.InternalAddr().String(), "--json", "status")
 			if code != 0 {

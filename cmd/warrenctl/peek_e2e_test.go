@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestPeekAgainstRealCluster: warrenctl peek, asked through each node in
@@ -66,7 +67,7 @@ func TestPeekAgainstRealCluster(t *testing.T) {
 		return p, code, errOut
 	}
 	var first peeked
-	nodetest.Eventually(t, "the rejected message at position 1", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "the rejected message at position 1", func() bool {
 		p, code, _ := peekAt(ms[2], "1")
 		first = p
 		return code == 0 && first.Message["payload (max 64 bytes)"] == "urgent"

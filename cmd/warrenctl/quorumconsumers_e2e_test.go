@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestQuorumConsumersAgainstRealCluster: a single-active-consumer quorum
@@ -49,7 +50,7 @@ func TestQuorumConsumersAgainstRealCluster(t *testing.T) {
 		return got
 	}
 	var got map[string]quorumConsumerRow
-	nodetest.Eventually(t, "an active consumer holding 2 and one waiting", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "an active consumer holding 2 and one waiting", func() bool {
 		got = list()
 		return len(got) == 2 && got["single active"].Held == 2 && got["waiting"].Status != ""
 	})
@@ -72,7 +73,7 @@ func TestQuorumConsumersAgainstRealCluster(t *testing.T) {
 	for range 2 {
 		<-bDeliveries
 	}
-	nodetest.Eventually(t, "worker-a cancelled holding 2, worker-b active holding 2", 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "worker-a cancelled holding 2, worker-b active holding 2", func() bool {
 		got = list()
 		return got["cancelled"].Held == 2 && got["single active"].Held == 2 && got["single active"].ID == waiting.ID
 	})
@@ -140,7 +141,7 @@ func testSuspectedDown(t *testing.T, sac bool) {
 	victimName := victim.Name()
 	victim.Kill()
 	var rs map[string]quorumConsumerRow
-	nodetest.Eventually(t, "the holder suspected down", 3*time.Second, func() bool {
+	testwait.For(t, 3*time.Second, "the holder suspected down", func() bool {
 		rs = list()
 		return rs["suspected down"].Status != ""
 	})
@@ -148,7 +149,7 @@ func testSuspectedDown(t *testing.T, sac bool) {
 		t.Errorf("suspected down: %+v", down)
 	}
 	if !sac {
-		nodetest.Eventually(t, "the five back in the queue after the timeout", 15*time.Second, func() bool {
+		testwait.For(t, 15*time.Second, "the five back in the queue after the timeout", func() bool {
 			q, err := asked.Channel().QueueDeclarePassive("held", true, false, false, false, nil)
 			return err == nil && q.Messages == 5 && len(list()) == 0
 		})
@@ -186,7 +187,7 @@ func testSuspectedDown(t *testing.T, sac bool) {
 func queueLeader(t *testing.T, ms []*nodetest.Member, queue string) int {
 	t.Helper()
 	var leader int
-	nodetest.Eventually(t, "a leader of "+queue, 10*time.Second, func() bool {
+	testwait.For(t, 10*time.Second, "a leader of "+queue, func() bool {
 		leader = slices.IndexFunc(ms, func(m *nodetest.Member) bool {
 			st, ok := m.QueueMember("/", queue)
 			return ok && st.State == "Leader"

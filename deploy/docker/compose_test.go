@@ -26,6 +26,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 const (
@@ -73,7 +75,7 @@ func TestComposeCluster(t *testing.T) {
 	run(t, "docker-compose", "-f", "compose-3.yml", "-p", project, "up", "-d")
 	t.Cleanup(func() { run(t, "docker-compose", "-f", "compose-3.yml", "-p", project, "down", "-v") })
 
-	eventually(t, "three nodes in one cluster, each serving clients", 90*time.Second, func() error {
+	testwait.ForNil(t, 90*time.Second, "three nodes in one cluster, each serving clients", func() error {
 		for i := range 3 {
 			c, err := amqp091.Dial(uri(i))
 			if err != nil {
@@ -115,7 +117,7 @@ func TestComposeCluster(t *testing.T) {
 	if leader == "warren-0" {
 		other = 2
 	}
-	eventually(t, "a new leader", 30*time.Second, func() error {
+	testwait.ForNil(t, 30*time.Second, "a new leader", func() error {
 		if q := queueView(t, fmt.Sprintf("warren-%d", other), 0); q.leader == leader {
 			return errors.New("still the killed node")
 		}
@@ -150,7 +152,7 @@ type view struct {
 func queueView(t *testing.T, node string, online int) view {
 	t.Helper()
 	var v view
-	eventually(t, fmt.Sprintf("%s to list the queue led, %d members online", node, online), 60*time.Second, func() error {
+	testwait.ForNil(t, 60*time.Second, fmt.Sprintf("%s to list the queue led, %d members online", node, online), func() error {
 		var list struct {
 			Queues []struct {
 				Name, Leader string
@@ -276,20 +278,5 @@ func run(t *testing.T, name string, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-func eventually(t *testing.T, what string, within time.Duration, try func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := try()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %v", within, what, err)
-		}
-		time.Sleep(500 * time.Millisecond)
 	}
 }

@@ -10,18 +10,8 @@ import (
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // TestReconfigureMaxLength: a lower x-max-length with drop-head
 // dead-letters the excess, oldest first, before Reconfigure returns
@@ -126,7 +116,7 @@ func TestReconfigureMessageTTL(t *testing.T) {
 	if err := enqueue(t, q, "kept", wire.Properties{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "short expired", func() bool { return q.Stats().Ready == 1 })
+	testwait.For(t, 5*time.Second, "short expired", func() bool { return q.Stats().Ready == 1 })
 	d, _, ok, err := q.Get(true)
 	if err != nil || !ok || string(d.Message.Body) != "kept" {
 		t.Fatalf("get: %q %v %v, want kept", d.Message.Body, ok, err)

@@ -3,8 +3,10 @@ package replica
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestCheckpointSnapshotsAndCompacts: far below the snapshot threshold, a
@@ -24,9 +26,9 @@ func testCheckpointSnapshotsAndCompacts(t *testing.T, st storage) {
 	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 2000}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "2000 deliveries", func() bool { return len(c.ids()) == 2000 })
+	testwait.For(t, 5*time.Second, "2000 deliveries", func() bool { return len(c.ids()) == 2000 })
 	r.Settle(c.ids())
-	waitFor(t, "1000 left", func() bool { st := r.Stats(); return st.Ready+st.Unacked == 1000 })
+	testwait.For(t, 5*time.Second, "1000 left", func() bool { st := r.Stats(); return st.Ready+st.Unacked == 1000 })
 	r.Cancel(c)
 
 	if got := r.Status().SnapshotIndex; got != 0 {
@@ -58,7 +60,7 @@ func testCheckpointSnapshotsAndCompacts(t *testing.T, st storage) {
 	node.restart(t)
 	r = openTest(t, node, dir, nil)
 	defer r.Close()
-	waitFor(t, "1000 ready after restart", func() bool { return r.Stats().Ready == 1000 })
+	testwait.For(t, 5*time.Second, "1000 ready after restart", func() bool { return r.Stats().Ready == 1000 })
 	d, _, ok, err := r.Get(true)
 	if err != nil || !ok {
 		t.Fatalf("get after restart: ok %v err %v", ok, err)

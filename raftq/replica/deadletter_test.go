@@ -13,6 +13,7 @@ import (
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestDeadLetterOffTheFSM: dead letters are published off raft's FSM
@@ -96,7 +97,7 @@ func TestOldLeaderStopsSendingQueuedDeadLetters(t *testing.T) {
 	if err := l.Consume(fc, queue.ConsumeOptions{Tag: "c", Prefetch: 100}); err != nil {
 		t.Fatal(err)
 	}
-	waitLong(t, "10 deliveries", func() bool { return len(fc.deliveries()) == 10 })
+	testwait.For(t, 20*time.Second, "10 deliveries", func() bool { return len(fc.deliveries()) == 10 })
 	var ids []uint64
 	for _, d := range fc.deliveries() {
 		ids = append(ids, d.ID)
@@ -116,7 +117,7 @@ func TestOldLeaderStopsSendingQueuedDeadLetters(t *testing.T) {
 	}
 	_, nl := g.leader()
 	close(block) // the old leader's send is confirmed, after the move
-	waitLong(t, "every dead letter settled", func() bool { return nl.Stats().DeadLettered == 0 })
+	testwait.For(t, 20*time.Second, "every dead letter settled", func() bool { return nl.Stats().DeadLettered == 0 })
 	time.Sleep(time.Second) // the old leader's queue, were it still sending
 	mu.Lock()
 	defer mu.Unlock()

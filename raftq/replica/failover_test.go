@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // campaigningTransport is raft's in-memory transport with the gRPC
@@ -79,7 +80,8 @@ func TestSuspectedLeaderThatAnswersKeepsItsRole(t *testing.T) {
 			r.LeaderSuspected(leader)
 		}
 	}
-	// Rank 0 would campaign at once and rank 1 half a second later.
+	// Rank 0 would campaign at once and rank 1 half a second later: a
+	// window for a wrongful campaign, which leaves nothing to wait on.
 	time.Sleep(3 * time.Second)
 	for n, r := range g.members {
 		if st := r.Status(); st.Term != term {
@@ -140,6 +142,9 @@ func TestFailoverSurvivesARivalsHopelessCampaign(t *testing.T) {
 	g.start(behind, false)
 
 	g.members[best].LeaderSuspected(leader)
+	// Polled every millisecond rather than with testwait's backoff: the
+	// rival is to campaign as soon as best leads, before best's
+	// leadership catches it up.
 	deadline := time.Now().Add(10 * time.Second)
 	for !g.members[best].IsLeader() {
 		if time.Now().After(deadline) {
@@ -150,9 +155,8 @@ func TestFailoverSurvivesARivalsHopelessCampaign(t *testing.T) {
 	// Deposes best; it cannot win, unless best's leadership caught it up
 	// meanwhile (then it leads, which is as good).
 	g.members[behind].fo.campaignNow("a rival's hopeless campaign")
-	start := time.Now()
 	var now string
-	for now == "" && time.Since(start) < 10*time.Second {
+	testwait.Until(10*time.Second, func() bool {
 		for n, r := range g.members {
 			other := best
 			if n == best {
@@ -162,8 +166,8 @@ func TestFailoverSurvivesARivalsHopelessCampaign(t *testing.T) {
 				now = n
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return now != ""
+	})
 	if now == "" {
 		t.Fatalf("no leader within 10 s of the rival's campaign (best %s: %s)", best, g.members[best].Status().State)
 	}
@@ -191,7 +195,7 @@ func (g *group) splitVote(t *testing.T, a, b string) {
 	g.cut(a, b)
 	go g.members[a].fo.campaignNow("a split vote")
 	go g.members[b].fo.campaignNow("a split vote")
-	waitLong(t, "both candidates", func() bool {
+	testwait.For(t, 20*time.Second, "both candidates", func() bool {
 		return g.members[a].raft.State() == raft.Candidate && g.members[b].raft.State() == raft.Candidate
 	})
 	g.join(a, b)
@@ -200,7 +204,8 @@ func (g *group) splitVote(t *testing.T, a, b string) {
 // agreedLeader waits up to limit for a member that leads and that every
 // other member follows, and returns it ("" if none).
 func (g *group) agreedLeader(limit time.Duration) string {
-	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	agreed := ""
+	testwait.Until(limit, func() bool {
 		for n, r := range g.members {
 			if !r.IsLeader() {
 				continue
@@ -212,11 +217,13 @@ func (g *group) agreedLeader(limit time.Duration) string {
 				}
 			}
 			if all {
-				return n
+				agreed = n
+				return true
 			}
 		}
-	}
-	return ""
+		return false
+	})
+	return agreed
 }
 
 // suspiciousGroupWithMessages is a group of suspicious members whose
@@ -284,7 +291,7 @@ func TestCutOffLeaderHealsIntoASplitVote(t *testing.T) {
 		publishOne(i)
 	}
 	before := lr.raft.LastIndex()
-	waitLong(t, "the cut-off leader's entries", func() bool { return lr.raft.LastIndex() > before })
+	testwait.For(t, 20*time.Second, "the cut-off leader's entries", func() bool { return lr.raft.LastIndex() > before })
 	g.splitVote(t, rest[0], rest[1])
 	g.join(leader, rest[0])
 	g.join(leader, rest[1])
@@ -303,7 +310,7 @@ func TestCutOffLeaderHealsIntoASplitVote(t *testing.T) {
 		t.Fatalf("%s leads, not %s, whose log is the longest", now, leader)
 	}
 	publish(t, g.members[now], 9, 2)
-	waitLong(t, "answers to the cut-off leader's publishes", func() bool {
+	testwait.For(t, 20*time.Second, "answers to the cut-off leader's publishes", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(answered) == 6
@@ -375,7 +382,8 @@ func TestSlowQuestionKeepsTheNewLeader(t *testing.T) {
 	first, fr := g.leader()
 	term := fr.Status().Term
 	// The second rank's question ends about half a second after the
-	// first rank campaigned; give it time to do harm.
+	// first rank campaigned; give it time to do harm (a window, with
+	// nothing to wait on).
 	time.Sleep(3 * time.Second)
 	now, nr := g.leader()
 	if st := nr.Status(); now != first || st.Term != term {
@@ -430,7 +438,8 @@ func TestRestartedLeaderOnADrainedNode(t *testing.T) {
 	setLeads()
 
 	// Nobody elects by itself: the restarted member is drained, the
-	// others follow the leader they knew.
+	// others follow the leader they knew. Several election timeouts
+	// pass, in which an election would show.
 	time.Sleep(2 * time.Second)
 	for n, r := range g.members {
 		if r.IsLeader() {
@@ -498,7 +507,7 @@ func TestFirstLeaderGoneBeforeItsFirstEntries(t *testing.T) {
 		// again on its state, it asks them and campaigns.
 		g.stop("a")
 		g.start("a", true)
-		waitFor(t, "a leads, with b and c holding its term but no entry", func() bool {
+		testwait.For(t, 5*time.Second, "a leads, with b and c holding its term but no entry", func() bool {
 			if !g.members["a"].IsLeader() {
 				return false
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // group is a three-member queue group in one process, its members joined
@@ -97,17 +98,18 @@ func (g *group) stop(n string) {
 // leader waits for a member that leads and has taken over (onLeading ran).
 func (g *group) leader() (string, *Replica) {
 	g.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	var name string
+	var lead *Replica
+	testwait.For(g.t, 15*time.Second, "a member that leads and has taken over", func() bool {
 		for n, r := range g.members {
 			if r.IsLeader() && r.Leader() == n {
-				return n, r
+				name, lead = n, r
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	g.t.Fatal("no leader")
-	return "", nil
+		return false
+	})
+	return name, lead
 }
 
 // passToLeader is a Config.SettleAtLeader that hands settlements to the
@@ -116,14 +118,12 @@ func (g *group) leader() (string, *Replica) {
 func passToLeader(t *testing.T, g **group) func([]HeldSettlement) {
 	return func(list []HeldSettlement) {
 		go func() {
-			for range 500 {
+			if !testwait.Until(10*time.Second, func() bool {
 				_, lead := (*g).leader()
-				if lead.SettleHeld(list) == nil {
-					return
-				}
-				time.Sleep(10 * time.Millisecond)
+				return lead.SettleHeld(list) == nil
+			}) {
+				t.Errorf("no leader took %v", list)
 			}
-			t.Errorf("no leader took %v", list)
 		}()
 	}
 }
@@ -170,17 +170,17 @@ func testGroupFailover(t *testing.T, st storage) {
 	}
 	publish(t, lead, 0, 100)
 	for _, r := range g.members {
-		waitLong(t, "followers to apply", func() bool { return r.Stats().Ready == 100 })
+		testwait.For(t, 20*time.Second, "followers to apply", func() bool { return r.Stats().Ready == 100 })
 	}
 
 	c := &movable{lost: make(chan struct{}, 1)}
 	if err := lead.Consume(c, queue.ConsumeOptions{Prefetch: 10}); err != nil {
 		t.Fatal(err)
 	}
-	waitLong(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
+	testwait.For(t, 20*time.Second, "10 deliveries", func() bool { return len(c.ids()) == 10 })
 	lead.Settle(c.ids()[:5]) // five acked; the credit they free brings five more
-	waitLong(t, "15 deliveries", func() bool { return len(c.ids()) == 15 })
-	waitLong(t, "acks applied on followers", func() bool { return g.members["b"].Stats().Ready+g.members["b"].Stats().Unacked == 95 })
+	testwait.For(t, 20*time.Second, "15 deliveries", func() bool { return len(c.ids()) == 15 })
+	testwait.For(t, 20*time.Second, "acks applied on followers", func() bool { return g.members["b"].Stats().Ready+g.members["b"].Stats().Unacked == 95 })
 
 	g.stop(name)
 	_, lead = g.leader()
@@ -191,7 +191,7 @@ func testGroupFailover(t *testing.T, st storage) {
 	if err := lead.Consume(c2, queue.ConsumeOptions{Prefetch: 200}); err != nil {
 		t.Fatal(err)
 	}
-	waitLong(t, "96 deliveries from the new leader", func() bool { return len(c2.ids()) == 96 })
+	testwait.For(t, 20*time.Second, "96 deliveries from the new leader", func() bool { return len(c2.ids()) == 96 })
 	c2.mu.Lock()
 	redelivered := 0
 	for _, d := range c2.got {
@@ -265,7 +265,7 @@ func testGroupLaggingFollowerSnapshot(t *testing.T, st storage) {
 	g := newGroup(t, st)
 	_, lead := g.leader()
 	publish(t, lead, 0, 10) // the old messages that stay live
-	waitLong(t, "c to apply", func() bool { return g.members["c"].Stats().Ready == 10 })
+	testwait.For(t, 20*time.Second, "c to apply", func() bool { return g.members["c"].Stats().Ready == 10 })
 	g.stop("c")
 
 	// Enough traffic, settled, to compact the log well past c.
@@ -273,7 +273,7 @@ func testGroupLaggingFollowerSnapshot(t *testing.T, st storage) {
 	if err := lead.Consume(c, queue.ConsumeOptions{Prefetch: 5000}); err != nil {
 		t.Fatal(err)
 	}
-	waitLong(t, "the old messages", func() bool { return len(c.ids()) == 10 })
+	testwait.For(t, 20*time.Second, "the old messages", func() bool { return len(c.ids()) == 10 })
 	lead.Cancel(c)
 	lead.Requeue(c.ids(), queue.ReturnNack) // back to ready, still live
 	publish(t, lead, 10, 3000)
@@ -287,12 +287,12 @@ func testGroupLaggingFollowerSnapshot(t *testing.T, st storage) {
 	}
 
 	g.start("c", false)
-	waitLong(t, "c to catch up", func() bool { return g.members["c"].Stats().Ready == 3010 })
+	testwait.For(t, 20*time.Second, "c to catch up", func() bool { return g.members["c"].Stats().Ready == 3010 })
 	// Now c must serve the old messages: make it lead. A transfer times
 	// out when the leader's replication to c is still in the backoff it
 	// entered while c was down (raft retries it on its own schedule), so
 	// try again until one goes through.
-	waitLong(t, "c to lead", func() bool {
+	testwait.For(t, 20*time.Second, "c to lead", func() bool {
 		for _, n := range []string{"a", "b"} {
 			if g.members[n].IsLeader() {
 				if err := g.members[n].raft.LeadershipTransferToServer("c", "c").Error(); err != nil {
@@ -307,7 +307,7 @@ func testGroupLaggingFollowerSnapshot(t *testing.T, st storage) {
 	if err := lead.Consume(got, queue.ConsumeOptions{Prefetch: 5000}); err != nil {
 		t.Fatal(err)
 	}
-	waitLong(t, "every message from c", func() bool { return len(got.ids()) == 3010 })
+	testwait.For(t, 20*time.Second, "every message from c", func() bool { return len(got.ids()) == 3010 })
 	got.mu.Lock()
 	defer got.mu.Unlock()
 	seen := map[string]bool{}
@@ -318,17 +318,6 @@ func testGroupLaggingFollowerSnapshot(t *testing.T, st storage) {
 		if !seen[fmt.Sprintf("m%d", i)] {
 			t.Fatalf("old message m%d missing on the new leader", i)
 		}
-	}
-}
-
-func waitLong(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestHandOffOutlastsATransferInProgress: a hand-off that finds another
@@ -41,7 +43,7 @@ func TestHandOffOutlastsATransferInProgress(t *testing.T) {
 	if err := <-transferred; err == nil {
 		t.Fatal("the transfer to the gone member succeeded; the test needs it to fail")
 	}
-	waitFor(t, "the live follower to lead", func() bool {
+	testwait.For(t, 5*time.Second, "the live follower to lead", func() bool {
 		r := g.members[live]
 		return r.IsLeader()
 	})
@@ -70,14 +72,14 @@ func TestHandOffToNodesThatCanTake(t *testing.T) {
 	if err := lead.HandOff(ctx, func(n string) bool { return n != gone }); err != nil {
 		t.Fatalf("hand off: %v", err)
 	}
-	waitFor(t, "the live follower to lead", func() bool { return g.members[live].IsLeader() })
+	testwait.For(t, 5*time.Second, "the live follower to lead", func() bool { return g.members[live].IsLeader() })
 }
 
 // TestHandOffAlone: a group of one has nobody to hand to.
 func TestHandOffAlone(t *testing.T) {
 	r := openTest(t, nil, t.TempDir(), nil)
 	defer r.Close()
-	waitFor(t, "a leader", r.IsLeader)
+	testwait.For(t, 5*time.Second, "a leader", r.IsLeader)
 	if err := r.HandOff(context.Background(), nil); !errors.Is(err, ErrNoTarget) {
 		t.Fatalf("hand off alone: %v, want ErrNoTarget", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warrenmq/warren/raftq/linger"
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // openLingering opens a one-member replica on the node's shared log that
@@ -133,14 +134,14 @@ func TestLingerPairsWhileCommitsAreQuick(t *testing.T) {
 		var answers []<-chan error
 		for i := range pairs {
 			answers = append(answers, startPublish(t, r, fmt.Sprint(i, "a")))
-			time.Sleep(within)
+			time.Sleep(within) // the pair's second comes this long after its first
 			start := time.Now()
 			second := startPublish(t, r, fmt.Sprint(i, "b"))
 			if err := await(t, "publish", second); err != nil {
 				t.Fatal(err)
 			}
 			took = max(took, time.Since(start))
-			time.Sleep(between)
+			time.Sleep(between) // and the next pair this long after it
 		}
 		for i, a := range answers {
 			if err := await(t, fmt.Sprint("publish ", i), a); err != nil {
@@ -324,7 +325,7 @@ func TestLingerShareLearnsFromCommits(t *testing.T) {
 			if err := await(t, "publish", startPublish(t, r, fmt.Sprint(i))); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // publishes spread over the window, for its samples
 		}
 		if r.pub.tail.samples == 0 && r.pub.tail.start.IsZero() {
 			t.Fatalf("linger %v: the commit tail saw no commits", c.linger)
@@ -352,10 +353,10 @@ func TestSettlementsRideWithHeldPublishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	settled := func() bool { st := r.Stats(); return st.Ready == 0 && st.Unacked == 0 }
-	waitFor(t, "the first publishes consumed", settled)
+	testwait.For(t, 5*time.Second, "the first publishes consumed", settled)
 	before := r.Status().LastLogIndex
 	consumed := publishSteadily(t, node, r, n, gap)
-	waitFor(t, "every publish consumed", settled)
+	testwait.For(t, 5*time.Second, "every publish consumed", settled)
 	settles := int(r.Status().LastLogIndex-before) - n
 	t.Logf("%d publishes %v apart: %d syncs unconsumed; consumed, %d syncs with %d settlement entries",
 		n, gap, alone, consumed, settles)

@@ -3,9 +3,11 @@ package replica
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestReleaseWaitsForAnAttachUnderWay: a consumer released (its node gave
@@ -49,7 +51,7 @@ func TestReleaseWaitsForAnAttachUnderWay(t *testing.T) {
 	if attachErr != nil && !errors.Is(attachErr, ErrNotLeader) {
 		t.Fatalf("attach: %v", attachErr)
 	}
-	waitFor(t, "the release applied after the attach: the consumer gone and 3 messages ready", func() bool {
+	testwait.For(t, 5*time.Second, "the release applied after the attach: the consumer gone and 3 messages ready", func() bool {
 		_, lead := g.leader()
 		lead.fsm.mu.Lock()
 		defer lead.fsm.mu.Unlock()

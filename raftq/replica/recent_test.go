@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // TestPayloadCacheBoundsTheNode: two queues sharing a node's payload cache
@@ -42,7 +43,7 @@ func TestPayloadCacheBoundsTheNode(t *testing.T) {
 	if err := a.Consume(c, queue.ConsumeOptions{Prefetch: 200}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "100 deliveries", func() bool { return len(c.ids()) == 100 })
+	testwait.For(t, 5*time.Second, "100 deliveries", func() bool { return len(c.ids()) == 100 })
 	for i, d := range c.deliveries() {
 		if want := fmt.Sprintf("m%d ", i); string(d.Message.Body[:len(want)]) != want {
 			t.Fatalf("delivery %d is %q, want %q", i, d.Message.Body[:8], want)
@@ -105,11 +106,10 @@ func testFormerLeaderForgetsPayloads(t *testing.T, st storage) {
 	if err := lead.TransferLeadership(to, to); err != nil && err != raft.ErrNotLeader {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for shared.Used() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the former leader still keeps %d bytes (leads: %v)", shared.Used(), lead.IsLeader())
+	testwait.ForNil(t, 10*time.Second, "the former leader to keep no bytes", func() error {
+		if used := shared.Used(); used != 0 {
+			return fmt.Errorf("it keeps %d (leads: %v)", used, lead.IsLeader())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // deadLetters records what a replica dead-letters.
@@ -72,7 +74,7 @@ func testReconfigureMaxLength(t *testing.T, st storage) {
 		t.Fatalf("%d ready after Reconfigure, want 5 at once", st.Ready)
 	}
 	want := []string{"m0 maxlen", "m1 maxlen", "m2 maxlen", "m3 maxlen", "m4 maxlen"}
-	waitFor(t, "5 dead letters", func() bool { return len(dl.list()) == 5 })
+	testwait.For(t, 5*time.Second, "5 dead letters", func() bool { return len(dl.list()) == 5 })
 	for i, g := range dl.list() {
 		if g != want[i] {
 			t.Fatalf("dead letters %v, want %v", dl.list(), want)
@@ -114,7 +116,7 @@ func TestReconfigureDeliveryLimit(t *testing.T) {
 	}
 	for i := 0; i < 2; i++ {
 		reject(queue.ReturnReject)
-		waitFor(t, "returned", func() bool { st := r.Stats(); return st.Ready == 1 && st.Unacked == 0 })
+		testwait.For(t, 5*time.Second, "returned", func() bool { st := r.Stats(); return st.Ready == 1 && st.Unacked == 0 })
 	}
 	// delivery-count 2, now over the new limit of 1: it stays ready.
 	if err := r.Reconfigure(wire.Table{"x-delivery-limit": int64(1), "x-dead-letter-exchange": ""}); err != nil {
@@ -126,7 +128,7 @@ func TestReconfigureDeliveryLimit(t *testing.T) {
 	// A nack does not count a failed delivery, but the count is past the
 	// limit when it comes back.
 	reject(queue.ReturnNack)
-	waitFor(t, "dead-lettered", func() bool { return len(dl.list()) == 1 })
+	testwait.For(t, 5*time.Second, "dead-lettered", func() bool { return len(dl.list()) == 1 })
 	if got := dl.list()[0]; got != "m0 delivery_limit" {
 		t.Fatalf("dead letter %q", got)
 	}
@@ -156,7 +158,7 @@ func TestReconfigureMessageTTL(t *testing.T) {
 	if err := r.Enqueue(context.Background(), msg, func(err error) { done <- err }); err != nil || <-done != nil {
 		t.Fatal("enqueue")
 	}
-	waitFor(t, "m0 expired", func() bool { return r.Stats().Ready == 1 })
+	testwait.For(t, 5*time.Second, "m0 expired", func() bool { return r.Stats().Ready == 1 })
 	d, _, ok, err := r.Get(true)
 	if err != nil || !ok || string(d.Message.Body) != "kept" {
 		t.Fatalf("get: %q %v %v, want kept", d.Message.Body, ok, err)
@@ -176,7 +178,7 @@ func TestReconfigureRefusesBadArguments(t *testing.T) {
 	// Settled first: a new leader's entries (its machine upgrade among
 	// them) land a moment after Open, and a loaded machine saw them
 	// arrive between the two readings below.
-	waitFor(t, "the queue's machine upgraded", func() bool { return r.MachineVersion() == raftq.MachineVersion })
+	testwait.For(t, 5*time.Second, "the queue's machine upgraded", func() bool { return r.MachineVersion() == raftq.MachineVersion })
 	before := lastIndex()
 	err := r.Reconfigure(wire.Table{"x-max-length": int64(-1)})
 	var argErr *raftq.ArgError
@@ -227,7 +229,7 @@ func TestReconfigureEndsAtLeastOnce(t *testing.T) {
 		defer r.fsm.mu.Unlock()
 		return r.fsm.m.Stats().DeadLettered
 	}
-	waitFor(t, "an at-least-once dead letter", func() bool { return pending() == 1 })
+	testwait.For(t, 5*time.Second, "an at-least-once dead letter", func() bool { return pending() == 1 })
 	args["x-dead-letter-strategy"] = "at-most-once"
 	if err := r.Reconfigure(args); err != nil {
 		t.Fatal(err)
@@ -249,7 +251,7 @@ func testGroupReconfigure(t *testing.T, st storage) {
 		t.Fatal(err)
 	}
 	for n, m := range g.members {
-		waitLong(t, "member "+n+" reconfigured", func() bool {
+		testwait.For(t, 20*time.Second, "member "+n+" reconfigured", func() bool {
 			return m.queueConfig().MaxLength == 3 && m.Stats().Ready == 3
 		})
 		if n != leader {

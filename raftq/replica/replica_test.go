@@ -14,6 +14,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 type fakeConsumer struct {
@@ -127,17 +128,6 @@ func TestEnqueueBurstBeyondApplyChannel(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestConsumeCancelRequeue(t *testing.T) { eachStorage(t, testConsumeCancelRequeue) }
 
 func testConsumeCancelRequeue(t *testing.T, st storage) {
@@ -148,12 +138,12 @@ func testConsumeCancelRequeue(t *testing.T, st storage) {
 	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 4}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "4 deliveries", func() bool { return len(c.ids()) == 4 })
+	testwait.For(t, 5*time.Second, "4 deliveries", func() bool { return len(c.ids()) == 4 })
 	r.Settle(c.ids()[:2])
-	waitFor(t, "6 deliveries", func() bool { return len(c.ids()) == 6 })
+	testwait.For(t, 5*time.Second, "6 deliveries", func() bool { return len(c.ids()) == 6 })
 	r.Cancel(c)
 	r.Requeue(c.ids()[2:], queue.ReturnConsumerGone)
-	waitFor(t, "8 ready", func() bool { st := r.Stats(); return st.Ready == 8 && st.Unacked == 0 })
+	testwait.For(t, 5*time.Second, "8 ready", func() bool { st := r.Stats(); return st.Ready == 8 && st.Unacked == 0 })
 	d, remaining, ok, err := r.Get(true)
 	if err != nil || !ok || remaining != 7 || string(d.Message.Body) != "m2" || !d.Redelivered {
 		t.Fatalf("get after requeue: %q remaining %d ok %v redelivered %v err %v", d.Message.Body, remaining, ok, d.Redelivered, err)
@@ -171,18 +161,18 @@ func testRestartKeepsMessages(t *testing.T, st storage) {
 	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 5}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "5 deliveries", func() bool { return len(c.ids()) == 5 })
+	testwait.For(t, 5*time.Second, "5 deliveries", func() bool { return len(c.ids()) == 5 })
 	r.Settle(c.ids()[:3])
 	// The settles give the consumer room for 3 more: once it has them,
 	// the settles are applied (Unacked is 5 before and after).
-	waitFor(t, "settled", func() bool { return len(c.ids()) == 8 })
+	testwait.For(t, 5*time.Second, "settled", func() bool { return len(c.ids()) == 8 })
 	r.Close()
 	node.restart(t)
 
 	r = openTest(t, node, dir, nil)
 	defer r.Close()
 	// The consumer of the first run is gone: its 5 unsettled come back.
-	waitFor(t, "17 ready after restart", func() bool { return r.Stats().Ready == 17 })
+	testwait.For(t, 5*time.Second, "17 ready after restart", func() bool { return r.Stats().Ready == 17 })
 	seen := map[string]bool{}
 	for {
 		d, _, ok, err := r.Get(true)
@@ -222,7 +212,7 @@ func TestSnapshotThresholdFollowsBacklog(t *testing.T) {
 	}
 	// The replica applies it: a backlog published raises it.
 	publish(t, r, 0, 20000)
-	waitLong(t, "the threshold to follow the backlog", func() bool {
+	testwait.For(t, 20*time.Second, "the threshold to follow the backlog", func() bool {
 		return r.raft.ReloadableConfig().SnapshotThreshold == 40000
 	})
 }

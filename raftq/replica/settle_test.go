@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenmq/warren/raftq"
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // consuming opens a queue holding n messages and a consumer with prefetch
@@ -22,7 +23,7 @@ func consuming(t *testing.T, n int, prefetch uint32) (*Replica, *fakeConsumer) {
 	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: prefetch}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, fmt.Sprintf("%d deliveries", n), func() bool { return len(c.ids()) == n })
+	testwait.For(t, 5*time.Second, fmt.Sprintf("%d deliveries", n), func() bool { return len(c.ids()) == n })
 	return r, c
 }
 
@@ -32,13 +33,13 @@ func consuming(t *testing.T, n int, prefetch uint32) (*Replica, *fakeConsumer) {
 // entry, two if the settler's wait ends among them, not ten.
 func TestSettlementsGatherIntoOneEntry(t *testing.T) {
 	r, c := consuming(t, 10, 256)
-	waitFor(t, "the deliveries applied", func() bool { st := r.Stats(); return st.Ready == 0 && st.Unacked == 10 })
+	testwait.For(t, 5*time.Second, "the deliveries applied", func() bool { st := r.Stats(); return st.Ready == 0 && st.Unacked == 10 })
 	before := r.Status().LastLogIndex
 	for _, id := range c.ids() {
 		r.Settle([]uint64{id})
-		time.Sleep(500 * time.Microsecond)
+		time.Sleep(500 * time.Microsecond) // the acks' spacing under test
 	}
-	waitFor(t, "10 settled", func() bool { return r.Stats().Unacked == 0 })
+	testwait.For(t, 5*time.Second, "10 settled", func() bool { return r.Stats().Unacked == 0 })
 	if after := r.Status().LastLogIndex; after > before+2 {
 		t.Fatalf("10 acks took %d log entries, want 1 or 2", after-before)
 	}
@@ -131,7 +132,7 @@ func TestSettleWhileFlushing(t *testing.T) {
 	}
 	<-done
 	r.settler.flush()
-	waitFor(t, "200 settled", func() bool { return r.Stats().Unacked == 0 })
+	testwait.For(t, 5*time.Second, "200 settled", func() bool { return r.Stats().Unacked == 0 })
 }
 
 // Acks gathered when a leadership transfer is asked for (a rebalance, a
@@ -149,7 +150,7 @@ func testHandOffSettlesGatheredAcks(t *testing.T, st storage) {
 		t.Fatal(err)
 	}
 	publish(t, lead, 0, 10)
-	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
+	testwait.For(t, 5*time.Second, "10 deliveries", func() bool { return len(c.ids()) == 10 })
 	lead.Settle(c.ids()) // 10 of prefetch 256: gathered, not due
 	if err := lead.HandOff(context.Background(), nil); err != nil {
 		t.Fatal(err)
@@ -158,7 +159,7 @@ func testHandOffSettlesGatheredAcks(t *testing.T, st storage) {
 	if next == lead {
 		t.Fatal("the leadership did not move")
 	}
-	waitFor(t, "the new leader caught up", func() bool { return next.Status().AppliedIndex >= lead.Status().CommitIndex })
+	testwait.For(t, 5*time.Second, "the new leader caught up", func() bool { return next.Status().AppliedIndex >= lead.Status().CommitIndex })
 	if st := next.Stats(); st.Unacked != 0 || st.Ready != 0 {
 		t.Fatalf("new leader %s: %d unacked, %d ready; want the 10 acked messages settled", n, st.Unacked, st.Ready)
 	}
@@ -175,7 +176,7 @@ func consumedThenMoved(t *testing.T, g *group, opts queue.ConsumeOptions) (old, 
 		t.Fatal(err)
 	}
 	publish(t, old, 0, 10)
-	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
+	testwait.For(t, 5*time.Second, "10 deliveries", func() bool { return len(c.ids()) == 10 })
 	if err := old.HandOff(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -203,12 +204,12 @@ func testFormerLeaderPassesAcksOn(t *testing.T, st storage) {
 	old.Settle(ids[:6])                     // acked after the move
 	old.Requeue(ids[6:7], queue.ReturnNack) // nacked with requeue
 	// The new leader holds nothing back for the consumer it never saw...
-	waitFor(t, "6 settled and 1 requeued at the new leader", func() bool {
+	testwait.For(t, 5*time.Second, "6 settled and 1 requeued at the new leader", func() bool {
 		st := next.Stats()
 		return st.Unacked == 3 && st.Ready == 1
 	})
 	// ...and returns what it held once the grace is over.
-	waitLong(t, "the 3 unacknowledged messages back in the queue", func() bool {
+	testwait.For(t, 20*time.Second, "the 3 unacknowledged messages back in the queue", func() bool {
 		st := next.Stats()
 		return st.Unacked == 0 && st.Ready == 4
 	})
@@ -235,13 +236,14 @@ func testConsumerFollowsTheLeaderWithItsMessages(t *testing.T, st storage) {
 	if err := next.Consume(again, queue.ConsumeOptions{Prefetch: 10, ID: id, LastDelivery: received[6]}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the 3 lost deliveries made again", func() bool { return len(again.ids()) == 3 })
+	testwait.For(t, 5*time.Second, "the 3 lost deliveries made again", func() bool { return len(again.ids()) == 3 })
 	for i, m := range again.deliveries() {
 		if want := fmt.Sprintf("m%d", 7+i); string(m.Message.Body) != want || !m.Redelivered {
 			t.Fatalf("delivery %d at the new leader: %q redelivered=%v, want %s redelivered", i, m.Message.Body, m.Redelivered, want)
 		}
 	}
 	publish(t, next, 10, 5) // the consumer's credit is spent: they wait
+	// Past the grace, when an orphan's deliveries would go back.
 	time.Sleep(OrphanGrace + time.Second)
 	if st := next.Stats(); st.Unacked != 10 || st.Ready != 5 {
 		t.Fatalf("after the grace: %d unacked, %d ready; want the consumer to keep its 10", st.Unacked, st.Ready)
@@ -253,7 +255,7 @@ func testConsumerFollowsTheLeaderWithItsMessages(t *testing.T, st storage) {
 		t.Fatalf("the new leader lists deliveries %v, want %v", got, want)
 	}
 	next.Settle(received[:4]) // the old leader's IDs, settled at the new one
-	waitFor(t, "4 settled, 4 more delivered", func() bool {
+	testwait.For(t, 5*time.Second, "4 settled, 4 more delivered", func() bool {
 		st := next.Stats()
 		return st.Unacked == 10 && st.Ready == 1 && len(again.ids()) == 7
 	})
@@ -305,14 +307,14 @@ func TestLaggingMemberPassesUnknownSettlementsOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish(t, lead, 0, 10)
-	waitFor(t, "10 deliveries", func() bool { return len(c.ids()) == 10 })
+	testwait.For(t, 5*time.Second, "10 deliveries", func() bool { return len(c.ids()) == 10 })
 	ids := c.ids()
 
 	lagging := g.members[behind]
 	lagging.Settle(ids[:6])
 	lagging.Requeue(ids[6:7], queue.ReturnNack)
 	// The requeued message goes to the consumer again.
-	waitFor(t, "6 settled and 1 requeued at the leader", func() bool {
+	testwait.For(t, 5*time.Second, "6 settled and 1 requeued at the leader", func() bool {
 		return lead.Stats().Unacked == 4 && len(c.ids()) == 11
 	})
 }
@@ -329,7 +331,7 @@ func TestUnappliedLeaderSettlesOnceApplied(t *testing.T) {
 		// applied yet.
 		r.settler.unknown(raftq.OpSettle, 0, ids[2*i:2*i+2])
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // time for a wrongful settlement to apply: nothing to wait on
 	if st := r.Stats(); st.Unacked != 6 {
 		t.Fatalf("settled before the leader applied its log: %+v", st)
 	}
@@ -340,5 +342,5 @@ func TestUnappliedLeaderSettlesOnceApplied(t *testing.T) {
 		t.Fatalf("%d settlements held, want 3", held)
 	}
 	r.leaderApplied.Store(true)
-	waitFor(t, "the held settlements applied", func() bool { return r.Stats().Unacked == 0 })
+	testwait.For(t, 5*time.Second, "the held settlements applied", func() bool { return r.Stats().Unacked == 0 })
 }

@@ -3,10 +3,12 @@ package replica
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/warrenmq/warren/raftq/queue"
+	"github.com/warrenmq/warren/raftq/testwait"
 	"github.com/warrenmq/warren/raftq/wal"
 )
 
@@ -25,10 +27,10 @@ func testSnapshotCarriesLiveBodies(t *testing.T, st storage) {
 	if err := r.Consume(c, queue.ConsumeOptions{Prefetch: 20}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "20 deliveries", func() bool { return len(c.ids()) == 20 })
+	testwait.For(t, 5*time.Second, "20 deliveries", func() bool { return len(c.ids()) == 20 })
 	r.Settle(c.ids()[:20]) // m0..m19 settled; 20 more go out, unsettled
-	waitFor(t, "next 20 deliveries", func() bool { return len(c.ids()) == 40 })
-	waitFor(t, "settles applied", func() bool { st := r.Stats(); return st.Ready+st.Unacked == 30 })
+	testwait.For(t, 5*time.Second, "next 20 deliveries", func() bool { return len(c.ids()) == 40 })
+	testwait.For(t, 5*time.Second, "settles applied", func() bool { st := r.Stats(); return st.Ready+st.Unacked == 30 })
 	if err := r.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package replica
 import (
 	"testing"
 	"time"
+
+	"github.com/warrenmq/warren/raftq/testwait"
 )
 
 // A busy queue snapshots once the entries since its last snapshot reach
@@ -15,7 +17,7 @@ func TestSnapshotOnceThresholdPassed(t *testing.T) {
 	defer r.Close()
 	interval := r.raft.ReloadableConfig().SnapshotInterval
 	enqueue(t, r, minSnapshotThreshold+500)
-	waitFor(t, "a snapshot", func() bool { return r.Status().SnapshotIndex > 0 })
+	testwait.For(t, 5*time.Second, "a snapshot", func() bool { return r.Status().SnapshotIndex > 0 })
 	if took := time.Since(opened); took >= interval {
 		t.Fatalf("first snapshot %v after opening: raft's own check (every %v or more), not the threshold", took, interval)
 	}

@@ -157,18 +157,6 @@ func (m *Member) Channel() *amqp091.Channel {
 	return ch
 }
 
-// Eventually polls cond until it holds, failing the test after timeout.
-func Eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // DataDir is the node's data directory.
 func (m *Member) DataDir() string { return m.cfg.DataDir }
 

@@ -39,6 +39,9 @@ func TestSet(t *testing.T) {
 			syscall.Close(p[0])
 		}()
 	}
+	// Time for the runtime to start threads for the blocked reads. How
+	// many it starts varies (it reuses idle ones), so there is no count
+	// to wait for.
 	time.Sleep(200 * time.Millisecond)
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
