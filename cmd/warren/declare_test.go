@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"slices"
 	"strconv"
 	"testing"
@@ -77,13 +78,28 @@ func metadataLeader(t *testing.T, c *procCluster) int {
 }
 
 // adminClient is a client of nd's admin service (warrenctl's), closed
-// when the test ends.
+// when the test ends. A node in a network namespace is reached off
+// loopback, where an operator must log in: as remoteUserConfig's user.
 func adminClient(t *testing.T, nd *clusterNode) adminpb.AdminClient {
 	t.Helper()
-	conn, err := grpc.NewClient(nd.internal, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if nd.netns != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(basicAuth{"test", "test"}))
+	}
+	conn, err := grpc.NewClient(nd.internal, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	return adminpb.NewAdminClient(conn)
 }
+
+// basicAuth sends an operator's name and password with every call, as
+// warrenctl's --user and --password do.
+type basicAuth struct{ user, password string }
+
+func (b basicAuth) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(b.user+":"+b.password))}, nil
+}
+
+func (basicAuth) RequireTransportSecurity() bool { return false }
