@@ -15,6 +15,14 @@ import (
 // and cutting there would silently drop entries, terms and votes this
 // member promised to keep. Replay refuses such a log (ErrCorrupt): the
 // member must not come back as if nothing happened.
+//
+// The line is drawn by what follows the damage, not by what was synced,
+// which the log does not record: a power cut that persisted the pages of
+// the last, unsynced write out of order can also leave a damaged record
+// with intact ones after it, and that node then refuses to start though
+// nothing it acknowledged was lost. Recovering it is the same as from
+// real corruption (its data moved aside, it rejoins and re-syncs); the
+// other outcome, cutting synced entries silently, is the one to avoid.
 
 // ErrCorrupt is replay's answer for a log whose damage is not a torn tail.
 var ErrCorrupt = errors.New("wal: corrupt log")
