@@ -30,8 +30,10 @@ import (
 // Handler serves n's metrics: /metrics and /metrics/per-object.
 func Handler(n *node.Node, version string) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", handlerFor(&collector{n: n, version: version}, true))
-	mux.Handle("/metrics/per-object", handlerFor(&collector{n: n, version: version, perObject: true}, false))
+	// Reads only: the port carries no credentials (as rabbitmq_prometheus
+	// by default), so it answers nothing but GET and HEAD.
+	mux.Handle("GET /metrics", handlerFor(&collector{n: n, version: version}, true))
+	mux.Handle("GET /metrics/per-object", handlerFor(&collector{n: n, version: version, perObject: true}, false))
 	return mux
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/warrenmq/warren/raftq/testwait"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -351,5 +352,43 @@ func TestClusterMemberOffLoopbackNeedsTLS(t *testing.T) {
 	}
 	if _, err := loadConfig([]string{"--internal-addr", "127.0.0.1:25672", "--gossip-addr", "127.0.0.1:7946"}, func(string) string { return "" }, os.Stderr); err != nil {
 		t.Fatalf("a loopback member: %v", err)
+	}
+}
+
+// TestMetricsPortOnlyReads: the Prometheus port carries no credentials,
+// so it must offer nothing but reads: any other method is refused (405),
+// any other path is not there (404).
+func TestMetricsPortOnlyReads(t *testing.T) {
+	metrics := freeAddr(t)
+	startServer(t, t.TempDir(), freeAddr(t), "WARREN_PROMETHEUS_ADDR="+metrics)
+	waitListening(t, metrics)
+	get, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get.Body.Close()
+	if get.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", get.Status)
+	}
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+		req, _ := http.NewRequest(m, "http://"+metrics+"/metrics", strings.NewReader("x"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s /metrics: %s, want 405", m, resp.Status)
+		}
+	}
+	for _, path := range []string{"/api/users", "/api/definitions", "/debug/pprof/"} {
+		resp, err := http.Post("http://"+metrics+path, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("POST %s: %s, want 404", path, resp.Status)
+		}
 	}
 }
