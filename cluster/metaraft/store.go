@@ -42,6 +42,9 @@ type Config struct {
 	// follower an AppendEntries. Zero picks defaultCommitTimeout.
 	// Followers do not wait for it to learn of a commit (notice.go).
 	CommitTimeout time.Duration
+	// OnStorageFailure, if set, is told when a term or vote cannot be
+	// saved (a full disk): the node is then to stop (stable.go).
+	OnStorageFailure func(error)
 }
 
 // Store is this node's member of the metadata group. It implements
@@ -168,7 +171,8 @@ func Open(cfg Config) (*Store, error) {
 	if t, ok := cfg.Transport.(ackTracker); ok {
 		t.TrackAcks() // awaitFollowers
 	}
-	s.raft, err = raft.NewRaft(rc, s.fsm, logs, logs, s.snaps, cfg.Transport)
+	stable := &holdingStable{StableStore: logs, fail: cfg.OnStorageFailure}
+	s.raft, err = raft.NewRaft(rc, s.fsm, logs, stable, s.snaps, cfg.Transport)
 	if err != nil {
 		logs.Close()
 		return nil, fmt.Errorf("meta: start raft: %w", err)

@@ -212,6 +212,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 	c.meta, err = metaraft.Open(metaraft.Config{
 		NodeID: c.self, Addr: addr, Dir: filepath.Join(dataDir, "meta"),
 		Transport: metaTrans, Pool: c.pool, Log: log.With("component", "meta"),
+		OnStorageFailure: onStorageFailure,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
 	})
 	if err != nil {

@@ -38,9 +38,10 @@ type Config struct {
 	AdminTLS  *pki.Store
 	Version   string
 	// OnStorageFailure, if set, is told when the queues' write-ahead log
-	// can no longer write (a full disk, an I/O error): the node is then to
-	// stop. Until it does, writes wait rather than fail (raftq/wal's
-	// failure.go), so that no Raft group panics meanwhile.
+	// or the metadata group's stable store can no longer write (a full
+	// disk, an I/O error): the process is then to exit. Writes from then on
+	// wait for good rather than fail (raftq/wal's failure.go, metaraft's
+	// stable.go), so that no Raft group panics meanwhile.
 	OnStorageFailure func(error)
 	Server           server.Config
 	Broker           broker.Config

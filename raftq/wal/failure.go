@@ -9,8 +9,9 @@ package wal
 // save a term or a vote, which a failed write would otherwise make it do
 // on some goroutine while the node is still stopping. So, with
 // Options.OnFailure set, writes after the failure (and those of the
-// failing batch) wait until Close instead of failing: raft sees no error,
-// and the node, told by OnFailure, stops its listeners and exits.
+// failing batch) never return: raft sees no error, and the node, told by
+// OnFailure, closes its clients' connections and exits. Closing the log
+// does not release them either, since raft would panic on the error then.
 
 // failedNow tells OnFailure, once; mu is held.
 func (l *Log) failedNow(err error) {
@@ -20,22 +21,18 @@ func (l *Log) failedNow(err error) {
 }
 
 // holdFailed is what a write refused for an earlier failure returns: at
-// once without OnFailure, else only once the log is closed.
+// once without OnFailure; with it, never (the process is exiting).
 func (l *Log) holdFailed(err error) error {
 	if l.onFailure != nil {
-		<-l.closing
+		select {}
 	}
 	return err
 }
 
-// answerFailed answers a request of the batch whose write failed.
+// answerFailed answers a request of the batch whose write failed; with
+// OnFailure, never.
 func (l *Log) answerFailed(r *request, err error) {
 	if l.onFailure == nil {
 		r.done <- err
-		return
 	}
-	go func() {
-		<-l.closing
-		r.done <- err
-	}()
 }

@@ -62,8 +62,8 @@ type Options struct {
 	Buffered bool
 	// OnFailure, if set, is called once, on a goroutine of its own, when
 	// a write or sync fails (a full disk, an I/O error): the log then
-	// takes no more writes, and the node is to stop. Until Close, every
-	// write from then on waits instead of failing (failure.go).
+	// takes no more writes, and the process is to exit: every write from
+	// then on waits for good instead of failing (failure.go).
 	OnFailure func(error)
 }
 
