@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -94,6 +96,48 @@ func (l *lab) cut(i int) error {
 	} {
 		if err := sh(append(in, s...)...); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// dropRules turns a plan into nftables rules, one per node that drops
+// something: on its input, the packets from the plan's sources for it,
+// all of them or plan.loss percent at random.
+func dropRules(plan netPlan, ips []string) map[int][]string {
+	srcs := map[int][]string{}
+	for _, d := range plan.drops {
+		srcs[d[1]] = append(srcs[d[1]], ips[d[0]])
+	}
+	rules := map[int][]string{}
+	for dst, from := range srcs {
+		slices.Sort(from)
+		r := []string{"ip", "saddr", "{ " + strings.Join(from, ", ") + " }"}
+		if plan.loss > 0 {
+			r = append(r, "numgen", "random", "mod", "100", "<", strconv.Itoa(plan.loss))
+		}
+		rules[dst] = append(r, "drop")
+	}
+	return rules
+}
+
+// apply puts a plan into the namespaces: each node that drops something
+// gets an input filter in the same table cut uses, so that heal removes
+// either. On an error, what was applied is removed again.
+func (l *lab) apply(plan netPlan) error {
+	for dst, rule := range dropRules(plan, l.ips) {
+		in := []string{"ip", "netns", "exec", l.ns[dst], "nft"}
+		for _, s := range [][]string{
+			{"add", "table", "inet", "partition"},
+			{"add", "chain", "inet", "partition", "in", "{ type filter hook input priority 0; }"},
+			append([]string{"add", "rule", "inet", "partition", "in"}, rule...),
+		} {
+			if err := sh(append(in, s...)...); err != nil {
+				for i := range l.ns {
+					l.heal(i)
+				}
+				return err
+			}
 		}
 	}
 	return nil

@@ -87,7 +87,7 @@ Flags:
 	fs.IntVar(&cfg.rpcRate, "rpc-rate", 10, "requests per second each node's RPC client sends: RabbitMQ's request/reply, a client with an exclusive reply queue on its node, requests in the quorum queue "+rpcQueue+" answered by a server on every node, replies published with confirms to the reply queue wherever it lives; 0 for none")
 	fs.DurationVar(&cfg.duration, "duration", time.Minute, "how long the clients run and the nemesis breaks things")
 	fs.DurationVar(&cfg.hold, "hold", 8*time.Second, "longest a fault is held (and a pause between faults); each lasts between half this and this")
-	fs.StringVar(&faults, "faults", "kill,stop,pause,partition,alarm", "faults, comma-separated: kill, stop, pause, partition (partition needs root, ip, nft and iptables), alarm (a disk alarm on the node: warrenctl set disk-free-limit above its free space, which blocks publishers on every node, then back to 50MB); empty for none")
+	fs.StringVar(&faults, "faults", "kill,stop,pause,partition,alarm", "faults, comma-separated: kill, stop, pause, partition, alarm (a disk alarm on the node: warrenctl set disk-free-limit above its free space, which blocks publishers on every node, then back to 50MB), halves, ring, bridge, oneway, loss, kill-minority, kill-all (see jepsen/README.md; partition, halves, ring, bridge, oneway and loss need root, ip, nft and iptables); empty for none")
 	fs.StringVar(&ops, "ops", "rebalance,transfer,drain,member,checkpoint", "operator commands between faults, comma-separated: rebalance, transfer, drain, member, checkpoint; empty for none")
 	fs.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices (printed, to repeat a schedule)")
 	fs.DurationVar(&cfg.drainLimit, "drain-limit", 2*time.Minute, "longest the consumers may take to empty the queues after the healing")
@@ -129,12 +129,16 @@ func split(s, sep string) []string {
 
 // report is what a run writes to report.json beside the nodes' logs.
 type report struct {
-	Seed    uint64   `json:"seed"`
-	Nodes   int      `json:"nodes"`
-	Faults  []string `json:"faults"`
-	Ops     []string `json:"ops"`
-	Events  []string `json:"events"`
-	Verdict verdict  `json:"verdict"`
+	Seed   uint64   `json:"seed"`
+	Nodes  int      `json:"nodes"`
+	Faults []string `json:"faults"`
+	Ops    []string `json:"ops"`
+	Events []string `json:"events"`
+	// FaultLog is every fault with its kind, nodes, shape, start and
+	// end; FaultCounts how many of each kind were applied.
+	FaultLog    []faultRecord  `json:"fault_log"`
+	FaultCounts map[string]int `json:"fault_counts"`
+	Verdict     verdict        `json:"verdict"`
 	// Queues, Replicas and Consumers are warrenctl's list queues, quorum
 	// status and quorum consumers after the drain: a stranded message's
 	// consumer record (its ID, which debug logs name) is in Consumers.
@@ -173,9 +177,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	log.Info("run", "dir", cfg.dir, "seed", cfg.seed, "nodes", cfg.nodes, "faults", cfg.faults, "ops", cfg.ops, "duration", cfg.duration)
 
 	var l *lab
-	if slices.Contains(cfg.faults, "partition") {
+	if i := slices.IndexFunc(cfg.faults, needsLab); i >= 0 {
 		if why := labAvailable(); why != "" {
-			return verdict{}, fmt.Errorf("the partition fault: %s", why)
+			return verdict{}, fmt.Errorf("the %s fault: %s", cfg.faults[i], why)
 		}
 		var err error
 		if l, err = newLab(cfg.nodes, os.Getpid()%200); err != nil {
@@ -249,6 +253,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	}
 	n.run(runCtx)
 	producers.Wait()
+	if len(n.faults) > 0 {
+		n.note("faults applied: %s", n.countLine())
+	}
 
 	n.note("healing everything")
 	if err := c.heal(); err != nil {
@@ -295,7 +302,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 			n.note("after the upgrade: %s", b)
 		}
 	}
-	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, Verdict: v, Queues: listing}
+	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, FaultLog: n.records, FaultCounts: n.counts, Verdict: v, Queues: listing}
 	for _, q := range w.all() {
 		if out, err := c.ctl(ctx, cfg.warrenctl, "quorum", "status", q); err == nil {
 			rep.Replicas = append(rep.Replicas, strings.Split(out, "\n")...)

@@ -12,16 +12,35 @@ import (
 )
 
 // A fault breaks the cluster and returns what heals it. At most one fault
-// is in force at a time and each touches one node, so a majority of every
-// three- or five-member queue lives throughout: Warren must lose no
-// confirmed message.
+// is in force at a time. Most touch one node, so a majority of every
+// three- or five-member queue lives throughout; the network shapes (halves,
+// ring, bridge) leave some majority connected, and kill-minority a
+// majority up. kill-all takes every node down at once: a confirmed message
+// was committed and fsynced on a majority, so it must survive that too.
+// Warren must lose no confirmed message under any of them.
 type fault struct {
 	name string
-	// apply breaks node i and returns the undoing.
-	apply func(ctx context.Context, i int) (heal func() error, err error)
+	// apply breaks the cluster, choosing its nodes with the nemesis's
+	// random source, and returns the nodes affected, the shape (for the
+	// network faults; "" otherwise) and the undoing.
+	apply func(ctx context.Context) (nodes []int, shape string, heal func() error, err error)
 }
 
-// nemesis breaks the cluster on a schedule: a fault on a random node, held
+// faultRecord is one fault as it happened, for the report.
+type faultRecord struct {
+	Kind  string   `json:"kind"`
+	Nodes []string `json:"nodes"`
+	// Shape is the network fault's groups: the halves, the ring in
+	// order, the two halves and then the bridge node, the one-way cut's
+	// sender then receiver.
+	Shape     string    `json:"shape,omitempty"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+	Error     string    `json:"error,omitempty"`
+	HealError string    `json:"heal_error,omitempty"`
+}
+
+// nemesis breaks the cluster on a schedule: a fault on random nodes, held
 // for a random time in [hold/2, hold], then healed, then a pause of the
 // same length; operators' commands (warrenctl) go between.
 type nemesis struct {
@@ -36,43 +55,88 @@ type nemesis struct {
 	ops []string
 	// events is the schedule as it happened, for the report.
 	events []string
+	// records are the faults as they happened, and counts how many of
+	// each kind were applied, for the report.
+	records []faultRecord
+	counts  map[string]int
 	// upgradeTo is the new build's binary during a rolling upgrade
 	// (upgrade.go); upgraded counts the nodes moved to it so far.
 	upgradeTo string
 	upgraded  int
 }
 
-// newNemesis builds the faults named (kill, stop, pause, partition, alarm) and
-// the operations (rebalance, transfer, drain, member, checkpoint).
+// faultNames are the faults newNemesis knows.
+const faultNames = "kill, stop, pause, partition, alarm, halves, ring, bridge, oneway, loss, kill-minority, kill-all"
+
+// needsLab says whether a fault cuts links, which needs network namespaces.
+func needsLab(fault string) bool {
+	switch fault {
+	case "partition", "halves", "ring", "bridge", "oneway", "loss":
+		return true
+	}
+	return false
+}
+
+// newNemesis builds the faults named (faultNames) and the operations
+// (rebalance, transfer, drain, member, checkpoint).
 func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, seed uint64, hold time.Duration, faults, ops []string) (*nemesis, error) {
-	n := &nemesis{log: log, c: c, w: w, warrenctl: warrenctl, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), hold: hold}
+	n := &nemesis{log: log, c: c, w: w, warrenctl: warrenctl, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), hold: hold, counts: map[string]int{}}
+	// one makes a fault on one random node.
+	one := func(apply func(ctx context.Context, i int) (func() error, error)) func(context.Context) ([]int, string, func() error, error) {
+		return func(ctx context.Context) ([]int, string, func() error, error) {
+			i := n.rng.IntN(len(c.nodes))
+			heal, err := apply(ctx, i)
+			return []int{i}, "", heal, err
+		}
+	}
+	// network makes a fault that puts a plan into the namespaces.
+	network := func(plan func() netPlan) func(context.Context) ([]int, string, func() error, error) {
+		return func(context.Context) ([]int, string, func() error, error) {
+			p := plan()
+			heal := func() error {
+				for i := range c.nodes {
+					c.lab.heal(i)
+				}
+				return nil
+			}
+			return p.nodes(), p.describe(c.names()), heal, c.lab.apply(p)
+		}
+	}
+	// kill makes a fault that kills the nodes pick chooses, all at once.
+	kill := func(pick func() []int) func(context.Context) ([]int, string, func() error, error) {
+		return func(context.Context) ([]int, string, func() error, error) {
+			nodes := pick()
+			return nodes, "", func() error { return c.restartAll(nodes) }, c.killAll(nodes)
+		}
+	}
+	nn := len(c.nodes)
 	for _, name := range faults {
 		f := fault{name: name}
+		if needsLab(name) && c.lab == nil {
+			return nil, fmt.Errorf("the %s fault needs network namespaces: %s", name, labAvailable())
+		}
 		switch name {
 		case "kill": // SIGKILL, then start again
-			f.apply = func(_ context.Context, i int) (func() error, error) {
+			f.apply = one(func(_ context.Context, i int) (func() error, error) {
 				nd := c.nodes[i]
 				return nd.restart, nd.kill()
-			}
+			})
 		case "stop": // graceful stop (leaderships handed off first), then start
-			f.apply = func(_ context.Context, i int) (func() error, error) {
+			f.apply = one(func(_ context.Context, i int) (func() error, error) {
 				nd := c.nodes[i]
 				return nd.restart, nd.stop()
-			}
+			})
 		case "pause": // SIGSTOP: a node that answers nothing but holds its connections
-			f.apply = func(_ context.Context, i int) (func() error, error) {
+			f.apply = one(func(_ context.Context, i int) (func() error, error) {
 				nd := c.nodes[i]
 				return nd.resume, nd.pause()
-			}
+			})
 		case "partition": // cut from the other nodes; clients still reach it
-			if c.lab == nil {
-				return nil, fmt.Errorf("the partition fault needs network namespaces: %s", labAvailable())
-			}
-			f.apply = func(_ context.Context, i int) (func() error, error) {
+			f.apply = one(func(_ context.Context, i int) (func() error, error) {
 				return func() error { c.lab.heal(i); return nil }, c.lab.cut(i)
-			}
+			})
 		case "alarm": // a disk alarm on the node: publishers blocked on every node
-			f.apply = func(ctx context.Context, i int) (func() error, error) {
+			f.apply = one(func(ctx context.Context, i int) (func() error, error) {
 				set := func(ctx context.Context, limit string) error {
 					out, err := c.ctlNode(ctx, warrenctl, i, "set", "disk-free-limit", limit)
 					if err != nil {
@@ -82,9 +146,29 @@ func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, see
 				}
 				heal := func() error { return set(context.Background(), "50MB") }
 				return heal, set(ctx, "1000000TB") // above any free space
-			}
+			})
+		case "halves":
+			f.apply = network(func() netPlan { return planHalves(n.rng, nn) })
+		case "ring":
+			f.apply = network(func() netPlan { return planRing(n.rng, nn) })
+		case "bridge":
+			f.apply = network(func() netPlan { return planBridge(n.rng, nn) })
+		case "oneway":
+			f.apply = network(func() netPlan { return planOneway(n.rng, nn) })
+		case "loss":
+			f.apply = network(func() netPlan { return planLoss(nn) })
+		case "kill-minority":
+			f.apply = kill(func() []int { return pickMinority(n.rng, nn) })
+		case "kill-all":
+			f.apply = kill(func() []int {
+				all := make([]int, nn)
+				for i := range all {
+					all[i] = i
+				}
+				return all
+			})
 		default:
-			return nil, fmt.Errorf("unknown fault %q (kill, stop, pause, partition, alarm)", name)
+			return nil, fmt.Errorf("unknown fault %q (%s)", name, faultNames)
 		}
 		n.faults = append(n.faults, f)
 	}
@@ -112,27 +196,61 @@ func (n *nemesis) run(ctx context.Context) {
 			n.upgradeNext()
 		}
 		if len(n.faults) > 0 {
-			f := n.faults[n.rng.IntN(len(n.faults))]
-			i := n.rng.IntN(len(n.c.nodes))
-			n.note("%s %s", f.name, n.c.nodes[i].name)
-			heal, err := f.apply(ctx, i)
-			if err != nil {
-				n.note("%s %s failed: %v", f.name, n.c.nodes[i].name, err)
-			}
-			sleep(ctx, n.span())
-			if heal != nil {
-				if err := heal(); err != nil {
-					n.note("healing %s %s failed: %v", f.name, n.c.nodes[i].name, err)
-				} else {
-					n.note("healed %s %s", f.name, n.c.nodes[i].name)
-				}
-			}
+			n.inflict(ctx, n.faults[n.rng.IntN(len(n.faults))])
 		}
 		if len(n.ops) > 0 && ctx.Err() == nil {
 			n.operate(ctx, n.ops[n.rng.IntN(len(n.ops))])
 		}
 		sleep(ctx, n.span())
 	}
+}
+
+// inflict applies a fault, holds it for a span and heals it, recording
+// and counting it.
+func (n *nemesis) inflict(ctx context.Context, f fault) {
+	r := faultRecord{Kind: f.name, Start: time.Now()}
+	nodes, shape, heal, err := f.apply(ctx)
+	for _, i := range nodes {
+		r.Nodes = append(r.Nodes, n.c.nodes[i].name)
+	}
+	r.Shape = shape
+	what := f.name + " " + strings.Join(r.Nodes, " ")
+	if shape != "" {
+		what += ": " + shape
+	}
+	n.note("%s", what)
+	if err != nil {
+		r.Error = err.Error()
+		n.note("%s failed: %v", what, err)
+	} else {
+		n.counts[f.name]++
+	}
+	sleep(ctx, n.span())
+	if heal != nil {
+		if err := heal(); err != nil {
+			r.HealError = err.Error()
+			n.note("healing %s failed: %v", what, err)
+		} else {
+			n.note("healed %s", what)
+		}
+	}
+	r.End = time.Now()
+	n.records = append(n.records, r)
+}
+
+// countLine is how many faults of each kind were applied, by name.
+func (n *nemesis) countLine() string {
+	var parts []string
+	for _, f := range n.faults {
+		if slices.Contains(parts, f.name) {
+			continue
+		}
+		parts = append(parts, f.name)
+	}
+	for i, name := range parts {
+		parts[i] = fmt.Sprintf("%s %d", name, n.counts[name])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // span is a random time in [hold/2, hold].
