@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,6 +154,41 @@ func TestCheckFailsWhatItCouldNotObserve(t *testing.T) {
 	}
 	if !strings.Contains(v.String(), "could not observe the stranded messages: warrenctl list queues") {
 		t.Errorf("the verdict does not say what it could not observe:\n%s", v)
+	}
+}
+
+// TestCheckAgainOffline: the history written as JSON lines, judged again
+// by `jepsen check`, gives the same verdict, facts and all.
+func TestCheckAgainOffline(t *testing.T) {
+	h := cleanHistory()
+	lost := h.publish("q", "n0")
+	h.confirm(lost)
+	h.unobservable("every message: the queues were not drained within 2m0s")
+	v := h.check()
+	f := facts{Stranded: 2, RefusedAfterHeal: 1, Crashed: []string{"warren-1: exit status 2"}, RPC: &rpcVerdict{Requests: 3, Unanswered: []uint64{7}},
+		Upgrade: &upgradeVerdict{Upgraded: 2, Machine: 3}, Nodes: 3}
+	f.apply(&v)
+
+	dir := t.TempDir()
+	if err := writeHistoryFile(filepath.Join(dir, historyFile), h, f); err != nil {
+		t.Fatal(err)
+	}
+	again, err := checkRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.String() != v.String() {
+		t.Errorf("offline verdict differs:\n%s\nwant:\n%s", again, v)
+	}
+	var out, errOut bytes.Buffer
+	if st := checkExit([]string{dir}, &out, &errOut); st != 1 || strings.TrimSpace(out.String()) != v.String() {
+		t.Errorf("jepsen check: status %d, output\n%s\nstderr %s", st, out.String(), errOut.String())
+	}
+	if st := checkExit([]string{filepath.Join(dir, "missing")}, &out, &errOut); st != 2 {
+		t.Errorf("jepsen check of a directory without a history: status %d, want 2", st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, historyFile)); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -59,9 +59,13 @@ func main() {
 }
 
 func mainExit(args []string) int {
+	if len(args) > 0 && args[0] == "check" {
+		return checkExit(args[1:], os.Stdout, os.Stderr)
+	}
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: jepsen [flags]
+       jepsen check RUN_DIR   (judge a run's history.jsonl again, offline)
 
 Starts a Warren cluster of real processes, runs clients against every node
 while breaking the cluster, then checks that no confirmed message was lost,
@@ -326,6 +330,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	}
 	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.dir, "report.json"), b, 0o644)
+	}
+	if err := writeHistoryFile(filepath.Join(cfg.dir, historyFile), w.h, factsOf(v, cfg.nodes)); err != nil {
+		log.Warn("write the history", "err", err)
 	}
 	if f, err := os.Create(filepath.Join(cfg.dir, "history.tsv")); err == nil {
 		if err := w.h.writeTSV(f); err != nil {
