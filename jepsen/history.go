@@ -49,7 +49,7 @@ type delivery struct {
 // ackOutcome is what the client knows of a delivery's ack. AMQP acks are
 // not answered, so an ack the client wrote is known to have reached the
 // broker only once a later round trip on its channel completed (the
-// broker reads a channel's frames in order): a clean close of the
+// broker reads a connection's frames in order): a clean close of the
 // connection, or the next basic.get's answer.
 type ackOutcome string
 
