@@ -289,9 +289,11 @@ func (h *history) check() verdict {
 	for id, r := range h.msgs {
 		published := !r.published.IsZero()
 		if published && !r.confirmed.IsZero() {
-			d := r.confirmed.Sub(r.published)
+			// Wall clock only (Round(0)), as the history file keeps
+			// it: the verdict offline is the same.
+			d := r.confirmed.Round(0).Sub(r.published.Round(0))
 			wait = append(wait, d)
-			if slowest == 0 || d > slowestWait {
+			if slowest == 0 || d > slowestWait || d == slowestWait && id < slowest {
 				slowest, slowestWait = id, d
 			}
 		}
