@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -13,38 +12,88 @@ import (
 
 // history is what the clients saw: every message published (each with its
 // own ID, never republished), which of them the broker confirmed, and
-// every delivery. The checker judges the broker from it alone.
+// every delivery, with the queue it came from, its redelivered flag and
+// what became of its ack. The checker judges the broker from it alone.
 type history struct {
 	mu   sync.Mutex
 	next uint64
 	msgs map[uint64]*record
-	// deadLettering are the queues whose messages are dead-lettered
-	// at-least-once (workload.expiring).
-	deadLettering map[string]bool
+	// deadLetterTo maps each queue whose messages are dead-lettered
+	// at-least-once (workload.expiring) to its dead-letter queue
+	// (workload.dead): its messages must come from there.
+	deadLetterTo map[string]string
+	// unobserved says what the run could not observe (a listing that
+	// failed, a drain that did not finish): a run that could not look
+	// cannot be judged clean.
+	unobserved []string
 }
 
 // record is one message's story.
 type record struct {
-	queue, via  string // the queue, the node it was published through
-	published   time.Time
-	confirmed   time.Time // zero unless acked
-	deliveries  []delivery
-	redelivered int // deliveries flagged redelivered
+	queue, via string // the queue, the node it was published through
+	published  time.Time
+	confirmed  time.Time // zero unless acked
+	deliveries []delivery
 }
 
-// delivery is one delivery of a message: when, and through which node.
+// delivery is one delivery of a message: from which queue, when, through
+// which node, whether flagged redelivered, and its ack's outcome.
 type delivery struct {
+	queue       string
 	at          time.Time
 	via         string
 	redelivered bool
+	ack         ackOutcome
 }
 
-func newHistory(deadLettering []string) *history {
-	h := &history{msgs: make(map[uint64]*record), deadLettering: map[string]bool{}}
-	for _, q := range deadLettering {
-		h.deadLettering[q] = true
+// ackOutcome is what the client knows of a delivery's ack. AMQP acks are
+// not answered, so an ack the client wrote is known to have reached the
+// broker only once a later round trip on its channel completed (the
+// broker reads a connection's frames in order): a clean close of the
+// connection, or the next basic.get's answer.
+type ackOutcome string
+
+const (
+	// ackNone: no ack was attempted.
+	ackNone ackOutcome = ""
+	// ackFailed: the client could not send the ack (its channel or
+	// connection had gone): the broker must deliver the message again.
+	ackFailed ackOutcome = "failed"
+	// ackUnconfirmed: the ack was sent, but the connection was lost
+	// before a later round trip showed the broker had read it. The
+	// message may come again, flagged redelivered, or not.
+	ackUnconfirmed ackOutcome = "unconfirmed"
+	// ackOK: the ack was sent and the broker read it: the message must
+	// never be delivered again.
+	ackOK ackOutcome = "ok"
+)
+
+// sent reports whether the ack left the client: the broker may have
+// taken it.
+func (a ackOutcome) sent() bool { return a == ackUnconfirmed || a == ackOK }
+
+// deliveryRef names one delivery in a history, for settling its ack.
+type deliveryRef struct {
+	id uint64
+	n  int
+}
+
+// newHistory makes an empty history; deadLetterTo maps each queue that
+// dead-letters to its dead-letter queue.
+func newHistory(deadLetterTo map[string]string) *history {
+	h := &history{msgs: make(map[uint64]*record), deadLetterTo: map[string]string{}}
+	for q, dlq := range deadLetterTo {
+		h.deadLetterTo[q] = dlq
 	}
 	return h
+}
+
+// unobservable records that the run could not observe something, which
+// fails the run.
+func (h *history) unobservable(format string, args ...any) {
+	h.mu.Lock()
+	h.unobserved = append(h.unobserved, fmt.Sprintf(format, args...))
+	h.mu.Unlock()
 }
 
 // awaitingDeadLetters counts the messages confirmed to a dead-lettering
@@ -55,7 +104,7 @@ func (h *history) awaitingDeadLetters() int {
 	defer h.mu.Unlock()
 	n := 0
 	for _, r := range h.msgs {
-		if h.deadLettering[r.queue] && !r.confirmed.IsZero() && len(r.deliveries) == 0 {
+		if h.deadLetterTo[r.queue] != "" && !r.confirmed.IsZero() && len(r.deliveries) == 0 {
 			n++
 		}
 	}
@@ -80,20 +129,55 @@ func (h *history) confirm(id uint64) {
 	h.mu.Unlock()
 }
 
-// deliver records a delivery through node via; an ID no producer handed
-// out gets a record of its own, without a publish.
-func (h *history) deliver(id uint64, via string, redelivered bool) {
+// deliver records a delivery from queue through node via, not acked yet;
+// an ID no producer handed out gets a record of its own, without a
+// publish. The reference settles the ack (acked).
+func (h *history) deliver(id uint64, queue, via string, redelivered bool) deliveryRef {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	r := h.msgs[id]
 	if r == nil {
 		r = &record{}
 		h.msgs[id] = r
 	}
-	r.deliveries = append(r.deliveries, delivery{at: time.Now(), via: via, redelivered: redelivered})
-	if redelivered {
-		r.redelivered++
+	r.deliveries = append(r.deliveries, delivery{queue: queue, at: time.Now(), via: via, redelivered: redelivered})
+	return deliveryRef{id, len(r.deliveries) - 1}
+}
+
+// acked records the outcome of the ack of the deliveries refs.
+func (h *history) acked(outcome ackOutcome, refs ...deliveryRef) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ref := range refs {
+		if r := h.msgs[ref.id]; r != nil && ref.n < len(r.deliveries) {
+			r.deliveries[ref.n].ack = outcome
+		}
 	}
-	h.mu.Unlock()
+}
+
+// acks follows one channel's acks: each ack sent is unconfirmed until a
+// later round trip on the channel shows the broker read it (roundTrip).
+type acks struct {
+	h       *history
+	pending []deliveryRef
+}
+
+// ack acks d, recorded as ref, and records the outcome.
+func (a *acks) ack(d interface{ Ack(bool) error }, ref deliveryRef) error {
+	if err := d.Ack(false); err != nil {
+		a.h.acked(ackFailed, ref)
+		return err
+	}
+	a.h.acked(ackUnconfirmed, ref)
+	a.pending = append(a.pending, ref)
+	return nil
+}
+
+// roundTrip records that a round trip on the channel completed after the
+// acks sent so far: the broker read them.
+func (a *acks) roundTrip() {
+	a.h.acked(ackOK, a.pending...)
+	a.pending = a.pending[:0]
 }
 
 // deliveredCount is the number of deliveries so far, for telling when the
@@ -145,12 +229,22 @@ type verdict struct {
 	// queue whose majority is down waits as long as the fault lasts); a
 	// slowest wait far beyond the faults' length is worth a look.
 	ConfirmWait waits `json:"confirm_wait"`
-	// Lost were confirmed and never delivered; Unexpected were delivered
-	// and never published; Unflagged came again without the redelivered
-	// flag. Each is a defect.
+	// Lost were confirmed (or delivered, so the queue had them) and
+	// never delivered with an ack sent; Unexpected were delivered and
+	// never published; Duplicated were delivered again after an ack the
+	// broker had read; Unflagged came again, before any such ack, without
+	// the redelivered flag; Misrouted were delivered from a queue other
+	// than the one they were published to (or, dead-lettered, its
+	// dead-letter queue). Each is a defect.
 	Lost       []uint64 `json:"lost"`
 	Unexpected []uint64 `json:"unexpected"`
+	Duplicated []uint64 `json:"duplicated"`
 	Unflagged  []uint64 `json:"unflagged"`
+	Misrouted  []uint64 `json:"misrouted"`
+	// Unobserved says what the run could not observe (a listing that
+	// failed, a drain that did not finish): the verdict cannot vouch for
+	// it, so the run fails.
+	Unobserved []string `json:"unobserved,omitempty"`
 	// Crashed lists the nodes' exits that the harness did not ask for:
 	// each is a defect (a panic or a fatal error is at the end of that
 	// node's log).
@@ -173,67 +267,106 @@ type waits struct {
 	Slowest string  `json:"slowest,omitempty"`
 }
 
-func (v verdict) ok() bool {
-	return len(v.Lost) == 0 && len(v.Unexpected) == 0 && len(v.Unflagged) == 0 && v.Stranded == 0 && v.RefusedAfterHeal == 0 &&
-		len(v.Crashed) == 0 &&
-		(v.RPC == nil || v.RPC.ok()) && (v.Upgrade == nil || v.Upgrade.ok())
+// defective reports whether the history shows a defect.
+func (v verdict) defective() bool {
+	return len(v.Lost)+len(v.Unexpected)+len(v.Duplicated)+len(v.Unflagged)+len(v.Misrouted) > 0 ||
+		v.Stranded > 0 || v.RefusedAfterHeal > 0 || len(v.Crashed) > 0 ||
+		(v.RPC != nil && !v.RPC.ok()) || (v.Upgrade != nil && !v.Upgrade.ok())
 }
+
+// ok reports whether the run passed: no defect, and nothing it could not
+// observe.
+func (v verdict) ok() bool { return !v.defective() && len(v.Unobserved) == 0 }
 
 // check judges the history, once every client has stopped.
 func (h *history) check() verdict {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var v verdict
+	v := verdict{Unobserved: slices.Clone(h.unobserved)}
 	var wait []time.Duration
 	var slowest uint64
 	var slowestWait time.Duration
 	for id, r := range h.msgs {
 		published := !r.published.IsZero()
 		if published && !r.confirmed.IsZero() {
-			d := r.confirmed.Sub(r.published)
+			// Wall clock only (Round(0)), as the history file keeps
+			// it: the verdict offline is the same.
+			d := r.confirmed.Round(0).Sub(r.published.Round(0))
 			wait = append(wait, d)
-			if slowest == 0 || d > slowestWait {
+			if slowest == 0 || d > slowestWait || d == slowestWait && id < slowest {
 				slowest, slowestWait = id, d
 			}
 		}
 		if published {
 			v.Attempted++
 		}
-		if len(r.deliveries) > 0 {
+		delivered := len(r.deliveries) > 0
+		if delivered {
 			v.Delivered++
 			v.Deliveries += len(r.deliveries)
 		}
+		ackSent := slices.ContainsFunc(r.deliveries, func(d delivery) bool { return d.ack.sent() })
 		switch {
 		case !published:
 			v.Unexpected = append(v.Unexpected, id)
+			continue
 		case !r.confirmed.IsZero():
 			v.Confirmed++
-			if len(r.deliveries) == 0 {
-				v.Lost = append(v.Lost, id)
-			}
 		default:
 			v.Indeterminate++
-			if len(r.deliveries) > 0 {
+			if delivered {
 				v.IndeterminateDelivered++
 			}
 		}
-		if h.deadLettering[r.queue] && len(r.deliveries) > 0 {
-			v.DeadLettered++
-			// Copies the dead-letter queue received more than once come
-			// unflagged; a copy's own redeliveries are flagged.
-			if copies := len(r.deliveries) - 1 - r.redelivered; copies > 0 {
-				v.DeadLetterCopies += copies
-				continue
-			}
+		// A confirmed message must be taken, and so must one delivered
+		// (the queue had it): the broker hands it out until an ack
+		// reaches it.
+		if (!r.confirmed.IsZero() || delivered) && !ackSent {
+			v.Lost = append(v.Lost, id)
 		}
-		if n := len(r.deliveries); n > 1 {
-			// The first delivery is unflagged; every later one must say
-			// it is a redelivery.
-			if r.redelivered < n-1 {
-				v.Unflagged = append(v.Unflagged, id)
-			} else {
-				v.Redelivered++
+		want := r.queue
+		dlq := h.deadLetterTo[r.queue]
+		if dlq != "" {
+			want = dlq
+		}
+		if slices.ContainsFunc(r.deliveries, func(d delivery) bool { return d.queue != want }) {
+			v.Misrouted = append(v.Misrouted, id)
+		}
+		if dlq != "" && delivered {
+			v.DeadLettered++
+			// At-least-once dead-lettering may publish a message to the
+			// dead-letter queue more than once, each copy a message of
+			// its own there, unflagged; a copy's redeliveries are
+			// flagged. Neither is judged.
+			for _, d := range r.deliveries[1:] {
+				if !d.redelivered {
+					v.DeadLetterCopies++
+				}
 			}
+			continue
+		}
+		if len(r.deliveries) < 2 {
+			continue
+		}
+		// A delivery after an ack the broker read is a duplicate; one
+		// before it is a redelivery, and must say so.
+		acked, duplicated, unflagged := false, false, false
+		for i, d := range r.deliveries {
+			switch {
+			case acked:
+				duplicated = true
+			case i > 0 && !d.redelivered:
+				unflagged = true
+			}
+			acked = acked || d.ack == ackOK
+		}
+		switch {
+		case duplicated:
+			v.Duplicated = append(v.Duplicated, id)
+		case unflagged:
+			v.Unflagged = append(v.Unflagged, id)
+		default:
+			v.Redelivered++
 		}
 	}
 	if len(wait) > 0 {
@@ -246,8 +379,8 @@ func (h *history) check() verdict {
 			}
 		}
 	}
-	for _, ids := range [][]uint64{v.Lost, v.Unexpected, v.Unflagged} {
-		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, ids := range [][]uint64{v.Lost, v.Unexpected, v.Duplicated, v.Unflagged, v.Misrouted} {
+		slices.Sort(ids)
 		for i, id := range ids {
 			if i == 20 {
 				break
@@ -271,9 +404,19 @@ func (h *history) story(id uint64) string {
 		fmt.Fprintf(&b, " confirmed at %s;", ts(r.confirmed))
 	}
 	for _, d := range r.deliveries {
-		fmt.Fprintf(&b, " delivered via %s at %s", d.via, ts(d.at))
+		fmt.Fprintf(&b, " delivered from %s via %s at %s", d.queue, d.via, ts(d.at))
 		if d.redelivered {
 			b.WriteString(" (redelivered)")
+		}
+		switch d.ack {
+		case ackNone:
+			b.WriteString(", not acked")
+		case ackFailed:
+			b.WriteString(", ack failed")
+		case ackUnconfirmed:
+			b.WriteString(", acked (connection lost after)")
+		case ackOK:
+			b.WriteString(", acked")
 		}
 		b.WriteString(";")
 	}
@@ -296,14 +439,19 @@ func (v verdict) String() string {
 	if w.Slowest != "" {
 		fmt.Fprintf(&b, "  slowest: %s\n", w.Slowest)
 	}
-	fmt.Fprintf(&b, "lost (confirmed, never delivered): %d\n", len(v.Lost))
+	fmt.Fprintf(&b, "lost (confirmed or delivered, never delivered and acked): %d\n", len(v.Lost))
 	fmt.Fprintf(&b, "unexpected (delivered, never published): %d\n", len(v.Unexpected))
+	fmt.Fprintf(&b, "duplicated (delivered again after an ack the broker read): %d\n", len(v.Duplicated))
 	fmt.Fprintf(&b, "unflagged redeliveries: %d\n", len(v.Unflagged))
+	fmt.Fprintf(&b, "misrouted (delivered from another queue than published to): %d\n", len(v.Misrouted))
 	fmt.Fprintf(&b, "stranded (unacknowledged, no consumer, 10 s after the end): %d\n", v.Stranded)
 	fmt.Fprintf(&b, "refused after healing (publishes nacked or unconfirmed): %d\n", v.RefusedAfterHeal)
 	fmt.Fprintf(&b, "nodes that exited without being asked: %d", len(v.Crashed))
 	for _, c := range v.Crashed {
 		fmt.Fprintf(&b, "\n  %s", c)
+	}
+	for _, u := range v.Unobserved {
+		fmt.Fprintf(&b, "\ncould not observe %s", u)
 	}
 	for _, s := range v.Stories {
 		fmt.Fprintf(&b, "\n  %s", s)

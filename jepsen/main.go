@@ -4,8 +4,11 @@
 // paused processes, graceful stops, links cut with nftables, operators'
 // leadership and membership commands), heals it, drains the queues and
 // checks what the clients saw: no confirmed message lost, none delivered
-// that was never published, and every repeated delivery flagged
-// redelivered. It exits 1 when the history shows a defect.
+// that was never published or from another queue, none delivered again
+// after an ack the broker read, and every other repeated delivery flagged
+// redelivered. It exits 1 when the history shows a defect, 2 when it could
+// not observe everything it checks. `jepsen check RUN_DIR` judges a run's
+// history again, offline.
 //
 //	go run ./jepsen --duration 2m --faults kill,pause,partition --ops rebalance,drain
 package main
@@ -59,15 +62,20 @@ func main() {
 }
 
 func mainExit(args []string) int {
+	if len(args) > 0 && args[0] == "check" {
+		return checkExit(args[1:], os.Stdout, os.Stderr)
+	}
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: jepsen [flags]
+       jepsen check RUN_DIR   (judge a run's history.jsonl again, offline)
 
 Starts a Warren cluster of real processes, runs clients against every node
 while breaking the cluster, then checks that no confirmed message was lost,
 none was invented and every repeated delivery was flagged redelivered.
 Exit status: 0 the history is correct, 1 it shows a defect, 2 the run could
-not be made (bad flags, the cluster did not start).
+not be made (bad flags, the cluster did not start) or could not observe
+everything it checks (the verdict says what).
 
 Flags:
 `)
@@ -111,8 +119,17 @@ Flags:
 		return 2
 	}
 	fmt.Println(v)
-	if !v.ok() {
+	return exitStatus(v)
+}
+
+// exitStatus is the exit status for a verdict: 1 for a defect, 2 when
+// there is none but the run could not observe everything, else 0.
+func exitStatus(v verdict) int {
+	switch {
+	case v.defective():
 		return 1
+	case !v.ok():
+		return 2
 	}
 	return 0
 }
@@ -205,7 +222,11 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 		w.expiring = append(w.expiring, fmt.Sprintf("jepsen-expiring-%d", i))
 		w.dead = append(w.dead, fmt.Sprintf("jepsen-dead-%d", i))
 	}
-	w.h = newHistory(w.expiring)
+	deadLetterTo := map[string]string{}
+	for i, q := range w.expiring {
+		deadLetterTo[q] = w.dead[i]
+	}
+	w.h = newHistory(deadLetterTo)
 	for i := 0; i < cfg.single; i++ {
 		w.single = append(w.single, fmt.Sprintf("jepsen-single-%d", i))
 	}
@@ -268,6 +289,8 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	consumers.Wait()
 	if drainErr != nil {
 		n.note("drain: %v", drainErr)
+		// Messages still in a queue would read as lost: say why instead.
+		w.h.unobservable("every message: %v", drainErr)
 	}
 
 	n.note("publishing through every node to every queue, %d rounds %s apart", afterwardsRounds, afterwardsPause)
@@ -279,7 +302,11 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	// The cluster's own account of the queues, for the post-mortem, once
 	// the consumers' last settlements are in: with every consumer gone,
 	// a message still unacknowledged after that is stranded.
-	listing, stranded := settledListing(ctx, c, cfg.warrenctl, 10*time.Second)
+	listing, stranded, listErr := settledListing(ctx, c, cfg.warrenctl, 10*time.Second)
+	if listErr != nil {
+		n.note("list queues: %v", listErr)
+		w.h.unobservable("the stranded messages: %v", listErr)
+	}
 	if stranded > 0 {
 		n.note("%d messages still unacknowledged in queues without consumers", stranded)
 	}
@@ -314,6 +341,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.dir, "report.json"), b, 0o644)
 	}
+	if err := writeHistoryFile(filepath.Join(cfg.dir, historyFile), w.h, factsOf(v, cfg.nodes)); err != nil {
+		log.Warn("write the history", "err", err)
+	}
 	if f, err := os.Create(filepath.Join(cfg.dir, "history.tsv")); err == nil {
 		if err := w.h.writeTSV(f); err != nil {
 			log.Warn("write the history", "err", err)
@@ -321,11 +351,6 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 		f.Close()
 	}
 	log.Info("done", "report", filepath.Join(cfg.dir, "report.json"), "ok", v.ok())
-	if drainErr != nil && v.ok() {
-		// Messages still in a queue would be reported lost by a checker
-		// that stopped here; say why instead.
-		return v, drainErr
-	}
 	return v, nil
 }
 
@@ -368,42 +393,53 @@ func drain(ctx context.Context, c *cluster, w *workload, limit time.Duration) er
 
 // settledListing is warrenctl's list of queues once no queue without
 // consumers holds unacknowledged messages, or after wait; stranded counts
-// those left then.
-func settledListing(ctx context.Context, c *cluster, warrenctl string, wait time.Duration) (lines []string, stranded int) {
+// those left then. err says why the last listing could not be read: then
+// stranded is unknown, not zero.
+func settledListing(ctx context.Context, c *cluster, warrenctl string, wait time.Duration) (lines []string, stranded int, err error) {
 	deadline := time.Now().Add(wait)
 	for {
-		out, err := c.ctl(ctx, warrenctl, "list", "queues")
+		var out string
+		out, err = c.ctl(ctx, warrenctl, "list", "queues")
 		if err == nil {
 			lines = strings.Split(out, "\n")
-			stranded = unackedWithoutConsumers(lines)
+			stranded, err = unackedWithoutConsumers(lines)
 		}
 		if (err == nil && stranded == 0) || time.Now().After(deadline) {
-			return lines, stranded
+			return lines, stranded, err
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 }
 
 // unackedWithoutConsumers adds up the UNACKED column of the queues whose
-// CONSUMERS column is 0 in warrenctl's list of queues.
-func unackedWithoutConsumers(lines []string) int {
+// CONSUMERS column is 0 in warrenctl's list of queues; a listing without
+// those columns, or with a row it cannot read, is an error.
+func unackedWithoutConsumers(lines []string) (int, error) {
 	if len(lines) == 0 {
-		return 0
+		return 0, errors.New("an empty listing")
 	}
 	head := strings.Fields(lines[0])
 	unacked, consumers := slices.Index(head, "UNACKED"), slices.Index(head, "CONSUMERS")
 	if unacked < 0 || consumers < 0 {
-		return 0
+		return 0, fmt.Errorf("no UNACKED and CONSUMERS columns in %q", lines[0])
 	}
 	total := 0
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
-		if len(f) <= max(unacked, consumers) || f[consumers] != "0" {
+		if len(f) == 0 {
 			continue
 		}
-		if n, err := strconv.Atoi(f[unacked]); err == nil {
-			total += n
+		if len(f) <= max(unacked, consumers) {
+			return 0, fmt.Errorf("a row without its UNACKED or CONSUMERS column: %q", l)
 		}
+		if f[consumers] != "0" {
+			continue
+		}
+		n, err := strconv.Atoi(f[unacked])
+		if err != nil {
+			return 0, fmt.Errorf("UNACKED %q: %w", f[unacked], err)
+		}
+		total += n
 	}
-	return total
+	return total, nil
 }

@@ -224,17 +224,23 @@ func awaitConfirms(capacity int, confirm func(id uint64)) (pending chan<- confir
 	return ch, finished
 }
 
+// queued is a delivery and the queue it came from.
+type queued struct {
+	queue string
+	amqp091.Delivery
+}
+
 // consume takes every queue's messages through nd until ctx ends,
-// recording each delivery before acking it.
+// recording each delivery, the queue it came from, and its ack's outcome.
 func (w *workload) consume(ctx context.Context, nd *node) {
 	for ctx.Err() == nil {
 		conn, ch, err := w.dial(nd)
 		if err == nil {
 			err = ch.Qos(32, 0, false)
 		}
-		var merged chan amqp091.Delivery
+		var merged chan queued
 		if err == nil {
-			merged = make(chan amqp091.Delivery)
+			merged = make(chan queued)
 			var wg sync.WaitGroup
 			for _, q := range w.consumed() {
 				var ds <-chan amqp091.Delivery
@@ -245,7 +251,7 @@ func (w *workload) consume(ctx context.Context, nd *node) {
 				go func() {
 					defer wg.Done()
 					for d := range ds {
-						merged <- d
+						merged <- queued{q, d}
 					}
 				}()
 			}
@@ -258,6 +264,7 @@ func (w *workload) consume(ctx context.Context, nd *node) {
 			sleep(ctx, 500*time.Millisecond)
 			continue
 		}
+		a := acks{h: w.h}
 	loop:
 		for {
 			select {
@@ -267,11 +274,15 @@ func (w *workload) consume(ctx context.Context, nd *node) {
 				if !ok {
 					break loop
 				}
-				w.h.deliver(w.messageID(d.Body), nd.name, d.Redelivered)
-				d.Ack(false)
+				ref := w.h.deliver(w.messageID(d.Body), d.queue, nd.name, d.Redelivered)
+				a.ack(d, ref)
 			}
 		}
-		conn.Close()
+		// A clean close is a round trip after every ack: the broker read
+		// them all.
+		if conn.Close() == nil {
+			a.roundTrip()
+		}
 		for range merged { // let the forwarding goroutines end
 		}
 	}
@@ -347,19 +358,23 @@ func (w *workload) burst(ctx context.Context, ch *amqp091.Channel, nd *node, q s
 }
 
 // getAll empties queues through ch with basic.get, recording each
-// message before acking it, until a get or an ack fails.
+// message, the queue it came from and its ack's outcome, until a get or
+// an ack fails.
 func (w *workload) getAll(ctx context.Context, ch *amqp091.Channel, nd *node, queues []string) error {
+	a := acks{h: w.h}
 	for _, q := range queues {
 		for ctx.Err() == nil {
 			d, ok, err := ch.Get(q, false)
 			if err != nil {
 				return fmt.Errorf("get from %s: %w", q, err)
 			}
+			// The answer came after every earlier ack on the channel.
+			a.roundTrip()
 			if !ok {
 				break
 			}
-			w.h.deliver(w.messageID(d.Body), nd.name, d.Redelivered)
-			if err := d.Ack(false); err != nil {
+			ref := w.h.deliver(w.messageID(d.Body), q, nd.name, d.Redelivered)
+			if err := a.ack(d, ref); err != nil {
 				return fmt.Errorf("ack on %s: %w", q, err)
 			}
 		}
