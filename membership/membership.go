@@ -27,6 +27,10 @@ type Meta struct {
 	// cancelled on a node keep their messages while it is up, and a node
 	// that restarted (its channels gone) is another boot.
 	Boot string `json:"boot,omitempty"`
+	// Previous are the node's boots before this one, oldest first (a
+	// few): after the whole cluster restarted, no node saw another's
+	// earlier start end, and this tells them it did.
+	Previous []string `json:"previous,omitempty"`
 	// Leaving is announced just before a graceful leave: memberlist
 	// reports a goodbye and a failure alike, and the metadata group must
 	// tell a node that left for good from one that may come back.

@@ -192,6 +192,15 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 	c.hib = &hibernator{c: c}
 	c.members = &queueMembership{c: c}
 	c.failover = newFailover(c)
+	previous, err := recordBoot(dataDir, c.boot)
+	if err != nil {
+		c.log.Warn("could not record this start's boot; consumers of earlier starts may keep their messages until the disconnected timeout", "err", err)
+	}
+	for _, p := range previous {
+		// This node's own earlier starts are over: their consumers'
+		// messages return once a member here leads (boots.go).
+		c.failover.noteGone(replica.BootOf(c.self, p))
+	}
 	c.rec = newReconciler(c)
 	c.mux = transport.NewMux(addr, c.pool, log.With("component", "transport"))
 	c.mux.Register(c.grpc)
@@ -244,7 +253,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 		gossipAddr = "127.0.0.1:0"
 	}
 	c.gossip, err = membership.Start(membership.Config{
-		Meta:          membership.Meta{Name: c.self, AMQP: amqpAddr, Internal: addr, Gossip: gossipAddr, Version: cfg.Version, Boot: c.boot, QueueMachine: c.queueMachine()},
+		Meta:          membership.Meta{Name: c.self, AMQP: amqpAddr, Internal: addr, Gossip: gossipAddr, Version: cfg.Version, Boot: c.boot, Previous: previous, QueueMachine: c.queueMachine()},
 		BindAddr:      gossipAddr,
 		SecretKey:     cfg.GossipKey,
 		ProbeInterval: cfg.ProbeInterval,

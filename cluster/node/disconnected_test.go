@@ -19,6 +19,12 @@ func withDisconnectedTimeout(d time.Duration) amqp091.Table {
 // holdFive has a consumer on m take five messages of queue and hold them.
 func holdFive(t *testing.T, m, publisher *nodetest.Member, queue string) {
 	t.Helper()
+	holdFiveOn(t, m, publisher, queue)
+}
+
+// holdFiveOn is holdFive, and returns the holder's channel.
+func holdFiveOn(t *testing.T, m, publisher *nodetest.Member, queue string) *amqp091.Channel {
+	t.Helper()
 	ch := m.Channel()
 	if err := ch.Qos(5, 0, false); err != nil {
 		t.Fatal(err)
@@ -35,6 +41,7 @@ func holdFive(t *testing.T, m, publisher *nodetest.Member, queue string) {
 			t.Fatal("the holder got fewer than five")
 		}
 	}
+	return ch
 }
 
 // TestKilledConsumerNodeHoldsForTheDisconnectedTimeout: the messages a

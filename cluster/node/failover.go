@@ -70,6 +70,7 @@ func (f *failover) event(ev membership.Event) (restarted bool) {
 		return false
 	}
 	restartedFrom := f.noteBoot(ev)
+	defer f.previousGone(ev) // after a restart seen happen is handled
 	if ev.Kind == membership.Failed || ev.Kind == membership.Departed || restartedFrom != "" {
 		// Its channels are gone, or cut off: what its consumers held
 		// goes back to the queues, at once or, for a node that may only
@@ -194,8 +195,9 @@ type goneStarts struct {
 // messages wait out the disconnected timeout instead.
 const maxGoneStarts = 4096
 
-// noteGone records that node start (replica.BootOf) is over.
-func (f *failover) noteGone(start string) {
+// noteGone records that node start (replica.BootOf) is over, and reports
+// whether that is news.
+func (f *failover) noteGone(start string) (news bool) {
 	tag := replica.NodeTag(start)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -204,7 +206,7 @@ func (f *failover) noteGone(start string) {
 		g.tags = make(map[uint32]struct{})
 	}
 	if _, ok := g.tags[tag]; ok {
-		return
+		return false
 	}
 	if len(g.order) >= maxGoneStarts {
 		delete(g.tags, g.order[0])
@@ -212,6 +214,27 @@ func (f *failover) noteGone(start string) {
 	}
 	g.tags[tag] = struct{}{}
 	g.order = append(g.order, tag)
+	return true
+}
+
+// previousGone lets go of what the consumers of the earlier starts a
+// node announces (membership.Meta.Previous) hold, the ones this node did
+// not see end: after the whole cluster restarted, none saw the others'
+// (boots.go). Unlike a restart seen happen, this says nothing of the
+// node's current start, whose members may lead already.
+func (f *failover) previousGone(ev membership.Event) {
+	for _, p := range ev.Member.Previous {
+		if p == "" || p == ev.Member.Boot {
+			continue
+		}
+		start := replica.BootOf(ev.Member.Name, p)
+		if !f.noteGone(start) {
+			continue
+		}
+		for _, r := range f.c.host.all() {
+			r.NodeGone(start, false)
+		}
+	}
 }
 
 // startGone reports whether the node start whose replica.NodeTag is tag is
