@@ -10,12 +10,16 @@ import (
 )
 
 // connectionAdmin answers for this node's client connections and its
-// status.
+// status, a cluster member's (c set) or a standalone node's.
 type connectionAdmin struct {
-	c *clusterNode
+	c *clusterNode // nil on a standalone node
 	b *broker.Broker
 	n *Node
 }
+
+// running reports whether the node serves clients: a standalone node
+// always, a member once it is ready.
+func (a connectionAdmin) running() bool { return a.c == nil || a.c.ready(a.b) }
 
 func (a connectionAdmin) NodeStatus() admin.NodeStatus {
 	dir, err := filepath.Abs(a.n.cfg.DataDir)
@@ -23,7 +27,7 @@ func (a connectionAdmin) NodeStatus() admin.NodeStatus {
 		dir = a.n.cfg.DataDir
 	}
 	payloads := a.n.cfg.Broker.Replica.Payloads
-	st := admin.NodeStatus{Started: a.n.started, DataDir: dir, AMQPListen: a.n.AMQPAddr().String(), Running: a.c.ready(a.b),
+	st := admin.NodeStatus{Started: a.n.started, DataDir: dir, AMQPListen: a.n.AMQPAddr().String(), Running: a.running(),
 		PayloadCache: payloads.Used(), PayloadCacheLimit: payloads.Limit()}
 	for _, c := range a.n.Connections() {
 		st.Connections++

@@ -50,24 +50,28 @@ func (a groupAdmin) Queues(vhost string, counts bool) []admin.QueueInfo {
 		out[i] = info
 	}
 	if counts {
-		// Each count may ask the queue's leader, and wait for it up to
-		// the forwarder's stats timeout when it cannot be reached (its
-		// node just died): ask them all at once, so that the listing
-		// takes one such wait, not one per queue.
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, maxCountCalls)
-		for i, q := range qs {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				st := q.Engine.Stats()
-				out[i].Ready, out[i].Unacked, out[i].Consumers = uint64(st.Ready), uint64(st.Unacked), int(st.Consumers)
-				out[i].DeadLettered, out[i].Delayed = uint64(st.DeadLettered), uint64(st.Delayed)
-			})
-		}
-		wg.Wait()
+		fillCounts(out, qs)
 	}
 	return out
+}
+
+// fillCounts sets each queue's message and consumer counts. Each count
+// may ask the queue's leader, and wait for it up to the forwarder's stats
+// timeout when it cannot be reached (its node just died): they are asked
+// all at once, so that the listing takes one such wait, not one per queue.
+func fillCounts(out []admin.QueueInfo, qs []broker.QueueSummary) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxCountCalls)
+	for i, q := range qs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			st := q.Engine.Stats()
+			out[i].Ready, out[i].Unacked, out[i].Consumers = uint64(st.Ready), uint64(st.Unacked), int(st.Consumers)
+			out[i].DeadLettered, out[i].Delayed = uint64(st.DeadLettered), uint64(st.Delayed)
+		})
+	}
+	wg.Wait()
 }
 
 // maxCountCalls bounds the queue counts Queues asks for at once.

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 
 	"google.golang.org/grpc"
 
-	"github.com/warrenmq/warren/amqp/server"
-	"github.com/warrenmq/warren/amqp/wire"
 	"github.com/warrenmq/warren/cluster/admin"
 	"github.com/warrenmq/warren/cluster/rpc"
 	"github.com/warrenmq/warren/membership"
@@ -31,6 +28,7 @@ var errNotClustered = admin.Invalid("this node is standalone, not a cluster memb
 
 // standaloneAdmin is a standalone node's admin backend.
 type standaloneAdmin struct {
+	connectionAdmin // client connections and the node's status (admin_connections.go)
 	policyAdmin     // policies (admin_policies.go)
 	accessAdmin     // users, vhosts, permissions (access.go)
 	entityAdmin     // exchanges, bindings, queue operations (entities.go)
@@ -43,6 +41,7 @@ type standaloneAdmin struct {
 func newStandaloneAdmin(n *Node, addr, version string) *standaloneAdmin {
 	b := n.broker
 	return &standaloneAdmin{
+		connectionAdmin: connectionAdmin{b: b, n: n},
 		policyAdmin:     policyAdmin{b: b},
 		accessAdmin:     accessAdmin{b: b},
 		entityAdmin:     entityAdmin{b: b},
@@ -73,11 +72,9 @@ func (a *standaloneAdmin) Queues(vhost string, counts bool) []admin.QueueInfo {
 		rec := q.Record
 		out[i] = admin.QueueInfo{Vhost: rec.Vhost, Name: rec.Name, Type: rec.Type,
 			Leader: standaloneName, Members: []string{standaloneName}, Online: []string{standaloneName}}
-		if counts {
-			st := q.Engine.Stats()
-			out[i].Ready, out[i].Unacked, out[i].Consumers = uint64(st.Ready), uint64(st.Unacked), int(st.Consumers)
-			out[i].DeadLettered, out[i].Delayed = uint64(st.DeadLettered), uint64(st.Delayed)
-		}
+	}
+	if counts {
+		fillCounts(out, qs)
 	}
 	return out
 }
@@ -107,31 +104,6 @@ func (a *standaloneAdmin) Grow(context.Context, string, string, string, string, 
 }
 func (a *standaloneAdmin) Shrink(context.Context, string) ([]string, error) {
 	return nil, errNotClustered
-}
-
-func (a *standaloneAdmin) NodeStatus() admin.NodeStatus {
-	dir, err := filepath.Abs(a.n.cfg.DataDir)
-	if err != nil {
-		dir = a.n.cfg.DataDir
-	}
-	payloads := a.n.cfg.Broker.Replica.Payloads
-	st := admin.NodeStatus{Started: a.n.started, DataDir: dir, AMQPListen: a.n.AMQPAddr().String(), Running: true,
-		PayloadCache: payloads.Used(), PayloadCacheLimit: payloads.Limit()}
-	for _, c := range a.n.Connections() {
-		st.Connections++
-		st.Channels += len(c.Channels)
-	}
-	return st
-}
-
-func (a *standaloneAdmin) Connections() []server.ConnectionInfo { return a.n.Connections() }
-
-func (a *standaloneAdmin) CloseConnections(f server.ConnectionFilter, reason string) []server.ClosedConnection {
-	closed := a.n.server.CloseMatching(f, wire.Errorf(wire.ConnectionForced, "%s", reason))
-	for _, c := range closed {
-		a.n.log.Info("closed a client connection by an operator's request", "connection", c.Name, "user", c.User, "vhost", c.Vhost, "reason", reason)
-	}
-	return closed
 }
 
 // adminPort is a standalone node's admin service.
