@@ -118,20 +118,7 @@ func TestStoreWatchPicksUpARotation(t *testing.T) {
 	defer cancel()
 	go s.Watch(ctx, 10*time.Millisecond)
 
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", s.ServerConfig(tls.RequireAndVerifyClientCert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go io.Copy(c, c) // echo
-		}
-	}()
+	ln := listen(t, s, func(c net.Conn) { io.Copy(c, c) }) // echo
 	dial := func() (*tls.Conn, *x509.Certificate) {
 		t.Helper()
 		c, err := tls.Dial("tcp", ln.Addr().String(), s.NodeClientConfig())
@@ -176,23 +163,10 @@ func TestServerRefusesPlainTCPAndStrangers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", s.ServerConfig(tls.RequireAndVerifyClientCert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				c.(*tls.Conn).Handshake()
-				c.Close()
-			}()
-		}
-	}()
+	ln := listen(t, s, func(c net.Conn) {
+		c.(*tls.Conn).Handshake()
+		c.Close()
+	})
 	// A client of another CA: it refuses our server, and ours would
 	// refuse it.
 	if c, err := tls.Dial("tcp", ln.Addr().String(), stranger.NodeClientConfig()); err == nil {
@@ -224,4 +198,26 @@ func TestServerRefusesPlainTCPAndStrangers(t *testing.T) {
 	if n > 0 && string(buf[:4]) == "AMQP" {
 		t.Fatal("plain TCP got a protocol header back")
 	}
+}
+
+// listen serves TLS with s's material, requiring client certificates, and
+// hands each accepted connection to serve on a goroutine of its own. The
+// listener closes when the test ends.
+func listen(t *testing.T, s *Store, serve func(net.Conn)) net.Listener {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", s.ServerConfig(tls.RequireAndVerifyClientCert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+	return ln
 }

@@ -113,13 +113,9 @@ func (s *Store) read() (*material, string, error) {
 		return nil, "", err
 	}
 	cert.Leaf = leaf
-	cas, err := ReadCertificates(s.files.CA)
+	pool, err := readPool(s.files.CA)
 	if err != nil {
-		return nil, "", fmt.Errorf("load the CA bundle: %w", err)
-	}
-	pool := x509.NewCertPool()
-	for _, c := range cas {
-		pool.AddCert(c)
+		return nil, "", err
 	}
 	return &material{cert: &cert, leaf: leaf, pool: pool}, stamp, nil
 }
@@ -206,13 +202,9 @@ func (s *Store) Pool() *x509.CertPool { return s.cur.Load().pool }
 // presents files' client certificate when it has one (without, the
 // operator sends a user's password instead).
 func OperatorClientConfig(files Files) (*tls.Config, error) {
-	cas, err := ReadCertificates(files.CA)
+	pool, err := readPool(files.CA)
 	if err != nil {
-		return nil, fmt.Errorf("read the CA bundle: %w", err)
-	}
-	pool := x509.NewCertPool()
-	for _, c := range cas {
-		pool.AddCert(c)
+		return nil, err
 	}
 	cfg := &tls.Config{
 		MinVersion:         tls.VersionTLS12,
@@ -230,4 +222,17 @@ func OperatorClientConfig(files Files) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// readPool reads a PEM CA bundle into a pool.
+func readPool(path string) (*x509.CertPool, error) {
+	cas, err := ReadCertificates(path)
+	if err != nil {
+		return nil, fmt.Errorf("load the CA bundle: %w", err)
+	}
+	pool := x509.NewCertPool()
+	for _, c := range cas {
+		pool.AddCert(c)
+	}
+	return pool, nil
 }
