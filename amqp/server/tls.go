@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"strings"
 )
 
 // LoginFrom says which part of a client certificate names the user that
@@ -36,7 +35,7 @@ func ParseLoginFrom(s string) (LoginFrom, error) {
 func certUser(cert *x509.Certificate, from LoginFrom) string {
 	switch from {
 	case LoginFromDistinguishedName:
-		return distinguishedName(cert)
+		return cert.Subject.String() // RFC 4514, most specific first: "CN=alice,O=Example"
 	case LoginFromSubjectAltName:
 		switch {
 		case len(cert.DNSNames) > 0:
@@ -49,37 +48,6 @@ func certUser(cert *x509.Certificate, from LoginFrom) string {
 		return ""
 	}
 	return cert.Subject.CommonName
-}
-
-// distinguishedName renders the subject most specific part first, the
-// order RabbitMQ's rabbit_ssl:peer_cert_subject prints.
-func distinguishedName(cert *x509.Certificate) string {
-	rdns := cert.Subject.ToRDNSequence()
-	parts := make([]string, 0, len(rdns))
-	for i := len(rdns) - 1; i >= 0; i-- {
-		for _, atv := range rdns[i] {
-			parts = append(parts, fmt.Sprintf("%s=%v", attrName(atv.Type.String()), atv.Value))
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-func attrName(oid string) string {
-	switch oid {
-	case "2.5.4.3":
-		return "CN"
-	case "2.5.4.10":
-		return "O"
-	case "2.5.4.11":
-		return "OU"
-	case "2.5.4.6":
-		return "C"
-	case "2.5.4.7":
-		return "L"
-	case "2.5.4.8":
-		return "ST"
-	}
-	return oid
 }
 
 // startTLS completes the TLS handshake of a connection accepted on an
