@@ -24,7 +24,7 @@ const (
 	maxLoginDelay      = 5 * time.Second
 	loginFailureMemory = 10 * time.Minute
 	// maxFailureRecords bounds the throttle's memory under a spray of
-	// source addresses; past it, the oldest half is forgotten.
+	// source addresses; past it, records are forgotten (forgetOldest).
 	maxFailureRecords = 1 << 16
 )
 
@@ -121,25 +121,16 @@ func (t *loginThrottle) succeeded(addr net.Addr) {
 	t.mu.Unlock()
 }
 
-// forgetOldest drops expired records, then, if that freed too little,
-// every record older than the median age.
+// forgetOldest drops expired records and, if that freed too little
+// (addresses spraying failures), every record: the throttle starts over
+// rather than grow.
 func (t *loginThrottle) forgetOldest(now time.Time) {
 	for k, f := range t.failures {
 		if now.Sub(f.last) > loginFailureMemory {
 			delete(t.failures, k)
 		}
 	}
-	if len(t.failures) < maxFailureRecords/2 {
-		return
-	}
-	var total time.Duration
-	for _, f := range t.failures {
-		total += now.Sub(f.last)
-	}
-	mean := total / time.Duration(len(t.failures))
-	for k, f := range t.failures {
-		if now.Sub(f.last) >= mean {
-			delete(t.failures, k)
-		}
+	if len(t.failures) >= maxFailureRecords/2 {
+		clear(t.failures)
 	}
 }
