@@ -150,7 +150,8 @@ func prove(ctx context.Context, method string) (context.Context, error) {
 		leaf = info.State.VerifiedChains[0][0]
 	}
 	if leaf != nil {
-		if name, ok := pki.NodeName(leaf); ok && hasUsage(leaf, x509.ExtKeyUsageClientAuth) {
+		// The handshake verified the chain for client authentication.
+		if name, ok := pki.NodeName(leaf); ok {
 			return context.WithValue(ctx, callerKey{}, Caller{Node: name}), nil
 		}
 	}
@@ -162,15 +163,6 @@ func prove(ctx context.Context, method string) (context.Context, error) {
 		c.CertUser = leaf.Subject.CommonName
 	}
 	return context.WithValue(ctx, callerKey{}, c), nil
-}
-
-func hasUsage(cert *x509.Certificate, want x509.ExtKeyUsage) bool {
-	for _, u := range cert.ExtKeyUsage {
-		if u == want || u == x509.ExtKeyUsageAny {
-			return true
-		}
-	}
-	return len(cert.ExtKeyUsage) == 0
 }
 
 // RequireNode refuses an RPC unless its caller is node name (or the port
