@@ -235,9 +235,9 @@ func (a *accessControl) hasUsers() bool {
 	return len(a.users) > 0
 }
 
-// permitted reports whether user has any permission on vhost: what
+// Permitted reports whether user has any permission on vhost: what
 // opening it takes.
-func (a *accessControl) permitted(user, vhost string) bool {
+func (a *accessControl) Permitted(user, vhost string) bool {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	_, ok := a.perms[permKey{user, vhost}]

@@ -76,7 +76,7 @@ func (t *vhostTable) OpenVhost(u *User, name string) (*Vhost, error) {
 
 func (t *vhostTable) vhostFor(u *User, name string) (v *Vhost, ok, allowed bool) {
 	v = t.vhost(name)
-	return v, v != nil, t.b.accessControl.permitted(u.Name, name)
+	return v, v != nil, t.b.accessControl.Permitted(u.Name, name)
 }
 
 // AddVhost creates a vhost whose durable queues declared without

@@ -27,7 +27,4 @@ func (o operators) Tags(user string, from net.Addr) ([]string, bool) {
 	return u.Tags, true
 }
 
-func (o operators) CanAccessVhost(user, vhost string) bool {
-	_, err := o.b.OpenVhost(&broker.User{Name: user}, vhost)
-	return err == nil
-}
+func (o operators) CanAccessVhost(user, vhost string) bool { return o.b.Permitted(user, vhost) }
