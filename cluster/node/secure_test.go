@@ -305,7 +305,8 @@ func TestOperatorTags(t *testing.T) {
 	}
 	testwait.For(t, 10*time.Second, "the users to reach node 0", func() bool {
 		_, err := admin.ListUsers(as("watcher", "watch-pass"), &adminpb.ListUsersRequest{})
-		return err == nil
+		_, err2 := admin.ListUsers(as("boss", "boss-pass"), &adminpb.ListUsersRequest{})
+		return err == nil && err2 == nil
 	})
 	if _, err := admin.DeleteUser(as("watcher", "watch-pass"), &adminpb.UserRequest{Name: "boss"}); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("a monitoring user deleted a user: %v", err)

@@ -35,9 +35,9 @@ func TestOperatorCredentials(t *testing.T) {
 	if code, _, errOut := warrenctl(t, "--node", node, "list", "users"); code != exitFailure {
 		t.Fatalf("plaintext against a TLS port: exit %d: %s", code, errOut)
 	}
-	testwait.For(t, 10*time.Second, "the users to reach the node", func() bool {
-		code, _, _ := warrenctl(t, "--node", node, "--ca", caPEM, "--user", "watcher", "--password", "watch-pass", "list", "users")
-		return code == exitOK
+	testwait.For(t, 10*time.Second, "both users to reach the node", func() bool {
+		code, out, _ := warrenctl(t, "--node", node, "--ca", caPEM, "--user", "watcher", "--password", "watch-pass", "list", "users")
+		return code == exitOK && strings.Contains(out, "boss")
 	})
 	code, out, errOut := warrenctl(t, "--node", node, "--ca", caPEM, "--cert", watcherCert.Cert, "--key", watcherCert.Key, "list", "users")
 	if code != exitOK || !strings.Contains(out, "boss") {
