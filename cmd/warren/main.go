@@ -109,10 +109,6 @@ func run(args []string) int {
 		log.Info("warren started", "amqp", n.AMQPAddr().String(), "data_dir", cfg.dataDir)
 	}
 
-	if addr := n.AMQPSAddr(); addr != nil {
-		log.Info("serving AMQPS", "addr", addr.String())
-	}
-
 	sigs := make(chan os.Signal, 1)
 	// A hang-up re-reads the TLS material (as the files' watcher does
 	// within seconds) and keeps the node running: a daemon's convention,
