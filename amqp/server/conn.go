@@ -50,7 +50,11 @@ type conn struct {
 	closeOnce sync.Once
 	// forced carries a server-initiated close (shutdown) to the reader.
 	forced chan *wire.Error
-	live   *liveReader
+	// closing is set by the first forceClose, so a second close request
+	// (another operator, a retried command) finds the connection gone
+	// rather than closing it twice.
+	closing atomic.Bool
+	live    *liveReader
 
 	// For listings (listing.go): who the connection is, once the
 	// handshake is done; whether a resource alarm holds it; bytes each way.
@@ -121,6 +125,7 @@ func (c *conn) serve() {
 
 // forceClose closes the connection from outside the reader (shutdown).
 func (c *conn) forceClose(e *wire.Error) {
+	c.closing.Store(true)
 	select {
 	case c.forced <- e:
 	default:

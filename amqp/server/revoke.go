@@ -31,12 +31,12 @@ func (s *Server) CloseConnections(user, vhost, reason string) int {
 // CloseMatching closes the open connections f selects with e, oldest
 // first, and returns them. It does not wait for them to go. Connections
 // still in their handshake are left alone: they have no user or vhost
-// yet, and cannot open one that is gone.
+// yet, and cannot open one that is gone; so are those already closing.
 func (s *Server) CloseMatching(f ConnectionFilter, e *wire.Error) []ClosedConnection {
 	var match []*conn
 	for _, c := range s.openConns() {
 		id := c.ident.Load()
-		if id == nil {
+		if id == nil || c.closing.Load() {
 			continue
 		}
 		if (f.User == "" || id.user == f.User) && (f.Vhost == "" || id.vhost == f.Vhost) &&

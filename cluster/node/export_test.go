@@ -5,6 +5,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/proto/memberpb"
 	"github.com/warrenmq/warren/raftq/replica"
 )
@@ -77,4 +78,10 @@ func (n *Node) SeesDraining(node string) bool { return n.cluster.drained(node) }
 func (n *Node) QueueMemberDrained(vhost, name string) bool {
 	r, _, ok := n.localReplica(vhost, name)
 	return ok && r.Drained()
+}
+
+// CloseConnections closes the connections f selects, as an operator's
+// close connection(s) command does on this node.
+func (n *Node) CloseConnections(f server.ConnectionFilter, reason string) []server.ClosedConnection {
+	return connectionAdmin{n: n}.CloseConnections(f, reason)
 }
