@@ -24,7 +24,9 @@ const historyFile = "history.jsonl"
 //   - "confirm": ID, At;
 //   - "deliver": ID, Queue (delivered from), Via, At, Redelivered, Ack
 //     ("", "failed", "unconfirmed" or "ok": ackOutcome);
-//   - "unobserved": What the run could not observe.
+//   - "unobserved": What the run could not observe;
+//   - "leaders": At, Via (the node asked), Leaders (each quorum queue to
+//     the node that node said leads it, "" for none known).
 type event struct {
 	Kind         string            `json:"kind"`
 	ID           uint64            `json:"id,omitempty"`
@@ -36,6 +38,7 @@ type event struct {
 	What         string            `json:"what,omitempty"`
 	DeadLetterTo map[string]string `json:"dead_letter_to,omitempty"`
 	Facts        *facts            `json:"facts,omitempty"`
+	Leaders      map[string]string `json:"leaders,omitempty"`
 }
 
 // facts are the parts of a verdict that do not come from the messages'
@@ -66,7 +69,8 @@ func (f facts) apply(v *verdict) {
 }
 
 // writeHistory writes h and f as JSON lines: the run line, then every
-// message's events in ID order, then what the run could not observe.
+// message's events in ID order, then what the run could not observe, then
+// the leadership samples.
 func writeHistory(w io.Writer, h *history, f facts) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -100,6 +104,11 @@ func writeHistory(w io.Writer, h *history, f facts) error {
 	}
 	for _, u := range h.unobserved {
 		if err := enc.Encode(event{Kind: "unobserved", What: u}); err != nil {
+			return err
+		}
+	}
+	for _, l := range h.leaders {
+		if err := enc.Encode(event{Kind: "leaders", At: l.At, Via: l.Via, Leaders: l.Leaders}); err != nil {
 			return err
 		}
 	}
@@ -156,6 +165,8 @@ func readHistory(r io.Reader) (*history, facts, error) {
 			r.deliveries = append(r.deliveries, delivery{queue: e.Queue, at: e.At, via: e.Via, redelivered: e.Redelivered, ack: e.Ack})
 		case "unobserved":
 			h.unobserved = append(h.unobserved, e.What)
+		case "leaders":
+			h.leaders = append(h.leaders, leaderSample{At: e.At, Via: e.Via, Leaders: e.Leaders})
 		default:
 			return nil, f, fmt.Errorf("line %d: unknown kind %q", n, e.Kind)
 		}

@@ -26,6 +26,9 @@ type history struct {
 	// failed, a drain that did not finish): a run that could not look
 	// cannot be judged clean.
 	unobserved []string
+	// leaders are the nodes' answers to who leads each queue, sampled
+	// every second (leaders.go), for the report; not judged.
+	leaders []leaderSample
 }
 
 // record is one message's story.
