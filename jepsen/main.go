@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -55,6 +56,11 @@ type config struct {
 	// cluster starts on it and the nemesis upgrades the nodes to warren
 	// one at a time while the clients run (upgrade.go).
 	upgradeFrom string
+	// flags are every flag's value as the run was given it, for the
+	// report; live is the terminal's status line, nil to log the
+	// progress instead (progress.go).
+	flags map[string]string
+	live  *liveLine
 }
 
 func main() {
@@ -65,10 +71,14 @@ func mainExit(args []string) int {
 	if len(args) > 0 && args[0] == "check" {
 		return checkExit(args[1:], os.Stdout, os.Stderr)
 	}
+	if len(args) > 0 && args[0] == "report" {
+		return reportExit(args[1:], os.Stdout, os.Stderr)
+	}
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: jepsen [flags]
        jepsen check RUN_DIR   (judge a run's history.jsonl again, offline)
+       jepsen report RUN_DIR  (write a run's index.html again, offline)
 
 Starts a Warren cluster of real processes, runs clients against every node
 while breaking the cluster, then checks that no confirmed message was lost,
@@ -85,7 +95,7 @@ Flags:
 	var faults, ops, extra string
 	fs.StringVar(&cfg.warren, "warren", "bin/warren", "the warren binary")
 	fs.StringVar(&cfg.warrenctl, "warrenctl", "bin/warrenctl", "the warrenctl binary (for the operations)")
-	fs.StringVar(&cfg.dir, "dir", "", "directory for the nodes' data and logs and the report (default: a new one under the system's temporary directory)")
+	fs.StringVar(&cfg.dir, "dir", "", "directory for the nodes' data and logs and the report (default: results/TIME under the working directory)")
 	fs.IntVar(&cfg.nodes, "nodes", 3, "cluster size (3 or 5)")
 	fs.IntVar(&cfg.queues, "queues", 3, "quorum queues the clients use")
 	fs.IntVar(&cfg.sleepy, "sleepy-queues", 2, "more quorum queues used in bursts: every 7-12 s each node publishes a few messages with confirms to one of them, then empties them all with basic.get, so that between bursts they hibernate (--queue-hibernate-after, 5s by default) and each burst wakes them")
@@ -108,7 +118,16 @@ Flags:
 		return 2
 	}
 	cfg.faults, cfg.ops, cfg.extra = split(faults, ","), split(ops, ","), strings.Fields(extra)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.flags = map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { cfg.flags[f.Name] = f.Value.String() })
+	if cfg.live = newLiveLine(os.Stderr); !cfg.live.tty {
+		cfg.live = nil
+	}
+	var logOut io.Writer = os.Stderr
+	if cfg.live != nil {
+		logOut = cfg.live
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	// Ctrl-C ends the run early, still stopping the nodes and removing
 	// the namespaces.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -162,6 +181,13 @@ type report struct {
 	Queues    []string `json:"queues"`
 	Replicas  []string `json:"replicas"`
 	Consumers []string `json:"consumers"`
+	// Flags are the run's flags, every one with its value; Began and
+	// Stopped when the clients started and the producers stopped; OpLog
+	// every operator command as it happened. The report page shows them.
+	Flags   map[string]string `json:"flags,omitempty"`
+	Began   time.Time         `json:"began,omitzero"`
+	Stopped time.Time         `json:"producers_stopped,omitzero"`
+	OpLog   []opRecord        `json:"op_log,omitempty"`
 }
 
 // run makes one run: cluster up, clients and nemesis for the duration,
@@ -182,7 +208,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 		*bin = abs
 	}
 	if cfg.dir == "" {
-		d, err := os.MkdirTemp("", "warren-jepsen-")
+		d, err := filepath.Abs(filepath.Join("results", time.Now().UTC().Format("20060102-150405")))
 		if err != nil {
 			return verdict{}, err
 		}
@@ -251,8 +277,22 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	// nemesis for the duration.
 	consumeCtx, stopConsumers := context.WithCancel(ctx)
 	var consumers, producers sync.WaitGroup
+	began := time.Now()
 	runCtx, stop := context.WithTimeout(ctx, cfg.duration)
 	defer stop()
+	// Leadership is sampled and progress shown until the report is
+	// written.
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	defer watching.Wait()
+	defer stopWatching()
+	if lw, err := newLeaderWatch(c); err != nil {
+		log.Warn("leadership not sampled", "err", err)
+	} else {
+		defer lw.close()
+		watching.Go(func() { lw.run(watchCtx, w.h) })
+	}
+	watching.Go(func() { showProgress(watchCtx, cfg.live, log, began, cfg.duration, c, w, n) })
 	for i, nd := range c.nodes {
 		consumers.Add(1)
 		go func() { defer consumers.Done(); w.consume(consumeCtx, nd) }()
@@ -274,6 +314,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	}
 	n.run(runCtx)
 	producers.Wait()
+	stopped := time.Now()
 	if len(n.faults) > 0 {
 		n.note("faults applied: %s", n.countLine())
 	}
@@ -329,7 +370,8 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 			n.note("after the upgrade: %s", b)
 		}
 	}
-	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, FaultLog: n.records, FaultCounts: n.counts, Verdict: v, Queues: listing}
+	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, FaultLog: n.records, FaultCounts: n.counts, Verdict: v, Queues: listing,
+		Flags: cfg.flags, Began: began, Stopped: stopped, OpLog: n.opLog}
 	for _, q := range w.all() {
 		if out, err := c.ctl(ctx, cfg.warrenctl, "quorum", "status", q); err == nil {
 			rep.Replicas = append(rep.Replicas, strings.Split(out, "\n")...)
@@ -338,6 +380,8 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 			rep.Consumers = append(rep.Consumers, strings.Split(out, "\n")...)
 		}
 	}
+	stopWatching()
+	watching.Wait()
 	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.dir, "report.json"), b, 0o644)
 	}
@@ -350,7 +394,10 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 		}
 		f.Close()
 	}
-	log.Info("done", "report", filepath.Join(cfg.dir, "report.json"), "ok", v.ok())
+	if err := writeReportPage(cfg.dir, rep, w.h, v); err != nil {
+		log.Warn("write the report page", "err", err)
+	}
+	log.Info("done", "report", filepath.Join(cfg.dir, reportPage), "ok", v.ok())
 	return v, nil
 }
 

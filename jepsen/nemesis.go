@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,6 +41,15 @@ type faultRecord struct {
 	HealError string    `json:"heal_error,omitempty"`
 }
 
+// opRecord is one operator command as it happened, for the report: the
+// warrenctl arguments, when it ran and why it failed ("" when it did not).
+type opRecord struct {
+	Command string    `json:"command"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Error   string    `json:"error,omitempty"`
+}
+
 // nemesis breaks the cluster on a schedule: a fault on random nodes, held
 // for a random time in [hold/2, hold], then healed, then a pause of the
 // same length; operators' commands (warrenctl) go between.
@@ -59,6 +69,11 @@ type nemesis struct {
 	// each kind were applied, for the report.
 	records []faultRecord
 	counts  map[string]int
+	// opLog is every operator command as it happened, for the report;
+	// inForce names the fault held now ("" between faults), for the
+	// progress line, which reads it from another goroutine.
+	opLog   []opRecord
+	inForce atomic.Pointer[string]
 	// upgradeTo is the new build's binary during a rolling upgrade
 	// (upgrade.go); upgraded counts the nodes moved to it so far.
 	upgradeTo string
@@ -219,6 +234,8 @@ func (n *nemesis) inflict(ctx context.Context, f fault) {
 		what += ": " + shape
 	}
 	n.note("%s", what)
+	n.inForce.Store(&what)
+	defer n.inForce.Store(nil)
 	if err != nil {
 		r.Error = err.Error()
 		n.note("%s failed: %v", what, err)
@@ -297,12 +314,16 @@ func (n *nemesis) operate(ctx context.Context, op string) {
 			sleep(ctx, n.span())
 			continue
 		}
+		rec := opRecord{Command: strings.Join(s, " "), Start: time.Now()}
 		out, err := n.c.ctl(context.Background(), n.warrenctl, s...)
+		rec.End = time.Now()
 		if err != nil {
+			rec.Error = failureLine(out)
 			n.note("warrenctl %s: %v: %s", strings.Join(s, " "), err, failureLine(out))
 		} else {
 			n.note("warrenctl %s: ok", strings.Join(s, " "))
 		}
+		n.opLog = append(n.opLog, rec)
 	}
 }
 
