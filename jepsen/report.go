@@ -156,7 +156,11 @@ func renderReport(w io.Writer, rep report, h *history, v verdict) error {
 		d.Kinds = append(d.Kinds, countRow{k, kinds[k]})
 	}
 	for _, k := range sortedKeys(rep.Flags) {
-		d.Flags = append(d.Flags, countRow{"--" + k, rep.Flags[k]})
+		v := rep.Flags[k]
+		if v == "" {
+			v = "(none)"
+		}
+		d.Flags = append(d.Flags, countRow{"--" + k, v})
 	}
 	for _, r := range rep.FaultLog {
 		row := faultRow{At: clock(r.Start.Sub(from)), Held: fmt.Sprintf("%.1f s", r.End.Sub(r.Start).Seconds()),

@@ -127,31 +127,44 @@ type leaderBand struct {
 	spans []leaderSpan
 }
 
+// leaderViewLasts is how long a node's answer stands for it when it gives
+// no newer one: a node slow to answer (its listing waits on a dead
+// leader's count) still counts, one down soon stops counting.
+const leaderViewLasts = leaderAnswerWithin
+
 // leaderBands turns the samples into each queue's leadership, second by
-// second: in each second the leader is the one most of the nodes asked
-// named, each node counted once, by its latest answer in that second (a
-// known leader over "none" on a tie, then the first name); a second in
-// which no node answered, or most knew no leader, is a gap. Queues are
-// sorted by name.
+// second. In each second every node counts with its latest answer, given
+// in that second or at most leaderViewLasts before its end; the leader is
+// the one most of those answers name (a known leader over "none" on a
+// tie, then the first name). A second in which no node's answer stands,
+// or most name no leader, is a gap. Queues are sorted by name.
 func leaderBands(samples []leaderSample, from time.Time, seconds int) []leaderBand {
 	samples = slices.Clone(samples)
 	slices.SortStableFunc(samples, func(a, b leaderSample) int { return a.At.Compare(b.At) })
+	latest := map[string]leaderSample{}       // node asked to its latest answer
 	views := map[string][]map[string]string{} // queue, second: node asked to the leader it named
-	for _, s := range samples {
-		i := int(s.At.Sub(from) / time.Second)
-		if s.At.Before(from) || i >= seconds {
-			continue
+	next := 0
+	for i := range seconds {
+		end := from.Add(time.Duration(i+1) * time.Second)
+		for ; next < len(samples) && samples[next].At.Before(end); next++ {
+			latest[samples[next].Via] = samples[next]
 		}
-		for q, leader := range s.Leaders {
-			secs := views[q]
-			if secs == nil {
-				secs = make([]map[string]string, seconds)
-				views[q] = secs
+		for via, s := range latest {
+			if end.Sub(s.At) > leaderViewLasts {
+				delete(latest, via)
+				continue
 			}
-			if secs[i] == nil {
-				secs[i] = map[string]string{}
+			for q, leader := range s.Leaders {
+				secs := views[q]
+				if secs == nil {
+					secs = make([]map[string]string, seconds)
+					views[q] = secs
+				}
+				if secs[i] == nil {
+					secs[i] = map[string]string{}
+				}
+				secs[i][via] = leader
 			}
-			secs[i][s.Via] = leader
 		}
 	}
 	var bands []leaderBand

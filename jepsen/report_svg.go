@@ -311,7 +311,7 @@ func (f *figure) legend(all []series, bottom float64) {
 // leadershipChart draws one band per queue, coloured by the node leading
 // it, blank where no leader was known.
 func (f *figure) leadershipChart(bands []leaderBand, nodes []string, faults []faultRecord, ops []opRecord, stopped time.Time) {
-	f.panelTitle("Queue leaders", "the node leading each queue, as most nodes asked that second said; blank: no leader known; hatched: a node named another")
+	f.panelTitle("Queue leaders", "the node leading each queue, as most nodes said (each by its last answer, up to 5 s old); blank: no leader known (a hibernating queue has none); hatched: some node named another")
 	top := f.y
 	bottom := top + float64(max(len(bands), 1))*rowHeight
 	f.shade(top, bottom, faults, ops, stopped)

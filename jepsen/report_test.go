@@ -197,7 +197,13 @@ func TestReportPageShowsFaultsLeadersAndVerdicts(t *testing.T) {
 		}
 		q := e.within(func(p *element) bool { return p.name == "g" && p.class("band") }).attrs["data-queue"]
 		x := e.num("x", t)
-		bands[q] = append(bands[q], span{lead.attrs["data-leader"], x, x + e.num("width", t)})
+		sp := span{lead.attrs["data-leader"], x, x + e.num("width", t)}
+		// A stretch drawn in two pieces (disputed seconds apart) is one.
+		if n := len(bands[q]); n > 0 && bands[q][n-1].leader == sp.leader && abs(bands[q][n-1].x1-sp.x0) < 0.5 {
+			bands[q][n-1].x1 = sp.x1
+			continue
+		}
+		bands[q] = append(bands[q], sp)
 	}
 	if len(bands) != 2 {
 		t.Fatalf("leadership bands for %d queues, want 2: %+v", len(bands), bands)
@@ -208,6 +214,17 @@ func TestReportPageShowsFaultsLeadersAndVerdicts(t *testing.T) {
 	}
 	if abs(q0[0].x1-xOf(9)) > 1 || abs(q0[1].x0-xOf(12)) > 1 || abs(q0[1].x1-xOf(30)) > 1 {
 		t.Errorf("jepsen-0's leaders %+v: want warren-0 until 9 s, nobody until 12 s, warren-1 to the end", q0)
+	}
+	// warren-0's last answer before it was killed (8.3 s) still named
+	// itself when the others named warren-1, until it lapsed.
+	var disputed []float64
+	for _, e := range all {
+		if e.name == "rect" && e.attrs["fill"] == "url(#disputed)" {
+			disputed = append(disputed, e.num("x", t), e.num("x", t)+e.num("width", t))
+		}
+	}
+	if len(disputed) != 2 || abs(disputed[0]-xOf(12)) > 1 || abs(disputed[1]-xOf(13)) > 1 {
+		t.Errorf("disputed stretches at %v, want 12 s to 13 s", disputed)
 	}
 	if q1 := bands["jepsen-1"]; len(q1) != 1 || q1[0].leader != "warren-2" || abs(q1[0].x0-xOf(0)) > 1 {
 		t.Errorf("jepsen-1's leaders %+v, want warren-2 throughout", q1)
@@ -308,8 +325,8 @@ func TestReportCommandRewritesThePage(t *testing.T) {
 			leads++
 		}
 	}
-	if leads != 3 {
-		t.Errorf("offline page has %d leadership spans, want 3", leads)
+	if leads != 4 {
+		t.Errorf("offline page has %d leadership spans, want 4", leads)
 	}
 
 	if code := reportExit([]string{t.TempDir()}, &out, &errOut); code != 2 {
@@ -322,27 +339,39 @@ func TestReportCommandRewritesThePage(t *testing.T) {
 
 // TestLeaderOfASecondIsTheMajorityView: a node cut off from the others
 // may name a stale leader; the band follows most nodes and marks the
-// second disputed; a second where most know no leader is a gap.
+// second disputed. A node's answer stands for it while it gives no newer
+// one, up to leaderViewLasts; a second where most know no leader, or no
+// answer stands, is a gap.
 func TestLeaderOfASecondIsTheMajorityView(t *testing.T) {
 	t0 := time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC)
+	sec := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	sample := func(s int, via, leader string) leaderSample {
-		return leaderSample{At: t0.Add(time.Duration(s)*time.Second + 100*time.Millisecond), Via: via, Leaders: map[string]string{"q": leader}}
+		return leaderSample{At: sec(s).Add(100 * time.Millisecond), Via: via, Leaders: map[string]string{"q": leader}}
 	}
 	samples := []leaderSample{
 		sample(0, "a", "n1"), sample(0, "b", "n1"), sample(0, "c", "n1"),
 		sample(1, "a", "n1"), sample(1, "b", "n2"), sample(1, "c", "n2"), // a, cut off, names the old one
 		sample(2, "a", ""), sample(2, "b", ""), sample(2, "c", "n2"),
-		sample(3, "a", "n2"),
+		sample(3, "a", "n2"), sample(3, "b", "n2"), sample(3, "c", "n2"),
+		// Nobody answers in second 4; b alone answers from 5 to 7.
+		sample(5, "b", "n2"), sample(6, "b", "n2"), sample(7, "b", "n3"),
+		// Then nobody for good.
 	}
-	bands := leaderBands(samples, t0, 4)
+	bands := leaderBands(samples, t0, 16)
 	if len(bands) != 1 {
 		t.Fatalf("bands %+v", bands)
 	}
 	got := bands[0].spans
 	want := []leaderSpan{
-		{from: t0, to: t0.Add(time.Second), leader: "n1"},
-		{from: t0.Add(time.Second), to: t0.Add(2 * time.Second), leader: "n2", disputed: true},
-		{from: t0.Add(3 * time.Second), to: t0.Add(4 * time.Second), leader: "n2"},
+		{from: sec(0), to: sec(1), leader: "n1"},
+		{from: sec(1), to: sec(2), leader: "n2", disputed: true},
+		// Second 2: most know none. Seconds 3 to 6 all name n2, a and c
+		// by their answers of second 3; in second 7 (ending at 8, within
+		// 5 s of 3.1) those still stand against b's n3.
+		{from: sec(3), to: sec(7), leader: "n2"},
+		{from: sec(7), to: sec(8), leader: "n2", disputed: true},
+		// b's last answer stands until 12.1 s: through the second ending at 12.
+		{from: sec(8), to: sec(12), leader: "n3"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("spans\n%+v\nwant\n%+v", got, want)
