@@ -377,3 +377,19 @@ func TestLeaderOfASecondIsTheMajorityView(t *testing.T) {
 		t.Errorf("spans\n%+v\nwant\n%+v", got, want)
 	}
 }
+
+// TestReportOfAnEmptyRun: a run that ended before any client started
+// still gets a page, which says so rather than failing.
+func TestReportOfAnEmptyRun(t *testing.T) {
+	var page bytes.Buffer
+	if err := renderReport(&page, report{}, newHistory(nil), verdict{}); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range parsePage(t, page.Bytes()) {
+		found = found || e.name == "text" && strings.TrimSpace(e.text.String()) == "no leadership samples"
+	}
+	if !found {
+		t.Error("an empty run's page does not say it has no leadership samples")
+	}
+}
