@@ -416,10 +416,10 @@ var faultColours = map[string]string{
 	"pause":         "#d9a400",
 	"alarm":         "#2f9e8f",
 	"partition":     "#8a5cc7",
-	"halves":        "#6f4fb0",
-	"ring":          "#5866c4",
-	"bridge":        "#4a86c5",
-	"oneway":        "#b35cb0",
+	"halves":        "#c0508e",
+	"ring":          "#4a69bd",
+	"bridge":        "#2d8fb5",
+	"oneway":        "#a0703a",
 	"loss":          "#7d8b99",
 }
 
