@@ -51,6 +51,7 @@ svg .after-run { fill: #eef1f4; }
 svg .op-line { stroke: #52606d; stroke-width: 1; stroke-dasharray: 3 3; opacity: .55; }
 svg .op { fill: #3e4c59; } svg .op.failed { fill: var(--fail); }
 svg .fault-label { font-size: 10px; fill: #fff; font-weight: 600; }
+svg .fault-label.outside { font-weight: 600; }
 svg .line { stroke-width: 1.6; fill: none; stroke-linejoin: round; }
 svg .published { stroke: #3b73b9; } svg .confirmed { stroke: #2f9e5b; } svg .delivered { stroke: #9b59b6; stroke-dasharray: 4 2; }
 svg .p50 { stroke: #2f9e5b; } svg .p99 { stroke: #d64545; }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -167,8 +168,14 @@ func (f *figure) faultLane(nodes []string, faults []faultRecord, ops []opRecord,
 			y := top + float64(i)*rowHeight + 2
 			f.raw(`<g class="fault" data-kind="%s" data-node="%s">`, html.EscapeString(r.Kind), html.EscapeString(n))
 			f.rect(x0, y, w, rowHeight-4, title, "rx", "3", "fill", faultColour(r.Kind))
-			if float64(len(r.Kind))*6.2+6 < w {
+			// The kind goes inside its box, else after it when the row
+			// is free up to the next fault on the node.
+			label := float64(len(r.Kind))*6.2 + 6
+			switch {
+			case label < w:
 				f.text(x0+4, y+rowHeight-8, r.Kind, "class", "fault-label")
+			case x0+w+label < f.nextFault(faults, n, r.End):
+				f.text(x0+w+3, y+rowHeight-8, r.Kind, "class", "fault-label outside", "style", "fill: "+faultColour(r.Kind))
 			}
 			f.raw("</g>\n")
 		}
@@ -190,6 +197,18 @@ func (f *figure) faultLane(nodes []string, faults []faultRecord, ops []opRecord,
 			cls, html.EscapeString(o.Command), num(x), num(cy-5), html.EscapeString(title))
 	}
 	f.y = bottom
+}
+
+// nextFault is where the first fault on node after t begins across the
+// figure, or the plot's right edge.
+func (f *figure) nextFault(faults []faultRecord, node string, t time.Time) float64 {
+	next := plotRight
+	for _, r := range faults {
+		if r.Start.After(t) && slices.Contains(r.Nodes, node) {
+			next = min(next, f.x(r.Start))
+		}
+	}
+	return next
 }
 
 // faultTitle is a fault's tooltip: kind, nodes, shape, times, errors.
