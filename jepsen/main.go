@@ -4,9 +4,10 @@
 // paused processes, graceful stops, links cut with nftables, operators'
 // leadership and membership commands), heals it, drains the queues and
 // checks what the clients saw: no confirmed message lost, none delivered
-// that was never published or from another queue, none delivered again
-// after an ack the broker read, and every other repeated delivery flagged
-// redelivered. It exits 1 when the history shows a defect, 2 when it could
+// that was never published, from another queue, with other content than
+// published or out of the order a single active consumer promises, none
+// delivered again after an ack the broker read, and every other repeated
+// delivery flagged redelivered. It exits 1 when the history shows a defect, 2 when it could
 // not observe everything it checks. `jepsen check RUN_DIR` judges a run's
 // history again, offline.
 //
