@@ -41,6 +41,7 @@ func TestChaos(t *testing.T) {
 	cfg := config{
 		warren: filepath.Join(bin, "warren"), warrenctl: filepath.Join(bin, "warrenctl"),
 		dir: runDir(t), nodes: 3, queues: 3, deadLetter: 1, rate: 50,
+		ordered: 1, large: 1, crashEvery: 2 * time.Second, minFaults: -1,
 		duration: 30 * time.Second, hold: 5 * time.Second,
 		faults: faults, ops: []string{"rebalance", "transfer", "drain", "member", "checkpoint"},
 		seed: seed, drainLimit: 2 * time.Minute,
