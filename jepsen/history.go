@@ -527,6 +527,7 @@ func (v verdict) String() string {
 	if w.Slowest != "" {
 		fmt.Fprintf(&b, "  slowest: %s\n", w.Slowest)
 	}
+	fmt.Fprintf(&b, "%s\n", v.Exercised)
 	fmt.Fprintf(&b, "lost (confirmed or delivered, never delivered and acked): %d\n", len(v.Lost))
 	fmt.Fprintf(&b, "unexpected (delivered, never published): %d\n", len(v.Unexpected))
 	fmt.Fprintf(&b, "duplicated (delivered again after an ack the broker read): %d\n", len(v.Duplicated))
@@ -546,7 +547,6 @@ func (v verdict) String() string {
 			fmt.Fprintf(&b, "\n  %s", l)
 		}
 	}
-	fmt.Fprintf(&b, "\n%s", v.Exercised)
 	for _, u := range v.Unobserved {
 		fmt.Fprintf(&b, "\ncould not observe %s", u)
 	}
