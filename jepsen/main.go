@@ -7,9 +7,9 @@
 // that was never published, from another queue, with other content than
 // published or out of the order a single active consumer promises, none
 // delivered again after an ack the broker read, and every other repeated
-// delivery flagged redelivered. It exits 1 when the history shows a defect, 2 when it could
-// not observe everything it checks. `jepsen check RUN_DIR` judges a run's
-// history again, offline.
+// delivery flagged redelivered. It exits 1 when the history shows a
+// defect, 2 when it could not observe everything it checks. `jepsen check
+// RUN_DIR` judges a run's history again, offline.
 //
 //	go run ./jepsen --duration 2m --faults kill,pause,partition --ops rebalance,drain
 package main
