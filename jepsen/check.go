@@ -26,8 +26,10 @@ const historyFile = "history.jsonl"
 //   - "confirm": ID, At;
 //   - "deliver": ID, Queue (delivered from), Via, At, Redelivered, Ack
 //     ("", "failed", "unconfirmed", "ok" or "abandoned": ackOutcome),
-//     Seq (the order the clients took deliveries in) and Corrupt (how
-//     the content differed from what was published);
+//     Seq (the order the clients took deliveries in), Proved (for an ok
+//     ack, the Seq reached when a round trip showed the broker had read
+//     it) and Corrupt (how the content differed from what was
+//     published);
 //   - "unobserved": What the run could not observe.
 type event struct {
 	Kind         string            `json:"kind"`
@@ -40,6 +42,7 @@ type event struct {
 	Channel      string            `json:"channel,omitempty"`
 	Bytes        int               `json:"bytes,omitempty"`
 	Seq          uint64            `json:"seq,omitempty"`
+	Proved       uint64            `json:"proved,omitempty"`
 	Corrupt      string            `json:"corrupt,omitempty"`
 	What         string            `json:"what,omitempty"`
 	DeadLetterTo map[string]string `json:"dead_letter_to,omitempty"`
@@ -144,7 +147,7 @@ func writeHistory(w io.Writer, h *history, f facts) error {
 			evs = append(evs, event{Kind: "confirm", ID: id, At: r.confirmed})
 		}
 		for _, d := range r.deliveries {
-			evs = append(evs, event{Kind: "deliver", ID: id, Queue: d.queue, Via: d.via, At: d.at, Redelivered: d.redelivered, Ack: d.ack, Seq: d.seq, Corrupt: d.corrupt})
+			evs = append(evs, event{Kind: "deliver", ID: id, Queue: d.queue, Via: d.via, At: d.at, Redelivered: d.redelivered, Ack: d.ack, Seq: d.seq, Corrupt: d.corrupt, Proved: d.proved})
 		}
 		for _, e := range evs {
 			if err := enc.Encode(e); err != nil {
@@ -210,7 +213,7 @@ func readHistory(r io.Reader) (*history, facts, error) {
 			rec().confirmed = e.At
 		case "deliver":
 			r := rec()
-			r.deliveries = append(r.deliveries, delivery{queue: e.Queue, at: e.At, via: e.Via, redelivered: e.Redelivered, ack: e.Ack, seq: e.Seq, corrupt: e.Corrupt})
+			r.deliveries = append(r.deliveries, delivery{queue: e.Queue, at: e.At, via: e.Via, redelivered: e.Redelivered, ack: e.Ack, seq: e.Seq, corrupt: e.Corrupt, proved: e.Proved})
 			h.seq = max(h.seq, e.Seq)
 		case "unobserved":
 			h.unobserved = append(h.unobserved, e.What)

@@ -62,6 +62,11 @@ type delivery struct {
 	// corrupt says how the body or headers differed from what was
 	// published (large.go); "" when intact or not checked.
 	corrupt string
+	// proved is, for an ack that is ok, the number of deliveries taken
+	// when the round trip that showed the broker had read it completed:
+	// only deliveries taken after that (seq > proved) came after the
+	// broker knew of the ack. 0 with a legacy history: at once.
+	proved uint64
 }
 
 // ackOutcome is what the client knows of a delivery's ack. AMQP acks are
@@ -195,6 +200,9 @@ func (h *history) acked(outcome ackOutcome, refs ...deliveryRef) {
 	for _, ref := range refs {
 		if r := h.msgs[ref.id]; r != nil && ref.n < len(r.deliveries) {
 			r.deliveries[ref.n].ack = outcome
+			if outcome == ackOK {
+				r.deliveries[ref.n].proved = h.seq
+			}
 		}
 	}
 }
@@ -417,17 +425,22 @@ func (h *history) check() verdict {
 		if len(r.deliveries) < 2 {
 			continue
 		}
-		// A delivery after an ack the broker read is a duplicate; one
-		// before it is a redelivery, and must say so.
+		// A delivery taken after a round trip showed the broker had
+		// read an ack of the message is a duplicate; one before it is a
+		// redelivery (the broker may have sent it before it read the
+		// ack), and must say so.
 		acked, duplicated, unflagged := false, false, false
+		var proved uint64
 		for i, d := range r.deliveries {
 			switch {
-			case acked:
+			case acked && (d.seq > proved || d.seq == 0):
 				duplicated = true
 			case i > 0 && !d.redelivered:
 				unflagged = true
 			}
-			acked = acked || d.ack == ackOK
+			if d.ack == ackOK && (!acked || d.proved < proved) {
+				acked, proved = true, d.proved
+			}
 		}
 		switch {
 		case duplicated:

@@ -329,3 +329,55 @@ func TestInspectLarge(t *testing.T) {
 		}
 	}
 }
+
+// acker stands for a delivery whose ack the client writes without error.
+type acker struct{}
+
+func (acker) Ack(bool) error { return nil }
+
+// TestCheckDuplicateNeedsTheAckProvedFirst: a message taken again after
+// the round trip that showed the broker had read its ack is a duplicate;
+// taken again, flagged, between the ack and that round trip, it is a
+// redelivery (the broker may have sent it before it read the ack), and
+// the verdict survives the history file.
+func TestCheckDuplicateNeedsTheAckProvedFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		proveFirst      bool
+		wantDuplicated  bool
+		wantRedelivered int
+	}{
+		{"taken again after the proof", true, true, 2},
+		{"taken again before the proof", false, false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := cleanHistory()
+			id := h.publish("q", "n0")
+			h.confirm(id)
+			a := acks{h: h}
+			if err := a.ack(acker{}, h.deliver(id, "q", "n1", false)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.proveFirst {
+				a.roundTrip()
+			}
+			h.acked(ackFailed, h.deliver(id, "q", "n1", true))
+			if !tc.proveFirst {
+				a.roundTrip()
+			}
+			dir := t.TempDir()
+			if err := writeHistoryFile(filepath.Join(dir, historyFile), h, facts{}); err != nil {
+				t.Fatal(err)
+			}
+			again, err := checkRun(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []verdict{h.check(), again} {
+				if got := slices.Contains(v.Duplicated, id); got != tc.wantDuplicated || v.Redelivered != tc.wantRedelivered {
+					t.Errorf("duplicated %v (want %v), redelivered %d (want %d):\n%s", got, tc.wantDuplicated, v.Redelivered, tc.wantRedelivered, v)
+				}
+			}
+		})
+	}
+}
