@@ -277,13 +277,16 @@ type queued struct {
 	amqp091.Delivery
 }
 
+// consumerPrefetch is the consumers' basic.qos prefetch count.
+const consumerPrefetch = 32
+
 // consume takes every queue's messages through nd until ctx ends,
 // recording each delivery, the queue it came from, and its ack's outcome.
 func (w *workload) consume(ctx context.Context, nd *node) {
 	for ctx.Err() == nil {
 		conn, ch, err := w.dial(nd)
 		if err == nil {
-			err = ch.Qos(32, 0, false)
+			err = ch.Qos(consumerPrefetch, 0, false)
 		}
 		var merged chan queued
 		if err == nil {
@@ -312,11 +315,24 @@ func (w *workload) consume(ctx context.Context, nd *node) {
 			continue
 		}
 		a := acks{h: w.h}
+		// A basic.qos every second is a round trip that shows the broker
+		// read the acks before it: a message it hands out again after
+		// that is a duplicate (history.check).
+		prove := time.NewTicker(time.Second)
 	loop:
 		for {
 			select {
 			case <-ctx.Done():
 				break loop
+			case <-prove.C:
+				if len(a.pending) == 0 {
+					continue
+				}
+				if err := ch.Qos(consumerPrefetch, 0, false); err != nil {
+					a.pending = a.pending[:0] // unconfirmed: the channel went first
+					break loop
+				}
+				a.roundTrip()
 			case d, ok := <-merged:
 				if !ok {
 					break loop
@@ -326,9 +342,12 @@ func (w *workload) consume(ctx context.Context, nd *node) {
 				a.ack(d, ref)
 			}
 		}
+		prove.Stop()
 		// A clean close is a round trip after every ack: the broker read
-		// them all.
-		if conn.Close() == nil {
+		// them all, unless it had closed the channel (it discards what
+		// comes on a channel it closed).
+		open := !ch.IsClosed()
+		if conn.Close() == nil && open {
 			a.roundTrip()
 		}
 		for range merged { // let the forwarding goroutines end
