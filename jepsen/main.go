@@ -4,11 +4,12 @@
 // paused processes, graceful stops, links cut with nftables, operators'
 // leadership and membership commands), heals it, drains the queues and
 // checks what the clients saw: no confirmed message lost, none delivered
-// that was never published or from another queue, none delivered again
-// after an ack the broker read, and every other repeated delivery flagged
-// redelivered. It exits 1 when the history shows a defect, 2 when it could
-// not observe everything it checks. `jepsen check RUN_DIR` judges a run's
-// history again, offline.
+// that was never published, from another queue, with other content than
+// published or out of the order a single active consumer promises, none
+// delivered again after an ack the broker read, and every other repeated
+// delivery flagged redelivered. It exits 1 when the history shows a
+// defect, 2 when it could not observe everything it checks. `jepsen check
+// RUN_DIR` judges a run's history again, offline.
 //
 //	go run ./jepsen --duration 2m --faults kill,pause,partition --ops rebalance,drain
 package main
@@ -40,6 +41,15 @@ type config struct {
 	queues            int
 	sleepy            int
 	single            int
+	// ordered are single active consumer queues with one producer each,
+	// large queues of multi-frame bodies (order.go, large.go).
+	ordered, large int
+	// crashEvery is about how often each node's crashing consumer drops
+	// its connection (crash.go); 0 for none.
+	crashEvery time.Duration
+	// minFaults is the fewest faults a run must apply; -1 derives it
+	// from the duration and hold (defaultMinFaults).
+	minFaults int
 	// deadLetter is the number of queue pairs that dead-letter
 	// (workload.expiring and workload.dead).
 	deadLetter  int
@@ -100,6 +110,10 @@ Flags:
 	fs.IntVar(&cfg.queues, "queues", 3, "quorum queues the clients use")
 	fs.IntVar(&cfg.sleepy, "sleepy-queues", 2, "more quorum queues used in bursts: every 7-12 s each node publishes a few messages with confirms to one of them, then empties them all with basic.get, so that between bursts they hibernate (--queue-hibernate-after, 5s by default) and each burst wakes them")
 	fs.IntVar(&cfg.single, "single-active-queues", 1, "more quorum queues with a single active consumer (x-single-active-consumer, x-consumer-disconnected-timeout 5 s): produced to and consumed like the others, a consumer on every node and one active; a fault on the active one's node suspends it, and the next takes over after the timeout")
+	fs.IntVar(&cfg.ordered, "ordered-queues", 1, "more single active consumer queues, each with one producer: first deliveries (not flagged redelivered) must come in publish order")
+	fs.IntVar(&cfg.large, "large-queues", 1, "more quorum queues whose bodies (10-60 KB, frame_max 4096) span several frames, with a SHA-256 and headers of every AMQP field type, checked byte for byte on delivery")
+	fs.DurationVar(&cfg.crashEvery, "crash-every", 2*time.Second, "about how often each node's crashing consumer takes a few deliveries, acks some, and drops its TCP connection holding the rest (which must come back flagged redelivered); 0 for none")
+	fs.IntVar(&cfg.minFaults, "min-faults", -1, "fewest faults a run must apply, else it fails as not observed; -1 for duration/(4*hold), at least 1 (0 with no faults)")
 	fs.IntVar(&cfg.deadLetter, "dead-letter-queues", 1, "pairs of quorum queues that dead-letter: the producers publish to the first of each too, whose messages expire after 200 ms with nobody consuming it and are dead-lettered at-least-once to the second, which the consumers empty")
 	fs.IntVar(&cfg.rate, "rate", 100, "messages per second each node's producer publishes")
 	fs.IntVar(&cfg.rpcRate, "rpc-rate", 10, "requests per second each node's RPC client sends: RabbitMQ's request/reply, a client with an exclusive reply queue on its node, requests in the quorum queue "+rpcQueue+" answered by a server on every node, replies published with confirms to the reply queue wherever it lives; 0 for none")
@@ -259,6 +273,13 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	for i := 0; i < cfg.sleepy; i++ {
 		w.sleepy = append(w.sleepy, fmt.Sprintf("jepsen-sleepy-%d", i))
 	}
+	for i := 0; i < cfg.ordered; i++ {
+		w.ordered = append(w.ordered, fmt.Sprintf("jepsen-ordered-%d", i))
+	}
+	for i := 0; i < cfg.large; i++ {
+		w.large = append(w.large, fmt.Sprintf("jepsen-large-%d", i))
+	}
+	w.h.expect = w.expectations(cfg.crashEvery > 0)
 	declareCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = w.declare(declareCtx, c)
 	cancel()
@@ -301,9 +322,13 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 			go func() { defer consumers.Done(); w.bursts(runCtx, consumeCtx, nd, cfg.seed+uint64(i)) }()
 		}
 	}
-	for _, nd := range c.nodes {
+	for i, nd := range c.nodes {
 		producers.Add(1)
-		go func() { defer producers.Done(); w.produce(runCtx, nd) }()
+		go func() { defer producers.Done(); w.produce(runCtx, nd, w.producedBy(i, len(c.nodes))) }()
+		if cfg.crashEvery > 0 {
+			producers.Add(1)
+			go func() { defer producers.Done(); w.crashing(runCtx, nd, cfg.crashEvery, cfg.seed+uint64(100+i)) }()
+		}
 		if w.rpcRate > 0 {
 			// RPC clients send for the duration and take replies until
 			// the drain is over; servers answer until then.
@@ -330,8 +355,6 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	consumers.Wait()
 	if drainErr != nil {
 		n.note("drain: %v", drainErr)
-		// Messages still in a queue would read as lost: say why instead.
-		w.h.unobservable("every message: %v", drainErr)
 	}
 
 	n.note("publishing through every node to every queue, %d rounds %s apart", afterwardsRounds, afterwardsPause)
@@ -344,32 +367,41 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	// the consumers' last settlements are in: with every consumer gone,
 	// a message still unacknowledged after that is stranded.
 	listing, stranded, listErr := settledListing(ctx, c, cfg.warrenctl, 10*time.Second)
+	f := facts{StrandedByQueue: stranded, RefusedAfterHeal: refusedAfter, Crashed: c.crashed(), Nodes: cfg.nodes,
+		Faults: faultOutcomes(n.records), MinFaults: cfg.minFaults}
+	if f.MinFaults < 0 {
+		f.MinFaults = defaultMinFaults(cfg.duration, cfg.hold, len(cfg.faults))
+	}
+	if drainErr != nil {
+		f.DrainError = drainErr.Error()
+	}
 	if listErr != nil {
 		n.note("list queues: %v", listErr)
-		w.h.unobservable("the stranded messages: %v", listErr)
+		f.ListingError = listErr.Error()
 	}
-	if stranded > 0 {
-		n.note("%d messages still unacknowledged in queues without consumers", stranded)
+	for q, k := range stranded {
+		f.Stranded += k
+		if k > 0 {
+			n.note("%d messages still unacknowledged in %s without consumers", k, q)
+		}
 	}
-	v := w.h.check()
 	if w.rpcRate > 0 {
 		rv := w.rpc.check()
-		v.RPC = &rv
+		f.RPC = &rv
 	}
-	v.Stranded = stranded
-	v.RefusedAfterHeal = refusedAfter
-	v.Crashed = c.crashed()
 	if cfg.upgradeFrom != "" {
-		v.Upgrade = &upgradeVerdict{Upgraded: n.upgraded, nodes: cfg.nodes}
+		f.Upgrade = &upgradeVerdict{Upgraded: n.upgraded}
 		var upgraded []string
 		for _, nd := range c.nodes[:n.upgraded] {
 			upgraded = append(upgraded, nd.name)
 		}
-		v.Upgrade.Behind, v.Upgrade.Machine = machinesBehind(ctx, c, cfg.warrenctl, upgraded, w.all())
-		for _, b := range v.Upgrade.Behind {
+		f.Upgrade.Behind, f.Upgrade.Machine = machinesBehind(ctx, c, cfg.warrenctl, upgraded, w.all())
+		for _, b := range f.Upgrade.Behind {
 			n.note("after the upgrade: %s", b)
 		}
 	}
+	v := w.h.check()
+	f.apply(&v)
 	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, FaultLog: n.records, FaultCounts: n.counts, Verdict: v, Queues: listing,
 		Flags: cfg.flags, Began: began, Stopped: stopped, OpLog: n.opLog}
 	for _, q := range w.all() {
@@ -385,7 +417,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.dir, "report.json"), b, 0o644)
 	}
-	if err := writeHistoryFile(filepath.Join(cfg.dir, historyFile), w.h, factsOf(v, cfg.nodes)); err != nil {
+	if err := writeHistoryFile(filepath.Join(cfg.dir, historyFile), w.h, f); err != nil {
 		log.Warn("write the history", "err", err)
 	}
 	if f, err := os.Create(filepath.Join(cfg.dir, "history.tsv")); err == nil {
@@ -440,9 +472,9 @@ func drain(ctx context.Context, c *cluster, w *workload, limit time.Duration) er
 
 // settledListing is warrenctl's list of queues once no queue without
 // consumers holds unacknowledged messages, or after wait; stranded counts
-// those left then. err says why the last listing could not be read: then
-// stranded is unknown, not zero.
-func settledListing(ctx context.Context, c *cluster, warrenctl string, wait time.Duration) (lines []string, stranded int, err error) {
+// those left then, by queue. err says why the last listing could not be
+// read: then stranded is unknown, not zero.
+func settledListing(ctx context.Context, c *cluster, warrenctl string, wait time.Duration) (lines []string, stranded map[string]int, err error) {
 	deadline := time.Now().Add(wait)
 	for {
 		var out string
@@ -451,42 +483,45 @@ func settledListing(ctx context.Context, c *cluster, warrenctl string, wait time
 			lines = strings.Split(out, "\n")
 			stranded, err = unackedWithoutConsumers(lines)
 		}
-		if (err == nil && stranded == 0) || time.Now().After(deadline) {
+		if (err == nil && len(stranded) == 0) || time.Now().After(deadline) {
 			return lines, stranded, err
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 }
 
-// unackedWithoutConsumers adds up the UNACKED column of the queues whose
-// CONSUMERS column is 0 in warrenctl's list of queues; a listing without
-// those columns, or with a row it cannot read, is an error.
-func unackedWithoutConsumers(lines []string) (int, error) {
+// unackedWithoutConsumers is the UNACKED column, by NAME, of the queues
+// whose CONSUMERS column is 0 and UNACKED is not, in warrenctl's list of
+// queues; a listing without those columns, or with a row it cannot read,
+// is an error.
+func unackedWithoutConsumers(lines []string) (map[string]int, error) {
 	if len(lines) == 0 {
-		return 0, errors.New("an empty listing")
+		return nil, errors.New("an empty listing")
 	}
 	head := strings.Fields(lines[0])
-	unacked, consumers := slices.Index(head, "UNACKED"), slices.Index(head, "CONSUMERS")
-	if unacked < 0 || consumers < 0 {
-		return 0, fmt.Errorf("no UNACKED and CONSUMERS columns in %q", lines[0])
+	name, unacked, consumers := slices.Index(head, "NAME"), slices.Index(head, "UNACKED"), slices.Index(head, "CONSUMERS")
+	if name < 0 || unacked < 0 || consumers < 0 {
+		return nil, fmt.Errorf("no NAME, UNACKED and CONSUMERS columns in %q", lines[0])
 	}
-	total := 0
+	stranded := map[string]int{}
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
 		if len(f) == 0 {
 			continue
 		}
-		if len(f) <= max(unacked, consumers) {
-			return 0, fmt.Errorf("a row without its UNACKED or CONSUMERS column: %q", l)
+		if len(f) <= max(name, unacked, consumers) {
+			return nil, fmt.Errorf("a row without its NAME, UNACKED or CONSUMERS column: %q", l)
 		}
 		if f[consumers] != "0" {
 			continue
 		}
 		n, err := strconv.Atoi(f[unacked])
 		if err != nil {
-			return 0, fmt.Errorf("UNACKED %q: %w", f[unacked], err)
+			return nil, fmt.Errorf("UNACKED %q: %w", f[unacked], err)
 		}
-		total += n
+		if n > 0 {
+			stranded[f[name]] += n
+		}
 	}
-	return total, nil
+	return stranded, nil
 }

@@ -234,6 +234,8 @@ func verdictRows(v verdict, h *history) []verdictRow {
 		ids("duplicated", "delivered again after an ack the broker read", v.Duplicated),
 		ids("unflagged redeliveries", "delivered again without the redelivered flag", v.Unflagged),
 		ids("misrouted", "delivered from another queue than published to", v.Misrouted),
+		ids("corrupted", "delivered with a body or headers other than published", v.Corrupted),
+		ids("reordered", "first delivered out of publish order where the queue promises order", v.Reordered),
 		count("stranded", "unacknowledged, no consumer, 10 s after the end", v.Stranded),
 		count("refused after healing", "publishes nacked or unconfirmed once healed and drained", v.RefusedAfterHeal),
 		lines("nodes exited unasked", "a node's process ended without the nemesis asking", v.Crashed),

@@ -294,7 +294,7 @@ func TestReportCommandRewritesThePage(t *testing.T) {
 	dir := t.TempDir()
 	rep, h := handMadeRun(time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC))
 	v := h.check()
-	if err := writeHistoryFile(filepath.Join(dir, historyFile), h, factsOf(v, rep.Nodes)); err != nil {
+	if err := writeHistoryFile(filepath.Join(dir, historyFile), h, facts{Stranded: v.Stranded, Crashed: v.Crashed, Nodes: rep.Nodes}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := json.Marshal(rep)
