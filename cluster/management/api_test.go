@@ -61,6 +61,9 @@ func testAuthentication(t *testing.T, nodes []*apiNode) {
 	expect(t, n.guest(t, "PUT", "/api/vhosts/own", map[string]any{}), http.StatusCreated, "create vhost own")
 	expect(t, n.guest(t, "PUT", "/api/users/mgr", map[string]any{"password": "m", "tags": []string{"management"}}), http.StatusCreated, "create management user")
 	expect(t, n.guest(t, "PUT", "/api/permissions/own/mgr", map[string]any{"configure": ".*", "write": ".*", "read": ".*"}), http.StatusCreated, "grant mgr")
+	eventually(t, "mgr's permissions on node 0", func() bool {
+		return call(t, "GET", n.url+"/api/vhosts/own", "mgr", "m", nil).status == http.StatusOK
+	})
 	vs := call(t, "GET", n.url+"/api/vhosts", "mgr", "m", nil)
 	expect(t, vs, http.StatusOK, "mgr lists vhosts")
 	if names := field(vs.list(t), "name"); !slices.Equal(names, []string{"own"}) {

@@ -148,3 +148,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// seen waits until node n's copy of the metadata shows path (a change
+// is applied on the node that made it first, on the others a moment
+// later).
+func seen(t *testing.T, n *apiNode, path string) {
+	t.Helper()
+	eventually(t, path+" on "+n.Name(), func() bool { return n.guest(t, "GET", path, nil).status == http.StatusOK })
+}

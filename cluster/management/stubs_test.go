@@ -2,10 +2,6 @@ package management_test
 
 import "testing"
 
-func testExchangesAndBindings(t *testing.T, nodes []*apiNode)   {}
-func testAccess(t *testing.T, nodes []*apiNode)                 {}
-func testListingShape(t *testing.T, nodes []*apiNode)           {}
-func testBadInput(t *testing.T, nodes []*apiNode)               {}
 func testClients(t *testing.T, nodes []*apiNode)                {}
 func testDefinitionsAndPolicies(t *testing.T, nodes []*apiNode) {}
 func testHealthChecks(t *testing.T, nodes []*apiNode)           {}
