@@ -23,6 +23,7 @@ func TestManagementAPI(t *testing.T) {
 	t.Run("HealthChecks", func(t *testing.T) { testHealthChecks(t, nodes) })
 	t.Run("Replicas", func(t *testing.T) { testReplicas(t, nodes) })
 	t.Run("Rabbitmqadmin", func(t *testing.T) { testRabbitmqadmin(t, nodes) })
+	t.Run("QuorumCritical", func(t *testing.T) { testQuorumCritical(t, nodes) })
 }
 
 func testAuthentication(t *testing.T, nodes []*apiNode) {
