@@ -156,3 +156,9 @@ func seen(t *testing.T, n *apiNode, path string) {
 	t.Helper()
 	eventually(t, path+" on "+n.Name(), func() bool { return n.guest(t, "GET", path, nil).status == http.StatusOK })
 }
+
+// seen404 waits until node n no longer shows path.
+func seen404(t *testing.T, n *apiNode, path string) {
+	t.Helper()
+	eventually(t, path+" gone on "+n.Name(), func() bool { return n.guest(t, "GET", path, nil).status == http.StatusNotFound })
+}

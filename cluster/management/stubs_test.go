@@ -1,6 +1,0 @@
-package management_test
-
-import "testing"
-
-func testReplicas(t *testing.T, nodes []*apiNode)               {}
-func testRabbitmqadmin(t *testing.T, nodes []*apiNode)          {}
