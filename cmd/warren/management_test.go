@@ -1,0 +1,39 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestManagementAPIOverHTTPS: a node with TLS material serves the
+// management API over HTTPS with its own certificate, so that a client
+// trusting the cluster CA reaches it and a plaintext one does not.
+func TestManagementAPIOverHTTPS(t *testing.T) {
+	p := newTestPKI(t)
+	mgmt := freeAddr(t)
+	startTLSServer(t, p, "WARREN_MANAGEMENT_ADDR="+mgmt)
+	waitListening(t, mgmt)
+
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: p.clientTLS(t, nil)}}
+	req, _ := http.NewRequest("GET", "https://"+mgmt+"/api/whoami", nil)
+	req.SetBasicAuth("guest", "guest")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var who struct{ Name string }
+	if err := json.NewDecoder(resp.Body).Decode(&who); err != nil || resp.StatusCode != http.StatusOK || who.Name != "guest" {
+		t.Fatalf("whoami over HTTPS: %s %v %+v", resp.Status, err, who)
+	}
+
+	plain, err := http.Get("http://" + mgmt + "/api/whoami")
+	if err == nil {
+		plain.Body.Close()
+		if plain.StatusCode < 400 {
+			t.Fatalf("plain HTTP answered %s on the HTTPS port", plain.Status)
+		}
+	}
+}
