@@ -2,7 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,6 +31,16 @@ func TestManagementAPIOverHTTPS(t *testing.T) {
 	var who struct{ Name string }
 	if err := json.NewDecoder(resp.Body).Decode(&who); err != nil || resp.StatusCode != http.StatusOK || who.Name != "guest" {
 		t.Fatalf("whoami over HTTPS: %s %v %+v", resp.Status, err, who)
+	}
+
+	// RabbitMQ's rabbitmqadmin over HTTPS, trusting the cluster CA.
+	if _, err := os.Stat("/usr/bin/rabbitmqadmin"); err == nil {
+		_, port, _ := net.SplitHostPort(mgmt)
+		out, err := exec.Command("/usr/bin/rabbitmqadmin", "--ssl", "--ssl-ca-cert-file", p.node.CA,
+			"-H", "localhost", "-P", port, "-u", "guest", "-p", "guest", "list", "users").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "guest") {
+			t.Fatalf("rabbitmqadmin over HTTPS: %v\n%s", err, out)
+		}
 	}
 
 	plain, err := http.Get("http://" + mgmt + "/api/whoami")
