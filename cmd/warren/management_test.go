@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -49,5 +50,38 @@ func TestManagementAPIOverHTTPS(t *testing.T) {
 		if plain.StatusCode < 400 {
 			t.Fatalf("plain HTTP answered %s on the HTTPS port", plain.Status)
 		}
+	}
+}
+
+// TestManagementAPIOnAStandaloneNode: a node that is not a cluster
+// member answers for itself, over plain HTTP without TLS material.
+func TestManagementAPIOnAStandaloneNode(t *testing.T) {
+	mgmt := freeAddr(t)
+	startServer(t, t.TempDir(), freeAddr(t), "WARREN_MANAGEMENT_ADDR="+mgmt)
+	waitListening(t, mgmt)
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+mgmt+path, strings.NewReader(body))
+		req.SetBasicAuth("guest", "guest")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var sb strings.Builder
+		_, _ = io.Copy(&sb, resp.Body)
+		return resp.StatusCode, sb.String()
+	}
+	if code, body := do("GET", "/api/nodes", ""); code != http.StatusOK || !strings.Contains(body, `"running":true`) {
+		t.Fatalf("nodes: %d %s", code, body)
+	}
+	if code, body := do("PUT", "/api/queues/%2F/solo", `{"durable":true}`); code != http.StatusCreated {
+		t.Fatalf("declare: %d %s", code, body)
+	}
+	if code, body := do("GET", "/api/queues/%2F/solo", ""); code != http.StatusOK || !strings.Contains(body, `"name":"solo"`) {
+		t.Fatalf("queue: %d %s", code, body)
+	}
+	if code, body := do("GET", "/api/overview", ""); code != http.StatusOK || !strings.Contains(body, `"queues":1`) {
+		t.Fatalf("overview: %d %s", code, body)
 	}
 }
