@@ -78,6 +78,16 @@ func testRabbitmqadmin(t *testing.T, n []*apiNode) {
 	admin(n[1], "import", file)
 	seen(t, n[2], "/api/queues/%2F/ra-orders")
 	seen(t, n[2], "/api/bindings/%2F/e/ra-events/q/ra-orders/created")
+	// One vhost's definitions (--vhost), into another vhost.
+	vfile := filepath.Join(t.TempDir(), "vhost.json")
+	admin(n[2], "--vhost=/", "export", vfile)
+	admin(n[2], "declare", "vhost", "name=ra-copy")
+	seen(t, n[0], "/api/vhosts/ra-copy")
+	admin(n[0], "--vhost=ra-copy", "import", vfile)
+	seen(t, n[1], "/api/queues/ra-copy/ra-orders")
+	seen(t, n[1], "/api/bindings/ra-copy/e/ra-events/q/ra-orders/created")
+	admin(n[1], "delete", "vhost", "name=ra-copy")
+
 	admin(n[2], "delete", "queue", "name=ra-orders")
 	admin(n[2], "delete", "exchange", "name=ra-events")
 }

@@ -188,6 +188,7 @@ func (s *Server) routes() {
 	s.route("/api/consumers/{vhost}", methods{"GET": cl.listConsumers})
 
 	s.route("/api/definitions", methods{"GET": df.getDefinitions, "POST": df.postDefinitions})
+	s.route("/api/definitions/{vhost}", methods{"GET": df.getVhostDefinitions, "POST": df.postVhostDefinitions})
 
 	s.route("/api/policies", methods{"GET": df.listPolicies(false)})
 	s.route("/api/policies/{vhost}", methods{"GET": df.listPolicies(false)})
