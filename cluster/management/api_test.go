@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/amqp/server"
 )
 
 // TestManagementAPI drives every endpoint family against one real
@@ -38,6 +41,16 @@ func testAuthentication(t *testing.T, nodes []*apiNode) {
 	if r.header.Get("WWW-Authenticate") == "" {
 		t.Fatal("401 without WWW-Authenticate")
 	}
+
+	// Failed logins slow the next attempts from the address, as over
+	// AMQP: after two, the third waits twice the first delay.
+	call(t, "GET", n.url+"/api/overview", "guest", "wrong", nil)
+	start := time.Now()
+	expectError(t, call(t, "GET", n.url+"/api/overview", "guest", "wrong", nil), http.StatusUnauthorized, "not_authorised", "a guess after failures")
+	if took := time.Since(start); took < 2*server.DefaultLoginFailureDelay {
+		t.Fatalf("a login after failures took %v, want at least %v", took, 2*server.DefaultLoginFailureDelay)
+	}
+	expect(t, n.guest(t, "GET", "/api/whoami", nil), http.StatusOK, "a right login clears the failures")
 
 	// A user without a management tag may not use the API at all.
 	expect(t, n.guest(t, "PUT", "/api/users/plain", map[string]any{"password": "p", "tags": ""}), http.StatusCreated, "create plain user")

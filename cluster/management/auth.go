@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 )
@@ -50,10 +51,20 @@ func (s *Server) authenticate(r *http.Request) (*caller, error) {
 	if !ok {
 		return nil, notAuthorised("Not_Authorized")
 	}
-	tags, ok := s.cfg.Users.CheckPassword(user, pass, remoteAddr(r))
+	from := remoteAddr(r)
+	if d := s.logins.Delay(from); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+	tags, ok := s.cfg.Users.CheckPassword(user, pass, from)
 	if !ok {
+		s.logins.Failed(from)
 		return nil, notAuthorised("Login failed")
 	}
+	s.logins.Succeeded(from)
 	c := &caller{name: user, password: pass, tags: tags}
 	if !c.has("management", "policymaker", "monitoring", "administrator") {
 		return nil, notAuthorised("Not management user")

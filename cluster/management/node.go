@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/node"
 )
 
@@ -30,7 +31,9 @@ func NodeConfig(n *node.Node, version string, self net.Addr, tls bool, log *slog
 		Version:     version,
 		ClusterName: n.ClusterName,
 		Listeners:   listeners,
-		Log:         log,
+		// cmd/warren sets the node's --login-failure-delay.
+		LoginFailureDelay: server.DefaultLoginFailureDelay,
+		Log:               log,
 	}
 }
 

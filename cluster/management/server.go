@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/warrenmq/warren/amqp/server"
 	"github.com/warrenmq/warren/cluster/admin"
 )
 
@@ -30,7 +31,11 @@ type Config struct {
 	// Listeners are the node's listeners, for the overview and the
 	// port and protocol health checks; the management listener included.
 	Listeners []Listener
-	Log       *slog.Logger
+	// LoginFailureDelay slows the next logins from an address after a
+	// failed one, as the AMQP listener does (server.LoginThrottle); 0 is
+	// off.
+	LoginFailureDelay time.Duration
+	Log               *slog.Logger
 }
 
 // Listener is one port the node listens on.
@@ -46,6 +51,8 @@ type Server struct {
 	cfg Config
 	mux router
 	log *slog.Logger
+	// logins throttles failed logins per source address.
+	logins *server.LoginThrottle
 }
 
 // New returns the management API of the node cfg describes.
@@ -56,7 +63,7 @@ func New(cfg Config) *Server {
 	if cfg.ClusterName == nil {
 		cfg.ClusterName = func() string { return "warren" }
 	}
-	s := &Server{cfg: cfg, log: cfg.Log.With("component", "management")}
+	s := &Server{cfg: cfg, log: cfg.Log.With("component", "management"), logins: server.NewLoginThrottle(cfg.LoginFailureDelay)}
 	s.routes()
 	return s
 }

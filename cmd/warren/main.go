@@ -95,7 +95,7 @@ func run(args []string) int {
 		defer stop()
 	}
 	if cfg.managementAddr != "" {
-		stop, err := serveManagement(n, cfg.managementAddr, tlsStore, log)
+		stop, err := serveManagement(n, cfg.managementAddr, tlsStore, cfg.security.loginFailureDelay, log)
 		if err != nil {
 			log.Error("cannot serve the management API", "addr", cfg.managementAddr, "err", err)
 			n.Close(context.Background())

@@ -16,13 +16,15 @@ import (
 
 // serveManagement serves RabbitMQ's management HTTP API for n on addr,
 // over HTTPS with the node's certificate when it has TLS material, until
-// stop.
-func serveManagement(n *node.Node, addr string, tlsStore *pki.Store, log *slog.Logger) (stop func(), err error) {
+// stop; failed logins are slowed as the AMQP listener slows them.
+func serveManagement(n *node.Node, addr string, tlsStore *pki.Store, loginDelay time.Duration, log *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for the management API: %w", err)
 	}
-	api := management.New(management.NodeConfig(n, version, ln.Addr(), tlsStore != nil, log))
+	cfg := management.NodeConfig(n, version, ln.Addr(), tlsStore != nil, log)
+	cfg.LoginFailureDelay = loginDelay
+	api := management.New(cfg)
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	scheme := "http"
 	if tlsStore != nil {
