@@ -89,7 +89,7 @@ func (s exchangeAPI) listExchangeBindings(side string) handlerFunc {
 }
 
 func (s exchangeAPI) listQueueBindings(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if _, err := s.findQueue(r, c); err != nil {
+	if err := s.requireQueue(r, c); err != nil {
 		return err
 	}
 	name := r.PathValue("name")

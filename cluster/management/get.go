@@ -53,7 +53,7 @@ func (s queueAPI) getMessages(w http.ResponseWriter, r *http.Request, c *caller)
 	if err != nil {
 		return err
 	}
-	if _, err := s.findQueue(r, c); err != nil {
+	if err := s.requireQueue(r, c); err != nil {
 		return err
 	}
 	out := []item{}

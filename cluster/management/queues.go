@@ -170,8 +170,7 @@ func (s queueAPI) putQueue(w http.ResponseWriter, r *http.Request, c *caller) er
 	if name == "" {
 		return badRequest("a queue name is required")
 	}
-	_, err = s.findQueue(r, c)
-	isNew := err != nil
+	isNew := s.requireQueue(r, c) != nil
 	if err := s.requireVhost(r.Context(), c, vhost); err != nil {
 		return err
 	}
@@ -187,7 +186,7 @@ func (s queueAPI) putQueue(w http.ResponseWriter, r *http.Request, c *caller) er
 }
 
 func (s queueAPI) deleteQueue(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if _, err := s.findQueue(r, c); err != nil {
+	if err := s.requireQueue(r, c); err != nil {
 		return err
 	}
 	q := r.URL.Query()
@@ -204,7 +203,7 @@ func (s queueAPI) deleteQueue(w http.ResponseWriter, r *http.Request, c *caller)
 }
 
 func (s queueAPI) purgeQueue(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if _, err := s.findQueue(r, c); err != nil {
+	if err := s.requireQueue(r, c); err != nil {
 		return err
 	}
 	err := s.withChannel(r.Context(), c, r.PathValue("vhost"), func(ch *amqp091.Channel) error {
@@ -216,4 +215,25 @@ func (s queueAPI) purgeQueue(w http.ResponseWriter, r *http.Request, c *caller) 
 	}
 	noContent(w)
 	return nil
+}
+
+// requireQueue answers 404 unless the queue a path names exists, without
+// asking its leader for counts: every queue, durable or not, has its
+// binding from the default exchange, which this node's copy of the
+// definitions lists.
+func (s *Server) requireQueue(r *http.Request, c *caller) error {
+	vhost, name := r.PathValue("vhost"), r.PathValue("name")
+	if err := s.requireVhost(r.Context(), c, vhost); err != nil {
+		return err
+	}
+	resp, err := s.cfg.Admin.ListBindings(r.Context(), &adminpb.ListBindingsRequest{Vhost: vhost})
+	if err != nil {
+		return adminError(err)
+	}
+	for _, b := range resp.Bindings {
+		if b.Source == "" && b.DestinationType == "queue" && b.Destination == name {
+			return nil
+		}
+	}
+	return notFound()
 }
