@@ -19,6 +19,7 @@ func TestManagementAPI(t *testing.T) {
 	t.Run("Queues", func(t *testing.T) { testQueues(t, nodes) })
 	t.Run("ExchangesAndBindings", func(t *testing.T) { testExchangesAndBindings(t, nodes) })
 	t.Run("Access", func(t *testing.T) { testAccess(t, nodes) })
+	t.Run("Limits", func(t *testing.T) { testLimits(t, nodes) })
 	t.Run("ListingShape", func(t *testing.T) { testListingShape(t, nodes) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, nodes) })
 	t.Run("Clients", func(t *testing.T) { testClients(t, nodes) })

@@ -160,6 +160,12 @@ func (s *Server) routes() {
 	s.route("/api/users/{user}/permissions", methods{"GET": ac.listUserPermissions})
 	s.route("/api/permissions", methods{"GET": ac.listPermissions})
 	s.route("/api/permissions/{vhost}/{user}", methods{"GET": ac.getPermission, "PUT": ac.putPermission, "DELETE": ac.deletePermission})
+	s.route("/api/vhost-limits", methods{"GET": ac.listLimits("vhost")})
+	s.route("/api/vhost-limits/{vhost}", methods{"GET": ac.listLimits("vhost")})
+	s.route("/api/vhost-limits/{vhost}/{limit}", methods{"PUT": ac.putLimit("vhost"), "DELETE": ac.deleteLimit("vhost")})
+	s.route("/api/user-limits", methods{"GET": ac.listLimits("user")})
+	s.route("/api/user-limits/{user}", methods{"GET": ac.listLimits("user")})
+	s.route("/api/user-limits/{user}/{limit}", methods{"PUT": ac.putLimit("user"), "DELETE": ac.deleteLimit("user")})
 	s.route("/api/topic-permissions", methods{"GET": ac.listTopicPermissions})
 	s.route("/api/topic-permissions/{vhost}/{user}", methods{"GET": ac.getTopicPermission, "PUT": ac.putTopicPermission, "DELETE": ac.getTopicPermission})
 
