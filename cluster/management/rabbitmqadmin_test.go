@@ -51,6 +51,10 @@ func testRabbitmqadmin(t *testing.T, n []*apiNode) {
 	mustShow(admin(n[1], "list", "exchanges"), "amq.topic", "list exchanges")
 	mustShow(admin(n[1], "list", "vhosts"), "/", "list vhosts")
 	mustShow(admin(n[1], "show", "overview"), "object_totals.queues", "show overview")
+	mustShow(admin(n[1], "list", "permissions"), "guest", "list permissions")
+	for _, what := range []string{"channels", "consumers", "policies", "operator_policies", "vhost_limits"} {
+		admin(n[2], "list", what) // each answered, even when empty
+	}
 
 	admin(n[0], "declare", "queue", "name=ra-orders", "queue_type=quorum", "durable=true")
 	admin(n[0], "declare", "exchange", "name=ra-events", "type=direct")
