@@ -90,6 +90,15 @@ func testAuthentication(t *testing.T, nodes []*apiNode) {
 	r = call(t, "PUT", n.url+"/api/queues/%2F/mgr-q", "mgr", "m", map[string]any{"durable": true})
 	expectError(t, r, http.StatusUnauthorized, "not_authorised", "mgr declares in another vhost")
 	expect(t, call(t, "PUT", n.url+"/api/queues/own/mgr-q", "mgr", "m", map[string]any{"durable": true}), http.StatusCreated, "mgr declares in its vhost")
+
+	// A user who may read but not write in / cannot publish there.
+	expect(t, n.guest(t, "PUT", "/api/users/reader", map[string]any{"password": "r", "tags": "management"}), http.StatusCreated, "create reader")
+	expect(t, n.guest(t, "PUT", "/api/permissions/%2F/reader", map[string]any{"configure": "", "write": "", "read": ".*"}), http.StatusCreated, "grant reader")
+	eventually(t, "reader's permissions on node 0", func() bool {
+		return call(t, "GET", n.url+"/api/vhosts/%2F", "reader", "r", nil).status == http.StatusOK
+	})
+	r = call(t, "POST", n.url+"/api/exchanges/%2F/amq.direct/publish", "reader", "r", map[string]any{"routing_key": "k", "payload": "x", "payload_encoding": "string", "properties": map[string]any{}})
+	expectError(t, r, http.StatusUnauthorized, "not_authorised", "publish without write permission")
 }
 
 func testOverviewAndNodes(t *testing.T, nodes []*apiNode) {

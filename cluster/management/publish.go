@@ -30,6 +30,7 @@ func (s exchangeAPI) publish(w http.ResponseWriter, r *http.Request, c *caller) 
 	routed := false
 	err = s.withChannel(r.Context(), c, e.Vhost, func(ch *amqp091.Channel) error {
 		returns := ch.NotifyReturn(make(chan amqp091.Return, 1))
+		closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 		if err := ch.Confirm(false); err != nil {
 			return err
 		}
@@ -42,6 +43,15 @@ func (s exchangeAPI) publish(w http.ResponseWriter, r *http.Request, c *caller) 
 		acked, err := dc.WaitContext(ctx)
 		if err != nil {
 			return unavailable("no confirm from the broker: %v", err)
+		}
+		// A refused publish (no write permission, an internal
+		// exchange) closes the channel; its confirm is then a nack.
+		select {
+		case e := <-closed:
+			if e != nil {
+				return e
+			}
+		default:
 		}
 		// The broker sends a basic.return before its publish's
 		// confirm, and the client hands it over before the confirm.
