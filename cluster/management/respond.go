@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 )
 
@@ -87,7 +88,7 @@ func decodeBody(r *http.Request, v any) error {
 	dec := json.NewDecoder(body)
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
-		if err.Error() == "EOF" {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		return badRequest("malformed JSON body: %v", err)
