@@ -94,6 +94,15 @@ func run(args []string) int {
 		}
 		defer stop()
 	}
+	if cfg.managementAddr != "" {
+		stop, err := serveManagement(n, cfg.managementAddr, tlsStore, cfg.security.loginFailureDelay, log)
+		if err != nil {
+			log.Error("cannot serve the management API", "addr", cfg.managementAddr, "err", err)
+			n.Close(context.Background())
+			return 1
+		}
+		defer stop()
+	}
 	if n.Name() != "" {
 		log.Info("warren started as a cluster member", "node", n.Name(), "amqp", n.AMQPAddr().String(), "internal", n.InternalAddr().String(), "data_dir", cfg.dataDir)
 		go func() {
