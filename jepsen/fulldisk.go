@@ -18,11 +18,12 @@ import (
 // The full-disk fault runs one node's data directory out of space. With
 // the fault selected, the harness mounts a small tmpfs on the data
 // directory of one node (chosen by the seed) before the cluster starts;
-// the fault fills it with a file until a write fails with ENOSPC. Warren
-// either stops (its write-ahead log takes no write after a failed one,
-// and the node exits with an error, not a panic) or raises its disk alarm
-// first, which blocks publishers until the space is back. Either is
-// correct; the schedule says which happened. The exit is expected, not a
+// the fault fills it with a file until a write fails with ENOSPC. With
+// the node's disk alarm on, the alarm blocks publishers until the space
+// is back, and the node may never see a failed write; with it turned off
+// (half the faults, by seed) the node's writes fail, and it must stop:
+// its logs take no write after a failed one, and it exits with an error,
+// not a panic. The schedule says which happened. The exit is expected, not a
 // crash, but a panic in the node's log during the fault is one. Healing
 // removes the file and starts the node again if it stopped: it must come
 // back and lose nothing confirmed.
