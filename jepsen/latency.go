@@ -151,14 +151,23 @@ func (f *latencyFault) apply(seed uint64) error {
 }
 
 // teardown removes the rules, then closes the proxies: the connections
-// through them end, and the nodes dial again, directly.
-func (f *latencyFault) teardown() {
+// through them end, and the nodes dial again, directly. It returns an
+// error if a namespace still holds the rules afterwards.
+func (f *latencyFault) teardown() error {
+	var left []string
 	for _, ns := range f.n.c.lab.ns {
 		exec.Command("ip", "netns", "exec", ns, "nft", "delete", "table", "ip", latencyTable).Run()
+		if exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "ip", latencyTable).Run() == nil {
+			left = append(left, ns)
+		}
 	}
 	for _, p := range f.proxies {
 		p.close()
 	}
+	if len(left) > 0 {
+		return fmt.Errorf("the latency rules are still in %s", strings.Join(left, ", "))
+	}
+	return nil
 }
 
 // heal measures what the fault did, for the schedule, then tears it
@@ -173,11 +182,11 @@ func (f *latencyFault) heal() error {
 	end := time.Now()
 	f.n.note("latency %s: %d node connections through the proxies, %d KiB forwarded; %s; %s",
 		f.plan, conns, bytes>>10, f.handshakes(), f.confirmWaits(end))
-	f.teardown()
+	err := f.teardown()
 	if conns == 0 {
-		return errors.New("no node connection went through the proxies")
+		err = errors.Join(err, errors.New("no node connection went through the proxies"))
 	}
-	return nil
+	return err
 }
 
 // handshakes times a TLS handshake with the second node's internal port
