@@ -81,12 +81,12 @@ type nemesis struct {
 }
 
 // faultNames are the faults newNemesis knows.
-const faultNames = "kill, stop, pause, partition, alarm, halves, ring, bridge, oneway, loss, kill-minority, kill-all"
+const faultNames = "kill, stop, pause, partition, alarm, halves, ring, bridge, oneway, loss, kill-minority, kill-all, latency, full-disk"
 
 // needsLab says whether a fault cuts links, which needs network namespaces.
 func needsLab(fault string) bool {
 	switch fault {
-	case "partition", "halves", "ring", "bridge", "oneway", "loss":
+	case "partition", "halves", "ring", "bridge", "oneway", "loss", "latency":
 		return true
 	}
 	return false
@@ -182,6 +182,10 @@ func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, see
 				}
 				return all
 			})
+		case "latency": // every link between nodes through a delaying proxy (latency.go)
+			f.apply = n.latency
+		case "full-disk": // one node's small data disk filled (fulldisk.go)
+			f.apply = n.fullDisk
 		default:
 			return nil, fmt.Errorf("unknown fault %q (%s)", name, faultNames)
 		}
