@@ -15,12 +15,13 @@ func fakeDataDir(t *testing.T) (string, map[string][]byte) {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string][]byte{
-		"data/wal/00000001.wal":                      append(bytes.Repeat([]byte("record-1 "), 200), make([]byte, 4096)...),
-		"data/wal/00000002.wal":                      append(bytes.Repeat([]byte("record-2 "), 100), make([]byte, 4096)...),
-		"data/quorum/q1/snapshots/2-40-17/state.bin": bytes.Repeat([]byte("state "), 300),
-		"data/quorum/q1/snapshots/2-40-17/meta.json": []byte(`{"Index":40}`),
-		"data/meta/raft.db":                          bytes.Repeat([]byte("bolt "), 300),
-		"data/wal/spare-00000000":                    bytes.Repeat([]byte("spare "), 300),
+		"data/wal/00000001.wal":                             append(bytes.Repeat([]byte("record-1 "), 200), make([]byte, 4096)...),
+		"data/wal/00000002.wal":                             append(bytes.Repeat([]byte("record-2 "), 100), make([]byte, 4096)...),
+		"data/quorum/q1/snapshots/2-40-17/state.bin":        bytes.Repeat([]byte("state "), 300),
+		"data/quorum/q1/snapshots/2-40-17/meta.json":        []byte(`{"Index":40}`),
+		"data/meta/raft.db":                                 bytes.Repeat([]byte("bolt "), 300),
+		"data/quarantine/20261207T000000Z/wal/00000001.wal": bytes.Repeat([]byte("aside "), 300),
+		"data/wal/spare-00000000":                           bytes.Repeat([]byte("spare "), 300),
 	}
 	for rel, b := range files {
 		path := filepath.Join(dir, rel)

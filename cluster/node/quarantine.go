@@ -60,7 +60,14 @@ type quarantined struct {
 	// waiting says why the re-sync has not finished; empty while it
 	// has not been tried.
 	waiting string
+	logged  string // the last reason logged
+	// since is when this start of the node found it quarantined.
+	since time.Time
 }
+
+// quietWait is how long a quarantined group's reasons to wait go
+// unlogged: a node just started knows no leader for a moment.
+const quietWait = 5 * time.Second
 
 // openQuarantine reads the pending list under dataDir, if any.
 func openQuarantine(dataDir string, log *slog.Logger) (*quarantine, error) {
@@ -82,7 +89,7 @@ func openQuarantine(dataDir string, log *slog.Logger) (*quarantine, error) {
 	for sc.Scan() {
 		id, cause, _ := strings.Cut(sc.Text(), "\t")
 		if id != "" {
-			qz.pending[id] = &quarantined{cause: cause}
+			qz.pending[id] = &quarantined{cause: cause, since: time.Now()}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -146,7 +153,7 @@ func (qz *quarantine) add(ids []string, cause error) error {
 	defer qz.mu.Unlock()
 	for _, id := range ids {
 		if qz.pending[id] == nil {
-			qz.pending[id] = &quarantined{cause: cause.Error()}
+			qz.pending[id] = &quarantined{cause: cause.Error(), since: time.Now()}
 		}
 	}
 	err := qz.save()
@@ -256,15 +263,20 @@ func (qz *quarantine) setOpen(id string) {
 }
 
 // wait notes why group id is not re-synced yet, and reports whether that
-// is news (to log it once, not on every try).
+// is news to log (once, not on every try; not in the node's first
+// seconds).
 func (qz *quarantine) wait(id, why string) bool {
 	qz.mu.Lock()
 	defer qz.mu.Unlock()
 	p := qz.pending[id]
-	if p == nil || p.waiting == why {
+	if p == nil {
 		return false
 	}
 	p.waiting = why
+	if p.logged == why || time.Since(p.since) < quietWait {
+		return false
+	}
+	p.logged = why
 	return true
 }
 

@@ -192,7 +192,7 @@ func (r resyncer) openEmpty(q *clusterQueue, id string) string {
 func (r resyncer) metadataWait() string {
 	c := r.c
 	if leader, _ := c.meta.Leader(); leader == "" {
-		return "no metadata leader: a majority of the cluster's nodes is unreachable, so the queue's record and members are not known here yet"
+		return "no metadata leader known: the queue's record and members are not known here yet (is a majority of the cluster's nodes unreachable?)"
 	}
 	return "waiting for this node's metadata to catch up with the leader's"
 }
