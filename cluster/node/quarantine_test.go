@@ -15,6 +15,7 @@ import (
 
 	"github.com/warrenmq/warren/cluster/node"
 	"github.com/warrenmq/warren/cluster/node/nodetest"
+	"github.com/warrenmq/warren/proto/adminpb"
 	"github.com/warrenmq/warren/raftq/testwait"
 )
 
@@ -244,5 +245,46 @@ func TestDamagedLogWithoutMajorityWaits(t *testing.T) {
 		m.Start()
 	}
 	voterEverywhere(t, ms, victim.Name())
+	drainAll(t, victim)
+}
+
+// A member whose latest snapshot fails its checksum, its log intact,
+// quarantines that group alone as it opens: the snapshot's directory is
+// set aside, the member re-syncs, and every confirmed message is there.
+func TestDamagedSnapshotQuarantinesItsGroup(t *testing.T) {
+	t.Parallel()
+	ms, victim := damagedCluster(t)
+	if _, err := adminClient(t, ms[0]).ForceCheckpoint(callCtx(t, time.Minute), &adminpb.ForceCheckpointRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	victim.Stop()
+	states, _ := filepath.Glob(filepath.Join(victim.DataDir(), "quorum", "*", "snapshots", "*", "state.bin"))
+	if len(states) == 0 {
+		t.Fatal("no snapshot on the member after the checkpoint")
+	}
+	slices.Sort(states) // snapshot names begin with the term and index: the latest last
+	latest := states[len(states)-1]
+	b, err := os.ReadFile(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x21
+	if err := os.WriteFile(latest, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	victim.Start()
+	testwait.For(t, 60*time.Second, "the damaged snapshot set aside", func() bool {
+		aside, _ := filepath.Glob(filepath.Join(victim.DataDir(), "quarantine", "*", "*", "snapshots", "*", "state.bin"))
+		return len(aside) > 0
+	})
+	if aside, _ := filepath.Glob(filepath.Join(victim.DataDir(), "quarantine", "*", "wal")); len(aside) != 0 {
+		t.Error("the whole log was set aside for one member's damaged snapshot")
+	}
+	voterEverywhere(t, ms, victim.Name())
+	leader := byName(ms, leaderName(t, ms, "q"))
+	if leader == victim {
+		leader = notNamed(ms, victim.Name())
+	}
+	leader.Stop()
 	drainAll(t, victim)
 }
