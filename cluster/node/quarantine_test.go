@@ -262,15 +262,15 @@ func TestDamagedSnapshotQuarantinesItsGroup(t *testing.T) {
 	if len(states) == 0 {
 		t.Fatal("no snapshot on the member after the checkpoint")
 	}
-	slices.Sort(states) // snapshot names begin with the term and index: the latest last
-	latest := states[len(states)-1]
-	b, err := os.ReadFile(latest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0x21
-	if err := os.WriteFile(latest, b, 0o600); err != nil {
-		t.Fatal(err)
+	for _, state := range states { // the latest among them
+		b, err := os.ReadFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0x21
+		if err := os.WriteFile(state, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	victim.Start()
 	testwait.For(t, 60*time.Second, "the damaged snapshot set aside", func() bool {
