@@ -94,18 +94,18 @@ func (h *replicaHost) open(rec catalog.Queue, cfg replica.Config) (queue.Queue, 
 	var local *replica.Replica // nil if not a member, or quarantined as it opened
 	var restored *sleeper
 	member := slices.Contains(members, h.c.self)
+	if member && h.c.quar.holds(rec.ID) {
+		// Its storage was damaged: it re-syncs before it opens
+		// (resync.go), never as the voter it was, nor as asleep.
+		member = false
+		h.c.quar.wake()
+	}
 	if member && h.c.cfg.HibernateAfter > 0 {
 		// Closed when the group hibernated, and nothing since: it stays
 		// closed until something needs it (hibernate.go).
 		if s, ok := h.c.hib.restored(cfg.WALGroup()); ok {
 			restored = &s
 		}
-	}
-	if member && h.c.quar.holds(rec.ID) {
-		// Its storage was damaged: it re-syncs before it opens
-		// (resync.go), never as the voter it was.
-		member = false
-		h.c.quar.wake()
 	}
 	if member && restored == nil {
 		var err error
