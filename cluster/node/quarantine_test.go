@@ -52,6 +52,17 @@ func damagedCluster(t *testing.T) (ms []*nodetest.Member, victim *nodetest.Membe
 		}
 	}
 	leader := leaderName(t, ms, "q")
+	// Every member holds every entry: the one damaged must have them to
+	// lose them.
+	testwait.For(t, 30*time.Second, "every member's log as long as the leader's", func() bool {
+		want, _ := byName(ms, leader).QueueMember("/", "q")
+		for _, m := range ms {
+			if st, ok := m.QueueMember("/", "q"); !ok || st.LastLogIndex < want.LastLogIndex {
+				return false
+			}
+		}
+		return true
+	})
 	for _, m := range ms {
 		if m.Name() != leader {
 			return ms, m
@@ -90,7 +101,7 @@ func damageLog(t *testing.T, m *nodetest.Member) {
 		}
 		return
 	}
-	t.Fatalf("no segment of %s holds %s", m.Name(), mark)
+	t.Fatalf("no segment in %s holds %s", m.DataDir(), mark)
 }
 
 // drainAll takes every message of q through m and checks that each
@@ -248,6 +259,14 @@ func TestDamagedLogWithoutMajorityWaits(t *testing.T) {
 		t.Fatal("the quarantined member left quarantine with no majority to re-sync from")
 	}
 	t.Logf("waiting: %s", why)
+	// warrenctl status counts the member as quarantined.
+	st, err := adminClient(t, victim).NodeStatus(callCtx(t, 5*time.Second), &adminpb.NodeStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Replicas["quarantined"] != 1 {
+		t.Errorf("node status counts replicas %v, want one quarantined", st.Replicas)
+	}
 
 	for _, m := range others {
 		m.Start()
