@@ -81,7 +81,7 @@ type nemesis struct {
 }
 
 // faultNames are the faults newNemesis knows.
-const faultNames = "kill, stop, pause, partition, alarm, halves, ring, bridge, oneway, loss, kill-minority, kill-all, latency, full-disk"
+const faultNames = "kill, stop, pause, partition, alarm, halves, ring, bridge, oneway, loss, kill-minority, kill-all, latency, full-disk, corrupt"
 
 // needsLab says whether a fault cuts links, which needs network namespaces.
 func needsLab(fault string) bool {
@@ -174,6 +174,8 @@ func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, see
 			f.apply = network(func() netPlan { return planLoss(nn) })
 		case "kill-minority":
 			f.apply = kill(func() []int { return pickMinority(n.rng, nn) })
+		case "corrupt": // SIGKILL, damage its storage files, then start again (corrupt.go)
+			f.apply = n.corruptFault
 		case "kill-all":
 			f.apply = kill(func() []int {
 				all := make([]int, nn)

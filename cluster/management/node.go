@@ -24,9 +24,10 @@ func NodeConfig(n *node.Node, version string, self net.Addr, tls bool, log *slog
 		}
 		listeners = append(listeners, listenerOf(proto, self))
 	}
+	svc, users := n.OperatorAPI()
 	return Config{
-		Admin:       n.AdminService(),
-		Users:       n.Operators(),
+		Admin:       svc,
+		Users:       users,
 		AMQPAddr:    amqpAddr,
 		Version:     version,
 		ClusterName: n.ClusterName,
