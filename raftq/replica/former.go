@@ -287,6 +287,7 @@ func (t *consumerTable) declareDown(id raftq.ConsumerID, expired bool) {
 	// it holds would go back to it, so its going down returns it all.)
 	inPlace := t.r.fsm.m.Keeps(id) && !t.r.fsm.m.Suspended(id)
 	t.r.fsm.mu.Unlock()
+	t.r.settler.flush() // its acks in hand first (SettleOwned says why)
 	if expired && !inPlace {
 		t.r.Requeue(t.r.Deliveries(uint64(id)), queue.ReturnDisconnected)
 	}
