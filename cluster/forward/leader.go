@@ -64,8 +64,11 @@ func (f *leaderFinder) resolve(ctx context.Context) (target, error) {
 }
 
 func (f *leaderFinder) tryResolve(ctx context.Context) (target, error) {
-	if f.member() == nil && f.r.cfg.Wake != nil {
-		f.r.cfg.Wake() // a hibernated member opens; a non-member's is a no-op
+	if f.member() == nil && f.r.cfg.Wake != nil && f.r.ctx.Err() == nil {
+		// A hibernated member opens; a non-member's is a no-op. Not
+		// once the router is closed: settlements still passed on then
+		// (passedon.go) must not open a member again.
+		f.r.cfg.Wake()
 	}
 	if l := f.member(); l != nil {
 		if l.IsLeader() {

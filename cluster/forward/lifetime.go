@@ -13,16 +13,21 @@ import (
 // goroutines; and goStopped, set by stop, after which startOnce and spawn
 // start nothing.
 
-// sleep waits d, or returns why it cannot.
+// sleep waits d, or returns why it cannot: ctx ended, or the router
+// closed, unless ctx outlives that (passedon.go).
 func (r *Router) sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	closed := r.ctx.Done()
+	if ctx.Value(outlivesClose{}) != nil {
+		closed = nil
+	}
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-r.ctx.Done():
+	case <-closed:
 		return queue.ErrDeleted
 	}
 }

@@ -138,10 +138,8 @@ func (g *ownedSettler) queue(list []replica.OwnedSettlement) {
 }
 
 // run sends the queued owned settlements to the leader until
-// one commits them, backing off while none does, until the router closes.
-// A node that stops with some unsent leaves them to the leader, which
-// returns what a gone node's getters and cancelled consumers hold
-// (Replica.NodeGone).
+// one commits them, backing off while none does, until the router closes;
+// those left then go the way that outlives the router (unsentToLeader).
 func (g *ownedSettler) run() {
 	r := g.r
 	defer r.wg.Done()
@@ -180,6 +178,30 @@ func (g *ownedSettler) run() {
 		g.mu.Unlock()
 		retry = min(max(2*retry, settleRetryMin), settleRetryMax)
 	}
+}
+
+// unsentToLeader sends the owned settlements run left when the router
+// closed to the leader, for as long as the router's close waits for them
+// (passedon.go). Those still unsent after it are left to the leader,
+// which returns what a gone node's getters and cancelled consumers hold
+// (Replica.NodeGone).
+func (g *ownedSettler) unsentToLeader() {
+	g.mu.Lock()
+	list := g.pending
+	g.pending = nil
+	g.mu.Unlock()
+	if len(list) == 0 {
+		return
+	}
+	r := g.r
+	r.settles.later(func(l Local) error {
+		return l.SettleOwned(list)
+	}, func(ctx context.Context, c queuepb.ForwardClient, _ string) error {
+		_, err := c.Settle(ctx, &queuepb.SettleRequest{QueueId: r.cfg.QueueID, Owned: encodeOwned(list)})
+		return err
+	}, func(err error) {
+		r.log.Debug("forward: owned settlements dropped", "count", len(list), "err", err)
+	})
 }
 
 // send has the leader commit list, trying for up to opTimeout.

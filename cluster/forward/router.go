@@ -114,6 +114,9 @@ type Router struct {
 	consumers consumerSet
 	settles   settlements
 	owned     ownedSettler
+	// passed runs the settlements sent until a leader takes them, which
+	// outlive a Close for a while (passedon.go).
+	passed passedOn
 }
 
 var (
@@ -145,6 +148,7 @@ func NewRouter(cfg RouterConfig) *Router {
 	r.consumers.init(r)
 	r.settles.init(r)
 	r.owned.init(r)
+	r.passed.init()
 	return r
 }
 
@@ -318,19 +322,46 @@ func (r *Router) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 		w.end(func(c queue.Consumer) { c.Gone() })
 	}
 	r.wg.Wait()
+	r.passed.end() // the queue is gone: nothing is left to settle
 	return n, nil
 }
 
+// closeGrace is how long Close waits for settlements still on their way
+// to the leader (passedon.go).
+const closeGrace = 2 * time.Second
+
 // Close stops the router and this node's member without deleting the
-// queue; consumers are not told.
+// queue; consumers are not told. Settlements still on their way to the
+// leader go on for up to closeGrace (CloseWithin).
 func (r *Router) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	r.CloseWithin(ctx)
+}
+
+// CloseWithin is Close, waiting until ctx ends for the settlements this
+// router still sends to the leader: those its member passed on as a former
+// leader, before and while it closes, and those no stream carried. A
+// stopping node gives every queue the same deadline.
+func (r *Router) CloseWithin(ctx context.Context) {
 	for _, w := range r.stop() {
 		w.end(nil)
 	}
 	r.wg.Wait()
+	r.settles.unsentToLeader()
+	r.owned.unsentToLeader()
+	// This node's member stays open meanwhile: it knows the leader it
+	// handed off to, and passes on what streams still bring it.
+	left := r.passed.await(ctx)
 	if l := r.leaders.member(); l != nil {
-		l.Close()
+		l.Close() // what raft refused as it stopped is passed on too
+		left = r.passed.await(ctx)
 	}
+	if left > 0 {
+		r.log.Warn("forward: settlements not taken by a leader before the queue closed here; their messages return when their consumers go",
+			"batches", left)
+	}
+	r.passed.end()
 }
 
 // Leader is the group's leader as this node knows it without asking

@@ -141,25 +141,27 @@ func (s *settlements) send(op queuepb.SettleOp, cause queue.ReturnCause, ids []u
 	s.sendUnary(o.addr, []*queuepb.Settlement{{Op: op, Cause: uint32(cause), Ids: ids}})
 }
 
-// later runs onLeader on a goroutine of the router's wait group, again
-// and again (each try for up to opTimeout) until it succeeds, and failed
-// with its error once it cannot any more: the queue is gone or the router
-// is closing. Nothing once the router is stopping. Settlements are
-// idempotent (a message its holder no longer holds is left alone), so a
-// late one is harmless, while a dropped one leaves a message checked out
-// to a consumer that believes it settled it, using up its prefetch.
+// later runs onLeader on a goroutine of its own, again and again (each
+// try for up to opTimeout) until it succeeds, and failed with its error
+// once it cannot any more: the queue is gone, or the router closed and
+// gave up waiting for them (passedon.go). Settlements are idempotent (a
+// message its holder no longer holds is left alone), so a late one is
+// harmless, while a dropped one leaves a message checked out to a consumer
+// that believes it settled it, using up its prefetch, and delivered again
+// when that consumer goes.
 func (s *settlements) later(local func(Local) error, remote func(context.Context, queuepb.ForwardClient, string) error, failed func(error)) {
 	r := s.r
-	r.spawn(func() {
+	life := r.passed.ctx
+	started := r.passed.start(func() {
 		retry := settleRetryMin
 		for {
-			ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
+			ctx, cancel := context.WithTimeout(life, opTimeout)
 			err := r.leaders.onLeader(ctx, local, remote)
 			cancel()
 			if err == nil {
 				return
 			}
-			if errors.Is(err, queue.ErrDeleted) || r.sleep(r.ctx, retry) != nil {
+			if errors.Is(err, queue.ErrDeleted) || r.sleep(life, retry) != nil {
 				failed(err)
 				return
 			}
@@ -167,6 +169,26 @@ func (s *settlements) later(local func(Local) error, remote func(context.Context
 			retry = min(2*retry, settleRetryMax)
 		}
 	})
+	if !started {
+		failed(queue.ErrDeleted)
+	}
+}
+
+// errRouterClosed is why settlements left unsent when the router closed
+// went to the leader.
+var errRouterClosed = errors.New("forward: router closed")
+
+// unsentToLeader sends the settlements left for run when the router
+// stopped (a closing stream's last ones, say) to the leader, the way
+// that outlives the router (later).
+func (s *settlements) unsentToLeader() {
+	s.mu.Lock()
+	batch := s.unary
+	s.unary = make(map[string][]*queuepb.Settlement)
+	s.mu.Unlock()
+	for addr, list := range batch {
+		s.atLeader(addr, list, errRouterClosed)
+	}
 }
 
 // sendUnary hands settlements to run's goroutine.

@@ -144,6 +144,9 @@ type clusterNode struct {
 
 	// host holds this node's queue replicas and routers (replicas.go).
 	host *replicaHost
+	// closing is the deadline of a graceful stop's queue closes, once it
+	// began (passon.go).
+	closing atomic.Pointer[context.Context]
 	// hib puts idle groups to sleep (hibernate.go).
 	hib *hibernator
 	// members drives the membership changes this node is asked for

@@ -45,7 +45,7 @@ func (q *clusterQueue) Delete(ifUnused, ifEmpty bool) (uint32, error) {
 }
 
 func (q *clusterQueue) Close() {
-	q.Router.Close()
+	q.c.closeRouter(q)
 	q.c.host.forget(q.id)
 }
 

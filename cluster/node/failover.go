@@ -137,6 +137,8 @@ func (n *Node) Kill() {
 		// Nor forwarded calls: the releases of the channels closed
 		// below, say, which a crashed node never sends.
 		_ = c.pool.Close()
+		// Nor do its queues wait to pass settlements on.
+		c.closeQueuesWithin(0)()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

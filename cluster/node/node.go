@@ -321,6 +321,9 @@ func (n *Node) Close(ctx context.Context) error {
 	<-n.served
 	if n.cluster != nil {
 		n.cluster.handOff(handOffTimeout)
+		// Settlements given to the members that handed off go on to the
+		// new leaders as the queues close (passon.go).
+		defer n.cluster.closeQueuesWithin(passOnTimeout)()
 	}
 	if n.serveErr != nil && !errors.Is(n.serveErr, server.ErrServerClosed) {
 		err = errors.Join(err, n.serveErr)

@@ -119,16 +119,16 @@ type proposedSettlement struct {
 }
 
 // passOnRefused waits for proposed entries and passes those the log
-// refused because the leadership was moving or gone on to the leader. An
-// entry raft may still commit (ErrLeadershipLost) is passed on too: a
-// second settlement of a message its consumer no longer holds changes
-// nothing.
+// refused because the leadership was moving or gone, or this member
+// stopped, on to the leader. An entry raft may still commit
+// (ErrLeadershipLost, ErrRaftShutdown) is passed on too: a second
+// settlement of a message its consumer no longer holds changes nothing.
 func (s *settler) passOnRefused(proposed []proposedSettlement) {
 	var refused []HeldSettlement
 	for _, p := range proposed {
 		err := s.r.wait(p.f)
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-			errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) {
 			refused = append(refused, p.s)
 		}
 	}
@@ -287,6 +287,7 @@ func (t *consumerTable) declareDown(id raftq.ConsumerID, expired bool) {
 	// it holds would go back to it, so its going down returns it all.)
 	inPlace := t.r.fsm.m.Keeps(id) && !t.r.fsm.m.Suspended(id)
 	t.r.fsm.mu.Unlock()
+	t.r.settler.flush() // its acks in hand first (SettleOwned says why)
 	if expired && !inPlace {
 		t.r.Requeue(t.r.Deliveries(uint64(id)), queue.ReturnDisconnected)
 	}

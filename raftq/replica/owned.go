@@ -96,6 +96,11 @@ func (r *Replica) SettleOwned(list []OwnedSettlement) error {
 		cmds = append(cmds, &raftq.Command{Op: s.Op, Consumer: s.Owner, IDs: []uint64{msg}, Cause: raftq.ReturnCause(s.Cause)})
 	}
 	r.fsm.mu.Unlock()
+	// The acknowledgements in hand go into the log first, as Cancel's
+	// do: a former leader passes its acks on (SettleHeld) while the
+	// consumer's node sends its release on its own, and released first,
+	// the acked messages would return to the queue.
+	r.settler.flush()
 	futures := make([]raft.ApplyFuture, 0, len(cmds))
 	for _, c := range cmds {
 		futures = append(futures, r.propose(c))
