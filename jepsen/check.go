@@ -76,6 +76,11 @@ type facts struct {
 	// run accepts (--min-faults).
 	Faults    []faultOutcome `json:"faults,omitempty"`
 	MinFaults int            `json:"min_faults,omitempty"`
+	// Crashes are when the faults that end a node's process without a
+	// graceful stop began (crashKinds): an ack on its way to a leader
+	// that crashes is lost with it, as in RabbitMQ, so a duplicate
+	// across one is allowed.
+	Crashes []time.Time `json:"crashes,omitempty"`
 }
 
 // faultOutcome is one fault the nemesis tried: what, on which nodes, and
@@ -232,6 +237,7 @@ func readHistory(r io.Reader) (*history, facts, error) {
 			return nil, f, fmt.Errorf("line %d: unknown kind %q", n, e.Kind)
 		}
 	}
+	h.crashes = f.Crashes
 	return h, f, sc.Err()
 }
 

@@ -77,6 +77,22 @@ func faultOutcomes(records []faultRecord) []faultOutcome {
 	return out
 }
 
+// crashKinds are the faults that end a node's process without a graceful
+// stop: SIGKILL, and a node stopping itself at once on failed storage.
+var crashKinds = map[string]bool{"kill": true, "kill-minority": true, "kill-all": true,
+	"corrupt": true, "lose-unsynced": true, "full-disk": true}
+
+// crashStarts are when the applied faults of crashKinds began.
+func crashStarts(records []faultRecord) []time.Time {
+	var out []time.Time
+	for _, r := range records {
+		if crashKinds[r.Kind] && r.Error == "" {
+			out = append(out, r.Start)
+		}
+	}
+	return out
+}
+
 // defaultMinFaults is --min-faults's default: a round of the nemesis holds
 // its fault, runs an operation (up to two holds) and pauses, at most four
 // holds in all, so a run of duration applies at least duration/(4*hold)

@@ -35,6 +35,8 @@ type history struct {
 	expect expectations
 	// seq numbers the deliveries in the order the clients took them.
 	seq uint64
+	// crashes are when faults that crash a node began (facts.Crashes).
+	crashes []time.Time
 }
 
 // record is one message's story.
@@ -294,8 +296,13 @@ type verdict struct {
 	Lost       []uint64 `json:"lost"`
 	Unexpected []uint64 `json:"unexpected"`
 	Duplicated []uint64 `json:"duplicated"`
-	Unflagged  []uint64 `json:"unflagged"`
-	Misrouted  []uint64 `json:"misrouted"`
+	// DuplicatedOverCrash were delivered again, flagged, after an ack the
+	// broker had read, with a node crashed in between: the ack may have
+	// died with the leader before it committed. At-least-once delivery
+	// allows it (RabbitMQ's quorum queues do the same); not a defect.
+	DuplicatedOverCrash []uint64 `json:"duplicated_over_crash,omitempty"`
+	Unflagged           []uint64 `json:"unflagged"`
+	Misrouted           []uint64 `json:"misrouted"`
 	// Corrupted were delivered with a body or headers other than those
 	// published (large.go); Reordered were first delivered, unflagged,
 	// after a message published later on the same channel, on a queue
@@ -344,6 +351,17 @@ func (v verdict) defective() bool {
 // ok reports whether the run passed: no defect, and nothing it could not
 // observe.
 func (v verdict) ok() bool { return !v.defective() && len(v.Unobserved) == 0 }
+
+// crashedBetween reports whether a fault that crashes a node began
+// between from and to.
+func (h *history) crashedBetween(from, to time.Time) bool {
+	for _, c := range h.crashes {
+		if c.After(from) && !c.After(to) {
+			return true
+		}
+	}
+	return false
+}
 
 // check judges the history, once every client has stopped.
 func (h *history) check() verdict {
@@ -432,20 +450,26 @@ func (h *history) check() verdict {
 		// read an ack of the message is a duplicate; one before it is a
 		// redelivery (the broker may have sent it before it read the
 		// ack), and must say so.
-		acked, duplicated, unflagged := false, false, false
+		acked, duplicated, unflagged, overCrash := false, false, false, false
 		var proved uint64
+		var ackedAt time.Time
 		for i, d := range r.deliveries {
 			switch {
 			case acked && (d.seq > proved || d.seq == 0):
+				if !duplicated {
+					overCrash = d.redelivered && h.crashedBetween(ackedAt, d.at)
+				}
 				duplicated = true
 			case i > 0 && !d.redelivered:
 				unflagged = true
 			}
 			if d.ack == ackOK && (!acked || d.proved < proved) {
-				acked, proved = true, d.proved
+				acked, proved, ackedAt = true, d.proved, d.at
 			}
 		}
 		switch {
+		case duplicated && overCrash:
+			v.DuplicatedOverCrash = append(v.DuplicatedOverCrash, id)
 		case duplicated:
 			v.Duplicated = append(v.Duplicated, id)
 		case unflagged:
@@ -547,6 +571,7 @@ func (v verdict) String() string {
 	fmt.Fprintf(&b, "lost (confirmed or delivered, never delivered and acked): %d\n", len(v.Lost))
 	fmt.Fprintf(&b, "unexpected (delivered, never published): %d\n", len(v.Unexpected))
 	fmt.Fprintf(&b, "duplicated (delivered again after an ack the broker read): %d\n", len(v.Duplicated))
+	fmt.Fprintf(&b, "duplicated over a crash (allowed: the ack died with its leader): %d\n", len(v.DuplicatedOverCrash))
 	fmt.Fprintf(&b, "unflagged redeliveries: %d\n", len(v.Unflagged))
 	fmt.Fprintf(&b, "misrouted (delivered from another queue than published to): %d\n", len(v.Misrouted))
 	fmt.Fprintf(&b, "corrupted (body or headers not as published): %d\n", len(v.Corrupted))

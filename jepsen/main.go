@@ -405,6 +405,8 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 			n.note("after the upgrade: %s", b)
 		}
 	}
+	f.Crashes = crashStarts(n.records)
+	w.h.crashes = f.Crashes
 	v := w.h.check()
 	f.apply(&v)
 	rep := report{Seed: cfg.seed, Nodes: cfg.nodes, Faults: cfg.faults, Ops: cfg.ops, Events: n.events, FaultLog: n.records, FaultCounts: n.counts, Verdict: v, Queues: listing,

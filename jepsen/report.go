@@ -232,6 +232,8 @@ func verdictRows(v verdict, h *history) []verdictRow {
 		ids("lost", "confirmed or delivered, never delivered with an ack sent", v.Lost),
 		ids("unexpected", "delivered, never published", v.Unexpected),
 		ids("duplicated", "delivered again after an ack the broker read", v.Duplicated),
+		{Check: "duplicated over a crash", Means: "delivered again, flagged, after a proved ack, a node crashed between: allowed",
+			Count: len(v.DuplicatedOverCrash), Pass: true, Examples: storiesOf(h, v.DuplicatedOverCrash)},
 		ids("unflagged redeliveries", "delivered again without the redelivered flag", v.Unflagged),
 		ids("misrouted", "delivered from another queue than published to", v.Misrouted),
 		ids("corrupted", "delivered with a body or headers other than published", v.Corrupted),

@@ -381,3 +381,56 @@ func TestCheckDuplicateNeedsTheAckProvedFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckDuplicateOverACrashIsAllowed: an acked message taken again,
+// flagged, after its ack was proved read, is allowed when a node crashed
+// in between (the ack may have died with its leader, as RabbitMQ allows);
+// a crash before the ack excuses nothing. The verdict survives the
+// history file.
+func TestCheckDuplicateOverACrashIsAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		crashBefore bool
+		wantAllowed bool
+	}{
+		{"a crash between the ack and the redelivery", false, true},
+		{"a crash before the ack", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := cleanHistory()
+			id := h.publish("q", "n0")
+			h.confirm(id)
+			var crash time.Time
+			if tc.crashBefore {
+				crash = time.Now().Add(-time.Second)
+			}
+			a := acks{h: h}
+			if err := a.ack(acker{}, h.deliver(id, "q", "n1", false)); err != nil {
+				t.Fatal(err)
+			}
+			a.roundTrip()
+			if !tc.crashBefore {
+				time.Sleep(time.Millisecond)
+				crash = time.Now()
+				time.Sleep(time.Millisecond)
+			}
+			h.acked(ackFailed, h.deliver(id, "q", "n1", true))
+			f := facts{Crashes: []time.Time{crash}}
+			h.crashes = f.Crashes
+			dir := t.TempDir()
+			if err := writeHistoryFile(filepath.Join(dir, historyFile), h, f); err != nil {
+				t.Fatal(err)
+			}
+			again, err := checkRun(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []verdict{h.check(), again} {
+				allowed := slices.Contains(v.DuplicatedOverCrash, id)
+				if allowed != tc.wantAllowed || slices.Contains(v.Duplicated, id) == tc.wantAllowed || v.defective() == tc.wantAllowed {
+					t.Errorf("allowed %v (want %v), duplicated %v, defective %v:\n%s", allowed, tc.wantAllowed, v.Duplicated, v.defective(), v)
+				}
+			}
+		})
+	}
+}
