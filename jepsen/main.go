@@ -277,6 +277,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	if len(n.faults) > 0 {
 		n.note("faults applied: %s", n.countLine())
 	}
+	for _, f := range unapplied(cfg.faults, n.counts) {
+		w.h.unobservable("the %s fault: never applied (the run ended first, or it failed each time)", f)
+	}
 
 	n.note("healing everything")
 	if err := c.heal(); err != nil {
