@@ -28,7 +28,7 @@ func smokeConfig(warren, warrenctl, dir string, seed uint64, faults []string) co
 		nodes: 3, queues: 3, deadLetter: 1, sleepy: 2, single: 1,
 		rate: 50, rpcRate: 10,
 		duration: 150 * time.Second, hold: 4 * time.Second,
-		faults: faults, ops: smokeOps,
+		faults: faults, ops: smokeOps, everyFault: true,
 		seed: seed, drainLimit: 2 * time.Minute,
 	}
 }
