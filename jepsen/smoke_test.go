@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -51,5 +53,27 @@ func TestSmokeFaultsAreKnown(t *testing.T) {
 	}
 	if len(slices.Compact(slices.Sorted(slices.Values(smokeFaults)))) != len(smokeFaults) {
 		t.Errorf("a fault listed twice in %v", smokeFaults)
+	}
+}
+
+// TestIdleWorkloads: a queue none of whose messages was delivered is idle,
+// read from history.tsv as the run writes it.
+func TestIdleWorkloads(t *testing.T) {
+	dir := t.TempDir()
+	h := newHistory(nil)
+	id := h.publish("jepsen-0", "warren-0")
+	h.publish("jepsen-sleepy-0", "warren-1")
+	h.deliver(id, "jepsen-0", "warren-1", false)
+	f, err := os.Create(filepath.Join(dir, "history.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.writeTSV(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got := idleWorkloads(t, dir, "jepsen-0", "jepsen-sleepy-0", "jepsen-single-0")
+	if !slices.Equal(got, []string{"jepsen-sleepy-0", "jepsen-single-0"}) {
+		t.Errorf("idle %v, want [jepsen-sleepy-0 jepsen-single-0]", got)
 	}
 }
