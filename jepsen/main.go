@@ -62,6 +62,9 @@ type config struct {
 	drainLimit  time.Duration
 	// extra are more flags for every node.
 	extra []string
+	// everyFault makes a fault of faults never applied something the
+	// run could not observe, which fails it (the smoke run's promise).
+	everyFault bool
 	// upgradeFrom, when set, is an older build's warren binary: the
 	// cluster starts on it and the nemesis upgrades the nodes to warren
 	// one at a time while the clients run (upgrade.go).
@@ -347,6 +350,13 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 	stopped := time.Now()
 	if len(n.faults) > 0 {
 		n.note("faults applied: %s", n.countLine())
+	}
+	for _, f := range unapplied(cfg.faults, n.counts) {
+		if cfg.everyFault {
+			w.h.unobservable("the %s fault: never applied (the run ended first, or it failed each time)", f)
+		} else {
+			n.note("the %s fault was never applied", f)
+		}
 	}
 
 	n.note("healing everything")

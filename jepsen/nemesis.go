@@ -60,7 +60,9 @@ type nemesis struct {
 	warrenctl string
 	rng       *rand.Rand
 	faults    []fault
-	hold      time.Duration
+	// deck is the faults still to deal before any is dealt again.
+	deck []fault
+	hold time.Duration
 	// ops are the operator commands to interleave; empty for none.
 	ops []string
 	// events is the schedule as it happened, for the report.
@@ -217,13 +219,26 @@ func (n *nemesis) run(ctx context.Context) {
 			n.upgradeNext()
 		}
 		if len(n.faults) > 0 {
-			n.inflict(ctx, n.faults[n.rng.IntN(len(n.faults))])
+			n.inflict(ctx, n.deal())
 		}
 		if len(n.ops) > 0 && ctx.Err() == nil {
 			n.operate(ctx, n.ops[n.rng.IntN(len(n.ops))])
 		}
 		sleep(ctx, n.span())
 	}
+}
+
+// deal is the next fault: the faults are dealt like a shuffled deck, each
+// once before any again, so that a short run applies every one of them
+// (a smoke run's verdict says nothing of a fault it never drew).
+func (n *nemesis) deal() fault {
+	if len(n.deck) == 0 {
+		n.deck = slices.Clone(n.faults)
+		n.rng.Shuffle(len(n.deck), func(i, j int) { n.deck[i], n.deck[j] = n.deck[j], n.deck[i] })
+	}
+	f := n.deck[0]
+	n.deck = n.deck[1:]
+	return f
 }
 
 // inflict applies a fault, holds it for a span and heals it, recording

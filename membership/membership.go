@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,7 +99,10 @@ type Config struct {
 	// is declared failed, so this is most of their failover time; a live
 	// node refutes a suspicion in well under a second.
 	SuspicionMult int
-	Log           *slog.Logger
+	// ReconnectInterval is how often the members seen dead are joined
+	// again (reconnect.go); zero is 2 s.
+	ReconnectInterval time.Duration
+	Log               *slog.Logger
 }
 
 // Membership is this node's view of the cluster.
@@ -123,6 +127,8 @@ type Membership struct {
 	mu      sync.Mutex
 	members map[string]Member
 	onEvent func(Event)
+
+	rec *reconnector
 }
 
 // Start begins gossiping. Events arrive on Events(); a slow reader delays
@@ -173,6 +179,8 @@ func Start(cfg Config) (*Membership, error) {
 	if err := m.announce(func(meta *Meta) { *meta = cfg.Meta }, time.Second); err != nil {
 		m.log.Warn("announce local metadata", "err", err)
 	}
+	m.rec = newReconnector()
+	go m.reconnect(m.rec, cmp.Or(cfg.ReconnectInterval, defaultReconnectInterval))
 	return m, nil
 }
 
@@ -218,6 +226,7 @@ func (m *Membership) LocalAddr() string { return m.addr }
 
 // Leave announces a graceful departure and stops gossiping.
 func (m *Membership) Leave(timeout time.Duration) error {
+	m.rec.close()
 	err := m.announce(func(meta *Meta) { meta.Leaving = true }, timeout)
 	return errors.Join(err, m.ml.Leave(timeout), m.ml.Shutdown())
 }
@@ -251,7 +260,10 @@ func (m *Membership) announce(change func(*Meta), timeout time.Duration) error {
 }
 
 // Stop stops gossiping without a goodbye (others will see a failure).
-func (m *Membership) Stop() error { return m.ml.Shutdown() }
+func (m *Membership) Stop() error {
+	m.rec.close()
+	return m.ml.Shutdown()
+}
 
 func decodeMeta(n *memberlist.Node) (Meta, error) {
 	var meta Meta

@@ -20,7 +20,9 @@ func startNode(t *testing.T, name string, key []byte) *Membership {
 		SecretKey:     key,
 		ProbeInterval: 100 * time.Millisecond,
 		ProbeTimeout:  50 * time.Millisecond,
-		Log:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// Quick, for TestMemberSeenDeadIsJoinedAgain.
+		ReconnectInterval: 200 * time.Millisecond,
+		Log:               slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)

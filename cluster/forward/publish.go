@@ -273,10 +273,10 @@ func (p *publisher) renumberLocked() {
 	p.resetLocked()
 }
 
-// expire nacks the publishes past their deadline, and every one waiting
-// while the group is gone (RouterConfig.Gone); they stay queued, under
-// their numbers, until the leader answers them (see publisher). It
-// reports whether the group is gone.
+// expire nacks the publishes past their deadline, which stay queued,
+// under their numbers, until the leader answers them (see publisher);
+// and every one waiting while the group is gone (RouterConfig.Gone),
+// which it forgets (forgetLocked). It reports whether the group is gone.
 func (p *publisher) expire() (gone bool) {
 	now := time.Now()
 	var goneErr error
@@ -293,6 +293,9 @@ func (p *publisher) expire() (gone bool) {
 			calls = append(calls, u.done)
 			u.done = nil
 		}
+	}
+	if goneErr != nil && len(p.q) > 0 {
+		p.forgetLocked()
 	}
 	// Each kind of warning goes at most once per warnPaceEvery.
 	var heldBack int
@@ -319,6 +322,25 @@ func (p *publisher) expire() (gone bool) {
 		done(err)
 	}
 	return goneErr != nil
+}
+
+// forgetLocked drops every publish, all nacked since the group is gone,
+// and numbers the next ones afresh under a new publisher ID. Kept, as
+// expired ones are, they would never be answered while the node is gone,
+// and a publisher that sends each nacked publish again (an RPC server
+// requeueing a request whose reply was nacked, to answer it again) would
+// fill maxUnconfirmed within seconds: Enqueue would then block its
+// connection's reader until the node came back, deaf even to its close.
+// None is sent again, so none is stored twice; one in flight may still
+// be stored, which a nack allows.
+func (p *publisher) forgetLocked() {
+	for i := range p.q {
+		p.q[i] = nil
+	}
+	p.q, p.bytes = nil, 0
+	p.id, p.next = randomID(), 1
+	p.resetLocked()
+	p.freedLocked()
 }
 
 // close fails every unanswered publish with err.

@@ -49,9 +49,10 @@ type RouterConfig struct {
 	// for now: the node of an in-memory queue (the group's one member)
 	// has failed or started again without it. Publishes are then nacked
 	// at once, as RabbitMQ's channel nacks those to a queue whose node
-	// went down, instead of after PublishTimeout (they stay queued, as
-	// expired ones do, should the node come back), and gets, consumes,
-	// purges and counts fail at once with its error.
+	// went down, instead of after PublishTimeout, and forgotten (kept,
+	// they would fill the router's bound on unconfirmed publishes while
+	// nobody answers them); gets, consumes, purges and counts fail at
+	// once with its error.
 	Gone func() error
 	// Leader, when set, leads the group for good: the node of another
 	// node's in-memory queue. The router starts knowing it, and reports
