@@ -24,11 +24,14 @@
 //     with EIO from then on, as the processes holding them would be dead;
 //     files opened after it see what survived.
 //
-// O_DIRECT is accepted (the kernel passes such reads and writes through
-// without its page cache) and otherwise ignored: a direct write is held
-// like any other until a sync, or synced at once by O_DSYNC. The backing
-// directory is a scratch area: what survives is decided by lazyfs, so it
-// never syncs the backing files itself.
+// O_DIRECT is refused (EINVAL), as by file systems without direct I/O.
+// Through FUSE the kernel sends direct reads and writes of a file apart
+// from its cached ones, and with both on one file across crashes and
+// remounts a cached read was seen to wait for ever. Warren's log then
+// writes through the page cache and syncs with fdatasync, as it does on
+// any file system that refuses its probe (raftq/wal/direct.go). The
+// backing directory is a scratch area: what survives is decided by
+// lazyfs, so it never syncs the backing files itself.
 //
 // The kernel caches pages of files served through FUSE. Held writes go to
 // the kernel's cache as they are written, so that cache agrees with the

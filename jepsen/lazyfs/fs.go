@@ -17,6 +17,10 @@ type FS struct {
 	files map[uint64]*file
 	// epoch counts crashes; a handle opened in an earlier one is dead.
 	epoch uint64
+	// down: crashed and not restarted. Files are neither opened,
+	// created, renamed, removed nor truncated: what the processes of
+	// before the crash try after it must not land.
+	down bool
 }
 
 func newFS() *FS { return &FS{files: make(map[uint64]*file)} }
@@ -56,10 +60,13 @@ type CrashReport struct {
 // Crash is a power cut: every write not synced is dropped (r nil), or a
 // random in-order prefix of each file's held writes is kept, the last
 // possibly cut short (r non-nil: a torn write-back). Handles opened
-// before it fail with EIO from then on.
+// before it fail with EIO from then on, and the file system is down
+// (every open and change of a name or size fails with EIO) until
+// Restart.
 func (f *FS) Crash(r *rand.Rand) CrashReport {
 	f.mu.Lock()
 	f.epoch++
+	f.down = true
 	var rep CrashReport
 	var stale []*fs.Inode
 	for _, d := range f.files {
@@ -81,6 +88,21 @@ func (f *FS) Crash(r *rand.Rand) CrashReport {
 		in.NotifyContent(0, 0)
 	}
 	return rep
+}
+
+// Restart brings the file system up after a crash: the machine has
+// rebooted.
+func (f *FS) Restart() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = false
+}
+
+// isDown tells whether the file system is down.
+func (f *FS) isDown() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.down
 }
 
 // Pending is the number of writes held, over all files.

@@ -63,6 +63,7 @@ func TestSyncedWritesSurviveACrash(t *testing.T) {
 		t.Fatalf("before the crash the file reads %q", got)
 	}
 	rep := m.Crash(nil)
+	m.Restart()
 	if rep.Files != 1 || rep.Writes != 1 {
 		t.Errorf("crash report %+v, want one write of one file dropped", rep)
 	}
@@ -81,6 +82,7 @@ func TestUnsyncedWritesAreLost(t *testing.T) {
 		t.Fatalf("the backing file holds %q before any sync", got)
 	}
 	m.Crash(nil)
+	m.Restart()
 	fi, err := os.Stat(p)
 	if err != nil {
 		t.Fatal(err) // creation is metadata: durable at once
@@ -145,12 +147,21 @@ func TestHandlesFromBeforeACrashFail(t *testing.T) {
 	}
 	defer f.Close()
 	m.Crash(nil)
+	if _, err := os.OpenFile(filepath.Join(m.Dir(), "g"), os.O_CREATE|os.O_RDWR, 0o600); err == nil {
+		t.Fatal("a file was created while the file system was down")
+	}
+	m.Restart()
 	if _, err := f.WriteAt([]byte("x"), 0); err == nil {
 		t.Fatal("a write through a handle opened before the crash succeeded")
 	}
 	if err := f.Sync(); err == nil {
 		t.Fatal("a sync through a handle opened before the crash succeeded")
 	}
+	g, err := os.OpenFile(filepath.Join(m.Dir(), "f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("open after a restart: %v", err)
+	}
+	g.Close()
 }
 
 func TestOSyncWritesAreDurable(t *testing.T) {
@@ -163,6 +174,7 @@ func TestOSyncWritesAreDurable(t *testing.T) {
 	writeAt(t, f, "kept", 0)
 	f.Close()
 	m.Crash(nil)
+	m.Restart()
 	if got := contents(t, p); got != "kept" {
 		t.Fatalf("an O_DSYNC write reads %q after a crash", got)
 	}
@@ -186,6 +198,7 @@ func TestTornCrashKeepsAnInOrderPrefix(t *testing.T) {
 		}
 		f.Close()
 		m.Crash(r)
+		m.Restart()
 		got := []byte(contents(t, p))
 		if !bytes.HasPrefix(all, got) {
 			t.Fatalf("seed %d round %d: after a torn crash the file is not a prefix of what was written:\n%q\n%q",
@@ -210,5 +223,13 @@ func TestRemountSeesOnlySyncedData(t *testing.T) {
 	}
 	if got := contents(t, p); got != "synced" {
 		t.Fatalf("after a remount the file reads %q", got)
+	}
+}
+
+func TestDirectIOIsRefused(t *testing.T) {
+	m, _ := mount(t)
+	_, err := os.OpenFile(filepath.Join(m.Dir(), "f"), os.O_CREATE|os.O_RDWR|unix.O_DIRECT, 0o600)
+	if err == nil {
+		t.Fatal("an O_DIRECT open succeeded")
 	}
 }

@@ -77,8 +77,22 @@ func (m *Mounted) mount() error {
 
 // Unmount unmounts the file system. Writes held are dropped, as by a
 // crash: nothing syncs them any more.
+//
+// It does not wait for the server's goroutines to see the connection
+// end, as fuse.Server.Unmount does: the kernel ends it only when the
+// last reference to the mount goes, and a mount namespace created
+// meanwhile by another process on the machine holds one for as long
+// as it lives.
 func (m *Mounted) Unmount() error {
-	if err := m.server.Unmount(); err != nil {
+	var err error
+	for wait := time.Millisecond; wait < time.Second; wait *= 2 {
+		// Files closed just before may still be released by the kernel.
+		if err = syscall.Unmount(m.dir, 0); err != syscall.EBUSY {
+			break
+		}
+		time.Sleep(wait)
+	}
+	if err != nil {
 		return fmt.Errorf("lazyfs unmount %s: %w", m.dir, err)
 	}
 	m.Crash(nil)
@@ -86,10 +100,11 @@ func (m *Mounted) Unmount() error {
 }
 
 // Remount unmounts and mounts again, so that the kernel holds nothing of
-// the files from before: what a reboot after a crash sees.
+// the files from before, and restarts the file system: a reboot.
 func (m *Mounted) Remount() error {
 	if err := m.Unmount(); err != nil {
 		return err
 	}
+	m.Restart()
 	return m.mount()
 }

@@ -32,9 +32,9 @@ func (n *node) backingPath() string {
 }
 
 // passFlags are the open flags the backing file is not opened with:
-// lazyfs does appends' offsets (the kernel's), syncs and direct I/O
-// itself, and creation and truncation apart.
-const passFlags = syscall.O_ACCMODE | syscall.O_APPEND | fuse.FMODE_EXEC | syscall.O_DIRECT |
+// lazyfs does appends' offsets (the kernel's) and syncs itself, and
+// creation and truncation apart.
+const passFlags = syscall.O_ACCMODE | syscall.O_APPEND | fuse.FMODE_EXEC |
 	syscall.O_SYNC | syscall.O_DSYNC | syscall.O_CREAT | syscall.O_EXCL | syscall.O_TRUNC
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -44,6 +44,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 // open opens a handle on the backing file at path, the kernel's inode.
 func (f *FS) open(path string, inode *fs.Inode, flags uint32) (*handle, syscall.Errno) {
+	if f.isDown() {
+		return nil, syscall.EIO
+	}
+	if flags&syscall.O_DIRECT != 0 {
+		return nil, syscall.EINVAL // doc.go
+	}
 	fd, err := syscall.Open(path, int(flags)&^passFlags|syscall.O_RDWR|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, errno(err)
@@ -69,7 +75,13 @@ func (f *FS) open(path string, inode *fs.Inode, flags uint32) (*handle, syscall.
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	plain := flags &^ (syscall.O_DIRECT | syscall.O_SYNC | syscall.O_DSYNC | syscall.O_APPEND)
+	if n.fs.isDown() {
+		return nil, nil, 0, syscall.EIO
+	}
+	if flags&syscall.O_DIRECT != 0 {
+		return nil, nil, 0, syscall.EINVAL // doc.go
+	}
+	plain := flags &^ (syscall.O_SYNC | syscall.O_DSYNC | syscall.O_APPEND)
 	in, fh, _, e := n.LoopbackNode.Create(ctx, name, plain, mode, out)
 	if e != 0 {
 		return nil, nil, 0, e
@@ -121,6 +133,9 @@ func (n *node) seeHeld(a *fuse.Attr) {
 // Setattr truncates itself, through the handle when there is one, and
 // leaves modes, owners and times to the loopback node.
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if n.fs.isDown() {
+		return syscall.EIO
+	}
 	if size, ok := in.GetSize(); ok {
 		var e syscall.Errno
 		if h, ok := f.(*handle); ok {
@@ -159,6 +174,9 @@ func (n *node) truncate(size int64) syscall.Errno {
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	if n.fs.isDown() {
+		return syscall.EIO
+	}
 	var st syscall.Stat_t
 	lerr := syscall.Lstat(filepath.Join(n.backingPath(), name), &st)
 	if e := n.LoopbackNode.Unlink(ctx, name); e != 0 {
@@ -174,6 +192,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	np, ok := newParent.(*node)
 	if !ok {
 		return syscall.EXDEV
+	}
+	if n.fs.isDown() {
+		return syscall.EIO
 	}
 	var src, dst syscall.Stat_t
 	serr := syscall.Lstat(filepath.Join(n.backingPath(), name), &src)
