@@ -233,3 +233,25 @@ func TestDirectIOIsRefused(t *testing.T) {
 		t.Fatal("an O_DIRECT open succeeded")
 	}
 }
+
+// TestStatAfterACrashWithADeadHandleOpen: the kernel may ask a file's
+// attributes through any handle open on it, a dead one included.
+func TestStatAfterACrashWithADeadHandleOpen(t *testing.T) {
+	m, _ := mount(t)
+	p := filepath.Join(m.Dir(), "f")
+	dead, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	m.Crash(nil)
+	m.Restart()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Stat(); err != nil {
+		t.Fatalf("stat after a crash, with a handle from before it open: %v", err)
+	}
+}
