@@ -21,13 +21,16 @@
 //     or, if asked, a random in-order prefix of each file's held writes is
 //     kept, the last of them possibly cut at a random byte (the write-back
 //     of a disk torn part way). Descriptors opened before the crash fail
-//     with EIO from then on, as the processes holding them would be dead;
-//     files opened after it see what survived.
+//     with EIO from then on (but for their attributes), as the processes
+//     holding them would be dead. Until FS.Restart (the reboot) the file
+//     system is down: opens and changes of names and sizes fail with EIO
+//     too, so that nothing a dead process tries after the cut lands.
+//     Files opened after the restart see what survived.
 //
 // O_DIRECT is refused (EINVAL), as by file systems without direct I/O.
 // Through FUSE the kernel sends direct reads and writes of a file apart
 // from its cached ones, and with both on one file across crashes and
-// remounts a cached read was seen to wait for ever. Warren's log then
+// remounts a cached read was seen to wait for ever in the kernel. Warren's log then
 // writes through the page cache and syncs with fdatasync, as it does on
 // any file system that refuses its probe (raftq/wal/direct.go). The
 // backing directory is a scratch area: what survives is decided by
@@ -37,5 +40,7 @@
 // the kernel's cache as they are written, so that cache agrees with the
 // view above until a crash changes it; Crash then tells the kernel to drop
 // what it caches of every file that lost writes, and attributes are never
-// cached. Remounting (Mount.Remount) starts from a clean kernel state too.
+// cached. Remounting (Mounted.Remount) starts from a clean kernel state
+// too; a process must not use the mount it serves when it exits, or its
+// exit waits for ever on the answer it can no longer give.
 package lazyfs
