@@ -5,6 +5,7 @@ BIN       ?= bin
 DATA_DIR  ?= ./data
 AMQP_ADDR ?= :5672
 PROMETHEUS_ADDR ?= 127.0.0.1:15692
+MANAGEMENT_ADDR ?= 127.0.0.1:15672
 # make run's node is a cluster of one, so that warrenctl (whose default
 # --node is 127.0.0.1:25672) reaches it; its name is fixed, not the host's,
 # because a member's queues know it by name.
@@ -29,8 +30,8 @@ build: ## build the binaries into ./bin
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: run
-run: build dev-certs ## start one node (a cluster of one, for warrenctl): data in ./data, AMQP on 5672 and AMQPS on 5671 (guest/guest from localhost), metrics on 127.0.0.1:15692
-	$(BIN)/warren --data-dir $(DATA_DIR) --amqp $(AMQP_ADDR) --prometheus-addr $(PROMETHEUS_ADDR) \
+run: build dev-certs ## start one node (a cluster of one, for warrenctl): data in ./data, AMQP on 5672 and AMQPS on 5671 (guest/guest from localhost), metrics on 127.0.0.1:15692, the management API on https://127.0.0.1:15672/api/
+	$(BIN)/warren --data-dir $(DATA_DIR) --amqp $(AMQP_ADDR) --prometheus-addr $(PROMETHEUS_ADDR) --management-addr $(MANAGEMENT_ADDR) \
 		--node-name $(NODE_NAME) --internal-addr $(INTERNAL_ADDR) --gossip-addr $(GOSSIP_ADDR) \
 		--amqps $(AMQPS_ADDR) --tls-ca $(CERTS_DIR)/ca.pem \
 		--tls-cert $(CERTS_DIR)/$(subst @,_,$(NODE_NAME)).pem --tls-key $(CERTS_DIR)/$(subst @,_,$(NODE_NAME))-key.pem \
@@ -159,7 +160,7 @@ verify-proto: ## fail if proto/*/ Go code is not what protoc makes of the .proto
 N ?= 3
 
 .PHONY: cluster
-cluster: build ## start N local nodes (default 3) on ports 5672+i, 25672+i, 7946+i, metrics 15692+i; Ctrl-C stops them
+cluster: build ## start N local nodes (default 3) on ports 5672+i, 25672+i, 7946+i, metrics 15692+i, management API 15672+i; Ctrl-C stops them
 	N=$(N) DATA_DIR=$(DATA_DIR) BIN=$(BIN) ./scripts/cluster.sh
 
 .PHONY: jepsen

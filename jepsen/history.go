@@ -26,11 +26,26 @@ type history struct {
 	// failed, a drain that did not finish): a run that could not look
 	// cannot be judged clean.
 	unobserved []string
+	// leaders are the nodes' answers to who leads each queue, sampled
+	// every second (leaders.go), for the report; not judged.
+	leaders []leaderSample
+	// expect says which workloads ran, so that the checker can tell a
+	// workload that saw nothing (expect.go), and which queues promise
+	// order (order.go).
+	expect expectations
+	// seq numbers the deliveries in the order the clients took them.
+	seq uint64
 }
 
 // record is one message's story.
 type record struct {
 	queue, via string // the queue, the node it was published through
+	// channel names the publishing channel (node and connection), for
+	// the order check: order is promised per channel. "" when unknown.
+	channel string
+	// bytes is the body's length when it spans several frames
+	// (large.go); 0 otherwise.
+	bytes      int
 	published  time.Time
 	confirmed  time.Time // zero unless acked
 	deliveries []delivery
@@ -44,6 +59,17 @@ type delivery struct {
 	via         string
 	redelivered bool
 	ack         ackOutcome
+	// seq is the delivery's place in the order the clients took
+	// deliveries, across every consumer.
+	seq uint64
+	// corrupt says how the body or headers differed from what was
+	// published (large.go); "" when intact or not checked.
+	corrupt string
+	// proved is, for an ack that is ok, the number of deliveries taken
+	// when the round trip that showed the broker had read it completed:
+	// only deliveries taken after that (seq > proved) came after the
+	// broker knew of the ack. 0 with a legacy history: at once.
+	proved uint64
 }
 
 // ackOutcome is what the client knows of a delivery's ack. AMQP acks are
@@ -66,6 +92,10 @@ const (
 	// ackOK: the ack was sent and the broker read it: the message must
 	// never be delivered again.
 	ackOK ackOutcome = "ok"
+	// ackAbandoned: no ack was sent, and the consumer dropped its TCP
+	// connection while holding the message (crash.go): the broker must
+	// deliver it again, flagged redelivered.
+	ackAbandoned ackOutcome = "abandoned"
 )
 
 // sent reports whether the ack left the client: the broker may have
@@ -114,11 +144,26 @@ func (h *history) awaitingDeadLetters() int {
 // publish hands out the next message ID, recorded as attempted to queue
 // through node via.
 func (h *history) publish(queue, via string) uint64 {
+	return h.publishOn(queue, via, "")
+}
+
+// publishOn is publish on a named channel, for the order check.
+func (h *history) publishOn(queue, via, channel string) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.next++
-	h.msgs[h.next] = &record{queue: queue, via: via, published: time.Now()}
+	h.msgs[h.next] = &record{queue: queue, via: via, channel: channel, published: time.Now()}
 	return h.next
+}
+
+// sized records the length of message id's body, which spans several
+// frames.
+func (h *history) sized(id uint64, bytes int) {
+	h.mu.Lock()
+	if r := h.msgs[id]; r != nil {
+		r.bytes = bytes
+	}
+	h.mu.Unlock()
 }
 
 func (h *history) confirm(id uint64) {
@@ -133,6 +178,12 @@ func (h *history) confirm(id uint64) {
 // an ID no producer handed out gets a record of its own, without a
 // publish. The reference settles the ack (acked).
 func (h *history) deliver(id uint64, queue, via string, redelivered bool) deliveryRef {
+	return h.deliverChecked(id, queue, via, redelivered, "")
+}
+
+// deliverChecked is deliver for a delivery whose content was checked:
+// corrupt says how it differed from what was published, "" for intact.
+func (h *history) deliverChecked(id uint64, queue, via string, redelivered bool, corrupt string) deliveryRef {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.msgs[id]
@@ -140,7 +191,8 @@ func (h *history) deliver(id uint64, queue, via string, redelivered bool) delive
 		r = &record{}
 		h.msgs[id] = r
 	}
-	r.deliveries = append(r.deliveries, delivery{queue: queue, at: time.Now(), via: via, redelivered: redelivered})
+	h.seq++
+	r.deliveries = append(r.deliveries, delivery{queue: queue, at: time.Now(), via: via, redelivered: redelivered, seq: h.seq, corrupt: corrupt})
 	return deliveryRef{id, len(r.deliveries) - 1}
 }
 
@@ -151,6 +203,9 @@ func (h *history) acked(outcome ackOutcome, refs ...deliveryRef) {
 	for _, ref := range refs {
 		if r := h.msgs[ref.id]; r != nil && ref.n < len(r.deliveries) {
 			r.deliveries[ref.n].ack = outcome
+			if outcome == ackOK {
+				r.deliveries[ref.n].proved = h.seq
+			}
 		}
 	}
 }
@@ -241,6 +296,18 @@ type verdict struct {
 	Duplicated []uint64 `json:"duplicated"`
 	Unflagged  []uint64 `json:"unflagged"`
 	Misrouted  []uint64 `json:"misrouted"`
+	// Corrupted were delivered with a body or headers other than those
+	// published (large.go); Reordered were first delivered, unflagged,
+	// after a message published later on the same channel, on a queue
+	// that promises order (order.go). Each is a defect.
+	Corrupted []uint64 `json:"corrupted"`
+	Reordered []uint64 `json:"reordered"`
+	// ByQueue counts each defect by the queue it concerns (queues.go).
+	ByQueue map[string]*queueDefects `json:"by_queue,omitempty"`
+	// Exercised shows that the workloads and the nemesis did their part
+	// (expect.go): a run that did not exercise something cannot vouch
+	// for it.
+	Exercised exercised `json:"exercised"`
 	// Unobserved says what the run could not observe (a listing that
 	// failed, a drain that did not finish): the verdict cannot vouch for
 	// it, so the run fails.
@@ -269,7 +336,7 @@ type waits struct {
 
 // defective reports whether the history shows a defect.
 func (v verdict) defective() bool {
-	return len(v.Lost)+len(v.Unexpected)+len(v.Duplicated)+len(v.Unflagged)+len(v.Misrouted) > 0 ||
+	return len(v.Lost)+len(v.Unexpected)+len(v.Duplicated)+len(v.Unflagged)+len(v.Misrouted)+len(v.Corrupted)+len(v.Reordered) > 0 ||
 		v.Stranded > 0 || v.RefusedAfterHeal > 0 || len(v.Crashed) > 0 ||
 		(v.RPC != nil && !v.RPC.ok()) || (v.Upgrade != nil && !v.Upgrade.ok())
 }
@@ -306,6 +373,19 @@ func (h *history) check() verdict {
 			v.Deliveries += len(r.deliveries)
 		}
 		ackSent := slices.ContainsFunc(r.deliveries, func(d delivery) bool { return d.ack.sent() })
+		if slices.ContainsFunc(r.deliveries, func(d delivery) bool { return d.corrupt != "" }) {
+			v.Corrupted = append(v.Corrupted, id)
+		} else if r.bytes > 0 && delivered {
+			v.Exercised.Large++
+		}
+		for i, d := range r.deliveries {
+			if d.ack == ackAbandoned {
+				v.Exercised.Abandoned++
+				if i+1 < len(r.deliveries) && r.deliveries[i+1].redelivered {
+					v.Exercised.AbandonedBack++
+				}
+			}
+		}
 		switch {
 		case !published:
 			v.Unexpected = append(v.Unexpected, id)
@@ -348,17 +428,22 @@ func (h *history) check() verdict {
 		if len(r.deliveries) < 2 {
 			continue
 		}
-		// A delivery after an ack the broker read is a duplicate; one
-		// before it is a redelivery, and must say so.
+		// A delivery taken after a round trip showed the broker had
+		// read an ack of the message is a duplicate; one before it is a
+		// redelivery (the broker may have sent it before it read the
+		// ack), and must say so.
 		acked, duplicated, unflagged := false, false, false
+		var proved uint64
 		for i, d := range r.deliveries {
 			switch {
-			case acked:
+			case acked && (d.seq > proved || d.seq == 0):
 				duplicated = true
 			case i > 0 && !d.redelivered:
 				unflagged = true
 			}
-			acked = acked || d.ack == ackOK
+			if d.ack == ackOK && (!acked || d.proved < proved) {
+				acked, proved = true, d.proved
+			}
 		}
 		switch {
 		case duplicated:
@@ -379,15 +464,22 @@ func (h *history) check() verdict {
 			}
 		}
 	}
-	for _, ids := range [][]uint64{v.Lost, v.Unexpected, v.Duplicated, v.Unflagged, v.Misrouted} {
+	overtaken := h.checkOrder(&v)
+	h.checkExercised(&v)
+	for _, ids := range [][]uint64{v.Lost, v.Unexpected, v.Duplicated, v.Unflagged, v.Misrouted, v.Corrupted, v.Reordered} {
 		slices.Sort(ids)
 		for i, id := range ids {
 			if i == 20 {
 				break
 			}
-			v.Stories = append(v.Stories, h.story(id))
+			s := h.story(id)
+			if by, ok := overtaken[id]; ok && slices.Contains(v.Reordered, id) {
+				s += fmt.Sprintf(" (first delivered after %d, published later on its channel)", by)
+			}
+			v.Stories = append(v.Stories, s)
 		}
 	}
+	h.countByQueue(&v)
 	return v
 }
 
@@ -398,7 +490,14 @@ func (h *history) story(id uint64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d:", id)
 	if !r.published.IsZero() {
-		fmt.Fprintf(&b, " published to %s via %s at %s;", r.queue, r.via, ts(r.published))
+		fmt.Fprintf(&b, " published to %s via %s", r.queue, r.via)
+		if r.channel != "" {
+			fmt.Fprintf(&b, " on channel %s", r.channel)
+		}
+		if r.bytes > 0 {
+			fmt.Fprintf(&b, " (%d bytes)", r.bytes)
+		}
+		fmt.Fprintf(&b, " at %s;", ts(r.published))
 	}
 	if !r.confirmed.IsZero() {
 		fmt.Fprintf(&b, " confirmed at %s;", ts(r.confirmed))
@@ -417,6 +516,11 @@ func (h *history) story(id uint64) string {
 			b.WriteString(", acked (connection lost after)")
 		case ackOK:
 			b.WriteString(", acked")
+		case ackAbandoned:
+			b.WriteString(", held when its consumer dropped the connection")
+		}
+		if d.corrupt != "" {
+			fmt.Fprintf(&b, ", corrupt: %s", d.corrupt)
 		}
 		b.WriteString(";")
 	}
@@ -439,16 +543,25 @@ func (v verdict) String() string {
 	if w.Slowest != "" {
 		fmt.Fprintf(&b, "  slowest: %s\n", w.Slowest)
 	}
+	fmt.Fprintf(&b, "%s\n", v.Exercised)
 	fmt.Fprintf(&b, "lost (confirmed or delivered, never delivered and acked): %d\n", len(v.Lost))
 	fmt.Fprintf(&b, "unexpected (delivered, never published): %d\n", len(v.Unexpected))
 	fmt.Fprintf(&b, "duplicated (delivered again after an ack the broker read): %d\n", len(v.Duplicated))
 	fmt.Fprintf(&b, "unflagged redeliveries: %d\n", len(v.Unflagged))
 	fmt.Fprintf(&b, "misrouted (delivered from another queue than published to): %d\n", len(v.Misrouted))
+	fmt.Fprintf(&b, "corrupted (body or headers not as published): %d\n", len(v.Corrupted))
+	fmt.Fprintf(&b, "reordered (first delivered after a later publish of its channel, where order is promised): %d\n", len(v.Reordered))
 	fmt.Fprintf(&b, "stranded (unacknowledged, no consumer, 10 s after the end): %d\n", v.Stranded)
 	fmt.Fprintf(&b, "refused after healing (publishes nacked or unconfirmed): %d\n", v.RefusedAfterHeal)
 	fmt.Fprintf(&b, "nodes that exited without being asked: %d", len(v.Crashed))
 	for _, c := range v.Crashed {
 		fmt.Fprintf(&b, "\n  %s", c)
+	}
+	if byQueue := v.byQueueLines(); len(byQueue) > 0 {
+		b.WriteString("\ndefects by queue:")
+		for _, l := range byQueue {
+			fmt.Fprintf(&b, "\n  %s", l)
+		}
 	}
 	for _, u := range v.Unobserved {
 		fmt.Fprintf(&b, "\ncould not observe %s", u)

@@ -24,13 +24,7 @@ func TestChaos(t *testing.T) {
 	if testing.Short() || os.Getenv("WARREN_CHAOS_TESTS") == "" {
 		t.Skip("chaos run of a process cluster: WARREN_CHAOS_TESTS=1 (make test-chaos)")
 	}
-	bin := t.TempDir()
-	for _, cmd := range []string{"warren", "warrenctl"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, cmd), "github.com/warrenmq/warren/cmd/"+cmd).CombinedOutput()
-		if err != nil {
-			t.Fatalf("build %s: %v\n%s", cmd, err, out)
-		}
-	}
+	bin := buildBinaries(t)
 	faults := []string{"kill", "stop", "pause", "alarm"}
 	if why := labAvailable(); why == "" {
 		faults = append(faults, "partition")
@@ -41,6 +35,7 @@ func TestChaos(t *testing.T) {
 	cfg := config{
 		warren: filepath.Join(bin, "warren"), warrenctl: filepath.Join(bin, "warrenctl"),
 		dir: runDir(t), nodes: 3, queues: 3, deadLetter: 1, rate: 50,
+		ordered: 1, large: 1, crashEvery: 2 * time.Second, minFaults: -1,
 		duration: 30 * time.Second, hold: 5 * time.Second,
 		faults: faults, ops: []string{"rebalance", "transfer", "drain", "member", "checkpoint"},
 		seed: seed, drainLimit: 2 * time.Minute,
@@ -58,6 +53,19 @@ func TestChaos(t *testing.T) {
 	if v.Confirmed == 0 || v.Delivered == 0 {
 		t.Fatalf("nothing confirmed or delivered: the run tested nothing")
 	}
+}
+
+// buildBinaries builds warren and warrenctl into a temporary directory
+// and returns it.
+func buildBinaries(t *testing.T) string {
+	bin := t.TempDir()
+	for _, cmd := range []string{"warren", "warrenctl"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, cmd), "github.com/warrenmq/warren/cmd/"+cmd).CombinedOutput()
+		if err != nil {
+			t.Fatalf("build %s: %v\n%s", cmd, err, out)
+		}
+	}
+	return bin
 }
 
 // runDir is the run's directory, removed afterwards unless the test

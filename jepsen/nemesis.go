@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,15 @@ type faultRecord struct {
 	HealError string    `json:"heal_error,omitempty"`
 }
 
+// opRecord is one operator command as it happened, for the report: the
+// warrenctl arguments, when it ran and why it failed ("" when it did not).
+type opRecord struct {
+	Command string    `json:"command"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Error   string    `json:"error,omitempty"`
+}
+
 // nemesis breaks the cluster on a schedule: a fault on random nodes, held
 // for a random time in [hold/2, hold], then healed, then a pause of the
 // same length; operators' commands (warrenctl) go between.
@@ -60,6 +70,11 @@ type nemesis struct {
 	// each kind were applied, for the report.
 	records []faultRecord
 	counts  map[string]int
+	// opLog is every operator command as it happened, for the report;
+	// inForce names the fault held now ("" between faults), for the
+	// progress line, which reads it from another goroutine.
+	opLog   []opRecord
+	inForce atomic.Pointer[string]
 	// upgradeTo is the new build's binary during a rolling upgrade
 	// (upgrade.go); upgraded counts the nodes moved to it so far.
 	upgradeTo string
@@ -67,12 +82,12 @@ type nemesis struct {
 }
 
 // faultNames are the faults newNemesis knows.
-const faultNames = "kill, stop, pause, partition, alarm, halves, ring, bridge, oneway, loss, kill-minority, kill-all, lose-unsynced"
+const faultNames = "kill, stop, pause, partition, alarm, halves, ring, bridge, oneway, loss, kill-minority, kill-all, latency, full-disk, corrupt, lose-unsynced"
 
 // needsLab says whether a fault cuts links, which needs network namespaces.
 func needsLab(fault string) bool {
 	switch fault {
-	case "partition", "halves", "ring", "bridge", "oneway", "loss":
+	case "partition", "halves", "ring", "bridge", "oneway", "loss", "latency":
 		return true
 	}
 	return false
@@ -171,6 +186,8 @@ func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, see
 			f.apply = network(func() netPlan { return planLoss(nn) })
 		case "kill-minority":
 			f.apply = kill(func() []int { return pickMinority(n.rng, nn) })
+		case "corrupt": // SIGKILL, damage its storage files, then start again (corrupt.go)
+			f.apply = n.corruptFault
 		case "kill-all":
 			f.apply = kill(func() []int {
 				all := make([]int, nn)
@@ -179,6 +196,10 @@ func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, see
 				}
 				return all
 			})
+		case "latency": // every link between nodes through a delaying proxy (latency.go)
+			f.apply = n.latency
+		case "full-disk": // one node's small data disk filled (fulldisk.go)
+			f.apply = n.fullDisk
 		default:
 			return nil, fmt.Errorf("unknown fault %q (%s)", name, faultNames)
 		}
@@ -231,6 +252,8 @@ func (n *nemesis) inflict(ctx context.Context, f fault) {
 		what += ": " + shape
 	}
 	n.note("%s", what)
+	n.inForce.Store(&what)
+	defer n.inForce.Store(nil)
 	if err != nil {
 		r.Error = err.Error()
 		n.note("%s failed: %v", what, err)
@@ -309,12 +332,16 @@ func (n *nemesis) operate(ctx context.Context, op string) {
 			sleep(ctx, n.span())
 			continue
 		}
+		rec := opRecord{Command: strings.Join(s, " "), Start: time.Now()}
 		out, err := n.c.ctl(context.Background(), n.warrenctl, s...)
+		rec.End = time.Now()
 		if err != nil {
+			rec.Error = failureLine(out)
 			n.note("warrenctl %s: %v: %s", strings.Join(s, " "), err, failureLine(out))
 		} else {
 			n.note("warrenctl %s: ok", strings.Join(s, " "))
 		}
+		n.opLog = append(n.opLog, rec)
 	}
 }
 

@@ -22,12 +22,12 @@ func fakeCluster(n int) *cluster {
 // namespaces, and an unknown fault names the known ones.
 func TestFaultsNeedingNamespaces(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, f := range []string{"partition", "halves", "ring", "bridge", "oneway", "loss"} {
+	for _, f := range []string{"partition", "halves", "ring", "bridge", "oneway", "loss", "latency"} {
 		if _, err := newNemesis(log, fakeCluster(3), &workload{}, "", 1, time.Second, []string{f}, nil); err == nil || !strings.Contains(err.Error(), "namespaces") {
 			t.Errorf("%s without a lab: %v", f, err)
 		}
 	}
-	if _, err := newNemesis(log, fakeCluster(3), &workload{}, "", 1, time.Second, []string{"kill", "stop", "pause", "alarm", "kill-minority", "kill-all"}, nil); err != nil {
+	if _, err := newNemesis(log, fakeCluster(3), &workload{}, "", 1, time.Second, []string{"kill", "stop", "pause", "alarm", "kill-minority", "kill-all", "full-disk"}, nil); err != nil {
 		t.Errorf("process faults: %v", err)
 	}
 	if _, err := newNemesis(log, fakeCluster(3), &workload{}, "", 1, time.Second, []string{"melt"}, nil); err == nil || !strings.Contains(err.Error(), "kill-all") {

@@ -34,6 +34,15 @@ type workload struct {
 	// consumed like queues (a consumer on every node, one active), but
 	// not in the afterwards round (basic.get is refused on them).
 	single []string
+	// ordered are more single active consumer queues, each with one
+	// producer (the node of its position, modulo the cluster's size),
+	// whose first deliveries the checker holds to publish order
+	// (order.go), as it does the single queues' per publishing channel.
+	ordered []string
+	// large are queues whose bodies span several frames (large.go),
+	// produced to and consumed like queues, every delivery checked byte
+	// for byte.
+	large []string
 	// rate is each producer's messages per second.
 	rate int
 	// rpc is the RPC workload's history (rpc.go); rpcRate each node's
@@ -46,6 +55,7 @@ func (w *workload) dial(nd *node) (*amqp091.Connection, *amqp091.Channel, error)
 	conn, err := amqp091.DialConfig(nd.uri(), amqp091.Config{
 		Dial:      amqp091.DefaultDial(2 * time.Second),
 		Heartbeat: 2 * time.Second,
+		FrameSize: frameMax,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -65,18 +75,35 @@ const expiringTTL = 200
 // all is every queue the workload uses, each dead-letter queue before
 // the queues that dead-letter to it.
 func (w *workload) all() []string {
-	all := slices.Concat(w.queues, w.sleepy, w.dead, w.expiring, w.single)
+	all := slices.Concat(w.queues, w.sleepy, w.dead, w.expiring, w.single, w.ordered, w.large)
 	if w.rpcRate > 0 {
 		all = append(all, rpcQueue)
 	}
 	return all
 }
 
-// produced are the queues the producers publish to in turn.
-func (w *workload) produced() []string { return slices.Concat(w.queues, w.expiring, w.single) }
+// producedBy are the queues the producer of the node at index i of n
+// publishes to in turn: every node's the shared ones, and each ordered
+// queue has one producer.
+func (w *workload) producedBy(i, n int) []string {
+	qs := slices.Concat(w.queues, w.expiring, w.single, w.large)
+	for k, q := range w.ordered {
+		if k%n == i {
+			qs = append(qs, q)
+		}
+	}
+	return qs
+}
 
 // consumed are the queues the consumers take messages from.
-func (w *workload) consumed() []string { return slices.Concat(w.queues, w.dead, w.single) }
+func (w *workload) consumed() []string {
+	return slices.Concat(w.queues, w.dead, w.single, w.ordered, w.large)
+}
+
+// expectations are the workloads this run has, for the checker.
+func (w *workload) expectations(crashing bool) expectations {
+	return expectations{Ordered: slices.Concat(w.single, w.ordered), Large: w.large, Crashing: crashing}
+}
 
 // singleDisconnectedTimeout is the single active consumer queues'
 // x-consumer-disconnected-timeout.
@@ -92,7 +119,7 @@ func (w *workload) arguments(q string) amqp091.Table {
 		args["x-dead-letter-strategy"] = "at-least-once"
 		args["x-overflow"] = "reject-publish" // at-least-once needs it
 	}
-	if slices.Contains(w.single, q) {
+	if slices.Contains(w.single, q) || slices.Contains(w.ordered, q) {
 		// The active consumer's node failing keeps its place, and what
 		// it holds, for the timeout (suspended): long enough to come
 		// back from a short fault, short enough not to stall the run.
@@ -113,6 +140,15 @@ func (w *workload) dialConfirm(nd *node) (*amqp091.Connection, *amqp091.Channel,
 		return nil, nil, err
 	}
 	return conn, ch, nil
+}
+
+// inspect is the ID of a delivery from q and, for a queue of multi-frame
+// bodies, how its content differs from what was published ("" intact).
+func (w *workload) inspect(q string, d amqp091.Delivery) (id uint64, corrupt string) {
+	if slices.Contains(w.large, q) {
+		return inspectLarge(d)
+	}
+	return w.messageID(d.Body), ""
 }
 
 // messageID is the ID a producer wrote in a message's body; 0, which no
@@ -155,19 +191,21 @@ func (w *workload) declare(ctx context.Context, c *cluster) error {
 	return fmt.Errorf("declare the queues: %w", errors.Join(err, ctx.Err()))
 }
 
-// produce publishes through nd until ctx ends.
-func (w *workload) produce(ctx context.Context, nd *node) {
+// produce publishes through nd to produced in turn until ctx ends. Each
+// connection is a channel of its own for the order check: order is
+// promised per publishing channel.
+func (w *workload) produce(ctx context.Context, nd *node, produced []string) {
 	interval := time.Second / time.Duration(w.rate)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	n := 0
-	produced := w.produced()
-	for ctx.Err() == nil {
+	for incarnation := 1; ctx.Err() == nil; incarnation++ {
 		conn, ch, err := w.dialConfirm(nd)
 		if err != nil {
 			sleep(ctx, 500*time.Millisecond)
 			continue
 		}
+		channel := fmt.Sprintf("%s/%d", nd.name, incarnation)
 		pending, done := awaitConfirms(4096, w.h.confirm)
 		for ctx.Err() == nil {
 			select {
@@ -178,12 +216,9 @@ func (w *workload) produce(ctx context.Context, nd *node) {
 				break
 			}
 			q := produced[n%len(produced)]
-			id := w.h.publish(q, nd.name)
+			id := w.h.publishOn(q, nd.name, channel)
 			n++
-			body := strconv.FormatUint(id, 10)
-			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, amqp091.Publishing{
-				DeliveryMode: amqp091.Persistent, MessageId: body, Body: []byte(body),
-			})
+			dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, w.publishing(q, id))
 			if err != nil {
 				// Not sent, or not knowably: the ID stays unconfirmed.
 				break
@@ -198,6 +233,18 @@ func (w *workload) produce(ctx context.Context, nd *node) {
 		close(pending)
 		<-done
 	}
+}
+
+// publishing is message id's publishing to q: its ID as the body, or for
+// a queue of multi-frame bodies one of those (recorded with its length).
+func (w *workload) publishing(q string, id uint64) amqp091.Publishing {
+	if slices.Contains(w.large, q) {
+		p, n := largePublishing(id)
+		w.h.sized(id, n)
+		return p
+	}
+	body := strconv.FormatUint(id, 10)
+	return amqp091.Publishing{DeliveryMode: amqp091.Persistent, MessageId: body, Body: []byte(body)}
 }
 
 type confirmWait struct {
@@ -230,13 +277,16 @@ type queued struct {
 	amqp091.Delivery
 }
 
+// consumerPrefetch is the consumers' basic.qos prefetch count.
+const consumerPrefetch = 32
+
 // consume takes every queue's messages through nd until ctx ends,
 // recording each delivery, the queue it came from, and its ack's outcome.
 func (w *workload) consume(ctx context.Context, nd *node) {
 	for ctx.Err() == nil {
 		conn, ch, err := w.dial(nd)
 		if err == nil {
-			err = ch.Qos(32, 0, false)
+			err = ch.Qos(consumerPrefetch, 0, false)
 		}
 		var merged chan queued
 		if err == nil {
@@ -265,22 +315,39 @@ func (w *workload) consume(ctx context.Context, nd *node) {
 			continue
 		}
 		a := acks{h: w.h}
+		// A basic.qos every second is a round trip that shows the broker
+		// read the acks before it: a message it hands out again after
+		// that is a duplicate (history.check).
+		prove := time.NewTicker(time.Second)
 	loop:
 		for {
 			select {
 			case <-ctx.Done():
 				break loop
+			case <-prove.C:
+				if len(a.pending) == 0 {
+					continue
+				}
+				if err := ch.Qos(consumerPrefetch, 0, false); err != nil {
+					a.pending = a.pending[:0] // unconfirmed: the channel went first
+					break loop
+				}
+				a.roundTrip()
 			case d, ok := <-merged:
 				if !ok {
 					break loop
 				}
-				ref := w.h.deliver(w.messageID(d.Body), d.queue, nd.name, d.Redelivered)
+				id, corrupt := w.inspect(d.queue, d.Delivery)
+				ref := w.h.deliverChecked(id, d.queue, nd.name, d.Redelivered, corrupt)
 				a.ack(d, ref)
 			}
 		}
+		prove.Stop()
 		// A clean close is a round trip after every ack: the broker read
-		// them all.
-		if conn.Close() == nil {
+		// them all, unless it had closed the channel (it discards what
+		// comes on a channel it closed).
+		open := !ch.IsClosed()
+		if conn.Close() == nil && open {
 			a.roundTrip()
 		}
 		for range merged { // let the forwarding goroutines end

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cluster.sh — N Warren nodes on this machine, for trying clustering out (`make cluster`,
 # `make cluster N=5`). Node i (0..N-1) listens on 127.0.0.1 with AMQP port 5672+i, AMQPS port
-# 5681+i, internal gRPC port 25672+i (Raft, forwarding, warrenctl), gossip port 7946+i and
-# Prometheus metrics port 15692+i. The nodes run secured as a production cluster does: mutual
+# 5681+i, internal gRPC port 25672+i (Raft, forwarding, warrenctl), gossip port 7946+i,
+# Prometheus metrics port 15692+i and the management HTTP API on port 15672+i (HTTPS when
+# secured). The nodes run secured as a production cluster does: mutual
 # TLS between them with certificates from a development CA made in $DATA_DIR/cluster/certs on
 # first use (with a client certificate for warrenctl, as guest), and gossip encrypted with a key
 # kept there too; INSECURE=1 runs them without. Node i's data is in
@@ -45,7 +46,7 @@ listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 join=""
 for ((i = 0; i < N; i++)); do
   join+="${join:+,}127.0.0.1:$((7946 + i))"
-  for port in $((5672 + i)) $((5681 + i)) $((25672 + i)) $((7946 + i)) $((15692 + i)); do
+  for port in $((5672 + i)) $((5681 + i)) $((25672 + i)) $((7946 + i)) $((15692 + i)) $((15672 + i)); do
     if listening "$port"; then
       echo "cluster.sh: port $port is in use (another cluster, or \`make run\`?)" >&2
       exit 1
@@ -131,6 +132,7 @@ for ((i = 0; i < N; i++)); do
     --internal-addr "127.0.0.1:$((25672 + i))" \
     --gossip-addr "127.0.0.1:$((7946 + i))" \
     --prometheus-addr "127.0.0.1:$((15692 + i))" \
+    --management-addr "127.0.0.1:$((15672 + i))" \
     --join "$join" \
     --bootstrap-expect "$N" \
     --data-dir "$dir/$name" \
@@ -162,7 +164,7 @@ done
   echo
   echo "== $N Warren nodes are running (data and logs in $dir/)"
   for ((i = 0; i < N; i++)); do
-    echo "   ${names[$i]}: amqp://guest:guest@127.0.0.1:$((5672 + i))/   internal 127.0.0.1:$((25672 + i))   metrics http://127.0.0.1:$((15692 + i))/metrics   log $dir/${names[$i]}.log"
+    echo "   ${names[$i]}: amqp://guest:guest@127.0.0.1:$((5672 + i))/   internal 127.0.0.1:$((25672 + i))   metrics http://127.0.0.1:$((15692 + i))/metrics   management 127.0.0.1:$((15672 + i))   log $dir/${names[$i]}.log"
   done
   if [ "$INSECURE" != 1 ]; then
     echo "   mutual TLS between the nodes; AMQPS on 127.0.0.1:5681-$((5680 + N)); certificates in $certs/"

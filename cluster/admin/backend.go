@@ -203,6 +203,12 @@ const (
 	// RoleAsleep: the replica is closed while its idle group hibernates
 	// (cluster/node's hibernate.go); the group elects when it is needed.
 	RoleAsleep Role = "asleep"
+	// RoleQuarantined: the member's storage was found damaged; it is not
+	// started, and waits to re-sync from its group (cluster/node's
+	// quarantine.go). RoleResyncing: it is open again, empty, and
+	// catching up as a non-voter.
+	RoleQuarantined Role = "quarantined"
+	RoleResyncing   Role = "re-syncing"
 	// RoleUnreachable is never reported by a replica itself: the asking
 	// node uses it for a member it could not ask.
 	RoleUnreachable Role = "unreachable"

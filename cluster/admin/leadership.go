@@ -352,7 +352,7 @@ func (s *Server) CheckReplicasSynced(ctx context.Context, req *adminpb.CheckRepl
 			continue
 		}
 		m, ok := local[g.id]
-		if ok && m.Role != string(RoleNonVoter) {
+		if ok && m.Role != string(RoleNonVoter) && m.Role != string(RoleQuarantined) && m.Role != string(RoleResyncing) {
 			continue
 		}
 		q := g.checked(survey)

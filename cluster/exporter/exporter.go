@@ -76,6 +76,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.queues(&e)
 	c.memory(&e)
 	c.disk(&e)
+	c.quarantine(&e) // quarantine.go
 	if syncs, ok := c.n.LogSyncs(); ok {
 		e.counter("warren_wal_syncs_total", "Durable writes to disk (a direct O_DSYNC write, or a write and fdatasync) of the node's write-ahead log, which holds every local quorum queue replica's Raft log", syncs)
 	}

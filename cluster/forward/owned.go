@@ -15,8 +15,8 @@ import (
 
 // ownedSettler carries the settlements this node makes by the ID of the
 // holder (replica/owned.go): of the messages its channels took with
-// basic.get from a leader on another node, each checked out to a getter
-// ID of its own, and the release of a closed channel's consumers. Each is
+// basic.get, each checked out to a getter ID of its own, and the release
+// of a closed channel's consumers. Each is
 // sent, again and again, until a leader has committed it: unlike a live
 // consumer's, nothing else would return a message whose settlement was
 // lost on the way (a getter has no stream whose end gives back what it
@@ -29,7 +29,7 @@ type ownedSettler struct {
 	mu   sync.Mutex
 	held map[uint64]uint64 // getter of each delivery the node's channels hold
 	// nheld is len(held), read without the lock: every settlement of the
-	// node passes settleGets, and most nodes never forward a get.
+	// node passes settleGets, and most queues are read by consumers only.
 	nheld   atomic.Int32
 	pending []replica.OwnedSettlement
 	wake    chan struct{}
@@ -91,7 +91,7 @@ func (g *ownedSettler) release(owner uint64) {
 	g.queue([]replica.OwnedSettlement{{Owner: raftq.ConsumerID(owner)}})
 }
 
-// settleGets takes the deliveries of forwarded gets out of ids, queues
+// settleGets takes the deliveries of basic.gets out of ids, queues
 // their settlements with op and cause, and returns the rest (ids itself
 // when there were none).
 func (g *ownedSettler) settleGets(op raftq.Op, cause queue.ReturnCause, ids []uint64) []uint64 {

@@ -173,10 +173,16 @@ func (r *Router) Enqueue(ctx context.Context, m *queue.Message, done func(error)
 	return r.pub.enqueue(ctx, m, done)
 }
 
-// Get takes one message for basic.get from the leader. A get forwarded to
-// another node's leader is checked out to a getter ID of its own (owned.go),
-// which this router settles until a leader commits it, and releases when
-// the answer is lost.
+// Get takes one message for basic.get from the leader. Each get, whether
+// this node's member leads or another node's does, is checked out to a
+// getter ID of its own (owned.go), which this router settles until a
+// leader commits it, and releases when the answer is lost. A get asked of
+// the member here can be committed and its answer lost as well: the
+// member loses its leadership before it applies the get (paused, cut
+// off), raft fails the proposal, and the get is asked again of the next
+// leader. Checked out to the member's own getter, shared by every channel
+// of the node, the first message could be given back by no one until the
+// new leader gave up on the old one's consumers (the disconnected timeout).
 func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
@@ -185,12 +191,20 @@ func (r *Router) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 	var remaining uint32
 	var ok bool
 	err := r.leaders.onLeader(ctx, func(l Local) error {
+		getter := replica.ConsumerIDFor(r.cfg.SelfBoot)
 		var err error
-		d, remaining, ok, err = l.Get(noAck)
-		if err == nil && ok && d.ID != 0 {
+		d, remaining, ok, err = l.GetAs(getter, noAck)
+		if err != nil {
+			// Perhaps committed before the leadership went: whatever
+			// the getter holds goes back, through whichever member leads.
+			r.owned.release(getter)
+			return err
+		}
+		if ok && d.ID != 0 {
+			r.owned.noteGet(d.ID, getter)
 			r.settles.noteOrigin(true, "", nil)
 		}
-		return err
+		return nil
 	}, func(ctx context.Context, c queuepb.ForwardClient, addr string) error {
 		getter := replica.ConsumerIDFor(r.cfg.SelfBoot)
 		rep, err := c.Get(ctx, &queuepb.GetRequest{QueueId: r.cfg.QueueID, NoAck: noAck, Getter: getter})

@@ -17,7 +17,7 @@ import (
 // from: this node's member, or a remote member through the consume stream
 // that carried it, or failing that one unary Settle call per node per
 // batch (run). What a node does not take goes to whichever member leads
-// (atLeader). Settlements by holder (forwarded gets, released consumers)
+// (atLeader). Settlements by holder (basic.gets, released consumers)
 // are the ownedSettler's (owned.go).
 type settlements struct {
 	r *Router // its member, leader, config and lifetime
@@ -121,7 +121,7 @@ func (s *settlements) attachmentEnded(a *attachment) {
 }
 
 // send settles ids with op and cause where the latest delivery came
-// from, less those of forwarded gets, which go by holder.
+// from, less those of basic.gets, which go by holder.
 func (s *settlements) send(op queuepb.SettleOp, cause queue.ReturnCause, ids []uint64) {
 	ids = s.r.owned.settleGets(opOf(op), cause, ids)
 	o := s.source.Load()

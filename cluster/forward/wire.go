@@ -63,7 +63,7 @@ type Local interface {
 	// asking node chose (replica/owned.go).
 	GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool, error)
 	// SettleOwned commits settlements named by the consumer ID holding
-	// the message (forwarded gets, closed channels' consumers); only the
+	// the message (basic.gets, closed channels' consumers); only the
 	// leader can.
 	SettleOwned(list []replica.OwnedSettlement) error
 	// Knows reports whether the member knows every delivery in ids as

@@ -42,8 +42,9 @@ type Config struct {
 	// follower an AppendEntries. Zero picks defaultCommitTimeout.
 	// Followers do not wait for it to learn of a commit (notice.go).
 	CommitTimeout time.Duration
-	// OnStorageFailure, if set, is told when a term or vote cannot be
-	// saved (a full disk): the node is then to stop (stable.go).
+	// OnStorageFailure, if set, is told when a term, a vote or a log
+	// entry cannot be saved (a full disk): the node is then to stop
+	// (stable.go, holdlogs.go).
 	OnStorageFailure func(error)
 }
 
@@ -172,7 +173,7 @@ func Open(cfg Config) (*Store, error) {
 		t.TrackAcks() // awaitFollowers
 	}
 	stable := &holdingStable{StableStore: logs, fail: cfg.OnStorageFailure}
-	s.raft, err = raft.NewRaft(rc, s.fsm, logs, stable, s.snaps, cfg.Transport)
+	s.raft, err = raft.NewRaft(rc, s.fsm, &holdingLogs{LogStore: logs, hold: stable}, stable, s.snaps, cfg.Transport)
 	if err != nil {
 		logs.Close()
 		return nil, fmt.Errorf("meta: start raft: %w", err)

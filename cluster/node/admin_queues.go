@@ -94,9 +94,21 @@ func (a groupAdmin) LocalMember(queueID string) (admin.MemberStatus, bool) {
 		return asleepStatus(z), true
 	}
 	if r == nil {
+		if a.c.quar.holds(queueID) {
+			return admin.MemberStatus{Role: admin.RoleQuarantined}, true
+		}
 		return admin.MemberStatus{}, false
 	}
-	return memberStatus(r), true
+	return a.quarantined(queueID, memberStatus(r)), true
+}
+
+// quarantined is st with the role of a member re-syncing after storage
+// damage (quarantine.go), open but not yet through its re-sync.
+func (a groupAdmin) quarantined(queueID string, st admin.MemberStatus) admin.MemberStatus {
+	if a.c.quar.role(queueID) == roleResyncing {
+		st.Role = admin.RoleResyncing
+	}
+	return st
 }
 
 // asleepStatus is a hibernating replica's status: as it closed.
@@ -121,7 +133,12 @@ func (a groupAdmin) LocalMembers() map[string]admin.MemberStatus {
 		out[id] = asleepStatus(z)
 	}
 	for id, r := range rs {
-		out[id] = memberStatus(r)
+		out[id] = a.quarantined(id, memberStatus(r))
+	}
+	for _, id := range a.c.quar.ids() {
+		if _, ok := out[id]; !ok {
+			out[id] = admin.MemberStatus{Role: admin.RoleQuarantined}
+		}
 	}
 	return out
 }

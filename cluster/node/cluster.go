@@ -134,6 +134,10 @@ type clusterNode struct {
 	// transactions and fsyncs. Closed after the broker.
 	qlog *wal.Log
 
+	// quar lists the queue members set aside after storage damage,
+	// which do not vote until re-synced (quarantine.go, resync.go).
+	quar *quarantine
+
 	// adminSrv is the admin service, also used by the automatic
 	// rebalance after a node rejoins (reconcile.go).
 	adminSrv *admin.Server
@@ -265,7 +269,7 @@ func startCluster(cfg ClusterConfig, dataDir, amqpAddr string, seed *catalog.Sna
 		c.closeTransport()
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
-	c.qlog, err = replica.OpenNodeWAL(dataDir, log.With("component", "wal"), onStorageFailure)
+	c.qlog, err = c.openQueuesLog(dataDir, onStorageFailure, log)
 	if err != nil {
 		c.gossip.Stop()
 		c.meta.Close()
@@ -281,7 +285,7 @@ func (c *clusterNode) run(b *broker.Broker, dataDir string) {
 	c.model.Store(b) // drain.go
 	// Other nodes' alarms follow gossip as it happens (alarms.go).
 	c.gossip.OnEvent(func(ev membership.Event) { alarmEvent(b.Alarms(), ev) })
-	c.wg.Add(7)
+	c.wg.Add(8)
 	go c.announceAlarms(b.Alarms()) // alarms.go
 	go c.hib.loop()                 // hibernate.go
 	go c.catchUpOnStart()
@@ -289,6 +293,7 @@ func (c *clusterNode) run(b *broker.Broker, dataDir string) {
 	go c.lead(b)
 	go c.rec.loop(b) // reconcile.go
 	go c.host.removeOrphans(dataDir)
+	go resyncer{c: c, b: b}.loop() // resync.go
 }
 
 // join contacts the seeds until gossip reaches at least one other node,

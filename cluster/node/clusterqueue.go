@@ -72,6 +72,9 @@ func (q *clusterQueue) MembersChanged(members []string) {
 	local, had := c.host.get(q.id)
 	member := slices.Contains(members, c.self)
 	switch {
+	case member && !had && c.quar.holds(q.id):
+		q.Router.SetMembers(members, nil) // it opens as it re-syncs (resync.go)
+		c.quar.wake()
 	case member && !had:
 		r, err := c.host.openReplica(q.id, q.cfg, members, false, true)
 		if err != nil {

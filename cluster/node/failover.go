@@ -126,7 +126,8 @@ func (f *failover) event(ev membership.Event) (restarted bool) {
 
 // Kill stops the node abruptly, as a crash would as far as the other
 // nodes can tell: gossip and internal connections end without a goodbye
-// and no queue hands its leadership off. For tests.
+// and no queue hands its leadership off. For tests, and for a node whose
+// storage failed (cmd/warren), which can no longer lead or follow.
 func (n *Node) Kill() {
 	c := n.cluster
 	if c != nil {

@@ -227,6 +227,9 @@ func openStore(cfg *Config, migrate *catalog.Snapshot, log *slog.Logger) (store 
 		qlog, err = replica.OpenNodeWAL(cfg.DataDir, log.With("component", "wal"), cfg.OnStorageFailure)
 		if err != nil {
 			bolt.Close()
+			if replica.IsDamaged(err) {
+				return nil, nil, nil, fmt.Errorf("open the queues' write-ahead log: %w; a standalone node has no other member to re-sync its queues from (docs/storage.md)", err)
+			}
 			return nil, nil, nil, fmt.Errorf("open the queues' write-ahead log: %w", err)
 		}
 		cfg.Broker.Replica.WAL = qlog

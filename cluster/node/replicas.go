@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -90,9 +91,15 @@ func (h *replicaHost) open(rec catalog.Queue, cfg replica.Config) (queue.Queue, 
 		Wake:   func() { h.wake(rec.ID) },
 		Asleep: func() bool { return h.isAsleep(rec.ID) },
 	}
-	var local *replica.Replica
+	var local *replica.Replica // nil if not a member, or quarantined as it opened
 	var restored *sleeper
 	member := slices.Contains(members, h.c.self)
+	if member && h.c.quar.holds(rec.ID) {
+		// Its storage was damaged: it re-syncs before it opens
+		// (resync.go), never as the voter it was, nor as asleep.
+		member = false
+		h.c.quar.wake()
+	}
 	if member && h.c.cfg.HibernateAfter > 0 {
 		// Closed when the group hibernated, and nothing since: it stays
 		// closed until something needs it (hibernate.go).
@@ -109,10 +116,13 @@ func (h *replicaHost) open(rec catalog.Queue, cfg replica.Config) (queue.Queue, 
 		// leader died right after the declaration had no leader until
 		// that node came back.
 		chosen := rec.Leader == h.c.self || (rec.Leader == "" && members[0] == h.c.self)
-		if local, err = h.openReplica(rec.ID, cfg, members, true, !chosen); err != nil {
+		local, err = h.openReplica(rec.ID, cfg, members, true, !chosen)
+		if err != nil && !errors.Is(err, errQuarantined) {
 			return nil, err
 		}
-		rcfg.Local = local
+		if local != nil {
+			rcfg.Local = local // never an interface holding a nil *Replica
+		}
 	}
 	r := forward.NewRouter(rcfg)
 	// cfg is kept to open a replica here later, should this node become
@@ -193,6 +203,9 @@ func (h *replicaHost) openReplica(id string, cfg replica.Config, members []strin
 	local, err := replica.Open(cfg)
 	if err != nil {
 		trans.Close()
+		if replica.IsDamaged(err) {
+			return nil, h.quarantineGroup(id, cfg.Dir, err) // resync.go
+		}
 		return nil, err
 	}
 	if cfg.Drained {

@@ -47,6 +47,7 @@ type config struct {
 	timerSlack          time.Duration
 	adaptiveProcs       bool
 	prometheusAddr      string
+	managementAddr      string
 	transientQueues     string
 	masterLocator       string
 	globalQos           string
@@ -125,6 +126,7 @@ func newFlagSet(c *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.masterLocator, "queue-master-locator", "permit", "the deprecated x-queue-master-locator argument and queue-master-locator policy key: permit (as RabbitMQ before 4.3) or deny (as RabbitMQ 4.3: a 541 connection error, a refused policy)")
 	fs.DurationVar(&c.disconnectedTimeout, "consumer-disconnected-timeout", node.DefaultDisconnectedTimeout, "how long a quorum queue keeps the messages of a consumer whose node is cut off from the queue's leader, for it to come back and acknowledge them, before they return to the queue (RabbitMQ 4.3's consumer_disconnected_timeout; a queue may set its own with x-consumer-disconnected-timeout or the consumer-disconnected-timeout policy, in milliseconds, the lower of the two applying); a node that restarted or left returns them at once; 0 returns them at once always")
 	fs.StringVar(&c.payloadCache, "queue-payload-cache", "256MiB", "memory the node's quorum queue leaders may keep, all together, for the payloads of messages waiting to be delivered, so that delivering one does not read it back from the log (each queue keeps at most 4 MiB of it): an amount (256MiB, 1GiB, 268435456); 0 reads every delivery from the log")
+	fs.StringVar(&c.managementAddr, "management-addr", "", "if set, serve RabbitMQ's management HTTP API (what rabbitmqadmin and monitoring probes use) on this address (RabbitMQ's port is 15672), over HTTPS with the node's certificate when it has TLS material; every node answers for the whole cluster (docs/management.md)")
 	fs.StringVar(&c.prometheusAddr, "prometheus-addr", "", "if set, serve Prometheus metrics on this address (RabbitMQ's port is 15692) under /metrics (per node) and /metrics/per-object (per queue), with rabbitmq_prometheus's metric names")
 	fs.DurationVar(&c.timerSlack, "timer-slack", 5*time.Millisecond, "how late the kernel may end this process's timed sleeps (Linux timer slack, on every thread): the Go runtime's monitor thread sleeps 20µs at a time while the broker is busy, and at 1,000 msg/s on three nodes 1ms took a quarter off the CPU per message and 5ms a tenth more, at the same latency; network and disk wake-ups are not delayed. Setting it on threads other than the first needs CAP_SYS_NICE (root); 0 leaves the kernel's (50µs)")
 	fs.BoolVar(&c.adaptiveProcs, "adaptive-procs", true, fmt.Sprintf("run the Go scheduler on one processor while the node uses little CPU (below %g cores for %v) and on all of them from the first %v in which it uses %g cores: at low load, idle processors woken to look for work cost CPU and mostly find none; ignored when the GOMAXPROCS environment variable is set", procsDownAt, procsDownAfter*procsInterval, procsInterval, procsUpAt))

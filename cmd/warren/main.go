@@ -94,6 +94,15 @@ func run(args []string) int {
 		}
 		defer stop()
 	}
+	if cfg.managementAddr != "" {
+		stop, err := serveManagement(n, cfg.managementAddr, tlsStore, cfg.security.loginFailureDelay, log)
+		if err != nil {
+			log.Error("cannot serve the management API", "addr", cfg.managementAddr, "err", err)
+			n.Close(context.Background())
+			return 1
+		}
+		defer stop()
+	}
 	if n.Name() != "" {
 		log.Info("warren started as a cluster member", "node", n.Name(), "amqp", n.AMQPAddr().String(), "internal", n.InternalAddr().String(), "data_dir", cfg.dataDir)
 		go func() {
@@ -148,22 +157,26 @@ const storageStopWait = 5 * time.Second
 
 // stopOnStorageFailure stops a node whose queues' log can no longer
 // write: what it committed is on disk, and it starts again cleanly once
-// the disk has room or is repaired. Its clients are told (320
-// CONNECTION_FORCED) within storageStopWait; the rest of the shutdown, which
-// would wait on writes that cannot happen, is left to the exit.
+// the disk has room or is repaired. It is cut off from the other nodes at
+// once, as by a crash (node.Kill): a graceful stop handed its queues'
+// leaderships off and kept its consume streams open for seconds while its
+// raft could write nothing, and acknowledgements that reached it then
+// were lost, their messages delivered again (the other nodes resend what
+// they sent on a stream only when it breaks, and only its last moments).
+// Its clients are told (320 CONNECTION_FORCED) within storageStopWait; the
+// rest of the shutdown, which would wait on writes that cannot happen, is
+// left to the exit.
 func stopOnStorageFailure(n *node.Node, err error, log *slog.Logger) int {
 	log.Error("storage failed: stopping the node; it keeps what it had committed and starts again once the disk has room",
 		"err", err)
-	ctx, cancel := context.WithTimeout(context.Background(), storageStopWait)
-	defer cancel()
 	closed := make(chan struct{})
 	go func() {
-		n.Close(ctx)
+		n.Kill()
 		close(closed)
 	}()
 	select {
 	case <-closed:
-	case <-ctx.Done():
+	case <-time.After(storageStopWait):
 	}
 	return 1
 }

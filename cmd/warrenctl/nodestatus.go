@@ -120,7 +120,7 @@ func (r *nodeStatusReport) writeText(w io.Writer) {
 	}
 	var replicas []string
 	total := uint32(0)
-	for _, role := range []string{"leader", "follower", "candidate", "non-voter", "asleep"} {
+	for _, role := range []string{"leader", "follower", "candidate", "non-voter", "asleep", "quarantined", "re-syncing"} {
 		if k := r.Replicas[role]; k > 0 {
 			replicas = append(replicas, fmt.Sprintf("%d %s", k, role))
 			total += k

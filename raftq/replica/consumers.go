@@ -20,8 +20,9 @@ import (
 type consumerTable struct {
 	r *Replica
 
-	// foreignGets counts the forwarded gets (GetAs with another node's
-	// getter) proposed and not yet answered (owned.go's releasesPending).
+	// foreignGets counts the gets with a getter of their own (GetAs with
+	// an ID the asking node chose) proposed and not yet answered
+	// (owned.go's releasesPending).
 	foreignGets atomic.Int32
 
 	mu       sync.Mutex

@@ -258,6 +258,11 @@ func (o *opening) prepareLog() error {
 		return fmt.Errorf("read raft state: %w", err)
 	}
 	o.existing = existing
+	if existing {
+		if err := checkRestorable(r.storage.snaps.SnapshotStore, r.storage.store); err != nil {
+			return fmt.Errorf("queue %s: %w", cfg.Name, err) // integrity.go
+		}
+	}
 	switch {
 	case !existing && o.bootstrap && cfg.Follow:
 		// Kept, not written: see failover.go's bootstrapLate.

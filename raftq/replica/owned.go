@@ -15,14 +15,17 @@ import (
 // with settlements their node sends again until a leader has committed
 // them (SettleOwned), because nothing else would return what they hold:
 //
-//   - A basic.get forwarded from another node is checked out to a getter
-//     ID that node chose for that one get (ConsumerIDFor, so NodeGone
-//     finds it), not to the leader's own getter. Its node acknowledges or
-//     returns the message by that ID, and returns whatever the getter
-//     holds when the get's answer is lost (the link to the leader broke
-//     after the get was proposed). With the leader's getter, a message
-//     whose answer was lost stayed checked out to a live leader,
-//     delivered to nobody, until the leadership moved.
+//   - A basic.get is checked out to a getter ID the asking node chose for
+//     that one get (ConsumerIDFor, so NodeGone finds it), not to the
+//     leader's own getter, whether it was forwarded from another node or
+//     asked of the leader on its own node (GetAs). Its node acknowledges
+//     or returns the message by that ID, and returns whatever the getter
+//     holds when the get's answer is lost: the link to the leader broke
+//     after the get was proposed, or the leader lost its leadership
+//     before applying it, and the get was asked again of the next one.
+//     With the leader's getter, shared by all its node's channels, such
+//     a message stayed checked out, delivered to nobody, until a leader
+//     gave up on it (the disconnected timeout).
 //   - A consumer whose channel closed (queue.Releaser) is declared down
 //     once its acknowledgements had time to arrive: it may hold messages
 //     its channel no longer knows of, whose acknowledgement went to a
@@ -114,9 +117,9 @@ func (r *Replica) SettleOwned(list []OwnedSettlement) error {
 const ownedBarrierWait = 10 * time.Second
 
 // releasesPending says whether list releases an owner (Delivery 0) that
-// the machine does not know while an attach or a forwarded get this member
-// proposed may still make it known: the consumer's attach is under way
-// here (Consume registers it first), or a forwarded get is. A consumer
+// the machine does not know while an attach or a get this member proposed
+// may still make it known: the consumer's attach is under way here
+// (Consume registers it first), or a get with its own getter is. A consumer
 // that was cancelled holding nothing is forgotten by the machine, so most
 // releases of closed channels find their owner unknown, and pay no barrier.
 func (t *consumerTable) releasesPending(list []OwnedSettlement) bool {

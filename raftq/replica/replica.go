@@ -86,20 +86,22 @@ func errorFor(err error) error {
 }
 
 // Get takes one message for basic.get through the log, checked out to
-// this member's own getter (a channel of this node asks).
+// this member's own getter. A node's channels get through GetAs, with a
+// getter of their own for each get (owned.go), so that a get whose answer
+// is lost can be given back.
 func (r *Replica) Get(noAck bool) (queue.Delivery, uint32, bool, error) {
 	return r.GetAs(uint64(r.getter), noAck)
 }
 
 // GetAs takes one message for basic.get through the log, checked out to
-// getter: a forwarded get names the ID its node chose (owned.go).
+// getter, the ID the asking node chose (owned.go).
 func (r *Replica) GetAs(getter uint64, noAck bool) (queue.Delivery, uint32, bool, error) {
 	if r.queueConfig().SingleActiveConsumer {
 		// Refused before the log, as RabbitMQ's channel does (405).
 		return queue.Delivery{}, 0, false, queue.ErrGetUnsupported
 	}
 	r.pub.flush()               // a get sees what was published before it
-	r.consumers.attachMu.Lock() // a release of a forwarded get's getter waits for it (SettleOwned)
+	r.consumers.attachMu.Lock() // a release of the getter waits for it (SettleOwned)
 	if getter != uint64(r.getter) {
 		r.consumers.foreignGets.Add(1)
 		defer r.consumers.foreignGets.Add(-1)

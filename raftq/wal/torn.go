@@ -71,7 +71,6 @@ func damaged(f *os.File, path string, off, size int64, segSalt uint32, cause err
 		return nil
 	}
 	return fmt.Errorf("%w: segment %s has a damaged record at offset %d (%v) followed by an intact one at %d: "+
-		"bytes that were synced have changed, and cutting the log there would drop entries this node acknowledged. "+
-		"Move this node's data directory aside and let the node rejoin empty, so that its queues re-sync from the other members",
+		"bytes that were synced have changed, and cutting the log there would drop entries this node acknowledged",
 		ErrCorrupt, path, off, cause, next)
 }

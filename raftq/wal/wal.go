@@ -347,7 +347,10 @@ func (l *Log) replay(id uint32, last bool) error {
 		}
 		if err != nil {
 			if !last {
-				return fmt.Errorf("wal segment %s at offset %d: %w", path, off, err)
+				// Only the last segment is ever written to: damage in
+				// an earlier one is never a torn write (torn.go).
+				return fmt.Errorf("%w: segment %s has a damaged record at offset %d (%v) and is not the last: "+
+					"bytes that were synced have changed", ErrCorrupt, path, off, err)
 			}
 			if err := damaged(f, path, off, fi.Size(), salt(id), err); err != nil {
 				return err // torn.go

@@ -213,9 +213,13 @@ func TestCorruptMiddleSegmentIsAnError(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := Open(dir, Options{SegmentSize: 512}); err == nil {
+	l, err = Open(dir, Options{SegmentSize: 512})
+	if err == nil {
 		l.Close()
 		t.Fatal("opened a log with a damaged segment that is not the last")
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("damage in a segment that is not the last: %v, want ErrCorrupt", err)
 	}
 }
 
