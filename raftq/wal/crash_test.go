@@ -39,6 +39,7 @@ import (
 const (
 	crashBudget  = 40 * time.Second
 	crashMost    = 3000
+	crashLife    = 100
 	crashGroups  = 3
 	crashSegment = 32 << 10
 	termKey      = "CurrentTerm"
@@ -82,12 +83,13 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// crashRun is one log on one lazyfs mount through many crashes, and
-// what the log acknowledged.
+// crashRun is a log on one lazyfs mount through many crashes (begun
+// again every crashLife), and what the log acknowledged.
 type crashRun struct {
 	t       *testing.T
 	m       *lazyfs.Mounted
-	dir     string
+	mnt     string // where m is mounted
+	dir     string // the log's directory
 	r       *rand.Rand
 	groups  []*groupModel
 	acked   atomic.Int64
@@ -122,17 +124,30 @@ func newCrashRun(t *testing.T, r *rand.Rand) *crashRun {
 			t.Error(err)
 		}
 	})
-	c := &crashRun{t: t, m: m, dir: filepath.Join(mnt, "wal"), r: r}
+	c := &crashRun{t: t, m: m, mnt: mnt, r: r}
+	c.fresh()
+	return c
+}
+
+// fresh starts a new log, in a directory of its own, and its model.
+// Every crashLife crashes the log is begun again: the cost of reopening
+// one grows with the crashes it went through, and long runs would
+// otherwise slow to a crawl.
+func (c *crashRun) fresh() {
+	c.dir = filepath.Join(c.mnt, fmt.Sprintf("wal-%d", c.cycles))
+	c.groups = nil
 	for k := range crashGroups {
 		c.groups = append(c.groups, &groupModel{id: fmt.Sprintf("q%d", k), durable: map[uint64][]byte{},
 			first: 1, next: 1})
 	}
-	return c
 }
 
 // cycle opens the log, checks it, runs the groups until a power cut at a
 // random moment, and closes what is left.
 func (c *crashRun) cycle() error {
+	if c.cycles > 0 && c.cycles%crashLife == 0 {
+		c.fresh()
+	}
 	c.cycles++
 	l, err := wal.Open(c.dir, wal.Options{SegmentSize: crashSegment,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
