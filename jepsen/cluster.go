@@ -59,6 +59,9 @@ type cluster struct {
 	// ctlAuth are warrenctl's flags for the secured cluster: the CA and
 	// the harness user's client certificate (secure.go).
 	ctlAuth []string
+	// disks are the nodes' data directories on lazyfs, for the
+	// lose-unsynced fault (disks.go); nil without it.
+	disks *disks
 }
 
 // startCluster starts n nodes that form a new cluster, each on its own

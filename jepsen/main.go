@@ -122,7 +122,7 @@ Flags:
 	fs.IntVar(&cfg.rpcRate, "rpc-rate", 10, "requests per second each node's RPC client sends: RabbitMQ's request/reply, a client with an exclusive reply queue on its node, requests in the quorum queue "+rpcQueue+" answered by a server on every node, replies published with confirms to the reply queue wherever it lives; 0 for none")
 	fs.DurationVar(&cfg.duration, "duration", time.Minute, "how long the clients run and the nemesis breaks things")
 	fs.DurationVar(&cfg.hold, "hold", 8*time.Second, "longest a fault is held (and a pause between faults); each lasts between half this and this")
-	fs.StringVar(&faults, "faults", "kill,stop,pause,partition,alarm", "faults, comma-separated: kill, stop, pause, partition, alarm (a disk alarm on the node: warrenctl set disk-free-limit above its free space, which blocks publishers on every node, then back to 50MB), halves, ring, bridge, oneway, loss, kill-minority, kill-all, latency (every link between nodes delayed 50-200 ms each way), full-disk (one node's data directory, a small tmpfs, filled) (see jepsen/README.md; partition, halves, ring, bridge, oneway, loss and latency need root, ip, nft and iptables; full-disk needs root); empty for none")
+	fs.StringVar(&faults, "faults", "kill,stop,pause,partition,alarm", "faults, comma-separated: kill, stop, pause, partition, alarm (a disk alarm on the node: warrenctl set disk-free-limit above its free space, which blocks publishers on every node, then back to 50MB), halves, ring, bridge, oneway, loss, kill-minority, kill-all, latency (every link between nodes delayed 50-200 ms each way), full-disk (one node's data directory, a small tmpfs, filled), lose-unsynced (unsynced writes of a killed node dropped) (see jepsen/README.md; partition, halves, ring, bridge, oneway, loss and latency need root, ip, nft and iptables; full-disk and lose-unsynced need root); empty for none")
 	fs.StringVar(&ops, "ops", "rebalance,transfer,drain,member,checkpoint", "operator commands between faults, comma-separated: rebalance, transfer, drain, member, checkpoint; empty for none")
 	fs.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices (printed, to repeat a schedule)")
 	fs.DurationVar(&cfg.drainLimit, "drain-limit", 2*time.Minute, "longest the consumers may take to empty the queues after the healing")
@@ -256,10 +256,21 @@ func run(ctx context.Context, log *slog.Logger, cfg config) (verdict, error) {
 		return verdict{}, fmt.Errorf("the full-disk fault: %w", err)
 	}
 	defer unmount()
+	var dk *disks
+	if slices.Contains(cfg.faults, "lose-unsynced") {
+		if slices.Contains(cfg.faults, "full-disk") {
+			return verdict{}, errors.New("the lose-unsynced and full-disk faults both mount a node's data directory: choose one")
+		}
+		if dk, err = mountDisks(cfg.dir, cfg.nodes); err != nil {
+			return verdict{}, err
+		}
+		defer dk.close()
+	}
 	c, err := startCluster(log, first, cfg.warrenctl, cfg.dir, cfg.nodes, l, cfg.extra)
 	if err != nil {
 		return verdict{}, err
 	}
+	c.disks = dk
 	defer c.stopAll()
 
 	w := &workload{log: log, rate: cfg.rate, rpcRate: cfg.rpcRate, rpc: newRPCHistory()}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -83,7 +84,7 @@ type nemesis struct {
 }
 
 // faultNames are the faults newNemesis knows.
-const faultNames = "kill, stop, pause, partition, alarm, halves, ring, bridge, oneway, loss, kill-minority, kill-all, latency, full-disk, corrupt"
+const faultNames = "kill, stop, pause, partition, alarm, halves, ring, bridge, oneway, loss, kill-minority, kill-all, latency, full-disk, corrupt, lose-unsynced"
 
 // needsLab says whether a fault cuts links, which needs network namespaces.
 func needsLab(fault string) bool {
@@ -137,6 +138,17 @@ func newNemesis(log *slog.Logger, c *cluster, w *workload, warrenctl string, see
 			f.apply = one(func(_ context.Context, i int) (func() error, error) {
 				nd := c.nodes[i]
 				return nd.restart, nd.kill()
+			})
+		case "lose-unsynced": // SIGKILL, the node's unsynced writes dropped, then start (disks.go)
+			if c.disks == nil {
+				return nil, errors.New("the lose-unsynced fault needs the nodes' data directories on lazyfs (mountDisks)")
+			}
+			f.apply = one(func(_ context.Context, i int) (func() error, error) {
+				var tear *rand.Rand // half the time a torn write-back
+				if n.rng.IntN(2) == 0 {
+					tear = n.rng
+				}
+				return c.nodes[i].restart, c.loseUnsynced(i, tear)
 			})
 		case "stop": // graceful stop (leaderships handed off first), then start
 			f.apply = one(func(_ context.Context, i int) (func() error, error) {
