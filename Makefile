@@ -67,7 +67,7 @@ test-slow: ## the slow tests too (1,000 quorum queues on three in-process nodes)
 	WARREN_SLOW_TESTS=1 $(GO) test -count=1 -timeout 30m -run 'ThousandQueues' -v ./cluster/node/
 
 .PHONY: jepsen-smoke
-jepsen-smoke: ## the chaos harness's smoke run, as CI runs it (jepsen/ TestChaos): 3 nodes, every workload, fault and operation, about 3.5 minutes; needs root, ip, nft, iptables
+jepsen-smoke: ## the chaos harness's smoke run, as CI runs it (jepsen/ TestChaos): 3 nodes, every workload, most faults and operations (jepsen/smoke.go), about 4 minutes; needs root, ip, nft, iptables
 	WARREN_CHAOS_TESTS=require $(GO) test -count=1 -timeout 12m -run '^TestChaos$$' -v ./jepsen/
 
 .PHONY: test-chaos

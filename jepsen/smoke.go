@@ -11,12 +11,17 @@ import (
 // jepsen-smoke`, which CI runs): all of them. A new fault joins the smoke
 // run by its name here.
 var smokeFaults = []string{
-	"kill", "stop", "pause", "alarm", "kill-minority", "kill-all",
-	"partition", "halves", "ring", "bridge", "oneway", "loss",
+	"kill", "stop", "pause", "alarm", "kill-minority", "kill-all", "corrupt",
+	"partition", "halves", "ring", "bridge", "oneway", "loss", "latency",
 }
 
-// smokeOps are the operator commands of the smoke run: all of them.
-var smokeOps = []string{"rebalance", "transfer", "drain", "member", "checkpoint"}
+// smokeOps are the operator commands of the smoke run: all but member.
+// Deleting a member and adding it back leaves a queue two voters for a
+// while; the corrupt fault on one of them then leaves it without a
+// majority until that member re-syncs, which it cannot do without one:
+// Raft's limit (docs/storage.md), not a defect. The full campaign runs
+// both.
+var smokeOps = []string{"rebalance", "transfer", "drain", "checkpoint"}
 
 // smokeConfig is the smoke run: 3 nodes, every workload and every fault
 // and operation, short enough for CI. Holds of 4 s let the nemesis deal
@@ -28,7 +33,7 @@ func smokeConfig(warren, warrenctl, dir string, seed uint64, faults []string) co
 		nodes: 3, queues: 3, deadLetter: 1, sleepy: 2, single: 1,
 		ordered: 1, large: 1, crashEvery: 2 * time.Second, minFaults: -1,
 		rate: 50, rpcRate: 10,
-		duration: 150 * time.Second, hold: 4 * time.Second,
+		duration: 180 * time.Second, hold: 4 * time.Second,
 		faults: faults, ops: smokeOps, everyFault: true,
 		seed: seed, drainLimit: 2 * time.Minute,
 	}
